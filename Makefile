@@ -1,0 +1,49 @@
+# The two commands the README opens with: `make demo` and `make test`.
+SHELL := /bin/bash
+PY ?= python3.11
+VENV ?= .venv
+STATE ?= $(CURDIR)/.state
+CLUSTER_DIR ?= $(STATE)/cluster
+BIN := $(VENV)/bin
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: venv demo test test-unit lint cluster-up cluster-down cluster-status bench clean
+
+$(BIN)/activate: pyproject.toml
+	@command -v uv >/dev/null || $(PY) -m pip install -q uv
+	uv venv -q --allow-existing -p $(PY) $(VENV)
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) uv pip install -q -e '.[dev,testing]'
+	@touch $@
+
+venv: $(BIN)/activate
+
+cluster-up: venv
+	$(BIN)/python -m airflow_volcano_wandb.testing.cluster up --state-dir $(CLUSTER_DIR)
+
+cluster-down:
+	$(BIN)/python -m airflow_volcano_wandb.testing.cluster down --state-dir $(CLUSTER_DIR)
+
+cluster-status:
+	$(BIN)/python -m airflow_volcano_wandb.testing.cluster status --state-dir $(CLUSTER_DIR)
+
+demo: cluster-up
+	$(BIN)/python scripts/demo.py --cluster-dir $(CLUSTER_DIR) --state-dir $(STATE)
+
+# The whole suite: unit tests, the local-cluster integration tests (the fixture starts the
+# cluster, building it on first use) and the end-to-end Airflow + browser test.
+test: venv
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest
+
+test-unit: venv
+	$(BIN)/python -m pytest tests/unit
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+bench: cluster-up
+	$(BIN)/python bench/run_all.py --cluster-dir $(CLUSTER_DIR)
+
+clean: cluster-down
+	rm -rf $(VENV) $(STATE)

@@ -1,0 +1,63 @@
+"""Airflow provider: a multi-node PyTorch job on Kubernetes + Volcano as one task, linked to W&B."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+
+def get_provider_info() -> dict:
+    """Describe this provider to Airflow's ProvidersManager (entry point ``apache_airflow_provider``)."""
+    return {
+        "package-name": "airflow-volcano-wandb",
+        "name": "Volcano + Weights & Biases",
+        "description": "Submit Volcano PyTorch jobs from W&B Launch queue templates and link them "
+        "to their W&B runs.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Volcano",
+                "external-doc-url": "https://volcano.sh/",
+                "tags": ["software"],
+            },
+            {
+                "integration-name": "Weights & Biases",
+                "external-doc-url": "https://docs.wandb.ai/",
+                "tags": ["software"],
+            },
+        ],
+        "operators": [
+            {
+                "integration-name": "Volcano",
+                "python-modules": ["airflow_volcano_wandb.operators.volcano"],
+            }
+        ],
+        "sensors": [
+            {
+                "integration-name": "Volcano",
+                "python-modules": ["airflow_volcano_wandb.sensors.volcano"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Volcano",
+                "python-modules": ["airflow_volcano_wandb.hooks.volcano"],
+            },
+            {
+                "integration-name": "Weights & Biases",
+                "python-modules": ["airflow_volcano_wandb.hooks.wandb"],
+            },
+        ],
+        "triggers": [
+            {
+                "integration-name": "Volcano",
+                "python-modules": ["airflow_volcano_wandb.triggers.volcano"],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_volcano_wandb.hooks.wandb.WandbHook",
+                "connection-type": "wandb",
+            }
+        ],
+        "extra-links": ["airflow_volcano_wandb.links.wandb.WandbRunLink"],
+    }

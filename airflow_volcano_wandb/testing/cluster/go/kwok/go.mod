@@ -1,0 +1,3 @@
+module github.com/airflow-volcano-wandb/testing/kwok
+
+go 1.26.0
