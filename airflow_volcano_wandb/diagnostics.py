@@ -1,0 +1,177 @@
+"""Why a Volcano job failed or never started, from its pods, PodGroup and events.
+
+Pure: takes the API's objects as plain camelCase dicts (what ``sanitize_for_serialization``
+gives) and returns facts and sentences. The hook fetches, this module explains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+TASK_LABELS = ("volcano.sh/task-spec", "volcano.sh/task-name")
+
+
+@dataclass(frozen=True)
+class ContainerFailure:
+    """A container that ended badly, or is stuck waiting for a reason worth telling."""
+
+    pod: str
+    task: str
+    container: str
+    exit_code: int | None
+    reason: str
+    message: str = ""
+
+    def describe(self) -> str:
+        where = f"task {self.task or '?'} pod {self.pod} container {self.container}"
+        if self.exit_code is not None:
+            text = f"{where} exited with code {self.exit_code}"
+            if self.reason:
+                text += f" ({self.reason})"
+        else:
+            text = f"{where} is waiting: {self.reason}"
+        if self.message:
+            text += f": {self.message}"
+        return text
+
+
+def task_of(pod: Mapping[str, Any]) -> str:
+    """The Volcano task a pod belongs to (Volcano sets it as a label and an annotation)."""
+    metadata = pod.get("metadata") or {}
+    for source in (metadata.get("labels") or {}, metadata.get("annotations") or {}):
+        for key in TASK_LABELS:
+            if source.get(key):
+                return str(source[key])
+    return ""
+
+
+# Waiting reasons that never fix themselves, so they are worth surfacing while still Pending.
+STUCK_WAITING_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "CrashLoopBackOff",
+    }
+)
+
+
+def container_failures(pods: Iterable[Mapping[str, Any]]) -> list[ContainerFailure]:
+    """Containers that exited non-zero or are stuck, masters first, then by pod name."""
+    failures = []
+    for pod in pods:
+        name = str((pod.get("metadata") or {}).get("name") or "")
+        task = task_of(pod)
+        status = pod.get("status") or {}
+        for cs in status.get("containerStatuses") or []:
+            state = cs.get("state") or {}
+            last = cs.get("lastState") or {}
+            terminated = state.get("terminated") or last.get("terminated")
+            waiting = state.get("waiting") or {}
+            if terminated and int(terminated.get("exitCode") or 0) != 0:
+                failures.append(
+                    ContainerFailure(
+                        pod=name,
+                        task=task,
+                        container=str(cs.get("name") or ""),
+                        exit_code=int(terminated.get("exitCode")),
+                        reason=str(terminated.get("reason") or ""),
+                        message=str(terminated.get("message") or "").strip(),
+                    )
+                )
+            elif waiting.get("reason") in STUCK_WAITING_REASONS:
+                failures.append(
+                    ContainerFailure(
+                        pod=name,
+                        task=task,
+                        container=str(cs.get("name") or ""),
+                        exit_code=None,
+                        reason=str(waiting.get("reason")),
+                        message=str(waiting.get("message") or "").strip(),
+                    )
+                )
+        if (
+            status.get("phase") == "Failed"
+            and status.get("reason")
+            and not any(f.pod == name for f in failures)
+        ):
+            # Evicted or otherwise killed pods carry the reason on the pod, not a container.
+            failures.append(
+                ContainerFailure(
+                    pod=name,
+                    task=task,
+                    container="",
+                    exit_code=None,
+                    reason=str(status.get("reason")),
+                    message=str(status.get("message") or ""),
+                )
+            )
+    return sorted(failures, key=lambda f: (f.task != "master", f.pod, f.container))
+
+
+def unschedulable_reason(
+    podgroups: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]
+) -> str:
+    """Volcano's own words for why a gang cannot be placed, or ``""`` when it has given none.
+
+    The scheduler's per-node summary (``0/4 nodes are available: 4 Insufficient
+    nvidia.com/gpu``) comes from events; the PodGroup's Unschedulable condition says how much
+    of the gang is stuck. Both are given when both exist.
+    """
+    condition_text = ""
+    for podgroup in podgroups:
+        for condition in (podgroup.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "Unschedulable" and condition.get("status") == "True":
+                condition_text = str(condition.get("message") or condition.get("reason") or "")
+    node_text = ""
+    for event in _newest_first(events):
+        message = str(event.get("message") or "")
+        if "nodes are available" in message or "Insufficient" in message:
+            node_text = message
+            break
+    if not node_text:
+        for event in _newest_first(events):
+            if event.get("type") == "Warning" and event.get("reason") in (
+                "Unschedulable",
+                "FailedScheduling",
+            ):
+                node_text = str(event.get("message") or "")
+                break
+    return "; ".join(text.strip().rstrip(".") for text in (node_text, condition_text) if text)
+
+
+def warning_events(events: Sequence[Mapping[str, Any]], limit: int = 10) -> list[str]:
+    """The job's most recent warnings as ``Reason: message`` lines, newest last, no repeats."""
+    lines: list[str] = []
+    for event in reversed(_newest_first(events)):
+        if event.get("type") != "Warning":
+            continue
+        involved = event.get("involvedObject") or {}
+        line = (
+            f"{involved.get('kind', '?')}/{involved.get('name', '?')} "
+            f"{event.get('reason', '')}: {str(event.get('message') or '').strip()}"
+        )
+        if line not in lines:
+            lines.append(line)
+    return lines[-limit:]
+
+
+def _newest_first(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    def when(event: Mapping[str, Any]) -> str:
+        return str(
+            event.get("lastTimestamp")
+            or event.get("eventTime")
+            or (event.get("metadata") or {}).get("creationTimestamp")
+            or ""
+        )
+
+    return sorted(events, key=when, reverse=True)
+
+
+def tail(text: str, lines: int) -> str:
+    """The last ``lines`` lines of a log."""
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])

@@ -1,0 +1,8 @@
+"""Hooks of the provider."""
+
+from __future__ import annotations
+
+from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook, VolcanoHook
+from airflow_volcano_wandb.hooks.wandb import WandbHook
+
+__all__ = ["AsyncVolcanoHook", "VolcanoHook", "WandbHook"]

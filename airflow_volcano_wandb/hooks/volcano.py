@@ -1,0 +1,450 @@
+"""Volcano jobs through the cncf.kubernetes provider's connection handling.
+
+``VolcanoHook`` (sync) and ``AsyncVolcanoHook`` (for triggers) subclass the provider's
+``KubernetesHook`` and ``AsyncKubernetesHook``, so a ``kubernetes`` connection means the same
+thing here as everywhere else in Airflow: in-cluster, kubeconfig path or content, context,
+namespace. Objects come back as plain camelCase dicts, which the pure modules read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import tenacity
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import (
+    AsyncKubernetesHook,
+    KubernetesHook,
+)
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+from kubernetes_asyncio import client as async_k8s
+from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+from airflow_volcano_wandb import diagnostics
+
+GROUP = "batch.volcano.sh"
+VERSION = "v1alpha1"
+PLURAL = "jobs"
+PODGROUP_GROUP = "scheduling.volcano.sh"
+PODGROUP_VERSION = "v1beta1"
+JOB_NAME_LABEL = "volcano.sh/job-name"
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+
+log = logging.getLogger(__name__)
+
+
+class JobExistsError(Exception):
+    """The API answered 409: a job of that name is already there."""
+
+
+class KubernetesPermissionError(PermissionError):
+    """The API answered 403; the message names the verb and resource the Role lacks."""
+
+
+def _is_retryable(exc: BaseException) -> bool:
+    if isinstance(exc, ApiException | AsyncApiException):
+        return exc.status in RETRYABLE_STATUSES or exc.status == 0
+    return isinstance(exc, Urllib3Error | ConnectionError | TimeoutError | OSError)
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    fn = getattr(state.fn, "__name__", "call")
+    log.warning(
+        "Kubernetes API call %s failed (%s); retry %d", fn, _short(exc), state.attempt_number
+    )
+
+
+def _short(exc: BaseException | None) -> str:
+    if isinstance(exc, ApiException | AsyncApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+# Every call here is safe to repeat: reads, deletes, and creates whose 409 is handled by the
+# caller as "already there" (reattach), so a create whose answer was lost is not duplicated.
+api_retry = tenacity.retry(
+    retry=tenacity.retry_if_exception(_is_retryable),
+    wait=tenacity.wait_exponential(multiplier=0.5, max=8),
+    stop=tenacity.stop_after_attempt(6) | tenacity.stop_after_delay(60),
+    before_sleep=_log_retry,
+    reraise=True,
+)
+
+
+def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -> Exception:
+    """Turn a 403 into an error that says exactly which permission is missing."""
+    if isinstance(exc, ApiException | AsyncApiException) and exc.status == 403:
+        return KubernetesPermissionError(
+            f"Kubernetes denied '{verb}' on '{resource}' in namespace '{namespace}'. "
+            f"Grant it in the Role bound to this connection's identity "
+            f"(see docker/k8s/rbac.yaml). API said: {_api_message(exc)}"
+        )
+    return exc
+
+
+def _api_message(exc: ApiException | AsyncApiException) -> str:
+    try:
+        return str(json.loads(exc.body).get("message"))
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)
+
+
+def _to_dict(api: k8s.ApiClient, obj: Any) -> dict:
+    return api.sanitize_for_serialization(obj)
+
+
+class VolcanoHook(KubernetesHook):
+    """Create, read, delete and inspect Volcano jobs (sync; used by operator and sensor)."""
+
+    hook_name = "Volcano (Kubernetes)"
+
+    def _call(self, verb: str, resource: str, namespace: str, fn, *args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except ApiException as exc:
+            raise permission_error(exc, verb, resource, namespace) from exc
+
+    @api_retry
+    def create_job(self, body: Mapping[str, Any], namespace: str) -> dict:
+        """Create a job; raise ``JobExistsError`` when one of that name exists."""
+        try:
+            return self._call(
+                "create",
+                "jobs.batch.volcano.sh",
+                namespace,
+                self.custom_object_client.create_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                body,
+            )
+        except ApiException as exc:
+            if exc.status == 409:
+                raise JobExistsError(body["metadata"]["name"]) from exc
+            raise
+
+    @api_retry
+    def get_job(self, name: str, namespace: str) -> dict | None:
+        """The job, or ``None`` when it does not exist."""
+        try:
+            return self._call(
+                "get",
+                "jobs.batch.volcano.sh",
+                namespace,
+                self.custom_object_client.get_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    @api_retry
+    def list_jobs(self, namespace: str, label_selector: str) -> list[dict]:
+        result = self._call(
+            "list",
+            "jobs.batch.volcano.sh",
+            namespace,
+            self.custom_object_client.list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            label_selector=label_selector,
+        )
+        return list(result.get("items") or [])
+
+    @api_retry
+    def delete_job(self, name: str, namespace: str, uid: str | None = None) -> bool:
+        """Delete with foreground propagation, so the job is gone only once its pods are.
+
+        With ``uid``, a job of the same name but another uid (a newer submission) is left
+        alone. Returns False when there was nothing to delete.
+        """
+        body = k8s.V1DeleteOptions(
+            propagation_policy="Foreground",
+            preconditions=k8s.V1Preconditions(uid=uid) if uid else None,
+        )
+        try:
+            self._call(
+                "delete",
+                "jobs.batch.volcano.sh",
+                namespace,
+                self.custom_object_client.delete_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                body=body,
+            )
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409):  # gone already, or a different job by that name
+                return False
+            raise
+
+    def wait_job_gone(self, name: str, namespace: str, timeout: float = 120) -> None:
+        """Block until the job object is gone (foreground deletion waits for its pods)."""
+        deadline = time.monotonic() + timeout
+        while self.get_job(name, namespace) is not None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Volcano job {namespace}/{name} still exists after {timeout}s")
+            time.sleep(0.5)
+
+    @api_retry
+    def list_job_pods(self, name: str, namespace: str) -> list[dict]:
+        pods = self._call(
+            "list",
+            "pods",
+            namespace,
+            self.core_v1_client.list_namespaced_pod,
+            namespace,
+            label_selector=f"{JOB_NAME_LABEL}={name}",
+        )
+        return [_to_dict(self.api_client, pod) for pod in pods.items]
+
+    @api_retry
+    def read_pod_log(self, pod: str, namespace: str, tail_lines: int | None = None) -> str:
+        try:
+            return self._call(
+                "get",
+                "pods/log",
+                namespace,
+                self.core_v1_client.read_namespaced_pod_log,
+                pod,
+                namespace,
+                tail_lines=tail_lines,
+            )
+        except ApiException as exc:
+            if exc.status in (400, 404):  # container never started, or pod gone
+                return ""
+            raise
+
+    @api_retry
+    def list_events(self, namespace: str, names: set[str]) -> list[dict]:
+        """Events about any of ``names`` (the job, its PodGroup and its pods)."""
+        events = self._call(
+            "list", "events", namespace, self.core_v1_client.list_namespaced_event, namespace
+        )
+        return [
+            _to_dict(self.api_client, e)
+            for e in events.items
+            if e.involved_object is not None and e.involved_object.name in names
+        ]
+
+    @api_retry
+    def list_podgroups(self, namespace: str, job_uid: str) -> list[dict]:
+        """The PodGroups Volcano made for the job (owned by it)."""
+        result = self._call(
+            "list",
+            "podgroups.scheduling.volcano.sh",
+            namespace,
+            self.custom_object_client.list_namespaced_custom_object,
+            PODGROUP_GROUP,
+            PODGROUP_VERSION,
+            namespace,
+            "podgroups",
+        )
+        return [
+            pg
+            for pg in result.get("items") or []
+            if any(
+                ref.get("uid") == job_uid
+                for ref in (pg.get("metadata") or {}).get("ownerReferences") or []
+            )
+        ]
+
+    @api_retry
+    def apply_secret(self, body: Mapping[str, Any], namespace: str) -> None:
+        """Create the Secret, or replace its data when a previous try left one."""
+        name = body["metadata"]["name"]
+        try:
+            self._call(
+                "create",
+                "secrets",
+                namespace,
+                self.core_v1_client.create_namespaced_secret,
+                namespace,
+                body,
+            )
+        except ApiException as exc:
+            if exc.status != 409:
+                raise
+            self._call(
+                "patch",
+                "secrets",
+                namespace,
+                self.core_v1_client.patch_namespaced_secret,
+                name,
+                namespace,
+                {"stringData": body.get("stringData") or {}},
+            )
+
+    @api_retry
+    def set_secret_owner(self, name: str, namespace: str, job: Mapping[str, Any]) -> None:
+        """Make the job own the Secret, so Kubernetes deletes the Secret with the job."""
+        meta = job["metadata"]
+        owner = {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "Job",
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "blockOwnerDeletion": False,
+            "controller": False,
+        }
+        self._call(
+            "patch",
+            "secrets",
+            namespace,
+            self.core_v1_client.patch_namespaced_secret,
+            name,
+            namespace,
+            {"metadata": {"ownerReferences": [owner]}},
+        )
+
+    @api_retry
+    def delete_secret(self, name: str, namespace: str) -> None:
+        try:
+            self._call(
+                "delete",
+                "secrets",
+                namespace,
+                self.core_v1_client.delete_namespaced_secret,
+                name,
+                namespace,
+            )
+        except ApiException as exc:
+            if exc.status != 404:
+                raise
+
+    def failure_report(self, job: Mapping[str, Any], log_lines: int = 20) -> list[str]:
+        """Everything a person needs to see why the job ended badly, as log lines."""
+        meta = job.get("metadata") or {}
+        name, namespace = meta.get("name", ""), meta.get("namespace", "")
+        pods = self.list_job_pods(name, namespace)
+        failures = diagnostics.container_failures(pods)
+        podgroups = self.list_podgroups(namespace, meta.get("uid", ""))
+        names = {name} | {p["metadata"]["name"] for p in pods}
+        names |= {pg["metadata"]["name"] for pg in podgroups}
+        lines = [f.describe() for f in failures]
+        shown = set()
+        for pod_name in [f.pod for f in failures[:1]] + [
+            p["metadata"]["name"] for p in pods if diagnostics.task_of(p) == "master"
+        ][:1]:
+            if pod_name in shown:
+                continue
+            shown.add(pod_name)
+            log = diagnostics.tail(self.read_pod_log(pod_name, namespace, log_lines), log_lines)
+            if log:
+                lines.append(f"last {log_lines} log lines of {pod_name}:")
+                lines.extend("    " + line for line in log.splitlines())
+        events = diagnostics.warning_events(self.list_events(namespace, names))
+        if events:
+            lines.append("warning events:")
+            lines.extend("    " + e for e in events)
+        return lines
+
+    def explain_end(self, event: Mapping[str, Any], log_lines: int, log: Any) -> str:
+        """The message a failed wait raises with; the full diagnostics go to ``log``.
+
+        A pending timeout gets Volcano's unschedulable reason; a failure gets which pod and
+        container failed, with what exit code, the logs' last lines and the warning events.
+        """
+        message = str(event["message"])
+        job = self.get_job(event["name"], event["namespace"])
+        if job is None:
+            return message
+        if event["status"] == "pending_timeout":
+            return f"{message}: {self.unschedulable_reason(job) or 'Volcano gave no reason'}"
+        if event["status"] == "failed":
+            report = self.failure_report(job, log_lines)
+            for line in report:
+                log.error("%s", line)
+            if report:
+                message += f"; first cause: {report[0]}"
+        return message
+
+    def unschedulable_reason(self, job: Mapping[str, Any]) -> str:
+        meta = job.get("metadata") or {}
+        namespace = meta.get("namespace", "")
+        podgroups = self.list_podgroups(namespace, meta.get("uid", ""))
+        pods = self.list_job_pods(meta.get("name", ""), namespace)
+        names = {meta.get("name", "")} | {pg["metadata"]["name"] for pg in podgroups}
+        names |= {p["metadata"]["name"] for p in pods}
+        return diagnostics.unschedulable_reason(podgroups, self.list_events(namespace, names))
+
+
+class AsyncVolcanoHook(AsyncKubernetesHook):
+    """The async side, for triggers: read and delete jobs, and list+watch a namespace."""
+
+    async def get_job(self, name: str, namespace: str) -> dict | None:
+        async with self.get_conn() as api:
+            try:
+                return await async_k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name
+                )
+            except AsyncApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise permission_error(exc, "get", "jobs.batch.volcano.sh", namespace) from exc
+
+    async def delete_job(self, name: str, namespace: str, uid: str | None = None) -> bool:
+        async with self.get_conn() as api:
+            body = async_k8s.V1DeleteOptions(
+                propagation_policy="Foreground",
+                preconditions=async_k8s.V1Preconditions(uid=uid) if uid else None,
+            )
+            try:
+                await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, name, body=body
+                )
+                return True
+            except AsyncApiException as exc:
+                if exc.status in (404, 409):
+                    return False
+                raise
+
+    async def list_jobs(self, api: async_k8s.ApiClient, namespace: str) -> tuple[list[dict], str]:
+        """All jobs in the namespace and the list's resourceVersion, to watch from."""
+        result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL
+        )
+        return list(result.get("items") or []), result["metadata"]["resourceVersion"]
+
+    async def watch_jobs(
+        self,
+        api: async_k8s.ApiClient,
+        namespace: str,
+        resource_version: str,
+        timeout_seconds: int = 300,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        """Watch events (type, object) from ``resource_version``; raw ERROR events included."""
+        from kubernetes_asyncio import watch
+
+        watcher = watch.Watch()
+        try:
+            async for event in watcher.stream(
+                async_k8s.CustomObjectsApi(api).list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+            ):
+                yield event["type"], event["raw_object"]
+        finally:
+            watcher.stop()

@@ -1,0 +1,156 @@
+"""What a Volcano Job's status means for the Airflow task waiting on it.
+
+Pure: takes the job as the plain dict the API returns (or ``None`` when the job is gone) and
+says whether to keep waiting, and if not, whether it succeeded and why. The trigger, the
+sensor and the operator's sync wait all read jobs through this one module, so they can never
+disagree about what a phase means.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+
+class Verdict(str, Enum):
+    """How a wait on a job ends, or that it goes on."""
+
+    WAIT = "wait"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+# Volcano's JobPhase values (volcano.sh/apis batch/v1alpha1). Completing, Aborting, Terminating
+# and Restarting are transient: Volcano moves on from them by itself, so they mean "wait".
+SUCCESS_PHASES = frozenset({"Completed"})
+FAILURE_PHASES = frozenset({"Failed", "Terminated", "Aborted"})
+WAIT_PHASES = frozenset(
+    {"", "Pending", "Running", "Restarting", "Completing", "Aborting", "Terminating"}
+)
+POD_PHASES_IN_ORDER = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job's status, reduced to what a waiter needs."""
+
+    name: str
+    namespace: str
+    uid: str
+    phase: str
+    verdict: Verdict
+    reason: str = ""
+    message: str = ""
+    retry_count: int = 0
+    transition_time: str | None = None
+    replicas: Mapping[str, int] = field(default_factory=dict)
+    pods_by_task: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        return self.verdict is not Verdict.WAIT
+
+    def progress(self) -> str:
+        """One line for the task log, e.g. ``Running: master 1/1, worker 2/3 (retry 1)``.
+
+        A task counts ``x/n`` as pods running or done out of its replicas.
+        """
+        parts = []
+        for task, replicas in self.replicas.items():
+            counts = self.pods_by_task.get(task, {})
+            started = sum(counts.get(phase, 0) for phase in ("Running", "Succeeded"))
+            failed = counts.get("Failed", 0)
+            part = f"{task} {started}/{replicas}"
+            if failed:
+                part += f" ({failed} failed)"
+            parts.append(part)
+        line = f"{self.phase or 'Submitted'}: {', '.join(parts) if parts else 'no tasks'}"
+        if self.retry_count:
+            line += f" (retry {self.retry_count})"
+        return line
+
+    def as_event(self, result: str | None = None, message: str | None = None) -> dict[str, Any]:
+        """The payload a wait ends with (trigger event, poke or sync wait alike)."""
+        return {
+            "status": result or self.verdict.value,
+            "name": self.name,
+            "namespace": self.namespace,
+            "uid": self.uid,
+            "phase": self.phase,
+            "retry_count": self.retry_count,
+            "message": message or self.explain(),
+        }
+
+    def pending_seconds(self, job: Mapping[str, Any] | None, now: float) -> float | None:
+        """How long the job has been waiting to be scheduled, or None if it is not Pending."""
+        if job is None or self.phase not in ("", "Pending"):
+            return None
+        since = self.transition_time or (job.get("metadata") or {}).get("creationTimestamp")
+        if not since:
+            return None
+        return now - datetime.fromisoformat(str(since).replace("Z", "+00:00")).timestamp()
+
+    def explain(self) -> str:
+        """The job's end in one sentence: phase, then Volcano's own reason and message."""
+        if self.verdict is Verdict.DELETED:
+            return (
+                f"Volcano job {self.namespace}/{self.name} was deleted while it was being "
+                "waited on (by someone or something other than this task)"
+            )
+        text = f"Volcano job {self.namespace}/{self.name} {self.phase or 'has no phase'}"
+        cause = ": ".join(part for part in (self.reason, self.message) if part)
+        if cause:
+            text += f" ({cause})"
+        if self.retry_count:
+            text += f" after {self.retry_count} restart(s)"
+        return text
+
+
+def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str = "") -> JobStatus:
+    """Read a Volcano Job dict; ``None`` means the job no longer exists."""
+    if job is None:
+        return JobStatus(name=name, namespace=namespace, uid="", phase="", verdict=Verdict.DELETED)
+    metadata = job.get("metadata") or {}
+    status = job.get("status") or {}
+    state = status.get("state") or {}
+    phase = str(state.get("phase") or "")
+    return JobStatus(
+        name=str(metadata.get("name") or name),
+        namespace=str(metadata.get("namespace") or namespace),
+        uid=str(metadata.get("uid") or ""),
+        phase=phase,
+        verdict=_verdict_for(phase),
+        reason=str(state.get("reason") or ""),
+        message=str(state.get("message") or ""),
+        retry_count=int(status.get("retryCount") or 0),
+        transition_time=state.get("lastTransitionTime"),
+        replicas=_replicas_by_task(job),
+        pods_by_task=_pods_by_task(status),
+    )
+
+
+def _verdict_for(phase: str) -> Verdict:
+    if phase in SUCCESS_PHASES:
+        return Verdict.SUCCEEDED
+    if phase in FAILURE_PHASES:
+        return Verdict.FAILED
+    # A phase this version does not know yet is not an end: waiting is the safe reading, and
+    # the pending timeout or Airflow's execution_timeout still bounds the wait.
+    return Verdict.WAIT
+
+
+def _replicas_by_task(job: Mapping[str, Any]) -> dict[str, int]:
+    tasks = (job.get("spec") or {}).get("tasks") or []
+    return {str(t.get("name")): int(t.get("replicas") or 0) for t in tasks if t.get("name")}
+
+
+def _pods_by_task(status: Mapping[str, Any]) -> dict[str, dict[str, int]]:
+    counts = status.get("taskStatusCount") or {}
+    return {
+        str(task): {str(p): int(n) for p, n in ((state or {}).get("phase") or {}).items()}
+        for task, state in counts.items()
+    }

@@ -1,0 +1,3 @@
+from airflow_volcano_wandb.operators.volcano import VolcanoPyTorchJobOperator
+
+__all__ = ["VolcanoPyTorchJobOperator"]

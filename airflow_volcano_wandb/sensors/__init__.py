@@ -1,0 +1,3 @@
+from airflow_volcano_wandb.sensors.volcano import VolcanoJobSensor
+
+__all__ = ["VolcanoJobSensor"]

@@ -1,0 +1,3 @@
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+
+__all__ = ["VolcanoJobTrigger"]

@@ -1,0 +1,175 @@
+"""The deferrable wait on a Volcano job: a watch, not a poll."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_volcano_wandb import job_watcher
+from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+from airflow_volcano_wandb.job_status import JobStatus, interpret
+
+
+class VolcanoJobTrigger(BaseTrigger):
+    """Fire once when a Volcano job ends, is deleted, or overstays a timeout.
+
+    All triggers for jobs in one namespace (and one connection) in a triggerer share one
+    list+watch connection (``job_watcher``), so a thousand waiting jobs cost one connection
+    and no polling. The event's ``status`` is ``succeeded``, ``failed``, ``deleted``,
+    ``pending_timeout`` or ``timeout``; the operator or sensor turns it into the task's
+    outcome and its diagnostics.
+
+    :param job_name: the Volcano job to wait on.
+    :param namespace: its namespace.
+    :param job_uid: the uid of the submission waited on; a job recreated under the same name
+        by someone else counts as the original being deleted.
+    :param kubernetes_conn_id: the ``kubernetes`` connection (cncf.kubernetes semantics).
+    :param pending_timeout: seconds the job may stay ``Pending`` (gang not schedulable).
+    :param deadline: wall-clock time (epoch seconds) at which to give up, for
+        ``execution_timeout``.
+    :param poll_interval: seconds between progress checks of the timeouts; the job's state
+        itself arrives through the watch as soon as Volcano sets it.
+    :param delete_on_kill: delete the job when a user kills, clears or fails the deferred task.
+    """
+
+    def __init__(
+        self,
+        job_name: str,
+        namespace: str,
+        job_uid: str | None = None,
+        kubernetes_conn_id: str | None = "kubernetes_default",
+        config_file: str | None = None,
+        cluster_context: str | None = None,
+        in_cluster: bool | None = None,
+        pending_timeout: float | None = None,
+        deadline: float | None = None,
+        poll_interval: float = 10.0,
+        delete_on_kill: bool = True,
+    ) -> None:
+        super().__init__()
+        self.job_name = job_name
+        self.namespace = namespace
+        self.job_uid = job_uid
+        self.kubernetes_conn_id = kubernetes_conn_id
+        self.config_file = config_file
+        self.cluster_context = cluster_context
+        self.in_cluster = in_cluster
+        self.pending_timeout = pending_timeout
+        self.deadline = deadline
+        self.poll_interval = poll_interval
+        self.delete_on_kill = delete_on_kill
+        self._fired = False
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                "job_name": self.job_name,
+                "namespace": self.namespace,
+                "job_uid": self.job_uid,
+                "kubernetes_conn_id": self.kubernetes_conn_id,
+                "config_file": self.config_file,
+                "cluster_context": self.cluster_context,
+                "in_cluster": self.in_cluster,
+                "pending_timeout": self.pending_timeout,
+                "deadline": self.deadline,
+                "poll_interval": self.poll_interval,
+                "delete_on_kill": self.delete_on_kill,
+            },
+        )
+
+    def hook(self) -> AsyncVolcanoHook:
+        return AsyncVolcanoHook(
+            conn_id=self.kubernetes_conn_id,
+            config_file=self.config_file,
+            cluster_context=self.cluster_context,
+            in_cluster=self.in_cluster,
+        )
+
+    def _connection_key(self) -> tuple:
+        return (self.kubernetes_conn_id, self.config_file, self.cluster_context, self.in_cluster)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        watcher = job_watcher.shared_watcher(self._connection_key(), self.namespace, self.hook)
+        subscription = watcher.subscribe(self.job_name)
+        try:
+            event = await self._wait(watcher, subscription)
+        finally:
+            await job_watcher.release(watcher, subscription)
+        self._fired = True
+        yield TriggerEvent(event)
+
+    async def _wait(
+        self, watcher: job_watcher.NamespaceJobWatcher, subscription: job_watcher.Subscription
+    ) -> dict[str, Any]:
+        last_progress = ""
+        while True:
+            subscription.changed.clear()
+            if watcher.synced.is_set():
+                job = watcher.job(self.job_name)
+                if job is None or not self._is_ours(job):
+                    # The watch may not have delivered a just-created job yet: ask directly.
+                    job = await self.hook().get_job(self.job_name, self.namespace)
+                    if job is not None and not self._is_ours(job):
+                        job = None
+                status = interpret(job, name=self.job_name, namespace=self.namespace)
+                if status.progress() != last_progress and job is not None:
+                    last_progress = status.progress()
+                    self.log.info("%s", last_progress)
+                if status.terminal:
+                    return self._event(status.verdict.value, status, status.explain())
+                if self._pending_too_long(status, job):
+                    return self._event(
+                        "pending_timeout",
+                        status,
+                        f"Volcano job {self.namespace}/{self.job_name} stayed Pending longer "
+                        f"than pending_timeout={self.pending_timeout:g}s",
+                    )
+            if self.deadline is not None and time.time() >= self.deadline:
+                return self._event(
+                    "timeout",
+                    None,
+                    f"Gave up waiting on Volcano job {self.namespace}/{self.job_name}: "
+                    "execution_timeout reached",
+                )
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(subscription.changed.wait(), timeout=self._sleep_for())
+
+    def _is_ours(self, job: dict) -> bool:
+        return not self.job_uid or job["metadata"].get("uid") == self.job_uid
+
+    def _sleep_for(self) -> float:
+        wake = self.poll_interval
+        if self.deadline is not None:
+            wake = min(wake, max(self.deadline - time.time(), 0.05))
+        return wake
+
+    def _pending_too_long(self, status: JobStatus, job: dict | None) -> bool:
+        pending = status.pending_seconds(job, time.time())
+        return (
+            self.pending_timeout is not None
+            and pending is not None
+            and (pending >= self.pending_timeout)
+        )
+
+    def _event(self, result: str, status: JobStatus | None, message: str) -> dict[str, Any]:
+        if status is None:
+            status = interpret(None, name=self.job_name, namespace=self.namespace)
+        return {**status.as_event(result, message), "uid": status.uid or self.job_uid or ""}
+
+    async def on_kill(self) -> None:
+        """A user killed, cleared or failed the deferred task: the job must not run on."""
+        if self._fired or not self.delete_on_kill:
+            return
+        self.log.info(
+            "Task killed while deferred: deleting Volcano job %s/%s", self.namespace, self.job_name
+        )
+        try:
+            await self.hook().delete_job(self.job_name, self.namespace, uid=self.job_uid)
+        except Exception:
+            self.log.exception("Could not delete Volcano job %s/%s", self.namespace, self.job_name)

@@ -1,0 +1,98 @@
+"""Train the seed's DDP MLP on Volcano, by hand from the Airflow UI's Trigger form.
+
+The form's fields come from ``params``: worker replicas, image, epochs, GPUs per worker and the
+W&B entity and project. The operator submits the job and returns; the sensor waits for it in
+the triggerer (deferrable), so no worker slot is held while the job trains.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
+
+with DAG(
+    dag_id="volcano_pytorch_manual",
+    description="Multi-node PyTorch training on Volcano, linked to its W&B run",
+    schedule=None,
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    tags=["volcano", "pytorch", "wandb"],
+    params={
+        "worker_replicas": Param(
+            1,
+            type="integer",
+            minimum=0,
+            maximum=64,
+            title="Worker replicas",
+            description="Pods in the job's worker task; the master task always has one.",
+        ),
+        "image_uri": Param(
+            "ghcr.io/example/volcano-ddp-mlp:latest",
+            type="string",
+            minLength=1,
+            title="Training image",
+            description="Image for every container: the ${image_uri} macro of the template.",
+        ),
+        "epochs": Param(
+            3,
+            type="integer",
+            minimum=1,
+            maximum=1000,
+            title="Epochs",
+            description="Passed to the trainer as EPOCHS.",
+        ),
+        "gpus_per_worker": Param(
+            0,
+            type="integer",
+            minimum=0,
+            maximum=8,
+            title="GPUs per worker",
+            description="nvidia.com/gpu limit of each worker container (0 trains on CPU).",
+        ),
+        "wandb_entity": Param(
+            "airflow",
+            type="string",
+            minLength=1,
+            title="W&B entity",
+            description="The W&B team or user the run is logged under.",
+        ),
+        "wandb_project": Param(
+            "volcano-ddp",
+            type="string",
+            minLength=1,
+            title="W&B project",
+            description="The W&B project of the run.",
+        ),
+        "namespace": Param(
+            "wandb",
+            type="string",
+            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            title="Kubernetes namespace",
+            description="Where the Volcano job runs.",
+        ),
+    },
+) as dag:
+    submit = VolcanoPyTorchJobOperator(
+        task_id="submit",
+        template="templates/volcano-pytorch-queue-template.yaml",
+        image_uri="{{ params.image_uri }}",
+        replicas={"worker": "{{ params.worker_replicas }}"},
+        env={"EPOCHS": "{{ params.epochs }}"},
+        resources={"worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}},
+        namespace="{{ params.namespace }}",
+        wandb_entity="{{ params.wandb_entity }}",
+        wandb_project="{{ params.wandb_project }}",
+        wait_for_completion=False,
+    )
+    wait = VolcanoJobSensor(
+        task_id="wait",
+        job_name="{{ ti.xcom_pull(task_ids='submit', key='volcano_job')['name'] }}",
+        namespace="{{ params.namespace }}",
+        deferrable=True,
+        pending_timeout=600,
+        timeout=6 * 3600,
+    )
+    submit >> wait

@@ -1,0 +1,65 @@
+"""Weekly retraining: train on Volcano, read the W&B metric, promote only on improvement.
+
+The last promoted accuracy is kept in the Airflow Variable ``volcano_pytorch_best_accuracy``.
+A run without the metric (W&B offline, say) is never promoted.
+"""
+
+from __future__ import annotations
+
+import pendulum
+from airflow.sdk import DAG, Variable, XComArg, task
+
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+
+BEST_ACCURACY_VARIABLE = "volcano_pytorch_best_accuracy"
+METRIC = "eval/accuracy"
+
+with DAG(
+    dag_id="volcano_pytorch_retraining",
+    description="Scheduled retraining on Volcano, gated on the W&B eval metric",
+    schedule="@weekly",
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,
+    tags=["volcano", "pytorch", "wandb", "retraining"],
+    params={"namespace": "wandb", "wandb_entity": "airflow", "wandb_project": "volcano-ddp"},
+) as dag:
+    train = VolcanoPyTorchJobOperator(
+        task_id="train",
+        template="templates/volcano-pytorch-queue-template.yaml",
+        image_uri="ghcr.io/example/volcano-ddp-mlp:latest",
+        replicas={"worker": 2},
+        namespace="{{ params.namespace }}",
+        wandb_entity="{{ params.wandb_entity }}",
+        wandb_project="{{ params.wandb_project }}",
+        wandb_summary_keys=[METRIC],
+        deferrable=True,
+        pending_timeout=1800,
+        retries=2,
+    )
+
+    @task.branch
+    def decide(summary: dict | None) -> str:
+        accuracy = (summary or {}).get(METRIC)
+        best = float(Variable.get(BEST_ACCURACY_VARIABLE, default="-inf"))
+        if accuracy is None:
+            print(f"No {METRIC} in the W&B summary; not promoting")
+            return "keep_current"
+        if float(accuracy) <= best:
+            print(f"{METRIC}={accuracy} does not beat the promoted {best}; not promoting")
+            return "keep_current"
+        return "promote"
+
+    @task
+    def promote(summary: dict) -> float:
+        accuracy = float(summary[METRIC])
+        Variable.set(BEST_ACCURACY_VARIABLE, str(accuracy))
+        print(f"Promoted the model with {METRIC}={accuracy}")
+        return accuracy
+
+    @task
+    def keep_current() -> None:
+        print("Keeping the current model")
+
+    summary = XComArg(train, key="wandb_summary")
+    decide(summary) >> [promote(summary), keep_current()]

@@ -1,0 +1,72 @@
+"""Shared test set-up: an isolated Airflow home, and Airflow connections to the local cluster.
+
+Airflow reads its configuration when first imported, so the environment is set here, at
+collection time, before any test module imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="avw-airflow-"))
+DAGS_FOLDER = AIRFLOW_HOME / "dags"
+
+os.environ["AIRFLOW_HOME"] = str(AIRFLOW_HOME)
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(DAGS_FOLDER)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP"] = "airflow_volcano_wandb.*"
+os.environ.setdefault("WANDB_MODE", "offline")
+os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
+
+
+def _populate_dags_folder() -> None:
+    """The example DAGs (with their templates/) and the tests' own DAGs, in one folder."""
+    shutil.copytree(REPO / "dags", DAGS_FOLDER, dirs_exist_ok=True)
+    shutil.copytree(REPO / "tests" / "dags", DAGS_FOLDER, dirs_exist_ok=True)
+
+
+_populate_dags_folder()
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated metadata DB (SQLite) in the session's Airflow home."""
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        check=True,
+        capture_output=True,
+        env=os.environ.copy(),
+    )
+    return AIRFLOW_HOME
+
+
+@pytest.fixture
+def kubernetes_connection(volcano_cluster, monkeypatch) -> str:
+    """Point ``kubernetes_default`` at the local cluster's admin kubeconfig."""
+    conn = {
+        "conn_type": "kubernetes",
+        "extra": {"kube_config_path": str(volcano_cluster.kubeconfig)},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(conn))
+    return "kubernetes_default"
+
+
+@pytest.fixture
+def wandb_connection(monkeypatch) -> str:
+    """A W&B connection with a recognisable fake key, to prove it never leaks."""
+    conn = {
+        "conn_type": "wandb",
+        "password": "avw-test-key-0123456789abcdef0123456789abcdef0123",
+        "extra": {"entity": "test-entity", "project": "test-project"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WANDB_DEFAULT", json.dumps(conn))
+    return conn["password"]

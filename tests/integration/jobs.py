@@ -1,0 +1,119 @@
+"""Helpers for integration tests: run a test DAG, and look at what reached the cluster."""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import client as k8s
+
+REPO = Path(__file__).resolve().parents[2]
+SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
+SIM_DURATION = "sim.airflow-volcano-wandb.io/duration"
+SIM_EXIT_CODE = "sim.airflow-volcano-wandb.io/exit-code"
+
+
+def seed_template(**task_annotations: dict[str, str]) -> dict[str, Any]:
+    """The seed template, with pod annotations per task (to simulate run time or failure)."""
+    template = yaml.safe_load(SEED.read_text())
+    for task in template["spec"]["tasks"]:
+        annotations = task_annotations.get(task["name"])
+        if annotations:
+            task["template"].setdefault("metadata", {}).setdefault("annotations", {}).update(
+                annotations
+            )
+    return template
+
+
+def load_dag(dag_id: str, file: str = "avw_test_jobs.py"):
+    """Import a DAG from the session's DAGs folder (dag.test() needs it to be there)."""
+    import os
+
+    path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / file
+    spec = importlib.util.spec_from_file_location(f"_avw_dags_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    for value in vars(module).values():
+        if getattr(value, "dag_id", None) == dag_id:
+            return value
+    raise LookupError(dag_id)
+
+
+def run_dag(dag_id: str, file: str = "avw_test_jobs.py", **conf: Any):
+    """Run the DAG once with ``dag.test()``; return the DagRun and its task instances."""
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    dag_run = load_dag(dag_id, file).test(run_conf=conf)
+    with create_session() as session:
+        tis = {
+            ti.task_id: (ti.state, ti.try_number)
+            for ti in session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=dag_run.run_id)
+        }
+    return dag_run, tis
+
+
+def xcoms(dag_id: str, run_id: str) -> dict[str, Any]:
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(XComModel).filter_by(dag_id=dag_id, run_id=run_id).all()
+        return {f"{row.task_id}.{row.key}": row.value for row in rows}
+
+
+def custom(api: k8s.ApiClient) -> k8s.CustomObjectsApi:
+    return k8s.CustomObjectsApi(api)
+
+
+def list_jobs(api: k8s.ApiClient, namespace: str) -> list[dict]:
+    return custom(api).list_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs"
+    )["items"]
+
+
+def list_pods(api: k8s.ApiClient, namespace: str) -> list[k8s.V1Pod]:
+    return k8s.CoreV1Api(api).list_namespaced_pod(namespace).items
+
+
+def wait_until(predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def start_dag_process(dag_id: str, log_path: Path, logical_date: str, **conf: Any):
+    """Run ``airflow dags test`` in a child process, so a test can kill it like a worker dies."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "airflow",
+            "dags",
+            "test",
+            dag_id,
+            logical_date,
+            "-c",
+            json.dumps(conf),
+        ],
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+        env=os.environ.copy(),
+        start_new_session=True,
+    )
+
+
+def job_uids(api: k8s.ApiClient, namespace: str) -> list[str]:
+    return [job["metadata"]["uid"] for job in list_jobs(api, namespace)]

@@ -1,0 +1,203 @@
+"""VolcanoPyTorchJobOperator and VolcanoJobSensor against the real local Volcano cluster.
+
+Every test runs a DAG through ``dag.test()`` (or ``airflow dags test`` in a child process
+when the test must kill it), and checks both the task's outcome and what is on the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from tests.integration.jobs import (
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    job_uids,
+    list_jobs,
+    list_pods,
+    run_dag,
+    seed_template,
+    start_dag_process,
+    wait_until,
+    xcoms,
+)
+
+pytestmark = pytest.mark.cluster
+
+TERMINATE_ON_FAILURE = [{"event": "PodFailed", "action": "TerminateJob"}]
+
+
+@pytest.fixture
+def cluster(airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace):
+    """(kubernetes ApiClient, namespace) with Airflow pointed at the local cluster."""
+    return volcano_cluster.api_client(), volcano_namespace
+
+
+def _output(capfd) -> str:
+    captured = capfd.readouterr()
+    return captured.out + captured.err
+
+
+@pytest.mark.parametrize("mode", ["sync", "deferrable"])
+def test_job_completes_through_the_master_policy(mode, cluster, capfd):
+    api, namespace = cluster
+    # Workers would run for 10 minutes: only the master's TaskCompleted -> CompleteJob policy
+    # can end this job in seconds.
+    template = seed_template(master={SIM_DURATION: "3"}, worker={SIM_DURATION: "600"})
+    dag_run, tis = run_dag(
+        f"avw_test_{mode}", template=template, namespace=namespace, replicas={"worker": "2"}
+    )
+    out = _output(capfd)
+    assert tis["train"][0] == "success", out[-5000:]
+    assert "Volcano job" in out and "Completed" in out
+    job = xcoms(f"avw_test_{mode}", dag_run.run_id)["train.volcano_job"]
+    job = json.loads(job) if isinstance(job, str) else job
+    assert job["namespace"] == namespace and job["uid"]
+    # on_finish_action="delete_succeeded": the job and every pod are gone.
+    wait_until(lambda: not list_jobs(api, namespace), 60, what="job deleted")
+    wait_until(lambda: not list_pods(api, namespace), 60, what="pods deleted")
+
+
+@pytest.mark.parametrize(("mode", "failing_task"), [("sync", "worker"), ("deferrable", "master")])
+def test_a_failing_task_fails_the_airflow_task_with_its_exit_code(
+    mode, failing_task, cluster, capfd
+):
+    api, namespace = cluster
+    annotations = {"master": {SIM_DURATION: "600"}, "worker": {SIM_DURATION: "600"}}
+    annotations[failing_task] = {SIM_DURATION: "1", SIM_EXIT_CODE: "3"}
+    template = seed_template(**annotations)
+    template["spec"]["policies"] = TERMINATE_ON_FAILURE
+    _, tis = run_dag(f"avw_test_{mode}", template=template, namespace=namespace)
+    out = _output(capfd)
+    assert tis["train"][0] == "failed"
+    assert "exited with code 3" in out, out[-5000:]
+    assert f"task {failing_task}" in out
+    # delete_succeeded keeps a failed job for inspection.
+    jobs = list_jobs(api, namespace)
+    assert len(jobs) == 1
+    assert jobs[0]["status"]["state"]["phase"] in ("Terminated", "Failed", "Aborted")
+
+
+@pytest.mark.parametrize("mode", ["sync", "deferrable"])
+def test_an_unschedulable_gang_fails_with_volcanos_reason_and_is_deleted(mode, cluster, capfd):
+    api, namespace = cluster
+    template = seed_template()
+    for task in template["spec"]["tasks"]:
+        task["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8"}}
+    # 1 master + 9 workers x 8 GPUs = 80 GPUs; the cluster has 4 nodes x 8.
+    _, tis = run_dag(
+        f"avw_test_pending_{mode}", template=template, namespace=namespace, replicas={"worker": 9}
+    )
+    out = _output(capfd)
+    assert tis["train"][0] == "failed"
+    assert "stayed Pending longer than pending_timeout" in out
+    assert "Insufficient nvidia.com/gpu" in out or "Unschedulable" in out, out[-5000:]
+    wait_until(lambda: not list_jobs(api, namespace), 60, what="job deleted")
+
+
+def test_a_completed_job_is_not_resubmitted_on_rerun(cluster, capfd):
+    api, namespace = cluster
+    template = seed_template(master={SIM_DURATION: "1"}, worker={SIM_DURATION: "1"})
+    conf = {"template": template, "namespace": namespace}
+    from tests.integration.jobs import load_dag
+
+    dag = load_dag("avw_test_keep")
+    logical_date = _fixed_date()
+    dag.test(logical_date=logical_date, run_conf=conf)
+    first = job_uids(api, namespace)
+    assert len(first) == 1
+    dag.test(logical_date=logical_date, run_conf=conf)
+    out = _output(capfd)
+    assert "already Completed" in out
+    assert job_uids(api, namespace) == first
+
+
+def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_path, capfd):
+    api, namespace = cluster
+    template = seed_template(master={SIM_DURATION: "15"}, worker={SIM_DURATION: "600"})
+    conf = {"template": template, "namespace": namespace}
+    logical_date = _fixed_date()
+    child = start_dag_process(
+        "avw_test_sync", tmp_path / "first.log", logical_date.isoformat(), **conf
+    )
+    wait_until(lambda: job_uids(api, namespace), 120, what="job submitted")
+    os.killpg(child.pid, signal.SIGKILL)  # the worker dies; nothing gets to clean up
+    child.wait()
+    first = job_uids(api, namespace)
+
+    from tests.integration.jobs import load_dag
+
+    load_dag("avw_test_sync").test(logical_date=logical_date, run_conf=conf)
+    out = _output(capfd)
+    assert "Reattaching to running Volcano job" in out, out[-5000:]
+    assert len(first) == 1
+    # The retry waited on the same job to its end, then deleted it: one job ever existed.
+    assert job_uids(api, namespace) == []
+
+
+def test_sigterm_while_waiting_deletes_the_job_and_its_pods(cluster, tmp_path):
+    api, namespace = cluster
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    child = start_dag_process(
+        "avw_test_sync",
+        tmp_path / "run.log",
+        _fixed_date().isoformat(),
+        template=template,
+        namespace=namespace,
+    )
+    wait_until(lambda: list_pods(api, namespace), 120, what="pods created")
+    time.sleep(2)
+    os.killpg(child.pid, signal.SIGTERM)
+    child.wait(60)
+    wait_until(
+        lambda: not list_jobs(api, namespace) and not list_pods(api, namespace),
+        30,
+        what="job and pods deleted after SIGTERM",
+    )
+
+
+def test_a_job_deleted_by_someone_else_fails_the_task_and_says_so(cluster, tmp_path):
+    api, namespace = cluster
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    log = tmp_path / "run.log"
+    child = start_dag_process(
+        "avw_test_deferrable",
+        log,
+        _fixed_date().isoformat(),
+        template=template,
+        namespace=namespace,
+    )
+    name = wait_until(
+        lambda: [j["metadata"]["name"] for j in list_jobs(api, namespace)],
+        120,
+        what="job submitted",
+    )[0]
+    time.sleep(3)
+    from kubernetes import client as k8s
+
+    k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name
+    )
+    child.wait(120)
+    text = log.read_text()
+    assert "was deleted while it was being waited on" in text, text[-5000:]
+    assert "failed" in text.lower()
+
+
+def test_submit_then_sensor(cluster, capfd):
+    _, namespace = cluster
+    template = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"})
+    _, tis = run_dag("avw_test_submit_then_sense", template=template, namespace=namespace)
+    out = _output(capfd)
+    assert tis["train"][0] == "success" and tis["wait"][0] == "success", out[-5000:]
+
+
+def _fixed_date():
+    """A logical date unique to this test, so dag.test() reruns reuse the same run id."""
+    import pendulum
+
+    return pendulum.datetime(2026, 1, 1, tz="UTC").add(seconds=int(time.time() * 1000) % 10**8)
