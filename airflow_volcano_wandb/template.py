@@ -1,0 +1,222 @@
+"""Render a W&B Launch queue template into the Volcano Job one run submits.
+
+Pure: no Airflow, no HTTP, no Kubernetes client. :func:`render_job` is the whole API; the
+stages live in :mod:`airflow_volcano_wandb._template`, one concept per module:
+
+1. ``load``: path, YAML/JSON string, dict or W&B queue config -> the Job mapping.
+2. ``macros``: a fresh copy with ``${name}`` filled in, structurally.
+3. ``normalize``: typed values in string-only fields become text; counts become ints.
+4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata.
+5. ``gang``: ``minAvailable`` follows the new replica counts where it meant "all".
+6. ``volcano``: the master-policy contract of the ``pytorch`` plugin.
+7. ``naming``: a valid, deterministic job name that leaves room for pod names.
+8. ``validate``: everything Volcano would reject, reported with JSON paths.
+
+See ``docs/templates.md`` for the rules with examples.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, Union
+
+from airflow_volcano_wandb import naming
+from airflow_volcano_wandb._template import gang, overrides, volcano
+from airflow_volcano_wandb._template.errors import TemplateError, error_at
+from airflow_volcano_wandb._template.load import load_template as _load
+from airflow_volcano_wandb._template.macros import BUILTIN_MACROS, substitute
+from airflow_volcano_wandb._template.normalize import normalize
+from airflow_volcano_wandb._template.structure import check_shape, task_index
+from airflow_volcano_wandb._template.validate import validate
+from airflow_volcano_wandb._template.values import copy_json, show, type_name
+
+__all__ = [
+    "BUILTIN_MACROS",
+    "DEFAULT_MAX_REPLICAS",
+    "DEFAULT_SCHEDULER_NAME",
+    "TemplateError",
+    "TemplateSource",
+    "load_template",
+    "master_task_name",
+    "render_job",
+]
+
+DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
+DEFAULT_SCHEDULER_NAME = "volcano"
+
+#: What a template may be given as (see :func:`render_job`).
+TemplateSource = Union[str, bytes, "os.PathLike[str]", Mapping[str, Any]]
+
+
+def load_template(template: TemplateSource) -> dict[str, Any]:
+    """Load a template without rendering it: a fresh copy of the Volcano Job, macros intact.
+
+    Useful to show a template or read its task names before a run has values for its macros.
+    """
+    return copy_json(_load(template), (), "template")
+
+
+def master_task_name(job: Mapping[str, Any]) -> str | None:
+    """The task that plays master in a (rendered) job: the ``--master`` task of its ``pytorch``
+    or ``mpi`` plugin (default ``master``) when that task exists, else the first task; ``None``
+    when the job has no named tasks. The operator gives this task ownership of the W&B run."""
+    spec = job.get("spec") if isinstance(job, Mapping) else None
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("tasks"), list):
+        return None
+    names = [
+        t["name"]
+        for t in spec["tasks"]
+        if isinstance(t, Mapping) and isinstance(t.get("name"), str)
+    ]
+    plugins = spec.get("plugins")
+    for plugin in volcano.ROLE_PLUGINS:
+        arguments = plugins.get(plugin) if isinstance(plugins, Mapping) else None
+        if isinstance(arguments, list):
+            master = volcano.plugin_roles(arguments)[0]["master"]
+            if master in names:
+                return master
+    return names[0] if names else None
+
+
+def _set_name(job: dict[str, Any], name: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise error_at(
+            ("name",),
+            f"the job name override must be a non-empty string, not {type_name(name)} {show(name)}",
+        )
+    job["metadata"]["name"] = name
+
+
+def _fit_job_name(job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int) -> None:
+    name = job["metadata"].get("name")
+    if not isinstance(name, str) or not name:
+        raise error_at(
+            ("metadata", "name"),
+            "the job needs a name (set metadata.name in the "
+            "template, e.g. wandb-job-${run_id}, or pass name=...)",
+        )
+    task_names = [t["name"] for t in tasks]
+    if not all(naming.is_dns1123_label(t) for t in task_names):
+        return  # validation reports the task names; a budget computed from them means nothing
+    try:
+        job["metadata"]["name"] = naming.fit_job_name(name, task_names, max_replicas)
+    except ValueError as exc:
+        raise error_at(("metadata", "name"), str(exc)) from None
+
+
+def _master_policy(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+    plugins = job["spec"].get("plugins")
+    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
+    if not isinstance(arguments, list):
+        return
+    roles, _ = volcano.plugin_roles(arguments)
+    index = task_index(tasks)
+    if roles["master"] in index:
+        i = index[roles["master"]]
+        volcano.ensure_master_policy(tasks[i], ("spec", "tasks", i))
+
+
+def render_job(
+    template: TemplateSource,
+    *,
+    macros: Mapping[str, Any],
+    replicas: Mapping[str, int | str] | None = None,
+    image: str | Mapping[str, str] | None = None,
+    env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    resources: Mapping[str, Mapping[str, Any]] | None = None,
+    command: Mapping[str, Sequence[Any]] | None = None,
+    args: Mapping[str, Sequence[Any]] | None = None,
+    labels: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, Any] | None = None,
+    pod_labels: Mapping[str, Any] | None = None,
+    pod_annotations: Mapping[str, Any] | None = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    queue: str | None = None,
+    add_master_policy: bool = True,
+    max_replicas: int = DEFAULT_MAX_REPLICAS,
+) -> dict[str, Any]:
+    """Turn a queue template and this run's values into the Volcano Job to submit.
+
+    Args:
+        template: a ``Path`` or one-line ``str`` naming a ``.yaml``/``.yml``/``.json`` file,
+            a YAML or JSON string, or a mapping (never modified); any of them may be a W&B
+            queue config ``{"resource_args": {"kubernetes": <job>}}``.
+        macros: values for ``${name}``: the built-ins (:data:`BUILTIN_MACROS`) and any others.
+            A string that is exactly ``${name}`` takes the value with its type; inside a
+            longer string it is formatted as text (``true``/``false``, digits, float repr).
+            ``$${name}`` gives a literal ``${name}``.
+        replicas: task name -> replicas (int or digit string), 0..``max_replicas``.
+        image: one image for every container of every task, or task name -> image for the
+            task's main container (the one named like the task, else the first).
+        env: ``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}`` merged by name
+            into every container (not init containers); the override wins. Numbers and
+            booleans are formatted as text.
+        resources: task name -> ``{"limits": {...}, "requests": {...}}`` merged per resource
+            into the main container; a ``None`` quantity removes the resource.
+        command, args: task name -> list, replacing the main container's list.
+        labels, annotations: merged into the job's metadata (override wins).
+        pod_labels, pod_annotations: merged into every task's pod template metadata.
+        namespace, name, queue: replace ``metadata.namespace``, ``metadata.name``,
+            ``spec.queue``. The name, like the template's, is made valid if it is not (see
+            :func:`naming.fit_job_name`), so read the final name from the result.
+        add_master_policy: when the ``pytorch`` plugin is used, give its master task
+            ``TaskCompleted -> CompleteJob`` if missing, so the job completes with the master.
+        max_replicas: upper bound for any task's replicas; also sizes the pod-name budget.
+
+    Returns:
+        The Volcano Job as a new plain dict (JSON types only).
+
+    Raises:
+        TemplateError: with the JSON path of every offending field.
+    """
+    if type(max_replicas) is not int or max_replicas < 1:
+        raise TemplateError(f"max_replicas must be a positive integer, got {show(max_replicas)}")
+    if not isinstance(add_master_policy, bool):
+        raise TemplateError("add_master_policy must be True or False")
+
+    job, wide_ints = substitute(_load(template), macros)
+    tasks = check_shape(job)
+    normalize(job, tasks)
+    replicas_before = gang.replica_counts(tasks)
+
+    if name is not None:
+        _set_name(job, name)
+    if namespace is not None:
+        if not isinstance(namespace, str):
+            raise error_at(("namespace",), f"must be a string, not {type_name(namespace)}")
+        job["metadata"]["namespace"] = namespace
+    if queue is not None:
+        if not isinstance(queue, str) or not queue:
+            raise error_at(("queue",), f"must be a non-empty string, not {show(queue)}")
+        job["spec"]["queue"] = queue
+    if replicas is not None:
+        overrides.apply_replicas(tasks, replicas, max_replicas)
+    if image is not None:
+        overrides.apply_image(tasks, image)
+    if env is not None:
+        overrides.apply_env(tasks, env)
+    if resources is not None:
+        overrides.apply_resources(tasks, resources)
+    if command is not None:
+        overrides.apply_container_list(tasks, "command", command)
+    if args is not None:
+        overrides.apply_container_list(tasks, "args", args)
+    overrides.apply_metadata(
+        job,
+        tasks,
+        labels=labels,
+        annotations=annotations,
+        pod_labels=pod_labels,
+        pod_annotations=pod_annotations,
+    )
+
+    gang.rescale(job, tasks, replicas_before)
+    if add_master_policy:
+        _master_policy(job, tasks)
+    if not job["spec"].get("schedulerName"):
+        job["spec"]["schedulerName"] = DEFAULT_SCHEDULER_NAME
+    _fit_job_name(job, tasks, max_replicas)
+    validate(job, tasks, max_replicas, wide_ints)
+    return job
