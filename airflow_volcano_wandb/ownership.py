@@ -52,7 +52,8 @@ class TaskInstanceIdentity:
             DAG_ID_LABEL: label_value(self.dag_id),
             TASK_ID_LABEL: label_value(self.task_id),
             RUN_ID_LABEL: label_value(self.run_id),
-            MAP_INDEX_LABEL: str(self.map_index),
+            # -1 (not mapped) is no valid label value: it may not start with "-".
+            MAP_INDEX_LABEL: str(self.map_index) if self.map_index >= 0 else "none",
         }
 
     def annotations(self, try_number: int | None = None) -> dict[str, str]:

@@ -81,7 +81,7 @@ with DAG(
         image_uri="{{ params.image_uri }}",
         replicas={"worker": "{{ params.worker_replicas }}"},
         env={"EPOCHS": "{{ params.epochs }}"},
-        resources={"worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}},
+        container_resources={"worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}},
         namespace="{{ params.namespace }}",
         wandb_entity="{{ params.wandb_entity }}",
         wandb_project="{{ params.wandb_project }}",

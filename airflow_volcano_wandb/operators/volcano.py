@@ -10,8 +10,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from airflow.configuration import conf
-from airflow.exceptions import AirflowException, AirflowTaskTimeout
 from airflow.sdk import BaseOperator, Context
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_volcano_wandb import job_status, wandb_run
 from airflow_volcano_wandb.hooks.volcano import JobExistsError, VolcanoHook
@@ -54,7 +54,8 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     :param namespace: where the job runs; else the template's ``metadata.namespace``, else
         the connection's namespace, else ``default``.
     :param env: extra env for every container, merged by name (this wins).
-    :param resources: container resources per task name.
+    :param container_resources: container resources per task name, e.g.
+        ``{"worker": {"limits": {"nvidia.com/gpu": 8}}}`` (``resources`` is taken by Airflow).
     :param command: container command per task name.
     :param args: container args per task name.
     :param pod_annotations: annotations for every pod template.
@@ -100,7 +101,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         "macros",
         "namespace",
         "env",
-        "resources",
+        "container_resources",
         "command",
         "args",
         "job_name",
@@ -123,7 +124,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         macros: Mapping[str, Any] | None = None,
         namespace: str | None = None,
         env: Mapping[str, str] | None = None,
-        resources: Mapping[str, Any] | None = None,
+        container_resources: Mapping[str, Any] | None = None,
         command: Mapping[str, list[str]] | None = None,
         args: Mapping[str, list[str]] | None = None,
         pod_annotations: Mapping[str, str] | None = None,
@@ -163,7 +164,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         self.macros = macros
         self.namespace = namespace
         self.env = env
-        self.resources = resources
+        self.container_resources = container_resources
         self.command = command
         self.args = args
         self.pod_annotations = pod_annotations
@@ -306,23 +307,20 @@ class VolcanoPyTorchJobOperator(BaseOperator):
                 macros=macros,
                 replicas=self.replicas,
                 env=self.env,
-                resources=self.resources,
+                resources=self.container_resources,
                 command=self.command,
                 args=self.args,
                 labels=identity.labels(),
                 annotations=identity.annotations(context["ti"].try_number),
                 pod_annotations=self.pod_annotations,
                 name=self.job_name,
+                namespace=self.namespace,
                 max_replicas=self.max_replicas,
             )
         except TemplateError as exc:
             raise AirflowException(f"Template error, nothing was submitted: {exc}") from exc
-        body["metadata"]["namespace"] = (
-            self.namespace
-            or body["metadata"].get("namespace")
-            or self.hook.get_namespace()
-            or "default"
-        )
+        if not body["metadata"].get("namespace"):
+            body["metadata"]["namespace"] = self.hook.get_namespace() or "default"
         return body
 
     @staticmethod

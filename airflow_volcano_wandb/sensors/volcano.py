@@ -8,8 +8,8 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.configuration import conf
-from airflow.exceptions import AirflowException
 from airflow.sdk import BaseSensorOperator, Context
+from airflow.sdk.exceptions import AirflowException
 
 from airflow_volcano_wandb import job_status
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook

@@ -1,0 +1,78 @@
+"""Failure and pending explanations from pods, PodGroups and events (pure)."""
+
+from __future__ import annotations
+
+from airflow_volcano_wandb import diagnostics
+
+
+def pod(name, task, *, exit_code=None, waiting=None, phase="Running", reason=None):
+    state = {}
+    if exit_code is not None:
+        state = {"terminated": {"exitCode": exit_code, "reason": "Error"}}
+    if waiting:
+        state = {"waiting": {"reason": waiting, "message": "back-off pulling image"}}
+    status = {"phase": phase, "containerStatuses": [{"name": task, "state": state}]}
+    if reason:
+        status["reason"] = reason
+    return {"metadata": {"name": name, "labels": {"volcano.sh/task-spec": task}}, "status": status}
+
+
+def test_failures_name_task_pod_container_and_exit_code_masters_first():
+    failures = diagnostics.container_failures(
+        [pod("j-worker-0", "worker", exit_code=3), pod("j-master-0", "master", exit_code=1),
+         pod("j-worker-1", "worker", exit_code=0)]
+    )
+    assert [f.pod for f in failures] == ["j-master-0", "j-worker-0"]
+    assert failures[1].describe() == (
+        "task worker pod j-worker-0 container worker exited with code 3 (Error)"
+    )
+
+
+def test_stuck_image_pulls_are_reported_while_pending():
+    (failure,) = diagnostics.container_failures([pod("j-master-0", "master",
+                                                     waiting="ImagePullBackOff")])
+    assert "is waiting: ImagePullBackOff" in failure.describe()
+
+
+def test_evicted_pods_report_the_pod_reason():
+    (failure,) = diagnostics.container_failures(
+        [pod("j-worker-0", "worker", phase="Failed", reason="Evicted")]
+    )
+    assert failure.reason == "Evicted"
+
+
+def test_unschedulable_reason_joins_scheduler_and_podgroup_words():
+    podgroups = [{"status": {"conditions": [{
+        "type": "Unschedulable", "status": "True",
+        "message": "10/10 tasks in gang unschedulable: pod group is not ready",
+    }]}}]
+    events = [
+        {"type": "Warning", "reason": "Unschedulable", "lastTimestamp": "2026-01-01T00:00:01Z",
+         "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."},
+        {"type": "Normal", "reason": "Scheduled", "lastTimestamp": "2026-01-01T00:00:00Z",
+         "message": "ok"},
+    ]
+    assert diagnostics.unschedulable_reason(podgroups, events) == (
+        "0/4 nodes are available: 4 Insufficient nvidia.com/gpu; "
+        "10/10 tasks in gang unschedulable: pod group is not ready"
+    )
+
+
+def test_no_reason_is_an_empty_string_not_a_guess():
+    assert diagnostics.unschedulable_reason([], []) == ""
+
+
+def test_warning_events_are_deduplicated_and_ordered_oldest_first():
+    events = [
+        {"type": "Warning", "reason": "FailedScheduling", "message": "a",
+         "lastTimestamp": "2026-01-01T00:00:02Z", "involvedObject": {"kind": "Pod", "name": "p"}},
+        {"type": "Warning", "reason": "FailedScheduling", "message": "a",
+         "lastTimestamp": "2026-01-01T00:00:01Z", "involvedObject": {"kind": "Pod", "name": "p"}},
+        {"type": "Warning", "reason": "PodFailed", "message": "b",
+         "lastTimestamp": "2026-01-01T00:00:03Z", "involvedObject": {"kind": "Job", "name": "j"}},
+    ]
+    assert diagnostics.warning_events(events) == ["Pod/p FailedScheduling: a", "Job/j PodFailed: b"]
+
+
+def test_tail_keeps_the_last_lines():
+    assert diagnostics.tail("1\n2\n3\n", 2) == "2\n3"

@@ -1,0 +1,89 @@
+"""The package as Airflow sees it: provider info, public names, and DAGs that import cleanly."""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_provider_info_is_found_through_the_entry_point():
+    from importlib.metadata import entry_points
+
+    (entry,) = [e for e in entry_points(group="apache_airflow_provider")
+                if e.value.startswith("airflow_volcano_wandb")]
+    info = entry.load()()
+    assert info["package-name"] == "airflow-volcano-wandb"
+    assert info["connection-types"] == [
+        {"hook-class-name": "airflow_volcano_wandb.hooks.wandb.WandbHook",
+         "connection-type": "wandb"}
+    ]
+    assert info["extra-links"] == ["airflow_volcano_wandb.links.wandb.WandbRunLink"]
+
+
+def test_every_module_the_provider_info_names_imports():
+    from airflow_volcano_wandb import get_provider_info
+
+    info = get_provider_info()
+    for section in ("operators", "sensors", "hooks", "triggers"):
+        for group in info[section]:
+            for module in group["python-modules"]:
+                importlib.import_module(module)
+    for dotted in [c["hook-class-name"] for c in info["connection-types"]] + info["extra-links"]:
+        module, _, name = dotted.rpartition(".")
+        assert getattr(importlib.import_module(module), name)
+
+
+def test_public_names_are_stable():
+    from airflow_volcano_wandb.hooks import VolcanoHook, WandbHook
+    from airflow_volcano_wandb.links import WandbRunLink
+    from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+    from airflow_volcano_wandb.sensors import VolcanoJobSensor
+    from airflow_volcano_wandb.template import TemplateError, render_job
+    from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
+    assert issubclass(TemplateError, ValueError)
+    assert all([VolcanoHook, WandbHook, WandbRunLink, VolcanoPyTorchJobOperator,
+                VolcanoJobSensor, VolcanoJobTrigger, render_job])
+
+
+def test_the_provider_manager_registers_the_wandb_connection_type():
+    from airflow.providers_manager import ProvidersManager
+
+    hooks = ProvidersManager().hooks
+    assert hooks["wandb"].hook_class_name == "airflow_volcano_wandb.hooks.wandb.WandbHook"
+
+
+@pytest.mark.parametrize("folder", ["dags", "tests/dags"])
+def test_dags_import_without_errors(folder):
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(REPO / folder))
+    assert bag.import_errors == {}
+    assert bag.dags
+    if folder == "dags":
+        assert {"volcano_pytorch_manual", "volcano_pytorch_retraining"} <= set(bag.dags)
+
+
+def test_manual_dag_params_make_a_usable_trigger_form():
+    from airflow.dag_processing.dagbag import DagBag
+
+    dag = DagBag(dag_folder=str(REPO / "dags")).dags[
+        "volcano_pytorch_manual"
+    ]
+    replicas = dag.params.get_param("worker_replicas")
+    assert replicas.value == 1
+    assert replicas.schema["minimum"] == 0 and replicas.schema["maximum"] == 64
+    assert replicas.schema["title"] and replicas.description
+    for name in ("image_uri", "epochs", "gpus_per_worker", "wandb_entity", "wandb_project"):
+        assert dag.params.get_param(name).schema["title"], name
+    with pytest.raises(Exception, match="1000|maximum"):
+        dag.params.get_param("worker_replicas").resolve(1000)
+
+
+def test_airflow_env_is_isolated():
+    assert os.environ["AIRFLOW_HOME"] != str(Path.home() / "airflow")
