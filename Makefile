@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 $(BIN)/activate: pyproject.toml
 	@command -v uv >/dev/null || $(PY) -m pip install -q uv
 	uv venv -q --allow-existing -p $(PY) $(VENV)
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) uv pip install -q -e '.[dev,testing]'
+	VIRTUAL_ENV=$(CURDIR)/$(VENV) uv pip install -q -e '.[dev,testing,train]'
 	@touch $@
 
 venv: $(BIN)/activate

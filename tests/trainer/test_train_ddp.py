@@ -1,0 +1,417 @@
+"""The example trainer (``docker/trainer/train.py``) run the way its image runs it.
+
+No Docker engine exists here, so these tests run exactly what the image's ENTRYPOINT runs
+(``python train.py``) as 2 local processes on CPU torch, with the env a Volcano job would give
+each pod: ``MASTER_ADDR``/``MASTER_PORT``/``RANK``/``WORLD_SIZE`` as the pytorch plugin sets
+them, and the W&B + Airflow env built by the provider's own ``container_env`` (the Secret's
+key and the Downward API fields resolved the way the kubelet would). W&B runs offline; the
+run is checked by reading the offline run's ``.wandb`` file.
+
+W&B's ``shared`` rank mode needs a W&B server (it is a server-side multi-writer mode), which
+cannot run here: offline, the trainer falls back to the master rank mode, and that fallback is
+what is tested end to end; the online shared-mode ``wandb.init`` arguments are checked against
+the installed SDK's ``wandb.Settings`` with ``wandb.init`` replaced by a recorder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import struct
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from airflow_volcano_wandb.wandb_run import (
+    AirflowRunContext,
+    SecretKeyRef,
+    WandbRunSpec,
+    airflow_config_from_env,
+    container_env,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN_PY = REPO / "docker" / "trainer" / "train.py"
+# What the pods would read from the W&B key Secret; must never show up in any output.
+FAKE_API_KEY = "avwtest0fake0key0d5a1c3e9b7f2a4c6e8d0b1f3a5c7"
+RUN_TIMEOUT_S = 600  # generous: 2 cores shared with a Go build; a normal run takes ~30 s
+AIRFLOW_CTX = AirflowRunContext(
+    dag_id="volcano_pytorch_manual",
+    dag_run_id="manual__2026-11-29T10:00:00+00:00",
+    task_id="train",
+    try_number=2,
+    logical_date="2026-11-29T10:00:00+00:00",
+    task_url="http://localhost:8080/dags/volcano_pytorch_manual/runs/manual__2026-11-29T10%3A00"
+    "%3A00%2B00%3A00/tasks/train",
+)
+
+
+def _require_torch() -> None:
+    # The brief is "never skip": a missing torch is a broken test environment, said plainly.
+    if importlib.util.find_spec("torch") is None:
+        pytest.fail(
+            "torch is not installed in this environment; the trainer tests need CPU torch. "
+            "Install the project's 'train' extra (see docs/trainer.md), e.g. "
+            "`uv pip install -e '.[dev,testing,train]'`",
+            pytrace=False,
+        )
+
+
+@pytest.fixture(scope="module")
+def train_module() -> ModuleType:
+    """``train.py`` imported in-process (it is a script, not a package module)."""
+    _require_torch()
+    spec = importlib.util.spec_from_file_location("avw_example_train", TRAIN_PY)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _resolve(entries: list[dict[str, Any]], pod_name: str) -> dict[str, str]:
+    """Turn Kubernetes env entries into plain env, as the kubelet would for a pod."""
+    env: dict[str, str] = {}
+    for entry in entries:
+        if "value" in entry:
+            env[entry["name"]] = entry["value"]
+        elif "secretKeyRef" in entry.get("valueFrom", {}):
+            env[entry["name"]] = FAKE_API_KEY
+        elif entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath") == "metadata.name":
+            env[entry["name"]] = pod_name
+        else:
+            raise AssertionError(f"unexpected env entry {entry}")
+    return env
+
+
+def _base_env(tmp_path: Path) -> dict[str, str]:
+    """The test process's env minus anything W&B/Airflow/torch.distributed would pick up."""
+    drop = ("WANDB_", "AIRFLOW_CTX_", "AVW_", "TRAIN_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.pop("MASTER_ADDR", None)
+    env.pop("MASTER_PORT", None)
+    env.pop("LOCAL_RANK", None)
+    env.update(
+        {
+            # Keep every W&B file inside tmp_path so the run dirs can be counted.
+            "WANDB_DIR": str(tmp_path),
+            "WANDB_CONFIG_DIR": str(tmp_path / "wandb-config"),
+            "WANDB_CACHE_DIR": str(tmp_path / "wandb-cache"),
+            "WANDB_DATA_DIR": str(tmp_path / "wandb-data"),
+            # Two ranks on two shared cores: one thread each avoids oversubscription.
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+@dataclass
+class RankResult:
+    rank: int
+    returncode: int
+    output: str
+
+
+def _run_job(tmp_path: Path, pod_envs: list[dict[str, str]]) -> list[RankResult]:
+    """Start one trainer per rank (the pytorch plugin's env added) and wait for all of them."""
+    port = _free_port()
+    world_size = len(pod_envs)
+    procs: list[tuple[subprocess.Popen[str], Path]] = []
+    for rank, pod_env in enumerate(pod_envs):
+        env = {
+            **_base_env(tmp_path),
+            **pod_env,
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": str(world_size),
+            "RANK": str(rank),
+        }
+        log = tmp_path / f"rank-{rank}.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, str(TRAIN_PY)],
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        procs.append((proc, log))
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    results = []
+    try:
+        for rank, (proc, log) in enumerate(procs):
+            code = proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+            results.append(RankResult(rank, code, log.read_text()))
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return results
+
+
+def _read_wandb_records(path: Path) -> Iterator[Any]:
+    """Yield the protobuf records of an offline run's ``.wandb`` file.
+
+    wandb 0.31 ships no Python reader for it, and ``files/config.yaml`` is only written when a
+    run syncs, so this reads the file's format directly: a 7-byte header (``:W&B``, magic,
+    version) and then LevelDB's log format (32 KiB blocks of 7-byte-headed fragments), each
+    record a serialized ``wandb_internal_pb2.Record``.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
+    block, pos, pending = 32 * 1024, 7, b""
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:  # block trailer padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        fragment = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == 0:  # zero padding: skip to the next block
+            pos += (block - pos % block) % block
+            continue
+        if kind in (2, 3):  # FIRST, MIDDLE
+            pending += fragment
+            continue
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(pending + fragment)  # FULL, or LAST after FIRST/MIDDLE
+        pending = b""
+        yield record
+
+
+@dataclass
+class OfflineRun:
+    run_dir: Path
+    run_id: str
+    project: str
+    group: str
+    job_type: str
+    tags: list[str]
+    config: dict[str, Any]
+    history: list[dict[str, Any]]
+
+
+def _load_run(run_dir: Path) -> OfflineRun:
+    (log,) = run_dir.glob("run-*.wandb")
+    run_record = None
+    history: list[dict[str, Any]] = []
+    for record in _read_wandb_records(log):
+        kind = record.WhichOneof("record_type")
+        if kind == "run":
+            run_record = record.run
+        elif kind == "history":
+            history.append(
+                {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                    for item in record.history.item
+                }
+            )
+    assert run_record is not None, f"no run record in {log}"
+    config = {item.key: json.loads(item.value_json) for item in run_record.config.update}
+    return OfflineRun(
+        run_dir=run_dir,
+        run_id=run_record.run_id,
+        project=run_record.project,
+        group=run_record.run_group,
+        job_type=run_record.job_type,
+        tags=list(run_record.tags),
+        config=config,
+        history=history,
+    )
+
+
+def _run_dirs(tmp_path: Path) -> list[Path]:
+    return sorted(p for p in (tmp_path / "wandb").glob("*run-*") if p.is_dir())
+
+
+def _assert_key_never_leaked(tmp_path: Path, results: list[RankResult]) -> None:
+    for result in results:
+        assert FAKE_API_KEY not in result.output, f"rank {result.rank} printed the API key"
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.name.startswith("rank-"):
+            assert FAKE_API_KEY.encode() not in path.read_bytes(), f"API key written to {path}"
+
+
+def _assert_ok(results: list[RankResult]) -> None:
+    for result in results:
+        assert result.returncode == 0, (
+            f"rank {result.rank} exited {result.returncode}:\n{result.output[-4000:]}"
+        )
+
+
+def test_master_rank_mode_makes_one_offline_run_with_airflow_context(tmp_path: Path) -> None:
+    """Default rank mode, env exactly as the operator builds it: ONE run, owned by rank 0."""
+    _require_torch()
+    spec = WandbRunSpec.for_task_instance(
+        AIRFLOW_CTX,
+        project="volcano-demo",
+        entity="ml-team",
+        mode="offline",
+        api_key_secret=SecretKeyRef("wandb-job-key", "api-key"),
+    )
+    master_env = _resolve(container_env(spec, is_master_task=True), "job-master-0")
+    worker_env = _resolve(container_env(spec, is_master_task=False), "job-worker-0")
+    # The contract this test relies on, so a change to it fails here and not in a pod.
+    assert master_env["WANDB_RUN_ID"] == spec.run_id
+    assert worker_env["WANDB_MODE"] == "disabled" and "WANDB_RUN_ID" not in worker_env
+    assert master_env["WANDB_API_KEY"] == FAKE_API_KEY
+
+    started = time.monotonic()
+    results = _run_job(tmp_path, [master_env, worker_env])
+    elapsed = time.monotonic() - started
+    _assert_ok(results)
+
+    run_dirs = _run_dirs(tmp_path)
+    assert len(run_dirs) == 1, f"expected one W&B run dir, found {run_dirs}"
+    assert run_dirs[0].name.startswith("offline-run-")
+    assert run_dirs[0].name.endswith(f"-{spec.run_id}")
+    run = _load_run(run_dirs[0])
+    assert run.run_id == spec.run_id
+    assert run.project == "volcano-demo"
+    assert run.group == spec.group
+    assert run.job_type == spec.job_type
+    assert run.tags == list(spec.tags)
+
+    expected_airflow = {
+        "dag_id": AIRFLOW_CTX.dag_id,
+        "run_id": AIRFLOW_CTX.dag_run_id,
+        "task_id": AIRFLOW_CTX.task_id,
+        "try_number": AIRFLOW_CTX.try_number,
+        "logical_date": AIRFLOW_CTX.logical_date,
+        "task_url": AIRFLOW_CTX.task_url,
+    }
+    assert run.config["airflow"] == expected_airflow
+    assert run.config["airflow"] == airflow_config_from_env(master_env)
+    assert run.config["world_size"] == 2
+    assert run.config["backend"] == "gloo"
+    assert run.config["rank_mode"] == "master"
+
+    epoch_losses = [row["train/epoch_loss"] for row in run.history if "train/epoch_loss" in row]
+    step_losses = [row["train/loss"] for row in run.history if "train/loss" in row]
+    assert len(epoch_losses) == run.config["epochs"]
+    assert epoch_losses[-1] < epoch_losses[0] * 0.5, f"loss did not decrease: {epoch_losses}"
+    assert len(step_losses) == run.history[-1]["train/step"]
+    accuracy = [row["eval/accuracy"] for row in run.history if "eval/accuracy" in row][-1]
+    assert accuracy > 0.7, f"eval/accuracy {accuracy} barely beats chance (0.25)"
+
+    assert "wandb=on" in results[0].output and "wandb=off" in results[1].output
+    assert "AVW_TRAIN_RESULT" in results[0].output
+    _assert_key_never_leaked(tmp_path, results)
+    print(f"2-rank DDP job finished in {elapsed:.1f} s")
+
+
+def test_shared_rank_mode_offline_falls_back_to_one_run(tmp_path: Path) -> None:
+    """``shared`` needs W&B online; offline every rank gets the id, yet only rank 0 writes."""
+    _require_torch()
+    common = {
+        "WANDB_PROJECT": "volcano-demo",
+        "WANDB_RUN_GROUP": "g",
+        "WANDB_JOB_TYPE": "train",
+        "WANDB_RESUME": "allow",
+        "WANDB_MODE": "offline",
+        "WANDB_RUN_ID": "sharedofflinerun1",
+        "WANDB_API_KEY": FAKE_API_KEY,
+        "AVW_WANDB_RANK_MODE": "shared",
+        "AIRFLOW_CTX_DAG_ID": "d",
+        "TRAIN_EPOCHS": "2",
+    }
+    results = _run_job(tmp_path, [dict(common), dict(common)])
+    _assert_ok(results)
+    run_dirs = _run_dirs(tmp_path)
+    assert len(run_dirs) == 1, f"expected one W&B run dir, found {run_dirs}"
+    run = _load_run(run_dirs[0])
+    assert run.run_id == "sharedofflinerun1"
+    assert run.config["airflow"] == {"dag_id": "d"}
+    assert "only rank 0 writes" in results[0].output
+    assert "wandb=off" in results[1].output
+    _assert_key_never_leaked(tmp_path, results)
+
+
+class _RecordedRun:
+    """Stands in for ``wandb.Run`` when ``wandb.init`` is replaced by a recorder."""
+
+    def define_metric(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_shared_rank_mode_online_init_arguments(
+    train_module: ModuleType, monkeypatch: pytest.MonkeyPatch, rank: int
+) -> None:
+    """Online shared mode: every rank inits the same id with settings the SDK accepts."""
+    import wandb
+
+    calls: list[dict[str, Any]] = []
+
+    def record_init(**kwargs: Any) -> _RecordedRun:
+        calls.append(kwargs)
+        return _RecordedRun()
+
+    monkeypatch.setattr(wandb, "init", record_init)
+    environ: Mapping[str, str] = {
+        "AVW_WANDB_RANK_MODE": "shared",
+        "WANDB_MODE": "shared",
+        "WANDB_RUN_ID": "sharedrun",
+        "WANDB_TAGS": "airflow,dag:d",
+        "AIRFLOW_CTX_DAG_ID": "d",
+    }
+    plan = train_module.wandb_plan(environ, rank)
+    assert plan.init and plan.shared
+    info = train_module.DistInfo(
+        rank=rank,
+        world_size=2,
+        local_rank=0,
+        backend="gloo",
+        device=train_module.torch.device("cpu"),
+    )
+    train_module.start_wandb(plan, info, train_module.HyperParams(), environ)
+    (kwargs,) = calls
+    settings = kwargs["settings"]
+    assert isinstance(settings, wandb.Settings)  # built by the installed SDK, so fields exist
+    assert settings.mode == "shared"
+    assert settings.x_primary is (rank == 0)
+    assert settings.x_update_finish_state is (rank == 0)
+    assert settings.x_label == f"rank-{rank}"
+    assert kwargs["id"] == "sharedrun" and kwargs["tags"] == ["airflow", "dag:d"]
+    # The config (hyper-params + Airflow context) is written once, by the primary.
+    assert ("config" in kwargs) is (rank == 0)
+
+
+def test_master_rank_mode_only_rank_zero_inits(train_module: ModuleType) -> None:
+    for rank, expected in ((0, True), (1, False), (7, False)):
+        plan = train_module.wandb_plan({"WANDB_MODE": "offline"}, rank)
+        assert plan.init is expected and not plan.shared
+    with pytest.raises(SystemExit):
+        train_module.wandb_plan({"AVW_WANDB_RANK_MODE": "everyone"}, 0)
+
+
+def test_airflow_config_matches_provider(train_module: ModuleType) -> None:
+    """The trainer cannot import the provider, so its copy of the env mapping must agree."""
+    spec = WandbRunSpec.for_task_instance(
+        AirflowRunContext(**{**AIRFLOW_CTX.__dict__, "map_index": 3}), project="p"
+    )
+    env = _resolve(container_env(spec, is_master_task=True), "pod")
+    assert train_module.airflow_config(env) == airflow_config_from_env(env)
+    assert train_module.airflow_config(env)["map_index"] == 3
+    assert train_module.airflow_config({}) == {}
