@@ -6,7 +6,9 @@ __version__ = "0.1.0"
 
 
 def get_provider_info() -> dict:
-    """Describe this provider to Airflow's ProvidersManager (entry point ``apache_airflow_provider``)."""
+    """Describe this provider to Airflow (its ``apache_airflow_provider`` entry point)."""
+    from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
+
     return {
         "package-name": "airflow-volcano-wandb",
         "name": "Volcano + Weights & Biases",
@@ -57,6 +59,9 @@ def get_provider_info() -> dict:
             {
                 "hook-class-name": "airflow_volcano_wandb.hooks.wandb.WandbHook",
                 "connection-type": "wandb",
+                "hook-name": "Weights & Biases",
+                "conn-fields": WANDB_CONN_FIELDS,
+                "ui-field-behaviour": WANDB_UI_FIELD_BEHAVIOUR,
             }
         ],
         "extra-links": ["airflow_volcano_wandb.links.wandb.WandbRunLink"],

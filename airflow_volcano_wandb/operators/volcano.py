@@ -14,6 +14,7 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_volcano_wandb import job_status, wandb_run
+from airflow_volcano_wandb._template.overrides import apply_env
 from airflow_volcano_wandb.hooks.volcano import JobExistsError, VolcanoHook
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.links.wandb import WandbRunLink
@@ -547,13 +548,11 @@ async def _first_event(trigger: VolcanoJobTrigger) -> dict[str, Any]:
 
 
 def add_wandb_env(job: dict[str, Any], spec: wandb_run.WandbRunSpec) -> None:
-    """Give every container of every task the run's env; the master task owns the run."""
+    """Give every container of every task the run's env; the master task owns the run.
+
+    The run's identity is the provider's to set, so these entries replace a template's own
+    (a template's WANDB_RUN_ID would make ranks disagree about which run they write to).
+    """
     master = master_task_name(job)
     for task in job["spec"]["tasks"]:
-        env = wandb_run.container_env(spec, is_master_task=task["name"] == master)
-        names = {entry["name"] for entry in env}
-        for container in task["template"]["spec"]["containers"]:
-            # The run's identity is the provider's to set: a template's own WANDB_RUN_ID
-            # would make ranks disagree about which run they write to.
-            kept = [e for e in container.get("env") or [] if e.get("name") not in names]
-            container["env"] = kept + env
+        apply_env([task], wandb_run.container_env(spec, is_master_task=task["name"] == master))

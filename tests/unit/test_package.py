@@ -18,10 +18,10 @@ def test_provider_info_is_found_through_the_entry_point():
                 if e.value.startswith("airflow_volcano_wandb")]
     info = entry.load()()
     assert info["package-name"] == "airflow-volcano-wandb"
-    assert info["connection-types"] == [
-        {"hook-class-name": "airflow_volcano_wandb.hooks.wandb.WandbHook",
-         "connection-type": "wandb"}
-    ]
+    (conn_type,) = info["connection-types"]
+    assert conn_type["hook-class-name"] == "airflow_volcano_wandb.hooks.wandb.WandbHook"
+    assert conn_type["connection-type"] == "wandb"
+    assert conn_type["conn-fields"] and conn_type["ui-field-behaviour"]
     assert info["extra-links"] == ["airflow_volcano_wandb.links.wandb.WandbRunLink"]
 
 

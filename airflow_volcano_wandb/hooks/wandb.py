@@ -1,0 +1,311 @@
+"""Airflow hook for Weights & Biases: the ``wandb`` connection type and W&B's public API.
+
+Connection fields: password = API key, host = base URL (empty for W&B's cloud), extras
+``entity`` and ``project`` (defaults for runs and queues). See ``docs/wandb.md``.
+
+Reading from W&B (run summaries, Launch queue configs) goes through the ``wandb`` package's
+public API (``wandb.Api``), imported lazily so that DAG parsing and the triggerer never load it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
+from airflow_volcano_wandb.wandb_run import (
+    is_default_base_url,
+    parse_queue_ref,
+    run_url,
+)
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+try:
+    from airflow.sdk.log import mask_secret
+except ImportError:  # Airflow < 3.2 kept it in the execution-time package.
+    from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef]
+
+__all__ = ["WANDB_CONN_FIELDS", "WANDB_UI_FIELD_BEHAVIOUR", "WandbHook"]
+
+# Summary keys the SDK writes for its own bookkeeping; not metrics a DAG gates on.
+_INTERNAL_SUMMARY_KEYS = frozenset({"_wandb"})
+
+
+class WandbHook(BaseHook):
+    """Talk to Weights & Biases with the credentials of an Airflow ``wandb`` connection.
+
+    A missing connection is not an error: the hook logs a warning and behaves as an empty
+    connection (no API key, W&B's default server, no default entity/project). That keeps
+    offline runs (``WANDB_MODE=offline``) free of any W&B setup; the methods that do need the
+    server then fail inside ``wandb`` with its own "no API key" error, unless the worker has
+    ``WANDB_API_KEY`` or a ``~/.netrc`` entry, which ``wandb.Api`` uses as usual.
+
+    :param wandb_conn_id: The connection id; ``None`` means "no connection, use defaults".
+    :param timeout: HTTP timeout in seconds for W&B API calls (``None``: the SDK's default).
+    """
+
+    conn_name_attr = "wandb_conn_id"
+    default_conn_name = "wandb_default"
+    conn_type = "wandb"
+    hook_name = "Weights & Biases"
+
+    def __init__(
+        self,
+        wandb_conn_id: str | None = default_conn_name,
+        *,
+        timeout: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.wandb_conn_id = wandb_conn_id
+        self.timeout = timeout
+
+    # -- connection form -------------------------------------------------------------------
+
+    @classmethod
+    def get_connection_form_widgets(cls) -> dict[str, Any]:
+        """Return the extra fields of the connection form (entity, project)."""
+        from flask_appbuilder.fieldwidgets import BS3TextFieldWidget
+        from flask_babel import lazy_gettext
+        from wtforms import StringField
+
+        return {
+            name: StringField(
+                lazy_gettext(field["label"]),
+                widget=BS3TextFieldWidget(),
+                description=field["description"],
+            )
+            for name, field in WANDB_CONN_FIELDS.items()
+        }
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Return which standard fields the connection form hides and how it labels the rest."""
+        return {
+            "hidden_fields": list(WANDB_UI_FIELD_BEHAVIOUR["hidden-fields"]),
+            "relabeling": dict(WANDB_UI_FIELD_BEHAVIOUR["relabeling"]),
+            "placeholders": dict(WANDB_UI_FIELD_BEHAVIOUR["placeholders"]),
+        }
+
+    # -- connection values -----------------------------------------------------------------
+
+    @cached_property
+    def connection(self) -> Connection | None:
+        """The Airflow connection, or ``None`` when it is not defined (see the class doc)."""
+        if not self.wandb_conn_id:
+            return None
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        try:
+            conn = self.get_connection(self.wandb_conn_id)
+        except AirflowNotFoundException:
+            self.log.warning(
+                "W&B connection %r is not defined; using defaults (W&B cloud, no API key, "
+                "no default entity or project). That is fine for offline runs.",
+                self.wandb_conn_id,
+            )
+            return None
+        # Airflow masks connection passwords it loads itself; masking again covers keys that
+        # reached the hook some other way (a preset connection in tests, a custom backend).
+        if conn.password:
+            mask_secret(conn.password, name="WANDB_API_KEY")
+        return conn
+
+    @property
+    def api_key(self) -> str | None:
+        """The API key (the connection password), registered with the log masker."""
+        conn = self.connection
+        return conn.password if conn is not None and conn.password else None
+
+    @property
+    def base_url(self) -> str | None:
+        """The W&B API address, or ``None`` for W&B's default server.
+
+        A host with a scheme is used as written; a bare host name means ``https://<host>``
+        (with the connection port, if any). The cloud address counts as "default".
+        """
+        conn = self.connection
+        if conn is None or not conn.host or not conn.host.strip():
+            return None
+        host = conn.host.strip().rstrip("/")
+        if "://" not in host:
+            host = f"https://{host}" + (f":{conn.port}" if conn.port else "")
+        return None if is_default_base_url(host) else host
+
+    @property
+    def entity(self) -> str | None:
+        """Default entity from the connection extras."""
+        return self._extra("entity")
+
+    @property
+    def project(self) -> str | None:
+        """Default project from the connection extras."""
+        return self._extra("project")
+
+    def _extra(self, name: str) -> str | None:
+        conn = self.connection
+        if conn is None:
+            return None
+        extras = conn.extra_dejson
+        # Older connection forms stored custom fields as extra__<conn_type>__<name>.
+        value = extras.get(name) or extras.get(f"extra__{self.conn_type}__{name}")
+        if value is None:
+            return None
+        return str(value).strip() or None
+
+    def run_url(self, run_id: str, *, entity: str | None = None, project: str | None = None) -> str:
+        """Return the UI address of a run, using the connection's server and defaults."""
+        entity, project = entity or self.entity, project or self.project
+        if not entity or not project:
+            raise ValueError("a W&B run URL needs an entity and a project")
+        return run_url(self.base_url, entity, project, run_id)
+
+    # -- W&B public API --------------------------------------------------------------------
+
+    def get_conn(self) -> Any:
+        """Return a ``wandb.Api`` client for this connection.
+
+        Creating it verifies the API key with the server (one GraphQL ``viewer`` query) and
+        starts the SDK's ``wandb-core`` helper process on first use in this process.
+        """
+        import wandb
+
+        overrides: dict[str, Any] = {}
+        if self.base_url:
+            overrides["base_url"] = self.base_url
+        if self.entity:
+            overrides["entity"] = self.entity
+        if self.project:
+            overrides["project"] = self.project
+        kwargs: dict[str, Any] = {"overrides": overrides}
+        if self.timeout is not None:
+            kwargs["timeout"] = self.timeout
+        if self.api_key:
+            kwargs["api_key"] = self.api_key
+        return wandb.Api(**kwargs)
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Check the API key with the server (the connection form's "Test" button)."""
+        try:
+            api = self.get_conn()
+            return True, f"Connected to W&B as {api.default_entity!r}"
+        except Exception as exc:
+            return False, f"{type(exc).__name__}: {exc}"
+
+    @cached_property
+    def api(self) -> Any:
+        """A cached ``wandb.Api`` client (see :meth:`get_conn`)."""
+        return self.get_conn()
+
+    def get_run_summary(
+        self,
+        run_id: str,
+        *,
+        entity: str | None = None,
+        project: str | None = None,
+        keys: Iterable[str] | None = None,
+    ) -> dict[str, Any]:
+        """Return the summary metrics of a run (its last logged value per key).
+
+        :param run_id: The W&B run id.
+        :param entity: The run's entity; defaults to the connection's, then the API key's user.
+        :param project: The run's project; defaults to the connection's.
+        :param keys: Only these summary keys (e.g. ``["eval/accuracy"]``). Keys the run does
+            not have are left out of the result and logged as a warning, so a caller gating on
+            a metric sees it is missing instead of a made-up value.
+        :return: A JSON-compatible dict; the SDK's internal ``_wandb`` entry is dropped.
+        :raises ValueError: when no project is known.
+        :raises wandb.errors.CommError: when the server does not know the run.
+        """
+        entity, project = entity or self.entity, project or self.project
+        if not project:
+            raise ValueError(
+                "get_run_summary needs a project: pass project= or set the 'project' extra "
+                f"of connection {self.wandb_conn_id!r}"
+            )
+        path = f"{entity}/{project}/{run_id}" if entity else f"{project}/{run_id}"
+        run = self.api.run(path)
+        # Round-trip through JSON: the SDK hands back its own dict/list wrappers, and the
+        # result goes to XCom.
+        summary = json.loads(json.dumps(dict(run.summary_metrics), default=str))
+        summary = {k: v for k, v in summary.items() if k not in _INTERNAL_SUMMARY_KEYS}
+        if keys is None:
+            return summary
+        wanted = list(dict.fromkeys(keys))
+        missing = [key for key in wanted if key not in summary]
+        if missing:
+            self.log.warning(
+                "W&B run %s has no summary value for %s (it has: %s)",
+                path,
+                ", ".join(missing),
+                ", ".join(sorted(summary)) or "nothing",
+            )
+        return {key: summary[key] for key in wanted if key in summary}
+
+    def get_queue_template(self, entity: str | None, queue_name: str) -> dict[str, Any]:
+        """Return the resource config (the Volcano Job template) of a W&B Launch queue.
+
+        A Kubernetes queue stores ``{"resource_args": {"kubernetes": <job spec>}}``; the job
+        spec is returned, macros such as ``${run_id}`` untouched, for the template renderer.
+
+        :param entity: The queue's entity; ``None`` uses the connection's.
+        :param queue_name: The queue's name.
+        :raises ValueError: when the queue has no resource config or is not a Kubernetes
+            queue, or the config is not a mapping.
+        """
+        entity = entity or self.entity
+        if not entity:
+            raise ValueError("a W&B Launch queue needs an entity (argument or connection)")
+        where = f"{entity}/{queue_name}"
+        queue = self.api.run_queue(entity, queue_name)
+        try:
+            queue.access  # noqa: B018 - loads the queue's metadata (one GraphQL query)
+        except Exception as exc:  # wandb wraps "no such queue" as CommError(TypeError)
+            raise ValueError(f"W&B Launch queue {where} not found or not readable: {exc}") from exc
+        # wandb (0.31) asks the server for the config even when the metadata says the queue has
+        # none (a null id), so check first; the attribute is private, hence the getattr.
+        if getattr(queue, "_default_resource_config_id", "unknown") is None:
+            raise ValueError(f"W&B Launch queue {where} has no resource config")
+        config = queue.default_resource_config
+        resource = queue.type if config else None  # arrives with the config, no extra query
+        return _job_spec_from_queue_config(config, resource, where)
+
+    def get_template(self, ref: str) -> dict[str, Any]:
+        """Load a template from a ``wandb-queue://<entity>/<queue>`` reference."""
+        parsed = parse_queue_ref(ref)
+        return self.get_queue_template(parsed.entity, parsed.queue)
+
+
+def _job_spec_from_queue_config(config: Any, resource: str | None, where: str) -> dict[str, Any]:
+    """Unwrap the job spec from a queue's stored resource config (pure; unit-tested)."""
+    if isinstance(config, (str, bytes)):
+        text = config.decode() if isinstance(config, bytes) else config
+        try:
+            config = json.loads(text)
+        except ValueError:
+            # The W&B UI accepts YAML for queue configs; the server may keep it as written.
+            import yaml
+
+            config = yaml.safe_load(text)
+    if not config:
+        raise ValueError(f"W&B Launch queue {where} has no resource config")
+    if not isinstance(config, dict):
+        raise ValueError(f"W&B Launch queue {where}: resource config is not a mapping")
+    if resource and resource != "kubernetes":
+        raise ValueError(
+            f"W&B Launch queue {where} is a {resource!r} queue; only Kubernetes queues hold a "
+            "Volcano Job template"
+        )
+    spec = config
+    resource_args = config.get("resource_args")
+    if isinstance(resource_args, dict):
+        spec = resource_args.get("kubernetes", resource_args)
+    if not isinstance(spec, dict) or not spec:
+        raise ValueError(f"W&B Launch queue {where}: no Kubernetes resource config")
+    return copy.deepcopy(spec)

@@ -1,0 +1,516 @@
+"""The W&B side of a Volcano training job, as pure data and pure functions.
+
+Nothing here imports Airflow, ``wandb`` or an HTTP client, so the operator can build the run
+identity and the container env before it talks to any server, and the unit tests need none of
+them. ``docs/wandb.md`` is the user-facing description of the contract built here.
+
+The rules the SDK applies to names (run id characters, tag length, project characters) are
+checked here, at DAG-run time, because a bad value would otherwise only surface inside the
+training pods after the job has been scheduled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple
+from urllib.parse import quote, unquote, urlsplit
+
+__all__ = [
+    "DEFAULT_APP_URL",
+    "DEFAULT_BASE_URL",
+    "QUEUE_REF_SCHEME",
+    "RANK_MODES",
+    "WANDB_MODES",
+    "AirflowRunContext",
+    "SecretKeyRef",
+    "WandbQueueRef",
+    "WandbRunSpec",
+    "airflow_config_from_env",
+    "app_url",
+    "container_env",
+    "default_run_group",
+    "default_run_name",
+    "deterministic_run_id",
+    "is_default_base_url",
+    "is_queue_ref",
+    "macro_values",
+    "parse_queue_ref",
+    "run_url",
+]
+
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+DEFAULT_APP_URL = "https://wandb.ai"
+
+# wandb>=0.26 ships CoreWeave Forge as its built-in default API address; it fronts the same
+# multi-tenant cloud as api.wandb.ai, so a connection naming it is still "the default" and
+# needs no WANDB_BASE_URL in the pods.
+_FORGE_HOSTS = {"forge.coreweave.com", "api.forge.coreweave.com"}
+_FORGE_APP_URL = "https://forge.coreweave.com/wandb"
+
+RankMode = Literal["master", "shared"]
+WandbMode = Literal["online", "offline", "disabled"]
+RANK_MODES: tuple[str, ...] = ("master", "shared")
+WANDB_MODES: tuple[str, ...] = ("online", "offline", "disabled")
+
+QUEUE_REF_SCHEME = "wandb-queue"
+
+_BASE36 = string.digits + string.ascii_lowercase
+_RUN_ID_LENGTH = 16
+# Characters the wandb SDK rejects in a run id (wandb_settings.validate_run_id).
+_RUN_ID_RESERVED = set(":;,#?/'")
+# Characters the wandb SDK rejects in a project name (wandb_settings.validate_project).
+_PROJECT_RESERVED = set("/\\#?%:")
+_MAX_TAG_LENGTH = 64
+_MAX_PROJECT_LENGTH = 128
+# Kubernetes env values are strings; these are the names the trainer reads.
+ENV_RANK_MODE = "AVW_WANDB_RANK_MODE"
+ENV_TASK_URL = "AVW_AIRFLOW_TASK_URL"
+
+
+def deterministic_run_id(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
+    """Return the W&B run id for one Airflow task instance.
+
+    The id depends on the task instance key only (not on the try number), so every try of the
+    same task instance writes to the same W&B run and an Airflow retry resumes it
+    (``WANDB_RESUME=allow``). It is 16 lowercase base36 characters: valid for W&B (no reserved
+    characters), for Kubernetes names and labels, and about 82 bits of sha256, so unrelated
+    task instances do not collide in practice.
+
+    :param dag_id: The DAG id.
+    :param task_id: The task id.
+    :param run_id: The Airflow DAG run id (not a W&B id).
+    :param map_index: The map index of a mapped task, ``-1`` for an unmapped one.
+    """
+    # NUL separators: ids cannot contain NUL, so ("a.b", "c") and ("a", "b.c") stay distinct.
+    material = "\0".join(("avw-run-id-v1", dag_id, task_id, run_id, str(int(map_index))))
+    number = int.from_bytes(hashlib.sha256(material.encode("utf-8")).digest(), "big")
+    digits = []
+    for _ in range(_RUN_ID_LENGTH):
+        number, digit = divmod(number, 36)
+        digits.append(_BASE36[digit])
+    return "".join(digits)
+
+
+def default_run_group(dag_id: str, dag_run_id: str) -> str:
+    """Return the default W&B group for a DAG run: every task of one DAG run shares it."""
+    return f"{dag_id}/{dag_run_id}"
+
+
+def default_run_name(dag_id: str, task_id: str, dag_run_id: str, map_index: int = -1) -> str:
+    """Return the default display name of the W&B run of one task instance."""
+    task = task_id if map_index < 0 else f"{task_id}[{map_index}]"
+    return f"{dag_id}.{task} {dag_run_id}"
+
+
+class SecretKeyRef(NamedTuple):
+    """A key in a Kubernetes Secret (in the job's namespace) that holds the W&B API key."""
+
+    name: str
+    key: str
+
+
+@dataclass(frozen=True)
+class AirflowRunContext:
+    """The Airflow task instance a W&B run belongs to, as the trainer will see it."""
+
+    dag_id: str
+    dag_run_id: str
+    task_id: str
+    try_number: int
+    logical_date: str | None = None
+    """ISO 8601; ``None`` for DAG runs without a logical date (possible in Airflow 3)."""
+    task_url: str | None = None
+    """Link to the task instance in the Airflow UI."""
+    map_index: int = -1
+
+
+@dataclass(frozen=True)
+class WandbRunSpec:
+    """Everything the pods need to find, create or resume their W&B run.
+
+    Build one with :meth:`for_task_instance` (defaults derived from the task instance) or
+    directly. Validation happens at construction so a bad name fails the Airflow task before
+    anything is submitted.
+    """
+
+    run_id: str
+    project: str | None = None
+    entity: str | None = None
+    run_name: str | None = None
+    group: str | None = None
+    job_type: str | None = None
+    tags: tuple[str, ...] = ()
+    base_url: str | None = None
+    """W&B API address; ``None`` means the SDK's default (W&B's multi-tenant cloud)."""
+    mode: WandbMode | None = None
+    """``WANDB_MODE`` for the process(es) that own the run; ``None`` leaves the SDK default."""
+    rank_mode: RankMode = "master"
+    api_key_secret: SecretKeyRef | None = None
+    airflow: AirflowRunContext | None = None
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    """Further plain env for every container (never secrets: these values are in the spec)."""
+
+    def __post_init__(self) -> None:
+        _check_run_id(self.run_id)
+        if self.project is not None:
+            _check_project(self.project)
+        if self.entity is not None and (not self.entity or "/" in self.entity):
+            raise ValueError(f"invalid W&B entity {self.entity!r}")
+        # Normalise so equality and hashing do not depend on list-vs-tuple.
+        object.__setattr__(self, "tags", tuple(self.tags))
+        for tag in self.tags:
+            _check_tag(tag)
+        if self.mode is not None and self.mode not in WANDB_MODES:
+            hint = " (shared mode is rank_mode='shared')" if self.mode == "shared" else ""
+            raise ValueError(
+                f"W&B mode must be one of {', '.join(WANDB_MODES)} or None, got {self.mode!r}{hint}"
+            )
+        if self.rank_mode not in RANK_MODES:
+            raise ValueError(
+                f"wandb_rank_mode must be one of {', '.join(RANK_MODES)}, got {self.rank_mode!r}"
+            )
+        if self.rank_mode == "shared" and self.mode == "offline":
+            # Shared mode is many processes writing to one run on the server; offline runs are
+            # per-process files, so N ranks would write N conflicting copies of one run id.
+            raise ValueError(
+                "wandb_rank_mode='shared' needs W&B online; with mode='offline' use "
+                "wandb_rank_mode='master' (rank 0 writes the run, other ranks stay silent)"
+            )
+        if self.api_key_secret is not None:
+            ref = SecretKeyRef(*self.api_key_secret)
+            if not ref.name or not ref.key:
+                raise ValueError(f"api_key_secret needs a Secret name and key, got {ref!r}")
+            object.__setattr__(self, "api_key_secret", ref)
+        if self.base_url is not None:
+            _check_base_url(self.base_url)
+        for name, value in self.extra_env.items():
+            if not isinstance(value, str):
+                raise ValueError(f"extra_env[{name!r}] must be a string, got {type(value)}")
+            if name == "WANDB_API_KEY":
+                raise ValueError("WANDB_API_KEY must come from api_key_secret, not plain env")
+        object.__setattr__(self, "extra_env", dict(self.extra_env))
+
+    @classmethod
+    def for_task_instance(
+        cls,
+        airflow: AirflowRunContext,
+        *,
+        run_id: str | None = None,
+        run_name: str | None = None,
+        group: str | None = None,
+        job_type: str | None = None,
+        tags: Iterable[str] | None = None,
+        **kwargs: Any,
+    ) -> WandbRunSpec:
+        """Build a spec for an Airflow task instance, filling unset fields with defaults.
+
+        Defaults: ``run_id`` from :func:`deterministic_run_id`, ``run_name`` from
+        :func:`default_run_name`, ``group`` from :func:`default_run_group`, ``job_type`` =
+        the task id, ``tags`` = ``("airflow", "dag:<dag_id>")`` (the dag tag is truncated to W&B's
+        64 character limit). Other keyword arguments go to the constructor unchanged.
+        """
+        if tags is None:
+            tags = ("airflow", f"dag:{airflow.dag_id}"[:_MAX_TAG_LENGTH].replace(",", "_"))
+        return cls(
+            run_id=run_id
+            or deterministic_run_id(
+                airflow.dag_id, airflow.task_id, airflow.dag_run_id, airflow.map_index
+            ),
+            run_name=run_name
+            or default_run_name(
+                airflow.dag_id, airflow.task_id, airflow.dag_run_id, airflow.map_index
+            ),
+            group=group or default_run_group(airflow.dag_id, airflow.dag_run_id),
+            job_type=job_type or airflow.task_id,
+            tags=tuple(tags),
+            airflow=airflow,
+            **kwargs,
+        )
+
+    @property
+    def url(self) -> str | None:
+        """The run's page in the W&B UI, or ``None`` when the entity is not known yet."""
+        if not self.entity or not self.project:
+            return None
+        return run_url(self.base_url, self.entity, self.project, self.run_id)
+
+
+def _check_run_id(run_id: str) -> None:
+    if not isinstance(run_id, str) or not run_id or run_id != run_id.strip():
+        raise ValueError(f"invalid W&B run id {run_id!r}: empty or surrounded by whitespace")
+    bad = sorted(set(run_id) & _RUN_ID_RESERVED)
+    if bad:
+        raise ValueError(f"invalid W&B run id {run_id!r}: contains {''.join(bad)!r}")
+    if len(run_id) > 128:
+        raise ValueError(f"invalid W&B run id {run_id!r}: longer than 128 characters")
+
+
+def _check_project(project: str) -> None:
+    bad = sorted(set(project) & _PROJECT_RESERVED)
+    if not project or bad or len(project) > _MAX_PROJECT_LENGTH:
+        raise ValueError(
+            f"invalid W&B project {project!r}: needs 1-{_MAX_PROJECT_LENGTH} characters "
+            f"without any of {''.join(sorted(_PROJECT_RESERVED))!r}"
+        )
+
+
+def _check_tag(tag: str) -> None:
+    # Commas matter because WANDB_TAGS is split on them by the SDK.
+    if not isinstance(tag, str) or not 1 <= len(tag) <= _MAX_TAG_LENGTH or "," in tag:
+        raise ValueError(
+            f"invalid W&B tag {tag!r}: tags need 1-{_MAX_TAG_LENGTH} characters and no comma"
+        )
+
+
+def _check_base_url(base_url: str) -> None:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ValueError(f"invalid W&B base URL {base_url!r}: needs http(s)://host")
+
+
+def _normalise_url(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def is_default_base_url(base_url: str | None) -> bool:
+    """Whether ``base_url`` names W&B's multi-tenant cloud (so pods need no WANDB_BASE_URL)."""
+    if base_url is None or not base_url.strip():
+        return True
+    parts = urlsplit(_normalise_url(base_url))
+    if parts.scheme != "https" or parts.port is not None:
+        return False
+    path = parts.path.rstrip("/")
+    if parts.hostname == "api.wandb.ai":
+        return path == ""
+    # The Forge address is the default of newer SDKs: https://api.forge.coreweave.com and
+    # its proxy path https://forge.coreweave.com/api/wandb.
+    if parts.hostname == "api.forge.coreweave.com":
+        return path == ""
+    return parts.hostname == "forge.coreweave.com" and path == "/api/wandb"
+
+
+def app_url(base_url: str | None) -> str:
+    """Map a W&B API address to the address of its web UI.
+
+    Mirrors ``wandb.util.api_to_app_url`` (kept in sync by a unit test), except that the
+    cloud API ``https://api.wandb.ai`` maps to ``https://wandb.ai`` (newer SDKs point it at
+    CoreWeave Forge's UI; wandb.ai is the address W&B users know and it keeps working); a
+    dedicated or on-prem
+    ``https://api.<domain>`` at ``https://app.<domain>``; any other address (``wandb/local``,
+    a self-hosted server behind one host name) is its own UI host.
+    """
+    if base_url is None or not base_url.strip():
+        return DEFAULT_APP_URL
+    url = _normalise_url(base_url)
+    host = urlsplit(url).hostname or ""
+    if host in _FORGE_HOSTS:
+        return _FORGE_APP_URL
+    if "://api.wandb.test" in url:
+        return url.replace("://api.", "://app.")
+    if "://api.wandb." in url:
+        return url.replace("://api.", "://")
+    if "://api." in url:
+        return url.replace("://api.", "://app.")
+    return url
+
+
+def run_url(base_url: str | None, entity: str, project: str, run_id: str) -> str:
+    """Return ``<app host>/<entity>/<project>/runs/<run_id>``, the run's page in the W&B UI."""
+    # Entity, project and run id are URL path segments; quoting keeps an odd project name
+    # from producing a link to some other page.
+    segments = "/".join(quote(part, safe="") for part in (entity, project, "runs", run_id))
+    return f"{app_url(base_url)}/{segments}"
+
+
+def container_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str, Any]]:
+    """Return the Kubernetes ``env`` entries for one container of the job.
+
+    Every container of every task gets the shared part (project, entity, group, job type, tags,
+    base URL, resume policy, the Airflow context, the API key as a ``secretKeyRef``). What
+    differs between the master task and the others depends on ``spec.rank_mode``:
+
+    ``"master"`` (default)
+        The master task's containers get ``WANDB_RUN_ID`` and ``WANDB_NAME`` (and
+        ``WANDB_MODE`` when ``spec.mode`` is set). Every other container gets
+        ``WANDB_MODE=disabled``, so even a script that calls ``wandb.init()`` on every rank
+        starts exactly one run: rank 0's, which the Volcano pytorch plugin places in the
+        master task.
+    ``"shared"``
+        Every container gets ``WANDB_RUN_ID``, ``WANDB_NAME`` and ``WANDB_MODE=shared``
+        (W&B's multi-writer mode). ``WANDB_X_PRIMARY`` is ``true`` in the master task only,
+        ``WANDB_X_UPDATE_FINISH_STATE=false`` keeps workers from marking the run finished, and
+        ``WANDB_X_LABEL`` is the pod name (Downward API), unique per replica, so the UI tells
+        apart each pod's system metrics and console output. A trainer may replace it with a
+        rank label (``rank-$RANK``) by passing ``settings=wandb.Settings(x_label=...)``.
+
+    The API key is never a literal value: without ``spec.api_key_secret`` no
+    ``WANDB_API_KEY`` entry is produced at all.
+    """
+    env: list[dict[str, Any]] = []
+
+    def put(name: str, value: str | int | None) -> None:
+        if value is not None:
+            env.append({"name": name, "value": str(value)})
+
+    put("WANDB_PROJECT", spec.project)
+    put("WANDB_ENTITY", spec.entity)
+    put("WANDB_RUN_GROUP", spec.group)
+    put("WANDB_JOB_TYPE", spec.job_type)
+    if spec.tags:
+        put("WANDB_TAGS", ",".join(spec.tags))
+    if not is_default_base_url(spec.base_url):
+        put("WANDB_BASE_URL", _normalise_url(spec.base_url or ""))
+    put("WANDB_RESUME", "allow")
+
+    if spec.mode == "disabled":
+        # Disabled wins everywhere: no rank may reach W&B, whatever the rank mode.
+        put("WANDB_MODE", "disabled")
+        if is_master_task or spec.rank_mode == "shared":
+            put("WANDB_RUN_ID", spec.run_id)
+            put("WANDB_NAME", spec.run_name)
+    elif spec.rank_mode == "shared":
+        put("WANDB_MODE", "shared")
+        put("WANDB_RUN_ID", spec.run_id)
+        put("WANDB_NAME", spec.run_name)
+        put("WANDB_X_PRIMARY", "true" if is_master_task else "false")
+        if not is_master_task:
+            put("WANDB_X_UPDATE_FINISH_STATE", "false")
+        env.append(
+            {
+                "name": "WANDB_X_LABEL",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
+            }
+        )
+    elif is_master_task:
+        put("WANDB_MODE", spec.mode)
+        put("WANDB_RUN_ID", spec.run_id)
+        put("WANDB_NAME", spec.run_name)
+    else:
+        put("WANDB_MODE", "disabled")
+
+    if spec.api_key_secret is not None:
+        env.append(
+            {
+                "name": "WANDB_API_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": spec.api_key_secret.name,
+                        "key": spec.api_key_secret.key,
+                    }
+                },
+            }
+        )
+
+    ctx = spec.airflow
+    if ctx is not None:
+        put("AIRFLOW_CTX_DAG_ID", ctx.dag_id)
+        put("AIRFLOW_CTX_DAG_RUN_ID", ctx.dag_run_id)
+        put("AIRFLOW_CTX_TASK_ID", ctx.task_id)
+        put("AIRFLOW_CTX_TRY_NUMBER", ctx.try_number)
+        if ctx.map_index >= 0:
+            put("AIRFLOW_CTX_MAP_INDEX", ctx.map_index)
+        put("AIRFLOW_CTX_LOGICAL_DATE", ctx.logical_date)
+        put(ENV_TASK_URL, ctx.task_url)
+    put(ENV_RANK_MODE, spec.rank_mode)
+
+    taken = {entry["name"] for entry in env}
+    for name, value in spec.extra_env.items():
+        if name not in taken:
+            put(name, value)
+    return env
+
+
+def macro_values(spec: WandbRunSpec, *, author: str | None = None) -> dict[str, str]:
+    """Return the W&B Launch run macros this spec fills, as strings.
+
+    ``${run_id}``, ``${run_name}``, ``${entity_name}``, ``${project_name}`` and ``${author}``.
+    An unknown entity, project or author is left out rather than guessed, so the template
+    renderer can report the macro as unfilled instead of silently writing an empty string.
+    """
+    values = {"run_id": spec.run_id, "run_name": spec.run_name or spec.run_id}
+    if spec.entity:
+        values["entity_name"] = spec.entity
+    if spec.project:
+        values["project_name"] = spec.project
+    if author:
+        values["author"] = author
+    return values
+
+
+_AIRFLOW_ENV_TO_CONFIG = {
+    "AIRFLOW_CTX_DAG_ID": "dag_id",
+    "AIRFLOW_CTX_DAG_RUN_ID": "run_id",
+    "AIRFLOW_CTX_TASK_ID": "task_id",
+    "AIRFLOW_CTX_TRY_NUMBER": "try_number",
+    "AIRFLOW_CTX_MAP_INDEX": "map_index",
+    "AIRFLOW_CTX_LOGICAL_DATE": "logical_date",
+    ENV_TASK_URL: "task_url",
+}
+
+
+def airflow_config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Return the Airflow context from a pod's env as a dict for the W&B run config.
+
+    A trainer calls ``wandb.init(config={"airflow": airflow_config_from_env(os.environ)})``;
+    keys whose env var is absent are left out. ``try_number`` and ``map_index`` are ints.
+    """
+    config: dict[str, Any] = {}
+    for env_name, key in _AIRFLOW_ENV_TO_CONFIG.items():
+        value = environ.get(env_name)
+        if value is None or value == "":
+            continue
+        if key in ("try_number", "map_index"):
+            try:
+                config[key] = int(value)
+            except ValueError:
+                config[key] = value
+        else:
+            config[key] = value
+    return config
+
+
+@dataclass(frozen=True)
+class WandbQueueRef:
+    """A W&B Launch queue named by ``wandb-queue://<entity>/<queue>``."""
+
+    entity: str
+    queue: str
+
+    def __str__(self) -> str:
+        return f"{QUEUE_REF_SCHEME}://{quote(self.entity, safe='')}/{quote(self.queue, safe='')}"
+
+
+def is_queue_ref(value: object) -> bool:
+    """Whether ``value`` is a string in the ``wandb-queue://`` scheme (maybe malformed)."""
+    return isinstance(value, str) and value.strip().lower().startswith(f"{QUEUE_REF_SCHEME}:")
+
+
+def parse_queue_ref(value: str) -> WandbQueueRef:
+    """Parse ``wandb-queue://<entity>/<queue>`` into its entity and queue name.
+
+    Percent-escapes are decoded, so a queue name with spaces is written ``my%20queue``.
+    Raises ``ValueError`` for anything else, including a missing entity or queue, extra path
+    segments, a query string or a fragment.
+    """
+    if not is_queue_ref(value):
+        raise ValueError(f"not a {QUEUE_REF_SCHEME}:// reference: {value!r}")
+    parts = urlsplit(value.strip())
+    path_segments: Sequence[str] = parts.path.split("/")[1:] if parts.path else []
+    if (
+        not parts.netloc
+        or len(path_segments) != 1
+        or not path_segments[0]
+        or parts.query
+        or parts.fragment
+    ):
+        raise ValueError(
+            f"malformed queue reference {value!r}: expected "
+            f"{QUEUE_REF_SCHEME}://<entity>/<queue-name>"
+        )
+    entity, queue = unquote(parts.netloc), unquote(path_segments[0])
+    if not entity.strip() or not queue.strip():
+        raise ValueError(f"malformed queue reference {value!r}: empty entity or queue name")
+    return WandbQueueRef(entity=entity, queue=queue)

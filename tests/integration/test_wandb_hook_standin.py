@@ -1,0 +1,212 @@
+"""WandbHook against a local HTTP stand-in for W&B's GraphQL API (no W&B server runs here).
+
+The hook uses the real ``wandb`` SDK (``wandb.Api`` and its ``wandb-core`` helper process);
+only the server is replaced, by ``tests/wandb_standin.py``. Every test name says "standin".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_volcano_wandb.hooks import WandbHook
+from tests.wandb_standin import WandbStandin
+
+pytest.importorskip("wandb")
+
+API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
+ENTITY = "ml-team"
+PROJECT = "retraining"
+RUN_ID = "a1b2c3d4e5f6g7h8"
+SUMMARY = {
+    "eval/accuracy": 0.9375,
+    "train/loss": 0.0421,
+    "epoch": 10,
+    "_step": 99,
+    "_runtime": 12.5,
+    "_wandb": {"runtime": 12},
+}
+REPO = Path(__file__).resolve().parents[2]
+KNOWN_OPERATIONS = {
+    "Viewer",
+    "GetDefaultEntity",
+    "Run",
+    "GetRunQueueMetadata",
+    "GetDefaultResourceConfig",
+}
+
+
+def seed_template() -> dict:
+    for candidate in (
+        REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml",
+        Path("/work/shared/seed/volcano-pytorch-queue-template.yaml"),
+    ):
+        if candidate.exists():
+            return yaml.safe_load(candidate.read_text())
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "wandb-job-${run_id}"},
+        "spec": {"tasks": [{"name": "master", "replicas": 1}]},
+    }
+
+
+@pytest.fixture
+def standin():
+    with WandbStandin(api_key=API_KEY) as server:
+        server.add_run(ENTITY, PROJECT, RUN_ID, summary=SUMMARY, config={"lr": 0.01})
+        server.add_queue(ENTITY, "volcano-queue", config=seed_template())
+        server.add_queue(ENTITY, "empty-queue", config=None)
+        server.add_queue(ENTITY, "sagemaker-queue", config={"x": 1}, resource="sagemaker")
+        yield server
+        unsupported = [op for op in server.operations() if op not in KNOWN_OPERATIONS]
+        assert not unsupported, f"wandb sent operations the stand-in does not know: {unsupported}"
+
+
+@pytest.fixture
+def conn_id(standin: WandbStandin, monkeypatch: pytest.MonkeyPatch, request) -> str:
+    # A distinct id per test: Airflow may cache connections by id within a process.
+    name = f"wandb_standin_{request.node.name}".lower()
+    name = "".join(c if c.isalnum() else "_" for c in name)
+    monkeypatch.setenv(
+        f"AIRFLOW_CONN_{name.upper()}",
+        json.dumps(
+            {
+                "conn_type": "wandb",
+                "host": standin.url,
+                "password": API_KEY,
+                "extra": {"entity": ENTITY, "project": PROJECT},
+            }
+        ),
+    )
+    # The SDK must get its key from the connection, not from the test machine.
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    return name
+
+
+def test_get_run_summary_against_wandb_standin(standin: WandbStandin, conn_id: str) -> None:
+    hook = WandbHook(conn_id)
+    summary = hook.get_run_summary(RUN_ID)
+    assert summary == {k: v for k, v in SUMMARY.items() if k != "_wandb"}
+    assert "Run" in standin.operations()
+    (run_request,) = [r for r in standin.requests if r.operation == "Run"]
+    assert run_request.variables == {"entity": ENTITY, "project": PROJECT, "name": RUN_ID}
+
+
+def test_get_run_summary_selected_keys_against_wandb_standin(
+    standin: WandbStandin,
+    conn_id: str,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    hook = WandbHook(conn_id)
+    with caplog.at_level(logging.WARNING):
+        picked = hook.get_run_summary(
+            RUN_ID, entity=ENTITY, project=PROJECT, keys=["eval/accuracy", "eval/f1", "epoch"]
+        )
+    assert picked == {"eval/accuracy": 0.9375, "epoch": 10}
+    assert json.loads(json.dumps(picked)) == picked  # XCom-ready
+    # Airflow routes hook logs through structlog (the console here) or stdlib logging (caplog).
+    captured = capfd.readouterr()
+    assert "eval/f1" in caplog.text + captured.out + captured.err
+
+
+def test_get_run_summary_unknown_run_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    import wandb
+
+    with pytest.raises(wandb.errors.CommError):
+        WandbHook(conn_id).get_run_summary("no-such-run")
+
+
+def test_get_queue_template_against_wandb_standin(standin: WandbStandin, conn_id: str) -> None:
+    hook = WandbHook(conn_id)
+    template = hook.get_queue_template(ENTITY, "volcano-queue")
+    assert template == seed_template()
+    assert hook.get_template(f"wandb-queue://{ENTITY}/volcano-queue") == template
+    ops = standin.operations()
+    assert "GetRunQueueMetadata" in ops and "GetDefaultResourceConfig" in ops
+    meta = next(r for r in standin.requests if r.operation == "GetRunQueueMetadata")
+    assert meta.variables["entityName"] == ENTITY
+    assert meta.variables["runQueue"] == "volcano-queue"
+
+
+def test_get_queue_template_rejects_unusable_queues_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    hook = WandbHook(conn_id)
+    with pytest.raises(ValueError, match="no resource config"):
+        hook.get_queue_template(ENTITY, "empty-queue")
+    with pytest.raises(ValueError, match="sagemaker"):
+        hook.get_queue_template(None, "sagemaker-queue")  # entity from the connection
+    with pytest.raises(ValueError, match="not found"):
+        hook.get_template(f"wandb-queue://{ENTITY}/no-such-queue")
+
+
+def test_wrong_api_key_is_rejected_by_wandb_standin(
+    standin: WandbStandin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WANDB_STANDIN_WRONG_KEY",
+        json.dumps({"conn_type": "wandb", "host": standin.url, "password": "x" * 40}),
+    )
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    with pytest.raises(Exception, match=r"(?i)credential|401|api key|auth"):
+        WandbHook("wandb_standin_wrong_key").get_run_summary(RUN_ID, entity=ENTITY, project=PROJECT)
+
+
+def _wandb_core_logs_since(start: float) -> list[Path]:
+    logs = Path.home() / ".cache" / "wandb" / "logs"
+    if not logs.is_dir():
+        return []
+    return [p for p in logs.glob("core-debug-*.log") if p.stat().st_mtime >= start - 1]
+
+
+def test_api_key_sent_as_auth_but_never_logged_against_wandb_standin(
+    standin: WandbStandin,
+    conn_id: str,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    from airflow.sdk.log import redact
+
+    start = time.time()
+    with caplog.at_level(logging.DEBUG):
+        hook = WandbHook(conn_id)
+        hook.get_run_summary(RUN_ID, keys=["eval/accuracy", "missing/key"])
+        hook.get_queue_template(ENTITY, "volcano-queue")
+
+    # Sent: every request carried the key as HTTP basic auth (user "api"), as W&B expects.
+    assert standin.requests
+    assert all(r.basic_auth_password == API_KEY for r in standin.requests)
+
+    # Masked: Airflow's secrets masker knows the key, so task logs show *** instead.
+    assert redact(f"token={API_KEY}") == "token=***"
+
+    # Never logged: not by the hook, the SDK's Python loggers, stdout/stderr, or wandb-core.
+    out, err = capfd.readouterr()
+    assert API_KEY not in caplog.text
+    assert API_KEY not in out and API_KEY not in err
+    for log_file in _wandb_core_logs_since(start):
+        assert API_KEY not in log_file.read_text(errors="replace"), log_file
+
+
+def test_test_connection_against_wandb_standin(
+    standin: WandbStandin, conn_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok, message = WandbHook(conn_id).test_connection()
+    assert ok, message
+    assert standin.viewer_entity in message
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WANDB_STANDIN_BAD",
+        json.dumps({"conn_type": "wandb", "host": standin.url, "password": "y" * 40}),
+    )
+    ok, message = WandbHook("wandb_standin_bad").test_connection()
+    assert not ok
+    assert "y" * 40 not in message

@@ -1,0 +1,161 @@
+"""The rank env contract with the real wandb SDK in offline mode (no W&B server involved).
+
+Two local processes play the master and worker pods of a 2-rank job: each gets exactly the env
+``container_env`` produces (Secret and Downward API values resolved as the kubelet would) plus
+what Volcano's pytorch plugin adds (RANK, WORLD_SIZE), and each naively calls ``wandb.init()``.
+The default rank mode must leave exactly one offline run, carrying the Airflow context.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from airflow_volcano_wandb.wandb_run import (
+    AirflowRunContext,
+    SecretKeyRef,
+    WandbRunSpec,
+    container_env,
+)
+
+pytest.importorskip("wandb")
+
+NAIVE_TRAINER = textwrap.dedent(
+    """
+    import os
+    import wandb
+    from airflow_volcano_wandb.wandb_run import airflow_config_from_env
+
+    # Deliberately naive: every rank calls wandb.init() and logs.
+    run = wandb.init(config={"airflow": airflow_config_from_env(os.environ), "lr": 0.1})
+    for step in range(3):
+        run.log({"loss": 1.0 / (step + 1)})
+    run.summary["eval/accuracy"] = 0.9
+    run.finish()
+    """
+)
+
+
+def read_records(path: Path) -> list:
+    """Decode a ``.wandb`` transaction log (a ":W&B" header, then LevelDB log blocks).
+
+    wandb 0.31 no longer ships a Python reader (wandb-core writes the file), so this is the
+    format's few lines: 32 KiB blocks of chunks, each with a 7-byte header (CRC, length, type
+    1=full, 2=first, 3=middle, 4=last), every record a serialised ``wandb_internal_pb2.Record``.
+    """
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", data[:7]
+    block, pos, pending, records = 32768, 7, b"", []
+    while pos + 7 <= len(data):
+        left = block - pos % block
+        if left < 7:  # block trailer padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
+        if kind == 0 and length == 0:
+            pos += left
+            continue
+        chunk = data[pos + 7 : pos + 7 + length]
+        pos += 7 + length
+        if kind == 1:
+            records.append(chunk)
+        elif kind == 2:
+            pending = chunk
+        elif kind == 3:
+            pending += chunk
+        elif kind == 4:
+            records.append(pending + chunk)
+            pending = b""
+    decoded = []
+    for raw in records:
+        record = pb.Record()
+        record.ParseFromString(raw)
+        decoded.append(record)
+    return decoded
+
+
+def resolved_env(spec: WandbRunSpec, *, master: bool, rank: int, wandb_dir: Path) -> dict:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("WANDB_", "AIRFLOW_CTX_", "AVW_"))
+    }
+    for entry in container_env(spec, is_master_task=master):
+        if "value" in entry:
+            env[entry["name"]] = entry["value"]
+        elif "secretKeyRef" in entry["valueFrom"]:
+            env[entry["name"]] = "offline" + "0" * 40  # what the Secret would hold
+        else:
+            env[entry["name"]] = f"job-{'master' if master else 'worker'}-0"
+    env.update(
+        RANK=str(rank),
+        WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT="23456",
+        WANDB_DIR=str(wandb_dir),
+        WANDB_SILENT="true",
+    )
+    return env
+
+
+def test_master_rank_mode_makes_one_offline_run_with_the_airflow_context(tmp_path: Path) -> None:
+    ctx = AirflowRunContext(
+        dag_id="retrain",
+        dag_run_id="manual__2026-01-02T03:04:05+00:00",
+        task_id="train",
+        try_number=1,
+        logical_date="2026-01-02T03:04:05+00:00",
+        task_url="http://airflow.local/dags/retrain/tasks/train",
+    )
+    spec = WandbRunSpec.for_task_instance(
+        ctx,
+        entity="team",
+        project="mlp",
+        mode="offline",
+        api_key_secret=SecretKeyRef("wandb-key", "api-key"),
+    )
+    script = tmp_path / "train.py"
+    script.write_text(NAIVE_TRAINER)
+    wandb_dir = tmp_path / "wandb-dir"
+    wandb_dir.mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script)],
+            env=resolved_env(spec, master=rank == 0, rank=rank, wandb_dir=wandb_dir),
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out
+
+    runs = sorted((wandb_dir / "wandb").glob("offline-run-*"))
+    assert [r.name.rsplit("-", 1)[-1] for r in runs] == [spec.run_id], runs
+    (log,) = runs[0].glob("*.wandb")
+    (run,) = [r.run for r in read_records(log) if r.WhichOneof("record_type") == "run"]
+    assert run.run_id == spec.run_id
+    assert run.display_name == spec.run_name
+    assert run.run_group == spec.group
+    assert run.job_type == "train"
+    assert list(run.tags) == ["airflow", "dag:retrain"]
+    assert (run.entity, run.project) == ("team", "mlp")
+    config = {item.key: json.loads(item.value_json) for item in run.config.update}
+    assert config["airflow"] == {
+        "dag_id": "retrain",
+        "run_id": ctx.dag_run_id,
+        "task_id": "train",
+        "try_number": 1,
+        "logical_date": ctx.logical_date,
+        "task_url": ctx.task_url,
+    }

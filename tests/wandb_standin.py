@@ -1,0 +1,309 @@
+"""A local HTTP stand-in for the W&B GraphQL API, for tests only.
+
+No W&B server can run in this project's tests, so tests that read from W&B point the real
+``wandb`` SDK (``wandb.Api``, which sends its GraphQL through the SDK's ``wandb-core`` helper)
+at this server instead. It answers the operations the public API sends for what the provider
+uses, recognised by their operation names and shapes as wandb 0.31 sends them:
+
+- ``query Viewer`` (API key verification when ``wandb.Api`` is created) and
+  ``query GetDefaultEntity`` (``Api.run`` asks for it when no default entity is set);
+- ``query Run`` (``Api.run(path)``: the run, with ``summaryMetrics`` as a JSON string);
+- ``query GetRunQueueMetadata`` and ``query GetDefaultResourceConfig``
+  (``Api.run_queue(entity, name).default_resource_config``).
+
+Any other operation gets a GraphQL error naming it, and is recorded, so a test fails loudly if
+the SDK starts sending something this stand-in does not know. Requests without the expected
+API key (HTTP basic auth, user ``api``) get 401, like the real server.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = ["RecordedRequest", "WandbStandin"]
+
+_OPERATION_RE = re.compile(r"\b(query|mutation)\s+(\w+)")
+LAUNCH_PROJECT = "model-registry"  # where W&B keeps Launch queues (LAUNCH_DEFAULT_PROJECT)
+
+
+@dataclass
+class RecordedRequest:
+    """One request the stand-in received."""
+
+    path: str
+    headers: dict[str, str]
+    operation: str | None
+    query: str
+    variables: dict[str, Any]
+    status: int = 200
+
+    @property
+    def basic_auth_password(self) -> str | None:
+        """The password of an HTTP basic ``Authorization`` header (the W&B API key)."""
+        header = self.headers.get("Authorization", "")
+        if not header.startswith("Basic "):
+            return None
+        try:
+            _user, _, password = base64.b64decode(header[6:]).decode().partition(":")
+        except ValueError:
+            return None
+        return password
+
+
+@dataclass
+class _Run:
+    entity: str
+    project: str
+    run_id: str
+    summary: dict[str, Any]
+    config: dict[str, Any] = field(default_factory=dict)
+    state: str = "finished"
+    name: str | None = None
+
+
+@dataclass
+class _Queue:
+    queue_id: str
+    entity: str
+    name: str
+    config: Any
+    resource: str
+    config_id: str | None
+
+
+class WandbStandin:
+    """A threaded HTTP server on 127.0.0.1 answering a few W&B GraphQL operations."""
+
+    def __init__(self, *, api_key: str, viewer_entity: str = "standin-user") -> None:
+        self.api_key = api_key
+        self.viewer_entity = viewer_entity
+        self.requests: list[RecordedRequest] = []
+        self._runs: dict[tuple[str, str, str], _Run] = {}
+        self._queues: dict[tuple[str, str], _Queue] = {}
+        self._configs: dict[tuple[str, str], _Queue] = {}
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- data ------------------------------------------------------------------------------
+
+    def add_run(
+        self,
+        entity: str,
+        project: str,
+        run_id: str,
+        *,
+        summary: dict[str, Any],
+        config: dict[str, Any] | None = None,
+        state: str = "finished",
+    ) -> None:
+        """Make a run with these summary metrics known to the stand-in."""
+        self._runs[(entity, project, run_id)] = _Run(
+            entity, project, run_id, dict(summary), dict(config or {}), state
+        )
+
+    def add_queue(
+        self,
+        entity: str,
+        name: str,
+        *,
+        config: Any,
+        resource: str = "kubernetes",
+        wrap: bool = True,
+    ) -> None:
+        """Make a Launch queue known, with ``config`` as its default resource config.
+
+        With ``wrap`` the config is stored the way ``Api.create_run_queue`` and the W&B UI
+        store it, ``{"resource_args": {<resource>: config}}``, serialised as a JSON string.
+        ``config=None`` makes a queue without a resource config.
+        """
+        index = len(self._queues) + 1
+        config_id = None if config is None else str(100 + index)
+        stored = config
+        if config is not None and wrap:
+            stored = json.dumps({"resource_args": {resource: config}})
+        queue = _Queue(f"UnVuUXVldWU6{index}", entity, name, stored, resource, config_id)
+        self._queues[(entity, name)] = queue
+        if config_id is not None:
+            self._configs[(entity, config_id)] = queue
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The base URL to give ``wandb`` (as ``base_url`` / connection host)."""
+        assert self._server is not None, "stand-in not started"
+        return f"http://127.0.0.1:{self._server.server_port}"
+
+    def start(self) -> WandbStandin:
+        """Start serving on a free port of 127.0.0.1."""
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status, payload = standin._handle(self.path, dict(self.headers), body)
+                out = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def do_GET(self) -> None:
+                with standin._lock:
+                    standin.requests.append(
+                        RecordedRequest(self.path, dict(self.headers), None, "", {}, 404)
+                    )
+                self.send_response(404)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                # Quiet: request lines would clutter test output (and carry no secrets anyway).
+                return
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, name="wandb-standin", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> WandbStandin:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- GraphQL ---------------------------------------------------------------------------
+
+    def operations(self) -> list[str | None]:
+        """Operation names received so far, in order."""
+        with self._lock:
+            return [r.operation for r in self.requests]
+
+    def _handle(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = {}
+        query = request.get("query") or ""
+        match = _OPERATION_RE.search(query)
+        operation = request.get("operationName") or (match.group(2) if match else None)
+        record = RecordedRequest(
+            path, headers, operation, query, dict(request.get("variables") or {})
+        )
+        with self._lock:
+            self.requests.append(record)
+        if path.rstrip("/") != "/graphql":
+            record.status = 404
+            return 404, {"errors": [{"message": f"stand-in: no route {path}"}]}
+        if record.basic_auth_password != self.api_key:
+            record.status = 401
+            return 401, {"errors": [{"message": "stand-in: wrong or missing API key"}]}
+        handler = getattr(self, f"_op_{operation}", None)
+        if handler is None:
+            return 200, {
+                "data": None,
+                "errors": [{"message": f"stand-in: unsupported operation {operation!r}"}],
+            }
+        return 200, {"data": handler(record.variables)}
+
+    def _op_Viewer(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "viewer": {
+                "id": "VXNlcjox",
+                "entity": self.viewer_entity,
+                "username": self.viewer_entity,
+                "email": f"{self.viewer_entity}@example.invalid",
+                "flags": "{}",
+                "teams": {"edges": []},
+            }
+        }
+
+    def _op_GetDefaultEntity(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return {"viewer": {"id": "VXNlcjox", "entity": self.viewer_entity}}
+
+    def _op_Run(self, variables: dict[str, Any]) -> dict[str, Any]:
+        key = (variables.get("entity"), variables.get("project"), variables.get("name"))
+        run = self._runs.get(key)  # type: ignore[arg-type]
+        if run is None:
+            return {"project": None}
+        return {
+            "project": {
+                "run": {
+                    "projectId": "7",
+                    "id": base64.b64encode(f"Run:v1:{run.run_id}".encode()).decode(),
+                    "tags": [],
+                    "name": run.run_id,
+                    "displayName": run.name or run.run_id,
+                    "sweepName": None,
+                    "state": run.state,
+                    # The server sends config and metrics as JSON strings (GraphQL JSONString).
+                    "config": json.dumps({k: {"value": v} for k, v in run.config.items()}),
+                    "group": None,
+                    "jobType": None,
+                    "commit": None,
+                    "readOnly": False,
+                    "createdAt": "2026-01-01T00:00:00",
+                    "heartbeatAt": "2026-01-01T00:05:00",
+                    "description": None,
+                    "notes": None,
+                    "systemMetrics": "{}",
+                    "summaryMetrics": json.dumps(run.summary),
+                    "historyLineCount": 0,
+                    "user": {"name": self.viewer_entity, "username": self.viewer_entity},
+                    "historyKeys": None,
+                }
+            }
+        }
+
+    def _op_GetRunQueueMetadata(self, variables: dict[str, Any]) -> dict[str, Any]:
+        if variables.get("projectName") != LAUNCH_PROJECT:
+            return {"project": None}
+        queue = self._queues.get((variables.get("entityName"), variables.get("runQueue")))  # type: ignore[arg-type]
+        if queue is None:
+            return {"project": {"runQueue": None}}
+        return {
+            "project": {
+                "runQueue": {
+                    "id": queue.queue_id,
+                    "access": "PROJECT",
+                    "defaultResourceConfigID": queue.config_id,
+                    "prioritizationMode": "DISABLED",
+                    "externalLinks": {},
+                }
+            }
+        }
+
+    def _op_GetDefaultResourceConfig(self, variables: dict[str, Any]) -> dict[str, Any]:
+        queue = self._configs.get((variables.get("entityName"), str(variables.get("id"))))  # type: ignore[arg-type]
+        if queue is None:
+            return {"entity": {"defaultResourceConfig": None}}
+        return {
+            "entity": {
+                "defaultResourceConfig": {
+                    "config": queue.config,
+                    "resource": queue.resource,
+                    "templateVariables": [],
+                }
+            }
+        }
