@@ -30,8 +30,10 @@ demo: cluster-up
 	$(BIN)/python scripts/demo.py --cluster-dir $(CLUSTER_DIR) --state-dir $(STATE)
 
 # The whole suite: unit tests, the local-cluster integration tests (the fixture starts the
-# cluster, building it on first use) and the end-to-end Airflow + browser test.
+# cluster, building it on first use) and the end-to-end Airflow + browser test (Debian's
+# chromium, installed by scripts/install-system-deps.sh when missing).
 test: venv
+	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
 

@@ -18,6 +18,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubernetes_asyncio.client.exceptions import ApiException
+
 from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
 
 log = logging.getLogger(__name__)
@@ -26,7 +28,7 @@ RECONNECT_BACKOFF_MAX = 10.0
 WATCH_TIMEOUT_SECONDS = 300
 
 
-@dataclass
+@dataclass(eq=False)  # each subscription is itself, however alike: hash by identity
 class Subscription:
     """A trigger's interest in one job: ``changed`` is set whenever the job's state moves."""
 
@@ -109,10 +111,12 @@ class NamespaceJobWatcher:
                 raise
             except Exception as exc:  # any failure: back off, then relist and watch again
                 log.warning(
-                    "Watch of Volcano jobs in %s failed (%s); reconnecting in %.1fs",
+                    "Watch of Volcano jobs in %s failed (%s: %s); reconnecting in %.1fs",
                     self.namespace,
+                    type(exc).__name__,
                     exc,
                     backoff,
+                    exc_info=log.isEnabledFor(logging.DEBUG),
                 )
                 await asyncio.sleep(backoff * (1 + random.random() / 2))
                 backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX)
@@ -120,23 +124,24 @@ class NamespaceJobWatcher:
     async def _follow(
         self, hook: AsyncVolcanoHook, api: Any, resource_version: str
     ) -> tuple[str, bool]:
-        """Apply watch events until the server ends the stream; say if it answered 410."""
-        async for kind, obj in hook.watch_jobs(
-            api, self.namespace, resource_version, WATCH_TIMEOUT_SECONDS
-        ):
-            if kind == "ERROR":
-                if obj.get("code") == 410:
-                    return resource_version, True
-                raise RuntimeError(f"watch error: {obj.get('message')}")
-            resource_version = obj["metadata"].get("resourceVersion", resource_version)
-            if kind == "BOOKMARK":
-                continue
-            name = obj["metadata"]["name"]
-            if kind == "DELETED":
-                self._jobs.pop(name, None)
-            else:
-                self._jobs[name] = obj
-            self._notify(name)
+        """Apply watch events until the server ends the stream; say if it answered 410 Gone."""
+        try:
+            async for kind, obj in hook.watch_jobs(
+                api, self.namespace, resource_version, WATCH_TIMEOUT_SECONDS
+            ):
+                resource_version = obj["metadata"].get("resourceVersion", resource_version)
+                if kind == "BOOKMARK":
+                    continue
+                name = obj["metadata"]["name"]
+                if kind == "DELETED":
+                    self._jobs.pop(name, None)
+                else:
+                    self._jobs[name] = obj
+                self._notify(name)
+        except ApiException as exc:
+            if exc.status == 410:  # our resourceVersion is older than etcd keeps: relist
+                return resource_version, True
+            raise
         return resource_version, False
 
 

@@ -216,7 +216,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         identity = TaskInstanceIdentity(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)
         wandb_hook = self.wandb_hook
         spec = self._wandb_spec(context, wandb_hook)
-        body = self._render(context, identity, spec, wandb_hook)
+        body = self._render_job(context, identity, spec, wandb_hook)
         namespace = body["metadata"]["namespace"]
         if spec.api_key_secret is None and wandb_hook.api_key:
             spec = dataclasses.replace(
@@ -288,7 +288,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         except ValueError as exc:
             raise AirflowException(f"Invalid W&B settings: {exc}") from exc
 
-    def _render(
+    def _render_job(
         self,
         context: Context,
         identity: TaskInstanceIdentity,
@@ -423,7 +423,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         self, hook: VolcanoHook, trigger: VolcanoJobTrigger, meta: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Sync mode: the same watch the trigger uses, run here, with the master log streamed."""
-        trigger.log = self.log  # progress lines belong in the task log
+        trigger._log = self.log  # progress lines belong in the task log
         stop = threading.Event()
         streamer = threading.Thread(
             target=self._stream_master_log, args=(hook, meta, stop), daemon=True

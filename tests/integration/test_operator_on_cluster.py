@@ -70,6 +70,11 @@ def test_a_failing_task_fails_the_airflow_task_with_its_exit_code(
     annotations = {"master": {SIM_DURATION: "600"}, "worker": {SIM_DURATION: "600"}}
     annotations[failing_task] = {SIM_DURATION: "1", SIM_EXIT_CODE: "3"}
     template = seed_template(**annotations)
+    # The seed's restartPolicy OnFailure restarts a crashing container in place (the local
+    # cluster does what the kubelet does); Never lets the pod fail, and the job policy ends
+    # the job on it.
+    for task in template["spec"]["tasks"]:
+        task["template"]["spec"]["restartPolicy"] = "Never"
     template["spec"]["policies"] = TERMINATE_ON_FAILURE
     _, tis = run_dag(f"avw_test_{mode}", template=template, namespace=namespace)
     out = _output(capfd)

@@ -1,0 +1,222 @@
+"""A real Airflow 3 for the end-to-end test: metadata DB, API server, scheduler, DAG processor
+and triggerer, each a child process with its own process group, in a private AIRFLOW_HOME.
+
+Nothing here is shared with the in-process tests' Airflow (``tests/conftest.py`` points
+``AIRFLOW_HOME`` at a temp dir of its own): every ``AIRFLOW*`` variable of the pytest process
+is dropped from the children's environment and replaced by this stack's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+
+REPO = Path(__file__).resolve().parents[2]
+COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+
+T = TypeVar("T")
+
+
+class ApiError(AssertionError):
+    """An HTTP error answer of Airflow's REST API."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGTERM this process when the test process dies.
+
+    Every component runs in its own process group (so ``stop()`` can end its children too),
+    which also shields it from a Ctrl-C or a CI runner's signal to the test's group; this
+    way a killed test run does not leave an Airflow running.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for(probe: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:
+    """Call ``probe`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: BaseException | None = None
+    while True:
+        try:
+            value = probe()
+            if value:
+                return value
+        except (httpx.HTTPError, OSError, ValueError, KeyError, ApiError) as err:
+            last_error = err
+        if time.monotonic() > deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            raise TimeoutError(f"timed out after {timeout:g}s waiting for {what}{detail}")
+        time.sleep(interval)
+
+
+@dataclass
+class AirflowStack:
+    """Airflow's components as child processes; ``stop()`` ends every one of them."""
+
+    home: Path
+    log_dir: Path
+    kubeconfig: Path
+    wandb_conn: dict[str, Any]
+    dags_folder: Path = REPO / "dags"
+    api_port: int = field(default_factory=free_port)
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    _token: str | None = None
+    _env: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.api_port}"
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+        env.pop("KUBECONFIG", None)
+        env.update(
+            {
+                "AIRFLOW_HOME": str(self.home),
+                "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
+                "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                # Two cores are shared with other work: few task processes, one API worker,
+                # one parsing process.
+                "AIRFLOW__CORE__PARALLELISM": "4",
+                "AIRFLOW__API__WORKERS": "1",
+                "AIRFLOW__DAG_PROCESSOR__PARSING_PROCESSES": "1",
+                "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+                "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+                "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP": "airflow_volcano_wandb.*",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+                "AIRFLOW__API__HOST": "127.0.0.1",
+                "AIRFLOW__API__PORT": str(self.api_port),
+                "AIRFLOW__API__BASE_URL": self.base_url,
+                "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+                "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+                "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+                "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+                # Task and trigger logs next to the components' logs (kept after the test).
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.log_dir / "tasks"),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
+                    {"conn_type": "kubernetes", "extra": {"kube_config_path": str(self.kubeconfig)}}
+                ),
+                "AIRFLOW_CONN_WANDB_DEFAULT": json.dumps(self.wandb_conn),
+                "WANDB_MODE": "offline",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        return env
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self, timeout: float = 240) -> None:
+        """Migrate the DB, start the four components, wait until the API server answers."""
+        self.home.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        env = self.env()  # once: the secrets must be the same in every component
+        self._env = env
+        with open(self.log_dir / "db-migrate.log", "wb") as log:
+            subprocess.run(
+                [sys.executable, "-m", "airflow", "db", "migrate"],
+                env=env,
+                cwd=self.home,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                check=True,
+                timeout=timeout,
+            )
+        for component in COMPONENTS:
+            log = open(self.log_dir / f"{component}.log", "wb")  # noqa: SIM115 (kept open)
+            self.procs[component] = subprocess.Popen(
+                [sys.executable, "-m", "airflow", component],
+                env=env,
+                # Not the repo: ``python -m`` puts the cwd first on sys.path, and the
+                # components must import the provider as installed.
+                cwd=self.home,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,  # its own process group: stop() ends its children too
+                preexec_fn=_die_with_parent,
+            )
+            log.close()
+        wait_for(self._api_ready, timeout, "the Airflow API server", interval=1)
+
+    def _api_ready(self) -> bool:
+        self.check_alive()
+        return httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=5).status_code == 200
+
+    def check_alive(self, components: Iterable[str] = COMPONENTS) -> None:
+        for name in components:
+            proc = self.procs.get(name)
+            if proc is not None and proc.poll() is not None:
+                tail = self.log_tail(name)
+                raise RuntimeError(f"airflow {name} exited with {proc.returncode}:\n{tail}")
+
+    def log_tail(self, component: str, lines: int = 40) -> str:
+        path = self.log_dir / f"{component}.log"
+        if not path.exists():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def stop(self, grace: float = 15) -> None:
+        """SIGTERM every component's process group, then SIGKILL what is left."""
+        for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        for proc in self.procs.values():
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for proc in self.procs.values():
+            # The group, not just the leader: task runners and log servers are children.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=5)
+
+    # -- REST API ----------------------------------------------------------------------------
+
+    def token(self) -> str:
+        """A JWT from the SimpleAuthManager (all users are admins: no credentials needed)."""
+        if self._token is None:
+            resp = httpx.get(f"{self.base_url}/auth/token", timeout=30)
+            resp.raise_for_status()
+            self._token = resp.json()["access_token"]
+        return self._token
+
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = httpx.request(
+            method,
+            f"{self.base_url}/api/v2{path}",
+            headers={"Authorization": f"Bearer {self.token()}"},
+            timeout=30,
+            **kwargs,
+        )
+        if resp.status_code >= 400:
+            raise ApiError(resp.status_code, f"{method} {path}: {resp.status_code} {resp.text}")
+        return resp.json() if resp.content else None
