@@ -19,8 +19,11 @@ def pod(name, task, *, exit_code=None, waiting=None, phase="Running", reason=Non
 
 def test_failures_name_task_pod_container_and_exit_code_masters_first():
     failures = diagnostics.container_failures(
-        [pod("j-worker-0", "worker", exit_code=3), pod("j-master-0", "master", exit_code=1),
-         pod("j-worker-1", "worker", exit_code=0)]
+        [
+            pod("j-worker-0", "worker", exit_code=3),
+            pod("j-master-0", "master", exit_code=1),
+            pod("j-worker-1", "worker", exit_code=0),
+        ]
     )
     assert [f.pod for f in failures] == ["j-master-0", "j-worker-0"]
     assert failures[1].describe() == (
@@ -29,8 +32,9 @@ def test_failures_name_task_pod_container_and_exit_code_masters_first():
 
 
 def test_stuck_image_pulls_are_reported_while_pending():
-    (failure,) = diagnostics.container_failures([pod("j-master-0", "master",
-                                                     waiting="ImagePullBackOff")])
+    (failure,) = diagnostics.container_failures(
+        [pod("j-master-0", "master", waiting="ImagePullBackOff")]
+    )
     assert "is waiting: ImagePullBackOff" in failure.describe()
 
 
@@ -42,15 +46,32 @@ def test_evicted_pods_report_the_pod_reason():
 
 
 def test_unschedulable_reason_joins_scheduler_and_podgroup_words():
-    podgroups = [{"status": {"conditions": [{
-        "type": "Unschedulable", "status": "True",
-        "message": "10/10 tasks in gang unschedulable: pod group is not ready",
-    }]}}]
+    podgroups = [
+        {
+            "status": {
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "message": "10/10 tasks in gang unschedulable: pod group is not ready",
+                    }
+                ]
+            }
+        }
+    ]
     events = [
-        {"type": "Warning", "reason": "Unschedulable", "lastTimestamp": "2026-01-01T00:00:01Z",
-         "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu."},
-        {"type": "Normal", "reason": "Scheduled", "lastTimestamp": "2026-01-01T00:00:00Z",
-         "message": "ok"},
+        {
+            "type": "Warning",
+            "reason": "Unschedulable",
+            "lastTimestamp": "2026-01-01T00:00:01Z",
+            "message": "0/4 nodes are available: 4 Insufficient nvidia.com/gpu.",
+        },
+        {
+            "type": "Normal",
+            "reason": "Scheduled",
+            "lastTimestamp": "2026-01-01T00:00:00Z",
+            "message": "ok",
+        },
     ]
     assert diagnostics.unschedulable_reason(podgroups, events) == (
         "0/4 nodes are available: 4 Insufficient nvidia.com/gpu; "
@@ -64,12 +85,27 @@ def test_no_reason_is_an_empty_string_not_a_guess():
 
 def test_warning_events_are_deduplicated_and_ordered_oldest_first():
     events = [
-        {"type": "Warning", "reason": "FailedScheduling", "message": "a",
-         "lastTimestamp": "2026-01-01T00:00:02Z", "involvedObject": {"kind": "Pod", "name": "p"}},
-        {"type": "Warning", "reason": "FailedScheduling", "message": "a",
-         "lastTimestamp": "2026-01-01T00:00:01Z", "involvedObject": {"kind": "Pod", "name": "p"}},
-        {"type": "Warning", "reason": "PodFailed", "message": "b",
-         "lastTimestamp": "2026-01-01T00:00:03Z", "involvedObject": {"kind": "Job", "name": "j"}},
+        {
+            "type": "Warning",
+            "reason": "FailedScheduling",
+            "message": "a",
+            "lastTimestamp": "2026-01-01T00:00:02Z",
+            "involvedObject": {"kind": "Pod", "name": "p"},
+        },
+        {
+            "type": "Warning",
+            "reason": "FailedScheduling",
+            "message": "a",
+            "lastTimestamp": "2026-01-01T00:00:01Z",
+            "involvedObject": {"kind": "Pod", "name": "p"},
+        },
+        {
+            "type": "Warning",
+            "reason": "PodFailed",
+            "message": "b",
+            "lastTimestamp": "2026-01-01T00:00:03Z",
+            "involvedObject": {"kind": "Job", "name": "j"},
+        },
     ]
     assert diagnostics.warning_events(events) == ["Pod/p FailedScheduling: a", "Job/j PodFailed: b"]
 

@@ -20,8 +20,12 @@ CAPTURED = Path(__file__).resolve().parents[1] / "fixtures" / "volcano_status"
 
 def job(phase: str, **status) -> dict:
     return {
-        "metadata": {"name": "wandb-job-abc", "namespace": "wandb", "uid": "u-1",
-                     "creationTimestamp": "2026-11-29T10:00:00Z"},
+        "metadata": {
+            "name": "wandb-job-abc",
+            "namespace": "wandb",
+            "uid": "u-1",
+            "creationTimestamp": "2026-11-29T10:00:00Z",
+        },
         "spec": {"tasks": [{"name": "master", "replicas": 1}, {"name": "worker", "replicas": 3}]},
         "status": {"state": {"phase": phase, **status.pop("state", {})}, **status},
     }
@@ -37,7 +41,9 @@ def test_completed_is_success(phase):
 def test_failed_terminated_and_aborted_are_failures(phase):
     status = interpret(job(phase, state={"reason": "PodFailed", "message": "worker-0 exit 3"}))
     assert status.verdict is Verdict.FAILED
-    assert status.explain() == f"Volcano job wandb/wandb-job-abc {phase} (PodFailed: worker-0 exit 3)"
+    assert (
+        status.explain() == f"Volcano job wandb/wandb-job-abc {phase} (PodFailed: worker-0 exit 3)"
+    )
 
 
 @pytest.mark.parametrize("phase", sorted(WAIT_PHASES))
@@ -96,7 +102,10 @@ def test_as_event_carries_what_the_operator_needs():
     event = interpret(job("Failed", retryCount=1)).as_event()
     assert event["status"] == "failed"
     assert {event["name"], event["namespace"], event["uid"], event["phase"]} == {
-        "wandb-job-abc", "wandb", "u-1", "Failed"
+        "wandb-job-abc",
+        "wandb",
+        "u-1",
+        "Failed",
     }
     json.dumps(event)  # trigger events must serialize
 
