@@ -1,0 +1,141 @@
+"""The ``podlogs`` component: gives every simulated container a log of its own.
+
+KWOK serves ``kubectl logs`` from files named in ``Logs`` objects (one per pod, matched by
+name). No container runs, so this watcher writes what a PyTorch launcher would print first
+(pod, task, rank, world size, master address, planned exit) in the CRI log format when the
+pod is scheduled, appends a line whenever a container exits, and creates the pod's
+``Logs`` object owned by the pod, so the garbage collector removes it with the pod.
+"""
+
+from __future__ import annotations
+
+import datetime
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
+
+DURATION_ANNOTATION = "sim.airflow-volcano-wandb.io/duration"
+EXIT_CODE_ANNOTATION = "sim.airflow-volcano-wandb.io/exit-code"
+LOGS_API = "/apis/kwok.x-k8s.io/v1alpha1"
+
+
+def _cri_line(text: str, stream: str = "stdout") -> str:
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return f"{stamp} {stream} F {text}\n"
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container.get("env") or [] if "name" in e}
+
+
+class PodLogWriter:
+    def __init__(self, kube: Kube, root: Path) -> None:
+        self.kube = kube
+        self.root = root
+        # uid -> (container name -> number of exits already written)
+        self._seen: dict[str, dict[str, int]] = {}
+
+    def _file(self, pod: dict[str, Any], container: str) -> Path:
+        meta = pod["metadata"]
+        return self.root / meta["namespace"] / meta["name"] / meta["uid"] / f"{container}.log"
+
+    def handle(self, kind: str, pod: dict[str, Any]) -> None:
+        meta = pod["metadata"]
+        uid = meta["uid"]
+        if kind == "DELETED":
+            self._seen.pop(uid, None)
+            shutil.rmtree(self.root / meta["namespace"] / meta["name"] / uid, ignore_errors=True)
+            return
+        if not pod.get("spec", {}).get("nodeName"):
+            return
+        if uid not in self._seen:
+            self._start(pod)
+        self._record_exits(pod)
+
+    def _start(self, pod: dict[str, Any]) -> None:
+        meta, spec = pod["metadata"], pod["spec"]
+        labels = meta.get("labels") or {}
+        annotations = meta.get("annotations") or {}
+        task = labels.get("volcano.sh/task-spec", "-")
+        job = labels.get("volcano.sh/job-name", "-")
+        duration = annotations.get(DURATION_ANNOTATION, "2")
+        code = annotations.get(EXIT_CODE_ANNOTATION, "0")
+        logs = []
+        for container in spec.get("containers", []):
+            env = _env(container)
+            path = self._file(pod, container["name"])
+            path.parent.mkdir(parents=True, exist_ok=True)
+            lines = [
+                f"[sim] pod {meta['namespace']}/{meta['name']} container {container['name']} "
+                f"started on node {spec['nodeName']} (image {container.get('image', '')})",
+                f"[sim] volcano job={job} task={task} RANK={env.get('RANK', '-')} "
+                f"WORLD_SIZE={env.get('WORLD_SIZE', '-')} "
+                f"MASTER_ADDR={env.get('MASTER_ADDR', '-')} "
+                f"MASTER_PORT={env.get('MASTER_PORT', '-')}",
+                f"[sim] running for {duration}s, then exiting with code {code}",
+            ]
+            path.write_text("".join(_cri_line(line) for line in lines))
+            logs.append({"containers": [container["name"]], "logsFile": str(path), "follow": True})
+        self._seen[meta["uid"]] = {}
+        body = {
+            "apiVersion": "kwok.x-k8s.io/v1alpha1",
+            "kind": "Logs",
+            "metadata": {
+                "name": meta["name"],
+                "namespace": meta["namespace"],
+                "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "Pod", "name": meta["name"], "uid": meta["uid"]}
+                ],
+            },
+            "spec": {"logs": logs},
+        }
+        try:
+            self.kube.apply(f"{LOGS_API}/namespaces/{meta['namespace']}/logs", body)
+        except KubeError as err:
+            # A namespace being deleted refuses new objects; the pod goes with it anyway.
+            print(f"podlogs: {meta['namespace']}/{meta['name']}: {err}", file=sys.stderr)
+
+    def _record_exits(self, pod: dict[str, Any]) -> None:
+        written = self._seen[pod["metadata"]["uid"]]
+        for status in pod.get("status", {}).get("containerStatuses") or []:
+            name = status["name"]
+            exits = status.get("restartCount", 0) + (1 if "terminated" in status["state"] else 0)
+            if exits <= written.get(name, 0):
+                continue
+            term = (
+                status["state"].get("terminated")
+                or (status.get("lastState") or {}).get("terminated")
+                or {}
+            )
+            path = self._file(pod, name)
+            if path.parent.exists():
+                with path.open("a") as f:
+                    f.write(
+                        _cri_line(
+                            f"[sim] container {name} exited with code "
+                            f"{term.get('exitCode', '?')} ({term.get('reason', '')})"
+                        )
+                    )
+            written[name] = exits
+
+
+def run(kube: Kube, root: Path) -> None:
+    """List then watch all pods forever, re-listing whenever the watch ends."""
+    writer = PodLogWriter(kube, root)
+    while True:
+        try:
+            listing = kube.get("/api/v1/pods", timeout=30)
+            for pod in listing.get("items", []):
+                writer.handle("ADDED", pod)
+            version = listing["metadata"]["resourceVersion"]
+            for event in kube.watch("/api/v1/pods", version):
+                if event.get("type") == "ERROR":
+                    break
+                writer.handle(event["type"], event["object"])
+        except Exception as err:  # the apiserver restarting must not end the component
+            print(f"podlogs: watch interrupted: {err!r}", file=sys.stderr, flush=True)
+            time.sleep(1)
