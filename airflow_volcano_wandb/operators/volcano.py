@@ -438,7 +438,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             raise
         finally:
             stop.set()
-            streamer.join(timeout=5)
+            streamer.join(timeout=1)  # a follow stream may block until its next line
 
     def _stream_master_log(
         self, hook: VolcanoHook, meta: Mapping[str, Any], stop: threading.Event

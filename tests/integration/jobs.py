@@ -117,3 +117,19 @@ def start_dag_process(dag_id: str, log_path: Path, logical_date: str, **conf: An
 
 def job_uids(api: k8s.ApiClient, namespace: str) -> list[str]:
     return [job["metadata"]["uid"] for job in list_jobs(api, namespace)]
+
+
+def rerun_task(dag_id: str, task_id: str, run_id: str):
+    """Run one task instance of an existing DAG run again, as a retry or a new worker would."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, "-m", "airflow", "tasks", "test", dag_id, task_id, run_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=os.environ.copy(),
+        timeout=600,
+    )

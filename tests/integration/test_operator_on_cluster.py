@@ -13,12 +13,14 @@ import time
 
 import pytest
 
+from airflow_volcano_wandb.ownership import IDENTITY_ANNOTATION
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     job_uids,
     list_jobs,
     list_pods,
+    rerun_task,
     run_dag,
     seed_template,
     start_dag_process,
@@ -91,6 +93,8 @@ def test_a_failing_task_fails_the_airflow_task_with_its_exit_code(
 def test_an_unschedulable_gang_fails_with_volcanos_reason_and_is_deleted(mode, cluster, capfd):
     api, namespace = cluster
     template = seed_template()
+    # A gang of all: minAvailable equal to the total replicas scales with them (to 10 here).
+    template["spec"]["minAvailable"] = 2
     for task in template["spec"]["tasks"]:
         task["template"]["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": "8"}}
     # 1 master + 9 workers x 8 GPUs = 80 GPUs; the cluster has 4 nodes x 8.
@@ -104,43 +108,45 @@ def test_an_unschedulable_gang_fails_with_volcanos_reason_and_is_deleted(mode, c
     wait_until(lambda: not list_jobs(api, namespace), 60, what="job deleted")
 
 
-def test_a_completed_job_is_not_resubmitted_on_rerun(cluster, capfd):
+def test_a_completed_job_is_not_resubmitted_on_rerun(cluster):
     api, namespace = cluster
     template = seed_template(master={SIM_DURATION: "1"}, worker={SIM_DURATION: "1"})
-    conf = {"template": template, "namespace": namespace}
-    from tests.integration.jobs import load_dag
-
-    dag = load_dag("avw_test_keep")
-    logical_date = _fixed_date()
-    dag.test(logical_date=logical_date, run_conf=conf)
+    dag_run, tis = run_dag("avw_test_keep", template=template, namespace=namespace)
+    assert tis["train"][0] == "success"
     first = job_uids(api, namespace)
-    assert len(first) == 1
-    dag.test(logical_date=logical_date, run_conf=conf)
-    out = _output(capfd)
-    assert "already Completed" in out
+    assert len(first) == 1  # on_finish_action="keep"
+
+    rerun = rerun_task("avw_test_keep", "train", dag_run.run_id)
+    assert rerun.returncode == 0, rerun.stdout[-5000:]
+    assert "already Completed" in rerun.stdout
     assert job_uids(api, namespace) == first
 
 
-def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_path, capfd):
+def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_path):
     api, namespace = cluster
-    template = seed_template(master={SIM_DURATION: "15"}, worker={SIM_DURATION: "600"})
-    conf = {"template": template, "namespace": namespace}
-    logical_date = _fixed_date()
+    # The master outlives the retry's start-up (an Airflow CLI parses the DAGs folder first).
+    template = seed_template(master={SIM_DURATION: "90"}, worker={SIM_DURATION: "600"})
     child = start_dag_process(
-        "avw_test_sync", tmp_path / "first.log", logical_date.isoformat(), **conf
+        "avw_test_sync",
+        tmp_path / "first.log",
+        _fixed_date().isoformat(),
+        template=template,
+        namespace=namespace,
     )
     wait_until(lambda: job_uids(api, namespace), 120, what="job submitted")
     os.killpg(child.pid, signal.SIGKILL)  # the worker dies; nothing gets to clean up
     child.wait()
-    first = job_uids(api, namespace)
+    (job,) = list_jobs(api, namespace)
+    run_id = job["metadata"]["annotations"][IDENTITY_ANNOTATION].split("/")[2]
 
-    from tests.integration.jobs import load_dag
-
-    load_dag("avw_test_sync").test(logical_date=logical_date, run_conf=conf)
-    out = _output(capfd)
-    assert "Reattaching to running Volcano job" in out, out[-5000:]
-    assert len(first) == 1
-    # The retry waited on the same job to its end, then deleted it: one job ever existed.
+    retry = rerun_task("avw_test_sync", "train", run_id)
+    assert retry.returncode == 0, retry.stdout[-5000:]
+    assert f"Reattaching to running Volcano job {namespace}/{job['metadata']['name']}" in (
+        retry.stdout
+    )
+    assert "Submitted Volcano job" not in retry.stdout
+    # The retry waited on that same job to its end, then deleted it: one job ever existed.
+    assert f"Volcano job {namespace}/{job['metadata']['name']} Completed" in retry.stdout
     assert job_uids(api, namespace) == []
 
 
