@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,14 +46,24 @@ def main() -> int:
     _ensure_namespace(api, args.namespace)
 
     print("== airflow db migrate", flush=True)
-    subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
-    conf = {"worker_replicas": args.workers, "namespace": args.namespace,
-            "wandb_entity": "demo", "wandb_project": "volcano-ddp"}
+    subprocess.run(
+        [sys.executable, "-m", "airflow", "db", "migrate"],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    conf = {
+        "worker_replicas": args.workers,
+        "namespace": args.namespace,
+        "wandb_entity": "demo",
+        "wandb_project": "volcano-ddp",
+    }
     print(f"== airflow dags test {DAG_ID} -c '{json.dumps(conf)}'", flush=True)
     result = subprocess.run(
         [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)],
-        env=env, capture_output=True, text=True,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     log_path = args.state_dir / "demo-dags-test.log"
     log_path.write_text(result.stdout + result.stderr)
@@ -64,7 +75,10 @@ def _report(api, namespace: str, result: subprocess.CompletedProcess, log_path: 
     from kubernetes import client as k8s
 
     jobs = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs",
+        "batch.volcano.sh",
+        "v1alpha1",
+        namespace,
+        "jobs",
         label_selector="app.kubernetes.io/managed-by=airflow-volcano-wandb",
     )["items"]
     jobs.sort(key=lambda j: j["metadata"]["creationTimestamp"])
@@ -74,17 +88,23 @@ def _report(api, namespace: str, result: subprocess.CompletedProcess, log_path: 
     job = jobs[-1]
     name = job["metadata"]["name"]
     state = job.get("status", {}).get("state", {})
-    print(f"\nVolcano job {namespace}/{name}: {state.get('phase')} "
-          f"({state.get('reason', '')} {state.get('message', '')})".rstrip())
-    pods = k8s.CoreV1Api(api).list_namespaced_pod(
-        namespace, label_selector=f"volcano.sh/job-name={name}"
-    ).items
+    cause = ": ".join(part for part in (state.get("reason"), state.get("message")) if part)
+    print(
+        f"\nVolcano job {namespace}/{name}: {state.get('phase')}" + (f" ({cause})" if cause else "")
+    )
+    pods = (
+        k8s.CoreV1Api(api)
+        .list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={name}")
+        .items
+    )
     for pod in sorted(pods, key=lambda p: p.metadata.name):
         env = {e.name: e.value for e in pod.spec.containers[0].env or [] if e.value}
-        print(f"  pod {pod.metadata.name:40} {pod.status.phase:10} node={pod.spec.node_name} "
-              f"RANK={env.get('RANK')} WORLD_SIZE={env.get('WORLD_SIZE')}")
-    url = next((line.split("W&B run: ", 1)[1].strip() for line in
-                (result.stdout + result.stderr).splitlines() if "W&B run: " in line), None)
+        print(
+            f"  pod {pod.metadata.name:40} {pod.status.phase:10} node={pod.spec.node_name} "
+            f"RANK={env.get('RANK')} WORLD_SIZE={env.get('WORLD_SIZE')}"
+        )
+    found = re.search(r"W&B run: (\S+)", result.stdout + result.stderr)
+    url = found.group(1) if found else None
     print(f"W&B run URL: {url or 'not found in the log'}")
     ok = result.returncode == 0 and state.get("phase") == "Completed"
     print("\nDemo " + ("succeeded" if ok else f"FAILED (see {log_path})"))
