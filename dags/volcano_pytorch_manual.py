@@ -42,7 +42,7 @@ with DAG(
             minimum=1,
             maximum=1000,
             title="Epochs",
-            description="Passed to the trainer as EPOCHS.",
+            description="Passed to the trainer as TRAIN_EPOCHS.",
         ),
         "gpus_per_worker": Param(
             0,
@@ -80,8 +80,10 @@ with DAG(
         template="templates/volcano-pytorch-queue-template.yaml",
         image_uri="{{ params.image_uri }}",
         replicas={"worker": "{{ params.worker_replicas }}"},
-        env={"EPOCHS": "{{ params.epochs }}"},
-        container_resources={"worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}},
+        env={"TRAIN_EPOCHS": "{{ params.epochs }}"},
+        container_resources={
+            "worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}
+        },
         namespace="{{ params.namespace }}",
         wandb_entity="{{ params.wandb_entity }}",
         wandb_project="{{ params.wandb_project }}",

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import job_status, wandb_run
 from airflow_volcano_wandb._template.overrides import apply_env
@@ -225,10 +226,18 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         add_wandb_env(body, spec)
         hook = self.hook
 
-        secret_name = self._store_api_key(hook, body, identity, wandb_hook)
-        job = self._submit_or_reattach(hook, body, identity)
-        if secret_name:
-            hook.set_secret_owner(secret_name, namespace, job)
+        try:
+            secret_name = self._store_api_key(hook, body, identity, wandb_hook)
+            job = self._submit_or_reattach(hook, body, identity)
+            if secret_name:
+                hook.set_secret_owner(secret_name, namespace, job)
+        except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
+            raise AirflowException(
+                f"Submission failed: could not reach the Kubernetes API at "
+                f"{hook.api_client.configuration.host} ({type(exc).__name__}: {exc}). If the "
+                "job was created before the connection was lost, the next try finds it and "
+                "reattaches; otherwise nothing was submitted."
+            ) from exc
         meta = job["metadata"]
         self._submitted = {"name": meta["name"], "namespace": namespace, "uid": meta["uid"]}
         result = {**self._submitted, "wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
@@ -248,14 +257,18 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             return result
         trigger = self._trigger(meta["uid"])
         if self.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete", kwargs={"result": result})
+            self.defer(trigger=trigger, method_name="execute_complete")
         return self._finish(context, self._wait_here(hook, trigger, meta), result)
 
-    def execute_complete(
-        self, context: Context, event: dict[str, Any], result: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
-        return self._finish(context, event, result or {})
+        ti = context["ti"]
+        result = {
+            **(ti.xcom_pull(task_ids=self.task_id, key=XCOM_JOB) or {}),
+            "wandb_run_id": ti.xcom_pull(task_ids=self.task_id, key=XCOM_RUN_ID),
+            "wandb_run_url": ti.xcom_pull(task_ids=self.task_id, key=XCOM_RUN_URL),
+        }
+        return self._finish(context, event, result)
 
     # ---- rendering -----------------------------------------------------------------------
 
@@ -379,6 +392,16 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     def _reuse_or_clear(self, hook: VolcanoHook, job: dict[str, Any]) -> dict[str, Any] | None:
         """A job this task instance already owns: reuse it, or delete it and say so."""
         status = job_status.interpret(job)
+        if (job.get("metadata") or {}).get("deletionTimestamp"):
+            # Being deleted (a kill or clear of an earlier try): reattaching would only see it
+            # vanish. Let it go, then submit afresh.
+            self.log.info(
+                "Earlier job %s/%s is being deleted; waiting for it to go before resubmitting",
+                status.namespace,
+                status.name,
+            )
+            hook.wait_job_gone(status.name, status.namespace)
+            return None
         if status.verdict is job_status.Verdict.SUCCEEDED:
             return job
         if not status.terminal and self.reattach_on_restart:

@@ -14,8 +14,11 @@ REPO = Path(__file__).resolve().parents[2]
 def test_provider_info_is_found_through_the_entry_point():
     from importlib.metadata import entry_points
 
-    (entry,) = [e for e in entry_points(group="apache_airflow_provider")
-                if e.value.startswith("airflow_volcano_wandb")]
+    (entry,) = [
+        e
+        for e in entry_points(group="apache_airflow_provider")
+        if e.value.startswith("airflow_volcano_wandb")
+    ]
     info = entry.load()()
     assert info["package-name"] == "airflow-volcano-wandb"
     (conn_type,) = info["connection-types"]
@@ -47,8 +50,17 @@ def test_public_names_are_stable():
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 
     assert issubclass(TemplateError, ValueError)
-    assert all([VolcanoHook, WandbHook, WandbRunLink, VolcanoPyTorchJobOperator,
-                VolcanoJobSensor, VolcanoJobTrigger, render_job])
+    assert all(
+        [
+            VolcanoHook,
+            WandbHook,
+            WandbRunLink,
+            VolcanoPyTorchJobOperator,
+            VolcanoJobSensor,
+            VolcanoJobTrigger,
+            render_job,
+        ]
+    )
 
 
 def test_the_provider_manager_registers_the_wandb_connection_type():
@@ -72,16 +84,14 @@ def test_dags_import_without_errors(folder):
 def test_manual_dag_params_make_a_usable_trigger_form():
     from airflow.dag_processing.dagbag import DagBag
 
-    dag = DagBag(dag_folder=str(REPO / "dags")).dags[
-        "volcano_pytorch_manual"
-    ]
+    dag = DagBag(dag_folder=str(REPO / "dags")).dags["volcano_pytorch_manual"]
     replicas = dag.params.get_param("worker_replicas")
     assert replicas.value == 1
     assert replicas.schema["minimum"] == 0 and replicas.schema["maximum"] == 64
     assert replicas.schema["title"] and replicas.description
     for name in ("image_uri", "epochs", "gpus_per_worker", "wandb_entity", "wandb_project"):
         assert dag.params.get_param(name).schema["title"], name
-    with pytest.raises(Exception, match="1000|maximum"):
+    with pytest.raises(Exception, match=r"1000|maximum"):
         dag.params.get_param("worker_replicas").resolve(1000)
 
 

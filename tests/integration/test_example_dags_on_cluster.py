@@ -1,0 +1,60 @@
+"""The example DAGs in dags/, run with dag.test() against the local Volcano cluster."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.integration.jobs import list_jobs, run_dag
+from tests.wandb_standin import WandbStandin
+
+pytestmark = pytest.mark.cluster
+
+API_KEY = "standin" + "0123456789abcdef" * 3
+
+
+def test_manual_dag_submits_and_the_sensor_waits(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace
+):
+    api = volcano_cluster.api_client()
+    _, tis = run_dag(
+        "volcano_pytorch_manual",
+        file="volcano_pytorch_manual.py",
+        namespace=volcano_namespace,
+        worker_replicas=3,
+    )
+    assert tis == {"submit": ("success", 1), "wait": ("success", 1)}
+    (job,) = list_jobs(api, volcano_namespace)
+    workers = next(t for t in job["spec"]["tasks"] if t["name"] == "worker")
+    assert workers["replicas"] == 3
+    assert job["status"]["state"]["phase"] == "Completed"
+
+
+def test_retraining_dag_promotes_only_on_improvement_against_wandb_standin(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
+):
+    from airflow.models import Variable  # the metadata DB, as the tasks wrote it
+
+    with WandbStandin(api_key=API_KEY, any_run_summary={"eval/accuracy": 0.91}) as standin:
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_WANDB_DEFAULT",
+            json.dumps(
+                {
+                    "conn_type": "wandb",
+                    "host": standin.url,
+                    "password": API_KEY,
+                    "extra": {"entity": "airflow", "project": "volcano-ddp"},
+                }
+            ),
+        )
+        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        file = "volcano_pytorch_retraining.py"
+        _, first = run_dag("volcano_pytorch_retraining", file=file, namespace=volcano_namespace)
+        assert first["train"][0] == "success"
+        assert first["promote"][0] == "success" and first["keep_current"][0] == "skipped"
+        assert float(Variable.get("volcano_pytorch_best_accuracy")) == pytest.approx(0.91)
+
+        _, second = run_dag("volcano_pytorch_retraining", file=file, namespace=volcano_namespace)
+        assert second["promote"][0] == "skipped" and second["keep_current"][0] == "success"
+        assert "Run" in standin.operations()

@@ -1,0 +1,159 @@
+"""VolcanoJobTrigger on the real cluster: one shared watch, prompt events, kill deletes."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+
+import pytest
+from kubernetes import client as k8s
+
+from airflow_volcano_wandb import job_watcher
+from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+from tests.integration.jobs import (
+    SIM_DURATION,
+    list_jobs,
+    list_pods,
+    seed_template,
+    wait_until,
+)
+
+pytestmark = pytest.mark.cluster
+
+
+@pytest.fixture
+def cluster(kubernetes_connection, volcano_cluster, volcano_namespace):
+    return volcano_cluster.api_client(), volcano_namespace
+
+
+def submit(api, namespace: str, name: str, master_seconds: int) -> dict:
+    job = seed_template(master={SIM_DURATION: str(master_seconds)}, worker={SIM_DURATION: "600"})
+    job["metadata"].update(name=name, namespace=namespace, labels={})
+    for task in job["spec"]["tasks"]:
+        task["template"]["spec"]["containers"][0]["image"] = "example.org/trainer:1"
+    return k8s.CustomObjectsApi(api).create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", job
+    )
+
+
+def test_serialize_round_trips_to_an_equal_trigger():
+    trigger = VolcanoJobTrigger(
+        job_name="j",
+        namespace="ns",
+        job_uid="u",
+        pending_timeout=30,
+        deadline=123.0,
+        poll_interval=2,
+        delete_on_kill=False,
+    )
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    again = getattr(importlib.import_module(module), name)(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+    assert classpath == "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
+
+
+def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
+    api, namespace = cluster
+    jobs = [submit(api, namespace, f"shared-{i}", master_seconds=2 + i) for i in range(6)]
+
+    async def wait_all():
+        triggers = [
+            VolcanoJobTrigger(
+                job_name=j["metadata"]["name"],
+                namespace=namespace,
+                job_uid=j["metadata"]["uid"],
+                poll_interval=1,
+            )
+            for j in jobs
+        ]
+        watchers_seen = []
+
+        async def first_event(trigger):
+            async for event in trigger.run():
+                return event.payload
+
+        tasks = [asyncio.create_task(first_event(t)) for t in triggers]
+        while not all(t.done() for t in tasks):
+            watchers_seen.append(job_watcher.active_watchers())
+            await asyncio.sleep(0.2)
+        return [t.result() for t in tasks], watchers_seen
+
+    events, watchers_seen = asyncio.run(wait_all())
+    assert [e["status"] for e in events] == ["succeeded"] * 6
+    assert {e["name"] for e in events} == {f"shared-{i}" for i in range(6)}
+    assert max(watchers_seen) == 1  # one watch connection for all six waits
+    assert job_watcher.active_watchers() == 0  # the last one out closed it
+
+
+def test_the_event_arrives_within_a_second_of_the_terminal_phase(cluster):
+    api, namespace = cluster
+    job = submit(api, namespace, "prompt", master_seconds=3)
+
+    async def wait():
+        trigger = VolcanoJobTrigger(
+            job_name="prompt", namespace=namespace, job_uid=job["metadata"]["uid"], poll_interval=30
+        )
+        async for event in trigger.run():
+            return event.payload, time.time()
+
+    event, fired_at = asyncio.run(wait())
+    assert event["status"] == "succeeded"
+    final = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", "prompt"
+    )
+    from datetime import datetime
+
+    ended = datetime.fromisoformat(
+        final["status"]["state"]["lastTransitionTime"].replace("Z", "+00:00")
+    ).timestamp()
+    # lastTransitionTime has whole-second resolution; poll_interval=30 shows no polling helped.
+    assert fired_at - ended < 2.0
+
+
+def test_on_kill_deletes_the_job_and_its_pods(cluster):
+    api, namespace = cluster
+    job = submit(api, namespace, "killed", master_seconds=600)
+    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+
+    async def run_then_kill():
+        trigger = VolcanoJobTrigger(
+            job_name="killed", namespace=namespace, job_uid=job["metadata"]["uid"]
+        )
+        waiting = asyncio.create_task(trigger.run().__anext__())
+        await asyncio.sleep(2)
+        assert not waiting.done()
+        waiting.cancel()  # the triggerer cancels the trigger, then calls on_kill
+        await trigger.on_kill()
+
+    asyncio.run(run_then_kill())
+    wait_until(
+        lambda: not list_jobs(api, namespace) and not list_pods(api, namespace),
+        30,
+        what="job and pods deleted",
+    )
+
+
+def test_a_job_recreated_under_the_same_name_counts_as_deleted(cluster):
+    api, namespace = cluster
+    old = submit(api, namespace, "recreated", master_seconds=600)
+    k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "batch.volcano.sh",
+        "v1alpha1",
+        namespace,
+        "jobs",
+        "recreated",
+        body=k8s.V1DeleteOptions(propagation_policy="Foreground"),
+    )
+    wait_until(lambda: not list_jobs(api, namespace), 60, what="old job gone")
+    submit(api, namespace, "recreated", master_seconds=600)
+
+    async def wait():
+        trigger = VolcanoJobTrigger(
+            job_name="recreated", namespace=namespace, job_uid=old["metadata"]["uid"]
+        )
+        async for event in trigger.run():
+            return event.payload
+
+    assert asyncio.run(asyncio.wait_for(wait(), 30))["status"] == "deleted"
