@@ -99,6 +99,31 @@ def _to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     return api.sanitize_for_serialization(obj)
 
 
+class VolcanoConnectionMixin:
+    """How an operator or sensor reaches the cluster: the connection and its overrides.
+
+    The same four values build the sync hook here and the trigger's async hook in the
+    triggerer, so both ends always talk to the same cluster as the same identity.
+    """
+
+    kubernetes_conn_id: str | None
+    config_file: str | None
+    cluster_context: str | None
+    in_cluster: bool | None
+
+    def connection_kwargs(self) -> dict[str, Any]:
+        return {
+            "kubernetes_conn_id": self.kubernetes_conn_id,
+            "config_file": self.config_file,
+            "cluster_context": self.cluster_context,
+            "in_cluster": self.in_cluster,
+        }
+
+    @property
+    def hook(self) -> VolcanoHook:
+        return VolcanoHook(**self.connection_kwargs())
+
+
 class VolcanoHook(KubernetesHook):
     """Create, read, delete and inspect Volcano jobs (sync; used by operator and sensor)."""
 
@@ -218,7 +243,9 @@ class VolcanoHook(KubernetesHook):
     @api_retry
     def read_pod_log(self, pod: str, namespace: str, tail_lines: int | None = None) -> str:
         try:
-            return self._call(
+            # Raw bytes, decoded here: kubernetes 36 returns the repr of the bytes ("b'...'")
+            # when it decodes a log itself (kubernetes-client/python#2596).
+            response = self._call(
                 "get",
                 "pods/log",
                 namespace,
@@ -226,7 +253,9 @@ class VolcanoHook(KubernetesHook):
                 pod,
                 namespace,
                 tail_lines=tail_lines,
+                _preload_content=False,
             )
+            return response.data.decode("utf-8", errors="replace")
         except ApiException as exc:
             if exc.status in (400, 404):  # container never started, or pod gone
                 return ""

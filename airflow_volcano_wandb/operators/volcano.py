@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
@@ -16,9 +15,14 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import job_status, wandb_run
 from airflow_volcano_wandb._template.overrides import apply_env
-from airflow_volcano_wandb.hooks.volcano import JobExistsError, VolcanoHook
+from airflow_volcano_wandb.hooks.volcano import (
+    JobExistsError,
+    VolcanoConnectionMixin,
+    VolcanoHook,
+)
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.links.wandb import WandbRunLink
+from airflow_volcano_wandb.log_follower import MasterLogFollower
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, owner_of
 from airflow_volcano_wandb.template import TemplateError, master_task_name, render_job
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
@@ -31,7 +35,7 @@ XCOM_RUN_URL = "wandb_run_url"
 XCOM_SUMMARY = "wandb_summary"
 
 
-class VolcanoPyTorchJobOperator(BaseOperator):
+class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     """Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
 
     Two template layers apply, in this order. First Airflow renders ``{{ }}`` Jinja in the
@@ -198,15 +202,6 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     # ---- hooks ---------------------------------------------------------------------------
 
     @property
-    def hook(self) -> VolcanoHook:
-        return VolcanoHook(
-            conn_id=self.kubernetes_conn_id,
-            config_file=self.config_file,
-            cluster_context=self.cluster_context,
-            in_cluster=self.in_cluster,
-        )
-
-    @property
     def wandb_hook(self) -> WandbHook:
         return WandbHook(wandb_conn_id=self.wandb_conn_id)
 
@@ -258,7 +253,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         trigger = self._trigger(meta["uid"])
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete")
-        return self._finish(context, self._wait_here(hook, trigger, meta), result)
+        return self._finish(context, self._wait_here(hook, trigger, job), result)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
@@ -433,25 +428,25 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             job_name=self._submitted["name"],
             namespace=self._submitted["namespace"],
             job_uid=uid,
-            kubernetes_conn_id=self.kubernetes_conn_id,
-            config_file=self.config_file,
-            cluster_context=self.cluster_context,
-            in_cluster=self.in_cluster,
+            **self.connection_kwargs(),
             pending_timeout=self.pending_timeout,
             deadline=deadline,
             poll_interval=self.poll_interval,
         )
 
     def _wait_here(
-        self, hook: VolcanoHook, trigger: VolcanoJobTrigger, meta: Mapping[str, Any]
+        self, hook: VolcanoHook, trigger: VolcanoJobTrigger, job: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Sync mode: the same watch the trigger uses, run here, with the master log streamed."""
         trigger._log = self.log  # progress lines belong in the task log
-        stop = threading.Event()
-        streamer = threading.Thread(
-            target=self._stream_master_log, args=(hook, meta, stop), daemon=True
+        follower = MasterLogFollower(
+            hook,
+            job["metadata"]["name"],
+            job["metadata"]["namespace"],
+            master_task_name(job) or "master",
+            self.log,
         )
-        streamer.start()
+        follower.start()
         try:
             return asyncio.run(_first_event(trigger))
         except BaseException:
@@ -460,38 +455,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             self._delete_quietly(hook)
             raise
         finally:
-            stop.set()
-            streamer.join(timeout=1)  # a follow stream may block until its next line
-
-    def _stream_master_log(
-        self, hook: VolcanoHook, meta: Mapping[str, Any], stop: threading.Event
-    ) -> None:
-        """Follow the master pod's log into the task log, each line once."""
-        from airflow_volcano_wandb.diagnostics import task_of
-
-        name, namespace = meta["name"], meta["namespace"]
-        while not stop.is_set():
-            try:
-                pods = [p for p in hook.list_job_pods(name, namespace) if task_of(p) == "master"]
-                started = [
-                    p
-                    for p in pods
-                    if (p.get("status") or {}).get("phase") in ("Running", "Succeeded", "Failed")
-                ]
-                if started:
-                    pod = started[0]["metadata"]["name"]
-                    stream = hook.core_v1_client.read_namespaced_pod_log(
-                        pod, namespace, follow=True, _preload_content=False
-                    )
-                    for raw in stream.stream():
-                        for line in raw.decode(errors="replace").splitlines():
-                            self.log.info("[%s] %s", pod, line)
-                        if stop.is_set():
-                            break
-                    return
-            except Exception as exc:  # the log is a courtesy; the wait decides the outcome
-                self.log.debug("Master log not available yet: %s", exc)
-            stop.wait(2)
+            follower.stop()
 
     # ---- finishing -----------------------------------------------------------------------
 

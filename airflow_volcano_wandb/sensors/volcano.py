@@ -12,11 +12,11 @@ from airflow.sdk import BaseSensorOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_volcano_wandb import job_status
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 
-class VolcanoJobSensor(BaseSensorOperator):
+class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
     """Succeed when the Volcano job is ``Completed``; fail, with the reason, when it fails.
 
     The same status reading and diagnostics as ``VolcanoPyTorchJobOperator``: ``Failed``,
@@ -63,15 +63,6 @@ class VolcanoJobSensor(BaseSensorOperator):
         self.log_lines = log_lines
         self._last_progress = ""
 
-    @property
-    def hook(self) -> VolcanoHook:
-        return VolcanoHook(
-            conn_id=self.kubernetes_conn_id,
-            config_file=self.config_file,
-            cluster_context=self.cluster_context,
-            in_cluster=self.in_cluster,
-        )
-
     def _namespace(self) -> str:
         return self.namespace or self.hook.get_namespace() or "default"
 
@@ -89,10 +80,7 @@ class VolcanoJobSensor(BaseSensorOperator):
                 job_name=self.job_name,
                 namespace=namespace,
                 job_uid=status.uid,
-                kubernetes_conn_id=self.kubernetes_conn_id,
-                config_file=self.config_file,
-                cluster_context=self.cluster_context,
-                in_cluster=self.in_cluster,
+                **self.connection_kwargs(),
                 pending_timeout=self.pending_timeout,
                 deadline=deadline,
                 poll_interval=self.poke_interval,

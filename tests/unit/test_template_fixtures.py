@@ -10,17 +10,10 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import TemplateError, master_task_name, render_job
+from tests.unit.template_cases import MACROS
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "templates"
-MACROS = {
-    "image_uri": "registry.local/ddp-mlp:1.0",
-    "run_id": "k3x9p2qa",
-    "run_name": "ddp-mlp-1",
-    "entity_name": "ml-platform",
-    "project_name": "retraining",
-    "author": "airflow",
-}
 SECRET = {
     "name": "WANDB_API_KEY",
     "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}},

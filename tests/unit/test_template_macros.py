@@ -9,17 +9,10 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import BUILTIN_MACROS, TemplateError, render_job
+from tests.unit.template_cases import MACROS
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
-MACROS = {
-    "image_uri": "registry.local/ddp-mlp:1.0",
-    "run_id": "k3x9p2qa",
-    "run_name": "ddp-mlp-1",
-    "entity_name": "ml-platform",
-    "project_name": "retraining",
-    "author": "airflow",
-}
 
 
 def minimal(**container: Any) -> dict[str, Any]:

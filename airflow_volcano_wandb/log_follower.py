@@ -1,0 +1,77 @@
+"""Follow the master pod's log into the task log while a sync-mode task waits."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from airflow_volcano_wandb.diagnostics import task_of
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+
+STARTED_PHASES = ("Running", "Succeeded", "Failed")
+
+
+class MasterLogFollower(threading.Thread):
+    """Streams one pod's log, each line once, until ``stop()``.
+
+    The log is a courtesy: any error just ends the stream, the wait decides the outcome.
+    ``stop()`` closes the HTTP response, because a follow stream only returns when a line
+    arrives or the container ends, and the task must not wait on either.
+    """
+
+    def __init__(
+        self,
+        hook: VolcanoHook,
+        job_name: str,
+        namespace: str,
+        master_task: str,
+        log: logging.Logger | Any,
+    ) -> None:
+        super().__init__(name=f"log-{job_name}", daemon=True)
+        self._hook = hook
+        self._job_name = job_name
+        self._namespace = namespace
+        self._master_task = master_task
+        self._log = log
+        self._stopped = threading.Event()
+        self._response: Any = None
+
+    def stop(self) -> None:
+        self._stopped.set()
+        response = self._response
+        if response is not None:
+            response.close()
+        self.join(timeout=2)
+
+    def run(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                pod = self._started_master_pod()
+                if pod:
+                    self._follow(pod)
+                    return
+            except Exception as exc:
+                if self._stopped.is_set():
+                    return
+                self._log.debug("Master log not available yet: %s", exc)
+            self._stopped.wait(2)
+
+    def _started_master_pod(self) -> str | None:
+        for pod in self._hook.list_job_pods(self._job_name, self._namespace):
+            if (
+                task_of(pod) == self._master_task
+                and (pod.get("status") or {}).get("phase") in STARTED_PHASES
+            ):
+                return pod["metadata"]["name"]
+        return None
+
+    def _follow(self, pod: str) -> None:
+        self._response = self._hook.core_v1_client.read_namespaced_pod_log(
+            pod, self._namespace, follow=True, _preload_content=False
+        )
+        for raw in self._response.stream():
+            for line in raw.decode(errors="replace").splitlines():
+                self._log.info("[%s] %s", pod, line)
+            if self._stopped.is_set():
+                return

@@ -1,0 +1,303 @@
+"""Shared pieces of the benchmarks: cluster access, job bodies, apiserver metrics, statistics.
+
+Everything here talks to the local cluster through the harness's own admin client (stdlib
+only), so the orchestrating process stays light and its requests are easy to tell apart from
+the measured process's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from airflow_volcano_wandb.testing.cluster import cluster as local_cluster  # noqa: E402
+from airflow_volcano_wandb.testing.cluster import manifests  # noqa: E402
+from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError  # noqa: E402
+
+GROUP, VERSION, PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
+SIM_DURATION = "sim.airflow-volcano-wandb.io/duration"
+BENCH_LABEL = "bench.airflow-volcano-wandb.io/run"
+BENCH_NODE_PREFIX = 900  # extra KWOK nodes are kwok-gpu-node-900, -901, ...
+PODS_PER_NODE = 110
+
+
+# ---- cluster ---------------------------------------------------------------------------
+
+
+class Cluster:
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir.resolve()
+        state = json.loads((self.state_dir / "state.json").read_text())
+        self.server: str = state["server"]
+        self.port = int(state["ports"]["apiserver"])
+        self.kubeconfig = self.state_dir / "kubeconfig"
+        self.kube: Kube = local_cluster.admin_client(self.state_dir, self.server)
+        self.namespaces: list[str] = []
+
+    def jobs_path(self, namespace: str) -> str:
+        return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
+
+    def create_namespace(self, prefix: str) -> str:
+        name = f"{prefix}-{uuid.uuid4().hex[:6]}"
+        self.kube.request(
+            "POST",
+            "/api/v1/namespaces",
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
+        )
+        deadline = time.monotonic() + 60
+        while self.kube.get_or_none(f"/api/v1/namespaces/{name}/serviceaccounts/default") is None:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"namespace {name}: no default service account")
+            time.sleep(0.2)
+        self.namespaces.append(name)
+        return name
+
+    def delete_namespace(self, name: str) -> None:
+        try:
+            self.kube.request("DELETE", f"/api/v1/namespaces/{name}")
+        except KubeError as err:
+            if err.status != 404:
+                raise
+
+    def wait_namespaces_gone(self, timeout: float = 120) -> bool:
+        """Wait until every namespace this run made is gone (its pods with it)."""
+        deadline = time.monotonic() + timeout
+        for name in self.namespaces:
+            self.delete_namespace(name)
+        while time.monotonic() < deadline:
+            if all(
+                self.kube.get_or_none(f"/api/v1/namespaces/{n}") is None for n in self.namespaces
+            ):
+                return True
+            time.sleep(1)
+        return False
+
+    def ensure_pod_capacity(self, pods: int) -> list[str]:
+        """Add simulated nodes until the cluster holds ``pods`` more pods; return their names."""
+        nodes = self.kube.get("/api/v1/nodes")["items"]
+        free = 0
+        for node in nodes:
+            free += int(node["status"].get("allocatable", {}).get("pods", "0"))
+        used = len(self.kube.get("/api/v1/pods?fieldSelector=status.phase%3DRunning")["items"])
+        missing = pods - (free - used)
+        added: list[str] = []
+        index = BENCH_NODE_PREFIX
+        existing = {n["metadata"]["name"] for n in nodes}
+        while missing > 0:
+            body = manifests.node(index, gpus=8)
+            index += 1
+            if body["metadata"]["name"] in existing:
+                continue
+            self.kube.create("/api/v1/nodes", body)
+            added.append(body["metadata"]["name"])
+            missing -= PODS_PER_NODE
+        deadline = time.monotonic() + 60
+        while added and time.monotonic() < deadline:
+            ready = 0
+            for name in added:
+                node = self.kube.get(f"/api/v1/nodes/{name}")
+                conds = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
+                ready += conds.get("Ready") == "True"
+            if ready == len(added):
+                break
+            time.sleep(0.5)
+        return added
+
+    def delete_nodes(self, names: Iterable[str]) -> None:
+        for name in names:
+            with contextlib.suppress(KubeError):
+                self.kube.request("DELETE", f"/api/v1/nodes/{name}")
+
+    def create_jobs(self, namespace: str, bodies: list[dict], threads: int = 8) -> list[float]:
+        """Create the jobs in parallel; return the wall time at which each create returned."""
+        path = self.jobs_path(namespace)
+
+        def one(body: dict) -> float:
+            for attempt in range(5):
+                try:
+                    self.kube.request("POST", path, body, timeout=30)
+                    return time.time()
+                except KubeError as err:
+                    if err.status == 409:
+                        return time.time()
+                    if attempt == 4:
+                        raise
+                    time.sleep(0.5 * (attempt + 1))
+            return time.time()
+
+        with ThreadPoolExecutor(threads) as pool:
+            return list(pool.map(one, bodies))
+
+    def list_jobs(self, namespace: str) -> list[dict]:
+        return self.kube.get(self.jobs_path(namespace), timeout=60)["items"]
+
+    def wait_phase(
+        self, namespace: str, count: int, phases: set[str], timeout: float, say=None
+    ) -> dict[str, int]:
+        deadline = time.monotonic() + timeout
+        last = 0.0
+        while True:
+            jobs = self.list_jobs(namespace)
+            by_phase: dict[str, int] = {}
+            for job in jobs:
+                phase = (job.get("status") or {}).get("state", {}).get("phase", "") or "-"
+                by_phase[phase] = by_phase.get(phase, 0) + 1
+            done = sum(n for p, n in by_phase.items() if p in phases)
+            if done >= count:
+                return by_phase
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{done}/{count} jobs in {phases} after {timeout}s: {by_phase}")
+            if say and time.monotonic() - last > 10:
+                say(f"  waiting: {by_phase}")
+                last = time.monotonic()
+            time.sleep(2)
+
+    def metrics(self) -> str:
+        return self.kube.get("/metrics", timeout=30).get("raw", "")
+
+
+def tiny_job(
+    name: str,
+    duration: float,
+    *,
+    cpu: str = "10m",
+    memory: str = "16Mi",
+    labels: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """One task, one pod, tiny requests: as many fit on the simulated nodes as pods are allowed."""
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Job",
+        "metadata": {"name": name, "labels": dict(labels or {})},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": 1,
+            "tasks": [
+                {
+                    "name": "master",
+                    "replicas": 1,
+                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+                    "template": {
+                        "metadata": {"annotations": {SIM_DURATION: f"{duration:.1f}"}},
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "master",
+                                    "image": "example.org/bench:1",
+                                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
+                                }
+                            ],
+                        },
+                    },
+                }
+            ],
+        },
+    }
+
+
+# ---- apiserver metrics -----------------------------------------------------------------
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}\s+([0-9.eE+-]+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text: str, names: set[str]) -> list[tuple[str, dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        m = _SAMPLE.match(line)
+        if m and m.group(1) in names:
+            out.append((m.group(1), dict(_LABEL.findall(m.group(2))), float(m.group(3))))
+    return out
+
+
+def job_api_counters(text: str) -> dict[str, float]:
+    """Requests on Volcano jobs by verb, and the open watches on them, from /metrics."""
+    counts: dict[str, float] = {"watches": 0.0}
+    for name, labels, value in parse_metrics(
+        text, {"apiserver_request_total", "apiserver_longrunning_requests"}
+    ):
+        if labels.get("group") != GROUP or labels.get("resource") != PLURAL:
+            continue
+        if name == "apiserver_longrunning_requests":
+            if labels.get("verb") == "WATCH":
+                counts["watches"] += value
+            continue
+        verb = labels.get("verb", "?")
+        if labels.get("subresource"):
+            verb += "/" + labels["subresource"]
+        counts[verb] = counts.get(verb, 0.0) + value
+    return counts
+
+
+READ_VERBS = ("GET", "LIST", "WATCH")
+
+
+def reads(counters: dict[str, float]) -> float:
+    return sum(counters.get(v, 0.0) for v in READ_VERBS)
+
+
+# ---- statistics ------------------------------------------------------------------------
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100): with n < 100 samples, p99 is the maximum."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def summary(values: list[float], digits: int = 4) -> dict[str, Any]:
+    if not values:
+        return {"median": None, "p99": None, "n": 0}
+    return {
+        "median": round(statistics.median(values), digits),
+        "p99": round(percentile(values, 99), digits),
+        "min": round(min(values), digits),
+        "max": round(max(values), digits),
+        "n": len(values),
+    }
+
+
+def parse_k8s_time(value: str | None) -> float | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def airflow_env(home: Path, kubeconfig: Path) -> dict[str, str]:
+    """Environment for a process that imports Airflow: an isolated home and the connection."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP": "airflow_volcano_wandb.*",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
+                {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+            ),
+            "WANDB_MODE": "offline",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
+        }
+    )
+    return env

@@ -1,0 +1,110 @@
+"""Operator and end-to-end overhead under ``dag.test()``: sync versus deferrable, interleaved.
+
+Runs the test DAGs ``avw_test_sync`` and ``avw_test_deferrable`` (tests/dags/avw_test_jobs.py)
+alternately on the seed template, each job's pods running a fixed simulated time. Records,
+per run:
+
+- ``submit_s``: ``execute()`` start to ``VolcanoHook.create_job`` returning (the job exists);
+- the Airflow task's duration (the task instance's ``end_date - start_date``) and
+  ``execute()`` start to the task's end as this process sees it;
+- the job's stamps from ``bench/observer.py`` are joined by the parent (``run_all.py``).
+
+Needs the Airflow environment of ``common.airflow_env`` (run by ``run_all.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+STAMPS: dict[str, dict[str, float]] = {}
+
+
+def instrument() -> None:
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+    from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+
+    execute, create = VolcanoPyTorchJobOperator.execute, VolcanoHook.create_job
+    current: dict[str, float] = {}
+
+    def timed_execute(self, context):
+        current["execute_start"] = time.time()
+        return execute(self, context)
+
+    def timed_create(self, body, namespace):
+        job = create(self, body, namespace)
+        STAMPS[body["metadata"]["name"]] = {
+            "execute_start": current.get("execute_start", float("nan")),
+            "created": time.time(),
+        }
+        return job
+
+    VolcanoPyTorchJobOperator.execute = timed_execute
+    VolcanoHook.create_job = timed_create
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--runs", type=int, default=5, help="runs per mode")
+    parser.add_argument("--duration", type=float, default=5.0, help="simulated pod run (s)")
+    parser.add_argument("--out", required=True)
+    options = parser.parse_args()
+
+    from tests.integration.jobs import SIM_DURATION, load_dag, seed_template
+
+    instrument()
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    template = seed_template(
+        master={SIM_DURATION: str(options.duration)}, worker={SIM_DURATION: str(options.duration)}
+    )
+    dags = {mode: load_dag(f"avw_test_{mode}") for mode in ("sync", "deferrable")}
+    runs = []
+    for i in range(options.runs):
+        for mode in ("sync", "deferrable") if i % 2 == 0 else ("deferrable", "sync"):
+            job_name = f"e2e-{mode}-{i}"
+            wall0 = time.time()
+            dag_run = dags[mode].test(
+                run_conf={
+                    "template": template,
+                    "namespace": options.namespace,
+                    "job_name": job_name,
+                }
+            )
+            wall1 = time.time()
+            with create_session() as session:
+                ti = (
+                    session.query(TaskInstance)
+                    .filter_by(dag_id=dags[mode].dag_id, run_id=dag_run.run_id, task_id="train")
+                    .one()
+                )
+                state, start, end = ti.state, ti.start_date, ti.end_date
+            stamps = STAMPS.get(job_name, {})
+            runs.append(
+                {
+                    "mode": mode,
+                    "job": job_name,
+                    "state": str(state),
+                    "ti_start": start.timestamp() if start else None,
+                    "ti_end": end.timestamp() if end else None,
+                    "dag_test_s": wall1 - wall0,
+                    **stamps,
+                }
+            )
+            took = f"task {end.timestamp() - start.timestamp():.2f}s" if start and end else ""
+            print(f"{mode:<10} {job_name:<18} {state} {took}", flush=True)
+    Path(options.out).write_text(json.dumps({"duration": options.duration, "runs": runs}))
+    os._exit(0)  # skip slow interpreter teardown (wandb, providers)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,197 @@
+"""Drive N triggers in one event loop with Airflow's own ``TriggerRunner`` code, and measure.
+
+The triggers go the way a triggerer takes them: ``serialize()``, kwargs encrypted and
+decrypted as the triggerer's workload carries them, ``TriggerRunner.create_triggers`` inflates
+them and ``TriggerRunner.run_trigger`` runs each as a task of one asyncio loop, beside the
+runner's block watchdog. Only the supervisor link (DB sync) is left out. Each fired event is
+stamped (wall clock) the moment the runner queues it.
+
+Modes:
+- ``scale``: start the triggers, let them settle, then measure a window: CPU seconds, RSS,
+  TCP connections to the apiserver, and client-side requests. Prints ``WINDOW_START`` /
+  ``WINDOW_END`` lines so the parent can read the apiserver's metrics at the same moments.
+- ``latency``: run until every trigger fired (or ``--timeout``); write the events' stamps.
+
+Run by ``bench/run_all.py``; the result is one JSON file (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from collections import deque
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import psutil  # noqa: E402
+
+REQUESTS = {"count": 0}
+
+
+def _count_requests() -> None:
+    from kubernetes_asyncio.client import rest
+
+    original = rest.RESTClientObject.request
+
+    async def counted(self, *args, **kwargs):
+        REQUESTS["count"] += 1
+        return await original(self, *args, **kwargs)
+
+    rest.RESTClientObject.request = counted
+
+
+class StampedEvents(deque):
+    """The runner's outbound event queue, stamping each event as it is queued."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stamps: list[tuple[float, int, dict]] = []
+
+    def append(self, entry) -> None:
+        self.stamps.append((time.time(), entry.trigger_id, entry.event.payload))
+        super().append(entry)
+
+
+def apiserver_connections(port: int) -> int:
+    proc = psutil.Process()
+    return sum(
+        1
+        for c in proc.net_connections(kind="tcp")
+        if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
+    )
+
+
+def make_trigger(mode: str, name: str, namespace: str, interval: float):
+    if mode == "watch":
+        from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
+        return VolcanoJobTrigger(job_name=name, namespace=namespace)
+    from bench.polling_trigger import PollingVolcanoJobTrigger
+
+    return PollingVolcanoJobTrigger(job_name=name, namespace=namespace, poll_interval=interval)
+
+
+async def drive(options: argparse.Namespace) -> dict:
+    from airflow.executors.workloads.trigger import RunTrigger
+    from airflow.jobs.triggerer_job_runner import TriggerRunner
+    from airflow.models.trigger import Trigger
+
+    from airflow_volcano_wandb import job_watcher
+    from airflow_volcano_wandb.triggers import VolcanoJobTrigger  # noqa: F401  (imported before
+    from bench.polling_trigger import PollingVolcanoJobTrigger  # noqa: F401  the RSS baseline)
+
+    names = json.loads(Path(options.jobs_file).read_text())[: options.jobs]
+    if options.wait_go:  # everything is imported: say so, and start when told
+        print("READY", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    proc = psutil.Process()
+    rss_before = proc.memory_info().rss
+    runner = TriggerRunner()
+    runner.job_id = 1
+    runner.events = StampedEvents()
+    watchdog = asyncio.create_task(runner.block_watchdog())
+    started = time.time()
+    for i, name in enumerate(names, start=1):
+        classpath, kwargs = make_trigger(
+            options.mode, name, options.namespace, options.interval
+        ).serialize()
+        runner.to_create.append(
+            RunTrigger(id=i, classpath=classpath, encrypted_kwargs=Trigger.encrypt_kwargs(kwargs))
+        )
+    await runner.create_triggers()
+    result: dict = {
+        "mode": options.mode,
+        "interval": options.interval,
+        "jobs": len(names),
+        "started": started,
+        "rss_before_mb": rss_before / 2**20,
+    }
+
+    async def housekeeping(until: float) -> None:
+        # What the runner's main loop does each second, minus the supervisor round trip.
+        while time.time() < until:
+            await runner.cleanup_finished_triggers()
+            await asyncio.sleep(1)
+
+    if options.mode_kind == "scale":
+        await housekeeping(time.time() + options.settle)
+        conns, watches = [], []
+        cpu0, req0, t0 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
+        print("WINDOW_START", flush=True)
+        end = time.time() + options.window
+        while time.time() < end:
+            conns.append(apiserver_connections(options.port))
+            watches.append(job_watcher.active_watchers())
+            await housekeeping(min(end, time.time() + 2))
+        cpu1, req1, t1 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
+        print("WINDOW_END", flush=True)
+        minutes = (t1 - t0) / 60
+        result.update(
+            {
+                "window_s": t1 - t0,
+                "cpu_s_per_min": ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / minutes,
+                "client_requests_per_min": (req1 - req0) / minutes,
+                "tcp_connections_max": max(conns),
+                "tcp_connections_mean": sum(conns) / len(conns),
+                "shared_watchers": max(watches),
+                "rss_mb": proc.memory_info().rss / 2**20,
+                "fired_early": len(runner.events.stamps),
+            }
+        )
+    else:
+        deadline = time.time() + options.timeout
+        while len(runner.events.stamps) < len(names) and time.time() < deadline:
+            await asyncio.sleep(0.5)
+            await runner.cleanup_finished_triggers()
+        result["events"] = [
+            {
+                "job": names[tid - 1],
+                "t": t,
+                "status": payload.get("status"),
+                "phase": payload.get("phase"),
+            }
+            for t, tid, payload in runner.events.stamps
+        ]
+        result["rss_mb"] = proc.memory_info().rss / 2**20
+    runner.stop = True
+    for trigger in list(runner.triggers.values()):
+        trigger["task"].cancel()
+    await asyncio.gather(*(t["task"] for t in runner.triggers.values()), return_exceptions=True)
+    await watchdog
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("kind", choices=["scale", "latency"])
+    parser.add_argument("--mode", choices=["watch", "poll"], required=True)
+    parser.add_argument("--interval", type=float, default=2.0, help="poll interval")
+    parser.add_argument("--namespace", required=True)
+    parser.add_argument("--jobs-file", required=True, help="JSON list of job names")
+    parser.add_argument("--jobs", type=int, default=10**9)
+    parser.add_argument("--port", type=int, default=0, help="apiserver port")
+    parser.add_argument("--settle", type=float, default=8.0)
+    parser.add_argument("--window", type=float, default=30.0)
+    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--out", required=True)
+    parser.add_argument(
+        "--wait-go",
+        action="store_true",
+        help="print READY once imported, start on a line from stdin",
+    )
+    options = parser.parse_args()
+    options.mode_kind = options.kind
+    os.environ.setdefault("AIRFLOW_DISABLE_GREENBACK_PORTAL", "false")
+    _count_requests()
+    result = asyncio.run(drive(options))
+    Path(options.out).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
