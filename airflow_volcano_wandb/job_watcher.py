@@ -20,7 +20,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook, permission_error
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ class NamespaceJobWatcher:
         self._subscriptions: dict[str, set[Subscription]] = {}
         self.synced = asyncio.Event()
         self.connects = 0
+        # Set when the API refuses the list or watch (403): retrying cannot fix that, so
+        # every waiter is told at once instead of waiting forever.
+        self.error: Exception | None = None
         self._task: asyncio.Task | None = None
 
     # ---- subscribers -------------------------------------------------------------------
@@ -96,6 +99,7 @@ class NamespaceJobWatcher:
         backoff = 0.5
         hook = self._hook_factory()
         while True:
+            verb = "list"
             try:
                 async with hook.get_conn() as api:
                     self.connects += 1
@@ -103,6 +107,7 @@ class NamespaceJobWatcher:
                     self._replace_all(items)
                     self.synced.set()
                     backoff = 0.5
+                    verb = "watch"
                     while True:
                         resource_version, gone = await self._follow(hook, api, resource_version)
                         if gone:
@@ -110,6 +115,9 @@ class NamespaceJobWatcher:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # any failure: back off, then relist and watch again
+                if isinstance(exc, ApiException) and exc.status == 403:
+                    self._refused(exc, verb)  # retrying cannot grant a permission
+                    return
                 log.warning(
                     "Watch of Volcano jobs in %s failed (%s: %s); reconnecting in %.1fs",
                     self.namespace,
@@ -120,6 +128,14 @@ class NamespaceJobWatcher:
                 )
                 await asyncio.sleep(backoff * (1 + random.random() / 2))
                 backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX)
+
+    def _refused(self, exc: ApiException, verb: str) -> None:
+        """Tell every waiter which permission is missing, at once."""
+        self.error = permission_error(exc, verb, "jobs.batch.volcano.sh", self.namespace)
+        log.error("%s", self.error)
+        for subscriptions in self._subscriptions.values():
+            for subscription in subscriptions:
+                subscription.changed.set()
 
     async def _follow(
         self, hook: AsyncVolcanoHook, api: Any, resource_version: str

@@ -14,6 +14,7 @@ import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import aiohttp
 import tenacity
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import (
     AsyncKubernetesHook,
@@ -34,6 +35,10 @@ PODGROUP_GROUP = "scheduling.volcano.sh"
 PODGROUP_VERSION = "v1beta1"
 JOB_NAME_LABEL = "volcano.sh/job-name"
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
+# no FIN) would keep a trigger waiting forever.
+ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(sock_connect=30, sock_read=60)
+WATCH_READ_GRACE = 30
 
 log = logging.getLogger(__name__)
 
@@ -422,7 +427,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         async with self.get_conn() as api:
             try:
                 return await async_k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, name
+                    GROUP, VERSION, namespace, PLURAL, name, _request_timeout=ASYNC_CALL_TIMEOUT
                 )
             except AsyncApiException as exc:
                 if exc.status == 404:
@@ -437,7 +442,13 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
             )
             try:
                 await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, name, body=body
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PLURAL,
+                    name,
+                    body=body,
+                    _request_timeout=ASYNC_CALL_TIMEOUT,
                 )
                 return True
             except AsyncApiException as exc:
@@ -448,7 +459,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
     async def list_jobs(self, api: async_k8s.ApiClient, namespace: str) -> tuple[list[dict], str]:
         """All jobs in the namespace and the list's resourceVersion, to watch from."""
         result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL
+            GROUP, VERSION, namespace, PLURAL, _request_timeout=ASYNC_CALL_TIMEOUT
         )
         return list(result.get("items") or []), result["metadata"]["resourceVersion"]
 
@@ -473,6 +484,12 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
                 resource_version=resource_version,
                 allow_watch_bookmarks=True,
                 timeout_seconds=timeout_seconds,
+                # The server ends the stream after timeout_seconds; silence well past that
+                # means a dead connection (a dropped route, a lost NAT entry), which TCP
+                # alone would never report: give up on it, so the watcher reconnects.
+                _request_timeout=aiohttp.ClientTimeout(
+                    sock_connect=30, sock_read=timeout_seconds + WATCH_READ_GRACE
+                ),
             ):
                 yield event["type"], event["raw_object"]
         finally:

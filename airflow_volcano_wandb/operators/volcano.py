@@ -481,7 +481,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             self._delete_quietly(hook)
             raise AirflowTaskTimeout(event["message"])
         message = hook.explain_end(event, self.log_lines, self.log)
-        if outcome == "pending_timeout" or self.on_finish_action == "delete":
+        # Pending too long, or nobody can wait on it (the watch was refused): it goes.
+        if outcome in ("pending_timeout", "error") or self.on_finish_action == "delete":
             self._delete_quietly(hook)
         raise AirflowException(message)
 

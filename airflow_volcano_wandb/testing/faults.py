@@ -97,7 +97,10 @@ class FaultProxy:
     - ``blackhole``: keep connections open but forward nothing (new ones are accepted too);
     - ``refuse``: new connections are reset at once.
 
-    :meth:`reset_all` aborts every open connection with a TCP RST.
+    :meth:`reset_all` aborts every open connection with a TCP RST. :meth:`freeze_existing`
+    silently stops every connection open now (forever), while new ones work: a dead
+    connection the client is not told about. :meth:`lose_next_answer` forwards the next
+    large request (e.g. a create), then resets the connection before the answer arrives.
     """
 
     def __init__(self, target_host: str, target_port: int) -> None:
@@ -111,6 +114,9 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self._thread: threading.Thread | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._frozen: set[asyncio.StreamWriter] = set()
+        self._lose_answer_over: int | None = None
+        self.lost_answers = 0
         self._ready = threading.Event()
 
     @property
@@ -130,6 +136,16 @@ class FaultProxy:
 
     def set_refuse(self) -> None:
         self.mode = "refuse"
+
+    def freeze_existing(self) -> int:
+        """Forward nothing more on the connections open now; return how many there are."""
+        self._frozen = set(self._writers)
+        return len(self._frozen) // 2
+
+    def lose_next_answer(self, larger_than: int = 2000) -> None:
+        """The next client chunk over ``larger_than`` bytes reaches the server; its answer
+        does not: the connection is reset 0.5 s later."""
+        self._lose_answer_over = larger_than
 
     def reset_all(self) -> int:
         """Abort every open connection (RST); return how many there were."""
@@ -203,7 +219,7 @@ class FaultProxy:
         self._writers.update((writer, up_writer))
         try:
             await asyncio.gather(
-                self._pipe(reader, up_writer),
+                self._pipe(reader, up_writer, client_writer=writer),
                 self._pipe(up_reader, writer),
                 return_exceptions=True,
             )
@@ -213,17 +229,30 @@ class FaultProxy:
                 with contextlib.suppress(Exception):
                     w.close()
 
-    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        client_writer: asyncio.StreamWriter | None = None,
+    ) -> None:
         while True:
             data = await reader.read(65536)
             if not data:
                 break
-            while self.mode == "blackhole":
+            while self.mode == "blackhole" or writer in self._frozen:
                 await asyncio.sleep(0.05)  # hold the bytes; the peer hears nothing
             if self.mode == "latency" and self.delay:
                 await asyncio.sleep(self.delay)
             writer.write(data)
             await writer.drain()
+            threshold = self._lose_answer_over
+            if client_writer is not None and threshold is not None and len(data) > threshold:
+                self._lose_answer_over = None
+                await asyncio.sleep(0.5)  # the server applies the request...
+                self.lost_answers += 1
+                _abort(client_writer)  # ...and its answer never arrives
+                _abort(writer)
+                return
         with contextlib.suppress(Exception):
             writer.write_eof()
 

@@ -21,8 +21,9 @@ class VolcanoJobTrigger(BaseTrigger):
     All triggers for jobs in one namespace (and one connection) in a triggerer share one
     list+watch connection (``job_watcher``), so a thousand waiting jobs cost one connection
     and no polling. The event's ``status`` is ``succeeded``, ``failed``, ``deleted``,
-    ``pending_timeout`` or ``timeout``; the operator or sensor turns it into the task's
-    outcome and its diagnostics.
+    ``pending_timeout``, ``timeout``, or ``error`` (the API refused the watch, e.g. a Role
+    without ``watch``); the operator or sensor turns it into the task's outcome and its
+    diagnostics.
 
     :param job_name: the Volcano job to wait on.
     :param namespace: its namespace.
@@ -110,6 +111,8 @@ class VolcanoJobTrigger(BaseTrigger):
         last_progress = ""
         while True:
             subscription.changed.clear()
+            if watcher.error is not None:  # e.g. the Role lacks "watch": waiting cannot work
+                return self._event("error", None, str(watcher.error))
             if watcher.synced.is_set():
                 job = watcher.job(self.job_name)
                 if job is None or not self._is_ours(job):

@@ -1,0 +1,52 @@
+"""DAGs for the reliability tests that need a real scheduler and triggerer.
+
+The template and namespace come in through the run's conf, like ``tests/dags/avw_test_jobs.py``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pendulum
+from airflow.sdk import DAG
+
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+
+PARAMS = {"template": {}, "namespace": "default"}
+
+
+def _dag(dag_id: str, **kwargs) -> DAG:
+    return DAG(
+        dag_id=dag_id,
+        schedule=None,
+        start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+        render_template_as_native_obj=True,
+        params=dict(PARAMS),
+        **kwargs,
+    )
+
+
+def _operator(**kwargs) -> VolcanoPyTorchJobOperator:
+    return VolcanoPyTorchJobOperator(
+        task_id="train",
+        template="{{ params.template }}",
+        namespace="{{ params.namespace }}",
+        image_uri="example.org/avw/trainer:test",
+        wandb_entity="test-entity",
+        wandb_project="test-project",
+        wandb_mode="offline",
+        deferrable=True,
+        poll_interval=2,
+        retries=0,
+        **kwargs,
+    )
+
+
+with _dag("avw_rel_deferred"):
+    _operator()
+
+with _dag("avw_rel_dagrun_timeout", dagrun_timeout=timedelta(seconds=150)):
+    _operator()
+
+with _dag("avw_rel_execution_timeout"):
+    _operator(execution_timeout=timedelta(seconds=90))

@@ -1,0 +1,138 @@
+"""Helpers for the reliability tests: drive the operator's real code path without a DAG run.
+
+``execute_operator`` calls ``VolcanoPyTorchJobOperator.execute`` with a minimal context (a
+task instance that records its XCom pushes), exactly as a worker would after rendering the
+templated fields. With ``deferrable=True`` it returns the ``VolcanoJobTrigger`` the operator
+deferred with, so a test can run many such triggers in one event loop like a triggerer does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pendulum
+
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.testing import cluster as local_cluster
+
+GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
+
+
+@dataclass
+class StubTaskInstance:
+    """The part of a RuntimeTaskInstance the operator reads, with XComs kept in a dict."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    try_number: int = 1
+    map_index: int = -1
+    log_url: str | None = None
+    pushed: dict[str, Any] = field(default_factory=dict)
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.pushed[key] = value
+
+
+@dataclass
+class StubDagRun:
+    logical_date: Any = field(default_factory=lambda: pendulum.datetime(2026, 1, 1, tz="UTC"))
+
+
+def context_for(ti: StubTaskInstance) -> dict[str, Any]:
+    return {"ti": ti, "task_instance": ti, "dag_run": StubDagRun()}
+
+
+def operator(**kwargs: Any) -> VolcanoPyTorchJobOperator:
+    defaults: dict[str, Any] = {
+        "task_id": "train",
+        "image_uri": "example.org/avw/trainer:test",
+        "wandb_entity": "test-entity",
+        "wandb_project": "test-project",
+        "wandb_mode": "offline",
+        "poll_interval": 1,
+    }
+    defaults.update(kwargs)
+    return VolcanoPyTorchJobOperator(**defaults)
+
+
+def execute_operator(op: VolcanoPyTorchJobOperator, ti: StubTaskInstance) -> Any:
+    """Run ``op.execute``; a deferral is returned as its trigger instead of raised."""
+    from airflow.sdk.exceptions import TaskDeferred
+
+    try:
+        return op.execute(context_for(ti))
+    except TaskDeferred as deferred:
+        return deferred.trigger
+
+
+async def collect_events(trigger, timeout: float) -> list[dict[str, Any]]:
+    """Every event the trigger yields (a triggerer takes the first; we check there is one)."""
+    events = []
+
+    async def drain() -> None:
+        async for event in trigger.run():
+            events.append(event.payload)
+
+    await asyncio.wait_for(drain(), timeout)
+    return events
+
+
+def kubernetes_conn_env(kubeconfig: Path) -> str:
+    return json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
+
+
+@contextlib.contextmanager
+def private_cluster(prefix: str = "avw-rel-") -> Iterator[local_cluster.ClusterInfo]:
+    """A cluster of this test's own (fault tests restart its components); stopped after."""
+    state_dir = Path(tempfile.mkdtemp(prefix=prefix))
+    info = local_cluster.up(state_dir, nodes=2)
+    ok = False
+    try:
+        yield info
+        ok = True
+    finally:
+        local_cluster.down(state_dir, quiet=True)
+        if ok:
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def create_namespace(kubeconfig: Path, prefix: str) -> str:
+    from airflow_volcano_wandb.testing.pytest_plugin import VolcanoCluster
+
+    handle = VolcanoCluster(
+        state_dir=kubeconfig.parent,
+        kubeconfig=kubeconfig,
+        server="",
+        nodes=0,
+        gpus_per_node=0,
+        owned=False,
+    )
+    return handle.create_namespace(prefix)
+
+
+def list_jobs(api, namespace: str) -> list[dict]:
+    from kubernetes import client
+
+    return client.CustomObjectsApi(api).list_namespaced_custom_object(
+        GROUP, VERSION, namespace, "jobs"
+    )["items"]
+
+
+def wait_until(predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what}")

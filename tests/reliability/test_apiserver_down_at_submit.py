@@ -1,0 +1,130 @@
+"""The kube-apiserver is down when the task submits: a clear, bounded failure; the retry is clean.
+
+A private cluster (its apiserver is stopped). ``VolcanoPyTorchJobOperator.execute`` runs the
+real submit path against it:
+
+1. apiserver down before the first call: the task fails after bounded retries (seconds, not
+   minutes) with an error that says the API server could not be reached and that nothing
+   was submitted; once the apiserver is back, the retry submits one job, which completes;
+2. apiserver lost between storing the W&B key's Secret and creating the job: the task fails
+   the same way; the Secret left behind carries the task instance's labels, and the retry
+   adopts it (one Secret, owned by the one job, so it goes with the job).
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from kubernetes import client, config
+
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.testing import faults
+from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.reliability.support import (
+    StubTaskInstance,
+    create_namespace,
+    execute_operator,
+    kubernetes_conn_env,
+    list_jobs,
+    operator,
+    private_cluster,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+DAG_ID = "avw_rel_down_at_submit"
+BOUND = 60.0  # the hook's retries give up within a minute
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with private_cluster() as info:
+        yield info
+
+
+def _op(namespace: str):
+    template = seed_template(master={SIM_DURATION: "2"})
+    return operator(
+        template=template,
+        namespace=namespace,
+        replicas={"worker": 0},
+        on_finish_action="keep",  # so the test can count the jobs afterwards
+    )
+
+
+def _restart_apiserver(info, argv):
+    faults.start_component(info.state_dir, "kube-apiserver", argv)
+    faults.wait_apiserver_ready(info.state_dir, 90)
+
+
+def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(cluster.kubeconfig))
+    namespace = create_namespace(cluster.kubeconfig, "down-submit")
+    argv = faults.stop_component(cluster.state_dir, "kube-apiserver")
+    try:
+        started = time.monotonic()
+        with pytest.raises(AirflowException) as failure:
+            execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r1"))
+        took = time.monotonic() - started
+    finally:
+        _restart_apiserver(cluster, argv)
+    message = str(failure.value)
+    assert took < BOUND, took
+    assert "could not reach the Kubernetes API" in message, message
+    assert cluster.server in message, message
+
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    assert list_jobs(api, namespace) == []  # nothing half-created
+    selector = TaskInstanceIdentity(DAG_ID, "train", "r1").selector()
+    secrets = client.CoreV1Api(api).list_namespaced_secret(namespace, label_selector=selector)
+    assert secrets.items == []
+
+    retry = StubTaskInstance(DAG_ID, "train", "r1", try_number=2)
+    result = execute_operator(_op(namespace), retry)
+    assert result["phase"] == "Completed"
+    jobs = list_jobs(api, namespace)
+    assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
+    api.close()
+
+
+def test_apiserver_lost_between_secret_and_job(cluster, monkeypatch, wandb_connection):
+    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(cluster.kubeconfig))
+    namespace = create_namespace(cluster.kubeconfig, "down-between")
+    stopped: list[list[str]] = []
+    real_apply = VolcanoHook.apply_secret
+
+    def apply_then_lose_apiserver(self, body, ns):
+        real_apply(self, body, ns)
+        stopped.append(faults.stop_component(cluster.state_dir, "kube-apiserver"))
+
+    monkeypatch.setattr(VolcanoHook, "apply_secret", apply_then_lose_apiserver)
+    try:
+        started = time.monotonic()
+        with pytest.raises(AirflowException) as failure:
+            execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r2"))
+        took = time.monotonic() - started
+    finally:
+        monkeypatch.setattr(VolcanoHook, "apply_secret", real_apply)
+        if stopped:
+            _restart_apiserver(cluster, stopped[0])
+    assert stopped, "the fault was not injected"
+    assert took < BOUND, took
+    assert "could not reach the Kubernetes API" in str(failure.value)
+
+    api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
+    core = client.CoreV1Api(api)
+    identity = TaskInstanceIdentity(DAG_ID, "train", "r2")
+    assert list_jobs(api, namespace) == []
+    leftover = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+    assert len(leftover) == 1  # labelled: the retry finds and adopts it
+
+    result = execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r2", try_number=2))
+    assert result["phase"] == "Completed"
+    assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [result["uid"]]
+    secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+    assert len(secrets) == 1
+    assert [o.uid for o in secrets[0].metadata.owner_references or []] == [result["uid"]]
+    api.close()

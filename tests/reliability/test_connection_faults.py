@@ -1,0 +1,166 @@
+"""Connection faults between the provider and the apiserver, through a TCP fault proxy.
+
+``airflow_volcano_wandb.testing.faults.FaultProxy`` sits between the provider (its kubeconfig
+points at the proxy) and the shared local cluster's apiserver; TLS passes through untouched.
+
+- Resets and latency while three triggers wait: every connection is reset (RST) again and
+  again; each trigger still fires once, with its job's real outcome.
+- A create whose answer is lost: the request reaches the apiserver, the connection is reset
+  before the answer; the hook's retry meets 409 and the operator reattaches: one job.
+- A watch connection that silently dies (no RST, no FIN: a dropped route or a lost NAT
+  entry): the client-side read timeout notices, the watch reconnects, the trigger fires.
+
+Throttling answers (429) are covered by the apiserver restart test: a restarted apiserver
+answers 429 "storage is (re)initializing" for a while, and the watch backs off through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from urllib.parse import urlparse
+
+import pytest
+from kubernetes import client
+
+from airflow_volcano_wandb import job_watcher
+from airflow_volcano_wandb.hooks import volcano as volcano_hooks
+from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
+from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, seed_template
+from tests.reliability.support import (
+    GROUP,
+    VERSION,
+    StubTaskInstance,
+    collect_events,
+    execute_operator,
+    kubernetes_conn_env,
+    list_jobs,
+    operator,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+DAG_ID = "avw_rel_conn_faults"
+
+
+@pytest.fixture
+def proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
+    """A fault proxy in front of the apiserver; ``kubernetes_default`` goes through it."""
+    target = urlparse(volcano_cluster.server)
+    with FaultProxy(target.hostname, target.port) as fault_proxy:
+        kubeconfig = kubeconfig_for_server(
+            volcano_cluster.kubeconfig, fault_proxy.url, tmp_path / "via-proxy.kubeconfig"
+        )
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
+        yield fault_proxy
+
+
+def _failing_template() -> dict:
+    template = seed_template(
+        master={SIM_DURATION: "6", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
+    )
+    for task in template["spec"]["tasks"]:
+        task["template"]["spec"]["restartPolicy"] = "Never"
+    template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
+    return template
+
+
+def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
+    proxy, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    plan = {
+        "ok": (
+            seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"}),
+            "succeeded",
+        ),
+        "fails": (_failing_template(), "failed"),
+        "deleted": (seed_template(master={SIM_DURATION: "600"}), "deleted"),
+    }
+    proxy.set_latency(0.2)
+    triggers = {}
+    for key, (template, _) in plan.items():
+        op = operator(template=template, namespace=namespace, deferrable=True)
+        triggers[key] = execute_operator(op, StubTaskInstance(DAG_ID, "train", key))
+
+    async def faults() -> int:
+        resets = 0
+        for round_ in range(10):
+            await asyncio.sleep(1.5)
+            resets += await asyncio.to_thread(proxy.reset_all)
+            if round_ == 2:  # someone deletes one job meanwhile (not through the proxy)
+                await asyncio.to_thread(
+                    client.CustomObjectsApi(admin).delete_namespaced_custom_object,
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    "jobs",
+                    triggers["deleted"].job_name,
+                )
+            proxy.set_latency(0.3 if round_ % 2 else 0.05)
+        proxy.set_pass()
+        return resets
+
+    async def main():
+        return await asyncio.gather(
+            faults(), *(collect_events(t, timeout=180) for t in triggers.values())
+        )
+
+    resets, *results = asyncio.run(main())
+    assert resets >= 5, resets  # the faults really hit open connections
+    for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
+        assert len(events) == 1, (key, events)
+        assert events[0]["status"] == expected, (key, events[0])
+        assert events[0]["uid"] == triggers[key].job_uid
+    owners = Counter(j["metadata"]["labels"][IDENTITY_LABEL] for j in list_jobs(admin, namespace))
+    assert set(owners.values()) <= {1}, owners  # nothing submitted twice
+    admin.close()
+
+
+def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, volcano_cluster, volcano_namespace):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    proxy.lose_next_answer(larger_than=2000)  # the job's create; the other calls are smaller
+    template = seed_template(master={SIM_DURATION: "600"})
+    op = operator(template=template, namespace=namespace, deferrable=True)
+    ti = StubTaskInstance(DAG_ID, "train", "lost-answer")
+    trigger = execute_operator(op, ti)
+    assert proxy.lost_answers == 1
+    identity = TaskInstanceIdentity(DAG_ID, "train", "lost-answer")
+    jobs = list_jobs(admin, namespace)
+    assert [j["metadata"]["uid"] for j in jobs] == [trigger.job_uid]
+    assert jobs[0]["metadata"]["labels"][IDENTITY_LABEL] == identity.digest
+    assert ti.pushed["volcano_job"]["uid"] == trigger.job_uid
+    secrets = client.CoreV1Api(admin).list_namespaced_secret(
+        namespace, label_selector=identity.selector()
+    )
+    assert len(secrets.items) == 1
+    admin.close()
+
+
+def test_a_silently_dead_watch_connection_is_replaced(
+    proxy, volcano_cluster, volcano_namespace, monkeypatch
+):
+    # Short server-side watch timeout so the read timeout (timeout + grace) is short too.
+    monkeypatch.setattr(job_watcher, "WATCH_TIMEOUT_SECONDS", 10)
+    monkeypatch.setattr(volcano_hooks, "WATCH_READ_GRACE", 5)
+    namespace = volcano_namespace
+    template = seed_template(master={SIM_DURATION: "8"}, worker={SIM_DURATION: "600"})
+    op = operator(template=template, namespace=namespace, deferrable=True)
+    trigger = execute_operator(op, StubTaskInstance(DAG_ID, "train", "dead-watch"))
+
+    async def main():
+        waiting = asyncio.create_task(collect_events(trigger, timeout=120))
+        await asyncio.sleep(3)  # the watch is established
+        frozen = proxy.freeze_existing()
+        started = time.monotonic()
+        events = await waiting
+        return frozen, time.monotonic() - started, events
+
+    frozen, took, events = asyncio.run(main())
+    assert frozen >= 1
+    assert [e["status"] for e in events] == ["succeeded"], events
+    assert took < 60, took

@@ -1,0 +1,284 @@
+"""A deferred task killed by a person, or timed out by Airflow: its Volcano job goes at once.
+
+A real Airflow 3 (API server, scheduler, DAG processor, triggerer; ``tests/e2e/airflow_stack``)
+runs the DAGs of ``tests/reliability/dags`` on the shared local cluster. Four runs start
+together, each in a namespace of its own, each with a job that would run for 10 minutes:
+
+- marked failed through the REST API while deferred: the triggerer cancels the trigger as a
+  user action, ``VolcanoJobTrigger.on_kill`` deletes the job (foreground: pods first);
+- cleared while deferred: the same, and the task's next try submits a fresh job and waits
+  on it (it must not reattach to the job being deleted);
+- the DAG run exceeds ``dagrun_timeout``: the scheduler fails the run and skips the task,
+  the trigger is cancelled, the job is deleted;
+- the task exceeds ``execution_timeout`` while deferred: the trigger's deadline fires, the
+  task resumes, deletes the job and fails with a timeout.
+
+"Gone" means the job and all its pods have left the API server.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from kubernetes import client
+
+from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
+from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.reliability.support import list_jobs
+
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(900)]
+
+DAGS = Path(__file__).parent / "dags"
+ARTIFACTS = REPO / "test-artifacts" / "reliability"
+WANDB_CONN = {
+    "conn_type": "wandb",
+    "password": "avw-test-key-0123456789abcdef0123456789abcdef0123",
+    "extra": {"entity": "test-entity", "project": "test-project"},
+}
+GONE_WITHIN = 15.0  # seconds from the kill to no job and no pod
+
+
+@dataclass
+class Watched:
+    """A namespace polled in the background: when did it last become empty of jobs and pods?"""
+
+    api: Any
+    namespace: str
+    seen: set[str] = field(default_factory=set)  # job uids ever seen
+    emptied_at: float | None = None  # wall clock, after something had been there
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Watched:
+        threading.Thread(target=self._poll, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _poll(self) -> None:
+        core = client.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            try:
+                jobs = list_jobs(self.api, self.namespace)
+                pods = core.list_namespaced_pod(self.namespace).items
+            except Exception:
+                time.sleep(0.5)
+                continue
+            self.seen |= {j["metadata"]["uid"] for j in jobs}
+            if jobs or pods:
+                self.emptied_at = None
+            elif self.seen and self.emptied_at is None:
+                self.emptied_at = time.time()
+            time.sleep(0.3)
+
+    def live_uids(self) -> list[str]:
+        return [j["metadata"]["uid"] for j in list_jobs(self.api, self.namespace)]
+
+
+@dataclass
+class Run:
+    stack: AirflowStack
+    dag_id: str
+    run_id: str
+    watched: Watched
+
+    @property
+    def ti_path(self) -> str:
+        return f"/dags/{self.dag_id}/dagRuns/{quote(self.run_id, safe='')}/taskInstances/train"
+
+    def ti(self) -> dict[str, Any]:
+        return self.stack.api("GET", self.ti_path)
+
+    def dag_run(self) -> dict[str, Any]:
+        return self.stack.api("GET", f"/dags/{self.dag_id}/dagRuns/{quote(self.run_id, safe='')}")
+
+    def wait_deferred(self, timeout: float = 300) -> dict[str, Any]:
+        def deferred():
+            self.stack.check_alive()
+            ti = self.ti()
+            if ti["state"] in ("failed", "success", "skipped", "upstream_failed"):
+                raise AssertionError(f"{self.dag_id}: task ended {ti['state']} before deferring")
+            return ti if ti["state"] == "deferred" and self.watched.live_uids() else None
+
+        return wait_for(deferred, timeout, f"{self.dag_id} to defer", interval=1)
+
+
+class ReliabilityStack(AirflowStack):
+    """The e2e stack, patient with DAG imports on a busy 2-core machine."""
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"] = "300"
+        env["AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT"] = "300"
+        return env
+
+
+def _raise_on_sigterm(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@pytest.fixture(scope="module")
+def stack(volcano_cluster) -> Iterator[AirflowStack]:
+    home = Path(tempfile.mkdtemp(prefix="avw-rel-airflow-"))
+    log_dir = ARTIFACTS / "deferred-kill-logs"
+    shutil.rmtree(log_dir, ignore_errors=True)
+    stack = ReliabilityStack(
+        home=home,
+        log_dir=log_dir,
+        kubeconfig=volcano_cluster.kubeconfig,
+        wandb_conn=WANDB_CONN,
+        dags_folder=DAGS,
+    )
+    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        stack.start(timeout=300)
+        yield stack
+    finally:
+        try:
+            stack.stop()
+            shutil.rmtree(home, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+@pytest.fixture(scope="module")
+def runs(stack, volcano_cluster) -> Iterator[dict[str, Run]]:
+    """Start the four runs together (their waits overlap), each in its own namespace."""
+    api = volcano_cluster.api_client()
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    plan = {
+        "mark_failed": "avw_rel_deferred",
+        "clear": "avw_rel_deferred",
+        "dagrun_timeout": "avw_rel_dagrun_timeout",
+        "execution_timeout": "avw_rel_execution_timeout",
+    }
+    started: dict[str, Run] = {}
+    try:
+        for dag_id in set(plan.values()):
+            wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 240, f"DAG {dag_id}")
+            stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+        for case, dag_id in plan.items():
+            namespace = volcano_cluster.create_namespace(f"kill-{case.replace('_', '-')}")
+            run_id = f"{case}-{uuid.uuid4().hex[:6]}"
+            stack.api(
+                "POST",
+                f"/dags/{dag_id}/dagRuns",
+                json={
+                    "dag_run_id": run_id,
+                    "logical_date": None,
+                    "conf": {"template": template, "namespace": namespace},
+                },
+            )
+            started[case] = Run(stack, dag_id, run_id, Watched(api, namespace).start())
+        yield started
+    finally:
+        for run in started.values():
+            run.watched.stop()
+            volcano_cluster.delete_namespace(run.watched.namespace)
+        api.close()
+
+
+def _wait_gone(run: Run, since: float, what: str) -> float:
+    wait_for(lambda: run.watched.emptied_at, 120, f"{what}: job and pods gone", interval=0.3)
+    return run.watched.emptied_at - since
+
+
+def _triggerer_killed(run: Run) -> bool:
+    """The trigger's on_kill ran (its line is in the triggerer's or the task's trigger log)."""
+    needle = f"Task killed while deferred: deleting Volcano job {run.watched.namespace}/"
+    logs = [run.stack.log_dir / "triggerer.log", *run.stack.log_dir.rglob("*.log")]
+    return any(needle in path.read_text(errors="replace") for path in logs if path.is_file())
+
+
+def _iso(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def test_marked_failed_while_deferred_deletes_the_job(runs):
+    run = runs["mark_failed"]
+    run.wait_deferred()
+    time.sleep(3)  # the trigger is running in the triggerer, watching
+    acted = time.time()
+    run.stack.api("PATCH", run.ti_path, json={"new_state": "failed"})
+    took = _wait_gone(run, acted, "mark failed")
+    assert took < GONE_WITHIN, took
+    assert run.ti()["state"] == "failed"
+    assert _triggerer_killed(run)
+
+
+def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(runs):
+    run = runs["clear"]
+    run.wait_deferred()
+    first = run.watched.live_uids()
+    assert len(first) == 1
+    time.sleep(3)
+    acted = time.time()
+    run.stack.api(
+        "POST",
+        f"/dags/{run.dag_id}/clearTaskInstances",
+        json={
+            "dry_run": False,
+            "dag_run_id": run.run_id,
+            "task_ids": ["train"],
+            "only_failed": False,
+            "reset_dag_runs": True,
+        },
+    )
+    # The first try's job goes (the next try may already have submitted its own).
+    wait_for(lambda: first[0] not in run.watched.live_uids(), 120, "the first job deleted")
+    assert time.time() - acted < GONE_WITHIN + 5
+    # The next try submits a new job and waits on it: it did not reattach to the dying one.
+    ti = run.wait_deferred()
+    assert ti["try_number"] == 2, ti
+    second = run.watched.live_uids()
+    assert len(second) == 1 and second != first, (first, second)
+    time.sleep(5)
+    assert run.ti()["state"] == "deferred"
+    assert run.watched.live_uids() == second
+    # Clean up through the same path.
+    acted = time.time()
+    run.stack.api("PATCH", run.ti_path, json={"new_state": "failed"})
+    assert _wait_gone(run, acted, "mark failed after clear") < GONE_WITHIN
+
+
+def test_dag_run_timeout_deletes_the_job(runs):
+    run = runs["dagrun_timeout"]
+    dag_run = wait_for(
+        lambda: (r := run.dag_run())["state"] == "failed" and r, 400, "the DAG run to time out"
+    )
+    assert run.watched.seen, "the task never submitted its job"
+    assert run.ti()["state"] == "skipped"
+    took = _wait_gone(run, _iso(dag_run["end_date"]), "dagrun_timeout")
+    assert took < GONE_WITHIN, took
+    # It was the triggerer (the task was deferred) that deleted the job.
+    assert _triggerer_killed(run)
+
+
+def test_execution_timeout_while_deferred_deletes_the_job(runs):
+    run = runs["execution_timeout"]
+    ti = wait_for(
+        lambda: (t := run.ti())["state"] in ("failed", "success", "up_for_retry") and t,
+        300,
+        "the task to time out",
+    )
+    assert ti["state"] == "failed", ti
+    assert run.watched.seen, "the task never submitted its job"
+    took = _wait_gone(run, _iso(ti["end_date"]), "execution_timeout")
+    assert took < GONE_WITHIN, took
+    # The trigger's deadline ended the wait (so the task was deferred), then the resumed
+    # task deleted the job.
+    logs = run.stack.log_dir / "tasks" / f"dag_id={run.dag_id}"
+    text = "".join(p.read_text(errors="replace") for p in logs.rglob("*.log*"))
+    assert "execution_timeout reached" in text and "Deleted Volcano job" in text

@@ -1,0 +1,126 @@
+"""A worker SIGKILLed right after the create call, before its XCom push: the retry reattaches.
+
+Each trial forks a process that runs ``VolcanoPyTorchJobOperator.execute`` for its own task
+instance (the real render, Secret, list and create calls against the local cluster) and is
+SIGKILLed by a wrapper around ``VolcanoHook.create_job``:
+
+- ``after``: the moment the create call has returned (the job exists; nothing was pushed to
+  XCom, the Secret has no owner yet);
+- ``during``: at a random instant 0-150 ms into the create call, or right after it returns if
+  that comes first, so some creates never reach the apiserver and some are applied but their
+  answer is lost.
+
+Then the retry (try 2, deferrable: it stops where the trigger would take over) runs in the
+test process. Over 50 trials: exactly one job per task instance, the retry's trigger waits on
+that very job (0 duplicates), and every job on the cluster is one some retry waits on
+(0 orphans). The W&B key's Secret ends up single and owned by the job, so it goes with it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import threading
+from collections import Counter
+
+import pytest
+from kubernetes import client
+
+from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.reliability.support import (
+    StubTaskInstance,
+    execute_operator,
+    list_jobs,
+    operator,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+
+TRIALS = 50
+DAG_ID = "avw_rel_sigkill"
+
+
+def _op(namespace: str):
+    template = seed_template(master={SIM_DURATION: "600"})
+    return operator(template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True)
+
+
+def _first_try_killed(namespace: str, run_id: str, mode: str, delay: float) -> int:
+    """Fork; the child runs the first try and is killed by SIGKILL; return its wait status."""
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        return status
+    try:  # the child: never returns to pytest
+        from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+
+        real_create = VolcanoHook.create_job
+
+        def die() -> None:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        def create_then_die(self, body, ns):
+            if mode == "during":
+                threading.Timer(delay, die).start()
+            real_create(self, body, ns)
+            die()  # right after the create call: before the Secret owner, before XCom
+
+        VolcanoHook.create_job = create_then_die
+        execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", run_id))
+    finally:
+        os._exit(3)  # not killed: the harness failed to kill it
+
+
+def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    rng = random.Random(7)
+    api = volcano_cluster.api_client()
+    core = client.CoreV1Api(api)
+    waited_on: dict[str, str] = {}  # run id -> uid the retry's trigger waits on
+    found_by_retry = Counter()
+    for trial in range(TRIALS):
+        run_id = f"trial-{trial:02d}"
+        mode = "after" if trial % 2 == 0 else "during"
+        status = _first_try_killed(namespace, run_id, mode, rng.uniform(0, 0.15))
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+
+        identity = TaskInstanceIdentity(DAG_ID, "train", run_id)
+        before = [
+            j["metadata"]["uid"]
+            for j in list_jobs(api, namespace)
+            if j["metadata"]["labels"].get(IDENTITY_LABEL) == identity.digest
+        ]
+        assert len(before) <= 1
+        if mode == "after":
+            assert len(before) == 1  # the create had returned before the kill
+
+        retry = StubTaskInstance(DAG_ID, "train", run_id, try_number=2)
+        trigger = execute_operator(_op(namespace), retry)
+        waited_on[run_id] = trigger.job_uid
+        assert retry.pushed["volcano_job"]["uid"] == trigger.job_uid
+        if before:
+            assert before == [trigger.job_uid]  # reattached, not resubmitted
+        found_by_retry[f"{mode}/{'reattached' if before else 'submitted'}"] += 1
+
+        mine = [
+            j
+            for j in list_jobs(api, namespace)
+            if j["metadata"]["labels"].get(IDENTITY_LABEL) == identity.digest
+        ]
+        assert [j["metadata"]["uid"] for j in mine] == [trigger.job_uid]
+        secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+        assert len(secrets) == 1
+        owners = secrets[0].metadata.owner_references or []
+        assert [o.uid for o in owners] == [trigger.job_uid]
+
+    jobs = list_jobs(api, namespace)
+    by_owner = Counter(j["metadata"]["labels"][IDENTITY_LABEL] for j in jobs)
+    assert len(jobs) == TRIALS and set(by_owner.values()) == {1}  # 0 duplicates
+    assert {j["metadata"]["uid"] for j in jobs} == set(waited_on.values())  # 0 orphans
+    assert found_by_retry["after/reattached"] == TRIALS // 2
+    print("first-try outcomes:", dict(found_by_retry))
+    api.close()

@@ -1,0 +1,271 @@
+"""Property-based fuzzing of ``VolcanoPyTorchJobOperator``'s parameters (hypothesis).
+
+The renderer's own fuzzing is in ``tests/unit/test_template_properties.py``; this drives the
+operator's whole ``execute`` (its W&B settings, macro assembly, overrides, labels, env
+injection and submission) with hostile values for every templated parameter: strings with
+YAML, JSON, Jinja and macro metacharacters, huge and negative numbers, unicode digits,
+wrong types. The Kubernetes side is a recorder (no cluster: thousands of examples), so the
+test sees exactly what would have been sent.
+
+The only outcomes allowed:
+
+- an ``AirflowException`` whose message says what is wrong, and *no* API call at all (no
+  Secret, no job: nothing was submitted);
+- exactly one job created, of the template's shape: the same tasks, the task-instance
+  labels, every hostile value present only as a string where it was put (a value never
+  becomes YAML, so it cannot add fields), and JSON-serialisable.
+
+Anything else (a ``KeyError``, ``TypeError``, ``RecursionError`` from deep inside...) fails.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from tests.integration.jobs import seed_template
+from tests.reliability.support import StubTaskInstance, context_for, operator
+
+META = [
+    "\n",
+    "spec: {evil: 1}",
+    "{{ 7*7 }}",
+    "{% raw %}",
+    "${run_id}",
+    "$${x}",
+    "${",
+    "}",
+    '"',
+    "'",
+    "---",
+    "- a",
+    "&a",
+    "*a",
+    "!!python/object",
+    "#",
+    "\\",
+    "\x00",
+    "İ",
+    "😀",
+    "${v}",
+    ": ",
+    "|",
+    '{"a": 1}',
+    "[1, 2]",
+    "null",
+    "true",
+    "0x1F",
+    "1e309",
+    "٣",
+]
+nasty = st.lists(st.one_of(st.sampled_from(META), st.text(max_size=6)), max_size=6).map("".join)
+numberish = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.sampled_from(["3", "03", "-1", "1e3", "٣", " 2 ", "2.0", "99999999999999999999", ""]),
+    nasty,
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.none(),
+)
+names = st.one_of(st.sampled_from(["master", "worker", "ghost", ""]), nasty)
+ops_kwargs = st.fixed_dictionaries(
+    {},
+    optional={
+        "image_uri": st.one_of(nasty, st.none()),
+        "replicas": st.one_of(st.dictionaries(names, numberish, max_size=3), nasty),
+        "macros": st.dictionaries(
+            st.one_of(st.sampled_from(["user_value", "run_id", "image_uri"]), nasty),
+            st.one_of(nasty, numberish, st.lists(nasty, max_size=2)),
+            max_size=3,
+        ),
+        "env": st.one_of(st.dictionaries(nasty, st.one_of(nasty, numberish), max_size=3), nasty),
+        "pod_annotations": st.dictionaries(nasty, nasty, max_size=2),
+        "job_name": st.one_of(nasty, st.none()),
+        "namespace": st.one_of(st.sampled_from(["wandb", "team-a"]), nasty),
+        "container_resources": st.dictionaries(
+            names,
+            st.dictionaries(
+                st.sampled_from(["limits", "requests", "x"]),
+                st.dictionaries(nasty, numberish, max_size=2),
+                max_size=2,
+            ),
+            max_size=2,
+        ),
+        "command": st.dictionaries(names, st.lists(nasty, max_size=3), max_size=2),
+        "wandb_run_name": st.one_of(nasty, st.none()),
+        "wandb_entity": st.one_of(nasty, st.none()),
+        "wandb_project": st.one_of(nasty, st.none()),
+        "wandb_tags": st.one_of(st.lists(nasty, max_size=3), st.none()),
+    },
+)
+
+TEMPLATE = seed_template()
+TEMPLATE["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"] = [
+    {"name": "USER_VALUE", "value": "${user_value}"}
+]
+TEMPLATE["metadata"].setdefault("annotations", {})["note"] = "value: ${user_value}"
+
+
+class Recorder:
+    """Stands in for the Kubernetes API: records every call; create returns the job."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, Any]] = []
+
+    def install(self, monkeypatch) -> None:
+        def record(name, result=None):
+            def call(hook_self, *args, **kwargs):
+                self.calls.append((name, args))
+                return result(*args) if callable(result) else result
+
+            return call
+
+        def created(body, namespace):
+            job = copy.deepcopy(body)
+            job["metadata"]["uid"] = "uid-1"
+            return job
+
+        monkeypatch.setattr(VolcanoHook, "list_jobs", record("list_jobs", []))
+        monkeypatch.setattr(VolcanoHook, "create_job", record("create_job", created))
+        monkeypatch.setattr(VolcanoHook, "apply_secret", record("apply_secret"))
+        monkeypatch.setattr(VolcanoHook, "set_secret_owner", record("set_secret_owner"))
+        monkeypatch.setattr(VolcanoHook, "get_namespace", record("get_namespace", "default"))
+
+
+def _strings(obj: Any) -> list[str]:
+    if isinstance(obj, str):
+        return [obj]
+    if isinstance(obj, dict):
+        return [s for k, v in obj.items() for s in (*_strings(k), *_strings(v))]
+    if isinstance(obj, list):
+        return [s for v in obj for s in _strings(v)]
+    return []
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
+
+
+@pytest.fixture(scope="module")
+def recorder(monkeypatch_module):
+    rec = Recorder()
+    rec.install(monkeypatch_module)
+    return rec
+
+
+@settings(
+    max_examples=300,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(kwargs=ops_kwargs)
+def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recorder, kwargs):
+    recorder.calls.clear()
+    ti = StubTaskInstance("avw_rel_fuzz", "train", "manual__fuzz")
+    op = operator(
+        template=copy.deepcopy(TEMPLATE), wandb_conn_id=None, wait_for_completion=False, **kwargs
+    )
+    try:
+        op.execute(context_for(ti))
+    except AirflowException as exc:
+        message = str(exc)
+        assert message.strip() and len(message) < 20_000, message
+        assert recorder.calls == [] or all(name == "get_namespace" for name, _ in recorder.calls)
+        assert ti.pushed == {}
+        event(f"refused: {message.split(':')[0][:40]}")
+        return
+
+    event("submitted")
+    creates = [args for name, args in recorder.calls if name == "create_job"]
+    assert len(creates) == 1
+    body, _ = creates[0]
+    json.dumps(body)  # JSON types only
+    assert set(body) <= {"apiVersion", "kind", "metadata", "spec"}
+    assert body["kind"] == "Job" and body["apiVersion"] == "batch.volcano.sh/v1alpha1"
+    assert [t["name"] for t in body["spec"]["tasks"]] == ["master", "worker"]
+    assert set(body["spec"]) <= set(TEMPLATE["spec"]) | {"queue"}
+    identity = TaskInstanceIdentity("avw_rel_fuzz", "train", "manual__fuzz")
+    assert body["metadata"]["labels"][IDENTITY_LABEL] == identity.digest
+    for task in body["spec"]["tasks"]:
+        assert set(task) <= {"name", "replicas", "template", "policies", "minAvailable"}
+        assert isinstance(task["replicas"], int) and 0 <= task["replicas"] <= 1024
+        pod_spec = task["template"]["spec"]
+        assert set(pod_spec) <= {"containers", "restartPolicy"}
+    # A hostile macro value lands as one string, never parsed into structure.
+    user_value = (kwargs.get("macros") or {}).get("user_value")
+    if isinstance(user_value, str) and user_value:
+        assert any(user_value in s for s in _strings(body))
+        master_env = body["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]
+        assert {"name": "USER_VALUE", "value": user_value} in master_env
+
+
+env_names = st.from_regex(r"\A[A-Z_][A-Z0-9_]{0,10}\Z").filter(
+    lambda n: not n.startswith(("WANDB_", "AIRFLOW_"))
+)
+valid_with_hostile_text = st.fixed_dictionaries(
+    {
+        "macros": st.fixed_dictionaries({"user_value": nasty.filter(bool)}),
+        "replicas": st.fixed_dictionaries(
+            {"worker": st.one_of(st.integers(0, 64), st.integers(0, 64).map(str))}
+        ),
+    },
+    optional={
+        "env": st.dictionaries(env_names, nasty, max_size=3),
+        "pod_annotations": st.dictionaries(
+            st.from_regex(r"\Aexample\.com/[a-z][a-z0-9]{0,8}\Z"), nasty, max_size=2
+        ),
+        "command": st.fixed_dictionaries({"master": st.lists(nasty, min_size=1, max_size=3)}),
+        "wandb_run_name": nasty.filter(bool),
+        "wandb_tags": st.lists(nasty.filter(bool), max_size=3),
+    },
+)
+
+
+@settings(
+    max_examples=200,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(kwargs=valid_with_hostile_text)
+def test_hostile_text_in_free_text_fields_is_submitted_verbatim(recorder, kwargs):
+    """Where any text is legal, the text arrives as it was given, and adds no field."""
+    recorder.calls.clear()
+    ti = StubTaskInstance("avw_rel_fuzz", "train", "manual__fuzz")
+    op = operator(
+        template=copy.deepcopy(TEMPLATE), wandb_conn_id=None, wait_for_completion=False, **kwargs
+    )
+    try:
+        op.execute(context_for(ti))
+    except AirflowException as exc:  # allowed, if it explains itself and sent nothing
+        assert str(exc).strip()
+        assert all(name == "get_namespace" for name, _ in recorder.calls)
+        event("refused")
+        return
+    event("submitted")
+    ((body, _),) = [args for name, args in recorder.calls if name == "create_job"]
+    json.dumps(body)
+    tasks = body["spec"]["tasks"]
+    assert [t["name"] for t in tasks] == ["master", "worker"]
+    assert tasks[1]["replicas"] == int(kwargs["replicas"]["worker"])
+    master = tasks[0]["template"]["spec"]["containers"][0]
+    assert {"name": "USER_VALUE", "value": kwargs["macros"]["user_value"]} in master["env"]
+    for name, value in (kwargs.get("env") or {}).items():
+        for task in tasks:
+            env = task["template"]["spec"]["containers"][0]["env"]
+            assert {"name": name, "value": value} in env
+    for key, value in (kwargs.get("pod_annotations") or {}).items():
+        for task in tasks:
+            assert task["template"]["metadata"]["annotations"][key] == value
+    if "command" in kwargs:
+        assert master["command"] == kwargs["command"]["master"]
+    assert set(body) == {"apiVersion", "kind", "metadata", "spec"}

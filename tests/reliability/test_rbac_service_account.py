@@ -1,0 +1,173 @@
+"""The provider as the least-privilege ServiceAccount of ``docker/k8s/rbac.yaml``, for real.
+
+``rbac.yaml`` is applied to a fresh namespace; a token for its ServiceAccount is issued with
+the TokenRequest API and written into a kubeconfig (no client certificate, no impersonation:
+the API server authenticates the token and RBAC authorizes every call). Airflow's
+``kubernetes_default`` connection points at that kubeconfig, and the test DAGs run through
+``dag.test()``:
+
+- sync and deferrable runs succeed (create the Secret and the job, list, watch, stream the
+  master's log, delete);
+- a failing job's report (pods, exit code, log tail, PodGroups, events) works too: no 403
+  hides the cause;
+- with a Role that lacks one permission the task fails with an error naming the verb and the
+  resource that is missing, and nothing is left running.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubernetes import client
+
+from tests.integration.jobs import (
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    list_jobs,
+    run_dag,
+    seed_template,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+RBAC = Path(__file__).resolve().parents[2] / "docker" / "k8s" / "rbac.yaml"
+SA = "airflow-volcano-wandb"
+JOBS = "jobs.batch.volcano.sh"
+
+
+def _apply_rbac(admin, namespace: str, drop: tuple[str, str] | None = None) -> None:
+    """Apply rbac.yaml to ``namespace``; ``drop=(resource, verb)`` removes one permission."""
+    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
+    for doc in yaml.safe_load_all(RBAC.read_text()):
+        if not doc:
+            continue
+        doc = copy.deepcopy(doc)
+        doc["metadata"]["namespace"] = namespace
+        for subject in doc.get("subjects", []):
+            subject["namespace"] = namespace
+        if doc["kind"] == "ServiceAccount":
+            core.create_namespaced_service_account(namespace, doc)
+        elif doc["kind"] == "Role":
+            if drop:
+                for rule in doc["rules"]:
+                    if drop[0] in rule["resources"]:
+                        rule["verbs"] = [v for v in rule["verbs"] if v != drop[1]]
+            rbac.create_namespaced_role(namespace, doc)
+        elif doc["kind"] == "RoleBinding":
+            rbac.create_namespaced_role_binding(namespace, doc)
+
+
+def _token_kubeconfig(admin, admin_kubeconfig: Path, namespace: str, out: Path) -> Path:
+    """A kubeconfig holding a TokenRequest token of the ServiceAccount, and nothing else."""
+    request = client.AuthenticationV1TokenRequest(
+        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
+    )
+    token = (
+        client.CoreV1Api(admin)
+        .create_namespaced_service_account_token(SA, namespace, request)
+        .status.token
+    )
+    base = yaml.safe_load(admin_kubeconfig.read_text())
+    cluster = base["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "local", "cluster": cluster["cluster"]}],
+        "users": [{"name": SA, "user": {"token": token}}],
+        "contexts": [
+            {"name": SA, "context": {"cluster": "local", "user": SA, "namespace": namespace}}
+        ],
+        "current-context": SA,
+    }
+    out.write_text(yaml.safe_dump(config))
+    out.chmod(0o600)
+    return out
+
+
+@pytest.fixture
+def as_service_account(airflow_db, wandb_connection, volcano_cluster, monkeypatch, tmp_path):
+    """Make ``kubernetes_default`` the ServiceAccount of a fresh namespace; returns a factory."""
+    admin = volcano_cluster.api_client()
+    created = []
+
+    def make(drop: tuple[str, str] | None = None) -> str:
+        namespace = volcano_cluster.create_namespace("rbac-sa")
+        created.append(namespace)
+        _apply_rbac(admin, namespace, drop)
+        kubeconfig = _token_kubeconfig(
+            admin, volcano_cluster.kubeconfig, namespace, tmp_path / f"{namespace}.kubeconfig"
+        )
+        conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", json.dumps(conn))
+        return namespace
+
+    yield make, admin
+    for namespace in created:
+        volcano_cluster.delete_namespace(namespace)
+    admin.close()
+
+
+def _out(capfd) -> str:
+    captured = capfd.readouterr()
+    return captured.out + captured.err
+
+
+def test_the_dags_run_as_the_least_privilege_service_account(as_service_account, capfd):
+    make, _ = as_service_account
+    namespace = make()
+    template = seed_template(master={SIM_DURATION: "3"}, worker={SIM_DURATION: "600"})
+    for dag_id in ("avw_test_sync", "avw_test_deferrable"):
+        _, tis = run_dag(dag_id, template=template, namespace=namespace)
+        out = _out(capfd)
+        assert tis["train"][0] == "success", out[-5000:]
+        assert "Forbidden" not in out and "Kubernetes denied" not in out, out[-5000:]
+        assert "[sim] container master exited with code 0" in out  # pods/log was readable
+
+    failing = seed_template(
+        master={SIM_DURATION: "1", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
+    )
+    for task in failing["spec"]["tasks"]:
+        task["template"]["spec"]["restartPolicy"] = "Never"
+    failing["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
+    _, tis = run_dag("avw_test_deferrable", template=failing, namespace=namespace)
+    out = _out(capfd)
+    assert tis["train"][0] == "failed"
+    assert "exited with code 3" in out, out[-5000:]
+    assert "Kubernetes denied" not in out, out[-5000:]
+
+
+@pytest.mark.parametrize(
+    ("dag_id", "drop", "named"),
+    [
+        ("avw_test_sync", ("jobs", "create"), f"Kubernetes denied 'create' on '{JOBS}'"),
+        ("avw_test_sync", ("secrets", "create"), "Kubernetes denied 'create' on 'secrets'"),
+        ("avw_test_sync", ("jobs", "list"), f"Kubernetes denied 'list' on '{JOBS}'"),
+        # Submitted, but the wait cannot watch: the trigger says so at once (it used to wait
+        # forever), and the job, which nobody can wait on, is deleted.
+        (
+            "avw_test_deferrable",
+            ("jobs", "watch"),
+            f"Kubernetes denied 'watch' on '{JOBS}'",
+        ),
+    ],
+)
+def test_a_missing_permission_names_the_verb_and_resource(
+    as_service_account, capfd, dag_id, drop, named
+):
+    make, admin = as_service_account
+    namespace = make(drop=drop)
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    started = time.monotonic()
+    _, tis = run_dag(dag_id, template=template, namespace=namespace)
+    out = _out(capfd)
+    assert tis["train"][0] == "failed"
+    assert time.monotonic() - started < 120  # no endless wait
+    assert f"{named} in namespace '{namespace}'" in out, out[-5000:]
+    # Nothing submitted, or nothing left running.
+    wait_until(lambda: list_jobs(admin, namespace) == [], 60, what="no job left")

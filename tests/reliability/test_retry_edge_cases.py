@@ -1,0 +1,117 @@
+"""Retries that meet an earlier try's job in an awkward state, on the shared local cluster.
+
+- The earlier job is being deleted (a clear or kill of the previous try; on a real cluster
+  foreground deletion lasts as long as pod termination, here a finalizer holds it): the retry
+  must not reattach to it (it would see it vanish and fail); it waits for it to go and
+  submits afresh.
+- A job of the same name owned by another task instance: the retry refuses with a message
+  naming the owner, and leaves that job alone.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+from kubernetes import client
+
+from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.reliability.support import (
+    GROUP,
+    VERSION,
+    StubTaskInstance,
+    execute_operator,
+    list_jobs,
+    operator,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+HOLD = "reliability.airflow-volcano-wandb.io/hold"
+
+
+def _op(namespace: str, **kwargs):
+    template = seed_template(master={SIM_DURATION: "600"})
+    return operator(
+        template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True, **kwargs
+    )
+
+
+def test_a_retry_does_not_reattach_to_a_job_being_deleted(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    api = volcano_cluster.api_client()
+    custom = client.CustomObjectsApi(api)
+    first = execute_operator(_op(namespace), StubTaskInstance("avw_rel_edge", "train", "r1"))
+    name = first.job_name
+    custom.patch_namespaced_custom_object(
+        GROUP, VERSION, namespace, "jobs", name, {"metadata": {"finalizers": [HOLD]}}
+    )
+    custom.delete_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        "jobs",
+        name,
+        body=client.V1DeleteOptions(propagation_policy="Foreground"),
+    )
+    job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+    assert job["metadata"].get("deletionTimestamp")
+
+    def release_after(delay: float) -> None:
+        time.sleep(delay)
+        while True:
+            current = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+            finalizers = [f for f in current["metadata"].get("finalizers", []) if f != HOLD]
+            try:
+                custom.patch_namespaced_custom_object(  # merge patch, optimistic lock
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    "jobs",
+                    name,
+                    {
+                        "metadata": {
+                            "finalizers": finalizers,
+                            "resourceVersion": current["metadata"]["resourceVersion"],
+                        }
+                    },
+                )
+                return
+            except client.ApiException as exc:
+                if exc.status == 404:
+                    return
+                time.sleep(0.2)
+
+    releaser = threading.Thread(target=release_after, args=(4.0,), daemon=True)
+    releaser.start()
+    started = time.monotonic()
+    retry = StubTaskInstance("avw_rel_edge", "train", "r1", try_number=2)
+    second = execute_operator(_op(namespace), retry)
+    releaser.join(30)
+    assert time.monotonic() - started >= 3.5  # it waited for the old job to go
+    assert second.job_uid != first.job_uid
+    jobs = list_jobs(api, namespace)
+    assert [j["metadata"]["uid"] for j in jobs] == [second.job_uid]
+    assert not jobs[0]["metadata"].get("deletionTimestamp")
+    api.close()
+
+
+def test_a_job_name_taken_by_another_task_instance_is_left_alone(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    api = volcano_cluster.api_client()
+    theirs = execute_operator(
+        _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "other", "r1")
+    )
+    with pytest.raises(AirflowException) as failure:
+        execute_operator(
+            _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "train", "r1")
+        )
+    assert "belongs to avw_rel_edge/other/r1" in str(failure.value)
+    assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [theirs.job_uid]
+    api.close()
