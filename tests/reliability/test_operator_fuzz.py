@@ -31,42 +31,11 @@ from hypothesis import strategies as st
 
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from tests.hostile import hostile_text
 from tests.integration.jobs import seed_template
 from tests.reliability.support import StubTaskInstance, context_for, operator
 
-META = [
-    "\n",
-    "spec: {evil: 1}",
-    "{{ 7*7 }}",
-    "{% raw %}",
-    "${run_id}",
-    "$${x}",
-    "${",
-    "}",
-    '"',
-    "'",
-    "---",
-    "- a",
-    "&a",
-    "*a",
-    "!!python/object",
-    "#",
-    "\\",
-    "\x00",
-    "İ",
-    "😀",
-    "${v}",
-    ": ",
-    "|",
-    '{"a": 1}',
-    "[1, 2]",
-    "null",
-    "true",
-    "0x1F",
-    "1e309",
-    "٣",
-]
-nasty = st.lists(st.one_of(st.sampled_from(META), st.text(max_size=6)), max_size=6).map("".join)
+nasty = hostile_text(6, 6)
 numberish = st.one_of(
     st.integers(min_value=-(10**30), max_value=10**30),
     st.sampled_from(["3", "03", "-1", "1e3", "٣", " 2 ", "2.0", "99999999999999999999", ""]),

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from airflow_volcano_wandb import naming
 from airflow_volcano_wandb.template import TemplateError, render_job
+from tests.hostile import hostile_text
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = yaml.safe_load(
@@ -31,33 +32,7 @@ SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[Heal
 
 # Text that tries hard to break out: YAML/JSON/Jinja/shell metacharacters, macro syntax,
 # newlines, unicode, plus arbitrary characters.
-META = [
-    "\n",
-    "spec: {evil: 1}",
-    "{{ 7*7 }}",
-    "${run_id}",
-    "$${x}",
-    "${",
-    "}",
-    '"',
-    "'",
-    "---",
-    "- a",
-    "&a",
-    "*a",
-    "!!python/object",
-    "#",
-    "\\",
-    "\x00",
-    "İ",
-    "😀",
-    "${v}",
-    ": ",
-    "|",
-]
-nasty_text = st.lists(st.one_of(st.sampled_from(META), st.text(max_size=8)), max_size=8).map(
-    "".join
-)
+nasty_text = hostile_text(8, 8)
 scalars = st.one_of(
     nasty_text,
     st.integers(),
