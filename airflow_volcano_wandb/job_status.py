@@ -118,12 +118,15 @@ def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str =
     status = job.get("status") or {}
     state = status.get("state") or {}
     phase = str(state.get("phase") or "")
+    # Foreground deletion keeps the job until its pods are gone, often for their whole grace
+    # period; a job being deleted will not finish its run, so the wait ends now.
+    deleting = bool(metadata.get("deletionTimestamp"))
     return JobStatus(
         name=str(metadata.get("name") or name),
         namespace=str(metadata.get("namespace") or namespace),
         uid=str(metadata.get("uid") or ""),
         phase=phase,
-        verdict=_verdict_for(phase),
+        verdict=Verdict.DELETED if deleting else _verdict_for(phase),
         reason=str(state.get("reason") or ""),
         message=str(state.get("message") or ""),
         retry_count=int(status.get("retryCount") or 0),

@@ -387,7 +387,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     def _reuse_or_clear(self, hook: VolcanoHook, job: dict[str, Any]) -> dict[str, Any] | None:
         """A job this task instance already owns: reuse it, or delete it and say so."""
         status = job_status.interpret(job)
-        if (job.get("metadata") or {}).get("deletionTimestamp"):
+        if status.verdict is job_status.Verdict.DELETED:
             # Being deleted (a kill or clear of an earlier try): reattaching would only see it
             # vanish. Let it go, then submit afresh.
             self.log.info(

@@ -163,12 +163,14 @@ def test_sigterm_while_waiting_deletes_the_job_and_its_pods(cluster, tmp_path):
     wait_until(lambda: list_pods(api, namespace), 120, what="pods created")
     time.sleep(2)
     os.killpg(child.pid, signal.SIGTERM)
-    child.wait(60)
     wait_until(
         lambda: not list_jobs(api, namespace) and not list_pods(api, namespace),
-        30,
+        120,  # foreground deletion: the pods' termination grace period comes first
         what="job and pods deleted after SIGTERM",
     )
+    # Without a supervisor (airflow dags test) nothing escalates to SIGKILL; the task ends by
+    # itself once its wait sees the job gone.
+    child.wait(180)
 
 
 def test_a_job_deleted_by_someone_else_fails_the_task_and_says_so(cluster, tmp_path):

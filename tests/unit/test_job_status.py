@@ -116,3 +116,11 @@ def test_statuses_captured_from_the_real_cluster(path):
     status = interpret(captured["job"])
     assert status.verdict.value == captured["expected_verdict"], status
     assert status.phase == captured["job"]["status"]["state"]["phase"]
+
+
+def test_a_job_being_deleted_counts_as_deleted_at_once():
+    deleting = job("Running")
+    deleting["metadata"]["deletionTimestamp"] = "2026-11-29T10:05:00Z"
+    status = interpret(deleting)
+    assert status.verdict is Verdict.DELETED and status.terminal
+    assert "was deleted" in status.explain()
