@@ -33,6 +33,9 @@ def test_product_copy_of_the_seed_is_exact() -> None:
     if not (SHARED_SEED / SEED_YAML.name).exists():
         pytest.skip("../shared/seed is not beside this clone")
     assert SEED_YAML.read_bytes() == (SHARED_SEED / SEED_YAML.name).read_bytes()
+    assert SEED_YAML.with_suffix(".json").read_bytes() == (
+        SHARED_SEED / "volcano-pytorch-queue-template.json"
+    ).read_bytes()
     shared_json = json.loads((SHARED_SEED / "volcano-pytorch-queue-template.json").read_text())
     assert shared_json == seed_dict()
 
@@ -66,9 +69,8 @@ def test_seed_renders_identically_from_every_source() -> None:
 
 
 def test_seed_json_file_renders_like_yaml() -> None:
-    if not SHARED_SEED.exists():
-        pytest.skip("../shared/seed is not beside this clone")
-    assert render_job(SHARED_SEED / "volcano-pytorch-queue-template.json", macros=MACROS) == (
+    seed_json = SEED_YAML.with_suffix(".json")
+    assert render_job(seed_json, macros=MACROS) == (
         render_job(SEED_YAML, macros=MACROS)
     )
 
