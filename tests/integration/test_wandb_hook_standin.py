@@ -12,12 +12,11 @@ import time
 from pathlib import Path
 
 import pytest
+import wandb
 import yaml
 
 from airflow_volcano_wandb.hooks import WandbHook
 from tests.wandb_standin import WandbStandin
-
-pytest.importorskip("wandb")
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
 ENTITY = "ml-team"
@@ -119,7 +118,6 @@ def test_get_run_summary_selected_keys_against_wandb_standin(
 def test_get_run_summary_unknown_run_against_wandb_standin(
     standin: WandbStandin, conn_id: str
 ) -> None:
-    import wandb
 
     with pytest.raises(wandb.errors.CommError):
         WandbHook(conn_id).get_run_summary("no-such-run")

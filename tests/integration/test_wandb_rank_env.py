@@ -16,7 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
+import wandb  # noqa: F401  (a dependency: missing it must fail, not skip)
 
 from airflow_volcano_wandb.wandb_run import (
     AirflowRunContext,
@@ -24,8 +24,6 @@ from airflow_volcano_wandb.wandb_run import (
     WandbRunSpec,
     container_env,
 )
-
-pytest.importorskip("wandb")
 
 NAIVE_TRAINER = textwrap.dedent(
     """

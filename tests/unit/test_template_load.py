@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -31,11 +32,16 @@ def seed_dict() -> dict:
 
 def test_product_copy_of_the_seed_is_exact() -> None:
     if not (SHARED_SEED / SEED_YAML.name).exists():
+        # The mission's seed lives outside the repo; CI always lays shared/ beside the clone,
+        # so there its absence is a failure. A user's clone has no shared/ to compare with.
+        if os.environ.get("CI"):
+            pytest.fail("../shared/seed is missing beside the CI clone")
         pytest.skip("../shared/seed is not beside this clone")
     assert SEED_YAML.read_bytes() == (SHARED_SEED / SEED_YAML.name).read_bytes()
-    assert SEED_YAML.with_suffix(".json").read_bytes() == (
-        SHARED_SEED / "volcano-pytorch-queue-template.json"
-    ).read_bytes()
+    assert (
+        SEED_YAML.with_suffix(".json").read_bytes()
+        == (SHARED_SEED / "volcano-pytorch-queue-template.json").read_bytes()
+    )
     shared_json = json.loads((SHARED_SEED / "volcano-pytorch-queue-template.json").read_text())
     assert shared_json == seed_dict()
 
@@ -70,9 +76,7 @@ def test_seed_renders_identically_from_every_source() -> None:
 
 def test_seed_json_file_renders_like_yaml() -> None:
     seed_json = SEED_YAML.with_suffix(".json")
-    assert render_job(seed_json, macros=MACROS) == (
-        render_job(SEED_YAML, macros=MACROS)
-    )
+    assert render_job(seed_json, macros=MACROS) == (render_job(SEED_YAML, macros=MACROS))
 
 
 def test_callers_dict_is_never_changed() -> None:
