@@ -31,7 +31,6 @@ FAILURE_PHASES = frozenset({"Failed", "Terminated", "Aborted"})
 WAIT_PHASES = frozenset(
     {"", "Pending", "Running", "Restarting", "Completing", "Aborting", "Terminating"}
 )
-POD_PHASES_IN_ORDER = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
 
 
 @dataclass(frozen=True)

@@ -348,21 +348,6 @@ class VolcanoHook(KubernetesHook):
             {"metadata": {"ownerReferences": [owner]}},
         )
 
-    @api_retry
-    def delete_secret(self, name: str, namespace: str) -> None:
-        try:
-            self._call(
-                "delete",
-                "secrets",
-                namespace,
-                self.core_v1_client.delete_namespaced_secret,
-                name,
-                namespace,
-            )
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
-
     def failure_report(self, job: Mapping[str, Any], log_lines: int = 20) -> list[str]:
         """Everything a person needs to see why the job ended badly, as log lines."""
         meta = job.get("metadata") or {}

@@ -15,6 +15,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import job_status, wandb_run
 from airflow_volcano_wandb._template.overrides import apply_env
+from airflow_volcano_wandb.diagnostics import task_of
 from airflow_volcano_wandb.hooks.volcano import (
     JobExistsError,
     VolcanoConnectionMixin,
@@ -499,15 +500,17 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         )
 
     def _log_master_tail(self, hook: VolcanoHook) -> None:
-        from airflow_volcano_wandb.diagnostics import task_of
-
+        """Deferrable mode streams nothing while waiting: show the master's last lines now."""
         assert self._submitted is not None
-        for pod in hook.list_job_pods(self._submitted["name"], self._submitted["namespace"]):
-            if task_of(pod) == "master":
-                name = pod["metadata"]["name"]
-                log = hook.read_pod_log(name, self._submitted["namespace"], self.log_lines)
+        name, namespace = self._submitted["name"], self._submitted["namespace"]
+        job = hook.get_job(name, namespace)
+        master = (master_task_name(job) if job else None) or "master"
+        for pod in hook.list_job_pods(name, namespace):
+            if task_of(pod) == master:
+                pod_name = pod["metadata"]["name"]
+                log = hook.read_pod_log(pod_name, namespace, self.log_lines)
                 for line in log.splitlines():
-                    self.log.info("[%s] %s", name, line)
+                    self.log.info("[%s] %s", pod_name, line)
 
     def _delete_quietly(self, hook: VolcanoHook) -> None:
         if not self._submitted:
