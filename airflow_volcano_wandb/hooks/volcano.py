@@ -12,6 +12,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator, Mapping
+from functools import cached_property
 from typing import Any
 
 import aiohttp
@@ -124,8 +125,10 @@ class VolcanoConnectionMixin:
             "in_cluster": self.in_cluster,
         }
 
-    @property
+    @cached_property
     def hook(self) -> VolcanoHook:
+        # One hook per task run: its connection lookup and API clients are reused by every
+        # call and every poke instead of being rebuilt each time.
         return VolcanoHook(**self.connection_kwargs())
 
 
