@@ -11,6 +11,7 @@ from typing import Any, Literal
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import job_status, wandb_run
@@ -226,7 +227,15 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             secret_name = self._store_api_key(hook, body, identity, wandb_hook)
             job = self._submit_or_reattach(hook, body, identity)
             if secret_name:
-                hook.set_secret_owner(secret_name, namespace, job)
+                try:
+                    hook.set_secret_owner(secret_name, namespace, job)
+                except ApiException as exc:
+                    if exc.status != 404:
+                        raise
+                    # Collected with an earlier job of this task instance while we waited for
+                    # that job to go: write it again and hand it to the new job.
+                    self._store_api_key(hook, body, identity, wandb_hook)
+                    hook.set_secret_owner(secret_name, namespace, job)
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
             raise AirflowException(
                 f"Submission failed: could not reach the Kubernetes API at "
