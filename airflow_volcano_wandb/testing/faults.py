@@ -3,7 +3,7 @@
 - :func:`stop_component` / :func:`start_component` stop one process of a local cluster (by
   the pid file the harness wrote) and start it again with the very same command line, e.g.
   to take the kube-apiserver away for a while. Use a private cluster for that, not the shared
-  session one.
+  session one. :func:`wait_volcano_runs_jobs` then waits until the cluster runs jobs again.
 - :class:`FaultProxy` is a TCP proxy (asyncio, in a thread of its own) between a client and
   the apiserver. TLS passes through it untouched (the apiserver's certificate is valid for
   127.0.0.1, so a kubeconfig may simply point at the proxy's port). It can add latency,
@@ -72,6 +72,60 @@ def wait_apiserver_ready(state_dir: Path, timeout: float = 60.0) -> float:
                 return time.monotonic() - start
         time.sleep(0.2)
     raise TimeoutError(f"kube-apiserver in {state_dir} not ready after {timeout}s")
+
+
+_JOBS = "/apis/batch.volcano.sh/v1alpha1/namespaces/default/jobs"
+
+
+def _probe_job(name: str) -> dict:
+    pod = {"containers": [{"name": "probe", "image": "busybox"}], "restartPolicy": "Never"}
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "minAvailable": 1,
+            "schedulerName": "volcano",
+            "tasks": [{"name": "probe", "replicas": 1, "template": {"spec": pod}}],
+        },
+    }
+
+
+def wait_volcano_runs_jobs(
+    state_dir: Path, timeout: float = 180.0, attempt_timeout: float = 20.0
+) -> float:
+    """Block until a probe Volcano Job runs to completion; return the seconds it took.
+
+    A ready apiserver is not yet a working cluster: after a restart, Volcano's controllers
+    reconnect their watches with a backoff of their own. Volcano's job controller only
+    reacts to a PodGroup *update*, so a job whose PodGroup was created and enqueued while
+    that watch was away is never started (it stays Pending). Each probe that does not
+    finish within ``attempt_timeout`` is deleted and another is tried, until one completes.
+    """
+    import json
+
+    state_dir = Path(state_dir)
+    server = json.loads((state_dir / "state.json").read_text())["server"]
+    kube = admin_client(state_dir, server)
+    start = time.monotonic()
+    attempt = 0
+    while time.monotonic() - start < timeout:
+        attempt += 1
+        name = f"avw-settle-probe-{os.getpid()}-{attempt}"
+        with contextlib.suppress(Exception):
+            kube.request("POST", _JOBS, _probe_job(name))
+        deadline = time.monotonic() + attempt_timeout
+        phase = None
+        while time.monotonic() < deadline and phase != "Completed":
+            time.sleep(0.5)
+            with contextlib.suppress(Exception):
+                job = kube.get_or_none(f"{_JOBS}/{name}") or {}
+                phase = job.get("status", {}).get("state", {}).get("phase")
+        with contextlib.suppress(Exception):
+            kube.request("DELETE", f"{_JOBS}/{name}", {"propagationPolicy": "Background"})
+        if phase == "Completed":
+            return time.monotonic() - start
+    raise TimeoutError(f"Volcano in {state_dir} ran no probe job within {timeout}s")
 
 
 def kubeconfig_for_server(kubeconfig: Path, server: str, out: Path) -> Path:

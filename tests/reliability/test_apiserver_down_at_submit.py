@@ -52,12 +52,15 @@ def _op(namespace: str):
         namespace=namespace,
         replicas={"worker": 0},
         on_finish_action="keep",  # so the test can count the jobs afterwards
+        pending_timeout=120,  # a job Volcano never starts fails the test instead of hanging it
     )
 
 
 def _restart_apiserver(info, argv):
     faults.start_component(info.state_dir, "kube-apiserver", argv)
     faults.wait_apiserver_ready(info.state_dir, 90)
+    # The retry is tested, not Volcano's recovery: see wait_volcano_runs_jobs.
+    faults.wait_volcano_runs_jobs(info.state_dir)
 
 
 def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
