@@ -20,7 +20,11 @@ from typing import Any
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook, permission_error
+from airflow_volcano_wandb.hooks.volcano import (
+    AsyncVolcanoHook,
+    permission_error,
+    retry_after_seconds,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +130,9 @@ class NamespaceJobWatcher:
                     backoff,
                     exc_info=log.isEnabledFor(logging.DEBUG),
                 )
-                await asyncio.sleep(backoff * (1 + random.random() / 2))
+                await asyncio.sleep(
+                    max(backoff * (1 + random.random() / 2), retry_after_seconds(exc))
+                )
                 backoff = min(backoff * 2, RECONNECT_BACKOFF_MAX)
 
     def _refused(self, exc: ApiException, verb: str) -> None:

@@ -39,6 +39,13 @@ RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
 # no FIN) would keep a trigger waiting forever.
 ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(sock_connect=30, sock_read=60)
+# Sync calls too (connect, read): a create whose answer never comes is retried, and its 409
+# reattaches, instead of holding the task until its execution_timeout. The apiserver itself
+# gives up on a request after 60 s (--request-timeout).
+SYNC_CALL_TIMEOUT = (30, 70)
+# A throttling apiserver (429) or gateway (503) may say when to come back; wait at least
+# that long, but never longer than this.
+RETRY_AFTER_MAX = 30.0
 WATCH_READ_GRACE = 30
 
 log = logging.getLogger(__name__)
@@ -46,6 +53,10 @@ log = logging.getLogger(__name__)
 
 class JobExistsError(Exception):
     """The API answered 409: a job of that name is already there."""
+
+
+class SecretExistsError(Exception):
+    """The API answered 409: a Secret of that name is already there."""
 
 
 class KubernetesPermissionError(PermissionError):
@@ -56,6 +67,25 @@ def _is_retryable(exc: BaseException) -> bool:
     if isinstance(exc, ApiException | AsyncApiException):
         return exc.status in RETRYABLE_STATUSES or exc.status == 0
     return isinstance(exc, Urllib3Error | ConnectionError | TimeoutError | OSError)
+
+
+def retry_after_seconds(exc: BaseException | None) -> float:
+    """The wait a 429/503 answer asked for (its Retry-After header), capped; else 0."""
+    if not isinstance(exc, ApiException | AsyncApiException) or not exc.headers:
+        return 0.0
+    try:
+        seconds = float(exc.headers.get("Retry-After", 0))
+    except (TypeError, ValueError):  # an HTTP date, or garbage: fall back to our backoff
+        return 0.0
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+
+
+_backoff = tenacity.wait_exponential(multiplier=0.5, max=8)
+
+
+def _wait_before_retry(state: tenacity.RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    return max(_backoff(state), retry_after_seconds(exc))
 
 
 def _log_retry(state: tenacity.RetryCallState) -> None:
@@ -76,7 +106,7 @@ def _short(exc: BaseException | None) -> str:
 # caller as "already there" (reattach), so a create whose answer was lost is not duplicated.
 api_retry = tenacity.retry(
     retry=tenacity.retry_if_exception(_is_retryable),
-    wait=tenacity.wait_exponential(multiplier=0.5, max=8),
+    wait=_wait_before_retry,
     stop=tenacity.stop_after_attempt(6) | tenacity.stop_after_delay(60),
     before_sleep=_log_retry,
     reraise=True,
@@ -89,12 +119,13 @@ def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -
         return KubernetesPermissionError(
             f"Kubernetes denied '{verb}' on '{resource}' in namespace '{namespace}'. "
             f"Grant it in the Role bound to this connection's identity "
-            f"(see docker/k8s/rbac.yaml). API said: {_api_message(exc)}"
+            f"(see docker/k8s/rbac.yaml). API said: {api_message(exc)}"
         )
     return exc
 
 
-def _api_message(exc: ApiException | AsyncApiException) -> str:
+def api_message(exc: ApiException | AsyncApiException) -> str:
+    """What the apiserver (or an admission webhook) said, without headers and body dump."""
     try:
         return str(json.loads(exc.body).get("message"))
     except (TypeError, ValueError, AttributeError):
@@ -138,6 +169,7 @@ class VolcanoHook(KubernetesHook):
     hook_name = "Volcano (Kubernetes)"
 
     def _call(self, verb: str, resource: str, namespace: str, fn, *args, **kwargs):
+        kwargs.setdefault("_request_timeout", SYNC_CALL_TIMEOUT)
         try:
             return fn(*args, **kwargs)
         except ApiException as exc:
@@ -304,11 +336,10 @@ class VolcanoHook(KubernetesHook):
         ]
 
     @api_retry
-    def apply_secret(self, body: Mapping[str, Any], namespace: str) -> None:
-        """Create the Secret, or replace its data when a previous try left one."""
-        name = body["metadata"]["name"]
+    def create_secret(self, body: Mapping[str, Any], namespace: str) -> dict:
+        """Create a Secret; raise ``SecretExistsError`` when one of that name exists."""
         try:
-            self._call(
+            created = self._call(
                 "create",
                 "secrets",
                 namespace,
@@ -317,17 +348,66 @@ class VolcanoHook(KubernetesHook):
                 body,
             )
         except ApiException as exc:
-            if exc.status != 409:
-                raise
-            self._call(
-                "patch",
+            if exc.status == 409:
+                raise SecretExistsError(body["metadata"]["name"]) from exc
+            raise
+        return _to_dict(self.api_client, created)
+
+    @api_retry
+    def get_secret_metadata(self, name: str, namespace: str) -> dict | None:
+        """The Secret's metadata (never its data), or ``None`` when it does not exist."""
+        try:
+            secret = self._call(
+                "get",
                 "secrets",
                 namespace,
-                self.core_v1_client.patch_namespaced_secret,
+                self.core_v1_client.read_namespaced_secret,
                 name,
                 namespace,
-                {"stringData": body.get("stringData") or {}},
             )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+        return _to_dict(self.api_client, secret.metadata)
+
+    @api_retry
+    def patch_secret_data(self, name: str, namespace: str, string_data: Mapping[str, str]) -> dict:
+        """Replace the Secret's values (a retry refreshing the copy an earlier try left)."""
+        patched = self._call(
+            "patch",
+            "secrets",
+            namespace,
+            self.core_v1_client.patch_namespaced_secret,
+            name,
+            namespace,
+            {"stringData": dict(string_data)},
+        )
+        return _to_dict(self.api_client, patched)
+
+    def delete_secret(self, name: str, namespace: str, resource_version: str) -> bool:
+        """Delete the Secret only if nobody changed it since ``resource_version``; one try.
+
+        Returns False when it is gone already or was changed (e.g. handed to a job).
+        """
+        body = k8s.V1DeleteOptions(
+            preconditions=k8s.V1Preconditions(resource_version=resource_version)
+        )
+        try:
+            self._call(
+                "delete",
+                "secrets",
+                namespace,
+                self.core_v1_client.delete_namespaced_secret,
+                name,
+                namespace,
+                body=body,
+            )
+            return True
+        except ApiException as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
 
     @api_retry
     def set_secret_owner(self, name: str, namespace: str, job: Mapping[str, Any]) -> None:

@@ -18,9 +18,13 @@ from airflow_volcano_wandb import job_status, wandb_run
 from airflow_volcano_wandb._template.overrides import apply_env
 from airflow_volcano_wandb.diagnostics import task_of
 from airflow_volcano_wandb.hooks.volcano import (
+    RETRYABLE_STATUSES,
     JobExistsError,
+    KubernetesPermissionError,
+    SecretExistsError,
     VolcanoConnectionMixin,
     VolcanoHook,
+    api_message,
 )
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.links.wandb import WandbRunLink
@@ -224,18 +228,31 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         hook = self.hook
 
         try:
-            secret_name = self._store_api_key(hook, body, identity, wandb_hook)
-            job = self._submit_or_reattach(hook, body, identity)
-            if secret_name:
+            secret = self._store_api_key(hook, body, identity, wandb_hook)
+            try:
+                job = self._submit_or_reattach(hook, body, identity)
+            except (ApiException, KubernetesPermissionError, AirflowException) as exc:
+                if not _refused_outright(exc):
+                    raise
+                if secret is not None:
+                    self._withdraw_api_key(hook, secret, namespace)
+                if isinstance(exc, ApiException):
+                    raise AirflowException(
+                        f"Kubernetes refused the Volcano job {namespace}/"
+                        f"{body['metadata']['name']} (HTTP {exc.status}): {api_message(exc)}. "
+                        "Nothing was submitted."
+                    ) from exc
+                raise
+            if secret is not None:
                 try:
-                    hook.set_secret_owner(secret_name, namespace, job)
+                    hook.set_secret_owner(secret["name"], namespace, job)
                 except ApiException as exc:
                     if exc.status != 404:
                         raise
                     # Collected with an earlier job of this task instance while we waited for
                     # that job to go: write it again and hand it to the new job.
                     self._store_api_key(hook, body, identity, wandb_hook)
-                    hook.set_secret_owner(secret_name, namespace, job)
+                    hook.set_secret_owner(secret["name"], namespace, job)
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
             raise AirflowException(
                 f"Submission failed: could not reach the Kubernetes API at "
@@ -352,22 +369,61 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         body: dict[str, Any],
         identity: TaskInstanceIdentity,
         wandb_hook: WandbHook,
-    ) -> str | None:
-        """Put the connection's API key in a Secret the job's containers read it from."""
+    ) -> dict[str, Any] | None:
+        """Put the connection's API key in a Secret the job's containers read it from.
+
+        Returns the Secret's metadata as written. A Secret of that name left by an earlier try
+        of this task instance gets the current key; one that belongs to anything else is never
+        touched (it may hold another team's key).
+        """
         if self.wandb_api_key_secret or not wandb_hook.api_key:
             return None
         name = self._secret_name(body)
-        hook.apply_secret(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": name, "labels": identity.labels()},
-                "type": "Opaque",
-                "stringData": {"api-key": wandb_hook.api_key},
+        namespace = body["metadata"]["namespace"]
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {
+                "name": name,
+                "labels": identity.labels(),
+                "annotations": identity.annotations(),
             },
-            body["metadata"]["namespace"],
-        )
-        return name
+            "type": "Opaque",
+            "stringData": {"api-key": wandb_hook.api_key},
+        }
+        try:
+            return hook.create_secret(secret, namespace)["metadata"]
+        except SecretExistsError:
+            existing = hook.get_secret_metadata(name, namespace)
+        if existing is None:  # deleted since: ours to create after all
+            return hook.create_secret(secret, namespace)["metadata"]
+        if not identity.owns({"metadata": existing}):
+            raise AirflowException(
+                f"A Secret named {namespace}/{name} already exists and belongs to "
+                f"{owner_of({'metadata': existing})}; it was left alone and nothing was "
+                "submitted. Set job_name or a template name that is unique per task instance"
+            )
+        return hook.patch_secret_data(name, namespace, secret["stringData"])["metadata"]
+
+    def _withdraw_api_key(
+        self, hook: VolcanoHook, secret: Mapping[str, Any], namespace: str
+    ) -> None:
+        """No job will read the Secret this try wrote: delete it, not leave the key lying about.
+
+        A Secret already handed to a job (an earlier try's) is the job's to delete; the
+        resourceVersion precondition leaves it alone if anyone changed it meanwhile.
+        """
+        if secret.get("ownerReferences"):
+            return
+        try:
+            hook.delete_secret(secret["name"], namespace, secret["resourceVersion"])
+        except Exception as exc:  # the submission's own error is the one to raise
+            self.log.warning(
+                "Could not delete Secret %s/%s holding the W&B API key (%s); delete it by hand",
+                namespace,
+                secret["name"],
+                exc,
+            )
 
     # ---- submission ----------------------------------------------------------------------
 
@@ -539,6 +595,19 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     def on_kill(self) -> None:
         """The task was killed while waiting in sync mode: delete the job and its pods."""
         self._delete_quietly(self.hook)
+
+
+def _refused_outright(exc: BaseException) -> bool:
+    """The apiserver (or the job's owner check) said no: no job was created by this try.
+
+    Timeouts, throttling and 5xx are not: the create may have been applied with its answer
+    lost, and the next try reattaches to that job and its Secret.
+    """
+    if isinstance(exc, ApiException):
+        return 400 <= exc.status < 500 and exc.status not in (*RETRYABLE_STATUSES, 409)
+    if isinstance(exc, AirflowTaskTimeout):  # cut short mid-call: the create may be applied
+        return False
+    return isinstance(exc, KubernetesPermissionError | AirflowException)
 
 
 async def _first_event(trigger: VolcanoJobTrigger) -> dict[str, Any]:

@@ -154,7 +154,8 @@ class FaultProxy:
     :meth:`reset_all` aborts every open connection with a TCP RST. :meth:`freeze_existing`
     silently stops every connection open now (forever), while new ones work: a dead
     connection the client is not told about. :meth:`lose_next_answer` forwards the next
-    large request (e.g. a create), then resets the connection before the answer arrives.
+    large request (e.g. a create), then resets the connection before the answer arrives,
+    or holds the answer back forever.
     """
 
     def __init__(self, target_host: str, target_port: int) -> None:
@@ -170,6 +171,7 @@ class FaultProxy:
         self._writers: set[asyncio.StreamWriter] = set()
         self._frozen: set[asyncio.StreamWriter] = set()
         self._lose_answer_over: int | None = None
+        self._lose_silently = False
         self.lost_answers = 0
         self._ready = threading.Event()
 
@@ -196,10 +198,12 @@ class FaultProxy:
         self._frozen = set(self._writers)
         return len(self._frozen) // 2
 
-    def lose_next_answer(self, larger_than: int = 2000) -> None:
+    def lose_next_answer(self, larger_than: int = 2000, silently: bool = False) -> None:
         """The next client chunk over ``larger_than`` bytes reaches the server; its answer
-        does not: the connection is reset 0.5 s later."""
+        does not: the connection is reset 0.5 s later, or with ``silently`` the answer is
+        held forever and the client is told nothing (no RST, no FIN)."""
         self._lose_answer_over = larger_than
+        self._lose_silently = silently
 
     def reset_all(self) -> int:
         """Abort every open connection (RST); return how many there were."""
@@ -302,8 +306,11 @@ class FaultProxy:
             threshold = self._lose_answer_over
             if client_writer is not None and threshold is not None and len(data) > threshold:
                 self._lose_answer_over = None
-                await asyncio.sleep(0.5)  # the server applies the request...
                 self.lost_answers += 1
+                if self._lose_silently:
+                    self._frozen.add(client_writer)  # the answer is held: the client waits
+                    continue
+                await asyncio.sleep(0.5)  # the server applies the request...
                 _abort(client_writer)  # ...and its answer never arrives
                 _abort(writer)
                 return

@@ -28,6 +28,21 @@ def seed_template(**task_annotations: dict[str, str]) -> dict[str, Any]:
     return template
 
 
+def failing_template(after: str, exit_code: str = "3") -> dict[str, Any]:
+    """The seed, whose master exits ``exit_code`` after ``after`` seconds and ends the job.
+
+    The seed's ``restartPolicy: OnFailure`` would restart the container in place and keep the
+    job Running; ``Never`` plus ``PodFailed -> TerminateJob`` makes the failure the job's.
+    """
+    template = seed_template(
+        master={SIM_DURATION: after, SIM_EXIT_CODE: exit_code}, worker={SIM_DURATION: "600"}
+    )
+    for task in template["spec"]["tasks"]:
+        task["template"]["spec"]["restartPolicy"] = "Never"
+    template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
+    return template
+
+
 def load_dag(dag_id: str, file: str = "avw_test_jobs.py"):
     """Import a DAG from the session's DAGs folder (dag.test() needs it to be there)."""
     import os

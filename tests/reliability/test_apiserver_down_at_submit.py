@@ -97,20 +97,21 @@ def test_apiserver_lost_between_secret_and_job(cluster, monkeypatch, wandb_conne
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(cluster.kubeconfig))
     namespace = create_namespace(cluster.kubeconfig, "down-between")
     stopped: list[list[str]] = []
-    real_apply = VolcanoHook.apply_secret
+    real_create = VolcanoHook.create_secret
 
-    def apply_then_lose_apiserver(self, body, ns):
-        real_apply(self, body, ns)
+    def create_then_lose_apiserver(self, body, ns):
+        created = real_create(self, body, ns)
         stopped.append(faults.stop_component(cluster.state_dir, "kube-apiserver"))
+        return created
 
-    monkeypatch.setattr(VolcanoHook, "apply_secret", apply_then_lose_apiserver)
+    monkeypatch.setattr(VolcanoHook, "create_secret", create_then_lose_apiserver)
     try:
         started = time.monotonic()
         with pytest.raises(AirflowException) as failure:
             execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r2"))
         took = time.monotonic() - started
     finally:
-        monkeypatch.setattr(VolcanoHook, "apply_secret", real_apply)
+        monkeypatch.setattr(VolcanoHook, "create_secret", real_create)
         if stopped:
             _restart_apiserver(cluster, stopped[0])
     assert stopped, "the fault was not injected"

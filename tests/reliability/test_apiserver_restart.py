@@ -21,7 +21,7 @@ from kubernetes import client, config
 from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL
 from airflow_volcano_wandb.testing import faults
-from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, seed_template
+from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability.support import (
     GROUP,
     VERSION,
@@ -54,13 +54,7 @@ def _template(kind: str) -> dict:
     if kind == "slow":
         return seed_template(master={SIM_DURATION: "20"}, worker={SIM_DURATION: "600"})
     if kind == "fail":
-        template = seed_template(
-            master={SIM_DURATION: "20", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
-        )
-        for task in template["spec"]["tasks"]:
-            task["template"]["spec"]["restartPolicy"] = "Never"
-        template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
-        return template
+        return failing_template("20")
     return seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
 
 

@@ -10,8 +10,8 @@ points at the proxy) and the shared local cluster's apiserver; TLS passes throug
 - A watch connection that silently dies (no RST, no FIN: a dropped route or a lost NAT
   entry): the client-side read timeout notices, the watch reconnects, the trigger fires.
 
-Throttling answers (429) are covered by the apiserver restart test: a restarted apiserver
-answers 429 "storage is (re)initializing" for a while, and the watch backs off through it.
+HTTP answers forged in front of the apiserver (429 with Retry-After, 503) are in
+``test_http_faults.py``: TLS passes through this proxy, so it cannot forge one.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.hooks import volcano as volcano_hooks
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
-from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, seed_template
+from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability.support import (
     GROUP,
     VERSION,
@@ -57,16 +57,6 @@ def proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
         yield fault_proxy
 
 
-def _failing_template() -> dict:
-    template = seed_template(
-        master={SIM_DURATION: "6", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
-    )
-    for task in template["spec"]["tasks"]:
-        task["template"]["spec"]["restartPolicy"] = "Never"
-    template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
-    return template
-
-
 def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
     proxy, volcano_cluster, volcano_namespace
 ):
@@ -77,7 +67,7 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
             seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"}),
             "succeeded",
         ),
-        "fails": (_failing_template(), "failed"),
+        "fails": (failing_template("6"), "failed"),
         "deleted": (seed_template(master={SIM_DURATION: "600"}), "deleted"),
     }
     proxy.set_latency(0.2)

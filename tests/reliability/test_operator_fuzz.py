@@ -104,7 +104,11 @@ class Recorder:
 
         monkeypatch.setattr(VolcanoHook, "list_jobs", record("list_jobs", []))
         monkeypatch.setattr(VolcanoHook, "create_job", record("create_job", created))
-        monkeypatch.setattr(VolcanoHook, "apply_secret", record("apply_secret"))
+
+        def created_secret(body, namespace):
+            return {"metadata": {**body["metadata"], "resourceVersion": "1"}}
+
+        monkeypatch.setattr(VolcanoHook, "create_secret", record("create_secret", created_secret))
         monkeypatch.setattr(VolcanoHook, "set_secret_owner", record("set_secret_owner"))
         monkeypatch.setattr(VolcanoHook, "get_namespace", record("get_namespace", "default"))
 

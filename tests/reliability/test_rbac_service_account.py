@@ -25,9 +25,10 @@ import pytest
 import yaml
 from kubernetes import client
 
+from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from tests.integration.jobs import (
     SIM_DURATION,
-    SIM_EXIT_CODE,
+    failing_template,
     list_jobs,
     run_dag,
     seed_template,
@@ -129,13 +130,7 @@ def test_the_dags_run_as_the_least_privilege_service_account(as_service_account,
         assert "Forbidden" not in out and "Kubernetes denied" not in out, out[-5000:]
         assert "[sim] container master exited with code 0" in out  # pods/log was readable
 
-    failing = seed_template(
-        master={SIM_DURATION: "1", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
-    )
-    for task in failing["spec"]["tasks"]:
-        task["template"]["spec"]["restartPolicy"] = "Never"
-    failing["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
-    _, tis = run_dag("avw_test_deferrable", template=failing, namespace=namespace)
+    _, tis = run_dag("avw_test_deferrable", template=failing_template("1"), namespace=namespace)
     out = _out(capfd)
     assert tis["train"][0] == "failed"
     assert "exited with code 3" in out, out[-5000:]
@@ -169,5 +164,13 @@ def test_a_missing_permission_names_the_verb_and_resource(
     assert tis["train"][0] == "failed"
     assert time.monotonic() - started < 120  # no endless wait
     assert f"{named} in namespace '{namespace}'" in out, out[-5000:]
-    # Nothing submitted, or nothing left running.
+    # Nothing submitted, or nothing left running; and no Secret left holding the W&B key.
     wait_until(lambda: list_jobs(admin, namespace) == [], 60, what="no job left")
+    wait_until(lambda: _key_secrets(admin, namespace) == [], 60, what="no key Secret left")
+
+
+def _key_secrets(admin, namespace: str) -> list[str]:
+    secrets = client.CoreV1Api(admin).list_namespaced_secret(
+        namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+    )
+    return [s.metadata.name for s in secrets.items]

@@ -5,7 +5,9 @@
   must not reattach to it (it would see it vanish and fail); it waits for it to go and
   submits afresh.
 - A job of the same name owned by another task instance: the retry refuses with a message
-  naming the owner, and leaves that job alone.
+  naming the owner, and leaves that job and its W&B key Secret alone.
+- The apiserver refuses the job outright (here Volcano's webhook: no such queue): the Secret
+  this try wrote for the W&B key is deleted again, not left holding the key.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 from kubernetes import client
 
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     GROUP,
@@ -108,10 +111,38 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
     theirs = execute_operator(
         _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "other", "r1")
     )
+    core = client.CoreV1Api(api)
+    their_secret = core.read_namespaced_secret("shared-name-wandb-key", namespace)
     with pytest.raises(AirflowException) as failure:
         execute_operator(
             _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "train", "r1")
         )
     assert "belongs to avw_rel_edge/other/r1" in str(failure.value)
     assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [theirs.job_uid]
+    # Their Secret (it could hold another team's key) was neither rewritten nor deleted.
+    after = core.read_namespaced_secret("shared-name-wandb-key", namespace)
+    assert after.metadata.resource_version == their_secret.metadata.resource_version
+    api.close()
+
+
+def test_a_job_the_apiserver_refuses_leaves_no_key_secret_behind(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    template = seed_template(master={SIM_DURATION: "600"})
+    template["spec"]["queue"] = "no-such-queue"  # Volcano's admission webhook says no
+    op = operator(template=template, namespace=namespace, replicas={"worker": 0})
+    with pytest.raises(AirflowException) as failure:
+        execute_operator(op, StubTaskInstance("avw_rel_edge", "train", "refused"))
+    message = str(failure.value)
+    assert message.startswith(f"Kubernetes refused the Volcano job {namespace}/"), message
+    assert 'queue.scheduling.volcano.sh "no-such-queue" not found' in message, message
+    assert "HTTP response headers" not in message  # the API's word, not a dump
+    api = volcano_cluster.api_client()
+    assert list_jobs(api, namespace) == []
+    identity = TaskInstanceIdentity("avw_rel_edge", "train", "refused")
+    secrets = client.CoreV1Api(api).list_namespaced_secret(
+        namespace, label_selector=identity.selector()
+    )
+    assert secrets.items == []  # written before the create, withdrawn after the refusal
     api.close()

@@ -1,0 +1,157 @@
+"""Throttling and gateway answers (429, 503) from the apiserver, and an answer that never comes.
+
+``airflow_volcano_wandb.testing.http_faults.HttpFaultProxy`` terminates TLS in front of the
+shared local cluster's apiserver and answers chosen requests itself, exactly as a throttling
+apiserver (429 with Retry-After) or a gateway (503) would:
+
+- Submission throttled: the Secret's create and two job creates get 429 with Retry-After,
+  then a job create reaches the apiserver but its answer is replaced by 503. The operator
+  waits as told, retries, meets 409 and reattaches: one Secret, one job, completed.
+- Waits throttled: the shared watch's lists get 429 and its watches 503, again and again,
+  while a good and a failing job run. Each trigger fires once, with its job's real outcome.
+- A create whose answer never comes (a connection that silently dies after the request went
+  out: no RST, no FIN): the sync client's read timeout notices, the retry meets 409 and
+  reattaches. Without a client-side timeout the task would hang until its execution_timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from urllib.parse import urlparse
+
+import pytest
+from kubernetes import client
+
+from airflow_volcano_wandb.hooks import volcano as volcano_hooks
+from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
+from airflow_volcano_wandb.testing.http_faults import HttpFaultProxy
+from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
+from tests.reliability.support import (
+    StubTaskInstance,
+    collect_events,
+    execute_operator,
+    kubernetes_conn_env,
+    list_jobs,
+    operator,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+DAG_ID = "avw_rel_http_faults"
+JOBS = r"/apis/batch\.volcano\.sh/v1alpha1/namespaces/[^/]+/jobs"
+
+
+@pytest.fixture
+def http_proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
+    """An HTTP fault proxy in front of the apiserver; ``kubernetes_default`` goes through it."""
+    with HttpFaultProxy(volcano_cluster.state_dir) as proxy:
+        kubeconfig = kubeconfig_for_server(
+            volcano_cluster.kubeconfig, proxy.url, tmp_path / "via-http-proxy.kubeconfig"
+        )
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
+        yield proxy
+
+
+def _owned(admin, namespace: str, identity: TaskInstanceIdentity) -> tuple[list, list]:
+    jobs = [
+        j
+        for j in list_jobs(admin, namespace)
+        if j["metadata"]["labels"].get(IDENTITY_LABEL) == identity.digest
+    ]
+    secrets = client.CoreV1Api(admin).list_namespaced_secret(
+        namespace, label_selector=identity.selector()
+    )
+    return jobs, secrets.items
+
+
+def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
+    http_proxy, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    http_proxy.answer("POST", r"/secrets$", status=429, retry_after=1)
+    http_proxy.answer("POST", JOBS + "$", status=429, times=2, retry_after=2)
+    http_proxy.answer("POST", JOBS + "$", status=503, after_forwarding=True)  # created, yet 503
+
+    template = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "2"})
+    op = operator(template=template, namespace=namespace, on_finish_action="keep")
+    ti = StubTaskInstance(DAG_ID, "train", "throttled-submit")
+    result = execute_operator(op, ti)
+
+    assert http_proxy.pending() == 0  # every forged answer was given
+    creates = [f for f in http_proxy.forged if f.method == "POST" and f.path.endswith("/jobs")]
+    assert [f.status for f in creates] == [429, 429, 503]
+    # Retry-After: 2 was honoured between the throttled creates.
+    assert creates[1].at - creates[0].at >= 2.0, creates
+    assert creates[2].at - creates[1].at >= 2.0, creates
+
+    assert result["phase"] == "Completed"
+    admin = volcano_cluster.api_client()
+    jobs, secrets = _owned(
+        admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "throttled-submit")
+    )
+    assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]  # the 503'd create, reattached
+    assert len(secrets) == 1
+    assert [o.uid for o in secrets[0].metadata.owner_references] == [result["uid"]]
+    admin.close()
+
+
+def test_throttled_lists_and_watches_end_with_the_right_verdicts(
+    http_proxy, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    plan = {
+        "ok": (
+            seed_template(master={SIM_DURATION: "8"}, worker={SIM_DURATION: "600"}),
+            "succeeded",
+        ),
+        "fails": (failing_template("6"), "failed"),
+    }
+    triggers = {}
+    for key, (template, _) in plan.items():
+        op = operator(template=template, namespace=namespace, deferrable=True)
+        triggers[key] = execute_operator(op, StubTaskInstance(DAG_ID, "train", key))
+
+    # Only from now on: the waits' lists and watches, not the submissions above.
+    http_proxy.answer("GET", JOBS + r"(?!.*watch=)", status=429, times=3, retry_after=1)
+    http_proxy.answer("GET", JOBS + r"\?.*watch=", status=503, times=3)
+
+    async def main():
+        return await asyncio.gather(*(collect_events(t, timeout=180) for t in triggers.values()))
+
+    results = asyncio.run(main())
+    assert http_proxy.pending() == 0, http_proxy.forged
+    statuses = Counter(f.status for f in http_proxy.forged)
+    assert statuses == {429: 3, 503: 3}, http_proxy.forged
+    for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
+        assert len(events) == 1, (key, events)
+        assert events[0]["status"] == expected, (key, events[0])
+        assert events[0]["uid"] == triggers[key].job_uid
+
+
+def test_a_create_whose_answer_never_comes_times_out_and_reattaches(
+    volcano_cluster, volcano_namespace, monkeypatch, tmp_path, wandb_connection
+):
+    # A short read timeout keeps the test short; the default is longer than the apiserver's.
+    monkeypatch.setattr(volcano_hooks, "SYNC_CALL_TIMEOUT", (5, 5))
+    namespace = volcano_namespace
+    target = urlparse(volcano_cluster.server)
+    with FaultProxy(target.hostname, target.port) as proxy:
+        kubeconfig = kubeconfig_for_server(
+            volcano_cluster.kubeconfig, proxy.url, tmp_path / "via-proxy.kubeconfig"
+        )
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
+        proxy.lose_next_answer(larger_than=2000, silently=True)  # the job's create
+        template = seed_template(master={SIM_DURATION: "600"})
+        op = operator(template=template, namespace=namespace, deferrable=True)
+        ti = StubTaskInstance(DAG_ID, "train", "silent-answer")
+        trigger = execute_operator(op, ti)
+        assert proxy.lost_answers == 1
+
+    admin = volcano_cluster.api_client()
+    jobs, secrets = _owned(admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "silent-answer"))
+    assert [j["metadata"]["uid"] for j in jobs] == [trigger.job_uid]
+    assert ti.pushed["volcano_job"]["uid"] == trigger.job_uid
+    assert len(secrets) == 1
+    admin.close()
