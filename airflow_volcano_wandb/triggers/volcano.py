@@ -4,15 +4,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_volcano_wandb import job_watcher
-from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
 from airflow_volcano_wandb.job_status import JobStatus, interpret
+
+if TYPE_CHECKING:
+    from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+    from airflow_volcano_wandb.job_watcher import NamespaceJobWatcher, Subscription
+
+
+async def _kubernetes_side() -> ModuleType:
+    """``job_watcher``, with the Kubernetes clients it needs, imported off the event loop.
+
+    The triggerer imports a trigger's module inside its event loop, so this module imports
+    nothing that is not loaded there already: importing the Kubernetes clients takes seconds
+    on a busy machine, and every other trigger in the triggerer would stall meanwhile.
+    """
+    return await asyncio.to_thread(importlib.import_module, "airflow_volcano_wandb.job_watcher")
 
 
 class VolcanoJobTrigger(BaseTrigger):
@@ -85,6 +99,8 @@ class VolcanoJobTrigger(BaseTrigger):
         )
 
     def hook(self) -> AsyncVolcanoHook:
+        from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+
         return AsyncVolcanoHook(
             conn_id=self.kubernetes_conn_id,
             config_file=self.config_file,
@@ -96,6 +112,7 @@ class VolcanoJobTrigger(BaseTrigger):
         return (self.kubernetes_conn_id, self.config_file, self.cluster_context, self.in_cluster)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        job_watcher = await _kubernetes_side()
         watcher = job_watcher.shared_watcher(self._connection_key(), self.namespace, self.hook)
         subscription = watcher.subscribe(self.job_name)
         try:
@@ -106,7 +123,7 @@ class VolcanoJobTrigger(BaseTrigger):
         yield TriggerEvent(event)
 
     async def _wait(
-        self, watcher: job_watcher.NamespaceJobWatcher, subscription: job_watcher.Subscription
+        self, watcher: NamespaceJobWatcher, subscription: Subscription
     ) -> dict[str, Any]:
         last_progress = ""
         while True:
@@ -173,6 +190,7 @@ class VolcanoJobTrigger(BaseTrigger):
             "Task killed while deferred: deleting Volcano job %s/%s", self.namespace, self.job_name
         )
         try:
+            await _kubernetes_side()
             await self.hook().delete_job(self.job_name, self.namespace, uid=self.job_uid)
         except Exception:
             self.log.exception("Could not delete Volcano job %s/%s", self.namespace, self.job_name)

@@ -97,3 +97,24 @@ def test_manual_dag_params_make_a_usable_trigger_form():
 
 def test_airflow_env_is_isolated():
     assert os.environ["AIRFLOW_HOME"] != str(Path.home() / "airflow")
+
+
+def test_the_trigger_module_imports_no_kubernetes_client():
+    """The triggerer imports a trigger's module inside its event loop: it must be cheap.
+
+    The Kubernetes clients (seconds to import on a busy machine) are loaded in a thread when
+    the first trigger runs, so other triggers in the triggerer do not stall meanwhile.
+    """
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys, airflow.triggers.base\n"
+        "import airflow_volcano_wandb.triggers.volcano\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('kubernetes', 'kubernetes_asyncio', 'aiohttp', 'wandb')))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert out.stdout.strip() == "[]", out.stdout[:2000]
