@@ -189,8 +189,20 @@ class VolcanoJobTrigger(BaseTrigger):
         self.log.info(
             "Task killed while deferred: deleting Volcano job %s/%s", self.namespace, self.job_name
         )
+        # Shielded: the triggerer may cancel this task again while on_kill waits (it keeps
+        # cancelling a trigger the task no longer needs), and must not stop the deletion.
+        deletion = asyncio.ensure_future(self._delete_job())
+        _deletions.add(deletion)
+        deletion.add_done_callback(_deletions.discard)
+        await asyncio.shield(deletion)
+
+    async def _delete_job(self) -> None:
         try:
             await _kubernetes_side()
             await self.hook().delete_job(self.job_name, self.namespace, uid=self.job_uid)
         except Exception:
             self.log.exception("Could not delete Volcano job %s/%s", self.namespace, self.job_name)
+
+
+# Deletions run on even if on_kill is cancelled; the loop only keeps weak references to tasks.
+_deletions: set[asyncio.Future] = set()

@@ -135,6 +135,35 @@ def test_on_kill_deletes_the_job_and_its_pods(cluster):
     )
 
 
+def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster):
+    """Airflow's triggerer cancels a killed task's trigger again on its next loop, which can
+    land while on_kill waits; the deletion must go on regardless."""
+    api, namespace = cluster
+    job = submit(api, namespace, "killed-twice", master_seconds=600)
+    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+
+    async def kill_then_cancel_the_kill():
+        trigger = VolcanoJobTrigger(
+            job_name="killed-twice", namespace=namespace, job_uid=job["metadata"]["uid"]
+        )
+        waiting = asyncio.create_task(trigger.run().__anext__())
+        await asyncio.sleep(2)
+        waiting.cancel()
+        killing = asyncio.create_task(trigger.on_kill())
+        await asyncio.sleep(0)  # on_kill has started its deletion...
+        killing.cancel()  # ...and is cancelled at once
+        with pytest.raises(asyncio.CancelledError):
+            await killing
+        await asyncio.sleep(5)  # the loop lives on, as the triggerer's does
+
+    asyncio.run(kill_then_cancel_the_kill())
+    wait_until(
+        lambda: not list_jobs(api, namespace) and not list_pods(api, namespace),
+        30,
+        what="job and pods deleted",
+    )
+
+
 def test_a_job_recreated_under_the_same_name_counts_as_deleted(cluster):
     api, namespace = cluster
     old = submit(api, namespace, "recreated", master_seconds=600)
