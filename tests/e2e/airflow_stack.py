@@ -150,21 +150,38 @@ class AirflowStack:
                 timeout=timeout,
             )
         for component in COMPONENTS:
-            log = open(self.log_dir / f"{component}.log", "wb")  # noqa: SIM115 (kept open)
-            self.procs[component] = subprocess.Popen(
-                [sys.executable, "-m", "airflow", component],
-                env=env,
-                # Not the repo: ``python -m`` puts the cwd first on sys.path, and the
-                # components must import the provider as installed.
-                cwd=self.home,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                start_new_session=True,  # its own process group: stop() ends its children too
-                preexec_fn=_die_with_parent,
-            )
-            log.close()
+            self._spawn(component, "wb")
         wait_for(self._api_ready, timeout, "the Airflow API server", interval=1)
+
+    def _spawn(self, component: str, log_mode: str) -> None:
+        log = open(self.log_dir / f"{component}.log", log_mode)  # noqa: SIM115 (kept open)
+        self.procs[component] = subprocess.Popen(
+            [sys.executable, "-m", "airflow", component],
+            env=self._env,
+            # Not the repo: ``python -m`` puts the cwd first on sys.path, and the
+            # components must import the provider as installed.
+            cwd=self.home,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,  # its own process group: stop() ends its children too
+            preexec_fn=_die_with_parent,
+        )
+        log.close()
+
+    def restart(self, component: str, sig: int = signal.SIGTERM, grace: float = 60) -> None:
+        """Stop one component's process group with ``sig`` (SIGKILL after ``grace`` s) and
+        start it again; its log goes on in the same file."""
+        proc = self.procs[component]
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, sig)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=5)
+        self._spawn(component, "ab")
 
     def _api_ready(self) -> bool:
         self.check_alive()

@@ -14,6 +14,9 @@ together, each in a namespace of its own, each with a job that would run for 10 
   task resumes, deletes the job and fails with a timeout.
 
 "Gone" means the job and all its pods have left the API server.
+
+And the opposite guarantee: the triggerer itself restarted (gracefully, then by SIGKILL)
+while a task waits leaves the job alone; a new triggerer takes the wait over.
 """
 
 from __future__ import annotations
@@ -166,28 +169,32 @@ def runs(stack, volcano_cluster) -> Iterator[dict[str, Run]]:
     }
     started: dict[str, Run] = {}
     try:
-        for dag_id in set(plan.values()):
-            wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 240, f"DAG {dag_id}")
-            stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
         for case, dag_id in plan.items():
-            namespace = volcano_cluster.create_namespace(f"kill-{case.replace('_', '-')}")
-            run_id = f"{case}-{uuid.uuid4().hex[:6]}"
-            stack.api(
-                "POST",
-                f"/dags/{dag_id}/dagRuns",
-                json={
-                    "dag_run_id": run_id,
-                    "logical_date": None,
-                    "conf": {"template": template, "namespace": namespace},
-                },
-            )
-            started[case] = Run(stack, dag_id, run_id, Watched(api, namespace).start())
+            started[case] = _start_run(stack, volcano_cluster, api, dag_id, case, template)
         yield started
     finally:
         for run in started.values():
             run.watched.stop()
             volcano_cluster.delete_namespace(run.watched.namespace)
         api.close()
+
+
+def _start_run(stack, volcano_cluster, api, dag_id: str, case: str, template: dict) -> Run:
+    """Trigger ``dag_id`` for ``case`` with its job in a namespace of its own, watched."""
+    wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 240, f"DAG {dag_id}")
+    stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+    namespace = volcano_cluster.create_namespace(f"kill-{case.replace('_', '-')}")
+    run_id = f"{case}-{uuid.uuid4().hex[:6]}"
+    stack.api(
+        "POST",
+        f"/dags/{dag_id}/dagRuns",
+        json={
+            "dag_run_id": run_id,
+            "logical_date": None,
+            "conf": {"template": template, "namespace": namespace},
+        },
+    )
+    return Run(stack, dag_id, run_id, Watched(api, namespace).start())
 
 
 def _wait_gone(run: Run, since: float, what: str) -> float:
@@ -282,3 +289,44 @@ def test_execution_timeout_while_deferred_deletes_the_job(runs):
     logs = run.stack.log_dir / "tasks" / f"dag_id={run.dag_id}"
     text = "".join(p.read_text(errors="replace") for p in logs.rglob("*.log*"))
     assert "execution_timeout reached" in text and "Deleted Volcano job" in text
+
+
+def test_a_restarted_triggerer_takes_the_wait_over_and_leaves_the_job_alone(stack, volcano_cluster):
+    """Not a kill of the task: the triggerer itself stops while the task waits.
+
+    First gracefully (SIGTERM, as in a deploy: the triggerer cancels its triggers on the way
+    out), then by a crash (SIGKILL: the new triggerer takes the trigger over once the dead
+    one misses its heartbeats). Neither may touch the job; each time a new triggerer resumes
+    the wait, and the task succeeds when the job completes: one job, one try.
+    """
+    api = volcano_cluster.api_client()
+    template = seed_template(master={SIM_DURATION: "200"}, worker={SIM_DURATION: "200"})
+    run = _start_run(stack, volcano_cluster, api, "avw_rel_deferred", "triggerer_restart", template)
+    try:
+        run.wait_deferred()
+        [uid] = run.watched.live_uids()
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            before = wait_for(
+                lambda: (run.ti()["trigger"] or {}).get("triggerer_id"), 60, "a triggerer"
+            )
+            stack.restart("triggerer", sig)
+            wait_for(
+                lambda b=before: (run.ti()["trigger"] or {}).get("triggerer_id") not in (None, b),
+                180,
+                f"a new triggerer to take the trigger over after {sig.name}",
+            )
+            assert run.ti()["state"] == "deferred"
+            assert run.watched.live_uids() == [uid]  # the job was left alone
+        ti = wait_for(
+            lambda: (t := run.ti())["state"] in ("success", "failed", "up_for_retry") and t,
+            400,
+            "the task to end",
+        )
+        assert ti["state"] == "success", ti
+        assert ti["try_number"] == 1, ti
+        assert run.watched.seen == {uid}  # one job, never resubmitted
+        assert not _triggerer_killed(run)
+    finally:
+        run.watched.stop()
+        volcano_cluster.delete_namespace(run.watched.namespace)
+        api.close()
