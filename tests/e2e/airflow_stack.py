@@ -14,7 +14,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -24,6 +23,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import httpx
+
+from airflow_volcano_wandb.testing.cluster.process import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
@@ -49,12 +50,6 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:
@@ -83,10 +78,16 @@ class AirflowStack:
     kubeconfig: Path
     wandb_conn: dict[str, Any]
     dags_folder: Path = REPO / "dags"
-    api_port: int = field(default_factory=free_port)
+    api_port: int = field(init=False)
+    _worker_log_port: int = field(init=False)
+    _trigger_log_port: int = field(init=False)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     _token: str | None = None
     _env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Picked together, so the three are distinct.
+        self.api_port, self._worker_log_port, self._trigger_log_port = free_ports(3)
 
     @property
     def base_url(self) -> str:
@@ -119,8 +120,8 @@ class AirflowStack:
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                 # Task and trigger logs next to the components' logs (kept after the test).
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.log_dir / "tasks"),
-                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
-                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self._worker_log_port),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self._trigger_log_port),
                 "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
                     {"conn_type": "kubernetes", "extra": {"kube_config_path": str(self.kubeconfig)}}
                 ),

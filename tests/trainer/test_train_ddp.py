@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -31,6 +30,7 @@ from typing import Any
 
 import pytest
 
+from airflow_volcano_wandb.testing.cluster.process import free_ports
 from airflow_volcano_wandb.wandb_run import (
     AirflowRunContext,
     SecretKeyRef,
@@ -76,12 +76,6 @@ def train_module() -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _resolve(entries: list[dict[str, Any]], pod_name: str) -> dict[str, str]:
@@ -130,7 +124,7 @@ class RankResult:
 
 def _run_job(tmp_path: Path, pod_envs: list[dict[str, str]]) -> list[RankResult]:
     """Start one trainer per rank (the pytorch plugin's env added) and wait for all of them."""
-    port = _free_port()
+    (port,) = free_ports(1)
     world_size = len(pod_envs)
     procs: list[tuple[subprocess.Popen[str], Path]] = []
     for rank, pod_env in enumerate(pod_envs):

@@ -389,7 +389,7 @@ def up(
         "controller_metrics",
         "controller_healthz",
     )
-    ports = {name: process.free_port() for name in port_names}
+    ports = dict(zip(port_names, process.free_ports(len(port_names)), strict=True))
     server = f"https://127.0.0.1:{ports['apiserver']}"
     (state_dir / "kubeconfig").write_text(manifests.kubeconfig(server, pki))
     (state_dir / "kubeconfig").chmod(0o600)

@@ -11,11 +11,19 @@ import time
 from pathlib import Path
 
 
-def free_port() -> int:
-    """A TCP port nothing listens on right now (the kernel picks it, so clusters never collide)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports nothing listens on right now, picked by the kernel.
+
+    All are held open until every one is picked: a port picked and released at once may be
+    handed out again by the next pick (two components of one cluster once got the same port).
+    """
+    with contextlib.ExitStack() as held:
+        ports = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind(("127.0.0.1", 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def pid_file(state_dir: Path, name: str) -> Path:
