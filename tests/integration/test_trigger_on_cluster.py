@@ -112,6 +112,14 @@ def test_the_event_arrives_within_a_second_of_the_terminal_phase(cluster):
     assert fired_at - ended < 2.0
 
 
+async def _wait_then_cancel(trigger: VolcanoJobTrigger) -> None:
+    """Let the trigger wait a while, then cancel it, as the triggerer does before on_kill."""
+    waiting = asyncio.create_task(trigger.run().__anext__())
+    await asyncio.sleep(2)
+    assert not waiting.done()
+    waiting.cancel()
+
+
 def test_on_kill_deletes_the_job_and_its_pods(cluster):
     api, namespace = cluster
     job = submit(api, namespace, "killed", master_seconds=600)
@@ -121,10 +129,7 @@ def test_on_kill_deletes_the_job_and_its_pods(cluster):
         trigger = VolcanoJobTrigger(
             job_name="killed", namespace=namespace, job_uid=job["metadata"]["uid"]
         )
-        waiting = asyncio.create_task(trigger.run().__anext__())
-        await asyncio.sleep(2)
-        assert not waiting.done()
-        waiting.cancel()  # the triggerer cancels the trigger, then calls on_kill
+        await _wait_then_cancel(trigger)
         await trigger.on_kill()
 
     asyncio.run(run_then_kill())
@@ -146,9 +151,7 @@ def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster):
         trigger = VolcanoJobTrigger(
             job_name="killed-twice", namespace=namespace, job_uid=job["metadata"]["uid"]
         )
-        waiting = asyncio.create_task(trigger.run().__anext__())
-        await asyncio.sleep(2)
-        waiting.cancel()
+        await _wait_then_cancel(trigger)
         killing = asyncio.create_task(trigger.on_kill())
         await asyncio.sleep(0)  # on_kill has started its deletion...
         killing.cancel()  # ...and is cancelled at once
