@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import time
 
 import pytest
 from kubernetes import client as k8s
@@ -87,29 +86,28 @@ def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
     assert job_watcher.active_watchers() == 0  # the last one out closed it
 
 
-def test_the_event_arrives_within_a_second_of_the_terminal_phase(cluster):
+def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
+    """With a 10-minute poll interval, only the watch can end the wait within the test.
+
+    How fast it ends is a benchmark's business (``make bench``: completion latency), not a
+    timed assertion on a shared machine.
+    """
     api, namespace = cluster
     job = submit(api, namespace, "prompt", master_seconds=3)
 
     async def wait():
         trigger = VolcanoJobTrigger(
-            job_name="prompt", namespace=namespace, job_uid=job["metadata"]["uid"], poll_interval=30
+            job_name="prompt",
+            namespace=namespace,
+            job_uid=job["metadata"]["uid"],
+            poll_interval=600,
         )
         async for event in trigger.run():
-            return event.payload, time.time()
+            return event.payload
 
-    event, fired_at = asyncio.run(wait())
+    event = asyncio.run(asyncio.wait_for(wait(), timeout=120))
     assert event["status"] == "succeeded"
-    final = k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs", "prompt"
-    )
-    from datetime import datetime
-
-    ended = datetime.fromisoformat(
-        final["status"]["state"]["lastTransitionTime"].replace("Z", "+00:00")
-    ).timestamp()
-    # lastTransitionTime has whole-second resolution; poll_interval=30 shows no polling helped.
-    assert fired_at - ended < 2.0
+    assert event["uid"] == job["metadata"]["uid"]
 
 
 async def _wait_then_cancel(trigger: VolcanoJobTrigger) -> None:
