@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from typing import Any
@@ -16,8 +17,8 @@ class MasterLogFollower(threading.Thread):
     """Streams one pod's log, each line once, until ``stop()``.
 
     The log is a courtesy: any error just ends the stream, the wait decides the outcome.
-    ``stop()`` closes the HTTP response, because a follow stream only returns when a line
-    arrives or the container ends, and the task must not wait on either.
+    ``stop()`` shuts the HTTP response's socket down, because a follow stream only returns
+    when a line arrives or the container ends, and the task must not wait on either.
     """
 
     def __init__(
@@ -41,8 +42,15 @@ class MasterLogFollower(threading.Thread):
         self._stopped.set()
         response = self._response
         if response is not None:
-            response.close()
+            # Not close(): from this thread it waits for the reader's buffer lock, that is
+            # for the next log line (a minute of silence cost the task a minute). Shutting the
+            # socket down wakes the blocked read at once.
+            with contextlib.suppress(Exception):
+                response.shutdown()
         self.join(timeout=2)
+        if response is not None:
+            with contextlib.suppress(Exception):
+                response.close()
 
     def run(self) -> None:
         while not self._stopped.is_set():

@@ -11,10 +11,9 @@ from kubernetes import client as k8s
 from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.integration.jobs import (
-    SIM_DURATION,
     list_jobs,
     list_pods,
-    seed_template,
+    submit_job,
     wait_until,
 )
 
@@ -24,16 +23,6 @@ pytestmark = pytest.mark.cluster
 @pytest.fixture
 def cluster(kubernetes_connection, volcano_cluster, volcano_namespace):
     return volcano_cluster.api_client(), volcano_namespace
-
-
-def submit(api, namespace: str, name: str, master_seconds: int) -> dict:
-    job = seed_template(master={SIM_DURATION: str(master_seconds)}, worker={SIM_DURATION: "600"})
-    job["metadata"].update(name=name, namespace=namespace, labels={})
-    for task in job["spec"]["tasks"]:
-        task["template"]["spec"]["containers"][0]["image"] = "example.org/trainer:1"
-    return k8s.CustomObjectsApi(api).create_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs", job
-    )
 
 
 def test_serialize_round_trips_to_an_equal_trigger():
@@ -55,7 +44,7 @@ def test_serialize_round_trips_to_an_equal_trigger():
 
 def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
     api, namespace = cluster
-    jobs = [submit(api, namespace, f"shared-{i}", master_seconds=2 + i) for i in range(6)]
+    jobs = [submit_job(api, namespace, f"shared-{i}", master_seconds=2 + i) for i in range(6)]
 
     async def wait_all():
         triggers = [
@@ -93,7 +82,7 @@ def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
     timed assertion on a shared machine.
     """
     api, namespace = cluster
-    job = submit(api, namespace, "prompt", master_seconds=3)
+    job = submit_job(api, namespace, "prompt", master_seconds=3)
 
     async def wait():
         trigger = VolcanoJobTrigger(
@@ -120,7 +109,7 @@ async def _wait_then_cancel(trigger: VolcanoJobTrigger) -> None:
 
 def test_on_kill_deletes_the_job_and_its_pods(cluster):
     api, namespace = cluster
-    job = submit(api, namespace, "killed", master_seconds=600)
+    job = submit_job(api, namespace, "killed", master_seconds=600)
     wait_until(lambda: list_pods(api, namespace), 60, what="pods")
 
     async def run_then_kill():
@@ -142,7 +131,7 @@ def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster):
     """Airflow's triggerer cancels a killed task's trigger again on its next loop, which can
     land while on_kill waits; the deletion must go on regardless."""
     api, namespace = cluster
-    job = submit(api, namespace, "killed-twice", master_seconds=600)
+    job = submit_job(api, namespace, "killed-twice", master_seconds=600)
     wait_until(lambda: list_pods(api, namespace), 60, what="pods")
 
     async def kill_then_cancel_the_kill():
@@ -167,7 +156,7 @@ def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster):
 
 def test_a_job_recreated_under_the_same_name_counts_as_deleted(cluster):
     api, namespace = cluster
-    old = submit(api, namespace, "recreated", master_seconds=600)
+    old = submit_job(api, namespace, "recreated", master_seconds=600)
     k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
         "batch.volcano.sh",
         "v1alpha1",
@@ -177,7 +166,7 @@ def test_a_job_recreated_under_the_same_name_counts_as_deleted(cluster):
         body=k8s.V1DeleteOptions(propagation_policy="Foreground"),
     )
     wait_until(lambda: not list_jobs(api, namespace), 60, what="old job gone")
-    submit(api, namespace, "recreated", master_seconds=600)
+    submit_job(api, namespace, "recreated", master_seconds=600)
 
     async def wait():
         trigger = VolcanoJobTrigger(
