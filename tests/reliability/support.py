@@ -13,7 +13,6 @@ import contextlib
 import json
 import shutil
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +22,7 @@ import pendulum
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.testing import cluster as local_cluster
+from tests.integration.jobs import wait_until  # noqa: F401  (re-exported for the tests here)
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 
@@ -126,13 +126,3 @@ def list_jobs(api, namespace: str) -> list[dict]:
     return client.CustomObjectsApi(api).list_namespaced_custom_object(
         GROUP, VERSION, namespace, "jobs"
     )["items"]
-
-
-def wait_until(predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
