@@ -1,7 +1,7 @@
 """Why a Volcano job failed or never started, from its pods, PodGroup and events.
 
 Pure: takes the API's objects as plain camelCase dicts (what ``sanitize_for_serialization``
-gives) and returns facts and sentences. The hook fetches, this module explains.
+gives) and returns facts and sentences. ``job_report`` fetches, this module explains.
 """
 
 from __future__ import annotations
@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from airflow_volcano_wandb.template import master_task_name
 
 TASK_LABELS = ("volcano.sh/task-spec", "volcano.sh/task-name")
 
@@ -60,8 +62,21 @@ STUCK_WAITING_REASONS = frozenset(
 )
 
 
-def container_failures(pods: Iterable[Mapping[str, Any]]) -> list[ContainerFailure]:
-    """Containers that exited non-zero or are stuck, masters first, then by pod name."""
+def master_pod(
+    pods: Iterable[Mapping[str, Any]], job: Mapping[str, Any] | None
+) -> Mapping[str, Any] | None:
+    """The pod of the job's master task (its plugin's ``--master``, e.g. ``chief``), if any."""
+    master = master_task_name(job) if job is not None else None
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name") or "")):
+        if master is not None and task_of(pod) == master:
+            return pod
+    return None
+
+
+def container_failures(
+    pods: Iterable[Mapping[str, Any]], master_task: str | None = None
+) -> list[ContainerFailure]:
+    """Containers that exited non-zero or are stuck, the master task's first, then by pod."""
     failures = []
     for pod in pods:
         name = str((pod.get("metadata") or {}).get("name") or "")
@@ -110,7 +125,7 @@ def container_failures(pods: Iterable[Mapping[str, Any]]) -> list[ContainerFailu
                     message=str(status.get("message") or ""),
                 )
             )
-    return sorted(failures, key=lambda f: (f.task != "master", f.pod, f.container))
+    return sorted(failures, key=lambda f: (f.task != master_task, f.pod, f.container))
 
 
 def unschedulable_reason(
@@ -170,6 +185,39 @@ def _newest_first(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
         )
 
     return sorted(events, key=when, reverse=True)
+
+
+def pods_worth_a_log(
+    failures: Sequence[ContainerFailure], master: Mapping[str, Any] | None
+) -> list[str]:
+    """The pods whose log tail explains a failure: the first failed one, then the master."""
+    names = [f.pod for f in failures[:1]]
+    if master is not None:
+        names.append(str((master.get("metadata") or {}).get("name") or ""))
+    return list(dict.fromkeys(name for name in names if name))
+
+
+def failure_report(
+    failures: Sequence[ContainerFailure],
+    logs: Mapping[str, str],
+    events: Sequence[Mapping[str, Any]],
+    log_lines: int,
+) -> list[str]:
+    """Everything a person needs to see why the job ended badly, as log lines.
+
+    ``logs`` maps pod names to their log text (from :func:`pods_worth_a_log`).
+    """
+    lines = [f.describe() for f in failures]
+    for pod_name, text in logs.items():
+        log = tail(text, log_lines)
+        if log:
+            lines.append(f"last {log_lines} log lines of {pod_name}:")
+            lines.extend("    " + line for line in log.splitlines())
+    warnings = warning_events(events)
+    if warnings:
+        lines.append("warning events:")
+        lines.extend("    " + e for e in warnings)
+    return lines
 
 
 def tail(text: str, lines: int) -> str:

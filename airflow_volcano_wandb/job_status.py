@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from enum import Enum
 from typing import Any
 
@@ -72,27 +71,6 @@ class JobStatus:
             line += f" (retry {self.retry_count})"
         return line
 
-    def as_event(self, result: str | None = None, message: str | None = None) -> dict[str, Any]:
-        """The payload a wait ends with (trigger event, poke or sync wait alike)."""
-        return {
-            "status": result or self.verdict.value,
-            "name": self.name,
-            "namespace": self.namespace,
-            "uid": self.uid,
-            "phase": self.phase,
-            "retry_count": self.retry_count,
-            "message": message or self.explain(),
-        }
-
-    def pending_seconds(self, job: Mapping[str, Any] | None, now: float) -> float | None:
-        """How long the job has been waiting to be scheduled, or None if it is not Pending."""
-        if job is None or self.phase not in ("", "Pending"):
-            return None
-        since = self.transition_time or (job.get("metadata") or {}).get("creationTimestamp")
-        if not since:
-            return None
-        return now - datetime.fromisoformat(str(since).replace("Z", "+00:00")).timestamp()
-
     def explain(self) -> str:
         """The job's end in one sentence: phase, then Volcano's own reason and message."""
         if self.verdict is Verdict.DELETED:
@@ -107,6 +85,12 @@ class JobStatus:
         if self.retry_count:
             text += f" after {self.retry_count} restart(s)"
         return text
+
+
+def job_ref(job: Mapping[str, Any]) -> dict[str, str]:
+    """One submission of a job, as every part of the provider names it (and XCom shows it)."""
+    meta = job["metadata"]
+    return {"name": meta["name"], "namespace": meta["namespace"], "uid": meta["uid"]}
 
 
 def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str = "") -> JobStatus:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Union
+from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb import naming
 from airflow_volcano_wandb._template import gang, overrides, volcano
@@ -35,6 +35,7 @@ __all__ = [
     "BUILTIN_MACROS",
     "DEFAULT_MAX_REPLICAS",
     "DEFAULT_SCHEDULER_NAME",
+    "RunEnv",
     "TemplateError",
     "TemplateSource",
     "load_template",
@@ -47,6 +48,17 @@ DEFAULT_SCHEDULER_NAME = "volcano"
 
 #: What a template may be given as (see :func:`render_job`).
 TemplateSource = Union[str, bytes, "os.PathLike[str]", Mapping[str, Any]]
+
+
+class RunEnv(NamedTuple):
+    """Env the provider owns (the W&B run's identity): applied after ``env``, so it wins.
+
+    The master task (see :func:`master_task_name`) gets ``master``; every other task
+    ``others``. Each is ``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}``.
+    """
+
+    master: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    others: Mapping[str, Any] | Sequence[Mapping[str, Any]]
 
 
 def load_template(template: TemplateSource) -> dict[str, Any]:
@@ -105,6 +117,12 @@ def _fit_job_name(job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas
         raise error_at(("metadata", "name"), str(exc)) from None
 
 
+def _apply_run_env(job: dict[str, Any], tasks: list[dict[str, Any]], run_env: RunEnv) -> None:
+    master = master_task_name(job)
+    for task in tasks:
+        overrides.apply_env([task], run_env.master if task["name"] == master else run_env.others)
+
+
 def _master_policy(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
     plugins = job["spec"].get("plugins")
     arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
@@ -136,6 +154,7 @@ def render_job(
     queue: str | None = None,
     add_master_policy: bool = True,
     max_replicas: int = DEFAULT_MAX_REPLICAS,
+    run_env: RunEnv | None = None,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -164,6 +183,8 @@ def render_job(
         add_master_policy: when the ``pytorch`` plugin is used, give its master task
             ``TaskCompleted -> CompleteJob`` if missing, so the job completes with the master.
         max_replicas: upper bound for any task's replicas; also sizes the pod-name budget.
+        run_env: env the provider owns, per master/other task (:class:`RunEnv`); merged
+            last, so a template's or ``env``'s entry of the same name is replaced.
 
     Returns:
         The Volcano Job as a new plain dict (JSON types only).
@@ -197,6 +218,8 @@ def render_job(
         overrides.apply_image(tasks, image)
     if env is not None:
         overrides.apply_env(tasks, env)
+    if run_env is not None:
+        _apply_run_env(job, tasks, run_env)
     if resources is not None:
         overrides.apply_resources(tasks, resources)
     if command is not None:

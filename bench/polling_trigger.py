@@ -16,6 +16,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
 from airflow_volcano_wandb.job_status import interpret
+from airflow_volcano_wandb.outcome import WaitResult
 
 
 class PollingVolcanoJobTrigger(BaseTrigger):
@@ -49,6 +50,6 @@ class PollingVolcanoJobTrigger(BaseTrigger):
             job = await hook.get_job(self.job_name, self.namespace)
             status = interpret(job, name=self.job_name, namespace=self.namespace)
             if status.terminal:
-                yield TriggerEvent(status.as_event())
+                yield TriggerEvent(WaitResult.from_status(status).to_event())
                 return
             await asyncio.sleep(self.poll_interval)

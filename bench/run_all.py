@@ -196,7 +196,7 @@ def completion_latency(cluster: Cluster, env: dict, work: Path, jobs: int) -> di
         vs_obs, vs_ltt, missing = [], [], 0
         for event in result["events"]:
             seen = completed.get(event["job"])
-            if event["status"] != "succeeded" or seen is None:
+            if event["outcome"] != "succeeded" or seen is None:
                 missing += 1
                 continue
             vs_obs.append(event["t"] - seen["t"])

@@ -27,8 +27,6 @@ from kubernetes_asyncio import client as async_k8s
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from airflow_volcano_wandb import diagnostics
-
 GROUP = "batch.volcano.sh"
 VERSION = "v1alpha1"
 PLURAL = "jobs"
@@ -260,6 +258,18 @@ class VolcanoHook(KubernetesHook):
                 return False
             raise
 
+    def delete_job_quietly(self, job: Mapping[str, str], task_log: Any = log) -> None:
+        """Delete this submission (``name``, ``namespace``, ``uid``), logging, never raising.
+
+        For cleanup paths (kills, timeouts) where the task's own error is the one to report.
+        """
+        name, namespace = job["name"], job["namespace"]
+        try:
+            if self.delete_job(name, namespace, uid=job.get("uid")):
+                task_log.info("Deleted Volcano job %s/%s", namespace, name)
+        except Exception:
+            task_log.exception("Could not delete Volcano job %s/%s", namespace, name)
+
     def wait_job_gone(self, name: str, namespace: str, timeout: float = 120) -> None:
         """Block until the job object is gone (foreground deletion waits for its pods)."""
         deadline = time.monotonic() + timeout
@@ -372,8 +382,8 @@ class VolcanoHook(KubernetesHook):
         return _to_dict(self.api_client, secret.metadata)
 
     @api_retry
-    def patch_secret_data(self, name: str, namespace: str, string_data: Mapping[str, str]) -> dict:
-        """Replace the Secret's values (a retry refreshing the copy an earlier try left)."""
+    def patch_secret(self, name: str, namespace: str, patch: Mapping[str, Any]) -> dict:
+        """Patch the Secret (a strategic merge: e.g. new data and owners); its metadata back."""
         patched = self._call(
             "patch",
             "secrets",
@@ -381,111 +391,9 @@ class VolcanoHook(KubernetesHook):
             self.core_v1_client.patch_namespaced_secret,
             name,
             namespace,
-            {"stringData": dict(string_data)},
+            dict(patch),
         )
-        return _to_dict(self.api_client, patched)
-
-    def delete_secret(self, name: str, namespace: str, resource_version: str) -> bool:
-        """Delete the Secret only if nobody changed it since ``resource_version``; one try.
-
-        Returns False when it is gone already or was changed (e.g. handed to a job).
-        """
-        body = k8s.V1DeleteOptions(
-            preconditions=k8s.V1Preconditions(resource_version=resource_version)
-        )
-        try:
-            self._call(
-                "delete",
-                "secrets",
-                namespace,
-                self.core_v1_client.delete_namespaced_secret,
-                name,
-                namespace,
-                body=body,
-            )
-            return True
-        except ApiException as exc:
-            if exc.status in (404, 409):
-                return False
-            raise
-
-    @api_retry
-    def set_secret_owner(self, name: str, namespace: str, job: Mapping[str, Any]) -> None:
-        """Make the job own the Secret, so Kubernetes deletes the Secret with the job."""
-        meta = job["metadata"]
-        owner = {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "Job",
-            "name": meta["name"],
-            "uid": meta["uid"],
-            "blockOwnerDeletion": False,
-            "controller": False,
-        }
-        self._call(
-            "patch",
-            "secrets",
-            namespace,
-            self.core_v1_client.patch_namespaced_secret,
-            name,
-            namespace,
-            {"metadata": {"ownerReferences": [owner]}},
-        )
-
-    def failure_report(self, job: Mapping[str, Any], log_lines: int = 20) -> list[str]:
-        """Everything a person needs to see why the job ended badly, as log lines."""
-        meta = job.get("metadata") or {}
-        name, namespace = meta.get("name", ""), meta.get("namespace", "")
-        pods = self.list_job_pods(name, namespace)
-        failures = diagnostics.container_failures(pods)
-        podgroups = self.list_podgroups(namespace, meta.get("uid", ""))
-        names = {name} | {p["metadata"]["name"] for p in pods}
-        names |= {pg["metadata"]["name"] for pg in podgroups}
-        lines = [f.describe() for f in failures]
-        shown = set()
-        for pod_name in [f.pod for f in failures[:1]] + [
-            p["metadata"]["name"] for p in pods if diagnostics.task_of(p) == "master"
-        ][:1]:
-            if pod_name in shown:
-                continue
-            shown.add(pod_name)
-            log = diagnostics.tail(self.read_pod_log(pod_name, namespace, log_lines), log_lines)
-            if log:
-                lines.append(f"last {log_lines} log lines of {pod_name}:")
-                lines.extend("    " + line for line in log.splitlines())
-        events = diagnostics.warning_events(self.list_events(namespace, names))
-        if events:
-            lines.append("warning events:")
-            lines.extend("    " + e for e in events)
-        return lines
-
-    def explain_end(self, event: Mapping[str, Any], log_lines: int, log: Any) -> str:
-        """The message a failed wait raises with; the full diagnostics go to ``log``.
-
-        A pending timeout gets Volcano's unschedulable reason; a failure gets which pod and
-        container failed, with what exit code, the logs' last lines and the warning events.
-        """
-        message = str(event["message"])
-        job = self.get_job(event["name"], event["namespace"])
-        if job is None:
-            return message
-        if event["status"] == "pending_timeout":
-            return f"{message}: {self.unschedulable_reason(job) or 'Volcano gave no reason'}"
-        if event["status"] == "failed":
-            report = self.failure_report(job, log_lines)
-            for line in report:
-                log.error("%s", line)
-            if report:
-                message += f"; first cause: {report[0]}"
-        return message
-
-    def unschedulable_reason(self, job: Mapping[str, Any]) -> str:
-        meta = job.get("metadata") or {}
-        namespace = meta.get("namespace", "")
-        podgroups = self.list_podgroups(namespace, meta.get("uid", ""))
-        pods = self.list_job_pods(meta.get("name", ""), namespace)
-        names = {meta.get("name", "")} | {pg["metadata"]["name"] for pg in podgroups}
-        names |= {p["metadata"]["name"] for p in pods}
-        return diagnostics.unschedulable_reason(podgroups, self.list_events(namespace, names))
+        return _to_dict(self.api_client, patched.metadata)
 
 
 class AsyncVolcanoHook(AsyncKubernetesHook):

@@ -1,40 +1,34 @@
-"""Submit a Volcano PyTorch job from a W&B Launch queue template and wait for it."""
+"""Submit a Volcano PyTorch job from a W&B Launch queue template and wait for it.
+
+A thin Airflow shell: rendering is ``template``, the W&B run is ``wandb_run``, submitting and
+reattaching is ``submission``, the key's Secret is ``api_key_secret``, the wait is the
+trigger (``sync_wait`` in sync mode), the verdict is ``outcome``, and what a failure means
+is ``job_report``. See docs/architecture.md.
+"""
 
 from __future__ import annotations
 
-import asyncio
-import dataclasses
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
-from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from airflow_volcano_wandb import job_status, wandb_run
-from airflow_volcano_wandb._template.overrides import apply_env
-from airflow_volcano_wandb.diagnostics import task_of
-from airflow_volcano_wandb.hooks.volcano import (
-    RETRYABLE_STATUSES,
-    JobExistsError,
-    KubernetesPermissionError,
-    SecretExistsError,
-    VolcanoConnectionMixin,
-    VolcanoHook,
-    api_message,
-)
+from airflow_volcano_wandb import api_key_secret, cleanup, job_report, submission, wandb_run
+from airflow_volcano_wandb.cleanup import OnFinishAction
+from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.links.wandb import WandbRunLink
-from airflow_volcano_wandb.log_follower import MasterLogFollower
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity, owner_of
-from airflow_volcano_wandb.template import TemplateError, master_task_name, render_job
+from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.sync_wait import wait_in_process
+from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
-OnFinishAction = Literal["delete", "delete_succeeded", "keep"]
-ON_FINISH_ACTIONS = ("delete", "delete_succeeded", "keep")
 XCOM_JOB = "volcano_job"
 XCOM_RUN_ID = "wandb_run_id"
 XCOM_RUN_URL = "wandb_run_url"
@@ -73,6 +67,9 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     :param pod_annotations: annotations for every pod template.
     :param job_name: the job's name; by default the template's (the seed's
         ``wandb-job-${run_id}`` is deterministic per task instance).
+    :param queue: the Volcano queue (``spec.queue``); by default the template's.
+    :param add_master_policy: give the ``pytorch`` plugin's master task
+        ``TaskCompleted -> CompleteJob`` when the template lacks it.
     :param kubernetes_conn_id: the cncf.kubernetes ``kubernetes`` connection.
     :param config_file: a kubeconfig path, overriding the connection's.
     :param cluster_context: a kubeconfig context, overriding the connection's.
@@ -90,14 +87,14 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     :param wandb_api_key_secret: ``(secret_name, key)`` of an existing Secret holding the API
         key. By default the connection's key is written to a Secret owned by the job.
     :param wandb_summary_keys: summary metrics to read from W&B after success and push to
-        XCom ``wandb_summary``.
+        XCom ``wandb_summary`` (best-effort: a missing summary is a warning and ``{}``).
     :param wait_for_completion: wait for the job to end (else return once submitted, for
         ``VolcanoJobSensor``).
     :param deferrable: wait in the triggerer, freeing the worker slot.
     :param poll_interval: seconds between timeout checks while waiting; job state itself
         arrives by watch.
-    :param pending_timeout: seconds the job may stay ``Pending`` before the task fails with
-        Volcano's unschedulable reason and the job is deleted.
+    :param pending_timeout: seconds until every rank must be placed and running; else the
+        task fails with Volcano's reason and the job is deleted.
     :param on_finish_action: ``delete_succeeded`` (default: a failed job stays for
         inspection until a retry replaces it), ``delete`` or ``keep``.
     :param reattach_on_restart: reattach to a live job of this task instance; if False it is
@@ -117,10 +114,18 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         "command",
         "args",
         "job_name",
+        "queue",
         "wandb_entity",
         "wandb_project",
+        "wandb_run_id",
         "wandb_run_name",
+        "wandb_mode",
+        "wandb_rank_mode",
+        "wandb_tags",
+        "wandb_api_key_secret",
         "pod_annotations",
+        "pending_timeout",
+        "on_finish_action",
     )
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = {"template": "yaml", "macros": "json", "replicas": "json"}
@@ -141,6 +146,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         args: Mapping[str, list[str]] | None = None,
         pod_annotations: Mapping[str, str] | None = None,
         job_name: str | None = None,
+        queue: str | None = None,
+        add_master_policy: bool = True,
         kubernetes_conn_id: str | None = "kubernetes_default",
         config_file: str | None = None,
         cluster_context: str | None = None,
@@ -158,7 +165,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         wait_for_completion: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 10.0,
-        pending_timeout: float | None = None,
+        pending_timeout: float | str | None = None,
         on_finish_action: OnFinishAction = "delete_succeeded",
         reattach_on_restart: bool = True,
         log_lines: int = 50,
@@ -166,150 +173,89 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        if on_finish_action not in ON_FINISH_ACTIONS:
-            raise ValueError(
-                f"on_finish_action must be one of {ON_FINISH_ACTIONS}, got {on_finish_action!r}"
-            )
-        self.template = template
-        self.image_uri = image_uri
-        self.replicas = replicas
-        self.macros = macros
-        self.namespace = namespace
-        self.env = env
-        self.container_resources = container_resources
-        self.command = command
-        self.args = args
-        self.pod_annotations = pod_annotations
-        self.job_name = job_name
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.config_file = config_file
-        self.cluster_context = cluster_context
-        self.in_cluster = in_cluster
-        self.wandb_conn_id = wandb_conn_id
-        self.wandb_entity = wandb_entity
-        self.wandb_project = wandb_project
-        self.wandb_run_id = wandb_run_id
-        self.wandb_run_name = wandb_run_name
-        self.wandb_mode = wandb_mode
-        self.wandb_rank_mode = wandb_rank_mode
-        self.wandb_tags = wandb_tags
+        if "{{" not in str(on_finish_action):
+            cleanup.check_on_finish_action(on_finish_action)
+        self.template, self.image_uri, self.replicas = template, image_uri, replicas
+        self.macros, self.namespace, self.env = macros, namespace, env
+        self.container_resources, self.command, self.args = container_resources, command, args
+        self.pod_annotations, self.job_name, self.queue = pod_annotations, job_name, queue
+        self.add_master_policy = add_master_policy
+        self.kubernetes_conn_id, self.config_file = kubernetes_conn_id, config_file
+        self.cluster_context, self.in_cluster = cluster_context, in_cluster
+        self.wandb_conn_id, self.wandb_entity = wandb_conn_id, wandb_entity
+        self.wandb_project, self.wandb_run_id = wandb_project, wandb_run_id
+        self.wandb_run_name, self.wandb_mode = wandb_run_name, wandb_mode
+        self.wandb_rank_mode, self.wandb_tags = wandb_rank_mode, wandb_tags
         self.wandb_api_key_secret = wandb_api_key_secret
         self.wandb_summary_keys = list(wandb_summary_keys or [])
-        self.wait_for_completion = wait_for_completion
-        self.deferrable = deferrable
-        self.poll_interval = poll_interval
-        self.pending_timeout = pending_timeout
-        self.on_finish_action = on_finish_action
-        self.reattach_on_restart = reattach_on_restart
-        self.log_lines = log_lines
-        self.max_replicas = max_replicas
-        self._submitted: dict[str, str] | None = None
-
-    # ---- hooks ---------------------------------------------------------------------------
+        self.wait_for_completion, self.deferrable = wait_for_completion, deferrable
+        self.poll_interval, self.pending_timeout = poll_interval, pending_timeout
+        self.on_finish_action, self.reattach_on_restart = on_finish_action, reattach_on_restart
+        self.log_lines, self.max_replicas = log_lines, max_replicas
+        #: The job this try submitted or reattached to, as soon as it exists (for on_kill).
+        self._job: dict[str, str] | None = None
 
     @property
     def wandb_hook(self) -> WandbHook:
         return WandbHook(wandb_conn_id=self.wandb_conn_id)
 
-    # ---- execute -------------------------------------------------------------------------
-
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
         identity = TaskInstanceIdentity(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)
+        cleanup.check_on_finish_action(self.on_finish_action)
         wandb_hook = self.wandb_hook
-        spec = self._wandb_spec(context, wandb_hook)
+        spec = self._wandb_spec(context, identity, wandb_hook)
         body = self._render_job(context, identity, spec, wandb_hook)
-        namespace = body["metadata"]["namespace"]
-        if spec.api_key_secret is None and wandb_hook.api_key:
-            spec = dataclasses.replace(
-                spec, api_key_secret=wandb_run.SecretKeyRef(self._secret_name(body), "api-key")
-            )
-        add_wandb_env(body, spec)
-        hook = self.hook
-
-        try:
-            secret = self._store_api_key(hook, body, identity, wandb_hook)
-            try:
-                job = self._submit_or_reattach(hook, body, identity)
-            except (ApiException, KubernetesPermissionError, AirflowException) as exc:
-                if not _refused_outright(exc):
-                    raise
-                if secret is not None:
-                    self._withdraw_api_key(hook, secret, namespace)
-                if isinstance(exc, ApiException):
-                    raise AirflowException(
-                        f"Kubernetes refused the Volcano job {namespace}/"
-                        f"{body['metadata']['name']} (HTTP {exc.status}): {api_message(exc)}. "
-                        "Nothing was submitted."
-                    ) from exc
-                raise
-            if secret is not None:
-                try:
-                    hook.set_secret_owner(secret["name"], namespace, job)
-                except ApiException as exc:
-                    if exc.status != 404:
-                        raise
-                    # Collected with an earlier job of this task instance while we waited for
-                    # that job to go: write it again and hand it to the new job.
-                    self._store_api_key(hook, body, identity, wandb_hook)
-                    hook.set_secret_owner(secret["name"], namespace, job)
-        except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
-            raise AirflowException(
-                f"Submission failed: could not reach the Kubernetes API at "
-                f"{hook.api_client.configuration.host} ({type(exc).__name__}: {exc}). If the "
-                "job was created before the connection was lost, the next try finds it and "
-                "reattaches; otherwise nothing was submitted."
-            ) from exc
-        meta = job["metadata"]
-        self._submitted = {"name": meta["name"], "namespace": namespace, "uid": meta["uid"]}
-        result = {**self._submitted, "wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
-        ti.xcom_push(key=XCOM_JOB, value=self._submitted)
+        api_key = None if self.wandb_api_key_secret else wandb_hook.api_key
+        job = self._submit(body, identity, api_key)
+        run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
+        ti.xcom_push(key=XCOM_JOB, value=self._job)
         ti.xcom_push(key=XCOM_RUN_ID, value=spec.run_id)
         ti.xcom_push(key=XCOM_RUN_URL, value=spec.url)
         if spec.url:
             self.log.info("W&B run: %s", spec.url)
 
-        status = job_status.interpret(job)
-        if status.verdict is job_status.Verdict.SUCCEEDED:
-            self.log.info(
-                "Job %s already Completed (an earlier try); not resubmitting", meta["name"]
-            )
-            return self._finish(context, status.as_event(), result)
+        status = interpret(job)
+        if status.terminal:  # only a Completed job is ever reused
+            self.log.info("Job %s Completed in an earlier try; not resubmitting", status.name)
+            return self._report(context, WaitResult.from_status(status), run)
         if not self.wait_for_completion:
-            return result
-        trigger = self._trigger(meta["uid"])
+            return {**self._job, **run}
+        trigger = self._trigger()
         if self.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete")
-        return self._finish(context, self._wait_here(hook, trigger, job), result)
+            self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
+        try:
+            result = wait_in_process(self.hook, trigger, job, self.log)
+        except BaseException:
+            # A kill or any failure while waiting here: nobody would wait on the job any more.
+            self._delete_job()
+            raise
+        return self._report(context, result, run)
 
-    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+    def execute_complete(
+        self, context: Context, event: dict[str, Any], run: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
-        ti = context["ti"]
-        result = {
-            **(ti.xcom_pull(task_ids=self.task_id, key=XCOM_JOB) or {}),
-            "wandb_run_id": ti.xcom_pull(task_ids=self.task_id, key=XCOM_RUN_ID),
-            "wandb_run_url": ti.xcom_pull(task_ids=self.task_id, key=XCOM_RUN_URL),
-        }
-        return self._finish(context, event, result)
+        return self._report(context, WaitResult.from_event(event), dict(run or {}))
 
-    # ---- rendering -----------------------------------------------------------------------
-
-    def _wandb_spec(self, context: Context, wandb_hook: WandbHook) -> wandb_run.WandbRunSpec:
-        ti = context["ti"]
-        dag_run = context["dag_run"]
-        logical_date = getattr(dag_run, "logical_date", None)
-        airflow_ctx = wandb_run.AirflowRunContext(
-            dag_id=ti.dag_id,
-            dag_run_id=ti.run_id,
-            task_id=ti.task_id,
-            try_number=ti.try_number,
-            logical_date=logical_date.isoformat() if logical_date else None,
-            task_url=getattr(ti, "log_url", None),
-            map_index=ti.map_index,
-        )
+    def _wandb_spec(
+        self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook
+    ) -> wandb_run.WandbRunSpec:
+        ti, logical_date = context["ti"], getattr(context["dag_run"], "logical_date", None)
+        secret = self.wandb_api_key_secret
+        if secret is None and wandb_hook.api_key:
+            secret = api_key_secret.secret_ref(identity)
         try:
             return wandb_run.WandbRunSpec.for_task_instance(
-                airflow_ctx,
+                wandb_run.AirflowRunContext(
+                    dag_id=ti.dag_id,
+                    dag_run_id=ti.run_id,
+                    task_id=ti.task_id,
+                    try_number=ti.try_number,
+                    logical_date=logical_date.isoformat() if logical_date else None,
+                    task_url=getattr(ti, "log_url", None),
+                    map_index=ti.map_index,
+                ),
                 run_id=self.wandb_run_id,
                 run_name=self.wandb_run_name,
                 tags=self.wandb_tags,
@@ -318,7 +264,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 base_url=wandb_hook.base_url,
                 mode=self.wandb_mode,
                 rank_mode=self.wandb_rank_mode,
-                api_key_secret=self.wandb_api_key_secret,
+                api_key_secret=tuple(secret) if secret else None,
             )
         except ValueError as exc:
             raise AirflowException(f"Invalid W&B settings: {exc}") from exc
@@ -330,14 +276,13 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         spec: wandb_run.WandbRunSpec,
         wandb_hook: WandbHook,
     ) -> dict[str, Any]:
-        template = self.template
-        if wandb_run.is_queue_ref(template):
-            ref = wandb_run.parse_queue_ref(template)
-            template = wandb_hook.get_queue_template(ref.entity, ref.queue)
         macros = {**wandb_run.macro_values(spec, author=self.owner), **(self.macros or {})}
         if self.image_uri is not None:
             macros["image_uri"] = self.image_uri
         try:
+            template = self.template
+            if wandb_run.is_queue_ref(template):
+                template = wandb_hook.get_template(template)
             body = render_job(
                 template,
                 macros=macros,
@@ -351,277 +296,128 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 pod_annotations=self.pod_annotations,
                 name=self.job_name,
                 namespace=self.namespace,
+                queue=self.queue,
+                add_master_policy=self.add_master_policy,
                 max_replicas=self.max_replicas,
+                run_env=RunEnv(
+                    master=wandb_run.container_env(spec, is_master_task=True),
+                    others=wandb_run.container_env(spec, is_master_task=False),
+                ),
             )
-        except TemplateError as exc:
+        except (TemplateError, ValueError) as exc:
             raise AirflowException(f"Template error, nothing was submitted: {exc}") from exc
         if not body["metadata"].get("namespace"):
             body["metadata"]["namespace"] = self.hook.get_namespace() or "default"
         return body
 
-    @staticmethod
-    def _secret_name(body: Mapping[str, Any]) -> str:
-        return f"{body['metadata']['name'][:50]}-wandb-key"
-
-    def _store_api_key(
-        self,
-        hook: VolcanoHook,
-        body: dict[str, Any],
-        identity: TaskInstanceIdentity,
-        wandb_hook: WandbHook,
-    ) -> dict[str, Any] | None:
-        """Put the connection's API key in a Secret the job's containers read it from.
-
-        Returns the Secret's metadata as written. A Secret of that name left by an earlier try
-        of this task instance gets the current key; one that belongs to anything else is never
-        touched (it may hold another team's key).
-        """
-        if self.wandb_api_key_secret or not wandb_hook.api_key:
-            return None
-        name = self._secret_name(body)
-        namespace = body["metadata"]["namespace"]
-        secret = {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "metadata": {
-                "name": name,
-                "labels": identity.labels(),
-                "annotations": identity.annotations(),
-            },
-            "type": "Opaque",
-            "stringData": {"api-key": wandb_hook.api_key},
-        }
-        try:
-            return hook.create_secret(secret, namespace)["metadata"]
-        except SecretExistsError:
-            existing = hook.get_secret_metadata(name, namespace)
-        if existing is None:  # deleted since: ours to create after all
-            return hook.create_secret(secret, namespace)["metadata"]
-        if not identity.owns({"metadata": existing}):
-            raise AirflowException(
-                f"A Secret named {namespace}/{name} already exists and belongs to "
-                f"{owner_of({'metadata': existing})}; it was left alone and nothing was "
-                "submitted. Set job_name or a template name that is unique per task instance"
-            )
-        return hook.patch_secret_data(name, namespace, secret["stringData"])["metadata"]
-
-    def _withdraw_api_key(
-        self, hook: VolcanoHook, secret: Mapping[str, Any], namespace: str
-    ) -> None:
-        """No job will read the Secret this try wrote: delete it, not leave the key lying about.
-
-        A Secret already handed to a job (an earlier try's) is the job's to delete; the
-        resourceVersion precondition leaves it alone if anyone changed it meanwhile.
-        """
-        if secret.get("ownerReferences"):
-            return
-        try:
-            hook.delete_secret(secret["name"], namespace, secret["resourceVersion"])
-        except Exception as exc:  # the submission's own error is the one to raise
-            self.log.warning(
-                "Could not delete Secret %s/%s holding the W&B API key (%s); delete it by hand",
-                namespace,
-                secret["name"],
-                exc,
-            )
-
-    # ---- submission ----------------------------------------------------------------------
-
-    def _submit_or_reattach(
-        self, hook: VolcanoHook, body: dict[str, Any], identity: TaskInstanceIdentity
+    def _submit(
+        self, body: dict[str, Any], identity: TaskInstanceIdentity, api_key: str | None
     ) -> dict[str, Any]:
-        namespace = body["metadata"]["namespace"]
-        for existing in hook.list_jobs(namespace, identity.selector()):
-            job = self._reuse_or_clear(hook, existing)
-            if job is not None:
-                return job
+        hook = self.hook
         try:
-            job = hook.create_job(body, namespace)
-            self.log.info("Submitted Volcano job %s/%s", namespace, job["metadata"]["name"])
+            job = submission.submit_or_reattach(
+                hook, body, identity, reattach=self.reattach_on_restart, task_log=self.log
+            )
+            self._job = job_ref(job)
+            if api_key:
+                api_key_secret.store_for_job(hook, identity, job, api_key)
             return job
-        except JobExistsError:
-            existing = hook.get_job(body["metadata"]["name"], namespace)
-        if existing is None or not identity.owns(existing):
+        except api_key_secret.SecretOwnedElsewhereError as exc:
+            # Its pods would read someone else's key: the job must not run.
+            self._delete_job()
+            raise AirflowException(f"{exc}; the job was withdrawn") from exc
+        except submission.SubmissionError as exc:
+            raise AirflowException(str(exc)) from exc
+        except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
             raise AirflowException(
-                f"A Volcano job named {namespace}/{body['metadata']['name']} already exists and "
-                f"belongs to {owner_of(existing or {})}; set job_name or a template name that "
-                "is unique per task instance"
-            )
-        # Our own create whose answer was lost, or a concurrent try: the job is ours.
-        return self._reuse_or_clear(hook, existing) or hook.create_job(body, namespace)
+                f"Submission failed: could not reach the Kubernetes API at "
+                f"{hook.api_client.configuration.host} ({type(exc).__name__}: {exc}). If the "
+                "job was created before the connection was lost, the next try finds it and "
+                "reattaches; otherwise nothing was submitted."
+            ) from exc
 
-    def _reuse_or_clear(self, hook: VolcanoHook, job: dict[str, Any]) -> dict[str, Any] | None:
-        """A job this task instance already owns: reuse it, or delete it and say so."""
-        status = job_status.interpret(job)
-        if status.verdict is job_status.Verdict.DELETED:
-            # Being deleted (a kill or clear of an earlier try): reattaching would only see it
-            # vanish. Let it go, then submit afresh.
-            self.log.info(
-                "Earlier job %s/%s is being deleted; waiting for it to go before resubmitting",
-                status.namespace,
-                status.name,
-            )
-            hook.wait_job_gone(status.name, status.namespace)
-            return None
-        if status.verdict is job_status.Verdict.SUCCEEDED:
-            return job
-        if not status.terminal and self.reattach_on_restart:
-            self.log.info(
-                "Reattaching to running Volcano job %s/%s (%s)",
-                status.namespace,
-                status.name,
-                status.progress(),
-            )
-            return job
-        self.log.info(
-            "Deleting this task instance's earlier job %s/%s (%s) before resubmitting",
-            status.namespace,
-            status.name,
-            status.phase or "no phase",
-        )
-        hook.delete_job(status.name, status.namespace, uid=status.uid)
-        hook.wait_job_gone(status.name, status.namespace)
-        return None
-
-    # ---- waiting -------------------------------------------------------------------------
-
-    def _trigger(self, uid: str) -> VolcanoJobTrigger:
-        assert self._submitted is not None
+    def _trigger(self) -> VolcanoJobTrigger:
+        assert self._job is not None
         deadline = None
         if self.execution_timeout is not None:
             deadline = time.time() + self.execution_timeout.total_seconds()
         return VolcanoJobTrigger(
-            job_name=self._submitted["name"],
-            namespace=self._submitted["namespace"],
-            job_uid=uid,
+            job_name=self._job["name"],
+            namespace=self._job["namespace"],
+            job_uid=self._job["uid"],
             **self.connection_kwargs(),
-            pending_timeout=self.pending_timeout,
+            pending_timeout=_seconds(self.pending_timeout),
             deadline=deadline,
             poll_interval=self.poll_interval,
         )
 
-    def _wait_here(
-        self, hook: VolcanoHook, trigger: VolcanoJobTrigger, job: Mapping[str, Any]
+    def _report(
+        self, context: Context, result: WaitResult, run: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """Sync mode: the same watch the trigger uses, run here, with the master log streamed."""
-        trigger._log = self.log  # progress lines belong in the task log
-        follower = MasterLogFollower(
-            hook,
-            job["metadata"]["name"],
-            job["metadata"]["namespace"],
-            master_task_name(job) or "master",
-            self.log,
-        )
-        follower.start()
-        try:
-            return asyncio.run(_first_event(trigger))
-        except BaseException:
-            # execution_timeout (AirflowTaskTimeout), a kill, or any failure while waiting:
-            # the job must not keep running without anyone waiting for it.
-            self._delete_quietly(hook)
-            raise
-        finally:
-            follower.stop()
-
-    # ---- finishing -----------------------------------------------------------------------
-
-    def _finish(
-        self, context: Context, event: dict[str, Any], result: dict[str, Any]
-    ) -> dict[str, Any]:
-        self._submitted = {k: event[k] for k in ("name", "namespace", "uid")}
+        """Clean up as ``on_finish_action`` says, tell what happened, succeed or fail."""
+        self._job = result.job_ref()
         hook = self.hook
-        outcome = event["status"]
-        if outcome == "succeeded":
-            self.log.info("%s", event["message"])
+        deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
+        if result.outcome.succeeded:
+            self.log.info("%s", result.message)
             if self.deferrable:
-                self._log_master_tail(hook)
-            if self.wandb_summary_keys:
-                summary = self._read_summary(result)
+                job_report.log_master_tail(
+                    hook, hook.get_job(result.name, result.namespace), self.log_lines, self.log
+                )
+            if deletes:
+                self._delete_job()
+            summary = self._read_summary(run) if self.wandb_summary_keys else None
+            if summary is not None:
                 context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
-                result = {**result, "wandb_summary": summary}
-            if self.on_finish_action in ("delete", "delete_succeeded"):
-                hook.delete_job(event["name"], event["namespace"], uid=event["uid"])
-            return {**result, "phase": event["phase"]}
-
-        if outcome == "timeout":
-            self._delete_quietly(hook)
-            raise AirflowTaskTimeout(event["message"])
-        message = hook.explain_end(event, self.log_lines, self.log)
-        # Pending too long, or nobody can wait on it (the watch was refused): it goes.
-        if outcome in ("pending_timeout", "error") or self.on_finish_action == "delete":
-            self._delete_quietly(hook)
+            return {
+                **result.job_ref(),
+                **run,
+                **({"wandb_summary": summary} if summary is not None else {}),
+                "phase": result.phase,
+            }
+        message = job_report.report_failure(
+            hook,
+            result,
+            delete_job=self._delete_job if deletes else None,
+            log_lines=self.log_lines,
+            task_log=self.log,
+        )
+        if result.outcome is Outcome.TIMEOUT:
+            raise AirflowTaskTimeout(message)
         raise AirflowException(message)
 
-    def _read_summary(self, result: Mapping[str, Any]) -> dict[str, Any]:
-        """The requested W&B summary metrics; empty when the run is offline or unreachable."""
+    def _read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
+        """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""
         if self.wandb_mode in ("offline", "disabled"):
             self.log.warning("W&B mode is %s: no summary to read back", self.wandb_mode)
             return {}
-        return self.wandb_hook.get_run_summary(
-            result["wandb_run_id"],
-            entity=self.wandb_entity,
-            project=self.wandb_project,
-            keys=self.wandb_summary_keys,
-        )
-
-    def _log_master_tail(self, hook: VolcanoHook) -> None:
-        """Deferrable mode streams nothing while waiting: show the master's last lines now."""
-        assert self._submitted is not None
-        name, namespace = self._submitted["name"], self._submitted["namespace"]
-        job = hook.get_job(name, namespace)
-        master = (master_task_name(job) if job else None) or "master"
-        for pod in hook.list_job_pods(name, namespace):
-            if task_of(pod) == master:
-                pod_name = pod["metadata"]["name"]
-                log = hook.read_pod_log(pod_name, namespace, self.log_lines)
-                for line in log.splitlines():
-                    self.log.info("[%s] %s", pod_name, line)
-
-    def _delete_quietly(self, hook: VolcanoHook) -> None:
-        if not self._submitted:
-            return
         try:
-            if hook.delete_job(
-                self._submitted["name"], self._submitted["namespace"], uid=self._submitted["uid"]
-            ):
-                self.log.info(
-                    "Deleted Volcano job %s/%s",
-                    self._submitted["namespace"],
-                    self._submitted["name"],
-                )
-        except Exception:
-            self.log.exception("Could not delete Volcano job %s", self._submitted["name"])
+            return self.wandb_hook.get_run_summary(
+                run["wandb_run_id"],
+                entity=self.wandb_entity,
+                project=self.wandb_project,
+                keys=self.wandb_summary_keys,
+            )
+        except Exception as exc:
+            self.log.warning("Could not read the W&B run's summary (%s); pushing {}", exc)
+            return {}
+
+    def _delete_job(self) -> None:
+        if self._job:
+            self.hook.delete_job_quietly(self._job, self.log)
 
     def on_kill(self) -> None:
         """The task was killed while waiting in sync mode: delete the job and its pods."""
-        self._delete_quietly(self.hook)
+        self._delete_job()
 
 
-def _refused_outright(exc: BaseException) -> bool:
-    """The apiserver (or the job's owner check) said no: no job was created by this try.
-
-    Timeouts, throttling and 5xx are not: the create may have been applied with its answer
-    lost, and the next try reattaches to that job and its Secret.
-    """
-    if isinstance(exc, ApiException):
-        return 400 <= exc.status < 500 and exc.status not in (*RETRYABLE_STATUSES, 409)
-    if isinstance(exc, AirflowTaskTimeout):  # cut short mid-call: the create may be applied
-        return False
-    return isinstance(exc, KubernetesPermissionError | AirflowException)
-
-
-async def _first_event(trigger: VolcanoJobTrigger) -> dict[str, Any]:
-    async for event in trigger.run():
-        return event.payload
-    raise AirflowException("The wait on the Volcano job ended without a result")
-
-
-def add_wandb_env(job: dict[str, Any], spec: wandb_run.WandbRunSpec) -> None:
-    """Give every container of every task the run's env; the master task owns the run.
-
-    The run's identity is the provider's to set, so these entries replace a template's own
-    (a template's WANDB_RUN_ID would make ranks disagree about which run they write to).
-    """
-    master = master_task_name(job)
-    for task in job["spec"]["tasks"]:
-        apply_env([task], wandb_run.container_env(spec, is_master_task=task["name"] == master))
+def _seconds(value: float | str | None) -> float | None:
+    """A templated duration (the Trigger form sends text) as seconds."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise AirflowException(
+            f"pending_timeout must be a number of seconds, not {value!r}"
+        ) from None

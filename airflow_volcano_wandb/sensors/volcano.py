@@ -9,121 +9,161 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowTaskTimeout
 
-from airflow_volcano_wandb import job_status
+from airflow_volcano_wandb import cleanup, job_report
+from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
+from airflow_volcano_wandb.job_status import interpret, job_ref
+from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge
+from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 
 class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
     """Succeed when the Volcano job is ``Completed``; fail, with the reason, when it fails.
 
-    The same status reading and diagnostics as ``VolcanoPyTorchJobOperator``: ``Failed``,
-    ``Terminated``, ``Aborted`` and a deleted job fail the sensor at once (no waiting out the
-    timeout); ``Pending`` longer than ``pending_timeout`` fails it with Volcano's
-    unschedulable reason.
+    The same judgement (``judge.py``), diagnostics and cleanup rule as
+    ``VolcanoPyTorchJobOperator``: ``Failed``, ``Terminated``, ``Aborted`` and a deleted job
+    fail the sensor at once; a gang not wholly placed within ``pending_timeout`` fails it with
+    Volcano's unschedulable reason. The job is the sensor's to clean up: by default it is
+    deleted after success, on a pending timeout, on the sensor's timeout and when the task is
+    killed, so nothing is left running or holding the API key.
 
     :param job_name: the job, e.g. ``"{{ ti.xcom_pull('submit', key='volcano_job')['name'] }}"``.
     :param namespace: its namespace; else the connection's, else ``default``.
+    :param job_uid: the submission to wait on (e.g. the ``volcano_job`` XCom's ``uid``); a
+        job of the same name but another uid counts as this one deleted.
     :param kubernetes_conn_id: the cncf.kubernetes ``kubernetes`` connection.
     :param deferrable: wait in the triggerer (a watch) instead of poking.
-    :param pending_timeout: seconds the job may stay ``Pending``.
-    :param delete_on_failure: delete a failed job once its diagnostics are logged.
+    :param pending_timeout: seconds until every rank must be placed and running.
+    :param on_finish_action: ``delete_succeeded`` (default), ``delete`` or ``keep``, as for
+        the operator; a pending timeout and the sensor's timeout always delete.
+    :param delete_on_kill: delete the job when the task is killed, cleared or marked failed.
     :param log_lines: pod log lines to show on failure.
     """
 
-    template_fields: Sequence[str] = ("job_name", "namespace")
+    template_fields: Sequence[str] = ("job_name", "namespace", "job_uid")
 
     def __init__(
         self,
         *,
         job_name: str,
         namespace: str | None = None,
+        job_uid: str | None = None,
         kubernetes_conn_id: str | None = "kubernetes_default",
         config_file: str | None = None,
         cluster_context: str | None = None,
         in_cluster: bool | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         pending_timeout: float | None = None,
-        delete_on_failure: bool = False,
+        on_finish_action: OnFinishAction = "delete_succeeded",
+        delete_on_kill: bool = True,
         log_lines: int = 50,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.job_name = job_name
-        self.namespace = namespace
-        self.kubernetes_conn_id = kubernetes_conn_id
-        self.config_file = config_file
-        self.cluster_context = cluster_context
-        self.in_cluster = in_cluster
-        self.deferrable = deferrable
-        self.pending_timeout = pending_timeout
-        self.delete_on_failure = delete_on_failure
+        cleanup.check_on_finish_action(on_finish_action)
+        self.job_name, self.namespace, self.job_uid = job_name, namespace, job_uid
+        self.kubernetes_conn_id, self.config_file = kubernetes_conn_id, config_file
+        self.cluster_context, self.in_cluster = cluster_context, in_cluster
+        self.deferrable, self.pending_timeout = deferrable, pending_timeout
+        self.on_finish_action, self.delete_on_kill = on_finish_action, delete_on_kill
         self.log_lines = log_lines
         self._last_progress = ""
+        self._gang_seen_whole = False
+        self._job: dict[str, str] | None = None
 
-    def _namespace(self) -> str:
-        return self.namespace or self.hook.get_namespace() or "default"
+    def _target(self) -> WaitTarget:
+        deadline = time.time() + self.timeout if self.timeout and self.deferrable else None
+        return WaitTarget(
+            name=self.job_name,
+            namespace=self.namespace or self.hook.get_namespace() or "default",
+            uid=self.job_uid or None,
+            pending_timeout=self.pending_timeout,
+            deadline=deadline,
+        )
 
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
-            return super().execute(context)
-        namespace = self._namespace()
-        job = self.hook.get_job(self.job_name, namespace)
-        status = job_status.interpret(job, name=self.job_name, namespace=namespace)
-        if status.terminal:
-            return self.execute_complete(context, status.as_event())
-        deadline = time.time() + self.timeout if self.timeout else None
+            try:
+                return super().execute(context)
+            except (AirflowSensorTimeout, AirflowTaskTimeout):
+                self._delete_job()  # nobody waits on it any more
+                raise
+        target = self._target()
+        job = self.hook.get_job(target.name, target.namespace)
+        self._remember(job)
+        result = judge(job, target, time.time())
+        if result is not None:
+            return self._report(result)
         self.defer(
             trigger=VolcanoJobTrigger(
-                job_name=self.job_name,
-                namespace=namespace,
-                job_uid=status.uid,
+                job_name=target.name,
+                namespace=target.namespace,
+                job_uid=target.uid or (self._job or {}).get("uid"),
                 **self.connection_kwargs(),
                 pending_timeout=self.pending_timeout,
-                deadline=deadline,
+                deadline=target.deadline,
                 poll_interval=self.poke_interval,
-                # The sensor did not submit the job; killing the waiter leaves it alone.
-                delete_on_kill=False,
+                delete_on_kill=self.delete_on_kill,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
 
     def poke(self, context: Context) -> bool:
-        namespace = self._namespace()
-        job = self.hook.get_job(self.job_name, namespace)
-        status = job_status.interpret(job, name=self.job_name, namespace=namespace)
-        if status.progress() != self._last_progress and job is not None:
+        target = self._target()
+        job = self.hook.get_job(target.name, target.namespace)
+        self._remember(job)
+        status = interpret(job, name=target.name, namespace=target.namespace)
+        if job is not None and status.progress() != self._last_progress:
             self._last_progress = status.progress()
             self.log.info("%s", self._last_progress)
-        if status.terminal:
-            self.execute_complete(context, status.as_event())
-            return True
-        pending = status.pending_seconds(job, time.time())
-        if (
-            self.pending_timeout is not None
-            and pending is not None
-            and (pending >= self.pending_timeout)
-        ):
-            self.execute_complete(
-                context,
-                status.as_event(
-                    "pending_timeout",
-                    f"Volcano job {namespace}/{self.job_name} stayed Pending longer than "
-                    f"pending_timeout={self.pending_timeout:g}s",
-                ),
-            )
-        return False
+        self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
+        result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
+        if result is None:
+            return False
+        self._report(result)
+        return True
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
-        """Turn the trigger's (or a poke's) verdict into the task's outcome."""
-        if event["status"] == "succeeded":
-            self.log.info("%s", event["message"])
-            return {k: event[k] for k in ("name", "namespace", "uid", "phase")}
-        hook = self.hook
-        message = hook.explain_end(event, self.log_lines, self.log)
-        if self.delete_on_failure:
-            hook.delete_job(event["name"], event["namespace"], uid=event["uid"])
+        """Turn the trigger's verdict into the task's outcome."""
+        return self._report(WaitResult.from_event(event))
+
+    def _remember(self, job: dict[str, Any] | None) -> None:
+        """Pin the submission first seen, so a job recreated under its name is not it."""
+        if job is None or self._job is not None:
+            return
+        if not self.job_uid or job["metadata"].get("uid") == self.job_uid:
+            self._job = job_ref(job)
+            self.job_uid = self.job_uid or self._job["uid"]
+
+    def _report(self, result: WaitResult) -> dict[str, Any]:
+        if result.uid:
+            self._job = result.job_ref()
+        deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
+        if result.outcome.succeeded:
+            self.log.info("%s", result.message)
+            if deletes:
+                self._delete_job()
+            return {**result.job_ref(), "phase": result.phase}
+        message = job_report.report_failure(
+            self.hook,
+            result,
+            delete_job=self._delete_job if deletes else None,
+            log_lines=self.log_lines,
+            task_log=self.log,
+        )
+        if result.outcome is Outcome.TIMEOUT:
+            raise AirflowSensorTimeout(message)
         raise AirflowException(message)
+
+    def _delete_job(self) -> None:
+        if self._job:
+            self.hook.delete_job_quietly(self._job, self.log)
+
+    def on_kill(self) -> None:
+        """Killed while poking: the job must not run on unwatched."""
+        if self.delete_on_kill:
+            self._delete_job()

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_volcano_wandb.job_status import JobStatus, interpret
+from airflow_volcano_wandb.job_status import interpret
+from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
+from airflow_volcano_wandb.outcome import Outcome, WaitResult
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
@@ -34,17 +36,15 @@ class VolcanoJobTrigger(BaseTrigger):
 
     All triggers for jobs in one namespace (and one connection) in a triggerer share one
     list+watch connection (``job_watcher``), so a thousand waiting jobs cost one connection
-    and no polling. The event's ``status`` is ``succeeded``, ``failed``, ``deleted``,
-    ``pending_timeout``, ``timeout``, or ``error`` (the API refused the watch, e.g. a Role
-    without ``watch``); the operator or sensor turns it into the task's outcome and its
-    diagnostics.
+    and no polling. The event is a ``WaitResult`` (``outcome.py``) judged by ``judge.py``;
+    the operator or sensor turns it into the task's outcome and its diagnostics.
 
     :param job_name: the Volcano job to wait on.
     :param namespace: its namespace.
     :param job_uid: the uid of the submission waited on; a job recreated under the same name
         by someone else counts as the original being deleted.
     :param kubernetes_conn_id: the ``kubernetes`` connection (cncf.kubernetes semantics).
-    :param pending_timeout: seconds the job may stay ``Pending`` (gang not schedulable).
+    :param pending_timeout: seconds until every rank must be placed and running.
     :param deadline: wall-clock time (epoch seconds) at which to give up, for
         ``execution_timeout``.
     :param poll_interval: seconds between progress checks of the timeouts; the job's state
@@ -111,54 +111,64 @@ class VolcanoJobTrigger(BaseTrigger):
     def _connection_key(self) -> tuple:
         return (self.kubernetes_conn_id, self.config_file, self.cluster_context, self.in_cluster)
 
+    def _target(self) -> WaitTarget:
+        return WaitTarget(
+            name=self.job_name,
+            namespace=self.namespace,
+            uid=self.job_uid,
+            pending_timeout=self.pending_timeout,
+            deadline=self.deadline,
+        )
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         job_watcher = await _kubernetes_side()
         watcher = job_watcher.shared_watcher(self._connection_key(), self.namespace, self.hook)
         subscription = watcher.subscribe(self.job_name)
         try:
-            event = await self._wait(watcher, subscription)
+            result = await self._wait(watcher, subscription)
         finally:
             await job_watcher.release(watcher, subscription)
         self._fired = True
-        yield TriggerEvent(event)
+        yield TriggerEvent(result.to_event())
 
-    async def _wait(
-        self, watcher: NamespaceJobWatcher, subscription: Subscription
-    ) -> dict[str, Any]:
+    async def _wait(self, watcher: NamespaceJobWatcher, subscription: Subscription) -> WaitResult:
+        target = self._target()
         last_progress = ""
+        gang_seen_whole = False
         while True:
             subscription.changed.clear()
             if watcher.error is not None:  # e.g. the Role lacks "watch": waiting cannot work
-                return self._event("error", None, str(watcher.error))
+                return self._watch_lost(str(watcher.error))
             if watcher.synced.is_set():
                 job = watcher.job(self.job_name)
                 if job is None or not self._is_ours(job):
                     # The watch may not have delivered a just-created job yet: ask directly.
                     job = await self.hook().get_job(self.job_name, self.namespace)
-                    if job is not None and not self._is_ours(job):
-                        job = None
                 status = interpret(job, name=self.job_name, namespace=self.namespace)
-                if status.progress() != last_progress and job is not None:
-                    last_progress = status.progress()
-                    self.log.info("%s", last_progress)
-                if status.terminal:
-                    return self._event(status.verdict.value, status, status.explain())
-                if self._pending_too_long(status, job):
-                    return self._event(
-                        "pending_timeout",
-                        status,
-                        f"Volcano job {self.namespace}/{self.job_name} stayed Pending longer "
-                        f"than pending_timeout={self.pending_timeout:g}s",
-                    )
-            if self.deadline is not None and time.time() >= self.deadline:
-                return self._event(
-                    "timeout",
-                    None,
-                    f"Gave up waiting on Volcano job {self.namespace}/{self.job_name}: "
-                    "execution_timeout reached",
-                )
+                if job is not None and self._is_ours(job):
+                    gang_seen_whole = gang_seen_whole or gang_is_whole(job)
+                    if status.progress() != last_progress:
+                        last_progress = status.progress()
+                        self.log.info("%s", last_progress)
+                result = judge(job, target, time.time(), gang_seen_whole=gang_seen_whole)
+                if result is not None:
+                    return result
+            elif self.deadline is not None and time.time() >= self.deadline:
+                return timed_out(target)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(subscription.changed.wait(), timeout=self._sleep_for())
+
+    def _watch_lost(self, why: str) -> WaitResult:
+        return WaitResult(
+            outcome=Outcome.WATCH_LOST,
+            name=self.job_name,
+            namespace=self.namespace,
+            uid=self.job_uid or "",
+            message=(
+                f"Lost the watch on Volcano job {self.namespace}/{self.job_name}: {why}. The "
+                "job was left untouched; the next try reattaches to it."
+            ),
+        )
 
     def _is_ours(self, job: dict) -> bool:
         return not self.job_uid or job["metadata"].get("uid") == self.job_uid
@@ -168,19 +178,6 @@ class VolcanoJobTrigger(BaseTrigger):
         if self.deadline is not None:
             wake = min(wake, max(self.deadline - time.time(), 0.05))
         return wake
-
-    def _pending_too_long(self, status: JobStatus, job: dict | None) -> bool:
-        pending = status.pending_seconds(job, time.time())
-        return (
-            self.pending_timeout is not None
-            and pending is not None
-            and (pending >= self.pending_timeout)
-        )
-
-    def _event(self, result: str, status: JobStatus | None, message: str) -> dict[str, Any]:
-        if status is None:
-            status = interpret(None, name=self.job_name, namespace=self.namespace)
-        return {**status.as_event(result, message), "uid": status.uid or self.job_uid or ""}
 
     async def on_kill(self) -> None:
         """A user killed, cleared or failed the deferred task: the job must not run on."""

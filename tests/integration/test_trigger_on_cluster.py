@@ -69,7 +69,7 @@ def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
         return [t.result() for t in tasks], watchers_seen
 
     events, watchers_seen = asyncio.run(wait_all())
-    assert [e["status"] for e in events] == ["succeeded"] * 6
+    assert [e["outcome"] for e in events] == ["succeeded"] * 6
     assert {e["name"] for e in events} == {f"shared-{i}" for i in range(6)}
     assert max(watchers_seen) == 1  # one watch connection for all six waits
     assert job_watcher.active_watchers() == 0  # the last one out closed it
@@ -95,7 +95,7 @@ def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
             return event.payload
 
     event = asyncio.run(asyncio.wait_for(wait(), timeout=120))
-    assert event["status"] == "succeeded"
+    assert event["outcome"] == "succeeded"
     assert event["uid"] == job["metadata"]["uid"]
 
 
@@ -175,4 +175,4 @@ def test_a_job_recreated_under_the_same_name_counts_as_deleted(cluster):
         async for event in trigger.run():
             return event.payload
 
-    assert asyncio.run(asyncio.wait_for(wait(), 30))["status"] == "deleted"
+    assert asyncio.run(asyncio.wait_for(wait(), 30))["outcome"] == "deleted"

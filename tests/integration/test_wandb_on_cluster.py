@@ -7,6 +7,8 @@ import json
 import pytest
 from kubernetes import client as k8s
 
+from airflow_volcano_wandb.api_key_secret import secret_ref
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, list_jobs, run_dag, seed_template, wait_until
 
 pytestmark = pytest.mark.cluster
@@ -44,6 +46,8 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
     assert tis["train"][0] == "success", output.out[-3000:]
 
     (job,) = list_jobs(api, namespace)
+    # Named for the task instance, so the run spec is complete before the job is rendered.
+    secret_name = secret_ref(TaskInstanceIdentity("avw_test_keep", "train", dag_run.run_id)).name
     pods = k8s.CoreV1Api(api).list_namespaced_pod(namespace).items
     for task in job["spec"]["tasks"]:
         for container in task["template"]["spec"]["containers"]:
@@ -53,7 +57,7 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
                 "name": "WANDB_API_KEY",
                 "valueFrom": {
                     "secretKeyRef": {
-                        "name": f"{job['metadata']['name']}-wandb-key",
+                        "name": secret_name,
                         "key": "api-key",
                     }
                 },
@@ -65,9 +69,7 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
                 assert env["WANDB_MODE"]["value"] == "disabled"
 
     # The key is in the Secret, owned by the job; nowhere in the spec, the log or XComs.
-    secret = k8s.CoreV1Api(api).read_namespaced_secret(
-        f"{job['metadata']['name']}-wandb-key", namespace
-    )
+    secret = k8s.CoreV1Api(api).read_namespaced_secret(secret_name, namespace)
     assert secret.metadata.owner_references[0].uid == job["metadata"]["uid"]
     assert api_key not in json.dumps(job)
     assert api_key not in json.dumps(api.sanitize_for_serialization(pods))

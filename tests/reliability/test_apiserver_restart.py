@@ -125,7 +125,7 @@ def test_twenty_triggers_survive_an_apiserver_restart(monkeypatch, wandb_connect
         for index, ((kind, expected), events) in enumerate(zip(PLAN, results, strict=True)):
             assert len(events) == 1, (index, kind, events)  # fired exactly once
             event = events[0]
-            assert event["status"] == expected, (index, kind, event)
+            assert event["outcome"] == expected, (index, kind, event)
             assert event["uid"] == tis[index].pushed["volcano_job"]["uid"]
             if expected == "failed":
                 assert event["phase"] in ("Terminated", "Failed", "Aborted"), event

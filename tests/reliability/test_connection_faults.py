@@ -103,7 +103,7 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
     assert resets >= 5, resets  # the faults really hit open connections
     for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
         assert len(events) == 1, (key, events)
-        assert events[0]["status"] == expected, (key, events[0])
+        assert events[0]["outcome"] == expected, (key, events[0])
         assert events[0]["uid"] == triggers[key].job_uid
     owners = Counter(j["metadata"]["labels"][IDENTITY_LABEL] for j in list_jobs(admin, namespace))
     assert set(owners.values()) <= {1}, owners  # nothing submitted twice
@@ -152,5 +152,5 @@ def test_a_silently_dead_watch_connection_is_replaced(
 
     frozen, took, events = asyncio.run(main())
     assert frozen >= 1
-    assert [e["status"] for e in events] == ["succeeded"], events
+    assert [e["outcome"] for e in events] == ["succeeded"], events
     assert took < 60, took

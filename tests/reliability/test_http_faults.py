@@ -126,7 +126,7 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(
     assert statuses == {429: 3, 503: 3}, http_proxy.forged
     for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
         assert len(events) == 1, (key, events)
-        assert events[0]["status"] == expected, (key, events[0])
+        assert events[0]["outcome"] == expected, (key, events[0])
         assert events[0]["uid"] == triggers[key].job_uid
 
 

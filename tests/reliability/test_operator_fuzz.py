@@ -109,7 +109,6 @@ class Recorder:
             return {"metadata": {**body["metadata"], "resourceVersion": "1"}}
 
         monkeypatch.setattr(VolcanoHook, "create_secret", record("create_secret", created_secret))
-        monkeypatch.setattr(VolcanoHook, "set_secret_owner", record("set_secret_owner"))
         monkeypatch.setattr(VolcanoHook, "get_namespace", record("get_namespace", "default"))
 
 

@@ -19,7 +19,7 @@ import pytest
 from airflow.sdk.exceptions import AirflowException
 from kubernetes import client
 
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     GROUP,
@@ -112,7 +112,7 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
         _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "other", "r1")
     )
     core = client.CoreV1Api(api)
-    their_secret = core.read_namespaced_secret("shared-name-wandb-key", namespace)
+    (their_secret,) = core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items
     with pytest.raises(AirflowException) as failure:
         execute_operator(
             _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "train", "r1")
@@ -120,7 +120,8 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
     assert "belongs to avw_rel_edge/other/r1" in str(failure.value)
     assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [theirs.job_uid]
     # Their Secret (it could hold another team's key) was neither rewritten nor deleted.
-    after = core.read_namespaced_secret("shared-name-wandb-key", namespace)
+    (after,) = core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items
+    assert after.metadata.name == their_secret.metadata.name
     assert after.metadata.resource_version == their_secret.metadata.resource_version
     api.close()
 

@@ -101,7 +101,7 @@ def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
 
     assert len(evicted_events) == 1
     event = evicted_events[0]
-    assert event["status"] == "succeeded" and event["phase"] == "Completed", event
+    assert event["outcome"] == "succeeded" and event["phase"] == "Completed", event
     assert event["retry_count"] == 1, event
     assert any(line.startswith("Restarting") for line in logs["evicted"].lines), logs[
         "evicted"
@@ -110,7 +110,7 @@ def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
 
     assert len(crashing_events) == 1
     event = crashing_events[0]
-    assert event["status"] == "failed" and event["phase"] in ("Failed", "Aborted"), event
+    assert event["outcome"] == "failed" and event["phase"] in ("Failed", "Aborted"), event
     assert event["retry_count"] == 2, event
     assert "after 2 restart(s)" in event["message"]
     assert any(line.startswith("Restarting") for line in logs["crashing"].lines)

@@ -23,7 +23,8 @@ def test_failures_name_task_pod_container_and_exit_code_masters_first():
             pod("j-worker-0", "worker", exit_code=3),
             pod("j-master-0", "master", exit_code=1),
             pod("j-worker-1", "worker", exit_code=0),
-        ]
+        ],
+        master_task="master",
     )
     assert [f.pod for f in failures] == ["j-master-0", "j-worker-0"]
     assert failures[1].describe() == (
@@ -112,3 +113,45 @@ def test_warning_events_are_deduplicated_and_ordered_oldest_first():
 
 def test_tail_keeps_the_last_lines():
     assert diagnostics.tail("1\n2\n3\n", 2) == "2\n3"
+
+
+def test_the_master_is_the_plugins_master_task_not_a_task_named_master():
+    job = {
+        "spec": {
+            "plugins": {"pytorch": ["--master=chief", "--worker=worker"]},
+            "tasks": [{"name": "worker"}, {"name": "chief"}, {"name": "master"}],
+        }
+    }
+    pods = [pod("j-master-0", "master"), pod("j-chief-0", "chief"), pod("j-worker-0", "worker")]
+    assert diagnostics.master_pod(pods, job)["metadata"]["name"] == "j-chief-0"
+    assert diagnostics.master_pod(pods[2:], job) is None
+    failures = diagnostics.container_failures(
+        [pod("j-master-0", "master", exit_code=1), pod("j-chief-0", "chief", exit_code=2)],
+        master_task="chief",
+    )
+    assert [f.pod for f in failures] == ["j-chief-0", "j-master-0"]
+
+
+def test_a_failure_report_shows_failures_then_logs_then_warnings():
+    failures = diagnostics.container_failures([pod("j-worker-0", "worker", exit_code=3)])
+    master = pod("j-master-0", "master")
+    assert diagnostics.pods_worth_a_log(failures, master) == ["j-worker-0", "j-master-0"]
+    events = [
+        {
+            "type": "Warning",
+            "reason": "BackOff",
+            "message": "restarting",
+            "involvedObject": {"kind": "Pod", "name": "j-worker-0"},
+        }
+    ]
+    report = diagnostics.failure_report(
+        failures, {"j-worker-0": "a\nb\nc\n", "j-master-0": ""}, events, log_lines=2
+    )
+    assert report == [
+        "task worker pod j-worker-0 container worker exited with code 3 (Error)",
+        "last 2 log lines of j-worker-0:",
+        "    b",
+        "    c",
+        "warning events:",
+        "    Pod/j-worker-0 BackOff: restarting",
+    ]

@@ -87,29 +87,6 @@ def test_progress_mentions_failed_pods():
     assert "worker 2/3 (1 failed)" in status.progress()
 
 
-def test_pending_seconds_counts_from_the_pending_transition():
-    pending = job("Pending", state={"lastTransitionTime": "2026-11-29T10:00:30Z"})
-    status = interpret(pending)
-    now = interpret(job("Running")).pending_seconds(pending, 0)
-    assert now is None  # a running job is not pending
-    from datetime import datetime
-
-    t = datetime.fromisoformat("2026-11-29T10:01:00+00:00").timestamp()
-    assert status.pending_seconds(pending, t) == pytest.approx(30)
-
-
-def test_as_event_carries_what_the_operator_needs():
-    event = interpret(job("Failed", retryCount=1)).as_event()
-    assert event["status"] == "failed"
-    assert {event["name"], event["namespace"], event["uid"], event["phase"]} == {
-        "wandb-job-abc",
-        "wandb",
-        "u-1",
-        "Failed",
-    }
-    json.dumps(event)  # trigger events must serialize
-
-
 @pytest.mark.parametrize("path", sorted(CAPTURED.glob("*.json")), ids=lambda p: p.stem)
 def test_statuses_captured_from_the_real_cluster(path):
     captured = json.loads(path.read_text())

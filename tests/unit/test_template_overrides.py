@@ -420,3 +420,19 @@ def test_env_skips_init_containers() -> None:
     job = render(template, env={"A": "1"})
     assert "env" not in task(job, "worker")["template"]["spec"]["initContainers"][0]
     assert containers(job, "worker")[0]["env"] == [{"name": "A", "value": "1"}]
+
+
+def test_run_env_is_applied_last_per_master_or_other_task_and_validated() -> None:
+    from airflow_volcano_wandb.template import RunEnv
+
+    job = render(
+        env={"WANDB_RUN_ID": "from-the-dag", "EPOCHS": 3},
+        run_env=RunEnv(master={"WANDB_RUN_ID": "r1"}, others={"WANDB_MODE": "disabled"}),
+    )
+    master_env = {e["name"]: e["value"] for e in containers(job, "master")[0]["env"]}
+    worker_env = {e["name"]: e["value"] for e in containers(job, "worker")[0]["env"]}
+    assert master_env["WANDB_RUN_ID"] == "r1" and "WANDB_MODE" not in master_env
+    assert worker_env["WANDB_MODE"] == "disabled" and worker_env["WANDB_RUN_ID"] == "from-the-dag"
+    assert master_env["EPOCHS"] == worker_env["EPOCHS"] == "3"
+    with pytest.raises(TemplateError, match="env"):
+        render(run_env=RunEnv(master={"A=B": "x"}, others={}))

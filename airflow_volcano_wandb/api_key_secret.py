@@ -1,0 +1,94 @@
+"""The W&B API key's Kubernetes Secret: named for the task instance, owned by its job.
+
+The key reaches the pods only through a ``secretKeyRef``, never in the job spec. The Secret is
+written *after* the job exists and owned by it from its first moment, so no crash window
+leaves the key in a Secret that nothing will delete; the job's pods wait for it (the kubelet
+retries a missing ``secretKeyRef``). Kubernetes deletes the Secret with its last owner job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_volcano_wandb.hooks.volcano import GROUP, VERSION, SecretExistsError, VolcanoHook
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity, owner_of
+from airflow_volcano_wandb.wandb_run import SecretKeyRef
+
+API_KEY_FIELD = "api-key"
+
+
+class SecretOwnedElsewhereError(RuntimeError):
+    """A Secret of our name belongs to something else; it holds someone else's key."""
+
+
+def secret_ref(identity: TaskInstanceIdentity) -> SecretKeyRef:
+    """Where the pods of this task instance's job read the key: known before rendering."""
+    return SecretKeyRef(f"avw-wandb-key-{identity.digest[:20]}", API_KEY_FIELD)
+
+
+def owner_reference(job: Mapping[str, Any]) -> dict[str, Any]:
+    """An ownerReference to the Volcano job, so the Secret is garbage-collected with it."""
+    meta = job["metadata"]
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Job",
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "blockOwnerDeletion": False,
+        "controller": False,
+    }
+
+
+def secret_body(
+    identity: TaskInstanceIdentity, job: Mapping[str, Any], api_key: str
+) -> dict[str, Any]:
+    """The Secret holding the key, owned by ``job`` from its creation."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {
+            "name": secret_ref(identity).name,
+            "labels": identity.labels(),
+            "annotations": identity.annotations(),
+            "ownerReferences": [owner_reference(job)],
+        },
+        "type": "Opaque",
+        "stringData": {API_KEY_FIELD: api_key},
+    }
+
+
+def store_for_job(
+    hook: VolcanoHook, identity: TaskInstanceIdentity, job: Mapping[str, Any], api_key: str
+) -> None:
+    """Give ``job`` the current key in its Secret, creating or refreshing it.
+
+    A Secret of that name left by an earlier try of this task instance gets the current key
+    and the new owner; one that belongs to anything else is never touched (it may hold
+    another team's key) and raises :class:`SecretOwnedElsewhereError`.
+    """
+    body = secret_body(identity, job, api_key)
+    name, namespace = body["metadata"]["name"], job["metadata"]["namespace"]
+    try:
+        hook.create_secret(body, namespace)
+        return
+    except SecretExistsError:
+        existing = hook.get_secret_metadata(name, namespace)
+    if existing is None:  # collected with an earlier job since: ours to create after all
+        hook.create_secret(body, namespace)
+        return
+    if not identity.owns({"metadata": existing}):
+        raise SecretOwnedElsewhereError(
+            f"A Secret named {namespace}/{name} already exists and belongs to "
+            f"{owner_of({'metadata': existing})}; it was left alone"
+        )
+    uid = job["metadata"]["uid"]
+    owners = [ref for ref in existing.get("ownerReferences") or [] if ref.get("uid") != uid]
+    hook.patch_secret(
+        name,
+        namespace,
+        {
+            "metadata": {"ownerReferences": [*owners, owner_reference(job)]},
+            "stringData": body["stringData"],
+        },
+    )

@@ -1,0 +1,132 @@
+"""Tell a person how a wait ended: fetch the job's pods, PodGroups, events and logs, explain.
+
+The I/O edge of ``diagnostics``: it reads through ``VolcanoHook`` and lets the pure module
+explain. Diagnostics are a courtesy: every function here is best-effort, so a failing read
+(a pod already gone, a Role without ``events``) shortens the report, never changes the task's
+outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_volcano_wandb import diagnostics
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.outcome import Outcome, WaitResult
+
+log = logging.getLogger(__name__)
+
+
+def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[dict]) -> set[str]:
+    names = {str(job["metadata"].get("name", ""))}
+    names |= {p["metadata"]["name"] for p in pods}
+    names |= {pg["metadata"]["name"] for pg in podgroups}
+    return names
+
+
+def unschedulable_reason(hook: VolcanoHook, job: Mapping[str, Any]) -> str:
+    """Volcano's own words for why the gang is not placed, or ``""``."""
+    meta = job["metadata"]
+    namespace = meta["namespace"]
+    podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
+    pods = hook.list_job_pods(meta["name"], namespace)
+    events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
+    return diagnostics.unschedulable_reason(podgroups, events)
+
+
+def failure_report(hook: VolcanoHook, job: Mapping[str, Any], log_lines: int) -> list[str]:
+    """Which pod and container failed, with what exit code, their logs' tail, the warnings."""
+    meta = job["metadata"]
+    namespace = meta["namespace"]
+    pods = hook.list_job_pods(meta["name"], namespace)
+    podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
+    master = diagnostics.master_pod(pods, job)
+    failures = diagnostics.container_failures(pods, diagnostics.task_of(master or {}) or None)
+    logs = {
+        name: hook.read_pod_log(name, namespace, log_lines)
+        for name in diagnostics.pods_worth_a_log(failures, master)
+    }
+    events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
+    return diagnostics.failure_report(failures, logs, events, log_lines)
+
+
+def explain_end(
+    hook: VolcanoHook,
+    result: WaitResult,
+    job: Mapping[str, Any] | None,
+    log_lines: int,
+    task_log: logging.Logger | Any,
+) -> str:
+    """The message a failed wait raises with; the full report goes to ``task_log``.
+
+    ``job`` is the job as last read (``None`` once deleted: then the result's own message
+    is all there is). Never raises: a report that cannot be fetched is logged as such.
+    """
+    message = result.message
+    if job is None:
+        return message
+    try:
+        if result.outcome is Outcome.PENDING_TIMEOUT:
+            return f"{message}: {unschedulable_reason(hook, job) or 'Volcano gave no reason'}"
+        if result.outcome is Outcome.FAILED:
+            report = failure_report(hook, job, log_lines)
+            for line in report:
+                task_log.error("%s", line)
+            if report:
+                message += f"; first cause: {report[0]}"
+    except Exception as exc:
+        task_log.warning("Could not gather the job's diagnostics (%s)", exc)
+    return message
+
+
+def report_failure(
+    hook: VolcanoHook,
+    result: WaitResult,
+    *,
+    delete_job: Callable[[], None] | None,
+    log_lines: int,
+    task_log: logging.Logger | Any,
+) -> str:
+    """Clean up after a failed wait, then explain it: the message to fail the task with.
+
+    ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
+    for a gang that never started or a timeout (it holds GPUs and has no logs worth reading),
+    and right *after* them for a failed job, whose pods' logs are the report; it runs even if
+    the diagnostics fail.
+    """
+    delete_first = result.outcome is not Outcome.FAILED
+    if delete_job is not None and delete_first:
+        delete_job()
+    try:
+        job = None
+        if result.outcome.job_state_known and result.uid:
+            job = hook.get_job(result.name, result.namespace)
+            if job is not None and job["metadata"].get("uid") != result.uid:
+                job = None
+        return explain_end(hook, result, job, log_lines, task_log)
+    except Exception as exc:
+        task_log.warning("Could not gather the job's diagnostics (%s)", exc)
+        return result.message
+    finally:
+        if delete_job is not None and not delete_first:
+            delete_job()
+
+
+def log_master_tail(
+    hook: VolcanoHook, job: Mapping[str, Any] | None, log_lines: int, task_log: Any
+) -> None:
+    """Show the master's last log lines (deferrable mode streams nothing while waiting)."""
+    if job is None:
+        return
+    meta = job["metadata"]
+    try:
+        master = diagnostics.master_pod(hook.list_job_pods(meta["name"], meta["namespace"]), job)
+        if master is None:
+            return
+        pod_name = master["metadata"]["name"]
+        for line in hook.read_pod_log(pod_name, meta["namespace"], log_lines).splitlines():
+            task_log.info("[%s] %s", pod_name, line)
+    except Exception as exc:
+        task_log.warning("Could not read the master's log (%s)", exc)

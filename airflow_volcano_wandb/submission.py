@@ -1,0 +1,144 @@
+"""Submit a rendered job, or reattach to the one this task instance already has.
+
+:func:`decide` is the pure rule for a job found with this task instance's identity;
+:func:`submit_or_reattach` carries the decisions out through ``VolcanoHook``. One task
+instance owns at most one live job, whatever its tries: a retry or a restarted worker finds
+the job that is already there instead of submitting a second.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from kubernetes.client.rest import ApiException
+
+from airflow_volcano_wandb import job_status
+from airflow_volcano_wandb.hooks.volcano import (
+    RETRYABLE_STATUSES,
+    JobExistsError,
+    KubernetesPermissionError,
+    VolcanoHook,
+    api_message,
+)
+from airflow_volcano_wandb.job_status import Verdict
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity, owner_of
+
+log = logging.getLogger(__name__)
+
+
+class Decision(str, Enum):
+    """What to do with a job of this task instance found before submitting."""
+
+    REUSE = "reuse"  # it is this task's job: wait on it (or report it, if it completed)
+    REPLACE = "replace"  # delete it, let it go, then submit afresh
+    WAIT_GONE = "wait_gone"  # it is being deleted already: let it go, then submit afresh
+
+
+class SubmissionError(RuntimeError):
+    """Nothing was submitted, for a reason a retry cannot fix (the message says which)."""
+
+
+def decide(job: Mapping[str, Any], *, reattach: bool) -> Decision:
+    """The rule for an existing job of this task instance's identity."""
+    status = job_status.interpret(job)
+    if status.verdict is Verdict.DELETED:
+        # Being deleted (a kill or clear of an earlier try): reattaching would only see it
+        # vanish.
+        return Decision.WAIT_GONE
+    if status.verdict is Verdict.SUCCEEDED:
+        return Decision.REUSE
+    if not status.terminal and reattach:
+        return Decision.REUSE
+    return Decision.REPLACE
+
+
+def refused_outright(exc: BaseException) -> bool:
+    """The apiserver said no to the create: no job was made by this try.
+
+    Timeouts, throttling and 5xx are not: the create may have been applied with its answer
+    lost, and the next try reattaches to that job.
+    """
+    if isinstance(exc, ApiException):
+        return 400 <= exc.status < 500 and exc.status not in (*RETRYABLE_STATUSES, 409)
+    return isinstance(exc, KubernetesPermissionError)
+
+
+def submit_or_reattach(
+    hook: VolcanoHook,
+    body: dict[str, Any],
+    identity: TaskInstanceIdentity,
+    *,
+    reattach: bool,
+    task_log: logging.Logger | Any = log,
+) -> dict[str, Any]:
+    """The job this task instance waits on: an existing one it may reuse, or a new one."""
+    namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
+    for existing in hook.list_jobs(namespace, identity.selector()):
+        job = _carry_out(hook, existing, reattach=reattach, task_log=task_log)
+        if job is not None:
+            return job
+    try:
+        job = _create(hook, body)
+        task_log.info("Submitted Volcano job %s/%s", namespace, job["metadata"]["name"])
+        return job
+    except JobExistsError:
+        existing = hook.get_job(name, namespace)
+    if existing is None or not identity.owns(existing):
+        raise SubmissionError(
+            f"A Volcano job named {namespace}/{name} already exists and belongs to "
+            f"{owner_of(existing or {})}; set job_name or a template name that is unique per "
+            "task instance. Nothing was submitted."
+        )
+    # Our own create whose answer was lost, or a concurrent try: the job is ours.
+    return _carry_out(hook, existing, reattach=reattach, task_log=task_log) or _create(hook, body)
+
+
+def _create(hook: VolcanoHook, body: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return hook.create_job(body, body["metadata"]["namespace"])
+    except (ApiException, KubernetesPermissionError) as exc:
+        if not refused_outright(exc):
+            raise
+        meta = body["metadata"]
+        said = api_message(exc) if isinstance(exc, ApiException) else str(exc)
+        status = f" (HTTP {exc.status})" if isinstance(exc, ApiException) else ""
+        raise SubmissionError(
+            f"Kubernetes refused the Volcano job {meta['namespace']}/{meta['name']}{status}: "
+            f"{said}. Nothing was submitted."
+        ) from exc
+
+
+def _carry_out(
+    hook: VolcanoHook, job: dict[str, Any], *, reattach: bool, task_log: Any
+) -> dict[str, Any] | None:
+    """Apply :func:`decide` to one existing job; the job when it is reused, else None."""
+    status = job_status.interpret(job)
+    decision = decide(job, reattach=reattach)
+    if decision is Decision.REUSE:
+        if not status.terminal:
+            task_log.info(
+                "Reattaching to running Volcano job %s/%s (%s)",
+                status.namespace,
+                status.name,
+                status.progress(),
+            )
+        return job
+    if decision is Decision.WAIT_GONE:
+        task_log.info(
+            "Earlier job %s/%s is being deleted; waiting for it to go before resubmitting",
+            status.namespace,
+            status.name,
+        )
+    else:
+        task_log.info(
+            "Deleting this task instance's earlier job %s/%s (%s) before resubmitting",
+            status.namespace,
+            status.name,
+            status.phase or "no phase",
+        )
+        hook.delete_job(status.name, status.namespace, uid=status.uid)
+    hook.wait_job_gone(status.name, status.namespace)
+    return None

@@ -1,0 +1,43 @@
+"""Sync mode: run the trigger's watch in the task's own process, with the master log streamed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.log_follower import MasterLogFollower
+from airflow_volcano_wandb.outcome import WaitResult
+from airflow_volcano_wandb.template import master_task_name
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+
+
+class WaitEndedWithoutResult(RuntimeError):
+    """The trigger's generator ended without an event (a bug, never a verdict)."""
+
+
+def wait_in_process(
+    hook: VolcanoHook,
+    trigger: VolcanoJobTrigger,
+    job: Mapping[str, Any],
+    task_log: logging.Logger | Any,
+) -> WaitResult:
+    """The same wait the triggerer would run, here; the master's log goes to the task log."""
+    trigger._log = task_log  # progress lines belong in the task log
+    meta = job["metadata"]
+    follower = MasterLogFollower(
+        hook, meta["name"], meta["namespace"], master_task_name(job) or "", task_log
+    )
+    follower.start()
+    try:
+        return WaitResult.from_event(asyncio.run(_first_event(trigger)))
+    finally:
+        follower.stop()
+
+
+async def _first_event(trigger: VolcanoJobTrigger) -> dict[str, Any]:
+    async for event in trigger.run():
+        return event.payload
+    raise WaitEndedWithoutResult(f"the wait on {trigger.namespace}/{trigger.job_name} ended")

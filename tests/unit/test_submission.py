@@ -1,0 +1,50 @@
+"""The submit/reattach rule for a job already carrying this task instance's identity (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes.client.rest import ApiException
+
+from airflow_volcano_wandb.hooks.volcano import KubernetesPermissionError
+from airflow_volcano_wandb.submission import Decision, decide, refused_outright
+
+
+def job(phase: str, deleting: bool = False) -> dict:
+    meta = {"name": "j", "namespace": "ns", "uid": "u"}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-29T10:00:00Z"
+    return {"metadata": meta, "status": {"state": {"phase": phase}}}
+
+
+@pytest.mark.parametrize(
+    ("phase", "deleting", "reattach", "decision"),
+    [
+        ("Running", False, True, Decision.REUSE),
+        ("Pending", False, True, Decision.REUSE),
+        ("Running", False, False, Decision.REPLACE),
+        ("Completed", False, False, Decision.REUSE),
+        ("Failed", False, True, Decision.REPLACE),
+        ("Aborted", False, True, Decision.REPLACE),
+        ("Terminated", False, True, Decision.REPLACE),
+        ("Running", True, True, Decision.WAIT_GONE),
+        ("Completed", True, True, Decision.WAIT_GONE),
+    ],
+)
+def test_decide(phase, deleting, reattach, decision):
+    assert decide(job(phase, deleting), reattach=reattach) is decision
+
+
+@pytest.mark.parametrize(
+    ("exc", "refused"),
+    [
+        (ApiException(status=400), True),
+        (ApiException(status=422), True),
+        (KubernetesPermissionError("no"), True),
+        (ApiException(status=409), False),  # exists: reattach
+        (ApiException(status=429), False),  # may have been applied
+        (ApiException(status=503), False),
+        (TimeoutError(), False),
+    ],
+)
+def test_refused_outright_only_when_no_job_can_exist(exc, refused):
+    assert refused_outright(exc) is refused
