@@ -6,9 +6,11 @@ would be accepted and then fail pod by pod in the controller. Checking here turn
 an error naming every offending field, before anything is submitted.
 
 The rules follow the ``latest`` version of the standard as Kubernetes 1.35's PodSecurity
-admission implements it; ``tests/cluster/test_pod_security_admission.py`` compares them with
-a real API server. Each level includes the one below it: ``privileged`` checks nothing,
-``baseline`` prevents known privilege escalations, ``restricted`` adds hardening.
+admission (k8s.io/pod-security-admission v0.35) implements it, including its relaxations for
+pods in a user namespace (``hostUsers: false``).
+``tests/cluster/test_pod_security_admission.py`` compares them with a real API server.
+Each level includes the one below it: ``privileged`` checks nothing, ``baseline`` prevents
+known privilege escalations, ``restricted`` adds hardening.
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ SAFE_SYSCTLS = frozenset(
         "net.ipv4.tcp_fin_timeout",
         "net.ipv4.tcp_keepalive_intvl",
         "net.ipv4.tcp_keepalive_probes",
+        "net.ipv4.tcp_rmem",
+        "net.ipv4.tcp_wmem",
     }
 )
 SELINUX_TYPES = frozenset(
@@ -71,6 +75,7 @@ RESTRICTED_VOLUME_SOURCES = frozenset(
         "downwardAPI",
         "emptyDir",
         "ephemeral",
+        "image",
         "persistentVolumeClaim",
         "projected",
         "secret",
@@ -134,7 +139,8 @@ class _Checker:
             if (
                 isinstance(key, str)
                 and key.startswith(APPARMOR_ANNOTATION_PREFIX)
-                and not (value == "runtime/default" or str(value).startswith("localhost/"))
+                and value not in ("", "runtime/default")
+                and not str(value).startswith("localhost/")
             ):
                 self.add(
                     (*path, "metadata", "annotations", key),
@@ -172,13 +178,19 @@ class _Checker:
                 f"AppArmor profile {apparmor!r} is not allowed; use RuntimeDefault or Localhost",
             )
 
-    def baseline_container(self, container: dict[str, Any], path: Path) -> None:
+    def baseline_container(
+        self, container: dict[str, Any], path: Path, user_namespace: bool
+    ) -> None:
         context = _get(container, "securityContext")
         cpath = (*path, "securityContext")
         self.security_context(context, cpath)
         if _is_set(_get(context, "privileged")):
             self.add((*cpath, "privileged"), "must be unset or false")
-        if _get(context, "procMount") not in (None, "Default"):
+        # An unmasked /proc exposes the node's only when the pod shares the node's user
+        # namespace, so baseline allows it in a user namespace; restricted never does.
+        if _get(context, "procMount") not in (None, "Default") and (
+            self.level == RESTRICTED or not user_namespace
+        ):
             self.add((*cpath, "procMount"), "must be unset or Default (a masked /proc)")
         allowed = RESTRICTED_CAPABILITIES if self.level == RESTRICTED else BASELINE_CAPABILITIES
         for i, capability in _items(_get(context, "capabilities", "add")):
@@ -204,7 +216,7 @@ class _Checker:
             self.add((*path, *keys, "host"), "must be unset: the kubelet would connect elsewhere")
 
     # --- restricted ----------------------------------------------------------------------
-    def restricted(self, spec: dict[str, Any], path: Path) -> None:
+    def restricted(self, spec: dict[str, Any], path: Path, user_namespace: bool) -> None:
         spath = (*path, "spec")
         for i, volume in _items(spec.get("volumes")):
             for key in volume if isinstance(volume, dict) else ():
@@ -218,22 +230,28 @@ class _Checker:
         ppath = (*spath, "securityContext")
         # Linux-only settings do not apply to a pod that declares itself Windows.
         linux = _get(spec, "os", "name") != "windows"
+        # Root in a user namespace is not root on the node.
+        root_checked = not user_namespace
         pod_non_root = _get(pod, "runAsNonRoot")
-        if pod_non_root is not None and pod_non_root is not True:
+        if root_checked and pod_non_root is not None and pod_non_root is not True:
             self.add((*ppath, "runAsNonRoot"), "must be true")
-        if _get(pod, "runAsUser") == 0:
+        if root_checked and _get(pod, "runAsUser") == 0:
             self.add((*ppath, "runAsUser"), "must not be 0 (root)")
         pod_seccomp = _get(pod, "seccompProfile", "type")
         for cpath, container in all_containers(spec, spath):
             context = _get(container, "securityContext")
             xpath = (*cpath, "securityContext")
             non_root = _get(context, "runAsNonRoot")
-            if non_root is not True and (non_root is not None or pod_non_root is not True):
+            if (
+                root_checked
+                and non_root is not True
+                and (non_root is not None or pod_non_root is not True)
+            ):
                 self.add(
                     (*xpath, "runAsNonRoot"),
                     "must be true (here or in the pod's securityContext)",
                 )
-            if _get(context, "runAsUser") == 0:
+            if root_checked and _get(context, "runAsUser") == 0:
                 self.add((*xpath, "runAsUser"), "must not be 0 (root)")
             if not linux:
                 continue
@@ -268,9 +286,10 @@ def violations(template: dict[str, Any], path: Path, level: str) -> Problems:
     spec = template.get("spec")
     if level == PRIVILEGED or not isinstance(spec, dict):
         return []
+    user_namespace = spec.get("hostUsers") is False
     check.baseline_pod(template.get("metadata"), spec, path)
     for cpath, container in all_containers(spec, (*path, "spec")):
-        check.baseline_container(container, cpath)
+        check.baseline_container(container, cpath, user_namespace)
     if level == RESTRICTED:
-        check.restricted(spec, path)
+        check.restricted(spec, path, user_namespace)
     return check.problems
