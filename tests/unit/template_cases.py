@@ -23,6 +23,6 @@ MACROS = {
 def render_job(template: Any, **kwargs: Any) -> dict[str, Any]:
     """``render_job`` trusting the template's namespace, as these tests' fixtures (like the
     seed, ``namespace: wandb``) were written before the namespace became the deployment's
-    choice. The namespace rule itself is tested in ``test_template_security_policy.py``."""
+    choice. The namespace rule itself is tested in ``test_template_pod_security.py``."""
     kwargs.setdefault("template_namespace_allowed", True)
     return template_module.render_job(template, **kwargs)
