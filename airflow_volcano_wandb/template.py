@@ -11,6 +11,8 @@ stages live in :mod:`airflow_volcano_wandb._template`, one concept per module:
 6. ``volcano``: the master-policy contract of the ``pytorch`` plugin.
 7. ``naming``: a valid, deterministic job name that leaves room for pod names.
 8. ``validate``: everything Volcano would reject, reported with JSON paths.
+9. ``pod_security`` and ``allow_lists``: what this deployment refuses (Pod Security
+   Standards, images, namespace, service accounts), reported together with JSON paths.
 
 See ``docs/templates.md`` for the rules with examples.
 """
@@ -18,15 +20,17 @@ See ``docs/templates.md`` for the rules with examples.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb import naming
-from airflow_volcano_wandb._template import gang, overrides, volcano
-from airflow_volcano_wandb._template.errors import TemplateError, error_at
+from airflow_volcano_wandb._template import allow_lists, gang, overrides, volcano
+from airflow_volcano_wandb._template.errors import Path, TemplateError, error_at, errors_at
 from airflow_volcano_wandb._template.load import load_template as _load
 from airflow_volcano_wandb._template.macros import BUILTIN_MACROS, substitute
 from airflow_volcano_wandb._template.normalize import normalize
+from airflow_volcano_wandb._template.pod_security import DEFAULT_LEVEL, LEVELS, check_level
+from airflow_volcano_wandb._template.pod_security import violations as pod_violations
 from airflow_volcano_wandb._template.structure import check_shape, task_index
 from airflow_volcano_wandb._template.validate import validate
 from airflow_volcano_wandb._template.values import copy_json, show, type_name
@@ -34,7 +38,9 @@ from airflow_volcano_wandb._template.values import copy_json, show, type_name
 __all__ = [
     "BUILTIN_MACROS",
     "DEFAULT_MAX_REPLICAS",
+    "DEFAULT_POD_SECURITY",
     "DEFAULT_SCHEDULER_NAME",
+    "POD_SECURITY_LEVELS",
     "RunEnv",
     "TemplateError",
     "TemplateSource",
@@ -45,6 +51,8 @@ __all__ = [
 
 DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
 DEFAULT_SCHEDULER_NAME = "volcano"
+DEFAULT_POD_SECURITY = DEFAULT_LEVEL
+POD_SECURITY_LEVELS = LEVELS
 
 #: What a template may be given as (see :func:`render_job`).
 TemplateSource = Union[str, bytes, "os.PathLike[str]", Mapping[str, Any]]
@@ -98,6 +106,73 @@ def _set_name(job: dict[str, Any], name: Any) -> None:
             f"the job name override must be a non-empty string, not {type_name(name)} {show(name)}",
         )
     job["metadata"]["name"] = name
+
+
+def _set_namespace(
+    job: dict[str, Any],
+    namespace: Any,
+    template_namespace_allowed: bool,
+    allowed_namespaces: tuple[str, ...] | None,
+) -> str:
+    """Apply the namespace rule (``docs/templates.md``); return where the final namespace
+    came from, for messages.
+
+    The argument always wins. A namespace from the template is a choice made by whoever
+    edits the W&B queue, so it is honoured only when this deployment said so, by
+    ``template_namespace_allowed`` or by an allow-list (which is then checked).
+    """
+    if namespace is not None:
+        if not isinstance(namespace, str):
+            raise error_at(("namespace",), f"must be a string, not {type_name(namespace)}")
+        job["metadata"]["namespace"] = namespace
+        return "namespace="
+    chosen = job["metadata"].get("namespace")
+    if chosen is not None and not template_namespace_allowed and allowed_namespaces is None:
+        raise error_at(
+            ("metadata", "namespace"),
+            f"the template chooses namespace {show(chosen)}, which it may not: pass namespace=, "
+            "allowed_namespaces=[...] or template_namespace_allowed=True",
+        )
+    return "the template"
+
+
+def _allowed_service_accounts(
+    service_account: str | None, allowed: Collection[str] | None
+) -> frozenset[str]:
+    """The accounts pods may name: the allow-list if given (``service_account`` must be on
+    it), else only ``service_account``."""
+    names = allow_lists.as_allow_list(allowed, "allowed_service_accounts")
+    if names is None:
+        return frozenset({service_account} if service_account is not None else ())
+    if service_account is not None and service_account not in names:
+        raise error_at(
+            ("service_account",),
+            f"{show(service_account)} is not in allowed_service_accounts ({', '.join(names)})",
+        )
+    return frozenset(names)
+
+
+def _policy_problems(
+    job: dict[str, Any],
+    tasks: list[dict[str, Any]],
+    level: str,
+    images: tuple[str, ...] | None,
+    namespaces: tuple[str, ...] | None,
+    namespace_source: str,
+    service_accounts: frozenset[str],
+) -> list[tuple[Path, str]]:
+    problems = []
+    for i, task in enumerate(tasks):
+        template = task.get("template")
+        if isinstance(template, dict):
+            problems += pod_violations(template, ("spec", "tasks", i, "template"), level)
+    if images is not None:
+        problems += allow_lists.image_problems(tasks, images)
+    if namespaces is not None:
+        namespace = job["metadata"].get("namespace")
+        problems += allow_lists.namespace_problems(namespace, namespaces, namespace_source)
+    problems += allow_lists.service_account_problems(tasks, service_accounts)
+    return problems
 
 
 def _fit_job_name(job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int) -> None:
@@ -155,6 +230,12 @@ def render_job(
     add_master_policy: bool = True,
     max_replicas: int = DEFAULT_MAX_REPLICAS,
     run_env: RunEnv | None = None,
+    pod_security: str = DEFAULT_POD_SECURITY,
+    allowed_images: Sequence[str] | None = None,
+    allowed_namespaces: Sequence[str] | None = None,
+    template_namespace_allowed: bool = False,
+    service_account: str | None = None,
+    allowed_service_accounts: Collection[str] | None = None,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -179,12 +260,27 @@ def render_job(
         pod_labels, pod_annotations: merged into every task's pod template metadata.
         namespace, name, queue: replace ``metadata.namespace``, ``metadata.name``,
             ``spec.queue``. The name, like the template's, is made valid if it is not (see
-            :func:`naming.fit_job_name`), so read the final name from the result.
+            :func:`naming.fit_job_name`), so read the final name from the result. Without
+            ``namespace``, a namespace the template sets is an error unless
+            ``template_namespace_allowed`` or ``allowed_namespaces`` is given.
         add_master_policy: when the ``pytorch`` plugin is used, give its master task
             ``TaskCompleted -> CompleteJob`` if missing, so the job completes with the master.
         max_replicas: upper bound for any task's replicas; also sizes the pod-name budget.
         run_env: env the provider owns, per master/other task (:class:`RunEnv`); merged
             last, so a template's or ``env``'s entry of the same name is replaced.
+        pod_security: the Pod Security Standards level every pod template must meet:
+            ``privileged`` (no checks), ``baseline`` or ``restricted``.
+        allowed_images: fnmatch patterns (``registry.example.com/team/*``); every rendered
+            container image, init and ephemeral containers too, must match one. ``None``:
+            any image.
+        allowed_namespaces: exact names; the final namespace must be one of them, and a
+            template namespace on the list is honoured. ``None``: no list.
+        template_namespace_allowed: honour the template's ``metadata.namespace`` when no
+            ``namespace`` is given, even without ``allowed_namespaces``.
+        service_account: set ``serviceAccountName`` on every pod template (and drop the
+            deprecated ``serviceAccount``).
+        allowed_service_accounts: the accounts pod templates may name. ``None``: only
+            ``service_account``, so with neither, a template may not name an account.
 
     Returns:
         The Volcano Job as a new plain dict (JSON types only).
@@ -196,6 +292,12 @@ def render_job(
         raise TemplateError(f"max_replicas must be a positive integer, got {show(max_replicas)}")
     if not isinstance(add_master_policy, bool):
         raise TemplateError("add_master_policy must be True or False")
+    if not isinstance(template_namespace_allowed, bool):
+        raise TemplateError("template_namespace_allowed must be True or False")
+    level = check_level(pod_security)
+    images = allow_lists.as_allow_list(allowed_images, "allowed_images")
+    namespaces = allow_lists.as_allow_list(allowed_namespaces, "allowed_namespaces")
+    service_accounts = _allowed_service_accounts(service_account, allowed_service_accounts)
 
     job, wide_ints = substitute(_load(template), macros)
     tasks = check_shape(job)
@@ -204,10 +306,7 @@ def render_job(
 
     if name is not None:
         _set_name(job, name)
-    if namespace is not None:
-        if not isinstance(namespace, str):
-            raise error_at(("namespace",), f"must be a string, not {type_name(namespace)}")
-        job["metadata"]["namespace"] = namespace
+    namespace_source = _set_namespace(job, namespace, template_namespace_allowed, namespaces)
     if queue is not None:
         if not isinstance(queue, str) or not queue:
             raise error_at(("queue",), f"must be a non-empty string, not {show(queue)}")
@@ -226,6 +325,8 @@ def render_job(
         overrides.apply_container_list(tasks, "command", command)
     if args is not None:
         overrides.apply_container_list(tasks, "args", args)
+    if service_account is not None:
+        overrides.apply_service_account(tasks, service_account)
     overrides.apply_metadata(
         job,
         tasks,
@@ -242,4 +343,12 @@ def render_job(
         job["spec"]["schedulerName"] = DEFAULT_SCHEDULER_NAME
     _fit_job_name(job, tasks, max_replicas)
     validate(job, tasks, max_replicas, wide_ints)
+    problems = _policy_problems(
+        job, tasks, level, images, namespaces, namespace_source, service_accounts
+    )
+    if problems:
+        raise errors_at(
+            problems,
+            f"the rendered Volcano Job breaks the security policy ({len(problems)} problem(s))",
+        )
     return job

@@ -14,6 +14,7 @@ from airflow_volcano_wandb._template.structure import (
     iter_containers,
     main_container,
     pod_metadata,
+    pod_spec,
     task_index,
 )
 from airflow_volcano_wandb._template.values import (
@@ -255,3 +256,15 @@ def apply_metadata(
         for i, task in enumerate(tasks):
             path: Path = ("spec", "tasks", i)
             merge_metadata(pod_metadata(task, path), key, values, (*path, "template", "metadata"))
+
+
+def apply_service_account(tasks: list[dict[str, Any]], name: Any) -> None:
+    """Run every pod as ``name``: set ``serviceAccountName`` and drop the deprecated
+    ``serviceAccount`` alias, so no other account is left in the pod template."""
+    if not naming.is_dns1123_subdomain(name):
+        raise error_at(("service_account",), f"{show(name)} is not a valid service account name")
+    for task in tasks:
+        spec = pod_spec(task)
+        if spec is not None:
+            spec.pop("serviceAccount", None)
+            spec["serviceAccountName"] = name

@@ -10,6 +10,9 @@ from airflow_volcano_wandb._template.errors import Path, error_at
 from airflow_volcano_wandb._template.values import type_name
 
 CONTAINER_LISTS = ("initContainers", "containers")
+#: Every container list of a pod spec. Ephemeral containers cannot be created with a pod, but
+#: a template may still hold them, so security checks look at them too.
+ALL_CONTAINER_LISTS = (*CONTAINER_LISTS, "ephemeralContainers")
 
 
 def check_shape(job: dict[str, Any]) -> list[dict[str, Any]]:
@@ -60,6 +63,18 @@ def iter_containers(task: dict[str, Any], task_path: Path) -> Iterator[tuple[Pat
             for i, container in enumerate(items):
                 if isinstance(container, dict):
                     yield (*task_path, "template", "spec", key, i), container
+
+
+def all_containers(spec: Any, spec_path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every container of a pod spec (init and ephemeral too), with its path."""
+    if not isinstance(spec, dict):
+        return
+    for key in ALL_CONTAINER_LISTS:
+        items = spec.get(key)
+        if isinstance(items, list):
+            for i, container in enumerate(items):
+                if isinstance(container, dict):
+                    yield (*spec_path, key, i), container
 
 
 def main_container(task: dict[str, Any], task_path: Path) -> tuple[Path, dict[str, Any]]:

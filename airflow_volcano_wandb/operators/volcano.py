@@ -57,7 +57,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     :param replicas: replicas per task name, e.g. ``{"worker": 3}``; digit strings from the
         Trigger form are accepted. Gang ``minAvailable`` follows (see docs/templates.md).
     :param macros: further ``${name}`` values, or overrides of the built-ins.
-    :param namespace: where the job runs; else the template's ``metadata.namespace``, else
+    :param namespace: where the job runs; else the template's ``metadata.namespace`` (only
+        for a template from the DAG: a W&B queue's must be in ``allowed_namespaces``), else
         the connection's namespace, else ``default``.
     :param env: extra env for every container, merged by name (this wins).
     :param container_resources: container resources per task name, e.g.
@@ -70,6 +71,15 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     :param queue: the Volcano queue (``spec.queue``); by default the template's.
     :param add_master_policy: give the ``pytorch`` plugin's master task
         ``TaskCompleted -> CompleteJob`` when the template lacks it.
+    :param pod_security: the Pod Security Standards level every pod must meet:
+        ``baseline`` (default), ``restricted`` or ``privileged`` (no check). See
+        docs/security.md.
+    :param allowed_images: fnmatch patterns every rendered image must match (for images
+        typed into the Trigger form); ``None`` allows any.
+    :param allowed_namespaces: namespaces the job may land in; ``None`` allows any.
+    :param service_account: the pods' ``serviceAccountName``; a template may name another
+        only when it is in ``allowed_service_accounts``.
+    :param allowed_service_accounts: service accounts a template may name.
     :param kubernetes_conn_id: the cncf.kubernetes ``kubernetes`` connection.
     :param config_file: a kubeconfig path, overriding the connection's.
     :param cluster_context: a kubeconfig context, overriding the connection's.
@@ -115,6 +125,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         "args",
         "job_name",
         "queue",
+        "service_account",
         "wandb_entity",
         "wandb_project",
         "wandb_run_id",
@@ -148,6 +159,11 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         job_name: str | None = None,
         queue: str | None = None,
         add_master_policy: bool = True,
+        pod_security: str = "baseline",
+        allowed_images: Sequence[str] | None = None,
+        allowed_namespaces: Sequence[str] | None = None,
+        service_account: str | None = None,
+        allowed_service_accounts: Sequence[str] | None = None,
         kubernetes_conn_id: str | None = "kubernetes_default",
         config_file: str | None = None,
         cluster_context: str | None = None,
@@ -179,7 +195,10 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         self.macros, self.namespace, self.env = macros, namespace, env
         self.container_resources, self.command, self.args = container_resources, command, args
         self.pod_annotations, self.job_name, self.queue = pod_annotations, job_name, queue
-        self.add_master_policy = add_master_policy
+        self.add_master_policy, self.pod_security = add_master_policy, pod_security
+        self.allowed_images, self.allowed_namespaces = allowed_images, allowed_namespaces
+        self.service_account = service_account
+        self.allowed_service_accounts = allowed_service_accounts
         self.kubernetes_conn_id, self.config_file = kubernetes_conn_id, config_file
         self.cluster_context, self.in_cluster = cluster_context, in_cluster
         self.wandb_conn_id, self.wandb_entity = wandb_conn_id, wandb_entity
@@ -279,10 +298,11 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         macros = {**wandb_run.macro_values(spec, author=self.owner), **(self.macros or {})}
         if self.image_uri is not None:
             macros["image_uri"] = self.image_uri
+        # A template from the DAG is its author's, like namespace=; a W&B queue's is edited by
+        # people outside the Airflow team, so its namespace must be allow-listed.
+        from_queue = wandb_run.is_queue_ref(self.template)
         try:
-            template = self.template
-            if wandb_run.is_queue_ref(template):
-                template = wandb_hook.get_template(template)
+            template = wandb_hook.get_template(self.template) if from_queue else self.template
             body = render_job(
                 template,
                 macros=macros,
@@ -299,6 +319,12 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 queue=self.queue,
                 add_master_policy=self.add_master_policy,
                 max_replicas=self.max_replicas,
+                pod_security=self.pod_security,
+                allowed_images=self.allowed_images,
+                allowed_namespaces=self.allowed_namespaces,
+                template_namespace_allowed=not from_queue,
+                service_account=self.service_account,
+                allowed_service_accounts=self.allowed_service_accounts,
                 run_env=RunEnv(
                     master=wandb_run.container_env(spec, is_master_task=True),
                     others=wandb_run.container_env(spec, is_master_task=False),

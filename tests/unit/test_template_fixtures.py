@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_volcano_wandb.template import TemplateError, master_task_name, render_job
-from tests.unit.template_cases import MACROS
+from airflow_volcano_wandb.template import TemplateError, master_task_name
+from tests.unit.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "templates"

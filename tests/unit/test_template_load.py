@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_volcano_wandb.template import TemplateError, load_template, render_job
+from airflow_volcano_wandb.template import TemplateError, load_template
+from tests.unit.template_cases import render_job
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_YAML = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"

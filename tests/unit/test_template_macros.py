@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_volcano_wandb.template import BUILTIN_MACROS, TemplateError, render_job
-from tests.unit.template_cases import MACROS
+from airflow_volcano_wandb.template import BUILTIN_MACROS, TemplateError
+from tests.unit.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_volcano_wandb.template import TemplateError, render_job
-from tests.unit.template_cases import MACROS
+from airflow_volcano_wandb.template import TemplateError
+from tests.unit.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from airflow_volcano_wandb import naming
-from airflow_volcano_wandb.template import TemplateError, render_job
+from airflow_volcano_wandb.template import TemplateError
 from tests.hostile import hostile_text
+from tests.unit.template_cases import render_job
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = yaml.safe_load(

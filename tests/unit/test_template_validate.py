@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb import naming
-from airflow_volcano_wandb.template import TemplateError, render_job
-from tests.unit.template_cases import MACROS
+from airflow_volcano_wandb.template import TemplateError
+from tests.unit.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
