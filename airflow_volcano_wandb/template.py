@@ -24,7 +24,8 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb import naming
-from airflow_volcano_wandb._template import allow_lists, gang, overrides, volcano
+from airflow_volcano_wandb._template import allow_lists, overrides, volcano
+from airflow_volcano_wandb._template import gang as gang_sizes
 from airflow_volcano_wandb._template.errors import Path, TemplateError, error_at, errors_at
 from airflow_volcano_wandb._template.load import load_template as _load
 from airflow_volcano_wandb._template.macros import BUILTIN_MACROS, substitute
@@ -230,6 +231,7 @@ def render_job(
     add_master_policy: bool = True,
     max_replicas: int = DEFAULT_MAX_REPLICAS,
     run_env: RunEnv | None = None,
+    gang: str = "all_ranks",
     pod_security: str = DEFAULT_POD_SECURITY,
     allowed_images: Sequence[str] | None = None,
     allowed_namespaces: Sequence[str] | None = None,
@@ -268,6 +270,9 @@ def render_job(
         max_replicas: upper bound for any task's replicas; also sizes the pod-name budget.
         run_env: env the provider owns, per master/other task (:class:`RunEnv`); merged
             last, so a template's or ``env``'s entry of the same name is replaced.
+        gang: ``all_ranks`` (default) raises ``spec.minAvailable`` of a ``pytorch``-plugin
+            job to its world size (master and worker replicas), so no rank starts before all
+            can; ``template`` keeps the template's value (for elastic trainers).
         pod_security: the Pod Security Standards level every pod template must meet:
             ``privileged`` (no checks), ``baseline`` or ``restricted``.
         allowed_images: fnmatch patterns (``registry.example.com/team/*``); every rendered
@@ -288,6 +293,10 @@ def render_job(
     Raises:
         TemplateError: with the JSON path of every offending field.
     """
+    if gang not in gang_sizes.GANG_MODES:
+        raise error_at(
+            ("gang",), f"must be one of {', '.join(gang_sizes.GANG_MODES)}, not {show(gang)}"
+        )
     if type(max_replicas) is not int or max_replicas < 1:
         raise TemplateError(f"max_replicas must be a positive integer, got {show(max_replicas)}")
     if not isinstance(add_master_policy, bool):
@@ -302,7 +311,7 @@ def render_job(
     job, wide_ints = substitute(_load(template), macros)
     tasks = check_shape(job)
     normalize(job, tasks)
-    replicas_before = gang.replica_counts(tasks)
+    replicas_before = gang_sizes.replica_counts(tasks)
 
     if name is not None:
         _set_name(job, name)
@@ -336,7 +345,9 @@ def render_job(
         pod_annotations=pod_annotations,
     )
 
-    gang.rescale(job, tasks, replicas_before)
+    gang_sizes.rescale(job, tasks, replicas_before)
+    if gang == "all_ranks":
+        gang_sizes.gang_all_ranks(job, tasks)
     if add_master_policy:
         _master_policy(job, tasks)
     if not job["spec"].get("schedulerName"):

@@ -11,6 +11,10 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_volcano_wandb._template.errors import error_at
+from airflow_volcano_wandb._template.volcano import plugin_roles
+
+#: ``gang=`` values: every DDP rank scheduled together, or the template's own minAvailable.
+GANG_MODES = ("all_ranks", "template")
 
 
 def replica_counts(tasks: list[dict[str, Any]]) -> list[int | None]:
@@ -59,3 +63,31 @@ def rescale(job: dict[str, Any], tasks: list[dict[str, Any]], before: list[int |
                 f"is {spec['minAvailable']} but the job now has {new_total} replicas in total; "
                 "lower minAvailable in the template or raise replicas",
             )
+
+
+def world_size(job: dict[str, Any], tasks: list[dict[str, Any]]) -> int | None:
+    """The ranks the ``pytorch`` plugin counts in ``WORLD_SIZE`` (its master and worker
+    tasks' replicas), or ``None`` when the job does not use the plugin."""
+    plugins = job["spec"].get("plugins")
+    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
+    if not isinstance(arguments, list):
+        return None
+    roles, _ = plugin_roles(arguments)
+    counts = dict(zip([t.get("name") for t in tasks], replica_counts(tasks), strict=True))
+    ranked = [counts.get(task) for task in {roles["master"], roles["worker"]} if task in counts]
+    if any(n is None for n in ranked):
+        return None  # validation reports the replicas
+    return sum(ranked)  # type: ignore[arg-type]
+
+
+def gang_all_ranks(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+    """Raise ``spec.minAvailable`` to the world size of a PyTorch job, in place.
+
+    DDP with a static world size makes progress only when every rank runs: with a smaller
+    gang (the seed's ``minAvailable: 1``) Volcano starts the master alone, which then holds
+    its GPUs in ``init_process_group`` waiting for workers that may never be placed.
+    """
+    ranks = world_size(job, tasks)
+    current = job["spec"].get("minAvailable")
+    if ranks and (type(current) is not int or current < ranks):
+        job["spec"]["minAvailable"] = ranks

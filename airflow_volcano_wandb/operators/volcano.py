@@ -71,6 +71,9 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     :param queue: the Volcano queue (``spec.queue``); by default the template's.
     :param add_master_policy: give the ``pytorch`` plugin's master task
         ``TaskCompleted -> CompleteJob`` when the template lacks it.
+    :param gang: ``all_ranks`` (default): a PyTorch job's ``minAvailable`` is raised to its
+        world size, so no rank holds GPUs before every rank can run; ``template`` keeps the
+        template's value (elastic trainers).
     :param pod_security: the Pod Security Standards level every pod must meet:
         ``baseline`` (default), ``restricted`` or ``privileged`` (no check). See
         docs/security.md.
@@ -159,6 +162,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         job_name: str | None = None,
         queue: str | None = None,
         add_master_policy: bool = True,
+        gang: str = "all_ranks",
         pod_security: str = "baseline",
         allowed_images: Sequence[str] | None = None,
         allowed_namespaces: Sequence[str] | None = None,
@@ -196,6 +200,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         self.container_resources, self.command, self.args = container_resources, command, args
         self.pod_annotations, self.job_name, self.queue = pod_annotations, job_name, queue
         self.add_master_policy, self.pod_security = add_master_policy, pod_security
+        self.gang = gang
         self.allowed_images, self.allowed_namespaces = allowed_images, allowed_namespaces
         self.service_account = service_account
         self.allowed_service_accounts = allowed_service_accounts
@@ -319,6 +324,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 queue=self.queue,
                 add_master_policy=self.add_master_policy,
                 max_replicas=self.max_replicas,
+                gang=self.gang,
                 pod_security=self.pod_security,
                 allowed_images=self.allowed_images,
                 allowed_namespaces=self.allowed_namespaces,

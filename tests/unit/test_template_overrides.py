@@ -93,8 +93,20 @@ def test_template_replicas_above_the_bound_are_reported() -> None:
 
 
 def test_seed_min_available_is_kept_when_it_is_not_a_gang_of_all() -> None:
-    job = render(replicas={"worker": 7})
+    job = render(replicas={"worker": 7}, gang="template")
     assert job["spec"]["minAvailable"] == 1
+
+
+def test_a_pytorch_gang_is_every_rank_by_default() -> None:
+    # The seed's minAvailable 1 would start the master alone, to hang in init_process_group.
+    assert render(replicas={"worker": 7})["spec"]["minAvailable"] == 8
+    assert render(replicas={"worker": 0})["spec"]["minAvailable"] == 1
+    bigger = seed()
+    bigger["spec"]["tasks"].append({**bigger["spec"]["tasks"][1], "name": "evaluator"})
+    bigger["spec"]["minAvailable"] = 3  # a side task in the gang too: the author's choice
+    assert render(bigger)["spec"]["minAvailable"] == 3
+    with pytest.raises(TemplateError, match="gang"):
+        render(gang="most")
 
 
 def test_gang_of_all_follows_the_new_total() -> None:
@@ -109,7 +121,7 @@ def test_min_available_that_no_longer_fits_is_an_error() -> None:
     template = seed()
     template["spec"]["tasks"][1]["replicas"] = 4
     template["spec"]["minAvailable"] = 3  # chosen on purpose: kept, and must still fit
-    assert render(template, replicas={"worker": 9})["spec"]["minAvailable"] == 3
+    assert render(template, replicas={"worker": 9}, gang="template")["spec"]["minAvailable"] == 3
     with pytest.raises(TemplateError, match=r"spec\.minAvailable: is 3 but the job now has 2"):
         render(template, replicas={"worker": 1})
 

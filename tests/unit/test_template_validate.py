@@ -39,6 +39,7 @@ def test_seed_is_valid_and_unchanged_apart_from_macros() -> None:
     expected["metadata"]["labels"] = {"wandb_entity": "ml-platform", "wandb_project": "retraining"}
     for t in expected["spec"]["tasks"]:
         t["template"]["spec"]["containers"][0]["image"] = MACROS["image_uri"]
+    expected["spec"]["minAvailable"] = 2  # the gang is every DDP rank: master + 1 worker
     assert job == expected
 
 
