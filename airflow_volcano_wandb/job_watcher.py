@@ -16,8 +16,10 @@ What a waiter may rely on:
   credentials and a replaced kubeconfig are picked up. ``failing_since`` and
   ``last_failure`` describe the current run of failures, and every subscriber is woken
   when they change: how long to tolerate it is each waiter's own decision.
-- The backoff starts over only once a watch has stayed up for ``STABLE_WATCH_SECONDS``: a
-  LIST that succeeds followed by a watch that fails at once must not relist in a tight loop.
+- The backoff starts over, and the run of failures ends (``failing_since`` back to None),
+  only once a watch has stayed up for ``STABLE_WATCH_SECONDS``: a LIST that succeeds
+  followed by a watch that fails at once must neither relist in a tight loop nor hide a
+  lasting failure (a Role without ``watch``) behind brief successes.
 - The cache is bounded: an optional label selector narrows it to the jobs of interest, and
   ``metadata.managedFields`` (often most of an object's size) is dropped from every copy.
 - ``fetch(name)`` reads one job afresh over the watch's own client, for a verdict that must
