@@ -30,6 +30,7 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 GROUP = "batch.volcano.sh"
 VERSION = "v1alpha1"
 PLURAL = "jobs"
+JOBS_RESOURCE = f"{PLURAL}.{GROUP}"  # as RBAC and error messages name it
 PODGROUP_GROUP = "scheduling.volcano.sh"
 PODGROUP_VERSION = "v1beta1"
 JOB_NAME_LABEL = "volcano.sh/job-name"
@@ -61,10 +62,14 @@ class KubernetesPermissionError(PermissionError):
     """The API answered 403; the message names the verb and resource the Role lacks."""
 
 
-def _is_retryable(exc: BaseException) -> bool:
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same call may well succeed if simply repeated (throttling, a blip)."""
     if isinstance(exc, ApiException | AsyncApiException):
         return exc.status in RETRYABLE_STATUSES or exc.status == 0
-    return isinstance(exc, Urllib3Error | ConnectionError | TimeoutError | OSError)
+    # aiohttp's disconnects (ServerDisconnectedError, ...) are not OSErrors.
+    return isinstance(
+        exc, Urllib3Error | aiohttp.ClientError | ConnectionError | TimeoutError | OSError
+    )
 
 
 def retry_after_seconds(exc: BaseException | None) -> float:
@@ -103,7 +108,7 @@ def _short(exc: BaseException | None) -> str:
 # Every call here is safe to repeat: reads, deletes, and creates whose 409 is handled by the
 # caller as "already there" (reattach), so a create whose answer was lost is not duplicated.
 api_retry = tenacity.retry(
-    retry=tenacity.retry_if_exception(_is_retryable),
+    retry=tenacity.retry_if_exception(is_transient),
     wait=_wait_before_retry,
     stop=tenacity.stop_after_attempt(6) | tenacity.stop_after_delay(60),
     before_sleep=_log_retry,
@@ -400,15 +405,23 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
     """The async side, for triggers: read and delete jobs, and list+watch a namespace."""
 
     async def get_job(self, name: str, namespace: str) -> dict | None:
+        """The job, over a client of its own; None if there is none of that name."""
         async with self.get_conn() as api:
             try:
-                return await async_k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-                    GROUP, VERSION, namespace, PLURAL, name, _request_timeout=ASYNC_CALL_TIMEOUT
-                )
+                return await self.read_job(api, name, namespace)
             except AsyncApiException as exc:
-                if exc.status == 404:
-                    return None
-                raise permission_error(exc, "get", "jobs.batch.volcano.sh", namespace) from exc
+                raise permission_error(exc, "get", JOBS_RESOURCE, namespace) from exc
+
+    async def read_job(self, api: async_k8s.ApiClient, name: str, namespace: str) -> dict | None:
+        """The job, over an open client (no new TLS session); None if there is none."""
+        try:
+            return await async_k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=ASYNC_CALL_TIMEOUT
+            )
+        except AsyncApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     async def delete_job(self, name: str, namespace: str, uid: str | None = None) -> bool:
         async with self.get_conn() as api:
@@ -432,12 +445,35 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
                     return False
                 raise
 
-    async def list_jobs(self, api: async_k8s.ApiClient, namespace: str) -> tuple[list[dict], str]:
-        """All jobs in the namespace and the list's resourceVersion, to watch from."""
+    async def list_jobs_page(
+        self,
+        api: async_k8s.ApiClient,
+        namespace: str,
+        label_selector: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> tuple[list[dict], str, str | None]:
+        """One page of the namespace's jobs: (items, the list's resourceVersion, next token).
+
+        The next token is None on the last page; the resourceVersion is the one to watch from
+        once every page is in. A token too old for etcd answers 410: list again from the top.
+        """
         result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-            GROUP, VERSION, namespace, PLURAL, _request_timeout=ASYNC_CALL_TIMEOUT
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            label_selector=label_selector,
+            limit=limit,
+            _continue=continue_token,
+            _request_timeout=ASYNC_CALL_TIMEOUT,
         )
-        return list(result.get("items") or []), result["metadata"]["resourceVersion"]
+        metadata = result.get("metadata") or {}
+        return (
+            list(result.get("items") or []),
+            metadata["resourceVersion"],
+            metadata.get("continue") or None,
+        )
 
     async def watch_jobs(
         self,
@@ -445,6 +481,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         namespace: str,
         resource_version: str,
         timeout_seconds: int = 300,
+        label_selector: str | None = None,
     ) -> AsyncIterator[tuple[str, dict]]:
         """Watch events (type, object) from ``resource_version``; raw ERROR events included."""
         from kubernetes_asyncio import watch
@@ -458,6 +495,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
                 namespace,
                 PLURAL,
                 resource_version=resource_version,
+                label_selector=label_selector,
                 allow_watch_bookmarks=True,
                 timeout_seconds=timeout_seconds,
                 # The server ends the stream after timeout_seconds; silence well past that
