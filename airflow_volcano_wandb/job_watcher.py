@@ -97,15 +97,6 @@ class NamespaceJobWatcher:
         self._stable_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
 
-    @property
-    def error(self) -> Exception | None:
-        """Always None: no failure is permanent any more (see ``failing_since``).
-
-        Kept only because ``VolcanoJobTrigger`` still reads it; it goes once the trigger
-        applies its own grace to ``failing_since`` / ``last_failure`` (issue #11).
-        """
-        return None
-
     # ---- subscribers -------------------------------------------------------------------
 
     def subscribe(self, name: str) -> Subscription:

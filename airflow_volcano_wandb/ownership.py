@@ -23,6 +23,7 @@ DAG_ID_LABEL = f"{DOMAIN}/dag-id"
 TASK_ID_LABEL = f"{DOMAIN}/task-id"
 RUN_ID_LABEL = f"{DOMAIN}/run-id"
 MAP_INDEX_LABEL = f"{DOMAIN}/map-index"
+MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 TRY_NUMBER_ANNOTATION = f"{DOMAIN}/try-number"
 IDENTITY_ANNOTATION = f"{DOMAIN}/task-instance"
 
@@ -64,7 +65,7 @@ class TaskInstanceIdentity:
 
     def selector(self) -> str:
         """A label selector that finds this task instance's jobs (and Secrets)."""
-        return f"{MANAGED_BY_LABEL}={MANAGED_BY},{IDENTITY_LABEL}={self.digest}"
+        return f"{MANAGED_SELECTOR},{IDENTITY_LABEL}={self.digest}"
 
     def owns(self, obj: Mapping[str, Any]) -> bool:
         labels = (obj.get("metadata") or {}).get("labels") or {}

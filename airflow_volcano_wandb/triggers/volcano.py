@@ -15,6 +15,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_volcano_wandb.job_status import interpret
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.ownership import MANAGED_SELECTOR
+
+#: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
+DEFAULT_WATCH_FAILURE_GRACE = 600.0
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
@@ -50,6 +54,11 @@ class VolcanoJobTrigger(BaseTrigger):
     :param poll_interval: seconds between progress checks of the timeouts; the job's state
         itself arrives through the watch as soon as Volcano sets it.
     :param delete_on_kill: delete the job when a user kills, clears or fails the deferred task.
+    :param watch_failure_grace: seconds the list/watch may keep failing (403, 401, 404,
+        5xx, timeouts; each retried with backoff) before the task fails, without touching
+        the job (the next try reattaches).
+    :param watch_selector: label selector of the shared watch; by default only the jobs
+        this provider manages are cached. ``None`` watches every job of the namespace.
     """
 
     def __init__(
@@ -65,6 +74,8 @@ class VolcanoJobTrigger(BaseTrigger):
         deadline: float | None = None,
         poll_interval: float = 10.0,
         delete_on_kill: bool = True,
+        watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
+        watch_selector: str | None = MANAGED_SELECTOR,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -78,6 +89,8 @@ class VolcanoJobTrigger(BaseTrigger):
         self.deadline = deadline
         self.poll_interval = poll_interval
         self.delete_on_kill = delete_on_kill
+        self.watch_failure_grace = watch_failure_grace
+        self.watch_selector = watch_selector
         self._fired = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -95,6 +108,8 @@ class VolcanoJobTrigger(BaseTrigger):
                 "deadline": self.deadline,
                 "poll_interval": self.poll_interval,
                 "delete_on_kill": self.delete_on_kill,
+                "watch_failure_grace": self.watch_failure_grace,
+                "watch_selector": self.watch_selector,
             },
         )
 
@@ -122,7 +137,9 @@ class VolcanoJobTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         job_watcher = await _kubernetes_side()
-        watcher = job_watcher.shared_watcher(self._connection_key(), self.namespace, self.hook)
+        watcher = job_watcher.shared_watcher(
+            self._connection_key(), self.namespace, self.hook, self.watch_selector
+        )
         subscription = watcher.subscribe(self.job_name)
         try:
             result = await self._wait(watcher, subscription)
@@ -137,26 +154,63 @@ class VolcanoJobTrigger(BaseTrigger):
         gang_seen_whole = False
         while True:
             subscription.changed.clear()
-            if watcher.error is not None:  # e.g. the Role lacks "watch": waiting cannot work
-                return self._watch_lost(str(watcher.error))
+            failing_since = watcher.failing_since
+            if (
+                failing_since is not None
+                and time.monotonic() - failing_since >= self.watch_failure_grace
+            ):
+                return self._watch_lost(watcher.last_failure)
+            result = None
             if watcher.synced.is_set():
                 job = watcher.job(self.job_name)
                 if job is None or not self._is_ours(job):
                     # The watch may not have delivered a just-created job yet: ask directly.
-                    job = await self.hook().get_job(self.job_name, self.namespace)
-                status = interpret(job, name=self.job_name, namespace=self.namespace)
-                if job is not None and self._is_ours(job):
+                    job = await self._fetch(watcher)
+                if job is not _UNKNOWN:
                     gang_seen_whole = gang_seen_whole or gang_is_whole(job)
-                    if status.progress() != last_progress:
-                        last_progress = status.progress()
-                        self.log.info("%s", last_progress)
-                result = judge(job, target, time.time(), gang_seen_whole=gang_seen_whole)
-                if result is not None:
-                    return result
+                    last_progress = self._log_progress(job, last_progress)
+                    result = judge(job, target, time.time(), gang_seen_whole=gang_seen_whole)
+                if result is not None and result.outcome in _CONFIRMED_OUTCOMES:
+                    result = await self._confirm(watcher, target, gang_seen_whole)
             elif self.deadline is not None and time.time() >= self.deadline:
-                return timed_out(target)
+                result = timed_out(target)
+            if result is not None:
+                return result
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(subscription.changed.wait(), timeout=self._sleep_for())
+
+    async def _confirm(
+        self, watcher: NamespaceJobWatcher, target: WaitTarget, gang_seen_whole: bool
+    ) -> WaitResult | None:
+        """Judge again on a fresh GET: a failing verdict must not rest on a cached copy.
+
+        A job the apiserver shows Running or Completed is judged on that copy; when the GET
+        itself fails, the wait goes on (never destroy on a guess).
+        """
+        job = await self._fetch(watcher)
+        if job is _UNKNOWN:
+            return None
+        return judge(job, target, time.time(), gang_seen_whole=gang_seen_whole)
+
+    async def _fetch(self, watcher: NamespaceJobWatcher) -> Any:
+        """The job from the apiserver (``None``: it does not exist, or not this submission);
+        ``_UNKNOWN`` when the apiserver could not be asked."""
+        try:
+            job = await watcher.fetch(self.job_name)
+        except Exception as exc:
+            self.log.warning(
+                "Could not read Volcano job %s/%s: %s", self.namespace, self.job_name, exc
+            )
+            return _UNKNOWN
+        return job if job is not None and self._is_ours(job) else None
+
+    def _log_progress(self, job: dict | None, last_progress: str) -> str:
+        if job is None:
+            return last_progress
+        progress = interpret(job).progress()
+        if progress != last_progress:
+            self.log.info("%s", progress)
+        return progress
 
     def _watch_lost(self, why: str) -> WaitResult:
         return WaitResult(
@@ -200,6 +254,11 @@ class VolcanoJobTrigger(BaseTrigger):
         except Exception:
             self.log.exception("Could not delete Volcano job %s/%s", self.namespace, self.job_name)
 
+
+# Verdicts that end in a deletion or a failed task: confirmed by a fresh GET first.
+_CONFIRMED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT})
+# The apiserver could not be asked: neither a job nor its absence.
+_UNKNOWN: Any = object()
 
 # Deletions run on even if on_kill is cancelled; the loop only keeps weak references to tasks.
 _deletions: set[asyncio.Future] = set()
