@@ -65,4 +65,22 @@ def get_provider_info() -> dict:
             }
         ],
         "extra-links": ["airflow_volcano_wandb.links.wandb.WandbRunLink"],
+        "config": {
+            "volcano_wandb": {
+                "description": "Volcano + Weights & Biases provider.",
+                "options": {
+                    "deployment": {
+                        "description": "A name for this Airflow deployment (e.g. staging, "
+                        "prod). It is part of every job's identity labels, name and W&B run "
+                        "id, so deployments that share a namespace, or an Airflow whose "
+                        "metadata DB was reset, never reattach to, delete or count each "
+                        "other's jobs.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "prod",
+                        "default": "",
+                    }
+                },
+            }
+        },
     }

@@ -15,6 +15,7 @@ from typing import Any
 from airflow_volcano_wandb import diagnostics
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -130,3 +131,21 @@ def log_master_tail(
             task_log.info("[%s] %s", pod_name, line)
     except Exception as exc:
         task_log.warning("Could not read the master's log (%s)", exc)
+
+
+def mark_reported(
+    hook: VolcanoHook, result: WaitResult, try_number: int, task_log: logging.Logger | Any
+) -> None:
+    """Record on the job that ``try_number`` reported its outcome (best-effort).
+
+    A reported job is a past result: a later try (a cleared task) submits afresh instead of
+    counting it. A lost watch is no outcome of the job, and a deleted job has nothing to mark.
+    """
+    if not result.outcome.job_state_known or result.outcome is Outcome.DELETED or not result.uid:
+        return
+    try:
+        hook.set_job_annotations(
+            result.name, result.namespace, result.uid, {REPORTED_ANNOTATION: str(try_number)}
+        )
+    except Exception as exc:
+        task_log.warning("Could not mark job %s as reported (%s)", result.name, exc)

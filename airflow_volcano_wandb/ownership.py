@@ -1,9 +1,14 @@
-"""Which Airflow task instance a Volcano job belongs to.
+"""Which Airflow task instance, and which of its intents, a Volcano job belongs to.
 
-Every job this provider submits carries labels naming its task instance, so that a retry, a
-restarted worker or a second scheduler finds the job that is already there instead of
-submitting another. Label values are length-limited and sanitized, so the match is made on
-a hash of the exact identity, and the readable labels are for people and ``kubectl``.
+Every job this provider submits carries labels naming its task instance (and the Airflow
+deployment, when one is configured), so that a retry, a restarted worker or a second
+scheduler finds the job that is already there instead of submitting another. Label values
+are length-limited and sanitized, so the match is made on a hash of the exact identity, and
+the readable labels are for people and ``kubectl``.
+
+A job belongs to exactly one intent: the try that submitted it, or the newest try that
+adopted it (``try-number``). Once a try reports the job's outcome (``reported-by-try``), the
+job is a past result: no later try reattaches to it, deletes it or counts it as its own.
 """
 
 from __future__ import annotations
@@ -24,7 +29,12 @@ TASK_ID_LABEL = f"{DOMAIN}/task-id"
 RUN_ID_LABEL = f"{DOMAIN}/run-id"
 MAP_INDEX_LABEL = f"{DOMAIN}/map-index"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
+DEPLOYMENT_LABEL = f"{DOMAIN}/deployment"
+WANDB_RUN_LABEL = f"{DOMAIN}/wandb-run-id"
+#: The try that owns the wait on the job now: its submitter, or the newest try that adopted it.
 TRY_NUMBER_ANNOTATION = f"{DOMAIN}/try-number"
+#: Set once a try has reported the job's outcome.
+REPORTED_ANNOTATION = f"{DOMAIN}/reported-by-try"
 IDENTITY_ANNOTATION = f"{DOMAIN}/task-instance"
 
 
@@ -36,10 +46,14 @@ class TaskInstanceIdentity:
     task_id: str
     run_id: str
     map_index: int = -1
+    #: The Airflow deployment (``[volcano_wandb] deployment``); "" when not configured.
+    deployment: str = ""
 
     @property
     def key(self) -> str:
-        return f"{self.dag_id}/{self.task_id}/{self.run_id}/{self.map_index}"
+        key = f"{self.dag_id}/{self.task_id}/{self.run_id}/{self.map_index}"
+        # Unset keeps the key (and the hash) of versions without deployments.
+        return f"{self.deployment}:{key}" if self.deployment else key
 
     @property
     def digest(self) -> str:
@@ -55,6 +69,7 @@ class TaskInstanceIdentity:
             RUN_ID_LABEL: label_value(self.run_id),
             # -1 (not mapped) is no valid label value: it may not start with "-".
             MAP_INDEX_LABEL: str(self.map_index) if self.map_index >= 0 else "none",
+            **({DEPLOYMENT_LABEL: label_value(self.deployment)} if self.deployment else {}),
         }
 
     def annotations(self, try_number: int | None = None) -> dict[str, str]:
@@ -76,3 +91,36 @@ def owner_of(obj: Mapping[str, Any]) -> str:
     """The task instance named on an object, for error messages about name clashes."""
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     return str(annotations.get(IDENTITY_ANNOTATION) or "something other than this provider")
+
+
+def _annotation(obj: Mapping[str, Any], name: str) -> str | None:
+    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(name)
+    return str(value) if value is not None else None
+
+
+def is_reported(job: Mapping[str, Any]) -> bool:
+    """Whether a try has reported this job's outcome (it is a past result)."""
+    return _annotation(job, REPORTED_ANNOTATION) is not None
+
+
+def owner_try(job: Mapping[str, Any]) -> int | None:
+    """The try that owns the wait on the job: its submitter or newest adopter."""
+    value = _annotation(job, TRY_NUMBER_ANNOTATION)
+    return int(value) if value and value.isdigit() else None
+
+
+def wandb_run_of(job: Mapping[str, Any]) -> str | None:
+    """The W&B run id the job's pods write to, as recorded at submission."""
+    return ((job.get("metadata") or {}).get("labels") or {}).get(WANDB_RUN_LABEL)
+
+
+def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int | None) -> bool:
+    """Whether a cleanup by ``try_number`` may delete ``job`` as it reads now.
+
+    Only the submission it waited on (``uid``), and only while no newer try has adopted it:
+    a late ``on_kill`` of an old try must not delete what a newer try reattached to.
+    """
+    if job is None or (uid and (job.get("metadata") or {}).get("uid") != uid):
+        return False
+    owner = owner_try(job)
+    return try_number is None or owner is None or owner == try_number

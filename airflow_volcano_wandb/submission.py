@@ -24,7 +24,13 @@ from airflow_volcano_wandb.hooks.volcano import (
     api_message,
 )
 from airflow_volcano_wandb.job_status import Verdict
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity, owner_of
+from airflow_volcano_wandb.ownership import (
+    TRY_NUMBER_ANNOTATION,
+    TaskInstanceIdentity,
+    is_reported,
+    owner_of,
+    owner_try,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +38,10 @@ log = logging.getLogger(__name__)
 class Decision(str, Enum):
     """What to do with a job of this task instance found before submitting."""
 
-    REUSE = "reuse"  # it is this task's job: wait on it (or report it, if it completed)
+    REUSE = "reuse"  # the unreported job of this task: wait on it (or report it, if completed)
     REPLACE = "replace"  # delete it, let it go, then submit afresh
     WAIT_GONE = "wait_gone"  # it is being deleted already: let it go, then submit afresh
+    PAST = "past"  # an outcome some try already reported: leave it, submit afresh
 
 
 class SubmissionError(RuntimeError):
@@ -44,6 +51,9 @@ class SubmissionError(RuntimeError):
 def decide(job: Mapping[str, Any], *, reattach: bool) -> Decision:
     """The rule for an existing job of this task instance's identity."""
     status = job_status.interpret(job)
+    if is_reported(job):
+        # Clearing a successful task must train again, not count the old result.
+        return Decision.PAST
     if status.verdict is Verdict.DELETED:
         # Being deleted (a kill or clear of an earlier try): reattaching would only see it
         # vanish.
@@ -71,13 +81,17 @@ def submit_or_reattach(
     body: dict[str, Any],
     identity: TaskInstanceIdentity,
     *,
+    try_number: int,
     reattach: bool,
     task_log: logging.Logger | Any = log,
 ) -> dict[str, Any]:
-    """The job this task instance waits on: an existing one it may reuse, or a new one."""
+    """The job this try waits on: the unreported one it may reuse (adopted by this try, so
+    an older try's late ``on_kill`` leaves it alone), or a new one."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     for existing in hook.list_jobs(namespace, identity.selector()):
-        job = _carry_out(hook, existing, reattach=reattach, task_log=task_log)
+        job = _carry_out(
+            hook, existing, try_number=try_number, reattach=reattach, task_log=task_log
+        )
         if job is not None:
             return job
     try:
@@ -92,8 +106,15 @@ def submit_or_reattach(
             f"{owner_of(existing or {})}; set job_name or a template name that is unique per "
             "task instance. Nothing was submitted."
         )
+    if is_reported(existing):
+        raise SubmissionError(
+            f"A Volcano job named {namespace}/{name} holds an outcome of this task instance "
+            "that was already reported (an Airflow metadata DB reset, or a second deployment "
+            "without [volcano_wandb] deployment?); it was left alone and nothing was submitted."
+        )
     # Our own create whose answer was lost, or a concurrent try: the job is ours.
-    return _carry_out(hook, existing, reattach=reattach, task_log=task_log) or _create(hook, body)
+    job = _carry_out(hook, existing, try_number=try_number, reattach=reattach, task_log=task_log)
+    return job or _create(hook, body)
 
 
 def _create(hook: VolcanoHook, body: dict[str, Any]) -> dict[str, Any]:
@@ -112,12 +133,22 @@ def _create(hook: VolcanoHook, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _carry_out(
-    hook: VolcanoHook, job: dict[str, Any], *, reattach: bool, task_log: Any
+    hook: VolcanoHook, job: dict[str, Any], *, try_number: int, reattach: bool, task_log: Any
 ) -> dict[str, Any] | None:
     """Apply :func:`decide` to one existing job; the job when it is reused, else None."""
     status = job_status.interpret(job)
     decision = decide(job, reattach=reattach)
+    if decision is Decision.PAST:
+        return None
     if decision is Decision.REUSE:
+        if owner_try(job) != try_number:
+            # Adopt it: an older try's late on_kill now leaves it alone.
+            adopted = hook.set_job_annotations(
+                status.name, status.namespace, status.uid, {TRY_NUMBER_ANNOTATION: str(try_number)}
+            )
+            if adopted is None:  # gone meanwhile
+                return None
+            job = adopted
         if not status.terminal:
             task_log.info(
                 "Reattaching to running Volcano job %s/%s (%s)",

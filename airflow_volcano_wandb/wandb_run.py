@@ -70,22 +70,37 @@ ENV_RANK_MODE = "AVW_WANDB_RANK_MODE"
 ENV_TASK_URL = "AVW_AIRFLOW_TASK_URL"
 
 
-def deterministic_run_id(dag_id: str, task_id: str, run_id: str, map_index: int = -1) -> str:
-    """Return the W&B run id for one Airflow task instance.
+def deterministic_run_id(
+    dag_id: str,
+    task_id: str,
+    run_id: str,
+    map_index: int = -1,
+    *,
+    deployment: str = "",
+    intent: int = 1,
+) -> str:
+    """Return the W&B run id for one submission (intent) of one Airflow task instance.
 
-    The id depends on the task instance key only (not on the try number), so every try of the
-    same task instance writes to the same W&B run and an Airflow retry resumes it
-    (``WANDB_RESUME=allow``). It is 16 lowercase base36 characters: valid for W&B (no reserved
-    characters), for Kubernetes names and labels, and about 82 bits of sha256, so unrelated
-    task instances do not collide in practice.
+    A try that reattaches to its task instance's unreported job keeps that job's run, so a
+    crashed worker's retry resumes it (``WANDB_RESUME=allow``). A try that submits afresh (the
+    earlier job's outcome was reported, e.g. a cleared task) is a new intent, numbered by the
+    try that submits it, and gets a run of its own. The id is 16 lowercase base36 characters:
+    valid for W&B, for Kubernetes names and labels, and about 82 bits of sha256.
 
     :param dag_id: The DAG id.
     :param task_id: The task id.
     :param run_id: The Airflow DAG run id (not a W&B id).
     :param map_index: The map index of a mapped task, ``-1`` for an unmapped one.
+    :param deployment: The Airflow deployment (``[volcano_wandb] deployment``), so that two
+        deployments with the same DAG and run ids never share a run.
+    :param intent: The try number that submits the job; the first try keeps the id of
+        earlier versions.
     """
     # NUL separators: ids cannot contain NUL, so ("a.b", "c") and ("a", "b.c") stay distinct.
-    material = "\0".join(("avw-run-id-v1", dag_id, task_id, run_id, str(int(map_index))))
+    parts = ["avw-run-id-v1", dag_id, task_id, run_id, str(int(map_index))]
+    if deployment or intent != 1:
+        parts += [deployment, str(int(intent))]
+    material = "\0".join(parts)
     number = int.from_bytes(hashlib.sha256(material.encode("utf-8")).digest(), "big")
     digits = []
     for _ in range(_RUN_ID_LENGTH):
@@ -203,9 +218,14 @@ class WandbRunSpec:
         group: str | None = None,
         job_type: str | None = None,
         tags: Iterable[str] | None = None,
+        deployment: str = "",
+        intent: int = 1,
         **kwargs: Any,
     ) -> WandbRunSpec:
         """Build a spec for an Airflow task instance, filling unset fields with defaults.
+
+        ``deployment`` and ``intent`` go into the default run id (see
+        :func:`deterministic_run_id`).
 
         Defaults: ``run_id`` from :func:`deterministic_run_id`, ``run_name`` from
         :func:`default_run_name`, ``group`` from :func:`default_run_group`, ``job_type`` =
@@ -217,7 +237,12 @@ class WandbRunSpec:
         return cls(
             run_id=run_id
             or deterministic_run_id(
-                airflow.dag_id, airflow.task_id, airflow.dag_run_id, airflow.map_index
+                airflow.dag_id,
+                airflow.task_id,
+                airflow.dag_run_id,
+                airflow.map_index,
+                deployment=deployment,
+                intent=intent,
             ),
             run_name=run_name
             or default_run_name(

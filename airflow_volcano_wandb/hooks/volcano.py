@@ -27,6 +27,8 @@ from kubernetes_asyncio import client as async_k8s
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
+from airflow_volcano_wandb.ownership import may_delete
+
 GROUP = "batch.volcano.sh"
 VERSION = "v1alpha1"
 PLURAL = "jobs"
@@ -135,6 +137,11 @@ def api_message(exc: ApiException | AsyncApiException) -> str:
         return str(exc.reason)
 
 
+def _json_pointer(key: str) -> str:
+    """An annotation key as one JSON-pointer segment (RFC 6901: ``~`` and ``/`` escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
 def _to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     return api.sanitize_for_serialization(obj)
 
@@ -219,7 +226,10 @@ class VolcanoHook(KubernetesHook):
             raise
 
     @api_retry
-    def list_jobs(self, namespace: str, label_selector: str) -> list[dict]:
+    def list_jobs(
+        self, namespace: str, label_selector: str, limit: int | None = None
+    ) -> list[dict]:
+        """The jobs matching ``label_selector`` (at most ``limit``, when given)."""
         result = self._call(
             "list",
             "jobs.batch.volcano.sh",
@@ -230,20 +240,28 @@ class VolcanoHook(KubernetesHook):
             namespace,
             PLURAL,
             label_selector=label_selector,
+            **({"limit": limit} if limit else {}),
         )
         return list(result.get("items") or [])
 
     @api_retry
-    def delete_job(self, name: str, namespace: str, uid: str | None = None) -> bool:
+    def delete_job(
+        self,
+        name: str,
+        namespace: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool:
         """Delete with foreground propagation, so the job is gone only once its pods are.
 
         With ``uid``, a job of the same name but another uid (a newer submission) is left
-        alone. Returns False when there was nothing to delete.
+        alone; with ``resource_version``, a job changed since it was read is too. Returns
+        False when there was nothing to delete (or a precondition failed).
         """
-        body = k8s.V1DeleteOptions(
-            propagation_policy="Foreground",
-            preconditions=k8s.V1Preconditions(uid=uid) if uid else None,
-        )
+        preconditions = None
+        if uid or resource_version:
+            preconditions = k8s.V1Preconditions(uid=uid, resource_version=resource_version)
+        body = k8s.V1DeleteOptions(propagation_policy="Foreground", preconditions=preconditions)
         try:
             self._call(
                 "delete",
@@ -263,15 +281,59 @@ class VolcanoHook(KubernetesHook):
                 return False
             raise
 
-    def delete_job_quietly(self, job: Mapping[str, str], task_log: Any = log) -> None:
-        """Delete this submission (``name``, ``namespace``, ``uid``), logging, never raising.
+    @api_retry
+    def set_job_annotations(
+        self, name: str, namespace: str, uid: str, annotations: Mapping[str, str]
+    ) -> dict | None:
+        """Set annotations on this submission of the job (a JSON patch that first tests the
+        uid, so a job recreated under the name is never touched); the job as patched, or
+        ``None`` when this submission is gone."""
+        patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
+        patch += [
+            {"op": "add", "path": f"/metadata/annotations/{_json_pointer(key)}", "value": value}
+            for key, value in annotations.items()
+        ]
+        try:
+            return self._call(
+                "patch",
+                "jobs.batch.volcano.sh",
+                namespace,
+                self.custom_object_client.patch_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                patch,
+            )
+        except ApiException as exc:
+            if exc.status in (404, 422):  # gone, or the uid test failed: another job now
+                return None
+            raise
 
-        For cleanup paths (kills, timeouts) where the task's own error is the one to report.
+    def delete_job_if_owned(
+        self, job: Mapping[str, str], try_number: int | None, task_log: Any = log
+    ) -> None:
+        """Delete this submission unless a newer try adopted it; log, never raise.
+
+        For cleanup paths (kills, timeouts): the job is read, judged by
+        ``ownership.may_delete``, and deleted with the read's resourceVersion as a
+        precondition, so an adoption in between makes the delete fail and the check repeat.
         """
         name, namespace = job["name"], job["namespace"]
         try:
-            if self.delete_job(name, namespace, uid=job.get("uid")):
-                task_log.info("Deleted Volcano job %s/%s", namespace, name)
+            for _ in range(3):
+                current = self.get_job(name, namespace)
+                if not may_delete(current, job.get("uid"), try_number):
+                    if current is not None:
+                        task_log.info(
+                            "Volcano job %s/%s is a newer try's; left alone", namespace, name
+                        )
+                    return
+                version = current["metadata"].get("resourceVersion")
+                if self.delete_job(name, namespace, uid=job.get("uid"), resource_version=version):
+                    task_log.info("Deleted Volcano job %s/%s", namespace, name)
+                    return
         except Exception:
             task_log.exception("Could not delete Volcano job %s/%s", namespace, name)
 
@@ -423,11 +485,22 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
                 return None
             raise
 
-    async def delete_job(self, name: str, namespace: str, uid: str | None = None) -> bool:
+    async def delete_job(
+        self,
+        name: str,
+        namespace: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool:
+        """As ``VolcanoHook.delete_job``: foreground, with uid/resourceVersion preconditions."""
         async with self.get_conn() as api:
+            preconditions = None
+            if uid or resource_version:
+                preconditions = async_k8s.V1Preconditions(
+                    uid=uid, resource_version=resource_version
+                )
             body = async_k8s.V1DeleteOptions(
-                propagation_policy="Foreground",
-                preconditions=async_k8s.V1Preconditions(uid=uid) if uid else None,
+                propagation_policy="Foreground", preconditions=preconditions
             )
             try:
                 await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(

@@ -8,6 +8,7 @@ is ``job_report``. See docs/architecture.md.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -17,22 +18,32 @@ from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from airflow_volcano_wandb import api_key_secret, cleanup, job_report, submission, wandb_run
+from airflow_volcano_wandb import (
+    api_key_secret,
+    cleanup,
+    job_report,
+    naming,
+    submission,
+    wandb_run,
+)
 from airflow_volcano_wandb.cleanup import OnFinishAction
+from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job_report import mark_reported
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.ownership import WANDB_RUN_LABEL, TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.sync_wait import wait_in_process
 from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
-from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 
 XCOM_JOB = "volcano_job"
 XCOM_RUN_ID = "wandb_run_id"
 XCOM_RUN_URL = "wandb_run_url"
 XCOM_SUMMARY = "wandb_summary"
+DEFAULT_FINISHED_JOB_TTL = 7 * 24 * 3600
 
 
 class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
@@ -108,6 +119,12 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         arrives by watch.
     :param pending_timeout: seconds until every rank must be placed and running; else the
         task fails with Volcano's reason and the job is deleted.
+    :param watch_failure_grace: seconds the watch may keep failing (lost permission, expired
+        credentials, apiserver down) before the task fails; the job is never deleted for
+        that, and the next try reattaches to it.
+    :param finished_job_ttl: seconds a finished job may stay before Volcano deletes it
+        (``spec.ttlSecondsAfterFinished``, unless the template sets one); default 7 days, so
+        kept jobs and their Secrets do not pile up. ``None``: no limit.
     :param on_finish_action: ``delete_succeeded`` (default: a failed job stays for
         inspection until a retry replaces it), ``delete`` or ``keep``.
     :param reattach_on_restart: reattach to a live job of this task instance; if False it is
@@ -186,6 +203,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poll_interval: float = 10.0,
         pending_timeout: float | str | None = None,
+        watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
+        finished_job_ttl: int | None = DEFAULT_FINISHED_JOB_TTL,
         on_finish_action: OnFinishAction = "delete_succeeded",
         reattach_on_restart: bool = True,
         log_lines: int = 50,
@@ -214,10 +233,12 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         self.wandb_summary_keys = list(wandb_summary_keys or [])
         self.wait_for_completion, self.deferrable = wait_for_completion, deferrable
         self.poll_interval, self.pending_timeout = poll_interval, pending_timeout
+        self.watch_failure_grace, self.finished_job_ttl = watch_failure_grace, finished_job_ttl
         self.on_finish_action, self.reattach_on_restart = on_finish_action, reattach_on_restart
         self.log_lines, self.max_replicas = log_lines, max_replicas
         #: The job this try submitted or reattached to, as soon as it exists (for on_kill).
         self._job: dict[str, str] | None = None
+        self._try_number: int | None = None
 
     @property
     def wandb_hook(self) -> WandbHook:
@@ -225,13 +246,18 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         ti = context["ti"]
-        identity = TaskInstanceIdentity(ti.dag_id, ti.task_id, ti.run_id, ti.map_index)
+        identity = TaskInstanceIdentity(
+            ti.dag_id, ti.task_id, ti.run_id, ti.map_index, deployment=configured_deployment()
+        )
+        self._try_number = ti.try_number
         cleanup.check_on_finish_action(self.on_finish_action)
         wandb_hook = self.wandb_hook
         spec = self._wandb_spec(context, identity, wandb_hook)
         body = self._render_job(context, identity, spec, wandb_hook)
         api_key = None if self.wandb_api_key_secret else wandb_hook.api_key
         job = self._submit(body, identity, api_key)
+        if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:  # reattached: its run
+            spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
         run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
         ti.xcom_push(key=XCOM_JOB, value=self._job)
         ti.xcom_push(key=XCOM_RUN_ID, value=spec.run_id)
@@ -260,6 +286,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         self, context: Context, event: dict[str, Any], run: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
+        self._try_number = context["ti"].try_number
         return self._report(context, WaitResult.from_event(event), dict(run or {}))
 
     def _wandb_spec(
@@ -289,6 +316,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 mode=self.wandb_mode,
                 rank_mode=self.wandb_rank_mode,
                 api_key_secret=tuple(secret) if secret else None,
+                deployment=identity.deployment,
+                intent=ti.try_number,
             )
         except ValueError as exc:
             raise AirflowException(f"Invalid W&B settings: {exc}") from exc
@@ -316,7 +345,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 resources=self.container_resources,
                 command=self.command,
                 args=self.args,
-                labels=identity.labels(),
+                labels={**identity.labels(), **_run_label(spec.run_id)},
                 annotations=identity.annotations(context["ti"].try_number),
                 pod_annotations=self.pod_annotations,
                 name=self.job_name,
@@ -340,6 +369,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             raise AirflowException(f"Template error, nothing was submitted: {exc}") from exc
         if not body["metadata"].get("namespace"):
             body["metadata"]["namespace"] = self.hook.get_namespace() or "default"
+        if self.finished_job_ttl is not None:
+            body["spec"].setdefault("ttlSecondsAfterFinished", int(self.finished_job_ttl))
         return body
 
     def _submit(
@@ -347,8 +378,15 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     ) -> dict[str, Any]:
         hook = self.hook
         try:
+            if not identity.deployment:
+                warn_of_other_deployments(hook, body["metadata"]["namespace"], self.log)
             job = submission.submit_or_reattach(
-                hook, body, identity, reattach=self.reattach_on_restart, task_log=self.log
+                hook,
+                body,
+                identity,
+                try_number=self._try_number,
+                reattach=self.reattach_on_restart,
+                task_log=self.log,
             )
             self._job = job_ref(job)
             if api_key:
@@ -381,6 +419,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             pending_timeout=_seconds(self.pending_timeout),
             deadline=deadline,
             poll_interval=self.poll_interval,
+            watch_failure_grace=self.watch_failure_grace,
+            try_number=self._try_number,
         )
 
     def _report(
@@ -389,6 +429,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         """Clean up as ``on_finish_action`` says, tell what happened, succeed or fail."""
         self._job = result.job_ref()
         hook = self.hook
+        mark_reported(hook, result, context["ti"].try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
@@ -436,11 +477,17 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
 
     def _delete_job(self) -> None:
         if self._job:
-            self.hook.delete_job_quietly(self._job, self.log)
+            self.hook.delete_job_if_owned(self._job, self._try_number, self.log)
 
     def on_kill(self) -> None:
         """The task was killed while waiting in sync mode: delete the job and its pods."""
         self._delete_job()
+
+
+def _run_label(run_id: str) -> dict[str, str]:
+    """The W&B run id as a job label, so a reattaching try finds the run; only when the id
+    is a valid label value (a user's run id may not be)."""
+    return {WANDB_RUN_LABEL: run_id} if naming.is_label_value(run_id) else {}
 
 
 def _seconds(value: float | str | None) -> float | None:

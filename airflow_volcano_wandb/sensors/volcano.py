@@ -97,7 +97,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         self._remember(job)
         result = judge(job, target, time.time())
         if result is not None:
-            return self._report(result)
+            return self._report(result, context["ti"].try_number)
         self.defer(
             trigger=VolcanoJobTrigger(
                 job_name=target.name,
@@ -127,12 +127,12 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
         if result is None:
             return False
-        self._report(result)
+        self._report(result, context["ti"].try_number)
         return True
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's verdict into the task's outcome."""
-        return self._report(WaitResult.from_event(event))
+        return self._report(WaitResult.from_event(event), context["ti"].try_number)
 
     def _remember(self, job: dict[str, Any] | None) -> None:
         """Pin the submission first seen, so a job recreated under its name is not it."""
@@ -142,9 +142,10 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
             self._job = job_ref(job)
             self.job_uid = self.job_uid or self._job["uid"]
 
-    def _report(self, result: WaitResult) -> dict[str, Any]:
+    def _report(self, result: WaitResult, try_number: int) -> dict[str, Any]:
         if result.uid:
             self._job = result.job_ref()
+        job_report.mark_reported(self.hook, result, try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
@@ -164,7 +165,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
 
     def _delete_job(self) -> None:
         if self._job:
-            self.hook.delete_job_quietly(self._job, self.log)
+            self.hook.delete_job_if_owned(self._job, None, self.log)
 
     def on_kill(self) -> None:
         """Killed while poking: the job must not run on unwatched."""

@@ -15,7 +15,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_volcano_wandb.job_status import interpret
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import MANAGED_SELECTOR
+from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, may_delete
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
@@ -59,6 +59,8 @@ class VolcanoJobTrigger(BaseTrigger):
         the job (the next try reattaches).
     :param watch_selector: label selector of the shared watch; by default only the jobs
         this provider manages are cached. ``None`` watches every job of the namespace.
+    :param try_number: the try that waits; a kill deletes the job only while no newer try
+        has adopted it.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class VolcanoJobTrigger(BaseTrigger):
         delete_on_kill: bool = True,
         watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
         watch_selector: str | None = MANAGED_SELECTOR,
+        try_number: int | None = None,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -91,6 +94,7 @@ class VolcanoJobTrigger(BaseTrigger):
         self.delete_on_kill = delete_on_kill
         self.watch_failure_grace = watch_failure_grace
         self.watch_selector = watch_selector
+        self.try_number = try_number
         self._fired = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -110,6 +114,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 "delete_on_kill": self.delete_on_kill,
                 "watch_failure_grace": self.watch_failure_grace,
                 "watch_selector": self.watch_selector,
+                "try_number": self.try_number,
             },
         )
 
@@ -248,9 +253,19 @@ class VolcanoJobTrigger(BaseTrigger):
         await asyncio.shield(deletion)
 
     async def _delete_job(self) -> None:
+        """Delete the job unless a newer try adopted it (see ``ownership.may_delete``)."""
         try:
             await _kubernetes_side()
-            await self.hook().delete_job(self.job_name, self.namespace, uid=self.job_uid)
+            hook = self.hook()
+            for _ in range(3):
+                job = await hook.get_job(self.job_name, self.namespace)
+                if not may_delete(job, self.job_uid, self.try_number):
+                    return
+                version = job["metadata"].get("resourceVersion")
+                if await hook.delete_job(
+                    self.job_name, self.namespace, uid=self.job_uid, resource_version=version
+                ):
+                    return
         except Exception:
             self.log.exception("Could not delete Volcano job %s/%s", self.namespace, self.job_name)
 

@@ -6,6 +6,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from airflow_volcano_wandb.hooks.volcano import KubernetesPermissionError
+from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.submission import Decision, decide, refused_outright
 
 
@@ -48,3 +49,10 @@ def test_decide(phase, deleting, reattach, decision):
 )
 def test_refused_outright_only_when_no_job_can_exist(exc, refused):
     assert refused_outright(exc) is refused
+
+
+def test_a_reported_job_is_a_past_result_whatever_its_phase():
+    for phase in ("Completed", "Failed", "Running"):
+        reported = job(phase)
+        reported["metadata"]["annotations"] = {REPORTED_ANNOTATION: "1"}
+        assert decide(reported, reattach=True) is Decision.PAST

@@ -1,0 +1,59 @@
+"""Identity, deployments, intents and the adoption fence (pure)."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_volcano_wandb.ownership import (
+    DEPLOYMENT_LABEL,
+    REPORTED_ANNOTATION,
+    TRY_NUMBER_ANNOTATION,
+    TaskInstanceIdentity,
+    is_reported,
+    may_delete,
+    owner_try,
+)
+from airflow_volcano_wandb.wandb_run import deterministic_run_id
+
+TI = ("dag", "train", "scheduled__2026-11-30T00:00:00+00:00")
+
+
+def job(uid="u", **annotations):
+    return {"metadata": {"name": "j", "uid": uid, "annotations": annotations}}
+
+
+def test_a_deployment_changes_the_identity_and_the_run_id_but_unset_keeps_the_old_ones():
+    plain = TaskInstanceIdentity(*TI)
+    prod, staging = (TaskInstanceIdentity(*TI, deployment=d) for d in ("prod", "staging"))
+    assert len({plain.digest, prod.digest, staging.digest}) == 3
+    assert plain.key == "dag/train/scheduled__2026-11-30T00:00:00+00:00/-1"
+    assert DEPLOYMENT_LABEL not in plain.labels() and prod.labels()[DEPLOYMENT_LABEL] == "prod"
+    assert not prod.owns({"metadata": {"labels": staging.labels()}})
+    runs = {deterministic_run_id(*TI, deployment=d) for d in ("", "prod", "staging")}
+    assert len(runs) == 3 and deterministic_run_id(*TI) in runs
+
+
+def test_each_fresh_submission_gets_its_own_run_id():
+    first, second = (deterministic_run_id(*TI, intent=n) for n in (1, 2))
+    assert first == deterministic_run_id(*TI) and first != second
+
+
+def test_reported_and_owner_try_are_read_from_annotations():
+    assert not is_reported(job()) and is_reported(job(**{REPORTED_ANNOTATION: "2"}))
+    assert owner_try(job(**{TRY_NUMBER_ANNOTATION: "3"})) == 3
+    assert owner_try(job()) is None
+
+
+@pytest.mark.parametrize(
+    ("current", "uid", "try_number", "allowed"),
+    [
+        (None, "u", 1, False),
+        (job(uid="other", **{TRY_NUMBER_ANNOTATION: "1"}), "u", 1, False),
+        (job(**{TRY_NUMBER_ANNOTATION: "1"}), "u", 1, True),
+        (job(**{TRY_NUMBER_ANNOTATION: "2"}), "u", 1, False),  # a newer try adopted it
+        (job(**{TRY_NUMBER_ANNOTATION: "2"}), "u", None, True),  # no fence asked for
+        (job(), "u", 1, True),  # submitted by an older version: no owner recorded
+    ],
+)
+def test_a_late_kill_deletes_only_what_no_newer_try_adopted(current, uid, try_number, allowed):
+    assert may_delete(current, uid, try_number) is allowed
