@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from enum import Enum
-from typing import Any
+from typing import Any, NamedTuple
 
 from kubernetes.client.rest import ApiException
 
@@ -42,6 +42,13 @@ class Decision(str, Enum):
     REPLACE = "replace"  # delete it, let it go, then submit afresh
     WAIT_GONE = "wait_gone"  # it is being deleted already: let it go, then submit afresh
     PAST = "past"  # an outcome some try already reported: leave it, submit afresh
+
+
+class Submitted(NamedTuple):
+    """The job a try waits on, and whether this try created it (else it reattached)."""
+
+    job: dict[str, Any]
+    created: bool
 
 
 class SubmissionError(RuntimeError):
@@ -84,7 +91,7 @@ def submit_or_reattach(
     try_number: int,
     reattach: bool,
     task_log: logging.Logger | Any = log,
-) -> dict[str, Any]:
+) -> Submitted:
     """The job this try waits on: the unreported one it may reuse (adopted by this try, so
     an older try's late ``on_kill`` leaves it alone), or a new one."""
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
@@ -93,11 +100,11 @@ def submit_or_reattach(
             hook, existing, try_number=try_number, reattach=reattach, task_log=task_log
         )
         if job is not None:
-            return job
+            return Submitted(job, created=False)
     try:
         job = _create(hook, body)
         task_log.info("Submitted Volcano job %s/%s", namespace, job["metadata"]["name"])
-        return job
+        return Submitted(job, created=True)
     except JobExistsError:
         existing = hook.get_job(name, namespace)
     if existing is None or not identity.owns(existing):
@@ -114,7 +121,9 @@ def submit_or_reattach(
         )
     # Our own create whose answer was lost, or a concurrent try: the job is ours.
     job = _carry_out(hook, existing, try_number=try_number, reattach=reattach, task_log=task_log)
-    return job or _create(hook, body)
+    if job is not None:
+        return Submitted(job, created=False)
+    return Submitted(_create(hook, body), created=True)
 
 
 def _create(hook: VolcanoHook, body: dict[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,6 @@ public API (``wandb.Api``), imported lazily so that DAG parsing and the triggere
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable
 from functools import cached_property
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
+from airflow_volcano_wandb.template import TemplateError, load_template
 from airflow_volcano_wandb.wandb_run import (
     is_default_base_url,
     parse_queue_ref,
@@ -283,29 +283,19 @@ class WandbHook(BaseHook):
 
 
 def _job_spec_from_queue_config(config: Any, resource: str | None, where: str) -> dict[str, Any]:
-    """Unwrap the job spec from a queue's stored resource config (pure; unit-tested)."""
-    if isinstance(config, (str, bytes)):
-        text = config.decode() if isinstance(config, bytes) else config
-        try:
-            config = json.loads(text)
-        except ValueError:
-            # The W&B UI accepts YAML for queue configs; the server may keep it as written.
-            import yaml
+    """Check a queue's stored resource config is a Kubernetes one, and load it.
 
-            config = yaml.safe_load(text)
+    The parsing (YAML or JSON text, the ``resource_args.kubernetes`` wrapper) is the
+    template loader's, the one place queue configs are read.
+    """
     if not config:
         raise ValueError(f"W&B Launch queue {where} has no resource config")
-    if not isinstance(config, dict):
-        raise ValueError(f"W&B Launch queue {where}: resource config is not a mapping")
     if resource and resource != "kubernetes":
         raise ValueError(
             f"W&B Launch queue {where} is a {resource!r} queue; only Kubernetes queues hold a "
             "Volcano Job template"
         )
-    spec = config
-    resource_args = config.get("resource_args")
-    if isinstance(resource_args, dict):
-        spec = resource_args.get("kubernetes", resource_args)
-    if not isinstance(spec, dict) or not spec:
-        raise ValueError(f"W&B Launch queue {where}: no Kubernetes resource config")
-    return copy.deepcopy(spec)
+    try:
+        return load_template(config.decode() if isinstance(config, bytes) else config)
+    except TemplateError as exc:
+        raise TemplateError(f"W&B Launch queue {where}: {exc}") from None

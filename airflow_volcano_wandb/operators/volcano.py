@@ -380,7 +380,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         try:
             if not identity.deployment:
                 warn_of_other_deployments(hook, body["metadata"]["namespace"], self.log)
-            job = submission.submit_or_reattach(
+            job, created = submission.submit_or_reattach(
                 hook,
                 body,
                 identity,
@@ -389,13 +389,6 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 task_log=self.log,
             )
             self._job = job_ref(job)
-            if api_key:
-                api_key_secret.store_for_job(hook, identity, job, api_key)
-            return job
-        except api_key_secret.SecretOwnedElsewhereError as exc:
-            # Its pods would read someone else's key: the job must not run.
-            self._delete_job()
-            raise AirflowException(f"{exc}; the job was withdrawn") from exc
         except submission.SubmissionError as exc:
             raise AirflowException(str(exc)) from exc
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
@@ -405,6 +398,27 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 "job was created before the connection was lost, the next try finds it and "
                 "reattaches; otherwise nothing was submitted."
             ) from exc
+        if api_key:
+            self._hand_key_to(job, identity, api_key, created)
+        return job
+
+    def _hand_key_to(
+        self, job: dict[str, Any], identity: TaskInstanceIdentity, api_key: str, created: bool
+    ) -> None:
+        """Write the key's Secret for the job; a new job that cannot have it is withdrawn.
+
+        Its pods would wait for the Secret for ever, or, when the name is taken by someone
+        else's Secret, read their key. A reattached job keeps running: the next try retries.
+        """
+        try:
+            api_key_secret.store_for_job(self.hook, identity, job, api_key)
+        except Exception as exc:
+            if created or isinstance(exc, api_key_secret.SecretOwnedElsewhereError):
+                self._delete_job()
+                raise AirflowException(
+                    f"The W&B API key could not be given to the job ({exc}); the job was withdrawn"
+                ) from exc
+            raise
 
     def _trigger(self) -> VolcanoJobTrigger:
         assert self._job is not None

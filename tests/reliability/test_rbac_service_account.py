@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from airflow.sdk.exceptions import AirflowException
 from kubernetes import client
 
 from airflow_volcano_wandb import job_watcher
@@ -36,6 +37,13 @@ from tests.integration.jobs import (
     run_dag,
     seed_template,
     wait_until,
+)
+from tests.reliability.support import (
+    StubTaskInstance,
+    collect_events,
+    context_for,
+    execute_operator,
+    operator,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
@@ -198,3 +206,29 @@ def _key_secrets(admin, namespace: str) -> list[str]:
         namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}"
     )
     return [s.metadata.name for s in secrets.items]
+
+
+def test_a_watch_refused_past_the_grace_fails_the_task_and_leaves_the_job(
+    as_service_account, monkeypatch
+):
+    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 1.0)
+    make, admin = as_service_account
+    namespace = make(drop=("jobs", "watch"))
+    op = operator(
+        template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
+        namespace=namespace,
+        deferrable=True,
+        watch_failure_grace=6,
+    )
+    ti = StubTaskInstance("avw_rel_rbac", "train", "watch-refused")
+    trigger = execute_operator(op, ti)
+    (event,) = asyncio.run(collect_events(trigger, timeout=120))
+    assert event["outcome"] == "watch_lost", event
+    with pytest.raises(AirflowException) as failure:
+        op.execute_complete(context_for(ti), event)
+    message = str(failure.value)
+    assert f"Kubernetes denied 'watch' on '{JOBS}'" in message, message
+    assert "left untouched" in message and "reattaches" in message
+    (job,) = list_jobs(admin, namespace)  # never destroyed on a guess
+    assert job["metadata"]["uid"] == trigger.job_uid
+    assert not job["metadata"].get("deletionTimestamp")

@@ -150,8 +150,9 @@ def test_job_spec_from_queue_config(stored: object) -> None:
     [
         ({}, "kubernetes", "no resource config"),
         ("", None, "no resource config"),
-        ("- a\n- b\n", "kubernetes", "not a mapping"),
-        ({"resource_args": {"kubernetes": {}}}, "kubernetes", "no Kubernetes resource config"),
+        ("- a\n- b\n", "kubernetes", "team/q: the template is a list"),
+        ({"resource_args": {"kubernetes": {}}}, "kubernetes", "team/q: the template must be"),
+        ({"resource_args": {"sagemaker": {}}}, "kubernetes", "no resource_args.kubernetes"),
         (JOB, "sagemaker", "sagemaker"),
     ],
 )

@@ -1,0 +1,138 @@
+"""One job per intent, on the shared local cluster, through the operator's real code path.
+
+- Clearing a successful task (a new try of the same task instance) trains again: a new job
+  under a new W&B run id; the reported job is neither reused nor touched.
+- Two deployments (``[volcano_wandb] deployment``) with the same DAG and run ids in one
+  namespace: two jobs, two run ids, neither touches the other's.
+- Clear while deferred, the next try starting at once: it adopts the job, and the old try's
+  late ``on_kill`` leaves it alone; the newest try's kill deletes it. Repeated.
+- The sensor deletes its job when killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from airflow_volcano_wandb.ownership import (
+    DEPLOYMENT_LABEL,
+    REPORTED_ANNOTATION,
+    TRY_NUMBER_ANNOTATION,
+    WANDB_RUN_LABEL,
+)
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
+from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.reliability.support import (
+    StubTaskInstance,
+    execute_operator,
+    list_jobs,
+    operator,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+DAG_ID = "avw_rel_ownership"
+
+
+def quick_template() -> dict:
+    return seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"})
+
+
+def test_clearing_a_successful_task_trains_again(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    op = operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
+    first = execute_operator(op, StubTaskInstance(DAG_ID, "train", "r1", try_number=1))
+    (job,) = list_jobs(admin, namespace)
+    assert job["metadata"]["annotations"][REPORTED_ANNOTATION] == "1"
+
+    op = operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
+    second = execute_operator(op, StubTaskInstance(DAG_ID, "train", "r1", try_number=2))
+    assert second["uid"] != first["uid"] and second["name"] != first["name"]
+    assert second["wandb_run_id"] != first["wandb_run_id"]
+    jobs = {j["metadata"]["uid"]: j for j in list_jobs(admin, namespace)}
+    assert set(jobs) == {first["uid"], second["uid"]}  # the old result was left alone
+    assert jobs[second["uid"]]["status"]["state"]["phase"] == "Completed"
+    assert jobs[second["uid"]]["metadata"]["labels"][WANDB_RUN_LABEL] == second["wandb_run_id"]
+    admin.close()
+
+
+def test_two_deployments_never_touch_each_others_jobs(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    template = seed_template(master={SIM_DURATION: "600"})
+    results = {}
+    for deployment in ("staging", "prod"):
+        monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEPLOYMENT", deployment)
+        op = operator(template=template, namespace=namespace, wait_for_completion=False)
+        results[deployment] = execute_operator(op, StubTaskInstance(DAG_ID, "train", "same"))
+    assert results["staging"]["uid"] != results["prod"]["uid"]
+    assert results["staging"]["wandb_run_id"] != results["prod"]["wandb_run_id"]
+    jobs = list_jobs(admin, namespace)
+    assert sorted(j["metadata"]["labels"][DEPLOYMENT_LABEL] for j in jobs) == ["prod", "staging"]
+    admin.close()
+
+
+def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    template = seed_template(master={SIM_DURATION: "600"})
+    wrong_deletions = 0
+    for round_ in range(10):
+        run_id = f"adopt-{round_}"
+        old = execute_operator(
+            operator(template=template, namespace=namespace, deferrable=True),
+            StubTaskInstance(DAG_ID, "train", run_id, try_number=1),
+        )
+        new = execute_operator(
+            operator(template=template, namespace=namespace, deferrable=True),
+            StubTaskInstance(DAG_ID, "train", run_id, try_number=2),
+        )
+        assert new.job_uid == old.job_uid  # reattached, not resubmitted
+        asyncio.run(old.on_kill())  # the cleared try's on_kill arrives late
+        jobs = [j for j in list_jobs(admin, namespace) if j["metadata"]["uid"] == new.job_uid]
+        if not jobs or jobs[0]["metadata"].get("deletionTimestamp"):
+            wrong_deletions += 1
+            continue
+        assert jobs[0]["metadata"]["annotations"][TRY_NUMBER_ANNOTATION] == "2"
+        asyncio.run(new.on_kill())  # the newest try's kill does delete it
+        wait_until(
+            lambda uid=new.job_uid: all(
+                j["metadata"]["uid"] != uid for j in list_jobs(admin, namespace)
+            ),
+            60,
+            what="the adopted job deleted by its own try's kill",
+        )
+    assert wrong_deletions == 0
+    admin.close()
+
+
+def test_a_killed_sensor_deletes_its_job(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    submitted = execute_operator(
+        operator(
+            template=seed_template(master={SIM_DURATION: "600"}),
+            namespace=namespace,
+            wait_for_completion=False,
+        ),
+        StubTaskInstance(DAG_ID, "submit", "sensor-kill"),
+    )
+    sensor = VolcanoJobSensor(
+        task_id="wait", job_name=submitted["name"], namespace=namespace, poke_interval=1
+    )
+    ti = StubTaskInstance(DAG_ID, "wait", "sensor-kill")
+    assert sensor.poke({"ti": ti}) is False
+    sensor.on_kill()
+    wait_until(lambda: not list_jobs(admin, namespace), 60, what="the sensor's job deleted")
+    admin.close()

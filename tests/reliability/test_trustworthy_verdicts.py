@@ -1,0 +1,123 @@
+"""The wait never destroys training on a guess, and a PyTorch gang means all its ranks.
+
+On the shared local cluster, the provider's connection through a TCP fault proxy:
+
+- the watch is cut for longer than ``pending_timeout`` while the job goes from Pending to
+  Running: the stale cached copy is never judged, the job is not deleted, the task succeeds;
+- a seed-shaped template (``minAvailable: 1``) whose worker cannot be placed: by default the
+  gang is every rank and fails by ``pending_timeout`` naming the unplaced task; with
+  ``gang="template"`` the master runs alone, and ``pending_timeout`` still fails it;
+- a watch refused for good (a Role without ``watch``) fails the task after
+  ``watch_failure_grace`` as a lost watch, leaving the job untouched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from urllib.parse import urlparse
+
+import pytest
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
+from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.reliability.support import (
+    StubTaskInstance,
+    collect_events,
+    execute_operator,
+    kubernetes_conn_env,
+    list_jobs,
+    operator,
+    wait_until,
+)
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+DAG_ID = "avw_rel_verdicts"
+UNPLACEABLE = {"worker": {"limits": {"nvidia.com/gpu": 64}}}  # more than any node has
+
+
+@pytest.fixture
+def proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
+    target = urlparse(volcano_cluster.server)
+    with FaultProxy(target.hostname, target.port) as fault_proxy:
+        kubeconfig = kubeconfig_for_server(
+            volcano_cluster.kubeconfig, fault_proxy.url, tmp_path / "via-proxy.kubeconfig"
+        )
+        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
+        yield fault_proxy
+
+
+def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
+    proxy, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    template = seed_template(master={SIM_DURATION: "30"}, worker={SIM_DURATION: "600"})
+    op = operator(template=template, namespace=namespace, deferrable=True, pending_timeout=8)
+    trigger = execute_operator(op, StubTaskInstance(DAG_ID, "train", "cut"))
+
+    async def main():
+        waiting = asyncio.create_task(collect_events(trigger, timeout=180))
+        await asyncio.sleep(0.5)  # the watch has (or is about to have) the Pending copy
+        proxy.set_refuse()
+        await asyncio.to_thread(proxy.reset_all)
+        await asyncio.sleep(15)  # past pending_timeout, while the job starts running
+        proxy.set_pass()
+        return await waiting
+
+    events = asyncio.run(main())
+    assert [e["outcome"] for e in events] == ["succeeded"], events
+    (job,) = list_jobs(admin, namespace)
+    assert job["metadata"]["uid"] == trigger.job_uid
+    assert job["status"]["state"]["phase"] == "Completed"
+    admin.close()
+
+
+@pytest.mark.parametrize("gang", ["all_ranks", "template"])
+def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it(
+    gang, kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    template = seed_template(master={SIM_DURATION: "600"})
+    assert template["spec"]["minAvailable"] == 1  # the seed's own gang
+    op = operator(
+        template=template,
+        namespace=namespace,
+        gang=gang,
+        container_resources=UNPLACEABLE,
+        pending_timeout=10,
+    )
+    started = time.monotonic()
+    with pytest.raises(AirflowException) as failure:
+        execute_operator(op, StubTaskInstance(DAG_ID, "train", f"gang-{gang}"))
+    message = str(failure.value)
+    assert "pending_timeout=10s" in message and "worker 0/1" in message, message
+    assert "nvidia.com/gpu" in message, message  # Volcano's own reason
+    assert time.monotonic() - started < 120
+    wait_until(lambda: not list_jobs(admin, namespace), 60, what="the unplaced job deleted")
+    admin.close()
+
+
+def test_the_default_gang_keeps_the_master_from_running_alone(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    op = operator(
+        template=seed_template(master={SIM_DURATION: "600"}),
+        namespace=namespace,
+        container_resources=UNPLACEABLE,
+        wait_for_completion=False,
+    )
+    execute_operator(op, StubTaskInstance(DAG_ID, "train", "no-master-alone"))
+    (job,) = list_jobs(admin, namespace)
+    assert job["spec"]["minAvailable"] == 2
+    time.sleep(8)  # time enough for Volcano to start a master alone, were it allowed to
+    (job,) = list_jobs(admin, namespace)
+    assert job["status"]["state"]["phase"] == "Pending", job["status"]
+    running = job["status"].get("running", 0)
+    assert running == 0, job["status"]
+    admin.close()
