@@ -156,7 +156,8 @@ def unschedulable_reason(
             ):
                 node_text = str(event.get("message") or "")
                 break
-    return "; ".join(text.strip().rstrip(".") for text in (node_text, condition_text) if text)
+    parts = dict.fromkeys(text.strip().rstrip(".") for text in (node_text, condition_text) if text)
+    return "; ".join(parts)
 
 
 def warning_events(events: Sequence[Mapping[str, Any]], limit: int = 10) -> list[str]:

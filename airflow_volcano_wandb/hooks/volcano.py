@@ -305,6 +305,7 @@ class VolcanoHook(KubernetesHook):
                 PLURAL,
                 name,
                 patch,
+                _content_type="application/json-patch+json",
             )
         except ApiException as exc:
             if exc.status in (404, 422):  # gone, or the uid test failed: another job now

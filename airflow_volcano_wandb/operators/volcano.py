@@ -79,7 +79,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     :param pod_annotations: annotations for every pod template.
     :param job_name: the job's name; by default the template's (the seed's
         ``wandb-job-${run_id}`` is deterministic per task instance).
-    :param queue: the Volcano queue (``spec.queue``); by default the template's.
+    :param volcano_queue: the Volcano queue (``spec.queue``); by default the template's.
+        (``queue`` is Airflow's own: the executor queue the task runs in.)
     :param add_master_policy: give the ``pytorch`` plugin's master task
         ``TaskCompleted -> CompleteJob`` when the template lacks it.
     :param gang: ``all_ranks`` (default): a PyTorch job's ``minAvailable`` is raised to its
@@ -144,7 +145,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         "command",
         "args",
         "job_name",
-        "queue",
+        "volcano_queue",
         "service_account",
         "wandb_entity",
         "wandb_project",
@@ -177,7 +178,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         args: Mapping[str, list[str]] | None = None,
         pod_annotations: Mapping[str, str] | None = None,
         job_name: str | None = None,
-        queue: str | None = None,
+        volcano_queue: str | None = None,
         add_master_policy: bool = True,
         gang: str = "all_ranks",
         pod_security: str = "baseline",
@@ -217,7 +218,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         self.template, self.image_uri, self.replicas = template, image_uri, replicas
         self.macros, self.namespace, self.env = macros, namespace, env
         self.container_resources, self.command, self.args = container_resources, command, args
-        self.pod_annotations, self.job_name, self.queue = pod_annotations, job_name, queue
+        self.pod_annotations, self.job_name = pod_annotations, job_name
+        self.volcano_queue = volcano_queue
         self.add_master_policy, self.pod_security = add_master_policy, pod_security
         self.gang = gang
         self.allowed_images, self.allowed_namespaces = allowed_images, allowed_namespaces
@@ -350,7 +352,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 pod_annotations=self.pod_annotations,
                 name=self.job_name,
                 namespace=self.namespace,
-                queue=self.queue,
+                queue=self.volcano_queue,
                 add_master_policy=self.add_master_policy,
                 max_replicas=self.max_replicas,
                 gang=self.gang,

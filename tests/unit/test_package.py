@@ -71,12 +71,15 @@ def test_the_provider_manager_registers_the_wandb_connection_type():
 
 
 @pytest.mark.parametrize("folder", ["dags", "tests/dags"])
-def test_dags_import_without_errors(folder):
+def test_dags_import_and_serialize_without_errors(folder):
     from airflow.dag_processing.dagbag import DagBag
+    from airflow.serialization.serialized_objects import DagSerialization
 
     bag = DagBag(dag_folder=str(REPO / folder))
     assert bag.import_errors == {}
     assert bag.dags
+    for dag in bag.dags.values():  # as the scheduler stores it: catches e.g. a templated
+        assert DagSerialization.to_dict(dag)["dag"]["dag_id"] == dag.dag_id  # BaseOperator field
     if folder == "dags":
         assert {"volcano_pytorch_manual", "volcano_pytorch_retraining"} <= set(bag.dags)
 
