@@ -7,7 +7,8 @@ Fixtures:
   ``--volcano-cluster-dir`` (default: a fresh temporary directory) and stopped at the end.
 - ``volcano_namespace`` (function): a fresh namespace, deleted after the test.
 
-The plugin only starts a cluster when a test asks for one of these fixtures.
+The plugin only starts a cluster, or even imports its modules, when a test asks for one of
+these fixtures; its command-line options are all ``--volcano-cluster-*``.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from airflow_volcano_wandb.testing import cluster as local_cluster
-
 if TYPE_CHECKING:
     from kubernetes.client import ApiClient
+
+    from airflow_volcano_wandb.testing.cluster import ClusterInfo
 
 STATE_DIR_ENV = "AVW_CLUSTER_STATE_DIR"
 NODES_ENV = "AVW_CLUSTER_NODES"
@@ -110,7 +111,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _info_to_cluster(info: local_cluster.ClusterInfo, owned: bool) -> VolcanoCluster:
+def _info_to_cluster(info: ClusterInfo, owned: bool) -> VolcanoCluster:
     return VolcanoCluster(
         state_dir=info.state_dir,
         kubeconfig=info.kubeconfig,
@@ -123,6 +124,10 @@ def _info_to_cluster(info: local_cluster.ClusterInfo, owned: bool) -> VolcanoClu
 
 @pytest.fixture(scope="session")
 def volcano_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
+    # Imported here: installing the provider loads this plugin into every pytest run of its
+    # users, which must not pay for the cluster's modules (cryptography, YAML) unless asked.
+    from airflow_volcano_wandb.testing import cluster as local_cluster
+
     reuse = os.environ.get(STATE_DIR_ENV)
     if reuse and local_cluster.is_running(Path(reuse)):
         # Someone else owns it (e.g. `make cluster-up`): use it, never stop it.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from pathlib import Path
 from typing import Any
@@ -10,22 +9,22 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
+from airflow_volcano_wandb.testing.jobs import (
+    DURATION_ANNOTATION,
+    EXIT_CODE_ANNOTATION,
+    with_pod_annotations,
+)
+from airflow_volcano_wandb.testing.jobs import load_dag as load_dag_file
+
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
-SIM_DURATION = "sim.airflow-volcano-wandb.io/duration"
-SIM_EXIT_CODE = "sim.airflow-volcano-wandb.io/exit-code"
+SIM_DURATION = DURATION_ANNOTATION
+SIM_EXIT_CODE = EXIT_CODE_ANNOTATION
 
 
 def seed_template(**task_annotations: dict[str, str]) -> dict[str, Any]:
     """The seed template, with pod annotations per task (to simulate run time or failure)."""
-    template = yaml.safe_load(SEED.read_text())
-    for task in template["spec"]["tasks"]:
-        annotations = task_annotations.get(task["name"])
-        if annotations:
-            task["template"].setdefault("metadata", {}).setdefault("annotations", {}).update(
-                annotations
-            )
-    return template
+    return with_pod_annotations(yaml.safe_load(SEED.read_text()), **task_annotations)
 
 
 def failing_template(after: str, exit_code: str = "3") -> dict[str, Any]:
@@ -47,14 +46,7 @@ def load_dag(dag_id: str, file: str = "avw_test_jobs.py"):
     """Import a DAG from the session's DAGs folder (dag.test() needs it to be there)."""
     import os
 
-    path = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / file
-    spec = importlib.util.spec_from_file_location(f"_avw_dags_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    for value in vars(module).values():
-        if getattr(value, "dag_id", None) == dag_id:
-            return value
-    raise LookupError(dag_id)
+    return load_dag_file(Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / file, dag_id)
 
 
 def run_dag(dag_id: str, file: str = "avw_test_jobs.py", **conf: Any):

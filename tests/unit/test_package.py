@@ -121,3 +121,16 @@ def test_the_trigger_module_imports_no_kubernetes_client():
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO
     )
     assert out.stdout.strip() == "[]", out.stdout[:2000]
+
+
+def test_the_pytest_plugin_loads_nothing_heavy_into_users_test_runs():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, airflow_volcano_wandb.testing.pytest_plugin; "
+        "print(sorted(m for m in sys.modules if m.startswith(('airflow_volcano_wandb.testing"
+        ".cluster', 'cryptography', 'kubernetes', 'airflow.'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout

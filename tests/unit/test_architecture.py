@@ -1,0 +1,65 @@
+"""The import graph: pure modules stay pure, and nothing outside tests/ imports tests/."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "airflow_volcano_wandb"
+
+# Modules that must know nothing of Airflow, HTTP or a Kubernetes client.
+PURE = [
+    "template.py",
+    "_template",
+    "naming.py",
+    "job_status.py",
+    "judge.py",
+    "outcome.py",
+    "cleanup.py",
+    "ownership.py",
+    "diagnostics.py",
+    "wandb_run.py",
+]
+IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
+IO_MODULES = (
+    "airflow_volcano_wandb.hooks",
+    "airflow_volcano_wandb.operators",
+    "airflow_volcano_wandb.sensors",
+    "airflow_volcano_wandb.triggers",
+)
+
+
+def imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def files(entry: str) -> list[Path]:
+    path = PACKAGE / entry
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path]
+
+
+@pytest.mark.parametrize("entry", PURE)
+def test_pure_modules_import_no_io(entry):
+    for path in files(entry):
+        bad = {
+            name
+            for name in imports(path)
+            if name.split(".")[0] in IMPURE_ROOTS or name.startswith(IO_MODULES)
+        }
+        assert not bad, f"{path.relative_to(REPO)} imports {sorted(bad)}"
+
+
+@pytest.mark.parametrize("folder", ["airflow_volcano_wandb", "bench", "scripts", "dags"])
+def test_nothing_outside_the_tests_imports_them(folder):
+    for path in sorted((REPO / folder).rglob("*.py")):
+        bad = {name for name in imports(path) if name == "tests" or name.startswith("tests.")}
+        assert not bad, f"{path.relative_to(REPO)} imports {sorted(bad)}"
