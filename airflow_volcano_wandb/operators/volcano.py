@@ -43,6 +43,7 @@ XCOM_JOB = "volcano_job"
 XCOM_RUN_ID = "wandb_run_id"
 XCOM_RUN_URL = "wandb_run_url"
 XCOM_SUMMARY = "wandb_summary"
+RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)  # also the keys of the run's dict
 DEFAULT_FINISHED_JOB_TTL = 7 * 24 * 3600
 
 
@@ -289,7 +290,10 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     ) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
         self._try_number = context["ti"].try_number
-        return self._report(context, WaitResult.from_event(event), dict(run or {}))
+        if run is None:  # dag.test() resumes without the deferral's kwargs: ask XCom
+            ti = context["ti"]
+            run = {key: ti.xcom_pull(task_ids=self.task_id, key=key) for key in RUN_XCOMS}
+        return self._report(context, WaitResult.from_event(event), dict(run))
 
     def _wandb_spec(
         self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook
