@@ -9,10 +9,9 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: venv demo test test-unit lint cluster-up cluster-down cluster-status bench clean
 
-$(BIN)/activate: pyproject.toml
-	@command -v uv >/dev/null || $(PY) -m pip install -q uv
-	uv venv -q --allow-existing -p $(PY) $(VENV)
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) uv pip install -q -e '.[dev,testing,train]'
+# Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
+$(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh
+	scripts/bootstrap-venv.sh $(PY) $(VENV) dev,testing,train
 	@touch $@
 
 venv: $(BIN)/activate
