@@ -10,7 +10,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 .PHONY: venv demo test test-unit lint cluster-up cluster-down cluster-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
-$(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh
+$(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
 	scripts/bootstrap-venv.sh $(PY) $(VENV) dev,testing,train
 	@touch $@
 
