@@ -119,6 +119,8 @@ def main() -> int:
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--namespace", default="wandb")
+    # check-wheel runs the example DAGs from a copy, against the installed wheel.
+    parser.add_argument("--dags-folder", type=Path, default=REPO / "dags")
     args = parser.parse_args()
 
     kubeconfig = args.cluster_dir / "kubeconfig"
@@ -127,7 +129,7 @@ def main() -> int:
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(args.dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
             {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
