@@ -168,6 +168,24 @@ def check_queue(name: str, queue: Mapping[str, Any] | None, readable: bool = Tru
     return Result(title, OK, "exists and is Open")
 
 
+def check_namespace(namespace: str, exists: bool | None) -> Result:
+    """``exists`` is ``None`` when this identity may not read namespaces (cluster-scoped)."""
+    title = f"namespace {namespace!r}"
+    if exists is None:
+        # A namespaced Role cannot read its own Namespace object; the RBAC check below shows
+        # the namespace is usable.
+        return Result(title, OK, "not readable by this identity (expected for a namespaced Role)")
+    if not exists:
+        return Result(
+            title,
+            FAIL,
+            "does not exist: every submission would fail",
+            f"kubectl create namespace {namespace} (or docker/k8s/namespace.yaml), or pass "
+            f"--namespace",
+        )
+    return Result(title, OK, "exists")
+
+
 def check_permissions(allowed: Mapping[Permission, bool], namespace: str) -> Result:
     """``allowed``: the SelfSubjectAccessReview verdict for each required permission."""
     title = f"RBAC in namespace {namespace!r}"
@@ -221,6 +239,7 @@ class Observed:
     validating: list[dict[str, Any]] | None
     queue: dict[str, Any] | None
     queue_readable: bool
+    namespace_exists: bool | None
     allowed: dict[Permission, bool]
     wandb_exists: bool
     wandb_has_key: bool
@@ -280,6 +299,17 @@ def _queue(api: Any, name: str) -> tuple[dict[str, Any] | None, bool]:
         raise
 
 
+def _namespace_exists(api: Any, namespace: str) -> bool | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return _get(api, f"/api/v1/namespaces/{namespace}") is not None
+    except ApiException as err:
+        if _forbidden(err):
+            return None
+        raise
+
+
 def _allowed(api: Any, namespace: str) -> dict[Permission, bool]:
     from kubernetes import client
 
@@ -319,6 +349,7 @@ def fetch(conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str) -
             validating=_webhooks(api, "validating"),
             queue=queue_object,
             queue_readable=queue_readable,
+            namespace_exists=_namespace_exists(api, namespace),
             allowed=_allowed(api, namespace),
             wandb_exists=wandb.connection is not None,
             wandb_has_key=wandb.api_key is not None,
@@ -330,6 +361,7 @@ def evaluate(observed: Observed, queue: str, wandb_conn_id: str, offline: bool) 
         check_apis(observed.served),
         check_webhooks(observed.mutating, observed.validating),
         check_queue(queue, observed.queue, observed.queue_readable),
+        check_namespace(observed.namespace, observed.namespace_exists),
         check_permissions(observed.allowed, observed.namespace),
         check_wandb(wandb_conn_id, observed.wandb_exists, observed.wandb_has_key, offline),
     ]

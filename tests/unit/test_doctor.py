@@ -79,6 +79,11 @@ def test_queue_unreadable_is_a_warning():
     assert doctor.check_queue("default", None, readable=False).status == WARN
 
 
+@pytest.mark.parametrize(("exists", "status"), [(True, OK), (None, OK), (False, FAIL)])
+def test_namespace(exists, status):
+    assert doctor.check_namespace("wandb", exists).status == status
+
+
 def test_permissions_list_each_denied_one():
     allowed = dict.fromkeys(doctor.REQUIRED_PERMISSIONS, True)
     assert doctor.check_permissions(allowed, "wandb").status == OK
