@@ -222,6 +222,17 @@ def check_wandb(conn_id: str, exists: bool, has_api_key: bool, offline: bool) ->
     )
 
 
+def unreachable(conn_id: str, error: Exception) -> Result:
+    """The cluster could not be asked at all: no other check can run."""
+    return Result(
+        f"Kubernetes connection {conn_id!r}",
+        FAIL,
+        f"cannot query the API server: {type(error).__name__}: {error}".splitlines()[0],
+        "check the connection's kubeconfig, context or in-cluster setting and that the API "
+        "server is reachable from here",
+    )
+
+
 def exit_code(results: Iterable[Result]) -> int:
     return 1 if any(r.status == FAIL for r in results) else 0
 
@@ -377,7 +388,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    observed = fetch(args.conn_id, args.namespace, args.wandb_conn_id, args.queue)
+    try:
+        observed = fetch(args.conn_id, args.namespace, args.wandb_conn_id, args.queue)
+    except Exception as err:  # any failure to reach the cluster is the report, not a traceback
+        print(unreachable(args.conn_id, err).line())
+        return 1
     offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled")
     results = evaluate(observed, args.queue, args.wandb_conn_id, offline)
     print(f"doctor: connection {args.conn_id!r}, namespace {observed.namespace!r}")

@@ -121,3 +121,12 @@ def test_a_line_carries_the_hint_unless_ok():
         "FAIL  a: broken\n      fix: do this"
     )
     assert doctor.Result("a", OK, "fine", "do this").line() == "OK    a: fine"
+
+
+def test_an_unreachable_cluster_is_one_failing_line():
+    error = ConnectionRefusedError("[Errno 111] Connection refused\nmore detail")
+    result = doctor.unreachable("kubernetes_default", error)
+    assert result.status == FAIL
+    assert result.detail == (
+        "cannot query the API server: ConnectionRefusedError: [Errno 111] Connection refused"
+    )
