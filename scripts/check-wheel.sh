@@ -38,7 +38,9 @@ unset PYTHONPATH AIRFLOW_CONN_KUBERNETES_DEFAULT AIRFLOW_CONN_WANDB_DEFAULT
 
 "$PYTHON" - "$WORK/dags" <"$REPO/scripts/check_installed.py"
 
-"$PYTHON" -m airflow providers hooks -o plain | grep -q "^wandb\b" ||
+# Into a file, not a pipe: `grep -q` closing the pipe early would fail the run under pipefail.
+"$PYTHON" -m airflow providers hooks -o plain >"$WORK/hooks.out"
+grep -q "^wandb\b" "$WORK/hooks.out" ||
     { say "FAILED: 'airflow providers hooks' does not list wandb"; exit 1; }
 say "ok: 'airflow providers hooks' lists the wandb connection type"
 
@@ -69,5 +71,5 @@ AIRFLOW_CONN_KUBERNETES_DEFAULT="{\"conn_type\": \"kubernetes\", \"extra\": {\"k
 say "airflow dags test volcano_pytorch_manual against the cluster"
 "$PYTHON" "$REPO/scripts/demo.py" --cluster-dir "$CLUSTER" --state-dir "$WORK/state" \
     --dags-folder "$WORK/dags" ||
-    { cat "$WORK/state/demo-dags-test.log" | tail -50; say "FAILED: the example DAG run"; exit 1; }
+    { tail -50 "$WORK/state/demo-dags-test.log"; say "FAILED: the example DAG run"; exit 1; }
 say "all checks passed"
