@@ -7,12 +7,11 @@ CLUSTER_DIR ?= $(STATE)/cluster
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-unit lint cluster-up cluster-down cluster-status bench clean
+.PHONY: venv demo test test-unit lint check-wheel cluster-up cluster-down cluster-status bench clean
 
-$(BIN)/activate: pyproject.toml
-	@command -v uv >/dev/null || $(PY) -m pip install -q uv
-	uv venv -q --allow-existing -p $(PY) $(VENV)
-	VIRTUAL_ENV=$(CURDIR)/$(VENV) uv pip install -q -e '.[dev,testing,train]'
+# Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
+$(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
+	scripts/bootstrap-venv.sh $(PY) $(VENV) dev,testing,train
 	@touch $@
 
 venv: $(BIN)/activate
@@ -43,6 +42,11 @@ test-unit: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# Build the sdist and wheel and check the installed WHEEL (not this checkout) in a fresh venv;
+# with AVW_CLUSTER_STATE_DIR naming a running cluster, also run the manual DAG on it.
+check-wheel:
+	scripts/check-wheel.sh $(PY)
 
 bench: cluster-up
 	$(BIN)/python bench/run_all.py --cluster-dir $(CLUSTER_DIR)

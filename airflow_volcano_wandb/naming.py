@@ -4,7 +4,7 @@ Pure helpers shared by the template renderer and the operator. Every function th
 value is deterministic (same input, same output, on every machine and Python version) so that
 an Airflow retry computes the *same* job name and can reattach to the job it already created.
 
-The rules, all taken from Kubernetes and Volcano v1.15.0:
+The rules, all taken from Kubernetes and Volcano v1.14.1 (the release in :mod:`.versions`):
 
 * A DNS-1123 label is ``[a-z0-9]([-a-z0-9]*[a-z0-9])?``, at most 63 characters. Pod names,
   pod hostnames and task names must be one.

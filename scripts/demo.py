@@ -2,6 +2,10 @@
 
 Uses `airflow dags test` (a real Airflow metadata DB under .state/airflow, no scheduler), the
 local cluster's admin kubeconfig as the `kubernetes_default` connection, and W&B offline.
+
+The report lists every rank as it was placed. Listing pods at the end would show only the
+master: Volcano's CompleteJob policy deletes the other pods when the master completes, so the
+pods are recorded by a watch while the job runs.
 """
 
 from __future__ import annotations
@@ -12,10 +16,101 @@ import os
 import re
 import subprocess
 import sys
+import threading
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "volcano_pytorch_manual"
+JOB_LABEL = "volcano.sh/job-name"
+TASK_LABEL = "volcano.sh/task-spec"
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One rank of a Volcano job, as the scheduler placed it."""
+
+    job: str
+    pod: str
+    task: str
+    node: str
+    rank: str | None
+    world_size: str | None
+
+    def line(self) -> str:
+        return (
+            f"  pod {self.pod:40} task={self.task:8} node={self.node:18} "
+            f"RANK={self.rank} WORLD_SIZE={self.world_size}"
+        )
+
+
+def placement(pod: Any) -> Placement | None:
+    """The placement of a pod the scheduler has bound to a node (``None`` before that)."""
+    if not pod.spec.node_name:
+        return None
+    labels = pod.metadata.labels or {}
+    # Volcano's pytorch plugin writes RANK/WORLD_SIZE as literal env values of each container.
+    env = {e.name: e.value for e in pod.spec.containers[0].env or [] if e.value}
+    return Placement(
+        job=labels.get(JOB_LABEL, "?"),
+        pod=pod.metadata.name,
+        task=labels.get(TASK_LABEL, "?"),
+        node=pod.spec.node_name,
+        rank=env.get("RANK"),
+        world_size=env.get("WORLD_SIZE"),
+    )
+
+
+class PodRecorder:
+    """Records the placement of every Volcano pod created in a namespace while it runs."""
+
+    def __init__(self, api: Any, namespace: str) -> None:
+        self._api, self._namespace = api, namespace
+        self._stop = threading.Event()
+        self._placed: dict[str, Placement] = {}
+        self._thread = threading.Thread(target=self._run, name="pod-recorder", daemon=True)
+
+    def __enter__(self) -> PodRecorder:
+        from kubernetes import client as k8s
+
+        # Start from "now": pods of earlier demo runs are not this run's ranks.
+        self._version = (
+            k8s.CoreV1Api(self._api)
+            .list_namespaced_pod(self._namespace, label_selector=JOB_LABEL, limit=1)
+            .metadata.resource_version
+        )
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        from kubernetes import client as k8s
+        from kubernetes import watch
+
+        core = k8s.CoreV1Api(self._api)
+        while not self._stop.is_set():
+            # Short server-side timeouts so the thread notices the stop soon after the run.
+            for event in watch.Watch().stream(
+                core.list_namespaced_pod,
+                self._namespace,
+                label_selector=JOB_LABEL,
+                resource_version=self._version,
+                timeout_seconds=2,
+            ):
+                pod = event["object"]
+                self._version = pod.metadata.resource_version
+                placed = placement(pod)
+                if placed is not None:
+                    self._placed[placed.pod] = placed
+
+    def placements(self, job: str) -> list[Placement]:
+        """The job's ranks in rank order (pods without a RANK last, by name)."""
+        ranks = [p for p in self._placed.values() if p.job == job]
+        return sorted(ranks, key=lambda p: (p.rank is None, int(p.rank or 0), p.pod))
 
 
 def main() -> int:
@@ -24,6 +119,8 @@ def main() -> int:
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--namespace", default="wandb")
+    # check-wheel runs the example DAGs from a copy, against the installed wheel.
+    parser.add_argument("--dags-folder", type=Path, default=REPO / "dags")
     args = parser.parse_args()
 
     kubeconfig = args.cluster_dir / "kubeconfig"
@@ -32,7 +129,7 @@ def main() -> int:
     env = {
         **os.environ,
         "AIRFLOW_HOME": str(airflow_home),
-        "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(args.dags_folder),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
             {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
@@ -59,19 +156,26 @@ def main() -> int:
         "wandb_project": "volcano-ddp",
     }
     print(f"== airflow dags test {DAG_ID} -c '{json.dumps(conf)}'", flush=True)
-    result = subprocess.run(
-        [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    with PodRecorder(api, args.namespace) as recorder:
+        result = subprocess.run(
+            [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
     log_path = args.state_dir / "demo-dags-test.log"
     log_path.write_text(result.stdout + result.stderr)
     print(f"   full log: {log_path}")
-    return _report(api, args.namespace, result, log_path)
+    return _report(api, args.namespace, result, log_path, recorder)
 
 
-def _report(api, namespace: str, result: subprocess.CompletedProcess, log_path: Path) -> int:
+def _report(
+    api,
+    namespace: str,
+    result: subprocess.CompletedProcess,
+    log_path: Path,
+    recorder: PodRecorder,
+) -> int:
     from kubernetes import client as k8s
 
     jobs = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
@@ -92,21 +196,16 @@ def _report(api, namespace: str, result: subprocess.CompletedProcess, log_path: 
     print(
         f"\nVolcano job {namespace}/{name}: {state.get('phase')}" + (f" ({cause})" if cause else "")
     )
-    pods = (
-        k8s.CoreV1Api(api)
-        .list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={name}")
-        .items
-    )
-    for pod in sorted(pods, key=lambda p: p.metadata.name):
-        env = {e.name: e.value for e in pod.spec.containers[0].env or [] if e.value}
-        print(
-            f"  pod {pod.metadata.name:40} {pod.status.phase:10} node={pod.spec.node_name} "
-            f"RANK={env.get('RANK')} WORLD_SIZE={env.get('WORLD_SIZE')}"
-        )
+    ranks = recorder.placements(name)
+    # Every rank was seen when each one reports the number of ranks recorded as its world size.
+    all_ranks = bool(ranks) and all(r.world_size == str(len(ranks)) for r in ranks)
+    print(f"{len(ranks)} ranks, as placed" + ("" if all_ranks else " (SOME RANKS MISSING)") + ":")
+    for rank in ranks:
+        print(rank.line())
     found = re.search(r"W&B run: (\S+)", result.stdout + result.stderr)
     url = found.group(1) if found else None
     print(f"W&B run URL: {url or 'not found in the log'}")
-    ok = result.returncode == 0 and state.get("phase") == "Completed"
+    ok = result.returncode == 0 and state.get("phase") == "Completed" and all_ranks
     print("\nDemo " + ("succeeded" if ok else f"FAILED (see {log_path})"))
     return 0 if ok else 1
 

@@ -18,6 +18,8 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from airflow_volcano_wandb.versions import AIRFLOW_VERSION
+
 REPO = Path(__file__).resolve().parents[2]
 DOCKER = REPO / "docker"
 SEED_NAMESPACE = "wandb"
@@ -82,7 +84,8 @@ def test_trainer_requirements_match_what_the_tests_run() -> None:
 
 def test_airflow_dockerfile_installs_the_provider_from_the_repo() -> None:
     steps = _instructions(DOCKER / "airflow" / "Dockerfile")
-    assert ("FROM", "apache/airflow:3.3.2-python3.11") in steps
+    # The image runs the Airflow release the project is tested with.
+    assert ("FROM", f"apache/airflow:{AIRFLOW_VERSION}-python3.11") in steps
     copies = [arg for word, arg in steps if word == "COPY"]
     assert any(arg.split()[-2:] == [".", "/src"] for arg in copies)
     runs = [arg for word, arg in steps if word == "RUN"]

@@ -3,12 +3,14 @@
 Three Go modules, because each program is built against the Kubernetes libraries it was
 released with, and in one module minimal version selection would force a single set:
 
-- ``controlplane``: etcd and Kubernetes v1.35.3, every ``k8s.io/*`` staging module replaced
-  by its published v0.35.3 (how Kubernetes itself is consumed as a library);
-- ``volcano``: Volcano v1.14.1 with the libraries of its own go.mod (Kubernetes v0.34.1).
-  Volcano keeps ``volcano.sh/apis`` in-tree; v1.14.1 builds against the published apis
-  v1.14.0, while v1.15.0 needs apis changes that the Go module proxy does not serve;
-- ``kwok``: KWOK v0.8.0, which needs the v0.36 client libraries.
+- ``controlplane``: etcd and Kubernetes, every ``k8s.io/*`` staging module replaced by its
+  published ``v0.x`` twin (how Kubernetes itself is consumed as a library);
+- ``volcano``: Volcano with the libraries of its own go.mod. Volcano keeps ``volcano.sh/apis``
+  in-tree; the targeted release builds against the published apis of its minor version;
+- ``kwok``: KWOK, which needs newer client libraries than the other two.
+
+The releases are those of :mod:`airflow_volcano_wandb.versions`; the go.mod files must pin the
+same (``tests/unit/test_versions.py`` checks).
 """
 
 from __future__ import annotations
@@ -21,6 +23,13 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from airflow_volcano_wandb.versions import (
+    ETCD_VERSION,
+    KUBERNETES_VERSION,
+    KWOK_VERSION,
+    VOLCANO_VERSION,
+)
 
 GO_DIR = Path(__file__).parent / "go"
 
@@ -38,20 +47,27 @@ class Component:
 # Build order is start order: a cold build gets the apiserver side usable first, and the
 # shared Kubernetes packages are compiled once (the Go build cache) by the first of them.
 COMPONENTS: tuple[Component, ...] = (
-    Component("etcd", "go.etcd.io/etcd/server/v3", "controlplane", "v3.6.5"),
-    Component("kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "controlplane", "v1.35.3"),
+    Component("etcd", "go.etcd.io/etcd/server/v3", "controlplane", ETCD_VERSION),
+    Component(
+        "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "controlplane", KUBERNETES_VERSION
+    ),
     Component(
         "kube-controller-manager",
         "k8s.io/kubernetes/cmd/kube-controller-manager",
         "controlplane",
-        "v1.35.3",
+        KUBERNETES_VERSION,
     ),
-    Component("vc-webhook-manager", "volcano.sh/volcano/cmd/webhook-manager", "volcano", "v1.14.1"),
-    Component("vc-scheduler", "volcano.sh/volcano/cmd/scheduler", "volcano", "v1.14.1"),
     Component(
-        "vc-controller-manager", "volcano.sh/volcano/cmd/controller-manager", "volcano", "v1.14.1"
+        "vc-webhook-manager", "volcano.sh/volcano/cmd/webhook-manager", "volcano", VOLCANO_VERSION
     ),
-    Component("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", "v0.8.0"),
+    Component("vc-scheduler", "volcano.sh/volcano/cmd/scheduler", "volcano", VOLCANO_VERSION),
+    Component(
+        "vc-controller-manager",
+        "volcano.sh/volcano/cmd/controller-manager",
+        "volcano",
+        VOLCANO_VERSION,
+    ),
+    Component("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", KWOK_VERSION),
 )
 BY_NAME = {c.name: c for c in COMPONENTS}
 

@@ -1,0 +1,403 @@
+"""``python -m airflow_volcano_wandb doctor``: is this cluster and these connections ready?
+
+Checks, against the cluster the Airflow Kubernetes connection points at, everything the
+provider relies on: Volcano's CRDs are served, its admission webhooks are registered, the
+Volcano queue exists and is ``Open``, the connection's identity holds every permission of
+``docker/k8s/rbac.yaml``'s Role, and the W&B connection has an API key (or is absent, which
+only offline runs tolerate).
+
+The checks are pure functions over objects fetched once (:func:`fetch`); only :func:`fetch`
+and :func:`main` do I/O, so every verdict and hint is unit-tested without a cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_volcano_wandb.versions import VOLCANO_VERSION
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+
+VOLCANO_INSTALL_HINT = (
+    f"install Volcano {VOLCANO_VERSION}: helm repo add volcano-sh "
+    f"https://volcano-sh.github.io/helm-charts && helm install volcano volcano-sh/volcano "
+    f"-n volcano-system --create-namespace --version {VOLCANO_VERSION.removeprefix('v')}"
+)
+
+# (group/version, resource) of every Volcano API the provider calls.
+REQUIRED_APIS: tuple[tuple[str, str], ...] = (
+    ("batch.volcano.sh/v1alpha1", "jobs"),
+    ("scheduling.volcano.sh/v1beta1", "podgroups"),
+    ("scheduling.volcano.sh/v1beta1", "queues"),
+)
+
+
+@dataclass(frozen=True)
+class Permission:
+    """One (verb, resource) the provider needs in its namespace."""
+
+    group: str
+    resource: str
+    verb: str
+    subresource: str = ""
+
+    def __str__(self) -> str:
+        resource = f"{self.resource}/{self.subresource}" if self.subresource else self.resource
+        return f"{self.verb} {resource}.{self.group}" if self.group else f"{self.verb} {resource}"
+
+
+def _permissions(group: str, resource: str, verbs: str) -> tuple[Permission, ...]:
+    resource, _, subresource = resource.partition("/")
+    return tuple(Permission(group, resource, verb, subresource) for verb in verbs.split())
+
+
+# The Role of docker/k8s/rbac.yaml, rule by rule (tests/unit/test_doctor.py keeps them equal;
+# the YAML is not package data, and the installed doctor must know the list).
+REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
+    *_permissions("batch.volcano.sh", "jobs", "create get list watch delete"),
+    *_permissions("scheduling.volcano.sh", "podgroups", "get list watch"),
+    *_permissions("", "pods", "get list watch"),
+    *_permissions("", "pods/log", "get"),
+    *_permissions("", "events", "list watch"),
+    *_permissions("events.k8s.io", "events", "list watch"),
+    *_permissions("", "secrets", "create get patch delete"),
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One line of the report."""
+
+    name: str
+    status: str
+    detail: str
+    hint: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:4}  {self.name}: {self.detail}"
+        return f"{text}\n      fix: {self.hint}" if self.hint and self.status != OK else text
+
+
+# -- pure checks -----------------------------------------------------------------------------
+
+
+def check_apis(served: Mapping[str, Iterable[str]]) -> Result:
+    """``served``: group/version -> resource names the API server's discovery lists."""
+    missing = [
+        f"{resource}.{gv.split('/')[0]}"
+        for gv, resource in REQUIRED_APIS
+        if resource not in set(served.get(gv, ()))
+    ]
+    if missing:
+        return Result(
+            "Volcano CRDs", FAIL, "not served: " + ", ".join(missing), VOLCANO_INSTALL_HINT
+        )
+    return Result("Volcano CRDs", OK, "jobs, podgroups and queues are served")
+
+
+def _covers_volcano_jobs(configuration: Mapping[str, Any]) -> bool:
+    for webhook in configuration.get("webhooks") or ():
+        for rule in webhook.get("rules") or ():
+            groups, resources = rule.get("apiGroups") or (), rule.get("resources") or ()
+            if ("batch.volcano.sh" in groups or "*" in groups) and (
+                "jobs" in resources or "*" in resources
+            ):
+                return True
+    return False
+
+
+def check_webhooks(
+    mutating: Sequence[Mapping[str, Any]] | None, validating: Sequence[Mapping[str, Any]] | None
+) -> Result:
+    """Webhook configurations (``None``: this identity may not list them)."""
+    name = "Volcano admission webhooks"
+    if mutating is None or validating is None:
+        # The least-privilege Role is namespaced on purpose, so this is not the setup's fault.
+        return Result(
+            name,
+            WARN,
+            "this identity may not list webhook configurations (expected for the "
+            "least-privilege Role); run doctor once with an admin connection",
+        )
+    missing = [
+        kind
+        for kind, configurations in (("mutating", mutating), ("validating", validating))
+        if not any(_covers_volcano_jobs(c) for c in configurations)
+    ]
+    if missing:
+        return Result(
+            name,
+            FAIL,
+            "no " + " or ".join(missing) + " webhook for jobs.batch.volcano.sh: jobs would "
+            "not be defaulted/validated the way Volcano expects",
+            VOLCANO_INSTALL_HINT + " (the chart registers the webhooks)",
+        )
+    return Result(name, OK, "mutating and validating webhooks for jobs.batch.volcano.sh exist")
+
+
+def check_queue(name: str, queue: Mapping[str, Any] | None, readable: bool = True) -> Result:
+    """The Volcano queue jobs are submitted to (``queue`` is ``None`` when it does not exist)."""
+    title = f"Volcano queue {name!r}"
+    if not readable:
+        return Result(
+            title,
+            WARN,
+            "this identity may not read queues (cluster-scoped); run doctor with an admin "
+            "connection to check it",
+        )
+    if queue is None:
+        return Result(
+            title,
+            FAIL,
+            "does not exist",
+            "create it (kind: Queue, apiVersion: scheduling.volcano.sh/v1beta1) or set the "
+            "template's spec.queue to an existing one (kubectl get queues)",
+        )
+    state = (queue.get("status") or {}).get("state")
+    if state != "Open":
+        return Result(
+            title,
+            FAIL,
+            f"state is {state or 'unknown'}, jobs would stay Pending",
+            f"open it: vcctl queue operate --name {name} --action open",
+        )
+    return Result(title, OK, "exists and is Open")
+
+
+def check_namespace(namespace: str, exists: bool | None) -> Result:
+    """``exists`` is ``None`` when this identity may not read namespaces (cluster-scoped)."""
+    title = f"namespace {namespace!r}"
+    if exists is None:
+        # A namespaced Role cannot read its own Namespace object; the RBAC check below shows
+        # the namespace is usable.
+        return Result(title, OK, "not readable by this identity (expected for a namespaced Role)")
+    if not exists:
+        return Result(
+            title,
+            FAIL,
+            "does not exist: every submission would fail",
+            f"kubectl create namespace {namespace} (or docker/k8s/namespace.yaml), or pass "
+            f"--namespace",
+        )
+    return Result(title, OK, "exists")
+
+
+def check_permissions(allowed: Mapping[Permission, bool], namespace: str) -> Result:
+    """``allowed``: the SelfSubjectAccessReview verdict for each required permission."""
+    title = f"RBAC in namespace {namespace!r}"
+    denied = [str(p) for p in REQUIRED_PERMISSIONS if not allowed.get(p, False)]
+    if denied:
+        return Result(
+            title,
+            FAIL,
+            f"denied {len(denied)} of {len(REQUIRED_PERMISSIONS)}: " + ", ".join(denied),
+            f"apply docker/k8s/rbac.yaml to {namespace!r} and bind its Role to this identity",
+        )
+    return Result(title, OK, f"all {len(REQUIRED_PERMISSIONS)} permissions of rbac.yaml granted")
+
+
+def check_wandb(conn_id: str, exists: bool, has_api_key: bool, offline: bool) -> Result:
+    """The W&B connection; ``offline`` is ``WANDB_MODE`` being ``offline``/``disabled`` here."""
+    title = f"W&B connection {conn_id!r}"
+    if has_api_key:
+        return Result(title, OK, "has an API key")
+    if offline:
+        return Result(title, OK, "no API key, fine: WANDB_MODE is offline here")
+    if not exists:
+        return Result(
+            title,
+            WARN,
+            "not defined: runs must use WANDB_MODE=offline (or wandb_mode='offline')",
+            f"to log to W&B, create {conn_id!r} (type wandb) with the API key as password",
+        )
+    return Result(
+        title,
+        FAIL,
+        "defined but has no API key: online runs cannot authenticate",
+        "put the API key in the connection's password, or run with WANDB_MODE=offline",
+    )
+
+
+def unreachable(conn_id: str, error: Exception) -> Result:
+    """The cluster could not be asked at all: no other check can run."""
+    return Result(
+        f"Kubernetes connection {conn_id!r}",
+        FAIL,
+        f"cannot query the API server: {type(error).__name__}: {error}".splitlines()[0],
+        "check the connection's kubeconfig, context or in-cluster setting and that the API "
+        "server is reachable from here",
+    )
+
+
+def exit_code(results: Iterable[Result]) -> int:
+    return 1 if any(r.status == FAIL for r in results) else 0
+
+
+# -- I/O -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Observed:
+    """Everything the checks look at, fetched from the cluster and Airflow."""
+
+    namespace: str
+    served: dict[str, list[str]]
+    mutating: list[dict[str, Any]] | None
+    validating: list[dict[str, Any]] | None
+    queue: dict[str, Any] | None
+    queue_readable: bool
+    namespace_exists: bool | None
+    allowed: dict[Permission, bool]
+    wandb_exists: bool
+    wandb_has_key: bool
+
+
+def _get(api: Any, path: str) -> dict[str, Any] | None:
+    """GET a path as JSON; ``None`` on 404 (403 and anything else raise)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return api.call_api(
+            path,
+            "GET",
+            response_types_map={200: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _request_timeout=15,
+        )
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def _forbidden(err: Exception) -> bool:
+    return getattr(err, "status", None) in (401, 403)
+
+
+def _served(api: Any) -> dict[str, list[str]]:
+    served = {}
+    for gv in {gv for gv, _ in REQUIRED_APIS}:
+        listing = _get(api, f"/apis/{gv}")
+        served[gv] = [r["name"] for r in (listing or {}).get("resources", [])]
+    return served
+
+
+def _webhooks(api: Any, kind: str) -> list[dict[str, Any]] | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        listing = _get(api, f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations")
+    except ApiException as err:
+        if _forbidden(err):
+            return None
+        raise
+    return (listing or {}).get("items", [])
+
+
+def _queue(api: Any, name: str) -> tuple[dict[str, Any] | None, bool]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return _get(api, f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}"), True
+    except ApiException as err:
+        if _forbidden(err):
+            return None, False
+        raise
+
+
+def _namespace_exists(api: Any, namespace: str) -> bool | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return _get(api, f"/api/v1/namespaces/{namespace}") is not None
+    except ApiException as err:
+        if _forbidden(err):
+            return None
+        raise
+
+
+def _allowed(api: Any, namespace: str) -> dict[Permission, bool]:
+    from kubernetes import client
+
+    authz = client.AuthorizationV1Api(api)
+    allowed = {}
+    for permission in REQUIRED_PERMISSIONS:
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=namespace,
+                    group=permission.group,
+                    resource=permission.resource,
+                    subresource=permission.subresource or None,
+                    verb=permission.verb,
+                )
+            )
+        )
+        allowed[permission] = bool(authz.create_self_subject_access_review(review).status.allowed)
+    return allowed
+
+
+def fetch(conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str) -> Observed:
+    """Read what the checks need, as the connection's identity."""
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+    from airflow_volcano_wandb.hooks.wandb import WandbHook
+
+    hook = KubernetesHook(conn_id=conn_id)
+    namespace = namespace or hook.get_namespace() or "default"
+    wandb = WandbHook(wandb_conn_id)
+    with hook.get_conn() as api:
+        queue_object, queue_readable = _queue(api, queue)
+        return Observed(
+            namespace=namespace,
+            served=_served(api),
+            mutating=_webhooks(api, "mutating"),
+            validating=_webhooks(api, "validating"),
+            queue=queue_object,
+            queue_readable=queue_readable,
+            namespace_exists=_namespace_exists(api, namespace),
+            allowed=_allowed(api, namespace),
+            wandb_exists=wandb.connection is not None,
+            wandb_has_key=wandb.api_key is not None,
+        )
+
+
+def evaluate(observed: Observed, queue: str, wandb_conn_id: str, offline: bool) -> list[Result]:
+    return [
+        check_apis(observed.served),
+        check_webhooks(observed.mutating, observed.validating),
+        check_queue(queue, observed.queue, observed.queue_readable),
+        check_namespace(observed.namespace, observed.namespace_exists),
+        check_permissions(observed.allowed, observed.namespace),
+        check_wandb(wandb_conn_id, observed.wandb_exists, observed.wandb_has_key, offline),
+    ]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conn-id", default="kubernetes_default", help="Kubernetes connection")
+    parser.add_argument(
+        "--namespace", default=None, help="where jobs run (default: the connection's, else default)"
+    )
+    parser.add_argument("--wandb-conn-id", default="wandb_default", help="W&B connection")
+    parser.add_argument("--queue", default="default", help="the Volcano queue jobs go to")
+
+
+def main(args: argparse.Namespace) -> int:
+    try:
+        observed = fetch(args.conn_id, args.namespace, args.wandb_conn_id, args.queue)
+    except Exception as err:  # any failure to reach the cluster is the report, not a traceback
+        print(unreachable(args.conn_id, err).line())
+        return 1
+    offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled")
+    results = evaluate(observed, args.queue, args.wandb_conn_id, offline)
+    print(f"doctor: connection {args.conn_id!r}, namespace {observed.namespace!r}")
+    for result in results:
+        print(result.line())
+    code = exit_code(results)
+    print("doctor: " + ("all checks passed" if code == 0 else "some checks FAILED"))
+    return code

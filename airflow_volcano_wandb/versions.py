@@ -1,0 +1,22 @@
+"""The versions this provider targets and is tested with: the one place they are written.
+
+The local cluster builds exactly these releases (``testing/cluster/build.py`` reads them, and a
+unit test checks the Go module pins under ``testing/cluster/go/`` agree), ``doctor`` names the
+Volcano release in its hints, and docstrings that cite Volcano behaviour refer to this release.
+
+Volcano is 1.14.1, not 1.15: 1.15.0 needs ``volcano.sh/apis`` changes newer than any release
+the Go module proxy serves, so it cannot be built from published modules.
+"""
+
+from __future__ import annotations
+
+#: Kubernetes control plane of the local cluster (kube-apiserver, kube-controller-manager).
+KUBERNETES_VERSION = "v1.35.3"
+#: etcd, the release Kubernetes 1.35 pins.
+ETCD_VERSION = "v3.6.5"
+#: Volcano (webhook manager, scheduler, controller manager, CRDs); the Helm chart version.
+VOLCANO_VERSION = "v1.14.1"
+#: KWOK, which simulates the nodes and what happens inside pods.
+KWOK_VERSION = "v0.8.0"
+#: The Airflow release the provider is tested with (it requires >=3.3, see pyproject.toml).
+AIRFLOW_VERSION = "3.3.2"

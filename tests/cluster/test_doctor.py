@@ -1,0 +1,127 @@
+"""``python -m airflow_volcano_wandb doctor`` against the local Volcano cluster.
+
+The doctor runs as a separate process, as a user would run it, with Airflow connections in
+the environment: the admin kubeconfig (a complete setup), the least-privilege ServiceAccount of
+``docker/k8s/rbac.yaml``, and crippled setups (a ServiceAccount with no Role, a queue that
+does not exist), each of which must fail on its own line and only there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+
+from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+
+def _doctor(
+    kubeconfig: Path, namespace: str, *, queue: str = "default", wandb_key: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
+            {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        ),
+    }
+    env.pop("WANDB_MODE", None)  # the doctor must judge the W&B connection, not offline mode
+    env.pop("AIRFLOW_CONN_WANDB_DEFAULT", None)
+    if wandb_key is not None:
+        env["AIRFLOW_CONN_WANDB_DEFAULT"] = json.dumps(
+            {"conn_type": "wandb", "password": wandb_key}
+        )
+    args = ["doctor", "--conn-id", "kubernetes_default", "--namespace", namespace]
+    return subprocess.run(
+        [sys.executable, "-m", "airflow_volcano_wandb", *args, "--queue", queue],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _line(out: str, name: str) -> str:
+    (line,) = [x for x in out.splitlines() if f"  {name}" in x]
+    return line
+
+
+def test_a_complete_setup_passes(airflow_db, volcano_cluster, volcano_namespace):
+    result = _doctor(volcano_cluster.kubeconfig, volcano_namespace, wandb_key="k" * 40)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for name in ("Volcano CRDs", "Volcano admission webhooks", "Volcano queue 'default'"):
+        assert _line(result.stdout, name).startswith("OK"), result.stdout
+    assert _line(result.stdout, f"namespace '{volcano_namespace}'").startswith("OK")
+    assert _line(result.stdout, "RBAC in namespace").startswith("OK"), result.stdout
+    assert _line(result.stdout, "W&B connection 'wandb_default'").startswith("OK  ")
+    assert "all checks passed" in result.stdout
+
+
+def test_a_namespace_that_does_not_exist_fails_on_its_line(airflow_db, volcano_cluster):
+    result = _doctor(volcano_cluster.kubeconfig, "no-such-namespace", wandb_key="k" * 40)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert _line(result.stdout, "namespace 'no-such-namespace'").startswith(
+        "FAIL  namespace 'no-such-namespace': does not exist"
+    )
+
+
+def test_a_queue_that_does_not_exist_fails_on_its_line(
+    airflow_db, volcano_cluster, volcano_namespace
+):
+    result = _doctor(volcano_cluster.kubeconfig, volcano_namespace, queue="no-such-queue")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert _line(result.stdout, "Volcano queue").startswith(
+        "FAIL  Volcano queue 'no-such-queue': does not exist"
+    )
+    assert _line(result.stdout, "RBAC in namespace").startswith("OK")
+    # No W&B connection and no offline mode: a warning, which alone does not fail.
+    assert _line(result.stdout, "W&B connection").startswith("WARN")
+    assert "runs must use WANDB_MODE=offline" in result.stdout
+
+
+@pytest.fixture
+def service_account(volcano_cluster, volcano_namespace, tmp_path):
+    """A factory: the kubeconfig of a ServiceAccount in the test namespace, with or without
+    rbac.yaml's Role bound to it."""
+    with volcano_cluster.api_client() as admin:
+
+        def make(with_role: bool) -> Path:
+            if with_role:
+                _apply_rbac(admin, volcano_namespace)
+            else:
+                client.CoreV1Api(admin).create_namespaced_service_account(
+                    volcano_namespace, {"metadata": {"name": SA}}
+                )
+            return _token_kubeconfig(
+                admin, volcano_cluster.kubeconfig, volcano_namespace, tmp_path / "sa.kubeconfig"
+            )
+
+        yield make
+
+
+def test_the_least_privilege_service_account_passes(airflow_db, service_account, volcano_namespace):
+    result = _doctor(service_account(with_role=True), volcano_namespace, wandb_key="k" * 40)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _line(result.stdout, "RBAC in namespace").startswith("OK"), result.stdout
+    assert _line(result.stdout, "Volcano CRDs").startswith("OK"), result.stdout
+    # Cluster-scoped objects are beyond a namespaced Role: said, not failed.
+    assert _line(result.stdout, "Volcano admission webhooks").startswith("WARN")
+    assert _line(result.stdout, "Volcano queue").startswith("WARN")
+
+
+def test_a_service_account_without_its_role_fails_on_rbac(
+    airflow_db, service_account, volcano_namespace
+):
+    result = _doctor(service_account(with_role=False), volcano_namespace, wandb_key="k" * 40)
+    assert result.returncode == 1, result.stdout + result.stderr
+    line = _line(result.stdout, "RBAC in namespace")
+    assert line.startswith(f"FAIL  RBAC in namespace '{volcano_namespace}': denied 20 of 20:")
+    assert "create jobs.batch.volcano.sh" in line and "get pods/log" in line
+    assert "fix: apply docker/k8s/rbac.yaml" in result.stdout
+    assert _line(result.stdout, "Volcano CRDs").startswith("OK"), result.stdout

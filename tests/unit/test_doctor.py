@@ -1,0 +1,132 @@
+"""The doctor's verdicts, over objects shaped like what the API server returns."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_volcano_wandb import doctor
+from airflow_volcano_wandb.doctor import FAIL, OK, WARN, Permission
+
+RBAC = Path(__file__).resolve().parents[2] / "docker" / "k8s" / "rbac.yaml"
+
+SERVED = {
+    "batch.volcano.sh/v1alpha1": ["jobs", "jobs/status"],
+    "scheduling.volcano.sh/v1beta1": ["podgroups", "queues", "queues/status"],
+}
+
+
+def _webhook_config(group: str, resource: str) -> dict:
+    return {"webhooks": [{"rules": [{"apiGroups": [group], "resources": [resource]}]}]}
+
+
+def test_required_permissions_are_exactly_the_role_in_rbac_yaml():
+    (role,) = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "Role"]
+    in_yaml = {
+        Permission(group, resource.partition("/")[0], verb, resource.partition("/")[2])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+    assert set(doctor.REQUIRED_PERMISSIONS) == in_yaml
+    assert len(doctor.REQUIRED_PERMISSIONS) == len(in_yaml)  # no duplicates
+
+
+def test_apis_ok_when_served():
+    assert doctor.check_apis(SERVED).status == OK
+
+
+def test_apis_name_what_is_missing_and_how_to_install_volcano():
+    result = doctor.check_apis({"batch.volcano.sh/v1alpha1": ["jobs"]})
+    assert result.status == FAIL
+    assert "podgroups.scheduling.volcano.sh, queues.scheduling.volcano.sh" in result.detail
+    assert "helm install volcano volcano-sh/volcano" in result.hint
+    assert "--version 1.14.1" in result.hint
+
+
+def test_webhooks_need_a_mutating_and_a_validating_one_for_jobs():
+    jobs = _webhook_config("batch.volcano.sh", "jobs")
+    pods = _webhook_config("", "pods")
+    assert doctor.check_webhooks([jobs], [pods, jobs]).status == OK
+    result = doctor.check_webhooks([pods], [jobs])
+    assert result.status == FAIL
+    assert result.detail.startswith("no mutating webhook")
+    assert doctor.check_webhooks([], []).detail.startswith("no mutating or validating webhook")
+
+
+def test_webhooks_unreadable_is_a_warning_not_a_failure():
+    assert doctor.check_webhooks(None, None).status == WARN
+
+
+@pytest.mark.parametrize(
+    ("queue", "status", "words"),
+    [
+        ({"status": {"state": "Open"}}, OK, "exists and is Open"),
+        ({"status": {"state": "Closed"}}, FAIL, "state is Closed"),
+        ({}, FAIL, "state is unknown"),
+        (None, FAIL, "does not exist"),
+    ],
+)
+def test_queue(queue, status, words):
+    result = doctor.check_queue("default", queue)
+    assert (result.status, words in result.detail) == (status, True)
+
+
+def test_queue_unreadable_is_a_warning():
+    assert doctor.check_queue("default", None, readable=False).status == WARN
+
+
+@pytest.mark.parametrize(("exists", "status"), [(True, OK), (None, OK), (False, FAIL)])
+def test_namespace(exists, status):
+    assert doctor.check_namespace("wandb", exists).status == status
+
+
+def test_permissions_list_each_denied_one():
+    allowed = dict.fromkeys(doctor.REQUIRED_PERMISSIONS, True)
+    assert doctor.check_permissions(allowed, "wandb").status == OK
+    allowed[Permission("batch.volcano.sh", "jobs", "create")] = False
+    allowed[Permission("", "pods", "get", "log")] = False
+    result = doctor.check_permissions(allowed, "wandb")
+    assert result.status == FAIL
+    assert "denied 2 of 20: create jobs.batch.volcano.sh, get pods/log" in result.detail
+    assert "rbac.yaml" in result.hint
+
+
+@pytest.mark.parametrize(
+    ("exists", "has_key", "offline", "status"),
+    [
+        (True, True, False, OK),
+        (True, False, True, OK),
+        (False, False, True, OK),
+        (False, False, False, WARN),
+        (True, False, False, FAIL),
+    ],
+)
+def test_wandb(exists, has_key, offline, status):
+    assert doctor.check_wandb("wandb_default", exists, has_key, offline).status == status
+
+
+def test_exit_code_fails_only_on_a_failure():
+    warn = doctor.Result("a", WARN, "x", "y")
+    fail = doctor.Result("b", FAIL, "x", "y")
+    assert doctor.exit_code([warn]) == 0
+    assert doctor.exit_code([warn, fail]) == 1
+
+
+def test_a_line_carries_the_hint_unless_ok():
+    assert doctor.Result("a", FAIL, "broken", "do this").line() == (
+        "FAIL  a: broken\n      fix: do this"
+    )
+    assert doctor.Result("a", OK, "fine", "do this").line() == "OK    a: fine"
+
+
+def test_an_unreachable_cluster_is_one_failing_line():
+    error = ConnectionRefusedError("[Errno 111] Connection refused\nmore detail")
+    result = doctor.unreachable("kubernetes_default", error)
+    assert result.status == FAIL
+    assert result.detail == (
+        "cannot query the API server: ConnectionRefusedError: [Errno 111] Connection refused"
+    )
