@@ -58,13 +58,12 @@ def _permissions(group: str, resource: str, verbs: str) -> tuple[Permission, ...
 # The Role of docker/k8s/rbac.yaml, rule by rule (tests/unit/test_doctor.py keeps them equal;
 # the YAML is not package data, and the installed doctor must know the list).
 REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
-    *_permissions("batch.volcano.sh", "jobs", "create get list watch delete"),
-    *_permissions("scheduling.volcano.sh", "podgroups", "get list watch"),
-    *_permissions("", "pods", "get list watch"),
+    *_permissions("batch.volcano.sh", "jobs", "create get list watch patch delete"),
+    *_permissions("scheduling.volcano.sh", "podgroups", "list"),
+    *_permissions("", "pods", "list"),
     *_permissions("", "pods/log", "get"),
-    *_permissions("", "events", "list watch"),
-    *_permissions("events.k8s.io", "events", "list watch"),
-    *_permissions("", "secrets", "create get patch delete"),
+    *_permissions("", "events", "list"),
+    *_permissions("", "secrets", "create get patch"),
 )
 
 

@@ -1,7 +1,7 @@
 """Checks on the rendered Volcano Job, before anything is submitted.
 
 Each problem names the JSON path of its field; all problems are reported together. The checks
-mirror what Volcano v1.15.0's CRD schema and admission webhook would reject, plus the pod-name
+mirror what Volcano v1.14.1's CRD schema and admission webhook would reject, plus the pod-name
 length that otherwise only fails when the controller creates pods, long after submission.
 """
 

@@ -1,6 +1,6 @@
-"""What Volcano v1.15.0 accepts: policy events and actions, job plugins and their arguments.
+"""What Volcano v1.14.1 accepts: policy events and actions, job plugins and their arguments.
 
-Sources (volcano.sh/volcano v1.15.0): the admission webhook's ``policyEventMap`` and
+Sources (volcano.sh/volcano v1.14.1): the admission webhook's ``policyEventMap`` and
 ``policyActionMap`` in ``pkg/webhooks/admission/jobs/validate/util.go`` (the bus API defines
 more events and actions, but marks the rest internal and the webhook rejects them), the plugin
 registry in ``pkg/controllers/job/plugins/factory.go``, and the ``pytorch``/``mpi`` plugins'

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
+from airflow_volcano_wandb.doctor import REQUIRED_PERMISSIONS
 from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -121,7 +122,10 @@ def test_a_service_account_without_its_role_fails_on_rbac(
     result = _doctor(service_account(with_role=False), volcano_namespace, wandb_key="k" * 40)
     assert result.returncode == 1, result.stdout + result.stderr
     line = _line(result.stdout, "RBAC in namespace")
-    assert line.startswith(f"FAIL  RBAC in namespace '{volcano_namespace}': denied 20 of 20:")
+    every = len(REQUIRED_PERMISSIONS)
+    assert line.startswith(
+        f"FAIL  RBAC in namespace '{volcano_namespace}': denied {every} of {every}:"
+    )
     assert "create jobs.batch.volcano.sh" in line and "get pods/log" in line
     assert "fix: apply docker/k8s/rbac.yaml" in result.stdout
     assert _line(result.stdout, "Volcano CRDs").startswith("OK"), result.stdout

@@ -20,6 +20,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from airflow_volcano_wandb.doctor import REQUIRED_PERMISSIONS
 from airflow_volcano_wandb.testing.pytest_plugin import VolcanoCluster
 
 pytestmark = pytest.mark.cluster
@@ -30,15 +31,7 @@ GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 
 # (verb, group, resource, subresource): what the provider's hooks, operator, sensor and
 # trigger call, all in the job's namespace.
-JOB_VERBS = ("create", "get", "list", "watch", "patch", "delete")
-NEEDED = [
-    *[("batch.volcano.sh", "jobs", "", v) for v in JOB_VERBS],
-    ("scheduling.volcano.sh", "podgroups", "", "list"),
-    ("", "pods", "", "list"),
-    ("", "pods", "log", "get"),
-    ("", "events", "", "list"),
-    *[("", "secrets", "", v) for v in ("create", "get", "patch")],
-]
+NEEDED = [(p.group, p.resource, p.subresource, p.verb) for p in REQUIRED_PERMISSIONS]
 # Things the account must not be able to do in its namespace.
 REFUSED_HERE = [
     ("", "secrets", "", "list"),

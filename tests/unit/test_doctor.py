@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb import doctor
-from airflow_volcano_wandb.doctor import FAIL, OK, WARN, Permission
+from airflow_volcano_wandb.doctor import FAIL, OK, REQUIRED_PERMISSIONS, WARN, Permission
 
 RBAC = Path(__file__).resolve().parents[2] / "docker" / "k8s" / "rbac.yaml"
 
@@ -91,7 +91,8 @@ def test_permissions_list_each_denied_one():
     allowed[Permission("", "pods", "get", "log")] = False
     result = doctor.check_permissions(allowed, "wandb")
     assert result.status == FAIL
-    assert "denied 2 of 20: create jobs.batch.volcano.sh, get pods/log" in result.detail
+    denied = f"denied 2 of {len(REQUIRED_PERMISSIONS)}: create jobs.batch.volcano.sh, get pods/log"
+    assert denied in result.detail
     assert "rbac.yaml" in result.hint
 
 
