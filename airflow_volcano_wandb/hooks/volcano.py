@@ -47,6 +47,7 @@ SYNC_CALL_TIMEOUT = (30, 70)
 # A throttling apiserver (429) or gateway (503) may say when to come back; wait at least
 # that long, but never longer than this.
 RETRY_AFTER_MAX = 30.0
+RETRY_BUDGET = 2 * SYNC_CALL_TIMEOUT[1] + RETRY_AFTER_MAX
 WATCH_READ_GRACE = 30
 
 log = logging.getLogger(__name__)
@@ -65,7 +66,12 @@ class KubernetesPermissionError(PermissionError):
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether the same call may well succeed if simply repeated (throttling, a blip)."""
+    """Whether the same call may well succeed if simply repeated (throttling, a blip).
+
+    A refused permission is not, although ``PermissionError`` is an ``OSError``.
+    """
+    if isinstance(exc, PermissionError):
+        return False
     if isinstance(exc, ApiException | AsyncApiException):
         return exc.status in RETRYABLE_STATUSES or exc.status == 0
     # aiohttp's disconnects (ServerDisconnectedError, ...) are not OSErrors.
@@ -112,7 +118,9 @@ def _short(exc: BaseException | None) -> str:
 api_retry = tenacity.retry(
     retry=tenacity.retry_if_exception(is_transient),
     wait=_wait_before_retry,
-    stop=tenacity.stop_after_attempt(6) | tenacity.stop_after_delay(60),
+    # The budget holds a whole read timeout plus a retry: a slow create is retried (its 409
+    # then reattaches), not given up after its first attempt.
+    stop=tenacity.stop_after_attempt(6) | tenacity.stop_after_delay(RETRY_BUDGET),
     before_sleep=_log_retry,
     reraise=True,
 )

@@ -21,42 +21,57 @@ def get_job(api: client.ApiClient, namespace: str, name: str) -> dict[str, Any]:
     )
 
 
-class PodRecorder:
-    """Watch the pods of one namespace in a thread and keep the last seen version of each.
+class Recorder:
+    """Watch one kind of object in a namespace in a thread; keep the last version of each.
 
-    Volcano deletes a completed job's running pods, and the simulated pods live for seconds,
-    so a list at the end could miss some: a watch sees every pod that ever existed.
+    Volcano deletes a completed job's running pods, the simulated pods live for seconds, and
+    the sensor deletes the completed job: a list at the end could miss them, a watch sees
+    every object that ever existed.
     """
 
-    def __init__(self, api: client.ApiClient, namespace: str) -> None:
-        self._core = client.CoreV1Api(api)
-        self._namespace = namespace
+    def __init__(self, list_call: Callable[..., Any], *args: Any) -> None:
+        self._list_call, self._args = list_call, args
         self._watch = watch.Watch()
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.pods: dict[str, client.V1Pod] = {}
+        self.objects: dict[str, Any] = {}
         self.error: BaseException | None = None
-        initial = self._core.list_namespaced_pod(namespace, _request_timeout=TIMEOUT)
-        for pod in initial.items:
-            self.pods[pod.metadata.name] = pod
-        self._resource_version = initial.metadata.resource_version
-        self._thread = threading.Thread(target=self._run, name="e2e-pod-recorder", daemon=True)
+        initial = list_call(*args, _request_timeout=TIMEOUT)
+        for obj in _items(initial):
+            self.objects[_name(obj)] = obj
+        self._resource_version = _list_version(initial)
+        self._thread = threading.Thread(target=self._run, name="e2e-recorder", daemon=True)
         self._thread.start()
+
+    @classmethod
+    def pods(cls, api: client.ApiClient, namespace: str) -> Recorder:
+        return cls(client.CoreV1Api(api).list_namespaced_pod, namespace)
+
+    @classmethod
+    def jobs(cls, api: client.ApiClient, namespace: str) -> Recorder:
+        return cls(
+            client.CustomObjectsApi(api).list_namespaced_custom_object,
+            VOLCANO_GROUP,
+            VOLCANO_VERSION,
+            namespace,
+            "jobs",
+        )
 
     def _run(self) -> None:
         try:
             while not self._stop.is_set():
                 for event in self._watch.stream(
-                    self._core.list_namespaced_pod,
-                    self._namespace,
+                    self._list_call,
+                    *self._args,
                     resource_version=self._resource_version,
                     timeout_seconds=5,
                     _request_timeout=TIMEOUT,
                 ):
-                    pod = event["object"]
-                    self._resource_version = pod.metadata.resource_version
-                    with self._lock:
-                        self.pods[pod.metadata.name] = pod
+                    obj = event["object"]
+                    self._resource_version = _version(obj)
+                    if event["type"] != "DELETED":
+                        with self._lock:
+                            self.objects[_name(obj)] = obj
                     if self._stop.is_set():
                         break
         except BaseException as err:  # reported by the test, never swallowed
@@ -68,14 +83,43 @@ class PodRecorder:
         self._watch.stop()
         self._thread.join(timeout=10)
 
-    def by_task(self) -> dict[str, list[client.V1Pod]]:
+    def last_seen(self, name: str) -> Any:
         with self._lock:
-            pods = list(self.pods.values())
+            return self.objects.get(name)
+
+    def by_task(self) -> dict[str, list[client.V1Pod]]:
+        """Pods by their Volcano task (for a pod recorder)."""
+        with self._lock:
+            pods = list(self.objects.values())
         tasks: dict[str, list[client.V1Pod]] = {}
         for pod in pods:
             task = (pod.metadata.labels or {}).get(TASK_LABEL, "?")
             tasks.setdefault(task, []).append(pod)
         return tasks
+
+
+def _items(listed: Any) -> list[Any]:
+    return listed["items"] if isinstance(listed, dict) else listed.items
+
+
+def _list_version(listed: Any) -> str:
+    return (
+        listed["metadata"]["resourceVersion"]
+        if isinstance(listed, dict)
+        else (listed.metadata.resource_version)
+    )
+
+
+def _name(obj: Any) -> str:
+    return obj["metadata"]["name"] if isinstance(obj, dict) else obj.metadata.name
+
+
+def _version(obj: Any) -> str:
+    return (
+        obj["metadata"]["resourceVersion"]
+        if isinstance(obj, dict)
+        else (obj.metadata.resource_version)
+    )
 
 
 def pod_env(pod: client.V1Pod) -> dict[str, str]:

@@ -29,7 +29,7 @@ import pytest
 
 from airflow_volcano_wandb.wandb_run import deterministic_run_id, run_url
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
-from tests.e2e.cluster_probe import PodRecorder, get_job, nodes_cordoned, pod_env
+from tests.e2e.cluster_probe import Recorder, get_job, nodes_cordoned, pod_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 
@@ -114,7 +114,8 @@ def e2e_run(airflow: AirflowStack, volcano_cluster) -> Iterator[E2ERun]:
     """Trigger the manual DAG with 3 workers through the REST API and follow it to the end."""
     api_client = volcano_cluster.api_client()
     namespace = volcano_cluster.create_namespace("e2e-airflow")
-    recorder = PodRecorder(api_client, namespace)
+    recorder = Recorder.pods(api_client, namespace)
+    job_recorder = Recorder.jobs(api_client, namespace)
     try:
         # The DAG processor parses dags/ every few seconds: wait for the DAG to be served.
         dag = wait_for(lambda: airflow.api("GET", f"/dags/{DAG_ID}"), 180, f"DAG {DAG_ID}")
@@ -169,7 +170,11 @@ def e2e_run(airflow: AirflowStack, volcano_cluster) -> Iterator[E2ERun]:
 
             run.dag_run = wait_for(run_finished, 240, "the DAG run to finish", interval=1)
         _note(run.wait_states, run.task_instance("wait")["state"])
-        run.job = get_job(api_client, namespace, run.xcom("submit", "volcano_job")["name"])
+        # The sensor deletes the completed job: its last state is what the watch saw.
+        job_recorder.stop()
+        if job_recorder.error:
+            raise job_recorder.error
+        run.job = job_recorder.last_seen(run.xcom("submit", "volcano_job")["name"])
         (ARTIFACTS / "logs" / "volcano-job.json").write_text(json.dumps(run.job, indent=2))
         run.wait_log = _task_log(run, "wait")
         (ARTIFACTS / "logs" / "wait-task-log-via-api.jsonl").write_text(_text(run.wait_log))
@@ -182,6 +187,7 @@ def e2e_run(airflow: AirflowStack, volcano_cluster) -> Iterator[E2ERun]:
         yield run
     finally:
         recorder.stop()
+        job_recorder.stop()
         try:
             volcano_cluster.delete_namespace(namespace)
         finally:

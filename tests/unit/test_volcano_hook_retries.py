@@ -36,3 +36,16 @@ def test_retry_after_is_honoured_up_to_a_cap(cls, header, expected):
 )
 def test_no_usable_retry_after_means_our_own_backoff(exc):
     assert retry_after_seconds(exc) == 0.0
+
+
+def test_a_refused_permission_is_never_retried_and_a_slow_call_is():
+    from airflow_volcano_wandb.hooks.volcano import (
+        RETRY_BUDGET,
+        SYNC_CALL_TIMEOUT,
+        KubernetesPermissionError,
+        is_transient,
+    )
+
+    assert not is_transient(KubernetesPermissionError("denied"))
+    assert is_transient(TimeoutError()) and is_transient(ConnectionResetError())
+    assert RETRY_BUDGET > SYNC_CALL_TIMEOUT[1]  # a timed-out call gets another try
