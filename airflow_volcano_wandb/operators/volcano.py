@@ -395,6 +395,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 task_log=self.log,
             )
             self._job = job_ref(job)
+            if api_key:
+                self._hand_key_to(job, identity, api_key, created)
         except submission.SubmissionError as exc:
             raise AirflowException(str(exc)) from exc
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
@@ -404,8 +406,6 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 "job was created before the connection was lost, the next try finds it and "
                 "reattaches; otherwise nothing was submitted."
             ) from exc
-        if api_key:
-            self._hand_key_to(job, identity, api_key, created)
         return job
 
     def _hand_key_to(
@@ -414,10 +414,13 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         """Write the key's Secret for the job; a new job that cannot have it is withdrawn.
 
         Its pods would wait for the Secret for ever, or, when the name is taken by someone
-        else's Secret, read their key. A reattached job keeps running: the next try retries.
+        else's Secret, read their key. A reattached job keeps running, and so does any job
+        when the API was out of reach: the next try reattaches and writes the Secret.
         """
         try:
             api_key_secret.store_for_job(self.hook, identity, job, api_key)
+        except (Urllib3Error, ConnectionError):
+            raise
         except Exception as exc:
             if created or isinstance(exc, api_key_secret.SecretOwnedElsewhereError):
                 self._delete_job()

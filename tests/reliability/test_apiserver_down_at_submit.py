@@ -93,25 +93,25 @@ def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
     api.close()
 
 
-def test_apiserver_lost_between_secret_and_job(cluster, monkeypatch, wandb_connection):
+def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_connection):
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(cluster.kubeconfig))
     namespace = create_namespace(cluster.kubeconfig, "down-between")
     stopped: list[list[str]] = []
-    real_create = VolcanoHook.create_secret
+    real_create = VolcanoHook.create_job
 
     def create_then_lose_apiserver(self, body, ns):
         created = real_create(self, body, ns)
         stopped.append(faults.stop_component(cluster.state_dir, "kube-apiserver"))
         return created
 
-    monkeypatch.setattr(VolcanoHook, "create_secret", create_then_lose_apiserver)
+    monkeypatch.setattr(VolcanoHook, "create_job", create_then_lose_apiserver)
     try:
         started = time.monotonic()
         with pytest.raises(AirflowException) as failure:
             execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r2"))
         took = time.monotonic() - started
     finally:
-        monkeypatch.setattr(VolcanoHook, "create_secret", real_create)
+        monkeypatch.setattr(VolcanoHook, "create_job", real_create)
         if stopped:
             _restart_apiserver(cluster, stopped[0])
     assert stopped, "the fault was not injected"
@@ -121,12 +121,13 @@ def test_apiserver_lost_between_secret_and_job(cluster, monkeypatch, wandb_conne
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core = client.CoreV1Api(api)
     identity = TaskInstanceIdentity(DAG_ID, "train", "r2")
-    assert list_jobs(api, namespace) == []
-    leftover = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
-    assert len(leftover) == 1  # labelled: the retry finds and adopts it
+    (job,) = list_jobs(api, namespace)  # left for the retry: its outcome is not reported
+    secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+    assert secrets == []  # the key never existed without an owner
 
     result = execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r2", try_number=2))
     assert result["phase"] == "Completed"
+    assert result["uid"] == job["metadata"]["uid"]  # reattached, and given its key
     assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [result["uid"]]
     secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
     assert len(secrets) == 1
