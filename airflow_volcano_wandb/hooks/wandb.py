@@ -9,6 +9,7 @@ public API (``wandb.Api``), imported lazily so that DAG parsing and the triggere
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable
 from functools import cached_property
@@ -113,8 +114,11 @@ class WandbHook(BaseHook):
             return None
         # Airflow masks connection passwords it loads itself; masking again covers keys that
         # reached the hook some other way (a preset connection in tests, a custom backend).
+        # The base64 form too: that is how a Secret carries it in an API response that the
+        # Kubernetes client logs at DEBUG.
         if conn.password:
             mask_secret(conn.password, name="WANDB_API_KEY")
+            mask_secret(base64.b64encode(conn.password.encode()).decode(), name="WANDB_API_KEY")
         return conn
 
     @property

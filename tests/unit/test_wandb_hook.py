@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
@@ -102,6 +103,8 @@ def test_api_key_is_registered_with_the_masker(monkeypatch: pytest.MonkeyPatch) 
     hook = WandbHook(define(monkeypatch, "wandb_unit_mask", password=secret))
     assert hook.api_key == secret
     assert redact(f"key={secret}") == "key=***"
+    encoded = base64.b64encode(secret.encode()).decode()  # as a Secret's data carries it
+    assert redact(f'"data": {{"api-key": "{encoded}"}}') == '"data": {"api-key": "***"}'
 
 
 def test_ui_field_behaviour() -> None:
