@@ -85,6 +85,9 @@ with DAG(
             "worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}
         },
         namespace="{{ params.namespace }}",
+        # The form's image receives the W&B API key: only images from registry paths you
+        # control may run (see docs/security.md).
+        allowed_images=["ghcr.io/example/*"],
         wandb_entity="{{ params.wandb_entity }}",
         wandb_project="{{ params.wandb_project }}",
         wait_for_completion=False,
@@ -92,6 +95,7 @@ with DAG(
     wait = VolcanoJobSensor(
         task_id="wait",
         job_name="{{ ti.xcom_pull(task_ids='submit', key='volcano_job')['name'] }}",
+        job_uid="{{ ti.xcom_pull(task_ids='submit', key='volcano_job')['uid'] }}",
         namespace="{{ params.namespace }}",
         deferrable=True,
         pending_timeout=600,

@@ -7,7 +7,7 @@ A run without the metric (W&B offline, say) is never promoted.
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Variable, XComArg, task
+from airflow.sdk import DAG, Param, Variable, XComArg, task
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 
@@ -22,12 +22,20 @@ with DAG(
     catchup=False,
     max_active_runs=1,
     tags=["volcano", "pytorch", "wandb", "retraining"],
-    params={"namespace": "wandb", "wandb_entity": "airflow", "wandb_project": "volcano-ddp"},
+    # A schema for the run's conf too: a manual run or the REST API cannot send just anything.
+    params={
+        "namespace": Param(
+            "wandb", type="string", pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", maxLength=63
+        ),
+        "wandb_entity": Param("airflow", type="string", minLength=1, maxLength=128),
+        "wandb_project": Param("volcano-ddp", type="string", minLength=1, maxLength=128),
+    },
 ) as dag:
     train = VolcanoPyTorchJobOperator(
         task_id="train",
         template="templates/volcano-pytorch-queue-template.yaml",
         image_uri="ghcr.io/example/volcano-ddp-mlp:latest",
+        allowed_images=["ghcr.io/example/*"],  # the registry paths you control
         replicas={"worker": 2},
         namespace="{{ params.namespace }}",
         wandb_entity="{{ params.wandb_entity }}",

@@ -232,3 +232,34 @@ def test_a_watch_refused_past_the_grace_fails_the_task_and_leaves_the_job(
     (job,) = list_jobs(admin, namespace)  # never destroyed on a guess
     assert job["metadata"]["uid"] == trigger.job_uid
     assert not job["metadata"].get("deletionTimestamp")
+
+
+def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
+    as_service_account, monkeypatch
+):
+    """A RoleBinding re-applied by Helm or Argo CD: 403s for a while, then all is well."""
+    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 2.0)
+    make, admin = as_service_account
+    namespace = make()
+    rbac = client.RbacAuthorizationV1Api(admin)
+    binding = rbac.read_namespaced_role_binding(SA, namespace)
+    binding.metadata = client.V1ObjectMeta(name=SA, namespace=namespace)
+    template = seed_template(master={SIM_DURATION: "45"}, worker={SIM_DURATION: "600"})
+    runs = []
+    for index in range(5):
+        op = operator(template=template, namespace=namespace, deferrable=True)
+        ti = StubTaskInstance("avw_rel_rbac", "train", f"rebind-{index}")
+        runs.append((op, ti, execute_operator(op, ti)))
+
+    async def main() -> list[list[dict]]:
+        waits = [asyncio.create_task(collect_events(t, timeout=240)) for _, _, t in runs]
+        await asyncio.sleep(3)
+        await asyncio.to_thread(rbac.delete_namespaced_role_binding, SA, namespace)
+        await asyncio.sleep(30)
+        await asyncio.to_thread(rbac.create_namespaced_role_binding, namespace, binding)
+        return await asyncio.gather(*waits)
+
+    results = asyncio.run(main())
+    assert [[e["outcome"] for e in events] for events in results] == [["succeeded"]] * 5
+    for (op, ti, trigger), (event,) in zip(runs, results, strict=True):
+        assert op.execute_complete(context_for(ti), event)["uid"] == trigger.job_uid
