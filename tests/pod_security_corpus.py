@@ -90,8 +90,18 @@ CASES = [
     Case("host-pid", PRIVILEGED, lambda pod: _spec(pod).update(hostPID=True)),
     Case("host-ipc", PRIVILEGED, lambda pod: _spec(pod).update(hostIPC=True)),
     Case("host-namespaces-false", RESTRICTED, lambda pod: _spec(pod).update(hostNetwork=False)),
-    Case("privileged", PRIVILEGED, lambda pod: _context(pod).update(privileged=True)),
-    Case("privileged-init", PRIVILEGED, lambda pod: _init(pod, {"privileged": True})),
+    # A privileged container may not also forbid privilege escalation (the API server
+    # refuses that as invalid, before pod security is asked).
+    Case(
+        "privileged",
+        PRIVILEGED,
+        lambda pod: _context(pod).update(privileged=True, allowPrivilegeEscalation=True),
+    ),
+    Case(
+        "privileged-init",
+        PRIVILEGED,
+        lambda pod: _init(pod, {"privileged": True, "allowPrivilegeEscalation": True}),
+    ),
     Case(
         "add-sys-admin",
         PRIVILEGED,
@@ -153,10 +163,14 @@ CASES = [
         PRIVILEGED,
         lambda pod: _context(pod).update(seLinuxOptions={"role": "system_r"}),
     ),
+    # Unmasked is valid only in a user namespace, where PodSecurity relaxes the check.
     Case(
         "proc-mount-unmasked",
-        PRIVILEGED,
-        lambda pod: _context(pod).update(procMount="Unmasked"),
+        RESTRICTED,
+        lambda pod: (
+            _spec(pod).update(hostUsers=False),
+            _context(pod).update(procMount="Unmasked"),
+        ),
     ),
     Case("proc-mount-default", RESTRICTED, lambda pod: _context(pod).update(procMount="Default")),
     Case(

@@ -18,6 +18,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
+from airflow_volcano_wandb.doctor import REQUIRED_PERMISSIONS
 from airflow_volcano_wandb.versions import AIRFLOW_VERSION
 
 REPO = Path(__file__).resolve().parents[2]
@@ -26,15 +27,11 @@ SEED_NAMESPACE = "wandb"
 SERVICE_ACCOUNT = "airflow-volcano-wandb"
 
 # The least-privilege rules the provider needs (see the comments in rbac.yaml for why).
-EXPECTED_RULES = {
-    ("batch.volcano.sh", "jobs"): {"create", "get", "list", "watch", "delete"},
-    ("scheduling.volcano.sh", "podgroups"): {"get", "list", "watch"},
-    ("", "pods"): {"get", "list", "watch"},
-    ("", "pods/log"): {"get"},
-    ("", "events"): {"list", "watch"},
-    ("events.k8s.io", "events"): {"list", "watch"},
-    ("", "secrets"): {"create", "get", "patch", "delete"},
-}
+# The one list of what the provider calls (the doctor checks the same list on a cluster).
+EXPECTED_RULES: dict[tuple[str, str], set[str]] = {}
+for _permission in REQUIRED_PERMISSIONS:
+    _resource = "/".join(filter(None, (_permission.resource, _permission.subresource)))
+    EXPECTED_RULES.setdefault((_permission.group, _resource), set()).add(_permission.verb)
 
 
 def _docs(name: str) -> list[dict[str, Any]]:
