@@ -40,10 +40,10 @@ from common import (
     Cluster,
     airflow_env,
     job_api_counters,
+    managed_job,
     parse_k8s_time,
     reads,
     summary,
-    tiny_job,
 )
 
 RESULTS = REPO / "bench" / "results"
@@ -173,7 +173,11 @@ def completion_latency(cluster: Cluster, env: dict, work: Path, jobs: int) -> di
         f"latency: creating {jobs} jobs in {namespace}, ending together in "
         f"~{end_at - time.time():.0f} s"
     )
-    cluster.create_jobs(namespace, [tiny_job(n, max(end_at - time.time(), 15)) for n in names])
+    duration = max(end_at - time.time(), 15)
+    cluster.create_jobs(
+        namespace,
+        [managed_job(n, duration, run_id=namespace, index=i) for i, n in enumerate(names)],
+    )
     for proc in waiters.values():
         proc.stdin.write("go\n")
         proc.stdin.close()
@@ -223,7 +227,9 @@ def triggerer_scale(
     names_file.write_text(json.dumps(names))
     say(f"scale: creating {top} jobs in {namespace} (running for 2 h)")
     t = time.monotonic()
-    cluster.create_jobs(namespace, [tiny_job(n, 7200) for n in names])
+    cluster.create_jobs(
+        namespace, [managed_job(n, 7200, run_id=namespace, index=i) for i, n in enumerate(names)]
+    )
     created_s = time.monotonic() - t
     cluster.wait_phase(namespace, top, {"Running"}, timeout=600, say=say)
     running_s = time.monotonic() - t
