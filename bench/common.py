@@ -78,6 +78,14 @@ class Cluster:
             if err.status != 404:
                 raise
 
+    def wait_namespace_gone(self, name: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.kube.get_or_none(f"/api/v1/namespaces/{name}") is not None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(1)
+        return True
+
     def wait_namespaces_gone(self, timeout: float = 120) -> bool:
         """Wait until every namespace this run made is gone (its pods with it)."""
         deadline = time.monotonic() + timeout

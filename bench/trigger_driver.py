@@ -233,6 +233,11 @@ async def drive(options: argparse.Namespace) -> dict:
     sync_task.cancel()
     result["first_sync_s"] = synced_after[0] if synced_after else None
     result["watch_connects"] = watch_connects()
+    # The watcher's backoff schedule, for the parent to bound the attempts it should see.
+    result["backoff"] = {
+        "initial": job_watcher.RECONNECT_BACKOFF_INITIAL,
+        "max": job_watcher.RECONNECT_BACKOFF_MAX,
+    }
     result["api_calls"] = API_CALLS
     runner.stop = True
     for trigger in list(runner.triggers.values()):
