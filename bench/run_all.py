@@ -12,7 +12,17 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    TriggerRunner (bench/trigger_driver.py), provider vs 2 s polling: watch connections and
    requests per minute from the apiserver's /metrics, CPU and RSS of that process;
 3. operator overhead: execute() start to job created; render_job (bench/render_bench.py);
-4. end-to-end overhead under dag.test(), sync vs deferrable (bench/e2e_bench.py).
+4. end-to-end overhead under dag.test(), sync vs deferrable (bench/e2e_bench.py);
+5. namespace_scale (issue 11): one triggerer, --namespace-waiting triggers (1000) among
+   --namespace-jobs other owners' jobs (10000) in one namespace: RSS growth, watch
+   connections, first (paginated, label-selected) LIST; vc-controller-manager is stopped
+   meanwhile (see namespace_scale());
+6. outage (issue 11): kube-apiserver stopped for --outage-s (300 s) while --outage-waiting
+   triggers (1000) wait: LIST/WATCH attempts counted in the triggerer against the backoff's
+   bound, then every verdict checked against the job's real end, and no job deleted.
+
+--quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
+merges into the results already there); --results writes elsewhere than bench/results.
 
 Adds simulated nodes to the cluster for the 1000 jobs and removes them (and its namespaces)
 at the end. A script that prints figures: nothing here asserts on time.
