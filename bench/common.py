@@ -21,14 +21,17 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import manifests  # noqa: E402
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError  # noqa: E402
+from airflow_volcano_wandb.testing.jobs import EXIT_CODE_ANNOTATION  # noqa: E402
 
 GROUP, VERSION, PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
 SIM_DURATION = "sim.airflow-volcano-wandb.io/duration"
@@ -74,6 +77,14 @@ class Cluster:
         except KubeError as err:
             if err.status != 404:
                 raise
+
+    def wait_namespace_gone(self, name: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while self.kube.get_or_none(f"/api/v1/namespaces/{name}") is not None:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(1)
+        return True
 
     def wait_namespaces_gone(self, timeout: float = 120) -> bool:
         """Wait until every namespace this run made is gone (its pods with it)."""
@@ -144,8 +155,31 @@ class Cluster:
         with ThreadPoolExecutor(threads) as pool:
             return list(pool.map(one, bodies))
 
-    def list_jobs(self, namespace: str) -> list[dict]:
-        return self.kube.get(self.jobs_path(namespace), timeout=60)["items"]
+    def list_jobs(self, namespace: str, selector: str = "") -> list[dict]:
+        query = f"?labelSelector={quote(selector)}" if selector else ""
+        return self.kube.get(self.jobs_path(namespace) + query, timeout=120)["items"]
+
+    def set_job_phases(self, namespace: str, phases: dict[str, str], threads: int = 8) -> None:
+        """Write each job's ``status.state.phase`` through the status subresource.
+
+        Stands in for Volcano's controller having run the job to that end, without running
+        it: for jobs nobody here waits on, only their presence in the namespace matters.
+        """
+        path = self.jobs_path(namespace)
+
+        def one(item: tuple[str, str]) -> None:
+            name, phase = item
+            patch = {"status": {"state": {"phase": phase}}}
+            self.kube.request(
+                "PATCH",
+                f"{path}/{name}/status",
+                patch,
+                timeout=30,
+                content_type="application/merge-patch+json",
+            )
+
+        with ThreadPoolExecutor(threads) as pool:
+            list(pool.map(one, phases.items()))
 
     def wait_phase(
         self, namespace: str, count: int, phases: set[str], timeout: float, say=None
@@ -210,6 +244,30 @@ def tiny_job(
             ],
         },
     }
+
+
+def managed_job(
+    name: str, duration: float, *, run_id: str, index: int, exit_code: int = 0
+) -> dict[str, Any]:
+    """A tiny job labelled and annotated as the operator submits one (try 1 of a mapped task
+    instance), so the provider's watch, narrowed to its own jobs, sees it.
+
+    A non-zero ``exit_code`` makes the pod fail and, as with the integration tests' failing
+    template, ``PodFailed -> TerminateJob`` makes that the job's end (``Terminated``).
+    """
+    identity = TaskInstanceIdentity("bench", "train", run_id, map_index=index)
+    body = tiny_job(name, duration, labels=identity.labels())
+    body["metadata"]["annotations"] = identity.annotations(try_number=1)
+    if exit_code:
+        task = body["spec"]["tasks"][0]
+        task["template"]["metadata"]["annotations"][EXIT_CODE_ANNOTATION] = str(exit_code)
+        body["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
+    return body
+
+
+def other_owner_job(name: str) -> dict[str, Any]:
+    """A job someone else submitted: no ``managed-by`` label of ours."""
+    return tiny_job(name, 60, labels={"app.kubernetes.io/managed-by": "someone-else"})
 
 
 # ---- apiserver metrics -----------------------------------------------------------------

@@ -10,7 +10,13 @@ Modes:
 - ``scale``: start the triggers, let them settle, then measure a window: CPU seconds, RSS,
   TCP connections to the apiserver, and client-side requests. Prints ``WINDOW_START`` /
   ``WINDOW_END`` lines so the parent can read the apiserver's metrics at the same moments.
-- ``latency``: run until every trigger fired (or ``--timeout``); write the events' stamps.
+- ``latency``: run until every trigger fired (or ``--timeout``); write the events' stamps
+  and outcomes (also what the outage scenario uses: it stops the apiserver meanwhile).
+
+In both modes: ``SYNCED`` is printed once every shared watch has its first complete
+(paginated) LIST in, and ``first_sync_s`` says how long after the triggers were created that
+was; ``api_calls`` lists every list/watch/get/delete the hook was asked for, with its wall
+time, counted before it goes out (so attempts against a stopped apiserver count too).
 
 Run by ``bench/run_all.py``; the result is one JSON file (``--out``).
 """
@@ -32,6 +38,9 @@ sys.path.insert(0, str(REPO))
 import psutil  # noqa: E402
 
 REQUESTS = {"count": 0}
+# Every call of the hook's list/watch/read/delete, as (wall time, verb): counted before the
+# call goes out, so attempts that never reach the apiserver (it is down) count too.
+API_CALLS: list[tuple[float, str]] = []
 
 
 def _count_requests() -> None:
@@ -44,6 +53,31 @@ def _count_requests() -> None:
         return await original(self, *args, **kwargs)
 
     rest.RESTClientObject.request = counted
+
+
+def _count_hook_calls() -> None:
+    """Wrap the async hook's job calls to record each attempt (see ``API_CALLS``)."""
+    from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+
+    def counted_coroutine(verb: str, original):
+        async def call(self, *args, **kwargs):
+            API_CALLS.append((time.time(), verb))
+            return await original(self, *args, **kwargs)
+
+        return call
+
+    def counted_stream(original):
+        # watch_jobs is an async generator: count when it is called, hand back the same
+        # generator, so the watcher's handling of the stream is untouched.
+        def call(self, *args, **kwargs):
+            API_CALLS.append((time.time(), "watch"))
+            return original(self, *args, **kwargs)
+
+        return call
+
+    for verb, name in (("list", "list_jobs_page"), ("get", "read_job"), ("delete", "delete_job")):
+        setattr(AsyncVolcanoHook, name, counted_coroutine(verb, getattr(AsyncVolcanoHook, name)))
+    AsyncVolcanoHook.watch_jobs = counted_stream(AsyncVolcanoHook.watch_jobs)
 
 
 class StampedEvents(deque):
@@ -67,14 +101,46 @@ def apiserver_connections(port: int) -> int:
     )
 
 
-def make_trigger(mode: str, name: str, namespace: str, interval: float):
+def load_jobs(path: str, limit: int) -> list[dict]:
+    """The jobs file: a JSON list of names, or of ``{"name", "uid"}`` as the operator knows
+    them after submitting (the trigger then waits on that submission only)."""
+    entries = json.loads(Path(path).read_text())[:limit]
+    return [e if isinstance(e, dict) else {"name": e} for e in entries]
+
+
+def make_trigger(mode: str, job: dict, namespace: str, interval: float):
+    name = job["name"]
     if mode == "watch":
         from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 
+        if job.get("uid"):  # as the operator defers: this submission, by try 1
+            return VolcanoJobTrigger(
+                job_name=name, namespace=namespace, job_uid=job["uid"], try_number=1
+            )
         return VolcanoJobTrigger(job_name=name, namespace=namespace)
     from bench.polling_trigger import PollingVolcanoJobTrigger
 
     return PollingVolcanoJobTrigger(job_name=name, namespace=namespace, poll_interval=interval)
+
+
+async def first_sync(started: float, printed: list[bool]) -> None:
+    """Record when every shared watch first has its complete LIST in (and say SYNCED)."""
+    from airflow_volcano_wandb import job_watcher
+
+    while True:
+        watchers = list(job_watcher._watchers.values())
+        if watchers and all(w.synced.is_set() for w in watchers):
+            printed.append(time.time() - started)
+            print("SYNCED", flush=True)
+            return
+        await asyncio.sleep(0.01)
+
+
+def watch_connects() -> int:
+    """List+watch (re)connections the shared watchers made so far."""
+    from airflow_volcano_wandb import job_watcher
+
+    return sum(w.connects for w in job_watcher._watchers.values())
 
 
 async def drive(options: argparse.Namespace) -> dict:
@@ -86,7 +152,8 @@ async def drive(options: argparse.Namespace) -> dict:
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger  # noqa: F401  (imported before
     from bench.polling_trigger import PollingVolcanoJobTrigger  # noqa: F401  the RSS baseline)
 
-    names = json.loads(Path(options.jobs_file).read_text())[: options.jobs]
+    jobs = load_jobs(options.jobs_file, options.jobs)
+    names = [job["name"] for job in jobs]
     if options.wait_go:  # everything is imported: say so, and start when told
         print("READY", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
@@ -97,14 +164,18 @@ async def drive(options: argparse.Namespace) -> dict:
     runner.events = StampedEvents()
     watchdog = asyncio.create_task(runner.block_watchdog())
     started = time.time()
-    for i, name in enumerate(names, start=1):
+    for i, job in enumerate(jobs, start=1):
         classpath, kwargs = make_trigger(
-            options.mode, name, options.namespace, options.interval
+            options.mode, job, options.namespace, options.interval
         ).serialize()
         runner.to_create.append(
             RunTrigger(id=i, classpath=classpath, encrypted_kwargs=Trigger.encrypt_kwargs(kwargs))
         )
     await runner.create_triggers()
+    synced_after: list[float] = []
+    sync_task = asyncio.create_task(first_sync(started, synced_after))
+    if options.mode != "watch":
+        sync_task.cancel()  # polling keeps no shared watch
     result: dict = {
         "mode": options.mode,
         "interval": options.interval,
@@ -153,12 +224,21 @@ async def drive(options: argparse.Namespace) -> dict:
             {
                 "job": names[tid - 1],
                 "t": t,
-                "status": payload.get("status"),
+                "outcome": payload.get("outcome"),
                 "phase": payload.get("phase"),
             }
             for t, tid, payload in runner.events.stamps
         ]
         result["rss_mb"] = proc.memory_info().rss / 2**20
+    sync_task.cancel()
+    result["first_sync_s"] = synced_after[0] if synced_after else None
+    result["watch_connects"] = watch_connects()
+    # The watcher's backoff schedule, for the parent to bound the attempts it should see.
+    result["backoff"] = {
+        "initial": job_watcher.RECONNECT_BACKOFF_INITIAL,
+        "max": job_watcher.RECONNECT_BACKOFF_MAX,
+    }
+    result["api_calls"] = API_CALLS
     runner.stop = True
     for trigger in list(runner.triggers.values()):
         trigger["task"].cancel()
@@ -189,6 +269,7 @@ def main() -> None:
     options.mode_kind = options.kind
     os.environ.setdefault("AIRFLOW_DISABLE_GREENBACK_PORTAL", "false")
     _count_requests()
+    _count_hook_calls()
     result = asyncio.run(drive(options))
     Path(options.out).write_text(json.dumps(result))
 
