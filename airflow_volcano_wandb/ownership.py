@@ -14,7 +14,7 @@ job is a past result: no later try reattaches to it, deletes it or counts it as 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,8 @@ MAP_INDEX_LABEL = f"{DOMAIN}/map-index"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 DEPLOYMENT_LABEL = f"{DOMAIN}/deployment"
 WANDB_RUN_LABEL = f"{DOMAIN}/wandb-run-id"
+#: The intent a job was submitted for (see :func:`next_intent`).
+INTENT_LABEL = f"{DOMAIN}/intent"
 #: The try that owns the wait on the job now: its submitter, or the newest try that adopted it.
 TRY_NUMBER_ANNOTATION = f"{DOMAIN}/try-number"
 #: Set once a try has reported the job's outcome.
@@ -124,3 +126,23 @@ def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int |
         return False
     owner = owner_try(job)
     return try_number is None or owner is None or owner == try_number
+
+
+def intent_of(job: Mapping[str, Any]) -> int | None:
+    """The intent number a job was submitted for, from its label."""
+    value = ((job.get("metadata") or {}).get("labels") or {}).get(INTENT_LABEL)
+    return int(value) if value and str(value).isdigit() else None
+
+
+def next_intent(existing: Iterable[Mapping[str, Any]], try_number: int) -> int:
+    """The intent a fresh submission by ``try_number`` stands for.
+
+    Normally the try number. A try that runs under the number of a try whose outcome was
+    already reported (``airflow tasks test``, a metadata DB reset) takes the next free one,
+    so its job and W&B run never take the reported one's name.
+    """
+    taken = {intent_of(job) for job in existing if is_reported(job)}
+    intent = try_number
+    while intent in taken:
+        intent += 1
+    return intent

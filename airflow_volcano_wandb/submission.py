@@ -90,6 +90,7 @@ def submit_or_reattach(
     *,
     try_number: int,
     reattach: bool,
+    existing: list[dict[str, Any]] | None = None,
     task_log: logging.Logger | Any = log,
 ) -> Submitted:
     """The job this try waits on: the unreported one it may reuse (adopted by this try, so

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.configuration import conf
@@ -34,7 +34,13 @@ from airflow_volcano_wandb.job_report import mark_reported
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import WANDB_RUN_LABEL, TaskInstanceIdentity, wandb_run_of
+from airflow_volcano_wandb.ownership import (
+    INTENT_LABEL,
+    WANDB_RUN_LABEL,
+    TaskInstanceIdentity,
+    next_intent,
+    wandb_run_of,
+)
 from airflow_volcano_wandb.sync_wait import wait_in_process
 from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
@@ -255,10 +261,13 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         self._try_number = ti.try_number
         cleanup.check_on_finish_action(self.on_finish_action)
         wandb_hook = self.wandb_hook
-        spec = self._wandb_spec(context, identity, wandb_hook)
-        body = self._render_job(context, identity, spec, wandb_hook)
+
+        def render(intent: int) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
+            spec = self._wandb_spec(context, identity, wandb_hook, intent)
+            return spec, self._render_job(context, identity, spec, wandb_hook, intent)
+
         api_key = None if self.wandb_api_key_secret else wandb_hook.api_key
-        job = self._submit(body, identity, api_key)
+        spec, job = self._submit(render, identity, api_key)
         if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:  # reattached: its run
             spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
         run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
@@ -296,7 +305,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         return self._report(context, WaitResult.from_event(event), dict(run))
 
     def _wandb_spec(
-        self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook
+        self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook, intent: int
     ) -> wandb_run.WandbRunSpec:
         ti, logical_date = context["ti"], getattr(context["dag_run"], "logical_date", None)
         secret = self.wandb_api_key_secret
@@ -323,7 +332,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 rank_mode=self.wandb_rank_mode,
                 api_key_secret=tuple(secret) if secret else None,
                 deployment=identity.deployment,
-                intent=ti.try_number,
+                intent=intent,
             )
         except ValueError as exc:
             raise AirflowException(f"Invalid W&B settings: {exc}") from exc
@@ -334,6 +343,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         identity: TaskInstanceIdentity,
         spec: wandb_run.WandbRunSpec,
         wandb_hook: WandbHook,
+        intent: int,
     ) -> dict[str, Any]:
         macros = {**wandb_run.macro_values(spec, author=self.owner), **(self.macros or {})}
         if self.image_uri is not None:
@@ -351,7 +361,11 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 resources=self.container_resources,
                 command=self.command,
                 args=self.args,
-                labels={**identity.labels(), **_run_label(spec.run_id)},
+                labels={
+                    **identity.labels(),
+                    **_run_label(spec.run_id),
+                    INTENT_LABEL: str(intent),
+                },
                 annotations=identity.annotations(context["ti"].try_number),
                 pod_annotations=self.pod_annotations,
                 name=self.job_name,
@@ -380,18 +394,30 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         return body
 
     def _submit(
-        self, body: dict[str, Any], identity: TaskInstanceIdentity, api_key: str | None
-    ) -> dict[str, Any]:
+        self,
+        render: Callable[[int], tuple[wandb_run.WandbRunSpec, dict[str, Any]]],
+        identity: TaskInstanceIdentity,
+        api_key: str | None,
+    ) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
+        """Render for this try's intent, then submit or reattach; the spec and the job."""
         hook = self.hook
+        try_number = self._try_number or 1
+        spec, body = render(try_number)
         try:
+            namespace = body["metadata"]["namespace"]
             if not identity.deployment:
-                warn_of_other_deployments(hook, body["metadata"]["namespace"], self.log)
+                warn_of_other_deployments(hook, namespace, self.log)
+            existing = hook.list_jobs(namespace, identity.selector())
+            intent = next_intent(existing, try_number)
+            if intent != try_number:
+                spec, body = render(intent)
             job, created = submission.submit_or_reattach(
                 hook,
                 body,
                 identity,
-                try_number=self._try_number,
+                try_number=try_number,
                 reattach=self.reattach_on_restart,
+                existing=existing,
                 task_log=self.log,
             )
             self._job = job_ref(job)
@@ -406,7 +432,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 "job was created before the connection was lost, the next try finds it and "
                 "reattaches; otherwise nothing was submitted."
             ) from exc
-        return job
+        return spec, job
 
     def _hand_key_to(
         self, job: dict[str, Any], identity: TaskInstanceIdentity, api_key: str, created: bool

@@ -13,10 +13,11 @@ import time
 
 import pytest
 
-from airflow_volcano_wandb.ownership import IDENTITY_ANNOTATION
+from airflow_volcano_wandb.ownership import IDENTITY_ANNOTATION, REPORTED_ANNOTATION
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
+    custom,
     job_uids,
     list_jobs,
     list_pods,
@@ -103,23 +104,38 @@ def test_an_unschedulable_gang_fails_with_volcanos_reason_and_is_deleted(mode, c
     )
     out = _output(capfd)
     assert tis["train"][0] == "failed"
-    assert "stayed Pending longer than pending_timeout" in out
+    assert "placed and running within pending_timeout" in out
     assert "Insufficient nvidia.com/gpu" in out or "Unschedulable" in out, out[-5000:]
     wait_until(lambda: not list_jobs(api, namespace), 60, what="job deleted")
 
 
-def test_a_completed_job_is_not_resubmitted_on_rerun(cluster):
+def test_a_completed_job_whose_outcome_was_never_reported_is_not_resubmitted(cluster):
     api, namespace = cluster
     template = seed_template(master={SIM_DURATION: "1"}, worker={SIM_DURATION: "1"})
     dag_run, tis = run_dag("avw_test_keep", template=template, namespace=namespace)
     assert tis["train"][0] == "success"
     first = job_uids(api, namespace)
     assert len(first) == 1  # on_finish_action="keep"
+    # As if the try had died after the job completed, before it reported the outcome.
+    (job,) = list_jobs(api, namespace)
+    custom(api).patch_namespaced_custom_object(
+        "batch.volcano.sh",
+        "v1alpha1",
+        namespace,
+        "jobs",
+        job["metadata"]["name"],
+        {"metadata": {"annotations": {REPORTED_ANNOTATION: None}}},
+    )
 
     rerun = rerun_task("avw_test_keep", "train", dag_run.run_id)
     assert rerun.returncode == 0, rerun.stdout[-5000:]
-    assert "already Completed" in rerun.stdout
+    assert "Completed in an earlier try; not resubmitting" in rerun.stdout
     assert job_uids(api, namespace) == first
+
+    # Now reported: running the task again trains again (a cleared successful task).
+    rerun = rerun_task("avw_test_keep", "train", dag_run.run_id)
+    assert rerun.returncode == 0, rerun.stdout[-5000:]
+    assert len(job_uids(api, namespace)) == 2
 
 
 def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_path):

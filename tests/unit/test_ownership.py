@@ -6,11 +6,13 @@ import pytest
 
 from airflow_volcano_wandb.ownership import (
     DEPLOYMENT_LABEL,
+    INTENT_LABEL,
     REPORTED_ANNOTATION,
     TRY_NUMBER_ANNOTATION,
     TaskInstanceIdentity,
     is_reported,
     may_delete,
+    next_intent,
     owner_try,
 )
 from airflow_volcano_wandb.wandb_run import deterministic_run_id
@@ -57,3 +59,14 @@ def test_reported_and_owner_try_are_read_from_annotations():
 )
 def test_a_late_kill_deletes_only_what_no_newer_try_adopted(current, uid, try_number, allowed):
     assert may_delete(current, uid, try_number) is allowed
+
+
+def test_a_fresh_submission_never_takes_the_intent_of_a_reported_job():
+    def past(intent: int, reported: bool = True) -> dict:
+        annotations = {REPORTED_ANNOTATION: "1"} if reported else {}
+        return {"metadata": {"labels": {INTENT_LABEL: str(intent)}, "annotations": annotations}}
+
+    assert next_intent([], 3) == 3
+    assert next_intent([past(1)], 2) == 2  # an ordinary clear: the new try's own number
+    assert next_intent([past(1), past(2)], 1) == 3  # `airflow tasks test`, a DB reset
+    assert next_intent([past(1, reported=False)], 1) == 1  # unreported: reattached, not new
