@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_volcano_wandb.hooks.volcano import GROUP, VERSION, SecretExistsError, VolcanoHook
+from airflow_volcano_wandb.hooks.kubernetes_api import GROUP, VERSION, SecretExistsError
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, owner_of
 from airflow_volcano_wandb.wandb_run import SecretKeyRef
 

@@ -41,15 +41,15 @@ import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from airflow_volcano_wandb.hooks.volcano import (
+from airflow_volcano_wandb.hooks.kubernetes_api import (
     JOBS_RESOURCE,
     VERSION,
-    AsyncVolcanoHook,
     api_message,
     is_transient,
     permission_error,
     retry_after_seconds,
 )
+from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,13 @@ from typing import Any, NamedTuple
 from kubernetes.client.rest import ApiException
 
 from airflow_volcano_wandb import job_status
-from airflow_volcano_wandb.hooks.volcano import (
+from airflow_volcano_wandb.hooks.kubernetes_api import (
     RETRYABLE_STATUSES,
     JobExistsError,
     KubernetesPermissionError,
-    VolcanoHook,
     api_message,
 )
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job_status import Verdict
 from airflow_volcano_wandb.ownership import (
     TRY_NUMBER_ANNOTATION,

@@ -14,7 +14,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.job_status import interpret
 from airflow_volcano_wandb.outcome import WaitResult
 

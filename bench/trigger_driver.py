@@ -57,7 +57,7 @@ def _count_requests() -> None:
 
 def _count_hook_calls() -> None:
     """Wrap the async hook's job calls to record each attempt (see ``API_CALLS``)."""
-    from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
     def counted_coroutine(verb: str, original):
         async def call(self, *args, **kwargs):

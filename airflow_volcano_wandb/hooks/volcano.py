@@ -1,157 +1,41 @@
 """Volcano jobs through the cncf.kubernetes provider's connection handling.
 
-``VolcanoHook`` (sync) and ``AsyncVolcanoHook`` (for triggers) subclass the provider's
-``KubernetesHook`` and ``AsyncKubernetesHook``, so a ``kubernetes`` connection means the same
-thing here as everywhere else in Airflow: in-cluster, kubeconfig path or content, context,
-namespace. Objects come back as plain camelCase dicts, which the pure modules read.
+``VolcanoHook`` (sync, here) and ``AsyncVolcanoHook`` (for triggers, ``volcano_async``)
+subclass the provider's ``KubernetesHook`` and ``AsyncKubernetesHook``, so a ``kubernetes``
+connection means the same thing here as everywhere else in Airflow: in-cluster, kubeconfig
+path or content, context, namespace. Objects come back as plain camelCase dicts, which the
+pure modules read. Names, timeouts, retries and errors are ``kubernetes_api``'s. One method
+name, one contract: ``VolcanoHook.list_jobs`` lists by selector, the async hook lists pages.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Any
 
-import aiohttp
-import tenacity
-from airflow.providers.cncf.kubernetes.hooks.kubernetes import (
-    AsyncKubernetesHook,
-    KubernetesHook,
-)
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
-from kubernetes_asyncio import client as async_k8s
-from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
-from urllib3.exceptions import HTTPError as Urllib3Error
 
-from airflow_volcano_wandb.ownership import may_delete
-
-GROUP = "batch.volcano.sh"
-VERSION = "v1alpha1"
-PLURAL = "jobs"
-JOBS_RESOURCE = f"{PLURAL}.{GROUP}"  # as RBAC and error messages name it
-PODGROUP_GROUP = "scheduling.volcano.sh"
-PODGROUP_VERSION = "v1beta1"
-JOB_NAME_LABEL = "volcano.sh/job-name"
-RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-# Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
-# no FIN) would keep a trigger waiting forever.
-ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(sock_connect=30, sock_read=60)
-# Sync calls too (connect, read): a create whose answer never comes is retried, and its 409
-# reattaches, instead of holding the task until its execution_timeout. The apiserver itself
-# gives up on a request after 60 s (--request-timeout).
-SYNC_CALL_TIMEOUT = (30, 70)
-# A throttling apiserver (429) or gateway (503) may say when to come back; wait at least
-# that long, but never longer than this.
-RETRY_AFTER_MAX = 30.0
-RETRY_BUDGET = 2 * SYNC_CALL_TIMEOUT[1] + RETRY_AFTER_MAX
-WATCH_READ_GRACE = 30
-
-log = logging.getLogger(__name__)
-
-
-class JobExistsError(Exception):
-    """The API answered 409: a job of that name is already there."""
-
-
-class SecretExistsError(Exception):
-    """The API answered 409: a Secret of that name is already there."""
-
-
-class KubernetesPermissionError(PermissionError):
-    """The API answered 403; the message names the verb and resource the Role lacks."""
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether the same call may well succeed if simply repeated (throttling, a blip).
-
-    A refused permission is not, although ``PermissionError`` is an ``OSError``.
-    """
-    if isinstance(exc, PermissionError):
-        return False
-    if isinstance(exc, ApiException | AsyncApiException):
-        return exc.status in RETRYABLE_STATUSES or exc.status == 0
-    # aiohttp's disconnects (ServerDisconnectedError, ...) are not OSErrors.
-    return isinstance(
-        exc, Urllib3Error | aiohttp.ClientError | ConnectionError | TimeoutError | OSError
-    )
-
-
-def retry_after_seconds(exc: BaseException | None) -> float:
-    """The wait a 429/503 answer asked for (its Retry-After header), capped; else 0."""
-    if not isinstance(exc, ApiException | AsyncApiException) or not exc.headers:
-        return 0.0
-    try:
-        seconds = float(exc.headers.get("Retry-After", 0))
-    except (TypeError, ValueError):  # an HTTP date, or garbage: fall back to our backoff
-        return 0.0
-    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
-
-
-_backoff = tenacity.wait_exponential(multiplier=0.5, max=8)
-
-
-def _wait_before_retry(state: tenacity.RetryCallState) -> float:
-    exc = state.outcome.exception() if state.outcome else None
-    return max(_backoff(state), retry_after_seconds(exc))
-
-
-def _log_retry(state: tenacity.RetryCallState) -> None:
-    exc = state.outcome.exception() if state.outcome else None
-    fn = getattr(state.fn, "__name__", "call")
-    log.warning(
-        "Kubernetes API call %s failed (%s); retry %d", fn, _short(exc), state.attempt_number
-    )
-
-
-def _short(exc: BaseException | None) -> str:
-    if isinstance(exc, ApiException | AsyncApiException):
-        return f"HTTP {exc.status} {exc.reason}"
-    return f"{type(exc).__name__}: {exc}"
-
-
-# Every call here is safe to repeat: reads, deletes, and creates whose 409 is handled by the
-# caller as "already there" (reattach), so a create whose answer was lost is not duplicated.
-api_retry = tenacity.retry(
-    retry=tenacity.retry_if_exception(is_transient),
-    wait=_wait_before_retry,
-    # The budget holds a whole read timeout plus a retry: a slow create is retried (its 409
-    # then reattaches), not given up after its first attempt.
-    stop=tenacity.stop_after_attempt(6) | tenacity.stop_after_delay(RETRY_BUDGET),
-    before_sleep=_log_retry,
-    reraise=True,
+from airflow_volcano_wandb.hooks.kubernetes_api import (
+    GROUP,
+    JOB_NAME_LABEL,
+    PLURAL,
+    PODGROUP_GROUP,
+    PODGROUP_VERSION,
+    SYNC_CALL_TIMEOUT,
+    VERSION,
+    JobExistsError,
+    SecretExistsError,
+    api_retry,
+    json_pointer,
+    log,
+    permission_error,
+    to_dict,
 )
-
-
-def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -> Exception:
-    """Turn a 403 into an error that says exactly which permission is missing."""
-    if isinstance(exc, ApiException | AsyncApiException) and exc.status == 403:
-        return KubernetesPermissionError(
-            f"Kubernetes denied '{verb}' on '{resource}' in namespace '{namespace}'. "
-            f"Grant it in the Role bound to this connection's identity "
-            f"(see docker/k8s/rbac.yaml). API said: {api_message(exc)}"
-        )
-    return exc
-
-
-def api_message(exc: ApiException | AsyncApiException) -> str:
-    """What the apiserver (or an admission webhook) said, without headers and body dump."""
-    try:
-        return str(json.loads(exc.body).get("message"))
-    except (TypeError, ValueError, AttributeError):
-        return str(exc.reason)
-
-
-def _json_pointer(key: str) -> str:
-    """An annotation key as one JSON-pointer segment (RFC 6901: ``~`` and ``/`` escaped)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
-def _to_dict(api: k8s.ApiClient, obj: Any) -> dict:
-    return api.sanitize_for_serialization(obj)
+from airflow_volcano_wandb.ownership import may_delete
 
 
 class VolcanoConnectionMixin:
@@ -298,7 +182,7 @@ class VolcanoHook(KubernetesHook):
         ``None`` when this submission is gone."""
         patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
         patch += [
-            {"op": "add", "path": f"/metadata/annotations/{_json_pointer(key)}", "value": value}
+            {"op": "add", "path": f"/metadata/annotations/{json_pointer(key)}", "value": value}
             for key, value in annotations.items()
         ]
         try:
@@ -364,7 +248,7 @@ class VolcanoHook(KubernetesHook):
             namespace,
             label_selector=f"{JOB_NAME_LABEL}={name}",
         )
-        return [_to_dict(self.api_client, pod) for pod in pods.items]
+        return [to_dict(self.api_client, pod) for pod in pods.items]
 
     @api_retry
     def read_pod_log(self, pod: str, namespace: str, tail_lines: int | None = None) -> str:
@@ -394,7 +278,7 @@ class VolcanoHook(KubernetesHook):
             "list", "events", namespace, self.core_v1_client.list_namespaced_event, namespace
         )
         return [
-            _to_dict(self.api_client, e)
+            to_dict(self.api_client, e)
             for e in events.items
             if e.involved_object is not None and e.involved_object.name in names
         ]
@@ -437,7 +321,7 @@ class VolcanoHook(KubernetesHook):
             if exc.status == 409:
                 raise SecretExistsError(body["metadata"]["name"]) from exc
             raise
-        return _to_dict(self.api_client, created)
+        return to_dict(self.api_client, created)
 
     @api_retry
     def get_secret_metadata(self, name: str, namespace: str) -> dict | None:
@@ -455,7 +339,7 @@ class VolcanoHook(KubernetesHook):
             if exc.status == 404:
                 return None
             raise
-        return _to_dict(self.api_client, secret.metadata)
+        return to_dict(self.api_client, secret.metadata)
 
     @api_retry
     def patch_secret(self, name: str, namespace: str, patch: Mapping[str, Any]) -> dict:
@@ -469,124 +353,4 @@ class VolcanoHook(KubernetesHook):
             namespace,
             dict(patch),
         )
-        return _to_dict(self.api_client, patched.metadata)
-
-
-class AsyncVolcanoHook(AsyncKubernetesHook):
-    """The async side, for triggers: read and delete jobs, and list+watch a namespace."""
-
-    async def get_job(self, name: str, namespace: str) -> dict | None:
-        """The job, over a client of its own; None if there is none of that name."""
-        async with self.get_conn() as api:
-            try:
-                return await self.read_job(api, name, namespace)
-            except AsyncApiException as exc:
-                raise permission_error(exc, "get", JOBS_RESOURCE, namespace) from exc
-
-    async def read_job(self, api: async_k8s.ApiClient, name: str, namespace: str) -> dict | None:
-        """The job, over an open client (no new TLS session); None if there is none."""
-        try:
-            return await async_k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=ASYNC_CALL_TIMEOUT
-            )
-        except AsyncApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
-
-    async def delete_job(
-        self,
-        name: str,
-        namespace: str,
-        uid: str | None = None,
-        resource_version: str | None = None,
-    ) -> bool:
-        """As ``VolcanoHook.delete_job``: foreground, with uid/resourceVersion preconditions."""
-        async with self.get_conn() as api:
-            preconditions = None
-            if uid or resource_version:
-                preconditions = async_k8s.V1Preconditions(
-                    uid=uid, resource_version=resource_version
-                )
-            body = async_k8s.V1DeleteOptions(
-                propagation_policy="Foreground", preconditions=preconditions
-            )
-            try:
-                await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    namespace,
-                    PLURAL,
-                    name,
-                    body=body,
-                    _request_timeout=ASYNC_CALL_TIMEOUT,
-                )
-                return True
-            except AsyncApiException as exc:
-                if exc.status in (404, 409):
-                    return False
-                raise
-
-    async def list_jobs_page(
-        self,
-        api: async_k8s.ApiClient,
-        namespace: str,
-        label_selector: str | None = None,
-        limit: int = 500,
-        continue_token: str | None = None,
-    ) -> tuple[list[dict], str, str | None]:
-        """One page of the namespace's jobs: (items, the list's resourceVersion, next token).
-
-        The next token is None on the last page; the resourceVersion is the one to watch from
-        once every page is in. A token too old for etcd answers 410: list again from the top.
-        """
-        result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            label_selector=label_selector,
-            limit=limit,
-            _continue=continue_token,
-            _request_timeout=ASYNC_CALL_TIMEOUT,
-        )
-        metadata = result.get("metadata") or {}
-        return (
-            list(result.get("items") or []),
-            metadata["resourceVersion"],
-            metadata.get("continue") or None,
-        )
-
-    async def watch_jobs(
-        self,
-        api: async_k8s.ApiClient,
-        namespace: str,
-        resource_version: str,
-        timeout_seconds: int = 300,
-        label_selector: str | None = None,
-    ) -> AsyncIterator[tuple[str, dict]]:
-        """Watch events (type, object) from ``resource_version``; raw ERROR events included."""
-        from kubernetes_asyncio import watch
-
-        watcher = watch.Watch()
-        try:
-            async for event in watcher.stream(
-                async_k8s.CustomObjectsApi(api).list_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                resource_version=resource_version,
-                label_selector=label_selector,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                # The server ends the stream after timeout_seconds; silence well past that
-                # means a dead connection (a dropped route, a lost NAT entry), which TCP
-                # alone would never report: give up on it, so the watcher reconnects.
-                _request_timeout=aiohttp.ClientTimeout(
-                    sock_connect=30, sock_read=timeout_seconds + WATCH_READ_GRACE
-                ),
-            ):
-                yield event["type"], event["raw_object"]
-        finally:
-            watcher.stop()
+        return to_dict(self.api_client, patched.metadata)

@@ -21,7 +21,7 @@ from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, may_delete
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
 
 if TYPE_CHECKING:
-    from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
     from airflow_volcano_wandb.job_watcher import NamespaceJobWatcher, Subscription
 
 
@@ -119,7 +119,7 @@ class VolcanoJobTrigger(BaseTrigger):
         )
 
     def hook(self) -> AsyncVolcanoHook:
-        from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+        from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
         return AsyncVolcanoHook(
             conn_id=self.kubernetes_conn_id,

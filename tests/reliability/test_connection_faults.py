@@ -25,7 +25,7 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb import job_watcher
-from airflow_volcano_wandb.hooks import volcano as volcano_hooks
+from airflow_volcano_wandb.hooks import volcano_async
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
@@ -136,7 +136,7 @@ def test_a_silently_dead_watch_connection_is_replaced(
 ):
     # Short server-side watch timeout so the read timeout (timeout + grace) is short too.
     monkeypatch.setattr(job_watcher, "WATCH_TIMEOUT_SECONDS", 10)
-    monkeypatch.setattr(volcano_hooks, "WATCH_READ_GRACE", 5)
+    monkeypatch.setattr(volcano_async, "WATCH_READ_GRACE", 5)
     namespace = volcano_namespace
     template = seed_template(master={SIM_DURATION: "8"}, worker={SIM_DURATION: "600"})
     op = operator(template=template, namespace=namespace, deferrable=True)

@@ -28,7 +28,7 @@ from airflow.sdk.exceptions import AirflowException
 from kubernetes import client
 
 from airflow_volcano_wandb import job_watcher
-from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from tests.integration.jobs import (
     SIM_DURATION,

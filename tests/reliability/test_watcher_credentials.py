@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 
 from airflow_volcano_wandb import job_watcher
-from airflow_volcano_wandb.hooks.volcano import AsyncVolcanoHook
+from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from tests.integration.jobs import submit_job
 from tests.reliability.support import GROUP, VERSION, kubernetes_conn_env
 

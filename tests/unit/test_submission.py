@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes.client.rest import ApiException
 
-from airflow_volcano_wandb.hooks.volcano import KubernetesPermissionError
+from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError
 from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.submission import Decision, decide, refused_outright
 

@@ -6,7 +6,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
-from airflow_volcano_wandb.hooks.volcano import RETRY_AFTER_MAX, retry_after_seconds
+from airflow_volcano_wandb.hooks.kubernetes_api import RETRY_AFTER_MAX, retry_after_seconds
 
 
 def _answer(cls, status: int, headers: dict | None):
@@ -39,7 +39,7 @@ def test_no_usable_retry_after_means_our_own_backoff(exc):
 
 
 def test_a_refused_permission_is_never_retried_and_a_slow_call_is():
-    from airflow_volcano_wandb.hooks.volcano import (
+    from airflow_volcano_wandb.hooks.kubernetes_api import (
         RETRY_BUDGET,
         SYNC_CALL_TIMEOUT,
         KubernetesPermissionError,

@@ -1,0 +1,139 @@
+"""Talking to the Kubernetes API: the Volcano resource names, call timeouts, the retry
+policy, and errors that say what went wrong. Shared by the sync and the async hook."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+import aiohttp
+import tenacity
+from kubernetes import client as k8s
+from kubernetes.client.rest import ApiException
+from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
+from urllib3.exceptions import HTTPError as Urllib3Error
+
+GROUP = "batch.volcano.sh"
+VERSION = "v1alpha1"
+PLURAL = "jobs"
+JOBS_RESOURCE = f"{PLURAL}.{GROUP}"  # as RBAC and error messages name it
+PODGROUP_GROUP = "scheduling.volcano.sh"
+PODGROUP_VERSION = "v1beta1"
+JOB_NAME_LABEL = "volcano.sh/job-name"
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+# Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
+# no FIN) would keep a trigger waiting forever.
+ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(sock_connect=30, sock_read=60)
+# Sync calls too (connect, read): a create whose answer never comes is retried, and its 409
+# reattaches, instead of holding the task until its execution_timeout. The apiserver itself
+# gives up on a request after 60 s (--request-timeout).
+SYNC_CALL_TIMEOUT = (30, 70)
+# A throttling apiserver (429) or gateway (503) may say when to come back; wait at least
+# that long, but never longer than this.
+RETRY_AFTER_MAX = 30.0
+RETRY_BUDGET = 2 * SYNC_CALL_TIMEOUT[1] + RETRY_AFTER_MAX
+WATCH_READ_GRACE = 30
+
+log = logging.getLogger(__name__)
+
+
+class JobExistsError(Exception):
+    """The API answered 409: a job of that name is already there."""
+
+
+class SecretExistsError(Exception):
+    """The API answered 409: a Secret of that name is already there."""
+
+
+class KubernetesPermissionError(PermissionError):
+    """The API answered 403; the message names the verb and resource the Role lacks."""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether the same call may well succeed if simply repeated (throttling, a blip).
+
+    A refused permission is not, although ``PermissionError`` is an ``OSError``.
+    """
+    if isinstance(exc, PermissionError):
+        return False
+    if isinstance(exc, ApiException | AsyncApiException):
+        return exc.status in RETRYABLE_STATUSES or exc.status == 0
+    # aiohttp's disconnects (ServerDisconnectedError, ...) are not OSErrors.
+    return isinstance(
+        exc, Urllib3Error | aiohttp.ClientError | ConnectionError | TimeoutError | OSError
+    )
+
+
+def retry_after_seconds(exc: BaseException | None) -> float:
+    """The wait a 429/503 answer asked for (its Retry-After header), capped; else 0."""
+    if not isinstance(exc, ApiException | AsyncApiException) or not exc.headers:
+        return 0.0
+    try:
+        seconds = float(exc.headers.get("Retry-After", 0))
+    except (TypeError, ValueError):  # an HTTP date, or garbage: fall back to our backoff
+        return 0.0
+    return min(max(seconds, 0.0), RETRY_AFTER_MAX)
+
+
+_backoff = tenacity.wait_exponential(multiplier=0.5, max=8)
+
+
+def _wait_before_retry(state: tenacity.RetryCallState) -> float:
+    exc = state.outcome.exception() if state.outcome else None
+    return max(_backoff(state), retry_after_seconds(exc))
+
+
+def _log_retry(state: tenacity.RetryCallState) -> None:
+    exc = state.outcome.exception() if state.outcome else None
+    fn = getattr(state.fn, "__name__", "call")
+    log.warning(
+        "Kubernetes API call %s failed (%s); retry %d", fn, _short(exc), state.attempt_number
+    )
+
+
+def _short(exc: BaseException | None) -> str:
+    if isinstance(exc, ApiException | AsyncApiException):
+        return f"HTTP {exc.status} {exc.reason}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+# Every call here is safe to repeat: reads, deletes, and creates whose 409 is handled by the
+# caller as "already there" (reattach), so a create whose answer was lost is not duplicated.
+api_retry = tenacity.retry(
+    retry=tenacity.retry_if_exception(is_transient),
+    wait=_wait_before_retry,
+    # The budget holds a whole read timeout plus a retry: a slow create is retried (its 409
+    # then reattaches), not given up after its first attempt.
+    stop=tenacity.stop_after_attempt(6) | tenacity.stop_after_delay(RETRY_BUDGET),
+    before_sleep=_log_retry,
+    reraise=True,
+)
+
+
+def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -> Exception:
+    """Turn a 403 into an error that says exactly which permission is missing."""
+    if isinstance(exc, ApiException | AsyncApiException) and exc.status == 403:
+        return KubernetesPermissionError(
+            f"Kubernetes denied '{verb}' on '{resource}' in namespace '{namespace}'. "
+            f"Grant it in the Role bound to this connection's identity "
+            f"(see docker/k8s/rbac.yaml). API said: {api_message(exc)}"
+        )
+    return exc
+
+
+def api_message(exc: ApiException | AsyncApiException) -> str:
+    """What the apiserver (or an admission webhook) said, without headers and body dump."""
+    try:
+        return str(json.loads(exc.body).get("message"))
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason)
+
+
+def json_pointer(key: str) -> str:
+    """An annotation key as one JSON-pointer segment (RFC 6901: ``~`` and ``/`` escaped)."""
+    return key.replace("~", "~0").replace("/", "~1")
+
+
+def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
+    return api.sanitize_for_serialization(obj)

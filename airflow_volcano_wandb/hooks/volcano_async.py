@@ -1,0 +1,140 @@
+"""The async side of the Volcano hook, for triggers: read and delete jobs, list+watch."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import aiohttp
+from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
+from kubernetes_asyncio import client as async_k8s
+from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
+
+from airflow_volcano_wandb.hooks.kubernetes_api import (
+    ASYNC_CALL_TIMEOUT,
+    GROUP,
+    JOBS_RESOURCE,
+    PLURAL,
+    VERSION,
+    WATCH_READ_GRACE,
+    permission_error,
+)
+
+
+class AsyncVolcanoHook(AsyncKubernetesHook):
+    """The async side, for triggers: read and delete jobs, and list+watch a namespace."""
+
+    async def get_job(self, name: str, namespace: str) -> dict | None:
+        """The job, over a client of its own; None if there is none of that name."""
+        async with self.get_conn() as api:
+            try:
+                return await self.read_job(api, name, namespace)
+            except AsyncApiException as exc:
+                raise permission_error(exc, "get", JOBS_RESOURCE, namespace) from exc
+
+    async def read_job(self, api: async_k8s.ApiClient, name: str, namespace: str) -> dict | None:
+        """The job, over an open client (no new TLS session); None if there is none."""
+        try:
+            return await async_k8s.CustomObjectsApi(api).get_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=ASYNC_CALL_TIMEOUT
+            )
+        except AsyncApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    async def delete_job(
+        self,
+        name: str,
+        namespace: str,
+        uid: str | None = None,
+        resource_version: str | None = None,
+    ) -> bool:
+        """As ``VolcanoHook.delete_job``: foreground, with uid/resourceVersion preconditions."""
+        async with self.get_conn() as api:
+            preconditions = None
+            if uid or resource_version:
+                preconditions = async_k8s.V1Preconditions(
+                    uid=uid, resource_version=resource_version
+                )
+            body = async_k8s.V1DeleteOptions(
+                propagation_policy="Foreground", preconditions=preconditions
+            )
+            try:
+                await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    PLURAL,
+                    name,
+                    body=body,
+                    _request_timeout=ASYNC_CALL_TIMEOUT,
+                )
+                return True
+            except AsyncApiException as exc:
+                if exc.status in (404, 409):
+                    return False
+                raise
+
+    async def list_jobs_page(
+        self,
+        api: async_k8s.ApiClient,
+        namespace: str,
+        label_selector: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> tuple[list[dict], str, str | None]:
+        """One page of the namespace's jobs: (items, the list's resourceVersion, next token).
+
+        The next token is None on the last page; the resourceVersion is the one to watch from
+        once every page is in. A token too old for etcd answers 410: list again from the top.
+        """
+        result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            label_selector=label_selector,
+            limit=limit,
+            _continue=continue_token,
+            _request_timeout=ASYNC_CALL_TIMEOUT,
+        )
+        metadata = result.get("metadata") or {}
+        return (
+            list(result.get("items") or []),
+            metadata["resourceVersion"],
+            metadata.get("continue") or None,
+        )
+
+    async def watch_jobs(
+        self,
+        api: async_k8s.ApiClient,
+        namespace: str,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        """Watch events (type, object) from ``resource_version``; raw ERROR events included."""
+        from kubernetes_asyncio import watch
+
+        watcher = watch.Watch()
+        try:
+            async for event in watcher.stream(
+                async_k8s.CustomObjectsApi(api).list_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                resource_version=resource_version,
+                label_selector=label_selector,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                # The server ends the stream after timeout_seconds; silence well past that
+                # means a dead connection (a dropped route, a lost NAT entry), which TCP
+                # alone would never report: give up on it, so the watcher reconnects.
+                _request_timeout=aiohttp.ClientTimeout(
+                    sock_connect=30, sock_read=timeout_seconds + WATCH_READ_GRACE
+                ),
+            ):
+                yield event["type"], event["raw_object"]
+        finally:
+            watcher.stop()
