@@ -146,3 +146,16 @@ def next_intent(existing: Iterable[Mapping[str, Any]], try_number: int) -> int:
     while intent in taken:
         intent += 1
     return intent
+
+
+def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:
+    """Whether ``job`` matches an equality-based label selector (``k=v,k2=v2``; ``None``
+    matches everything): the kind of selector this provider watches with."""
+    if not selector:
+        return True
+    labels = (job.get("metadata") or {}).get("labels") or {}
+    for requirement in selector.split(","):
+        key, _, value = requirement.partition("=")
+        if labels.get(key.strip()) != value.strip():
+            return False
+    return True

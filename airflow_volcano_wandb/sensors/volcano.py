@@ -17,7 +17,6 @@ from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL, MANAGED_SELECTOR
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 
@@ -108,8 +107,6 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
                 deadline=target.deadline,
                 poll_interval=self.poke_interval,
                 delete_on_kill=self.delete_on_kill,
-                # A job this provider did not submit is not in the managed jobs' shared watch.
-                watch_selector=MANAGED_SELECTOR if _managed(job) else None,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
@@ -171,8 +168,3 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         """Killed while poking: the job must not run on unwatched."""
         if self.delete_on_kill:
             self._delete_job()
-
-
-def _managed(job: dict[str, Any] | None) -> bool:
-    labels = ((job or {}).get("metadata") or {}).get("labels") or {}
-    return labels.get(MANAGED_BY_LABEL) == MANAGED_BY

@@ -15,7 +15,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_volcano_wandb.job_status import interpret
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, may_delete
+from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, may_delete, selector_matches
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
@@ -58,7 +58,8 @@ class VolcanoJobTrigger(BaseTrigger):
         5xx, timeouts; each retried with backoff) before the task fails, without touching
         the job (the next try reattaches).
     :param watch_selector: label selector of the shared watch; by default only the jobs
-        this provider manages are cached. ``None`` watches every job of the namespace.
+        this provider manages are cached. A job outside it (submitted by something else) is
+        followed on the namespace's unfiltered watch; ``None`` starts there.
     :param try_number: the try that waits; a kill deletes the job only while no newer try
         has adopted it.
     """
@@ -96,6 +97,8 @@ class VolcanoJobTrigger(BaseTrigger):
         self.watch_selector = watch_selector
         self.try_number = try_number
         self._fired = False
+        self._last_progress = ""
+        self._gang_seen_whole = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -142,21 +145,29 @@ class VolcanoJobTrigger(BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         job_watcher = await _kubernetes_side()
-        watcher = job_watcher.shared_watcher(
-            self._connection_key(), self.namespace, self.hook, self.watch_selector
-        )
-        subscription = watcher.subscribe(self.job_name)
-        try:
-            result = await self._wait(watcher, subscription)
-        finally:
-            await job_watcher.release(watcher, subscription)
+        selector = self.watch_selector
+        while True:
+            watcher = job_watcher.shared_watcher(
+                self._connection_key(), self.namespace, self.hook, selector
+            )
+            subscription = watcher.subscribe(self.job_name)
+            try:
+                result = await self._wait(watcher, subscription, selector)
+            finally:
+                await job_watcher.release(watcher, subscription)
+            if result is not None:
+                break
+            # A job this provider did not submit (e.g. for the sensor) is outside the watch of
+            # managed jobs: follow it on the namespace's unfiltered watch instead.
+            selector = None
         self._fired = True
         yield TriggerEvent(result.to_event())
 
-    async def _wait(self, watcher: NamespaceJobWatcher, subscription: Subscription) -> WaitResult:
+    async def _wait(
+        self, watcher: NamespaceJobWatcher, subscription: Subscription, selector: str | None
+    ) -> WaitResult | None:
+        """The wait's result; ``None`` when the job is outside this watch's ``selector``."""
         target = self._target()
-        last_progress = ""
-        gang_seen_whole = False
         while True:
             subscription.changed.clear()
             failing_since = watcher.failing_since
@@ -171,12 +182,14 @@ class VolcanoJobTrigger(BaseTrigger):
                 if job is None or not self._is_ours(job):
                     # The watch may not have delivered a just-created job yet: ask directly.
                     job = await self._fetch(watcher)
+                    if job not in (None, _UNKNOWN) and not selector_matches(selector, job):
+                        return None
                 if job is not _UNKNOWN:
-                    gang_seen_whole = gang_seen_whole or gang_is_whole(job)
-                    last_progress = self._log_progress(job, last_progress)
-                    result = judge(job, target, time.time(), gang_seen_whole=gang_seen_whole)
+                    self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
+                    self._log_progress(job)
+                    result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
                 if result is not None and result.outcome in _CONFIRMED_OUTCOMES:
-                    result = await self._confirm(watcher, target, gang_seen_whole)
+                    result = await self._confirm(watcher, target, self._gang_seen_whole)
             elif self.deadline is not None and time.time() >= self.deadline:
                 result = timed_out(target)
             if result is not None:
@@ -209,13 +222,13 @@ class VolcanoJobTrigger(BaseTrigger):
             return _UNKNOWN
         return job if job is not None and self._is_ours(job) else None
 
-    def _log_progress(self, job: dict | None, last_progress: str) -> str:
+    def _log_progress(self, job: dict | None) -> None:
         if job is None:
-            return last_progress
+            return
         progress = interpret(job).progress()
-        if progress != last_progress:
+        if progress != self._last_progress:
+            self._last_progress = progress
             self.log.info("%s", progress)
-        return progress
 
     def _watch_lost(self, why: str) -> WaitResult:
         return WaitResult(

@@ -70,3 +70,13 @@ def test_a_fresh_submission_never_takes_the_intent_of_a_reported_job():
     assert next_intent([past(1)], 2) == 2  # an ordinary clear: the new try's own number
     assert next_intent([past(1), past(2)], 1) == 3  # `airflow tasks test`, a DB reset
     assert next_intent([past(1, reported=False)], 1) == 1  # unreported: reattached, not new
+
+
+def test_selector_matching_for_the_watch_of_managed_jobs():
+    from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, selector_matches
+
+    managed = {"metadata": {"labels": TaskInstanceIdentity(*TI).labels()}}
+    foreign = {"metadata": {"labels": {"app": "x"}}}
+    assert selector_matches(MANAGED_SELECTOR, managed)
+    assert not selector_matches(MANAGED_SELECTOR, foreign)
+    assert selector_matches(None, foreign) and selector_matches("", {"metadata": {}})
