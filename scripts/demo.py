@@ -16,10 +16,11 @@ import os
 import re
 import subprocess
 import sys
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from airflow_volcano_wandb.testing.recorder import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "volcano_pytorch_manual"
@@ -62,55 +63,10 @@ def placement(pod: Any) -> Placement | None:
     )
 
 
-class PodRecorder:
-    """Records the placement of every Volcano pod created in a namespace while it runs."""
-
-    def __init__(self, api: Any, namespace: str) -> None:
-        self._api, self._namespace = api, namespace
-        self._stop = threading.Event()
-        self._placed: dict[str, Placement] = {}
-        self._thread = threading.Thread(target=self._run, name="pod-recorder", daemon=True)
-
-    def __enter__(self) -> PodRecorder:
-        from kubernetes import client as k8s
-
-        # Start from "now": pods of earlier demo runs are not this run's ranks.
-        self._version = (
-            k8s.CoreV1Api(self._api)
-            .list_namespaced_pod(self._namespace, label_selector=JOB_LABEL, limit=1)
-            .metadata.resource_version
-        )
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        from kubernetes import client as k8s
-        from kubernetes import watch
-
-        core = k8s.CoreV1Api(self._api)
-        while not self._stop.is_set():
-            # Short server-side timeouts so the thread notices the stop soon after the run.
-            for event in watch.Watch().stream(
-                core.list_namespaced_pod,
-                self._namespace,
-                label_selector=JOB_LABEL,
-                resource_version=self._version,
-                timeout_seconds=2,
-            ):
-                pod = event["object"]
-                self._version = pod.metadata.resource_version
-                placed = placement(pod)
-                if placed is not None:
-                    self._placed[placed.pod] = placed
-
-    def placements(self, job: str) -> list[Placement]:
-        """The job's ranks in rank order (pods without a RANK last, by name)."""
-        ranks = [p for p in self._placed.values() if p.job == job]
-        return sorted(ranks, key=lambda p: (p.rank is None, int(p.rank or 0), p.pod))
+def placements(pods: list[Any], job: str) -> list[Placement]:
+    """The job's ranks in rank order (pods without a RANK last, by name)."""
+    placed = [p for p in map(placement, pods) if p is not None and p.job == job]
+    return sorted(placed, key=lambda p: (p.rank is None, int(p.rank or 0), p.pod))
 
 
 def main() -> int:
@@ -156,7 +112,9 @@ def main() -> int:
         "wandb_project": "volcano-ddp",
     }
     print(f"== airflow dags test {DAG_ID} -c '{json.dumps(conf)}'", flush=True)
-    with PodRecorder(api, args.namespace) as recorder:
+    # Recorded while the DAG runs: the sensor deletes the completed job, and Volcano's
+    # CompleteJob the worker pods, so a list at the end would show neither.
+    with Recorder.pods(api, args.namespace) as pods, Recorder.jobs(api, args.namespace) as jobs:
         result = subprocess.run(
             [sys.executable, "-m", "airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)],
             env=env,
@@ -166,25 +124,18 @@ def main() -> int:
     log_path = args.state_dir / "demo-dags-test.log"
     log_path.write_text(result.stdout + result.stderr)
     print(f"   full log: {log_path}")
-    return _report(api, args.namespace, result, log_path, recorder)
+    return _report(args.namespace, result, log_path, pods.seen(), jobs.seen())
 
 
 def _report(
-    api,
     namespace: str,
     result: subprocess.CompletedProcess,
     log_path: Path,
-    recorder: PodRecorder,
+    pods: list[Any],
+    jobs: list[dict[str, Any]],
 ) -> int:
-    from kubernetes import client as k8s
-
-    jobs = k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-        "batch.volcano.sh",
-        "v1alpha1",
-        namespace,
-        "jobs",
-        label_selector="app.kubernetes.io/managed-by=airflow-volcano-wandb",
-    )["items"]
+    managed = "app.kubernetes.io/managed-by"
+    jobs = [j for j in jobs if j["metadata"].get("labels", {}).get(managed)]
     jobs.sort(key=lambda j: j["metadata"]["creationTimestamp"])
     if not jobs:
         print("No job was submitted; see the log above.")
@@ -194,9 +145,15 @@ def _report(
     state = job.get("status", {}).get("state", {})
     cause = ": ".join(part for part in (state.get("reason"), state.get("message")) if part)
     print(
-        f"\nVolcano job {namespace}/{name}: {state.get('phase')}" + (f" ({cause})" if cause else "")
+        f"\nVolcano job {namespace}/{name}: {state.get('phase')}"
+        + (f" ({cause})" if cause else "")
+        + (
+            " (then deleted by the sensor: nothing is left)"
+            if state.get("phase") == "Completed"
+            else ""
+        )
     )
-    ranks = recorder.placements(name)
+    ranks = placements(pods, name)
     # Every rank was seen when each one reports the number of ranks recorded as its world size.
     all_ranks = bool(ranks) and all(r.world_size == str(len(ranks)) for r in ranks)
     print(f"{len(ranks)} ranks, as placed" + ("" if all_ranks else " (SOME RANKS MISSING)") + ":")

@@ -27,9 +27,10 @@ from urllib.parse import quote
 
 import pytest
 
+from airflow_volcano_wandb.testing.recorder import Recorder
 from airflow_volcano_wandb.wandb_run import deterministic_run_id, run_url
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
-from tests.e2e.cluster_probe import Recorder, get_job, nodes_cordoned, pod_env
+from tests.e2e.cluster_probe import get_job, nodes_cordoned, pod_env
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 

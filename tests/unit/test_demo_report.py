@@ -40,14 +40,12 @@ def test_a_placed_pod_reports_task_node_rank_and_world_size():
 
 
 def test_placements_are_in_numeric_rank_order_for_one_job():
-    recorder = demo.PodRecorder(api=None, namespace="ns")
-    for pod in (
+    pods = [
         _pod("job-worker-9", "worker", "n1", "10", "11"),
         _pod("job-master-0", "master", "n0", "0", "11"),
         _pod("job-worker-0", "worker", "n2", "2", "11"),
-    ):
-        placed = demo.placement(pod)
-        recorder._placed[placed.pod] = placed
-    other = demo.Placement("other", "other-master-0", "master", "n0", "0", "1")
-    recorder._placed[other.pod] = other
-    assert [p.rank for p in recorder.placements("job")] == ["0", "2", "10"]
+        _pod("job-worker-1", "worker", None, "1", "11"),  # never placed
+    ]
+    other = _pod("other-master-0", "master", "n0", "0", "1")
+    other.metadata.labels[demo.JOB_LABEL] = "other"
+    assert [p.rank for p in demo.placements([*pods, other], "job")] == ["0", "2", "10"]
