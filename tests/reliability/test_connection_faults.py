@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from urllib.parse import urlparse
 
 import pytest
 from kubernetes import client
@@ -27,7 +26,6 @@ from kubernetes import client
 from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.hooks import volcano_async
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability.support import (
     GROUP,
@@ -35,7 +33,6 @@ from tests.reliability.support import (
     StubTaskInstance,
     collect_events,
     execute_operator,
-    kubernetes_conn_env,
     list_jobs,
     operator,
 )
@@ -43,18 +40,6 @@ from tests.reliability.support import (
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 DAG_ID = "avw_rel_conn_faults"
-
-
-@pytest.fixture
-def proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
-    """A fault proxy in front of the apiserver; ``kubernetes_default`` goes through it."""
-    target = urlparse(volcano_cluster.server)
-    with FaultProxy(target.hostname, target.port) as fault_proxy:
-        kubeconfig = kubeconfig_for_server(
-            volcano_cluster.kubeconfig, fault_proxy.url, tmp_path / "via-proxy.kubeconfig"
-        )
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
-        yield fault_proxy
 
 
 def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(

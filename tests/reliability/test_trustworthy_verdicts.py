@@ -15,18 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from urllib.parse import urlparse
 
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     StubTaskInstance,
     collect_events,
     execute_operator,
-    kubernetes_conn_env,
     list_jobs,
     operator,
     wait_until,
@@ -36,17 +33,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 DAG_ID = "avw_rel_verdicts"
 UNPLACEABLE = {"worker": {"limits": {"nvidia.com/gpu": 64}}}  # more than any node has
-
-
-@pytest.fixture
-def proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
-    target = urlparse(volcano_cluster.server)
-    with FaultProxy(target.hostname, target.port) as fault_proxy:
-        kubeconfig = kubeconfig_for_server(
-            volcano_cluster.kubeconfig, fault_proxy.url, tmp_path / "via-proxy.kubeconfig"
-        )
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
-        yield fault_proxy
 
 
 def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
