@@ -163,10 +163,10 @@ CASES = [
         PRIVILEGED,
         lambda pod: _context(pod).update(seLinuxOptions={"role": "system_r"}),
     ),
-    # Unmasked is valid only in a user namespace, where PodSecurity relaxes the check.
+    # Unmasked is valid only in a user namespace, where baseline (not restricted) allows it.
     Case(
         "proc-mount-unmasked",
-        RESTRICTED,
+        BASELINE,
         lambda pod: (
             _spec(pod).update(hostUsers=False),
             _context(pod).update(procMount="Unmasked"),

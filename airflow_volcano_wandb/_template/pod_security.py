@@ -187,9 +187,11 @@ class _Checker:
         if _is_set(_get(context, "privileged")):
             self.add((*cpath, "privileged"), "must be unset or false")
         # An unmasked /proc exposes the node's only when the pod shares the node's user
-        # namespace, so PodSecurity (v0.35, at baseline and restricted alike, as the local
-        # kube-apiserver shows) allows it in a user namespace.
-        if _get(context, "procMount") not in (None, "Default") and not user_namespace:
+        # namespace, so baseline allows it in a user namespace; restricted never does (as
+        # the local kube-apiserver's PodSecurity v0.35 decides).
+        if _get(context, "procMount") not in (None, "Default") and (
+            self.level == RESTRICTED or not user_namespace
+        ):
             self.add((*cpath, "procMount"), "must be unset or Default (a masked /proc)")
         allowed = RESTRICTED_CAPABILITIES if self.level == RESTRICTED else BASELINE_CAPABILITIES
         for i, capability in _items(_get(context, "capabilities", "add")):

@@ -136,3 +136,42 @@ def test_a_killed_sensor_deletes_its_job(
     sensor.on_kill()
     wait_until(lambda: not list_jobs(admin, namespace), 60, what="the sensor's job deleted")
     admin.close()
+
+
+@pytest.mark.parametrize("ending", ["pending_timeout", "sensor_timeout"])
+def test_a_sensor_that_gives_up_deletes_its_job(
+    ending, kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
+
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    unplaceable = ending == "pending_timeout"
+    submitted = execute_operator(
+        operator(
+            template=seed_template(master={SIM_DURATION: "600"}),
+            namespace=namespace,
+            wait_for_completion=False,
+            container_resources={"worker": {"limits": {"nvidia.com/gpu": 64}}}
+            if unplaceable
+            else None,
+        ),
+        StubTaskInstance(DAG_ID, "submit", f"sensor-{ending}"),
+    )
+    sensor = VolcanoJobSensor(
+        task_id="wait",
+        job_name=submitted["name"],
+        job_uid=submitted["uid"],
+        namespace=namespace,
+        poke_interval=1,
+        pending_timeout=5 if unplaceable else None,
+        timeout=5 if not unplaceable else 600,
+        mode="poke",
+    )
+    ti = StubTaskInstance(DAG_ID, "wait", f"sensor-{ending}")
+    with pytest.raises(AirflowSensorTimeout if not unplaceable else AirflowException) as ended:
+        sensor.execute({"ti": ti, "task_instance": ti})
+    if unplaceable:
+        assert "worker 0/1" in str(ended.value)
+    wait_until(lambda: not list_jobs(admin, namespace), 60, what="the sensor's job deleted")
+    admin.close()
