@@ -42,6 +42,10 @@ class StubTaskInstance:
     def xcom_push(self, key: str, value: Any) -> None:
         self.pushed[key] = value
 
+    def xcom_pull(self, task_ids: str, key: str) -> Any:
+        assert task_ids == self.task_id, "the operator reads only its own XComs"
+        return self.pushed.get(key)
+
 
 @dataclass
 class StubDagRun:
