@@ -208,3 +208,38 @@ def test_test_connection_against_wandb_standin(
     ok, message = WandbHook("wandb_standin_bad").test_connection()
     assert not ok
     assert "y" * 40 not in message
+
+
+@pytest.mark.cluster
+def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
+    standin: WandbStandin, conn_id: str, kubernetes_connection, volcano_cluster, volcano_namespace
+) -> None:
+    from airflow.sdk.exceptions import AirflowException
+
+    from tests.reliability.support import StubTaskInstance, execute_operator, list_jobs, operator
+
+    queue = f"wandb-queue://{ENTITY}/volcano-queue"
+    ti = StubTaskInstance("avw_standin_queue", "train", "r1")
+
+    # The queue's own namespace (wandb) is chosen by whoever edits the queue: refused unless
+    # the DAG allow-lists it; nothing is submitted.
+    with pytest.raises(AirflowException, match=r"metadata\.namespace"):
+        execute_operator(operator(template=queue, wandb_conn_id=conn_id), ti)
+    with pytest.raises(AirflowException, match="Template error"):
+        execute_operator(
+            operator(template="wandb-queue://no-queue-here", wandb_conn_id=conn_id), ti
+        )
+
+    op = operator(
+        template=queue,
+        wandb_conn_id=conn_id,
+        namespace=volcano_namespace,
+        wait_for_completion=False,
+    )
+    submitted = execute_operator(op, ti)
+    api = volcano_cluster.api_client()
+    (job,) = list_jobs(api, volcano_namespace)
+    assert job["metadata"]["uid"] == submitted["uid"]
+    assert [t["name"] for t in job["spec"]["tasks"]] == ["master", "worker"]  # the queue's
+    assert "GetDefaultResourceConfig" in standin.operations()
+    api.close()
