@@ -79,6 +79,37 @@ class _Checker:
                     self.kind(value, (*path, key, name), str, "a string")
 
     # --- policies ---------------------------------------------------------------------------
+    def volumes(self, volumes: Any, path: Path) -> None:
+        """Volcano's webhook rules for job volumes (``validateIO``): a mountPath, used once;
+        either an existing claim (``volumeClaimName``, a valid name) or a claim to create."""
+        if volumes is None:
+            return
+        if not isinstance(volumes, list):
+            self.add(path, "must be a list of volumes")
+            return
+        mount_paths: set[str] = set()
+        for i, volume in enumerate(volumes):
+            where = (*path, i)
+            if not isinstance(volume, dict):
+                self.add(where, "must be a mapping")
+                continue
+            mount_path = volume.get("mountPath")
+            if not isinstance(mount_path, str) or not mount_path:
+                self.add((*where, "mountPath"), "is required")
+            elif mount_path in mount_paths:
+                self.add((*where, "mountPath"), f"{mount_path!r} is used twice")
+            else:
+                mount_paths.add(mount_path)
+            claim_name, claim = volume.get("volumeClaimName"), volume.get("volumeClaim")
+            if not claim_name and claim is None:
+                self.add(
+                    where, "needs volumeClaimName (an existing PVC) or volumeClaim (a new one)"
+                )
+            elif claim_name and claim is not None:
+                self.add(where, "has both volumeClaimName and volumeClaim; give one")
+            elif claim_name and not naming.is_dns1123_subdomain(claim_name):
+                self.add((*where, "volumeClaimName"), f"{claim_name!r} is not a valid PVC name")
+
     def policies(self, policies: Any, path: Path) -> None:
         if policies is None or not self.kind(policies, path, list, "a list"):
             return
@@ -319,6 +350,7 @@ def validate(
     check.count(spec, "maxRetry", ("spec",))
     check.count(spec, "ttlSecondsAfterFinished", ("spec",))
     check.policies(spec.get("policies"), ("spec", "policies"))
+    check.volumes(spec.get("volumes"), ("spec", "volumes"))
     check.plugins(spec.get("plugins"), tasks)
     check.job_name(job, tasks, replicas)
     for path in wide:

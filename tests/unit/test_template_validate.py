@@ -263,3 +263,44 @@ def test_all_problems_are_reported_together() -> None:
     assert str(info.value).startswith("the rendered Volcano Job is invalid")
     assert info.value.path == paths[0]
     assert isinstance(info.value, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("volumes", "where", "message"),
+    [
+        ([{"volumeClaimName": "data"}], "spec.volumes[0].mountPath", "is required"),
+        (
+            [
+                {"mountPath": "/data", "volumeClaimName": "a"},
+                {"mountPath": "/data", "volumeClaimName": "b"},
+            ],
+            "spec.volumes[1].mountPath",
+            "used twice",
+        ),
+        ([{"mountPath": "/data"}], "spec.volumes[0]", "volumeClaimName"),
+        (
+            [{"mountPath": "/d", "volumeClaimName": "a", "volumeClaim": {}}],
+            "spec.volumes[0]",
+            "both",
+        ),
+        (
+            [{"mountPath": "/d", "volumeClaimName": "Not_A_Name"}],
+            "spec.volumes[0].volumeClaimName",
+            "not a valid PVC name",
+        ),
+    ],
+)
+def test_job_volumes_follow_volcanos_admission_rules(volumes, where, message) -> None:
+    template = seed()
+    template["spec"]["volumes"] = volumes
+    found = problems(template)
+    assert where in found and message in found[where], found
+
+
+def test_valid_job_volumes_pass() -> None:
+    template = seed()
+    template["spec"]["volumes"] = [
+        {"mountPath": "/data", "volumeClaimName": "data"},
+        {"mountPath": "/out", "volumeClaim": {"accessModes": ["ReadWriteOnce"]}},
+    ]
+    assert render(template)["spec"]["volumes"] == template["spec"]["volumes"]
