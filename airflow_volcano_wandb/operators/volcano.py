@@ -311,6 +311,21 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         secret = self.wandb_api_key_secret
         if secret is None and wandb_hook.api_key:
             secret = api_key_secret.secret_ref(identity)
+        if secret is None and self.wandb_mode in (None, "online"):
+            no_key = (
+                f"no W&B API key: the connection {self.wandb_conn_id!r} has no password and "
+                "no wandb_api_key_secret is given"
+            )
+            if self.wandb_mode == "online":  # the pods would fail inside the trainer
+                raise AirflowException(
+                    f"wandb_mode='online' but {no_key}. Set one of them, or wandb_mode="
+                    "'offline'. Nothing was submitted."
+                )
+            self.log.warning(
+                "%s; the pods' W&B SDK runs in its default (online) mode without one unless "
+                "their image sets WANDB_MODE. Set a key, or wandb_mode='offline'",
+                no_key[0].upper() + no_key[1:],
+            )
         try:
             return wandb_run.WandbRunSpec.for_task_instance(
                 wandb_run.AirflowRunContext(
@@ -400,9 +415,9 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         api_key: str | None,
     ) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
         """Render for this try's intent, then submit or reattach; the spec and the job."""
-        hook = self.hook
         try_number = self._try_number or 1
-        spec, body = render(try_number)
+        spec, body = render(try_number)  # bad input fails here, before any API client exists
+        hook = self.hook
         try:
             namespace = body["metadata"]["namespace"]
             if not identity.deployment:
