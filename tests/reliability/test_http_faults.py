@@ -101,12 +101,14 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(
     http_proxy, volcano_cluster, volcano_namespace
 ):
     namespace = volcano_namespace
+    # The jobs outlast the faults: the watch's backoff only resets after a stable watch, so
+    # six refused lists and watches take it about half a minute to get through.
     plan = {
         "ok": (
-            seed_template(master={SIM_DURATION: "8"}, worker={SIM_DURATION: "600"}),
+            seed_template(master={SIM_DURATION: "50"}, worker={SIM_DURATION: "600"}),
             "succeeded",
         ),
-        "fails": (failing_template("6"), "failed"),
+        "fails": (failing_template("45"), "failed"),
     }
     triggers = {}
     for key, (template, _) in plan.items():

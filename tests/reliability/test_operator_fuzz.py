@@ -165,7 +165,8 @@ def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recor
     assert set(body) <= {"apiVersion", "kind", "metadata", "spec"}
     assert body["kind"] == "Job" and body["apiVersion"] == "batch.volcano.sh/v1alpha1"
     assert [t["name"] for t in body["spec"]["tasks"]] == ["master", "worker"]
-    assert set(body["spec"]) <= set(TEMPLATE["spec"]) | {"queue"}
+    # Only the operator's own additions: a queue, and the finished-job TTL (finished_job_ttl).
+    assert set(body["spec"]) <= set(TEMPLATE["spec"]) | {"queue", "ttlSecondsAfterFinished"}
     identity = TaskInstanceIdentity("avw_rel_fuzz", "train", "manual__fuzz")
     assert body["metadata"]["labels"][IDENTITY_LABEL] == identity.digest
     for task in body["spec"]["tasks"]:
