@@ -76,13 +76,11 @@ def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it
         container_resources=UNPLACEABLE,
         pending_timeout=10,
     )
-    started = time.monotonic()
     with pytest.raises(AirflowException) as failure:
         execute_operator(op, StubTaskInstance(DAG_ID, "train", f"gang-{gang}"))
     message = str(failure.value)
     assert "pending_timeout=10s" in message and "worker 0/1" in message, message
     assert "unschedulable" in message.lower(), message  # Volcano's own reason follows
-    assert time.monotonic() - started < 120
     wait_until(lambda: not list_jobs(admin, namespace), 60, what="the unplaced job deleted")
     admin.close()
 
