@@ -80,7 +80,10 @@ def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it
         execute_operator(op, StubTaskInstance(DAG_ID, "train", f"gang-{gang}"))
     message = str(failure.value)
     assert "pending_timeout=10s" in message and "worker 0/1" in message, message
-    assert "unschedulable" in message.lower(), message  # Volcano's own reason follows
+    # Volcano's own words follow (a PodGroup condition or a scheduler event; which one
+    # depends on how far the scheduler got).
+    reason = message.split("): ", 1)[-1]
+    assert reason and reason != message and "Volcano gave no reason" not in reason, message
     wait_until(lambda: not list_jobs(admin, namespace), 60, what="the unplaced job deleted")
     admin.close()
 

