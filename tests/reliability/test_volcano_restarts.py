@@ -5,7 +5,7 @@ on by their triggers in one event loop:
 
 - ``PodEvicted -> RestartJob``: the test deletes the running master pod (what an eviction
   does); Volcano restarts the whole job once, the master then completes: the trigger logs
-  ``Restarting ... (retry 1)`` and fires ``succeeded`` with ``retry_count == 1``;
+  ``Restarting ... (retry N)`` and fires ``succeeded`` with ``retry_count >= 1``;
 - ``PodFailed -> RestartJob`` with ``maxRetry: 2``: the master fails every time; Volcano
   restarts twice and then gives up: the trigger fires ``failed`` with Volcano's final phase
   and the retries in its message.
