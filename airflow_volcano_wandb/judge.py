@@ -12,6 +12,7 @@ is ``Running`` with the master alone, which then blocks in ``init_process_group`
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -148,4 +149,4 @@ def _with_uid(result: WaitResult, uid: str) -> WaitResult:
     # A deleted job has no uid of its own any more; the result still names the one waited on.
     if result.uid:
         return result
-    return WaitResult(**{**result.__dict__, "uid": uid})
+    return dataclasses.replace(result, uid=uid)

@@ -137,3 +137,15 @@ def json_pointer(key: str) -> str:
 
 def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     return api.sanitize_for_serialization(obj)
+
+
+def foreground_delete(client_module: Any, uid: str | None, resource_version: str | None) -> Any:
+    """Delete options for a job: foreground (gone only once its pods are), and only this
+    submission (``uid``) as last read (``resource_version``) when given. ``client_module`` is
+    ``kubernetes.client`` or ``kubernetes_asyncio.client``: the two hooks share the rule."""
+    preconditions = None
+    if uid or resource_version:
+        preconditions = client_module.V1Preconditions(uid=uid, resource_version=resource_version)
+    return client_module.V1DeleteOptions(
+        propagation_policy="Foreground", preconditions=preconditions
+    )

@@ -31,6 +31,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     JobExistsError,
     SecretExistsError,
     api_retry,
+    foreground_delete,
     json_pointer,
     log,
     permission_error,
@@ -153,10 +154,7 @@ class VolcanoHook(KubernetesHook):
         alone; with ``resource_version``, a job changed since it was read is too. Returns
         False when there was nothing to delete (or a precondition failed).
         """
-        preconditions = None
-        if uid or resource_version:
-            preconditions = k8s.V1Preconditions(uid=uid, resource_version=resource_version)
-        body = k8s.V1DeleteOptions(propagation_policy="Foreground", preconditions=preconditions)
+        body = foreground_delete(k8s, uid, resource_version)
         try:
             self._call(
                 "delete",

@@ -16,6 +16,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     PLURAL,
     VERSION,
     WATCH_READ_GRACE,
+    foreground_delete,
     permission_error,
 )
 
@@ -51,14 +52,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
     ) -> bool:
         """As ``VolcanoHook.delete_job``: foreground, with uid/resourceVersion preconditions."""
         async with self.get_conn() as api:
-            preconditions = None
-            if uid or resource_version:
-                preconditions = async_k8s.V1Preconditions(
-                    uid=uid, resource_version=resource_version
-                )
-            body = async_k8s.V1DeleteOptions(
-                propagation_policy="Foreground", preconditions=preconditions
-            )
+            body = foreground_delete(async_k8s, uid, resource_version)
             try:
                 await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
                     GROUP,
