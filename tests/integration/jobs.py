@@ -82,10 +82,16 @@ def list_jobs(api: k8s.ApiClient, namespace: str) -> list[dict]:
     )["items"]
 
 
-def submit_job(api: k8s.ApiClient, namespace: str, name: str, master_seconds: int) -> dict:
+def submit_job(
+    api: k8s.ApiClient,
+    namespace: str,
+    name: str,
+    master_seconds: int,
+    labels: dict[str, str] | None = None,
+) -> dict:
     """Create the seed's job directly (no operator), its master running ``master_seconds``."""
     job = seed_template(master={SIM_DURATION: str(master_seconds)}, worker={SIM_DURATION: "600"})
-    job["metadata"].update(name=name, namespace=namespace, labels={})
+    job["metadata"].update(name=name, namespace=namespace, labels=labels or {})
     for task in job["spec"]["tasks"]:
         task["template"]["spec"]["containers"][0]["image"] = "example.org/trainer:1"
     return custom(api).create_namespaced_custom_object(

@@ -9,6 +9,7 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb import job_watcher
+from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.integration.jobs import (
     list_jobs,
@@ -44,7 +45,13 @@ def test_serialize_round_trips_to_an_equal_trigger():
 
 def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
     api, namespace = cluster
-    jobs = [submit_job(api, namespace, f"shared-{i}", master_seconds=2 + i) for i in range(6)]
+    # Labelled as the operator labels its jobs, so every trigger stays on the managed watch
+    # (an unlabelled job moves its trigger to the namespace-wide watch: a second connection).
+    managed = {MANAGED_BY_LABEL: MANAGED_BY}
+    jobs = [
+        submit_job(api, namespace, f"shared-{i}", master_seconds=2 + i, labels=managed)
+        for i in range(6)
+    ]
 
     async def wait_all():
         triggers = [
