@@ -8,8 +8,10 @@ retries a missing ``secretKeyRef``). Kubernetes deletes the Secret with its last
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb.hooks.kubernetes_api import GROUP, VERSION, SecretExistsError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
@@ -93,3 +95,35 @@ def store_for_job(
             "stringData": body["stringData"],
         },
     )
+
+
+class KeyNotDeliveredError(RuntimeError):
+    """The job could not be given its key's Secret and was withdrawn."""
+
+
+def hand_to_job(
+    hook: VolcanoHook,
+    identity: TaskInstanceIdentity,
+    job: Mapping[str, Any],
+    api_key: str,
+    *,
+    created: bool,
+    withdraw: Callable[[], None],
+) -> None:
+    """Write the key's Secret for ``job``; a new job that cannot have it is withdrawn.
+
+    Its pods would wait for the Secret for ever, or, when the name is taken by someone
+    else's Secret, read their key. A reattached job keeps running, and so does any job when
+    the API was out of reach: the next try reattaches and writes the Secret.
+    """
+    try:
+        store_for_job(hook, identity, job, api_key)
+    except (Urllib3Error, ConnectionError):
+        raise
+    except Exception as exc:
+        if created or isinstance(exc, SecretOwnedElsewhereError):
+            withdraw()
+            raise KeyNotDeliveredError(
+                f"The W&B API key could not be given to the job ({exc}); the job was withdrawn"
+            ) from exc
+        raise

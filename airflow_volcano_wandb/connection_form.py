@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_volcano_wandb.wandb_run import DEFAULT_BASE_URL
+from airflow_volcano_wandb.wandb_urls import DEFAULT_BASE_URL
 
 # Declarative connection-form metadata (Airflow >= 3.2 reads it from the provider info's
 # "connection-types" entry as "conn-fields" / "ui-field-behaviour"). The hook's classmethods

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_volcano_wandb.naming import label_value
+from airflow_volcano_wandb.naming import is_label_value, label_value
 
 DOMAIN = "airflow-volcano-wandb.io"
 MANAGED_BY = "airflow-volcano-wandb"
@@ -73,6 +73,15 @@ class TaskInstanceIdentity:
             MAP_INDEX_LABEL: str(self.map_index) if self.map_index >= 0 else "none",
             **({DEPLOYMENT_LABEL: label_value(self.deployment)} if self.deployment else {}),
         }
+
+    def job_labels(self, intent: int, wandb_run_id: str) -> dict[str, str]:
+        """The labels of this identity's job for ``intent``, naming its W&B run.
+
+        The run id is a label so a reattaching try finds the run, but only when it is a valid
+        label value (a user's own run id may not be).
+        """
+        run = {WANDB_RUN_LABEL: wandb_run_id} if is_label_value(wandb_run_id) else {}
+        return {**self.labels(), **run, INTENT_LABEL: str(intent)}
 
     def annotations(self, try_number: int | None = None) -> dict[str, str]:
         annotations = {IDENTITY_ANNOTATION: self.key}

@@ -241,57 +241,57 @@ def render_job(
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
-    Args:
-        template: a ``Path`` or one-line ``str`` naming a ``.yaml``/``.yml``/``.json`` file,
-            a YAML or JSON string, or a mapping (never modified); any of them may be a W&B
-            queue config ``{"resource_args": {"kubernetes": <job>}}``.
-        macros: values for ``${name}``: the built-ins (:data:`BUILTIN_MACROS`) and any others.
-            A string that is exactly ``${name}`` takes the value with its type; inside a
-            longer string it is formatted as text (``true``/``false``, digits, float repr).
-            ``$${name}`` gives a literal ``${name}``.
-        replicas: task name -> replicas (int or digit string), 0..``max_replicas``.
-        image: one image for every container of every task, or task name -> image for the
-            task's main container (the one named like the task, else the first).
-        env: ``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}`` merged by name
-            into every container (not init containers); the override wins. Numbers and
-            booleans are formatted as text.
-        resources: task name -> ``{"limits": {...}, "requests": {...}}`` merged per resource
-            into the main container; a ``None`` quantity removes the resource.
-        command, args: task name -> list, replacing the main container's list.
-        labels, annotations: merged into the job's metadata (override wins).
-        pod_labels, pod_annotations: merged into every task's pod template metadata.
-        namespace, name, queue: replace ``metadata.namespace``, ``metadata.name``,
-            ``spec.queue``. The name, like the template's, is made valid if it is not (see
-            :func:`naming.fit_job_name`), so read the final name from the result. Without
-            ``namespace``, a namespace the template sets is an error unless
-            ``template_namespace_allowed`` or ``allowed_namespaces`` is given.
-        add_master_policy: when the ``pytorch`` plugin is used, give its master task
-            ``TaskCompleted -> CompleteJob`` if missing, so the job completes with the master.
-        max_replicas: upper bound for any task's replicas; also sizes the pod-name budget.
-        run_env: env the provider owns, per master/other task (:class:`RunEnv`); merged
-            last, so a template's or ``env``'s entry of the same name is replaced.
-        gang: ``all_ranks`` (default) raises ``spec.minAvailable`` of a ``pytorch``-plugin
-            job to its world size (master and worker replicas), so no rank starts before all
-            can; ``template`` keeps the template's value (for elastic trainers).
-        pod_security: the Pod Security Standards level every pod template must meet:
-            ``privileged`` (no checks), ``baseline`` or ``restricted``.
-        allowed_images: fnmatch patterns (``registry.example.com/team/*``); every rendered
-            container image, init and ephemeral containers too, must match one. ``None``:
-            any image.
-        allowed_namespaces: exact names; the final namespace must be one of them, and a
-            template namespace on the list is honoured. ``None``: no list.
-        template_namespace_allowed: honour the template's ``metadata.namespace`` when no
-            ``namespace`` is given, even without ``allowed_namespaces``.
-        service_account: set ``serviceAccountName`` on every pod template (and drop the
-            deprecated ``serviceAccount``).
-        allowed_service_accounts: the accounts pod templates may name. ``None``: only
-            ``service_account``, so with neither, a template may not name an account.
+    :param template: a ``Path`` or one-line ``str`` naming a ``.yaml``/``.yml``/``.json`` file,
+        a YAML or JSON string, or a mapping (never modified); any of them may be a W&B
+        queue config ``{"resource_args": {"kubernetes": <job>}}``.
+    :param macros: values for ``${name}``: the built-ins (:data:`BUILTIN_MACROS`) and any others.
+        A string that is exactly ``${name}`` takes the value with its type; inside a
+        longer string it is formatted as text (``true``/``false``, digits, float repr).
+        ``$${name}`` gives a literal ``${name}``.
+    :param replicas: task name -> replicas (int or digit string), 0..``max_replicas``.
+    :param image: one image for every container of every task, or task name -> image for the
+        task's main container (the one named like the task, else the first).
+    :param env: ``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}`` merged by name
+        into every container (not init containers); the override wins. Numbers and
+        booleans are formatted as text.
+    :param resources: task name -> ``{"limits": {...}, "requests": {...}}`` merged per resource
+        into the main container; a ``None`` quantity removes the resource.
+    :param command: task name -> list, replacing the main container's command.
+    :param args: task name -> list, replacing the main container's args.
+    :param labels: merged into the job's labels (override wins).
+    :param annotations: merged into the job's annotations (override wins).
+    :param pod_labels: merged into every task's pod template labels.
+    :param pod_annotations: merged into every task's pod template annotations.
+    :param namespace: replaces ``metadata.namespace``. Without it, a namespace the template
+        sets is an error unless ``template_namespace_allowed`` or ``allowed_namespaces`` is
+        given.
+    :param name: replaces ``metadata.name``. The name, like the template's, is made valid if
+        it is not (see :func:`naming.fit_job_name`), so read the final name from the result.
+    :param queue: replaces ``spec.queue``.
+    :param add_master_policy: when the ``pytorch`` plugin is used, give its master task
+        ``TaskCompleted -> CompleteJob`` if missing, so the job completes with the master.
+    :param max_replicas: upper bound for any task's replicas; also sizes the pod-name budget.
+    :param run_env: env the provider owns, per master/other task (:class:`RunEnv`); merged
+        last, so a template's or ``env``'s entry of the same name is replaced.
+    :param gang: ``all_ranks`` (default) raises ``spec.minAvailable`` of a ``pytorch``-plugin
+        job to its world size (master and worker replicas), so no rank starts before all
+        can; ``template`` keeps the template's value (for elastic trainers).
+    :param pod_security: the Pod Security Standards level every pod template must meet:
+        ``privileged`` (no checks), ``baseline`` or ``restricted``.
+    :param allowed_images: fnmatch patterns (``registry.example.com/team/*``); every rendered
+        container image, init and ephemeral containers too, must match one. ``None``:
+        any image.
+    :param allowed_namespaces: exact names; the final namespace must be one of them, and a
+        template namespace on the list is honoured. ``None``: no list.
+    :param template_namespace_allowed: honour the template's ``metadata.namespace`` when no
+        ``namespace`` is given, even without ``allowed_namespaces``.
+    :param service_account: set ``serviceAccountName`` on every pod template (and drop the
+        deprecated ``serviceAccount``).
+    :param allowed_service_accounts: the accounts pod templates may name. ``None``: only
+        ``service_account``, so with neither, a template may not name an account.
 
-    Returns:
-        The Volcano Job as a new plain dict (JSON types only).
-
-    Raises:
-        TemplateError: with the JSON path of every offending field.
+    :returns: the Volcano Job as a new plain dict (JSON types only).
+    :raises TemplateError: with the JSON path of every offending field.
     """
     if gang not in gang_sizes.GANG_MODES:
         raise error_at(

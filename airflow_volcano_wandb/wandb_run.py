@@ -13,49 +13,26 @@ from __future__ import annotations
 
 import hashlib
 import string
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
-from urllib.parse import quote, unquote, urlsplit
+
+from airflow_volcano_wandb.wandb_urls import check_base_url, run_url
 
 __all__ = [
-    "DEFAULT_APP_URL",
-    "DEFAULT_BASE_URL",
-    "QUEUE_REF_SCHEME",
     "RANK_MODES",
     "WANDB_MODES",
     "AirflowRunContext",
     "SecretKeyRef",
-    "WandbQueueRef",
     "WandbRunSpec",
-    "airflow_config_from_env",
-    "app_url",
-    "container_env",
     "default_run_group",
     "default_run_name",
     "deterministic_run_id",
-    "is_default_base_url",
-    "is_queue_ref",
-    "macro_values",
-    "parse_queue_ref",
-    "run_url",
 ]
-
-DEFAULT_BASE_URL = "https://api.wandb.ai"
-DEFAULT_APP_URL = "https://wandb.ai"
-
-# wandb>=0.26 ships CoreWeave Forge as its built-in default API address; it fronts the same
-# multi-tenant cloud as api.wandb.ai, so a connection naming it is still "the default" and
-# needs no WANDB_BASE_URL in the pods.
-_FORGE_HOSTS = {"forge.coreweave.com", "api.forge.coreweave.com"}
-_FORGE_APP_URL = "https://forge.coreweave.com/wandb"
-
 RankMode = Literal["master", "shared"]
 WandbMode = Literal["online", "offline", "disabled"]
 RANK_MODES: tuple[str, ...] = ("master", "shared")
 WANDB_MODES: tuple[str, ...] = ("online", "offline", "disabled")
-
-QUEUE_REF_SCHEME = "wandb-queue"
 
 _BASE36 = string.digits + string.ascii_lowercase
 _RUN_ID_LENGTH = 16
@@ -65,9 +42,6 @@ _RUN_ID_RESERVED = set(":;,#?/'")
 _PROJECT_RESERVED = set("/\\#?%:")
 _MAX_TAG_LENGTH = 64
 _MAX_PROJECT_LENGTH = 128
-# Kubernetes env values are strings; these are the names the trainer reads.
-ENV_RANK_MODE = "AVW_WANDB_RANK_MODE"
-ENV_TASK_URL = "AVW_AIRFLOW_TASK_URL"
 
 
 def deterministic_run_id(
@@ -200,7 +174,7 @@ class WandbRunSpec:
                 raise ValueError(f"api_key_secret needs a Secret name and key, got {ref!r}")
             object.__setattr__(self, "api_key_secret", ref)
         if self.base_url is not None:
-            _check_base_url(self.base_url)
+            check_base_url(self.base_url)
         for name, value in self.extra_env.items():
             if not isinstance(value, str):
                 raise ValueError(f"extra_env[{name!r}] must be a string, got {type(value)}")
@@ -288,254 +262,3 @@ def _check_tag(tag: str) -> None:
         raise ValueError(
             f"invalid W&B tag {tag!r}: tags need 1-{_MAX_TAG_LENGTH} characters and no comma"
         )
-
-
-def _check_base_url(base_url: str) -> None:
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise ValueError(f"invalid W&B base URL {base_url!r}: needs http(s)://host")
-
-
-def _normalise_url(url: str) -> str:
-    return url.strip().rstrip("/")
-
-
-def is_default_base_url(base_url: str | None) -> bool:
-    """Whether ``base_url`` names W&B's multi-tenant cloud (so pods need no WANDB_BASE_URL)."""
-    if base_url is None or not base_url.strip():
-        return True
-    parts = urlsplit(_normalise_url(base_url))
-    if parts.scheme != "https" or parts.port is not None:
-        return False
-    path = parts.path.rstrip("/")
-    if parts.hostname == "api.wandb.ai":
-        return path == ""
-    # The Forge address is the default of newer SDKs: https://api.forge.coreweave.com and
-    # its proxy path https://forge.coreweave.com/api/wandb.
-    if parts.hostname == "api.forge.coreweave.com":
-        return path == ""
-    return parts.hostname == "forge.coreweave.com" and path == "/api/wandb"
-
-
-def app_url(base_url: str | None) -> str:
-    """Map a W&B API address to the address of its web UI.
-
-    Mirrors ``wandb.util.api_to_app_url`` (kept in sync by a unit test), except that the
-    cloud API ``https://api.wandb.ai`` maps to ``https://wandb.ai`` (newer SDKs point it at
-    CoreWeave Forge's UI; wandb.ai is the address W&B users know and it keeps working); a
-    dedicated or on-prem
-    ``https://api.<domain>`` at ``https://app.<domain>``; any other address (``wandb/local``,
-    a self-hosted server behind one host name) is its own UI host.
-    """
-    if base_url is None or not base_url.strip():
-        return DEFAULT_APP_URL
-    url = _normalise_url(base_url)
-    host = urlsplit(url).hostname or ""
-    if host in _FORGE_HOSTS:
-        return _FORGE_APP_URL
-    if "://api.wandb.test" in url:
-        return url.replace("://api.", "://app.")
-    if "://api.wandb." in url:
-        return url.replace("://api.", "://")
-    if "://api." in url:
-        return url.replace("://api.", "://app.")
-    return url
-
-
-def run_url(base_url: str | None, entity: str, project: str, run_id: str) -> str:
-    """Return ``<app host>/<entity>/<project>/runs/<run_id>``, the run's page in the W&B UI."""
-    # Entity, project and run id are URL path segments; quoting keeps an odd project name
-    # from producing a link to some other page.
-    segments = "/".join(quote(part, safe="") for part in (entity, project, "runs", run_id))
-    return f"{app_url(base_url)}/{segments}"
-
-
-def container_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str, Any]]:
-    """Return the Kubernetes ``env`` entries for one container of the job.
-
-    Every container of every task gets the shared part (project, entity, group, job type, tags,
-    base URL, resume policy, the Airflow context, the API key as a ``secretKeyRef``). What
-    differs between the master task and the others depends on ``spec.rank_mode``:
-
-    ``"master"`` (default)
-        The master task's containers get ``WANDB_RUN_ID`` and ``WANDB_NAME`` (and
-        ``WANDB_MODE`` when ``spec.mode`` is set). Every other container gets
-        ``WANDB_MODE=disabled``, so even a script that calls ``wandb.init()`` on every rank
-        starts exactly one run: rank 0's, which the Volcano pytorch plugin places in the
-        master task.
-    ``"shared"``
-        Every container gets ``WANDB_RUN_ID``, ``WANDB_NAME`` and ``WANDB_MODE=shared``
-        (W&B's multi-writer mode). ``WANDB_X_PRIMARY`` is ``true`` in the master task only,
-        ``WANDB_X_UPDATE_FINISH_STATE=false`` keeps workers from marking the run finished, and
-        ``WANDB_X_LABEL`` is the pod name (Downward API), unique per replica, so the UI tells
-        apart each pod's system metrics and console output. A trainer may replace it with a
-        rank label (``rank-$RANK``) by passing ``settings=wandb.Settings(x_label=...)``.
-
-    The API key is never a literal value: without ``spec.api_key_secret`` no
-    ``WANDB_API_KEY`` entry is produced at all.
-    """
-    env: list[dict[str, Any]] = []
-
-    def put(name: str, value: str | int | None) -> None:
-        if value is not None:
-            env.append({"name": name, "value": str(value)})
-
-    put("WANDB_PROJECT", spec.project)
-    put("WANDB_ENTITY", spec.entity)
-    put("WANDB_RUN_GROUP", spec.group)
-    put("WANDB_JOB_TYPE", spec.job_type)
-    if spec.tags:
-        put("WANDB_TAGS", ",".join(spec.tags))
-    if not is_default_base_url(spec.base_url):
-        put("WANDB_BASE_URL", _normalise_url(spec.base_url or ""))
-    put("WANDB_RESUME", "allow")
-
-    if spec.mode == "disabled":
-        # Disabled wins everywhere: no rank may reach W&B, whatever the rank mode.
-        put("WANDB_MODE", "disabled")
-        if is_master_task or spec.rank_mode == "shared":
-            put("WANDB_RUN_ID", spec.run_id)
-            put("WANDB_NAME", spec.run_name)
-    elif spec.rank_mode == "shared":
-        put("WANDB_MODE", "shared")
-        put("WANDB_RUN_ID", spec.run_id)
-        put("WANDB_NAME", spec.run_name)
-        put("WANDB_X_PRIMARY", "true" if is_master_task else "false")
-        if not is_master_task:
-            put("WANDB_X_UPDATE_FINISH_STATE", "false")
-        env.append(
-            {
-                "name": "WANDB_X_LABEL",
-                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
-            }
-        )
-    elif is_master_task:
-        put("WANDB_MODE", spec.mode)
-        put("WANDB_RUN_ID", spec.run_id)
-        put("WANDB_NAME", spec.run_name)
-    else:
-        put("WANDB_MODE", "disabled")
-
-    if spec.api_key_secret is not None:
-        env.append(
-            {
-                "name": "WANDB_API_KEY",
-                "valueFrom": {
-                    "secretKeyRef": {
-                        "name": spec.api_key_secret.name,
-                        "key": spec.api_key_secret.key,
-                    }
-                },
-            }
-        )
-
-    ctx = spec.airflow
-    if ctx is not None:
-        put("AIRFLOW_CTX_DAG_ID", ctx.dag_id)
-        put("AIRFLOW_CTX_DAG_RUN_ID", ctx.dag_run_id)
-        put("AIRFLOW_CTX_TASK_ID", ctx.task_id)
-        put("AIRFLOW_CTX_TRY_NUMBER", ctx.try_number)
-        if ctx.map_index >= 0:
-            put("AIRFLOW_CTX_MAP_INDEX", ctx.map_index)
-        put("AIRFLOW_CTX_LOGICAL_DATE", ctx.logical_date)
-        put(ENV_TASK_URL, ctx.task_url)
-    put(ENV_RANK_MODE, spec.rank_mode)
-
-    taken = {entry["name"] for entry in env}
-    for name, value in spec.extra_env.items():
-        if name not in taken:
-            put(name, value)
-    return env
-
-
-def macro_values(spec: WandbRunSpec, *, author: str | None = None) -> dict[str, str]:
-    """Return the W&B Launch run macros this spec fills, as strings.
-
-    ``${run_id}``, ``${run_name}``, ``${entity_name}``, ``${project_name}`` and ``${author}``.
-    An unknown entity, project or author is left out rather than guessed, so the template
-    renderer can report the macro as unfilled instead of silently writing an empty string.
-    """
-    values = {"run_id": spec.run_id, "run_name": spec.run_name or spec.run_id}
-    if spec.entity:
-        values["entity_name"] = spec.entity
-    if spec.project:
-        values["project_name"] = spec.project
-    if author:
-        values["author"] = author
-    return values
-
-
-_AIRFLOW_ENV_TO_CONFIG = {
-    "AIRFLOW_CTX_DAG_ID": "dag_id",
-    "AIRFLOW_CTX_DAG_RUN_ID": "run_id",
-    "AIRFLOW_CTX_TASK_ID": "task_id",
-    "AIRFLOW_CTX_TRY_NUMBER": "try_number",
-    "AIRFLOW_CTX_MAP_INDEX": "map_index",
-    "AIRFLOW_CTX_LOGICAL_DATE": "logical_date",
-    ENV_TASK_URL: "task_url",
-}
-
-
-def airflow_config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Return the Airflow context from a pod's env as a dict for the W&B run config.
-
-    A trainer calls ``wandb.init(config={"airflow": airflow_config_from_env(os.environ)})``;
-    keys whose env var is absent are left out. ``try_number`` and ``map_index`` are ints.
-    """
-    config: dict[str, Any] = {}
-    for env_name, key in _AIRFLOW_ENV_TO_CONFIG.items():
-        value = environ.get(env_name)
-        if value is None or value == "":
-            continue
-        if key in ("try_number", "map_index"):
-            try:
-                config[key] = int(value)
-            except ValueError:
-                config[key] = value
-        else:
-            config[key] = value
-    return config
-
-
-@dataclass(frozen=True)
-class WandbQueueRef:
-    """A W&B Launch queue named by ``wandb-queue://<entity>/<queue>``."""
-
-    entity: str
-    queue: str
-
-    def __str__(self) -> str:
-        return f"{QUEUE_REF_SCHEME}://{quote(self.entity, safe='')}/{quote(self.queue, safe='')}"
-
-
-def is_queue_ref(value: object) -> bool:
-    """Whether ``value`` is a string in the ``wandb-queue://`` scheme (maybe malformed)."""
-    return isinstance(value, str) and value.strip().lower().startswith(f"{QUEUE_REF_SCHEME}:")
-
-
-def parse_queue_ref(value: str) -> WandbQueueRef:
-    """Parse ``wandb-queue://<entity>/<queue>`` into its entity and queue name.
-
-    Percent-escapes are decoded, so a queue name with spaces is written ``my%20queue``.
-    Raises ``ValueError`` for anything else, including a missing entity or queue, extra path
-    segments, a query string or a fragment.
-    """
-    if not is_queue_ref(value):
-        raise ValueError(f"not a {QUEUE_REF_SCHEME}:// reference: {value!r}")
-    parts = urlsplit(value.strip())
-    path_segments: Sequence[str] = parts.path.split("/")[1:] if parts.path else []
-    if (
-        not parts.netloc
-        or len(path_segments) != 1
-        or not path_segments[0]
-        or parts.query
-        or parts.fragment
-    ):
-        raise ValueError(
-            f"malformed queue reference {value!r}: expected "
-            f"{QUEUE_REF_SCHEME}://<entity>/<queue-name>"
-        )
-    entity, queue = unquote(parts.netloc), unquote(path_segments[0])
-    if not entity.strip() or not queue.strip():
-        raise ValueError(f"malformed queue reference {value!r}: empty entity or queue name")
-    return WandbQueueRef(entity=entity, queue=queue)

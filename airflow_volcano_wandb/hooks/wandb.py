@@ -19,11 +19,8 @@ from airflow.sdk import BaseHook
 
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
 from airflow_volcano_wandb.template import TemplateError, load_template
-from airflow_volcano_wandb.wandb_run import (
-    is_default_base_url,
-    parse_queue_ref,
-    run_url,
-)
+from airflow_volcano_wandb.wandb_queue_ref import parse_queue_ref
+from airflow_volcano_wandb.wandb_urls import is_default_base_url, run_url
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection

@@ -101,6 +101,7 @@ class AirflowStack:
                 "AIRFLOW_HOME": str(self.home),
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "180",
                 "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
                 # Two cores are shared with other work: few task processes, one API worker,
                 # one parsing process.

@@ -1,0 +1,183 @@
+"""What the operator's job is: the queue template, what fills it, and the policy it must meet.
+
+Rendering itself is the pure ``template`` module; this base holds the parameters and hands
+them to ``render_job`` with the run's macros and env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_volcano_wandb import wandb_run
+from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
+from airflow_volcano_wandb.wandb_env import container_env, macro_values
+from airflow_volcano_wandb.wandb_queue_ref import is_queue_ref
+
+DEFAULT_FINISHED_JOB_TTL = 7 * 24 * 3600
+
+
+class JobTemplateMixin(BaseOperator):
+    """Parameters of the Volcano job a task renders, and the rendering step.
+
+    Two template layers apply, in this order. First Airflow renders ``{{ }}`` Jinja in the
+    templated fields when the task runs (``params``, ``ds``, XComs...). Then the queue
+    template's own ``${ }`` run macros are filled (``${image_uri}``, ``${run_id}``,
+    ``${run_name}``, ``${entity_name}``, ``${project_name}``, ``${author}`` and ``macros``),
+    structurally: a value never becomes YAML, so it cannot add fields.
+
+    :param template: the queue template: a path to ``.yaml``/``.yml``/``.json`` (resolved in
+        the DAG folder too), YAML or JSON text, a dict, a W&B queue config
+        (``{"resource_args": {"kubernetes": ...}}``), or ``wandb-queue://<entity>/<queue>`` to
+        read it from a W&B Launch queue.
+    :param image_uri: the training image, the ``${image_uri}`` macro.
+    :param replicas: replicas per task name, e.g. ``{"worker": 3}``; digit strings from the
+        Trigger form are accepted. Gang ``minAvailable`` follows (see docs/templates.md).
+    :param macros: further ``${name}`` values, or overrides of the built-ins.
+    :param namespace: where the job runs; else the template's ``metadata.namespace`` (only
+        for a template from the DAG: a W&B queue's must be in ``allowed_namespaces``), else
+        the connection's namespace, else ``default``.
+    :param env: extra env for every container, merged by name (this wins).
+    :param container_resources: container resources per task name, e.g.
+        ``{"worker": {"limits": {"nvidia.com/gpu": 8}}}`` (``resources`` is taken by Airflow).
+    :param command: container command per task name.
+    :param args: container args per task name.
+    :param pod_annotations: annotations for every pod template.
+    :param job_name: the job's name; by default the template's (the seed's
+        ``wandb-job-${run_id}`` is deterministic per task instance).
+    :param volcano_queue: the Volcano queue (``spec.queue``); by default the template's.
+        (``queue`` is Airflow's own: the executor queue the task runs in.)
+    :param add_master_policy: give the ``pytorch`` plugin's master task
+        ``TaskCompleted -> CompleteJob`` when the template lacks it.
+    :param gang: ``all_ranks`` (default): a PyTorch job's ``minAvailable`` is raised to its
+        world size, so no rank holds GPUs before every rank can run; ``template`` keeps the
+        template's value (elastic trainers).
+    :param pod_security: the Pod Security Standards level every pod must meet:
+        ``baseline`` (default), ``restricted`` or ``privileged`` (no check). See
+        docs/security.md.
+    :param allowed_images: fnmatch patterns every rendered image must match (for images
+        typed into the Trigger form); ``None`` allows any.
+    :param allowed_namespaces: namespaces the job may land in; ``None`` allows any.
+    :param service_account: the pods' ``serviceAccountName``; a template may name another
+        only when it is in ``allowed_service_accounts``.
+    :param allowed_service_accounts: service accounts a template may name.
+    :param max_replicas: the largest replica count accepted for a task.
+    :param finished_job_ttl: seconds a finished job may stay before Volcano deletes it
+        (``spec.ttlSecondsAfterFinished``, unless the template sets one); default 7 days, so
+        kept jobs and their Secrets do not pile up. ``None``: no limit.
+    """
+
+    template_fields: Sequence[str] = (
+        "template",
+        "image_uri",
+        "replicas",
+        "macros",
+        "namespace",
+        "env",
+        "container_resources",
+        "command",
+        "args",
+        "job_name",
+        "volcano_queue",
+        "service_account",
+        "pod_annotations",
+    )
+    template_ext: Sequence[str] = (".yaml", ".yml", ".json")
+    template_fields_renderers = {"template": "yaml", "macros": "json", "replicas": "json"}
+
+    def __init__(
+        self,
+        *,
+        template: str | Mapping[str, Any],
+        image_uri: str | None = None,
+        replicas: Mapping[str, int | str] | None = None,
+        macros: Mapping[str, Any] | None = None,
+        namespace: str | None = None,
+        env: Mapping[str, str] | None = None,
+        container_resources: Mapping[str, Any] | None = None,
+        command: Mapping[str, list[str]] | None = None,
+        args: Mapping[str, list[str]] | None = None,
+        pod_annotations: Mapping[str, str] | None = None,
+        job_name: str | None = None,
+        volcano_queue: str | None = None,
+        add_master_policy: bool = True,
+        gang: str = "all_ranks",
+        pod_security: str = "baseline",
+        allowed_images: Sequence[str] | None = None,
+        allowed_namespaces: Sequence[str] | None = None,
+        service_account: str | None = None,
+        allowed_service_accounts: Sequence[str] | None = None,
+        max_replicas: int = 1024,
+        finished_job_ttl: int | None = DEFAULT_FINISHED_JOB_TTL,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.template, self.image_uri, self.replicas = template, image_uri, replicas
+        self.macros, self.namespace, self.env = macros, namespace, env
+        self.container_resources, self.command, self.args = container_resources, command, args
+        self.pod_annotations, self.job_name = pod_annotations, job_name
+        self.volcano_queue = volcano_queue
+        self.add_master_policy, self.pod_security = add_master_policy, pod_security
+        self.gang = gang
+        self.allowed_images, self.allowed_namespaces = allowed_images, allowed_namespaces
+        self.service_account = service_account
+        self.allowed_service_accounts = allowed_service_accounts
+        self.max_replicas, self.finished_job_ttl = max_replicas, finished_job_ttl
+
+    def render(
+        self,
+        spec: wandb_run.WandbRunSpec,
+        wandb_hook: WandbHook,
+        *,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        default_namespace: Callable[[], str | None],
+    ) -> dict[str, Any]:
+        """The Volcano Job for the run ``spec``; any bad input fails here, before submission."""
+        macros = {**macro_values(spec, author=self.owner), **(self.macros or {})}
+        if self.image_uri is not None:
+            macros["image_uri"] = self.image_uri
+        # A template from the DAG is its author's, like namespace=; a W&B queue's is edited by
+        # people outside the Airflow team, so its namespace must be allow-listed.
+        from_queue = is_queue_ref(self.template)
+        try:
+            template = wandb_hook.get_template(self.template) if from_queue else self.template
+            body = render_job(
+                template,
+                macros=macros,
+                replicas=self.replicas,
+                env=self.env,
+                resources=self.container_resources,
+                command=self.command,
+                args=self.args,
+                labels=labels,
+                annotations=annotations,
+                pod_annotations=self.pod_annotations,
+                name=self.job_name,
+                namespace=self.namespace,
+                queue=self.volcano_queue,
+                add_master_policy=self.add_master_policy,
+                max_replicas=self.max_replicas,
+                gang=self.gang,
+                pod_security=self.pod_security,
+                allowed_images=self.allowed_images,
+                allowed_namespaces=self.allowed_namespaces,
+                template_namespace_allowed=not from_queue,
+                service_account=self.service_account,
+                allowed_service_accounts=self.allowed_service_accounts,
+                run_env=RunEnv(
+                    master=container_env(spec, is_master_task=True),
+                    others=container_env(spec, is_master_task=False),
+                ),
+            )
+        except (TemplateError, ValueError) as exc:
+            raise AirflowException(f"Template error, nothing was submitted: {exc}") from exc
+        if not body["metadata"].get("namespace"):
+            body["metadata"]["namespace"] = default_namespace() or "default"
+        if self.finished_job_ttl is not None:
+            body["spec"].setdefault("ttlSecondsAfterFinished", int(self.finished_job_ttl))
+        return body
