@@ -75,6 +75,8 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_
         return {"eval/accuracy": int(run_id[:8], 36) % 997 / 1000}
 
     grid = runpy.run_path(str(REPO / "dags" / "volcano_pytorch_sweep.py"))["POINTS"]
+    # The promoted value is shared with the retraining DAG (and its test): start from none.
+    Variable.delete("volcano_pytorch_best_accuracy")
     api = volcano_cluster.api_client()
     with WandbStandin(api_key=API_KEY, any_run_summary=accuracy) as standin:
         monkeypatch.setenv(
@@ -130,3 +132,4 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_
     assert float(Variable.get("volcano_pytorch_best_accuracy")) == pytest.approx(
         accuracy(best_run)["eval/accuracy"]
     )
+    Variable.delete("volcano_pytorch_best_accuracy")
