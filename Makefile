@@ -7,7 +7,7 @@ CLUSTER_DIR ?= $(STATE)/cluster
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-unit lint check-wheel cluster-up cluster-down cluster-status bench clean
+.PHONY: venv demo test test-unit test-long lint check-wheel cluster-up cluster-down cluster-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -35,6 +35,11 @@ test: venv
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest
+
+# Tests too long for `make test` (marked `long`): a mapped sweep killed and cleared per map
+# index on a real scheduler and triggerer.
+test-long: venv
+	$(BIN)/python -m pytest -m long
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit

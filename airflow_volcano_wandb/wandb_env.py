@@ -57,6 +57,8 @@ def container_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str,
     if not is_default_base_url(spec.base_url):
         put("WANDB_BASE_URL", normalise_url(spec.base_url or ""))
     put("WANDB_RESUME", "allow")
+    # Every container, like the group: a silent rank's env still says which sweep it serves.
+    put("WANDB_SWEEP_ID", spec.sweep_id)
 
     if spec.mode == "disabled":
         # Disabled wins everywhere: no rank may reach W&B, whatever the rank mode.

@@ -141,6 +141,8 @@ class WandbRunSpec:
     airflow: AirflowRunContext | None = None
     extra_env: Mapping[str, str] = field(default_factory=dict)
     """Further plain env for every container (never secrets: these values are in the spec)."""
+    sweep_id: str | None = None
+    """A W&B sweep the run belongs to (``WANDB_SWEEP_ID``): it shows in that sweep's view."""
 
     def __post_init__(self) -> None:
         _check_run_id(self.run_id)
@@ -175,6 +177,8 @@ class WandbRunSpec:
             object.__setattr__(self, "api_key_secret", ref)
         if self.base_url is not None:
             check_base_url(self.base_url)
+        if self.sweep_id is not None:
+            _check_sweep_id(self.sweep_id)
         for name, value in self.extra_env.items():
             if not isinstance(value, str):
                 raise ValueError(f"extra_env[{name!r}] must be a string, got {type(value)}")
@@ -245,6 +249,16 @@ def _check_run_id(run_id: str) -> None:
         raise ValueError(f"invalid W&B run id {run_id!r}: contains {''.join(bad)!r}")
     if len(run_id) > 128:
         raise ValueError(f"invalid W&B run id {run_id!r}: longer than 128 characters")
+
+
+def _check_sweep_id(sweep_id: str) -> None:
+    # The SDK's own rule (wandb_settings.validate_sweep_id), plus the run id's reserved
+    # characters: the id is a path segment of the sweep's URL.
+    if not isinstance(sweep_id, str) or not sweep_id.strip() or sweep_id != sweep_id.strip():
+        raise ValueError(f"invalid W&B sweep id {sweep_id!r}: empty or surrounded by whitespace")
+    bad = sorted(set(sweep_id) & (_RUN_ID_RESERVED | {"%"}))
+    if bad:
+        raise ValueError(f"invalid W&B sweep id {sweep_id!r}: contains {''.join(bad)!r}")
 
 
 def _check_project(project: str) -> None:

@@ -19,7 +19,10 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    meanwhile (see namespace_scale());
 6. outage (issue 11): kube-apiserver stopped for --outage-s (300 s) while --outage-waiting
    triggers (1000) wait: LIST/WATCH attempts counted in the triggerer against the backoff's
-   bound, then every verdict checked against the job's real end, and no job deleted.
+   bound, then every verdict checked against the job's real end, and no job deleted;
+7. sweep_burst (issue 17): --sweep-tasks (200) mapped task instances of the operator submit
+   at once, then again as retries (bench/sweep_burst.py): submit p50/p99, duplicates, 429s;
+   then their wait by the provider's trigger and by 2 s polling (watch connections, req/min).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -53,12 +56,14 @@ from common import (
     managed_job,
     other_owner_job,
     parse_k8s_time,
+    parse_metrics,
+    percentile,
     reads,
     summary,
 )
 
 from airflow_volcano_wandb.job_status import FAILURE_PHASES
-from airflow_volcano_wandb.ownership import MANAGED_SELECTOR
+from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, MAP_INDEX_LABEL
 from airflow_volcano_wandb.testing.faults import (
     start_component,
     stop_component,
@@ -254,70 +259,24 @@ def triggerer_scale(
     running_s = time.monotonic() - t
     say(f"scale: {top} jobs created in {created_s:.0f}s, all Running after {running_s:.0f}s")
 
-    def scrape() -> tuple[float, dict]:
-        return time.monotonic(), job_api_counters(cluster.metrics())
-
-    # What the control plane itself reads on Volcano jobs meanwhile (controller, scheduler),
-    # to subtract: the metrics do not say who asked.
-    time.sleep(5)
-    a_t, a = scrape()
-    time.sleep(20)
-    b_t, b = scrape()
-    idle_rate = (reads(b) - reads(a)) / ((b_t - a_t) / 60)
-    idle_watches = b["watches"]
-    say(f"scale: background {idle_rate:.1f} job reads/min, {idle_watches:.0f} job watches open")
+    idle_rate, idle_watches = background(cluster, "scale")
 
     rows = []
     for jobs in sizes:
         for waiter, mode, interval in (("provider", "watch", 0), ("poll_2s", "poll", 2)):
-            out = work / f"scale-{waiter}-{jobs}.json"
-            proc = driver(
-                "scale",
-                mode,
-                interval,
+            row = waiter_row(
+                cluster,
+                env,
+                work,
                 namespace,
                 names_file,
-                out,
-                env,
-                jobs=jobs,
-                port=cluster.port,
-                settle=10,
-                window=window,
+                jobs,
+                (waiter, mode, interval),
+                window,
+                (idle_rate, idle_watches),
+                tag="scale",
             )
-            marks: dict[str, tuple[float, dict]] = {}
-            for line in proc.stdout:
-                if line.startswith("WINDOW_START"):
-                    marks["start"] = scrape()
-                elif line.startswith("WINDOW_END"):
-                    marks["end"] = scrape()
-            proc.wait(120)
-            result = json.loads(out.read_text())
-            (s_t, s), (e_t, e) = marks["start"], marks["end"]
-            minutes = (e_t - s_t) / 60
-            api_rate = (reads(e) - reads(s)) / minutes - idle_rate
-            row = {
-                "waiter": waiter,
-                "jobs": jobs,
-                "watch_connections": round(max(e["watches"], s["watches"]) - idle_watches),
-                "requests_per_min": round(max(api_rate, 0.0), 1),
-                "cpu_s_per_min": round(result["cpu_s_per_min"], 2),
-                "rss_mb": round(result["rss_mb"], 1),
-                "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
-                "client_requests_per_min": round(result["client_requests_per_min"], 1),
-                "tcp_connections_max": result["tcp_connections_max"],
-                "tcp_connections_mean": round(result["tcp_connections_mean"], 1),
-                "expected_requests_per_min": 30 * jobs if mode == "poll" else None,
-                "window_s": round(result["window_s"], 1),
-                "fired_early": result["fired_early"],
-            }
             rows.append(row)
-            say(
-                f"scale: {waiter:<8} N={jobs:<5} watches {row['watch_connections']}, "
-                f"{row['requests_per_min']:.0f} req/min "
-                f"(client {row['client_requests_per_min']:.0f}),"
-                f" {row['cpu_s_per_min']:.2f} CPU s/min, RSS {row['rss_mb']:.0f} MB "
-                f"(+{row['rss_growth_mb']:.1f})"
-            )
     cluster.delete_namespace(namespace)
     return {
         "rows": rows,
@@ -325,6 +284,88 @@ def triggerer_scale(
         "jobs_created_s": round(created_s, 1),
         "jobs_running_s": round(running_s, 1),
     }
+
+
+def scrape(cluster: Cluster) -> tuple[float, dict]:
+    return time.monotonic(), job_api_counters(cluster.metrics())
+
+
+def background(cluster: Cluster, tag: str) -> tuple[float, float]:
+    """What the control plane itself reads on Volcano jobs (controller, scheduler), per
+    minute, and its open job watches: to subtract, as the metrics do not say who asked."""
+    time.sleep(5)
+    a_t, a = scrape(cluster)
+    time.sleep(20)
+    b_t, b = scrape(cluster)
+    idle_rate = (reads(b) - reads(a)) / ((b_t - a_t) / 60)
+    say(f"{tag}: background {idle_rate:.1f} job reads/min, {b['watches']:.0f} job watches open")
+    return idle_rate, b["watches"]
+
+
+def waiter_row(
+    cluster: Cluster,
+    env: dict,
+    work: Path,
+    namespace: str,
+    names_file: Path,
+    jobs: int,
+    how: tuple[str, str, float],
+    window: float,
+    idle: tuple[float, float],
+    tag: str,
+) -> dict:
+    """One waiter process (``trigger_driver.py scale``) over ``jobs`` jobs: the apiserver's
+    view of it (watches, reads/min less the background ``idle``) and its own CPU and RSS."""
+    waiter, mode, interval = how
+    idle_rate, idle_watches = idle
+    out = work / f"{tag}-{waiter}-{jobs}.json"
+    proc = driver(
+        "scale",
+        mode,
+        interval,
+        namespace,
+        names_file,
+        out,
+        env,
+        jobs=jobs,
+        port=cluster.port,
+        settle=10,
+        window=window,
+    )
+    marks: dict[str, tuple[float, dict]] = {}
+    for line in proc.stdout:
+        if line.startswith("WINDOW_START"):
+            marks["start"] = scrape(cluster)
+        elif line.startswith("WINDOW_END"):
+            marks["end"] = scrape(cluster)
+    proc.wait(120)
+    result = json.loads(out.read_text())
+    (s_t, s), (e_t, e) = marks["start"], marks["end"]
+    minutes = (e_t - s_t) / 60
+    api_rate = (reads(e) - reads(s)) / minutes - idle_rate
+    row = {
+        "waiter": waiter,
+        "jobs": jobs,
+        "watch_connections": round(max(e["watches"], s["watches"]) - idle_watches),
+        "requests_per_min": round(max(api_rate, 0.0), 1),
+        "cpu_s_per_min": round(result["cpu_s_per_min"], 2),
+        "rss_mb": round(result["rss_mb"], 1),
+        "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
+        "client_requests_per_min": round(result["client_requests_per_min"], 1),
+        "tcp_connections_max": result["tcp_connections_max"],
+        "tcp_connections_mean": round(result["tcp_connections_mean"], 1),
+        "expected_requests_per_min": 30 * jobs if mode == "poll" else None,
+        "window_s": round(result["window_s"], 1),
+        "fired_early": result["fired_early"],
+    }
+    say(
+        f"{tag}: {waiter:<8} N={jobs:<5} watches {row['watch_connections']}, "
+        f"{row['requests_per_min']:.0f} req/min "
+        f"(client {row['client_requests_per_min']:.0f}),"
+        f" {row['cpu_s_per_min']:.2f} CPU s/min, RSS {row['rss_mb']:.0f} MB "
+        f"(+{row['rss_growth_mb']:.1f})"
+    )
+    return row
 
 
 # ---- 5. a crowded namespace -----------------------------------------------------------
@@ -671,6 +712,7 @@ def markdown(r: dict) -> str:
         ("e2e_overhead_s", md_e2e),
         ("namespace_scale", md_namespace),
         ("outage", md_outage),
+        ("sweep_burst", md_sweep),
     )
     for key, section in sections:
         if key in r:
@@ -824,6 +866,108 @@ def md_outage(r: dict) -> list[str]:
     ]
 
 
+# ---- 7. a sweep's burst ----------------------------------------------------------------
+
+
+def status_count(text: str, code: str) -> float:
+    """Every request the apiserver answered with ``code``, from /metrics."""
+    return sum(
+        value
+        for _, labels, value in parse_metrics(text, {"apiserver_request_total"})
+        if labels.get("code") == code
+    )
+
+
+def sweep_burst(cluster: Cluster, env: dict, work: Path, tasks: int, window: float) -> dict:
+    """``tasks`` mapped task instances submit at once (``bench/sweep_burst.py``), then submit
+    again as retries; then their wait, by the provider's trigger and by 2 s polling."""
+    namespace = cluster.create_namespace("bench-sweep")
+    out = work / "sweep-burst.json"
+    throttled = status_count(cluster.metrics(), "429")
+    say(f"sweep: {tasks} mapped tasks submit at once in {namespace}, then again as retries")
+    subprocess.run(
+        [
+            PY,
+            str(REPO / "bench" / "sweep_burst.py"),
+            "--namespace",
+            namespace,
+            "--tasks",
+            str(tasks),
+            "--out",
+            str(out),
+        ],
+        env=env,
+        check=True,
+    )
+    http_429 = status_count(cluster.metrics(), "429") - throttled
+    burst = json.loads(out.read_text())
+    errors = [r["error"] for r in burst["first"] + burst["again"] if "error" in r]
+    jobs = cluster.list_jobs(namespace, MANAGED_SELECTOR)
+    per_index: dict[str, int] = {}
+    for job in jobs:
+        index = job["metadata"]["labels"][MAP_INDEX_LABEL]
+        per_index[index] = per_index.get(index, 0) + 1
+    reattached = sum(
+        1
+        for a, b in zip(burst["first"], burst["again"], strict=True)
+        if a.get("uid") == b.get("uid")
+    )
+    names_file = work / "sweep-jobs.json"
+    names_file.write_text(
+        json.dumps([{"name": r["name"], "uid": r["uid"]} for r in burst["first"] if "uid" in r])
+    )
+    idle = background(cluster, "sweep")
+    waits = [
+        waiter_row(cluster, env, work, namespace, names_file, tasks, how, window, idle, "sweep")
+        for how in (("provider", "watch", 0), ("poll_2s", "poll", 2))
+    ]
+    cluster.delete_namespace(namespace)
+    submit = [r["submit_s"] for r in burst["first"] if "submit_s" in r]
+    retry = [r["submit_s"] for r in burst["again"] if "submit_s" in r]
+    return {
+        "tasks": tasks,
+        "submit_p50_s": round(percentile(submit, 50), 3),
+        "submit_p99_s": round(percentile(submit, 99), 3),
+        "retry_p50_s": round(percentile(retry, 50), 3),
+        "jobs": len(jobs),
+        "duplicates": sum(n - 1 for n in per_index.values()),
+        "map_indexes_without_a_job": tasks - len(per_index),
+        "retries_reattached": reattached,
+        "errors": errors[:5],
+        "http_429": round(http_429),
+        "watch_connections": waits[0]["watch_connections"],
+        "wait": waits,
+    }
+
+
+def md_sweep(r: dict) -> list[str]:
+    b = r["sweep_burst"]
+    rows = [
+        f"| {w['waiter']} | {w['watch_connections']} | {w['requests_per_min']:,.0f} | "
+        f"{w['cpu_s_per_min']:.2f} |"
+        for w in b["wait"]
+    ]
+    return [
+        "## 7. A sweep's burst",
+        "",
+        f"{b['tasks']} mapped task instances run `execute()` at once (threads of one process), "
+        "then again as retries of the same try.",
+        "",
+        "| tasks | submit p50 | submit p99 | retry p50 | jobs | duplicates | retries reattached "
+        "| HTTP 429 | errors |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {b['tasks']} | {b['submit_p50_s']} s | {b['submit_p99_s']} s | {b['retry_p50_s']} s "
+        f"| {b['jobs']} | {b['duplicates']} | {b['retries_reattached']} | {b['http_429']} | "
+        f"{len(b['errors'])} |",
+        "",
+        "Then the wait on those jobs, in one waiter process each:",
+        "",
+        "| waiter | watch connections | requests/min | CPU s/min |",
+        "|---|---|---|---|",
+        *rows,
+    ]
+
+
 def goals(r: dict) -> list[str]:
     out = []
     if "completion_latency_s" in r:
@@ -851,7 +995,7 @@ def goals(r: dict) -> list[str]:
     return out
 
 
-SCENARIOS = ("render", "e2e", "latency", "scale", "namespace_scale", "outage")
+SCENARIOS = ("render", "e2e", "latency", "scale", "namespace_scale", "outage", "sweep_burst")
 
 
 def parse_options() -> argparse.Namespace:
@@ -867,6 +1011,7 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--namespace-waiting", type=int, default=1000, help="waiting triggers")
     parser.add_argument("--outage-s", type=float, default=300.0, help="apiserver outage (s)")
     parser.add_argument("--outage-waiting", type=int, default=1000, help="triggers waiting")
+    parser.add_argument("--sweep-tasks", type=int, default=200, help="mapped tasks at once")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
         "--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {SCENARIOS}"
@@ -886,6 +1031,7 @@ def parse_options() -> argparse.Namespace:
         options.sizes, options.latency_jobs, options.e2e_runs, options.window = "20,50", 20, 1, 10
         options.namespace_jobs, options.namespace_waiting = 200, 20
         options.outage_s, options.outage_waiting = 20.0, 20
+        options.sweep_tasks = 10
     options.only = set(options.only.split(","))
     unknown = options.only - set(SCENARIOS)
     if unknown:
@@ -898,7 +1044,7 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "render" in options.only:
         say("render_job")
         results["render_ms"] = render(repeat=500)
-    if options.only & {"e2e", "latency", "scale", "outage", "namespace_scale"}:
+    if options.only & {"e2e", "latency", "scale", "outage", "namespace_scale", "sweep_burst"}:
         say("airflow db migrate")
         subprocess.run(
             [PY, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True
@@ -922,6 +1068,11 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
         )
         results["namespace_scale"] = ns
         say(f"namespace: {ns}")
+    if "sweep_burst" in options.only:
+        results["sweep_burst"] = sweep_burst(
+            cluster, env, work, options.sweep_tasks, options.window
+        )
+        say(f"sweep: {results['sweep_burst']}")
     if "outage" in options.only:
         results["outage"] = outage(cluster, env, work, options.outage_waiting, options.outage_s)
         say(f"outage: {results['outage']}")

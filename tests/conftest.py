@@ -73,3 +73,14 @@ def wandb_connection(monkeypatch) -> str:
     }
     monkeypatch.setenv("AIRFLOW_CONN_WANDB_DEFAULT", json.dumps(conn))
     return conn["password"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``long`` only run when ``-m`` names them (``make test-long``): they are
+    deselected, not skipped, from the default suite, which has a time budget in CI."""
+    if "long" in (config.getoption("markexpr") or ""):
+        return
+    kept = [item for item in items if item.get_closest_marker("long") is None]
+    if len(kept) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in kept])
+        items[:] = kept

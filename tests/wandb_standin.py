@@ -22,6 +22,7 @@ import base64
 import json
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -85,10 +86,11 @@ class WandbStandin:
         *,
         api_key: str,
         viewer_entity: str = "standin-user",
-        any_run_summary: dict[str, Any] | None = None,
+        any_run_summary: dict[str, Any] | Callable[[str], dict[str, Any]] | None = None,
     ) -> None:
         """``any_run_summary``: answer for every run asked about, as if each had finished with
-        these summary metrics (for runs whose id a test cannot know in advance)."""
+        these summary metrics (for runs whose id a test cannot know in advance); a function
+        of the run id gives each run values of its own."""
         self.api_key = api_key
         self.viewer_entity = viewer_entity
         self.any_run_summary = any_run_summary
@@ -255,7 +257,10 @@ class WandbStandin:
         key = (variables.get("entity"), variables.get("project"), variables.get("name"))
         run = self._runs.get(key)  # type: ignore[arg-type]
         if run is None and self.any_run_summary is not None and all(key):
-            run = _Run(*key, dict(self.any_run_summary), {}, "finished")  # type: ignore[misc]
+            summary = self.any_run_summary
+            if callable(summary):
+                summary = summary(key[2])  # type: ignore[arg-type]
+            run = _Run(*key, dict(summary), {}, "finished")  # type: ignore[misc]
         if run is None:
             return {"project": None}
         return {

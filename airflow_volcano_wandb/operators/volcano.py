@@ -166,7 +166,11 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
         self._try_number = context["ti"].try_number
         if run is None:  # dag.test() resumes without the deferral's kwargs: ask XCom
             ti = context["ti"]
-            run = {key: ti.xcom_pull(task_ids=self.task_id, key=key) for key in RUN_XCOMS}
+            # map_indexes: a mapped task's own values, not a list of every map index's.
+            run = {
+                key: ti.xcom_pull(task_ids=self.task_id, key=key, map_indexes=ti.map_index)
+                for key in RUN_XCOMS
+            }
         return self._report(context, WaitResult.from_event(event), dict(run))
 
     def _submit(

@@ -27,6 +27,10 @@ class WandbRunMixin(BaseOperator):
     :param wandb_run_id: a W&B run id; by default derived from the task instance, so a retry
         resumes the same run.
     :param wandb_run_name: the run's display name.
+    :param wandb_group: the run's W&B group; by default the DAG run (``<dag_id>/<run_id>``).
+        Give every map index of a sweep the same one (see ``docs/sweeps.md``).
+    :param wandb_sweep_id: a W&B sweep id (``WANDB_SWEEP_ID``): the run joins that sweep's
+        view in W&B.
     :param wandb_mode: ``online``, ``offline`` or ``disabled`` for the run's owner.
     :param wandb_rank_mode: ``master`` (rank 0 owns the one run; other ranks are kept from
         starting runs) or ``shared`` (every rank writes to the one run). See docs/wandb.md.
@@ -42,6 +46,8 @@ class WandbRunMixin(BaseOperator):
         "wandb_project",
         "wandb_run_id",
         "wandb_run_name",
+        "wandb_group",
+        "wandb_sweep_id",
         "wandb_mode",
         "wandb_rank_mode",
         "wandb_tags",
@@ -57,6 +63,8 @@ class WandbRunMixin(BaseOperator):
         wandb_project: str | None = None,
         wandb_run_id: str | None = None,
         wandb_run_name: str | None = None,
+        wandb_group: str | None = None,
+        wandb_sweep_id: str | None = None,
         wandb_mode: str | None = None,
         wandb_rank_mode: str = "master",
         wandb_tags: Sequence[str] | None = None,
@@ -68,6 +76,7 @@ class WandbRunMixin(BaseOperator):
         self.wandb_conn_id, self.wandb_entity = wandb_conn_id, wandb_entity
         self.wandb_project, self.wandb_run_id = wandb_project, wandb_run_id
         self.wandb_run_name, self.wandb_mode = wandb_run_name, wandb_mode
+        self.wandb_group, self.wandb_sweep_id = wandb_group, wandb_sweep_id
         self.wandb_rank_mode, self.wandb_tags = wandb_rank_mode, wandb_tags
         self.wandb_api_key_secret = wandb_api_key_secret
         self.wandb_summary_keys = list(wandb_summary_keys or [])
@@ -99,6 +108,8 @@ class WandbRunMixin(BaseOperator):
                 ),
                 run_id=self.wandb_run_id,
                 run_name=self.wandb_run_name,
+                group=self.wandb_group or None,
+                sweep_id=self.wandb_sweep_id or None,
                 tags=self.wandb_tags,
                 entity=self.wandb_entity or wandb_hook.entity,
                 project=self.wandb_project or wandb_hook.project,

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import runpy
 
 import pytest
 
-from tests.integration.jobs import list_jobs, run_dag, wait_until
+from airflow_volcano_wandb.ownership import MAP_INDEX_LABEL
+from tests.integration.jobs import REPO, list_jobs, run_dag, wait_until, xcoms
 from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
@@ -58,3 +60,76 @@ def test_retraining_dag_promotes_only_on_improvement_against_wandb_standin(
         _, second = run_dag("volcano_pytorch_retraining", file=file, namespace=volcano_namespace)
         assert second["promote"][0] == "skipped" and second["keep_current"][0] == "success"
         assert "Run" in standin.operations()
+
+
+def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_wandb_standin(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
+):
+    """The 6-point grid of dags/volcano_pytorch_sweep.py, deferrable, through dag.test()."""
+    from airflow.models import Variable
+
+    from airflow_volcano_wandb.testing.recorder import Recorder
+
+    def accuracy(run_id: str) -> dict:
+        # Per-run stand-in values that no test arithmetic can line up by accident.
+        return {"eval/accuracy": int(run_id[:8], 36) % 997 / 1000}
+
+    grid = runpy.run_path(str(REPO / "dags" / "volcano_pytorch_sweep.py"))["POINTS"]
+    # The promoted value is shared with the retraining DAG (and its test): start from none.
+    Variable.delete("volcano_pytorch_best_accuracy")
+    api = volcano_cluster.api_client()
+    with WandbStandin(api_key=API_KEY, any_run_summary=accuracy) as standin:
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_WANDB_DEFAULT",
+            json.dumps(
+                {
+                    "conn_type": "wandb",
+                    "host": standin.url,
+                    "password": API_KEY,
+                    "extra": {"entity": "airflow", "project": "volcano-ddp"},
+                }
+            ),
+        )
+        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        with Recorder.jobs(api, volcano_namespace) as recorded:
+            dag_run, tis = run_dag(
+                "volcano_pytorch_sweep",
+                file="volcano_pytorch_sweep.py",
+                namespace=volcano_namespace,
+                wandb_sweep_id="swp0abc1",
+            )
+    assert tis["pick"][0] == tis["promote"][0] == "success"
+    assert tis["keep_current"][0] == "skipped"
+    values = xcoms("volcano_pytorch_sweep", dag_run.run_id)
+    jobs = recorded.seen()
+    assert len(grid) == len(jobs) == 6
+    env = {
+        int(job["metadata"]["labels"][MAP_INDEX_LABEL]): {
+            e["name"]: e.get("value")
+            for task in job["spec"]["tasks"]
+            if task["name"] == "master"
+            for e in task["template"]["spec"]["containers"][0]["env"]
+        }
+        for job in jobs
+    }
+    assert sorted(env) == list(range(6))  # one job per map index
+    run_ids = {e["WANDB_RUN_ID"] for e in env.values()}
+    assert len(run_ids) == 6
+    assert {e["WANDB_RUN_GROUP"] for e in env.values()} == {f"sweep/mlp-lr-hidden/{dag_run.run_id}"}
+    assert {e["WANDB_SWEEP_ID"] for e in env.values()} == {"swp0abc1"}
+    for index, point in enumerate(grid):  # each run's hyperparameters and map index
+        assert env[index]["AIRFLOW_CTX_MAP_INDEX"] == str(index)
+        assert env[index]["TRAIN_LR"] == json.dumps(point["lr"])
+        assert env[index]["TRAIN_HIDDEN_SIZE"] == str(point["hidden_size"])
+    # Six summaries read back, one per run, each the stand-in's value for that run.
+    asked = [r.variables.get("name") for r in standin.requests if r.operation == "Run"]
+    assert sorted(asked) == sorted(run_ids)
+    winner = values["promote.return_value"]
+    best_run = max(run_ids, key=lambda run_id: accuracy(run_id)["eval/accuracy"])
+    assert winner["wandb_run_id"] == best_run
+    assert winner["hyperparameters"] == grid[winner["map_index"]]
+    assert env[winner["map_index"]]["WANDB_RUN_ID"] == best_run
+    assert float(Variable.get("volcano_pytorch_best_accuracy")) == pytest.approx(
+        accuracy(best_run)["eval/accuracy"]
+    )
+    Variable.delete("volcano_pytorch_best_accuracy")

@@ -25,6 +25,7 @@ PURE = [
     "wandb_env.py",
     "wandb_urls.py",
     "wandb_queue_ref.py",
+    "sweep.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (

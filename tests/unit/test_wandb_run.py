@@ -18,6 +18,7 @@ from airflow_volcano_wandb.wandb_run import (
     AirflowRunContext,
     SecretKeyRef,
     WandbRunSpec,
+    default_run_group,
     deterministic_run_id,
 )
 from airflow_volcano_wandb.wandb_urls import app_url, run_url
@@ -407,3 +408,37 @@ def test_parse_queue_ref_rejects_malformed(bad: str) -> None:
 def test_queue_ref_round_trips(entity: str, queue: str) -> None:
     ref = WandbQueueRef(entity, queue)
     assert parse_queue_ref(str(ref)) == ref
+
+
+# -- sweeps ---------------------------------------------------------------------------------
+
+
+def test_a_sweeps_map_indexes_share_the_group_and_sweep_but_not_the_run() -> None:
+    """One run per map index, one group and one W&B sweep for all of them, as the SDK reads it."""
+    envs = []
+    for map_index in range(3):
+        ctx = AirflowRunContext(**{**CTX.__dict__, "map_index": map_index})
+        spec = WandbRunSpec.for_task_instance(
+            ctx, entity="team", project="mlp", group="sweep-lr", sweep_id="swp7x2k", mode="offline"
+        )
+        envs.append(resolve(container_env(spec, is_master_task=True)))
+    settings = [sdk_settings(env) for env in envs]
+    assert len({s.run_id for s in settings}) == 3
+    assert {s.run_group for s in settings} == {"sweep-lr"}
+    assert {s.sweep_id for s in settings} == {"swp7x2k"}
+    assert [airflow_config_from_env(env)["map_index"] for env in envs] == [0, 1, 2]
+    # A silent rank knows its sweep too, but never gets a run id of its own.
+    other = as_dict(container_env(spec, is_master_task=False))
+    assert other["WANDB_SWEEP_ID"] == "swp7x2k" and "WANDB_RUN_ID" not in other
+
+
+def test_without_a_sweep_id_no_sweep_env_and_the_dag_run_is_the_group() -> None:
+    env = as_dict(container_env(make_spec(), is_master_task=True))
+    assert "WANDB_SWEEP_ID" not in env
+    assert env["WANDB_RUN_GROUP"] == default_run_group(CTX.dag_id, CTX.dag_run_id)
+
+
+@pytest.mark.parametrize("sweep_id", ["", " abc", "abc ", "a/b", "a%2F", "a?b"])
+def test_a_bad_sweep_id_fails_before_anything_is_submitted(sweep_id: str) -> None:
+    with pytest.raises(ValueError, match="invalid W&B sweep id"):
+        make_spec(sweep_id=sweep_id)
