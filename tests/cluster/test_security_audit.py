@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import secrets
 import shutil
 import tempfile
@@ -47,7 +48,7 @@ from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
 
-pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 K8S = REPO / "docker" / "k8s"
 MANAGED, EXTERNAL = "avw_security_managed_key", "avw_security_external_key"
@@ -79,34 +80,33 @@ def _hits(key: str, text: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def audited_cluster() -> Iterator[VolcanoCluster]:
-    """A cluster whose apiserver writes an audit log: the developer's, if it has one (see
-    ``AVW_CLUSTER_AUDIT_LOG``), else one of this module's own."""
-    import os
+def audited_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
+    """A cluster whose apiserver writes an audit log: the session's when it has one (started
+    with ``AVW_CLUSTER_AUDIT_LOG=1``, or a reused one started with ``--audit-log``), else one
+    of this module's own."""
 
-    reuse = os.environ.get(STATE_DIR_ENV)
-    if reuse and local_cluster.is_running(Path(reuse)):
-        info = local_cluster.up(Path(reuse))
-        if info.audit_log:
-            yield _handle(info, owned=False)
+    if os.environ.get(local_cluster.AUDIT_LOG_ENV) or os.environ.get(STATE_DIR_ENV):
+        session: VolcanoCluster = request.getfixturevalue("volcano_cluster")
+        if session.audit_log:
+            yield session
             return
     state_dir = Path(tempfile.mkdtemp(prefix="avw-audit-cluster-"))
     info = local_cluster.up(state_dir, nodes=2, audit_log=True)
     try:
-        yield _handle(info, owned=True)
+        yield _handle(info)
     finally:
         local_cluster.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
-def _handle(info: local_cluster.ClusterInfo, owned: bool) -> VolcanoCluster:
+def _handle(info: local_cluster.ClusterInfo) -> VolcanoCluster:
     return VolcanoCluster(
         state_dir=info.state_dir,
         kubeconfig=info.kubeconfig,
         server=info.server,
         nodes=info.nodes,
         gpus_per_node=info.gpus_per_node,
-        owned=owned,
+        owned=True,
         audit_log=info.audit_log,
     )
 
