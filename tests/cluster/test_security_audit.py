@@ -193,7 +193,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         for kind, make in (("jobs", Recorder.jobs), ("pods", Recorder.pods))
     }
     try:
-        stack.start(timeout=300)
+        stack.start(timeout=900)
         runs = {
             MANAGED: _trigger_and_wait(stack, MANAGED, {"namespace": managed_ns}),
             EXTERNAL: _trigger_and_wait(stack, EXTERNAL, {"namespace": external_ns}),
