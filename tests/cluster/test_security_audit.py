@@ -178,6 +178,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "DEBUG",
             # The test DAGs import the cluster harness's constants: slow on a busy machine.
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "180",
             "AIRFLOW_CONN_KUBERNETES_EXTERNAL": json.dumps(
                 {
                     "conn_type": "kubernetes",
