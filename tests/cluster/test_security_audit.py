@@ -120,7 +120,7 @@ def _service_account(
 
 
 def _trigger_and_wait(stack: AirflowStack, dag_id: str, conf: dict[str, Any]) -> str:
-    wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 300, f"DAG {dag_id} parsed")
+    wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 600, f"DAG {dag_id} parsed")
     stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
     run_id = f"sec-{uuid.uuid4().hex[:8]}"
     stack.api(
