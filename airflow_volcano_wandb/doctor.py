@@ -3,8 +3,9 @@
 Checks, against the cluster the Airflow Kubernetes connection points at, everything the
 provider relies on: Volcano's CRDs are served, its admission webhooks are registered, the
 Volcano queue exists and is ``Open``, the connection's identity holds every permission of
-``docker/k8s/rbac.yaml``'s Role, and the W&B connection has an API key (or is absent, which
-only offline runs tolerate).
+``docker/k8s/rbac.yaml``'s Role (with ``--external-key-secret``: of the narrower
+``rbac-external-key-secret.yaml``, no Secret access), and the W&B connection has an API key
+(or is absent, which only offline runs tolerate).
 
 The checks are pure functions over objects fetched once (:func:`fetch`); only :func:`fetch`
 and :func:`main` do I/O, so every verdict and hint is unit-tested without a cluster.
@@ -64,6 +65,15 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     *_permissions("", "pods/log", "get"),
     *_permissions("", "events", "list"),
     *_permissions("", "secrets", "create get patch"),
+)
+# What writing the per-task-instance key Secret takes: all of it is unused, and should not be
+# granted, when every DAG passes ``wandb_api_key_secret`` (the key never passes through Airflow).
+SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
+    p for p in REQUIRED_PERMISSIONS if p.resource == "secrets"
+)
+# The Role of docker/k8s/rbac-external-key-secret.yaml (tests/unit/test_doctor.py keeps it so).
+EXTERNAL_KEY_SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
+    p for p in REQUIRED_PERMISSIONS if p not in SECRET_PERMISSIONS
 )
 
 
@@ -185,18 +195,40 @@ def check_namespace(namespace: str, exists: bool | None) -> Result:
     return Result(title, OK, "exists")
 
 
-def check_permissions(allowed: Mapping[Permission, bool], namespace: str) -> Result:
-    """``allowed``: the SelfSubjectAccessReview verdict for each required permission."""
+def check_permissions(
+    allowed: Mapping[Permission, bool], namespace: str, external_key_secret: bool = False
+) -> Result:
+    """``allowed``: the SelfSubjectAccessReview verdict for each permission asked about.
+
+    :param allowed: verdicts for at least the permissions of the Role being checked.
+    :param namespace: where jobs run.
+    :param external_key_secret: check ``rbac-external-key-secret.yaml``'s Role (no Secret
+        access, for DAGs that pass ``wandb_api_key_secret``) instead of ``rbac.yaml``'s; a
+        Secret permission that is granted all the same is a warning: it is not needed.
+    """
     title = f"RBAC in namespace {namespace!r}"
-    denied = [str(p) for p in REQUIRED_PERMISSIONS if not allowed.get(p, False)]
+    manifest = "rbac-external-key-secret.yaml" if external_key_secret else "rbac.yaml"
+    required = EXTERNAL_KEY_SECRET_PERMISSIONS if external_key_secret else REQUIRED_PERMISSIONS
+    denied = [str(p) for p in required if not allowed.get(p, False)]
     if denied:
         return Result(
             title,
             FAIL,
-            f"denied {len(denied)} of {len(REQUIRED_PERMISSIONS)}: " + ", ".join(denied),
-            f"apply docker/k8s/rbac.yaml to {namespace!r} and bind its Role to this identity",
+            f"denied {len(denied)} of {len(required)}: " + ", ".join(denied),
+            f"apply docker/k8s/{manifest} to {namespace!r} and bind its Role to this identity",
         )
-    return Result(title, OK, f"all {len(REQUIRED_PERMISSIONS)} permissions of rbac.yaml granted")
+    if external_key_secret:
+        unneeded = [str(p) for p in SECRET_PERMISSIONS if allowed.get(p, False)]
+        if unneeded:
+            return Result(
+                title,
+                WARN,
+                f"all {len(required)} permissions of {manifest} granted, and also "
+                + ", ".join(unneeded)
+                + ": not needed when every DAG passes wandb_api_key_secret",
+                f"bind docker/k8s/{manifest}'s Role instead of rbac.yaml's",
+            )
+    return Result(title, OK, f"all {len(required)} permissions of {manifest} granted")
 
 
 def check_wandb(conn_id: str, exists: bool, has_api_key: bool, offline: bool) -> Result:
@@ -366,13 +398,27 @@ def fetch(conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str) -
         )
 
 
-def evaluate(observed: Observed, queue: str, wandb_conn_id: str, offline: bool) -> list[Result]:
+def evaluate(
+    observed: Observed,
+    queue: str,
+    wandb_conn_id: str,
+    offline: bool,
+    external_key_secret: bool = False,
+) -> list[Result]:
+    """Every check's verdict, in report order.
+
+    :param observed: what :func:`fetch` read.
+    :param queue: the Volcano queue jobs go to.
+    :param wandb_conn_id: the W&B connection's id.
+    :param offline: ``WANDB_MODE`` is offline here.
+    :param external_key_secret: judge RBAC against ``rbac-external-key-secret.yaml``.
+    """
     return [
         check_apis(observed.served),
         check_webhooks(observed.mutating, observed.validating),
         check_queue(queue, observed.queue, observed.queue_readable),
         check_namespace(observed.namespace, observed.namespace_exists),
-        check_permissions(observed.allowed, observed.namespace),
+        check_permissions(observed.allowed, observed.namespace, external_key_secret),
         check_wandb(wandb_conn_id, observed.wandb_exists, observed.wandb_has_key, offline),
     ]
 
@@ -384,6 +430,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--wandb-conn-id", default="wandb_default", help="W&B connection")
     parser.add_argument("--queue", default="default", help="the Volcano queue jobs go to")
+    parser.add_argument(
+        "--external-key-secret",
+        action="store_true",
+        help="the DAGs pass wandb_api_key_secret: check the narrower Role of "
+        "docker/k8s/rbac-external-key-secret.yaml (no Secret access) instead of rbac.yaml's",
+    )
 
 
 def main(args: argparse.Namespace) -> int:
@@ -393,7 +445,7 @@ def main(args: argparse.Namespace) -> int:
         print(unreachable(args.conn_id, err).line())
         return 1
     offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled")
-    results = evaluate(observed, args.queue, args.wandb_conn_id, offline)
+    results = evaluate(observed, args.queue, args.wandb_conn_id, offline, args.external_key_secret)
     print(f"doctor: connection {args.conn_id!r}, namespace {observed.namespace!r}")
     for result in results:
         print(result.line())

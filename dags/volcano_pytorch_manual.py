@@ -3,15 +3,38 @@
 The form's fields come from ``params``: worker replicas, image, epochs, GPUs per worker and the
 W&B entity and project. The operator submits the job and returns; the sensor waits for it in
 the triggerer (deferrable), so no worker slot is held while the job trains.
+
+Whoever may trigger the DAG picks the namespace and the image, and that image receives the W&B
+API key: both are allow-listed, by the deployment's Airflow configuration rather than by
+anything the form or an Airflow Variable (editable in the UI) can change:
+
+    [volcano_pytorch_manual]
+    allowed_namespaces = wandb            # comma-separated names; the first is the default
+    allowed_images = ghcr.io/example/*    # comma-separated fnmatch patterns
+
+(or ``AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES`` / ``..._ALLOWED_IMAGES``). The form
+offers only the allowed namespaces, and the operator refuses any other before submitting.
 """
 
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, conf
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
+
+CONFIG_SECTION = "volcano_pytorch_manual"
+
+
+def _configured_list(key: str, default: str) -> list[str]:
+    """A comma-separated list from this DAG's section of the Airflow configuration."""
+    value = conf.get(CONFIG_SECTION, key, fallback=default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+ALLOWED_NAMESPACES = _configured_list("allowed_namespaces", "wandb")
+ALLOWED_IMAGES = _configured_list("allowed_images", "ghcr.io/example/*")
 
 with DAG(
     dag_id="volcano_pytorch_manual",
@@ -67,11 +90,13 @@ with DAG(
             description="The W&B project of the run.",
         ),
         "namespace": Param(
-            "wandb",
+            ALLOWED_NAMESPACES[0] if ALLOWED_NAMESPACES else "wandb",
             type="string",
-            pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$",
+            # Only the allowed ones: the form offers them, and a run asking for another is
+            # refused when it is triggered (and by the operator, should one get through).
+            enum=ALLOWED_NAMESPACES,
             title="Kubernetes namespace",
-            description="Where the Volcano job runs.",
+            description="Where the Volcano job runs (the deployment's allow-list).",
         ),
     },
 ) as dag:
@@ -85,9 +110,10 @@ with DAG(
             "worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}
         },
         namespace="{{ params.namespace }}",
+        allowed_namespaces=ALLOWED_NAMESPACES,
         # The form's image receives the W&B API key: only images from registry paths you
         # control may run (see docs/security.md).
-        allowed_images=["ghcr.io/example/*"],
+        allowed_images=ALLOWED_IMAGES,
         wandb_entity="{{ params.wandb_entity }}",
         wandb_project="{{ params.wandb_project }}",
         wait_for_completion=False,

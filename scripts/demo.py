@@ -94,6 +94,8 @@ def main() -> int:
             {"conn_type": "wandb", "extra": {"entity": "demo", "project": "volcano-ddp"}}
         ),
         "WANDB_MODE": "offline",
+        # The manual DAG only submits to namespaces the deployment allows (docs/security.md).
+        "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": args.namespace,
     }
     api = _api(kubeconfig)
     _ensure_namespace(api, args.namespace)

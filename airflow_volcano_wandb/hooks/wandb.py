@@ -10,6 +10,7 @@ public API (``wandb.Api``), imported lazily so that DAG parsing and the triggere
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 from collections.abc import Iterable
 from functools import cached_property
@@ -31,6 +32,19 @@ except ImportError:  # Airflow < 3.2 kept it in the execution-time package.
     from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef]
 
 __all__ = ["WANDB_CONN_FIELDS", "WANDB_UI_FIELD_BEHAVIOUR", "WandbHook"]
+
+
+def _mask(api_key: str | None) -> None:
+    """Mask the key in this process's logs, plain and base64.
+
+    Airflow masks connection passwords it loads itself; masking again covers keys that
+    reached the hook some other way (a preset connection in tests, a custom backend). The
+    base64 form is how a Secret carries the key in an API response or a DEBUG log of one.
+    """
+    if api_key:
+        mask_secret(api_key, name="WANDB_API_KEY")
+        mask_secret(base64.b64encode(api_key.encode()).decode(), name="WANDB_API_KEY")
+
 
 # Summary keys the SDK writes for its own bookkeeping; not metrics a DAG gates on.
 _INTERNAL_SUMMARY_KEYS = frozenset({"_wandb"})
@@ -109,14 +123,22 @@ class WandbHook(BaseHook):
                 self.wandb_conn_id,
             )
             return None
-        # Airflow masks connection passwords it loads itself; masking again covers keys that
-        # reached the hook some other way (a preset connection in tests, a custom backend).
-        # The base64 form too: that is how a Secret carries it in an API response that the
-        # Kubernetes client logs at DEBUG.
-        if conn.password:
-            mask_secret(conn.password, name="WANDB_API_KEY")
-            mask_secret(base64.b64encode(conn.password.encode()).decode(), name="WANDB_API_KEY")
+        _mask(conn.password)
         return conn
+
+    def mask_api_key(self) -> None:
+        """Register the connection's key with this process's log masker, quietly.
+
+        For processes that never use the key but print what pods print: a resumed deferred
+        task or a sensor tailing the log of a trainer that echoes its environment. A missing
+        connection is no warning here: there is then no key to hide.
+        """
+        if not self.wandb_conn_id or "connection" in self.__dict__:
+            return  # no connection named, or already loaded (and masked)
+        from airflow.sdk.exceptions import AirflowNotFoundException
+
+        with contextlib.suppress(AirflowNotFoundException):
+            _mask(self.get_connection(self.wandb_conn_id).password)
 
     @property
     def api_key(self) -> str | None:

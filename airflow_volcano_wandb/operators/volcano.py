@@ -238,6 +238,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
     ) -> dict[str, Any]:
         """Clean up as ``on_finish_action`` says, tell what happened, succeed or fail."""
         self._job = result.job_ref()
+        # A resumed task is a new process: pod logs shown below may echo the key.
+        self.wandb_hook.mask_api_key()
         hook = self.hook
         mark_reported(hook, result, context["ti"].try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)

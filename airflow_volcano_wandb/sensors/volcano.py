@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, Airfl
 from airflow_volcano_wandb import cleanup, job_report
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
+from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
@@ -41,6 +42,8 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         the operator; a pending timeout and the sensor's timeout always delete.
     :param delete_on_kill: delete the job when the task is killed, cleared or marked failed.
     :param log_lines: pod log lines to show on failure.
+    :param wandb_conn_id: the ``wandb`` connection whose API key the job's pods hold: it is
+        masked in this task's log, which shows pod logs (``None``: none to mask).
     """
 
     template_fields: Sequence[str] = ("job_name", "namespace", "job_uid")
@@ -60,6 +63,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         on_finish_action: OnFinishAction = "delete_succeeded",
         delete_on_kill: bool = True,
         log_lines: int = 50,
+        wandb_conn_id: str | None = "wandb_default",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -69,7 +73,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         self.cluster_context, self.in_cluster = cluster_context, in_cluster
         self.deferrable, self.pending_timeout = deferrable, pending_timeout
         self.on_finish_action, self.delete_on_kill = on_finish_action, delete_on_kill
-        self.log_lines = log_lines
+        self.log_lines, self.wandb_conn_id = log_lines, wandb_conn_id
         self._last_progress = ""
         self._gang_seen_whole = False
         self._job: dict[str, str] | None = None
@@ -140,6 +144,8 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
             self.job_uid = self.job_uid or self._job["uid"]
 
     def _report(self, result: WaitResult, try_number: int) -> dict[str, Any]:
+        # The failure report shows pod logs, which may echo the key the pods were given.
+        WandbHook(self.wandb_conn_id).mask_api_key()
         if result.uid:
             self._job = result.job_ref()
         job_report.mark_reported(self.hook, result, try_number, self.log)

@@ -46,6 +46,8 @@ class VolcanoCluster:
     nodes: int
     gpus_per_node: int
     owned: bool
+    #: The apiserver's audit log, when the cluster writes one (``AVW_CLUSTER_AUDIT_LOG``).
+    audit_log: Path | None = None
     _namespaces: list[str] = field(default_factory=list)
 
     def api_client(self) -> ApiClient:
@@ -119,6 +121,7 @@ def _info_to_cluster(info: ClusterInfo, owned: bool) -> VolcanoCluster:
         nodes=info.nodes,
         gpus_per_node=info.gpus_per_node,
         owned=owned,
+        audit_log=info.audit_log,
     )
 
 
@@ -142,6 +145,7 @@ def volcano_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
         state_dir,
         nodes=_env_int(NODES_ENV, local_cluster.DEFAULT_NODES),
         gpus_per_node=_env_int(GPUS_ENV, local_cluster.DEFAULT_GPUS_PER_NODE),
+        audit_log=bool(os.environ.get(local_cluster.AUDIT_LOG_ENV)),
     )
     try:
         yield _info_to_cluster(info, owned=True)

@@ -2,7 +2,8 @@
 
 The doctor runs as a separate process, as a user would run it, with Airflow connections in
 the environment: the admin kubeconfig (a complete setup), the least-privilege ServiceAccount of
-``docker/k8s/rbac.yaml``, and crippled setups (a ServiceAccount with no Role, a queue that
+``docker/k8s/rbac.yaml`` or of ``rbac-external-key-secret.yaml`` (checked with and without
+``--external-key-secret``), and crippled setups (a ServiceAccount with no Role, a queue that
 does not exist), each of which must fail on its own line and only there.
 """
 
@@ -17,14 +18,26 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb.doctor import REQUIRED_PERMISSIONS
-from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
+from airflow_volcano_wandb.doctor import EXTERNAL_KEY_SECRET_PERMISSIONS, REQUIRED_PERMISSIONS
+from tests.reliability.test_rbac_service_account import (
+    RBAC,
+    SA,
+    _apply_rbac,
+    _token_kubeconfig,
+)
+
+EXTERNAL_KEY_RBAC = RBAC.with_name("rbac-external-key-secret.yaml")
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 
 def _doctor(
-    kubeconfig: Path, namespace: str, *, queue: str = "default", wandb_key: str | None = None
+    kubeconfig: Path,
+    namespace: str,
+    *,
+    queue: str = "default",
+    wandb_key: str | None = None,
+    external_key_secret: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
@@ -39,6 +52,8 @@ def _doctor(
             {"conn_type": "wandb", "password": wandb_key}
         )
     args = ["doctor", "--conn-id", "kubernetes_default", "--namespace", namespace]
+    if external_key_secret:
+        args.append("--external-key-secret")
     return subprocess.run(
         [sys.executable, "-m", "airflow_volcano_wandb", *args, "--queue", queue],
         env=env,
@@ -89,12 +104,12 @@ def test_a_queue_that_does_not_exist_fails_on_its_line(
 @pytest.fixture
 def service_account(volcano_cluster, volcano_namespace, tmp_path):
     """A factory: the kubeconfig of a ServiceAccount in the test namespace, with or without
-    rbac.yaml's Role bound to it."""
+    rbac.yaml's Role (or ``manifest``'s) bound to it."""
     with volcano_cluster.api_client() as admin:
 
-        def make(with_role: bool) -> Path:
+        def make(with_role: bool, manifest: Path = RBAC) -> Path:
             if with_role:
-                _apply_rbac(admin, volcano_namespace)
+                _apply_rbac(admin, volcano_namespace, manifest=manifest)
             else:
                 client.CoreV1Api(admin).create_namespaced_service_account(
                     volcano_namespace, {"metadata": {"name": SA}}
@@ -129,3 +144,33 @@ def test_a_service_account_without_its_role_fails_on_rbac(
     assert "create jobs.batch.volcano.sh" in line and "get pods/log" in line
     assert "fix: apply docker/k8s/rbac.yaml" in result.stdout
     assert _line(result.stdout, "Volcano CRDs").startswith("OK"), result.stdout
+
+
+def test_the_external_key_secret_role_passes_only_the_narrower_check(
+    airflow_db, service_account, volcano_namespace
+):
+    kubeconfig = service_account(with_role=True, manifest=EXTERNAL_KEY_RBAC)
+    narrow = _doctor(kubeconfig, volcano_namespace, wandb_key="k" * 40, external_key_secret=True)
+    assert narrow.returncode == 0, narrow.stdout + narrow.stderr
+    every = len(EXTERNAL_KEY_SECRET_PERMISSIONS)
+    assert _line(narrow.stdout, "RBAC in namespace").startswith(
+        f"OK    RBAC in namespace '{volcano_namespace}': all {every} permissions of "
+        "rbac-external-key-secret.yaml granted"
+    ), narrow.stdout
+    # The default check asks for Secret write, which this Role has not: those lines fail.
+    default = _doctor(kubeconfig, volcano_namespace, wandb_key="k" * 40)
+    assert default.returncode == 1, default.stdout + default.stderr
+    assert _line(default.stdout, "RBAC in namespace").endswith(
+        f"denied 3 of {len(REQUIRED_PERMISSIONS)}: create secrets, get secrets, patch secrets"
+    ), default.stdout
+
+
+def test_the_default_role_passes_the_narrower_check_with_a_warning(
+    airflow_db, service_account, volcano_namespace
+):
+    kubeconfig = service_account(with_role=True)
+    result = _doctor(kubeconfig, volcano_namespace, wandb_key="k" * 40, external_key_secret=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+    line = _line(result.stdout, "RBAC in namespace")
+    assert line.startswith("WARN") and "create secrets, get secrets, patch secrets" in line
+    assert "fix: bind docker/k8s/rbac-external-key-secret.yaml's Role" in result.stdout

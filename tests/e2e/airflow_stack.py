@@ -78,6 +78,8 @@ class AirflowStack:
     kubeconfig: Path
     wandb_conn: dict[str, Any]
     dags_folder: Path = REPO / "dags"
+    #: More environment for every component (e.g. the manual DAG's allow-list, log levels).
+    extra_env: dict[str, str] = field(default_factory=dict)
     api_port: int = field(init=False)
     _worker_log_port: int = field(init=False)
     _trigger_log_port: int = field(init=False)
@@ -131,6 +133,7 @@ class AirflowStack:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(self.extra_env)
         return env
 
     # -- lifecycle ---------------------------------------------------------------------------

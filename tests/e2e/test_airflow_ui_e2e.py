@@ -87,12 +87,24 @@ def artifacts() -> Path:
 
 
 @pytest.fixture(scope="module")
-def airflow(volcano_cluster, artifacts) -> Iterator[AirflowStack]:
+def e2e_namespace(volcano_cluster) -> Iterator[str]:
+    """Known before Airflow starts: the manual DAG's allow-list is in its configuration."""
+    namespace = volcano_cluster.create_namespace("e2e-airflow")
+    yield namespace
+    volcano_cluster.delete_namespace(namespace)
+
+
+@pytest.fixture(scope="module")
+def airflow(volcano_cluster, artifacts, e2e_namespace) -> Iterator[AirflowStack]:
     home = Path(tempfile.mkdtemp(prefix="avw-e2e-airflow-"))
     log_dir = artifacts / "logs"
     shutil.rmtree(log_dir, ignore_errors=True)
     stack = AirflowStack(
-        home=home, log_dir=log_dir, kubeconfig=volcano_cluster.kubeconfig, wandb_conn=WANDB_CONN
+        home=home,
+        log_dir=log_dir,
+        kubeconfig=volcano_cluster.kubeconfig,
+        wandb_conn=WANDB_CONN,
+        extra_env={"AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": e2e_namespace},
     )
     # A SIGTERM (e.g. a CI timeout) must still run the teardowns below: raise instead of dying.
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
@@ -112,10 +124,10 @@ def _raise_on_sigterm(signum, frame):
 
 
 @pytest.fixture(scope="module")
-def e2e_run(airflow: AirflowStack, volcano_cluster) -> Iterator[E2ERun]:
+def e2e_run(airflow: AirflowStack, volcano_cluster, e2e_namespace: str) -> Iterator[E2ERun]:
     """Trigger the manual DAG with 3 workers through the REST API and follow it to the end."""
     api_client = volcano_cluster.api_client()
-    namespace = volcano_cluster.create_namespace("e2e-airflow")
+    namespace = e2e_namespace
     recorder = Recorder.pods(api_client, namespace)
     job_recorder = Recorder.jobs(api_client, namespace)
     try:
@@ -190,10 +202,7 @@ def e2e_run(airflow: AirflowStack, volcano_cluster) -> Iterator[E2ERun]:
     finally:
         recorder.stop()
         job_recorder.stop()
-        try:
-            volcano_cluster.delete_namespace(namespace)
-        finally:
-            api_client.close()
+        api_client.close()
 
 
 def _task_log(run: E2ERun, task_id: str, try_number: int = 1) -> list[dict[str, Any]]:

@@ -14,11 +14,14 @@ from tests.wandb_standin import WandbStandin
 pytestmark = pytest.mark.cluster
 
 API_KEY = "standin" + "0123456789abcdef" * 3
+# The deployment's allow-list of the manual DAG's namespaces (dags/volcano_pytorch_manual.py).
+MANUAL_NAMESPACES = "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES"
 
 
 def test_manual_dag_submits_and_the_sensor_waits_then_leaves_nothing_behind(
-    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, capfd
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, capfd, monkeypatch
 ):
+    monkeypatch.setenv(MANUAL_NAMESPACES, volcano_namespace)
     api = volcano_cluster.api_client()
     _, tis = run_dag(
         "volcano_pytorch_manual",
@@ -31,6 +34,27 @@ def test_manual_dag_submits_and_the_sensor_waits_then_leaves_nothing_behind(
     assert "worker 3/3" in out.out + out.err  # the form's replicas, as the wait saw them
     # The sensor owns the cleanup: the completed job (and with it its key Secret) is gone.
     wait_until(lambda: not list_jobs(api, volcano_namespace), 60, what="the job deleted")
+
+
+def test_manual_dag_refuses_a_namespace_outside_its_allow_list_before_submitting(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
+):
+    """The form may only pick an allowed namespace: another one, even one the connection could
+    submit to, fails when the run is created, naming the field, and nothing reaches it."""
+    from airflow.sdk.exceptions import ParamValidationError
+
+    monkeypatch.setenv(MANUAL_NAMESPACES, volcano_namespace)
+    elsewhere = volcano_cluster.create_namespace("not-allowed")
+    try:
+        with pytest.raises(ParamValidationError) as refused:
+            run_dag("volcano_pytorch_manual", file="volcano_pytorch_manual.py", namespace=elsewhere)
+        message = str(refused.value)
+        assert "namespace" in message and repr(elsewhere) in message, message
+        assert repr([volcano_namespace]) in message, message  # what is allowed instead
+        api = volcano_cluster.api_client()
+        assert list_jobs(api, elsewhere) == [] and list_jobs(api, volcano_namespace) == []
+    finally:
+        volcano_cluster.delete_namespace(elsewhere)
 
 
 def test_retraining_dag_promotes_only_on_improvement_against_wandb_standin(

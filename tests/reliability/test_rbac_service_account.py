@@ -53,10 +53,13 @@ SA = "airflow-volcano-wandb"
 JOBS = "jobs.batch.volcano.sh"
 
 
-def _apply_rbac(admin, namespace: str, drop: tuple[str, str] | None = None) -> None:
-    """Apply rbac.yaml to ``namespace``; ``drop=(resource, verb)`` removes one permission."""
+def _apply_rbac(
+    admin, namespace: str, drop: tuple[str, str] | None = None, manifest: Path = RBAC
+) -> None:
+    """Apply rbac.yaml (or ``manifest``) to ``namespace``; ``drop=(resource, verb)`` removes
+    one permission."""
     core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
-    for doc in yaml.safe_load_all(RBAC.read_text()):
+    for doc in yaml.safe_load_all(manifest.read_text()):
         if not doc:
             continue
         doc = copy.deepcopy(doc)

@@ -10,7 +10,7 @@ import yaml
 from airflow_volcano_wandb import doctor
 from airflow_volcano_wandb.doctor import FAIL, OK, REQUIRED_PERMISSIONS, WARN, Permission
 
-RBAC = Path(__file__).resolve().parents[2] / "docker" / "k8s" / "rbac.yaml"
+K8S = Path(__file__).resolve().parents[2] / "docker" / "k8s"
 
 SERVED = {
     "batch.volcano.sh/v1alpha1": ["jobs", "jobs/status"],
@@ -22,17 +22,29 @@ def _webhook_config(group: str, resource: str) -> dict:
     return {"webhooks": [{"rules": [{"apiGroups": [group], "resources": [resource]}]}]}
 
 
-def test_required_permissions_are_exactly_the_role_in_rbac_yaml():
-    (role,) = [d for d in yaml.safe_load_all(RBAC.read_text()) if d and d["kind"] == "Role"]
-    in_yaml = {
+def _role_permissions(manifest: str) -> set[Permission]:
+    docs = yaml.safe_load_all((K8S / manifest).read_text())
+    (role,) = [d for d in docs if d and d["kind"] == "Role"]
+    return {
         Permission(group, resource.partition("/")[0], verb, resource.partition("/")[2])
         for rule in role["rules"]
         for group in rule["apiGroups"]
         for resource in rule["resources"]
         for verb in rule["verbs"]
     }
-    assert set(doctor.REQUIRED_PERMISSIONS) == in_yaml
-    assert len(doctor.REQUIRED_PERMISSIONS) == len(in_yaml)  # no duplicates
+
+
+@pytest.mark.parametrize(
+    ("manifest", "permissions"),
+    [
+        ("rbac.yaml", doctor.REQUIRED_PERMISSIONS),
+        ("rbac-external-key-secret.yaml", doctor.EXTERNAL_KEY_SECRET_PERMISSIONS),
+    ],
+)
+def test_the_doctors_lists_are_exactly_the_roles(manifest, permissions):
+    in_yaml = _role_permissions(manifest)
+    assert set(permissions) == in_yaml
+    assert len(permissions) == len(in_yaml)  # no duplicates
 
 
 def test_apis_ok_when_served():
@@ -94,6 +106,28 @@ def test_permissions_list_each_denied_one():
     denied = f"denied 2 of {len(REQUIRED_PERMISSIONS)}: create jobs.batch.volcano.sh, get pods/log"
     assert denied in result.detail
     assert "rbac.yaml" in result.hint
+
+
+def test_permissions_for_an_external_key_secret_need_no_secret_access():
+    narrow = dict.fromkeys(doctor.EXTERNAL_KEY_SECRET_PERMISSIONS, True)
+    result = doctor.check_permissions(narrow, "wandb", external_key_secret=True)
+    assert result.status == OK, result
+    assert "rbac-external-key-secret.yaml" in result.detail
+    # The same grants fail the default check, on exactly the Secret lines.
+    result = doctor.check_permissions(narrow, "wandb")
+    assert result.status == FAIL
+    assert result.detail.endswith("create secrets, get secrets, patch secrets")
+    # The wide Role passes the narrow check, with a warning naming what is not needed.
+    wide = dict.fromkeys(doctor.REQUIRED_PERMISSIONS, True)
+    result = doctor.check_permissions(wide, "wandb", external_key_secret=True)
+    assert result.status == WARN
+    assert "create secrets, get secrets, patch secrets: not needed" in result.detail
+    assert "rbac-external-key-secret.yaml" in result.hint
+    narrow[Permission("", "pods", "list")] = False
+    result = doctor.check_permissions(narrow, "wandb", external_key_secret=True)
+    assert result.status == FAIL
+    assert f"denied 1 of {len(narrow)}: list pods" in result.detail
+    assert "apply docker/k8s/rbac-external-key-secret.yaml" in result.hint
 
 
 @pytest.mark.parametrize(

@@ -98,6 +98,33 @@ def test_manual_dag_params_make_a_usable_trigger_form():
         dag.params.get_param("worker_replicas").resolve(1000)
 
 
+def test_manual_dag_allow_lists_come_from_the_deployments_config(monkeypatch):
+    """Not from the form, nor from a Variable a UI user may edit: the Airflow configuration."""
+    from airflow.sdk.exceptions import ParamValidationError
+
+    from airflow_volcano_wandb.testing.jobs import load_dag
+
+    path = REPO / "dags" / "volcano_pytorch_manual.py"
+    dag = load_dag(path, "volcano_pytorch_manual")
+    namespace, submit = dag.params.get_param("namespace"), dag.get_task("submit")
+    assert (namespace.value, namespace.schema["enum"]) == ("wandb", ["wandb"])
+    assert submit.allowed_namespaces == ["wandb"]
+    assert submit.allowed_images == ["ghcr.io/example/*"]
+    with pytest.raises(ParamValidationError, match="'kube-system' is not one of"):
+        namespace.resolve("kube-system")
+
+    monkeypatch.setenv("AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES", "team-a, team-b")
+    monkeypatch.setenv("AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES", "registry.example/ml/*")
+    dag = load_dag(path, "volcano_pytorch_manual")
+    namespace, submit = dag.params.get_param("namespace"), dag.get_task("submit")
+    assert (namespace.value, namespace.schema["enum"]) == ("team-a", ["team-a", "team-b"])
+    assert submit.allowed_namespaces == ["team-a", "team-b"]
+    assert submit.allowed_images == ["registry.example/ml/*"]
+    assert namespace.resolve("team-b") == "team-b"
+    with pytest.raises(ParamValidationError):
+        namespace.resolve("wandb")
+
+
 def test_airflow_env_is_isolated():
     assert os.environ["AIRFLOW_HOME"] != str(Path.home() / "airflow")
 

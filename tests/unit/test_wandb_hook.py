@@ -107,6 +107,20 @@ def test_api_key_is_registered_with_the_masker(monkeypatch: pytest.MonkeyPatch) 
     assert redact(f'"data": {{"api-key": "{encoded}"}}') == '"data": {"api-key": "***"}'
 
 
+def test_mask_api_key_registers_the_key_quietly(monkeypatch, caplog) -> None:
+    """For a resumed task or a sensor: mask without using the key, no warning without one."""
+    from airflow.sdk.log import redact
+
+    secret = "quiet" + "q" * 40
+    WandbHook(define(monkeypatch, "wandb_unit_quiet", password=secret)).mask_api_key()
+    assert redact(f"WANDB_API_KEY={secret}") == "WANDB_API_KEY=***"
+    encoded = base64.b64encode(secret.encode()).decode()
+    assert redact(encoded) == "***"
+    WandbHook("wandb_not_defined").mask_api_key()
+    WandbHook(None).mask_api_key()
+    assert "not defined" not in caplog.text
+
+
 def test_ui_field_behaviour() -> None:
     behaviour = WandbHook.get_ui_field_behaviour()
     assert set(behaviour["hidden_fields"]) == {"schema", "port", "login"}

@@ -6,6 +6,7 @@ Python, :func:`up` / :func:`down` / :func:`status`. See ``docs/local-cluster.md`
 
 from airflow_volcano_wandb.testing.cluster.build import BuildError
 from airflow_volcano_wandb.testing.cluster.cluster import (
+    AUDIT_LOG_ENV,
     DEFAULT_GPUS_PER_NODE,
     DEFAULT_NODES,
     ClusterError,
@@ -22,6 +23,7 @@ from airflow_volcano_wandb.testing.cluster.podlogs import (
 )
 
 __all__ = [
+    "AUDIT_LOG_ENV",
     "DEFAULT_GPUS_PER_NODE",
     "DEFAULT_NODES",
     "DURATION_ANNOTATION",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +34,13 @@ def _parser() -> argparse.ArgumentParser:
                 default=180.0,
                 help="seconds to wait for readiness (the build is not counted)",
             )
+            cmd.add_argument(
+                "--audit-log",
+                action="store_true",
+                default=bool(os.environ.get(cluster.AUDIT_LOG_ENV)),
+                help="write the kube-apiserver's audit log (Metadata level) to "
+                f"DIR/logs/audit.log (also: ${cluster.AUDIT_LOG_ENV}=1)",
+            )
         if name == "status":
             cmd.add_argument("--json", action="store_true")
     sub.add_parser("build", help="only build (or find cached) binaries, print their paths")
@@ -48,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 nodes=args.nodes,
                 gpus_per_node=args.gpus_per_node,
                 timeout=args.timeout,
+                audit_log=args.audit_log,
             )
             print(info.kubeconfig)
         elif args.command == "down":
@@ -61,6 +70,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"running   : {report['running']}")
                 print(f"server    : {report['server']}")
                 print(f"kubeconfig: {report['kubeconfig']}")
+                print(f"audit log : {report['audit_log'] or '-'}")
                 for name, comp in report["components"].items():
                     pid = comp["pid"] or "-"
                     print(f"  {name:<24} pid {pid!s:<8} rss {comp['rss_mib']:>7.1f} MiB")

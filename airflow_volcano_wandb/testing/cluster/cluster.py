@@ -1,7 +1,8 @@
 """``up`` / ``down`` / ``status`` for one local cluster living in a state directory.
 
 Layout of ``DIR``: ``kubeconfig``, ``state.json`` (ports, sizes), ``pki/``, ``etcd/``,
-``logs/<component>.log``, ``run/<component>.pid``, ``podlogs/`` and the generated configs.
+``logs/<component>.log``, ``run/<component>.pid``, ``podlogs/`` and the generated configs;
+with ``audit_log=True`` also ``logs/audit.log`` (the apiserver's audit log, JSON lines).
 Each ``up`` after a ``down`` starts from an empty etcd: the cluster is a test fixture.
 """
 
@@ -37,6 +38,8 @@ START_ORDER = (
 )
 DEFAULT_NODES = 4
 DEFAULT_GPUS_PER_NODE = 8
+#: Set (to anything) to start clusters with the apiserver's audit log (``up --audit-log``).
+AUDIT_LOG_ENV = "AVW_CLUSTER_AUDIT_LOG"
 VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
 # Garbage collection (a deleted job's pods go), service accounts and their tokens (pods need
 # the `default` one to be admitted), and namespace deletion (the test fixture's clean-up).
@@ -60,6 +63,17 @@ class ClusterError(RuntimeError):
         self.component = component
 
 
+# Who did what to which resource, never a request or response body (so never a Secret's
+# data): enough to derive the (resource, verb) set an identity used.
+AUDIT_POLICY = """\
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+"""
+
+
 @dataclass(frozen=True)
 class ClusterInfo:
     state_dir: Path
@@ -67,6 +81,8 @@ class ClusterInfo:
     server: str
     nodes: int
     gpus_per_node: int
+    #: The apiserver's audit log (JSON lines, Metadata level), when started with one.
+    audit_log: Path | None = None
 
 
 def _state_file(state_dir: Path) -> Path:
@@ -87,6 +103,7 @@ def _info(state_dir: Path, state: dict[str, Any]) -> ClusterInfo:
         server=state["server"],
         nodes=state["nodes"],
         gpus_per_node=state["gpus_per_node"],
+        audit_log=Path(state["audit_log"]) if state.get("audit_log") else None,
     )
 
 
@@ -243,6 +260,20 @@ def _default_sa(kube: Kube) -> bool:
     return kube.get_or_none("/api/v1/namespaces/default/serviceaccounts/default") is not None
 
 
+def _audit_args(state_dir: Path) -> list[str]:
+    """kube-apiserver flags for an audit log at Metadata level (writes the policy file)."""
+    policy = state_dir / "audit-policy.yaml"
+    policy.write_text(AUDIT_POLICY)
+    return [
+        f"--audit-policy-file={policy}",
+        f"--audit-log-path={state_dir / 'logs' / 'audit.log'}",
+        "--audit-log-format=json",
+        # Each event is written before its request returns: a test reads a complete log.
+        "--audit-log-mode=blocking",
+        "--audit-log-maxsize=0",
+    ]
+
+
 def _argv(
     bins: dict[str, Path], state_dir: Path, pki: PKI, ports: dict[str, int]
 ) -> dict[str, list[str]]:
@@ -361,8 +392,18 @@ def up(
     nodes: int = DEFAULT_NODES,
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
     timeout: float = 180.0,
+    audit_log: bool = False,
 ) -> ClusterInfo:
-    """Build what is missing, start every component and wait until the cluster is usable."""
+    """Build what is missing, start every component and wait until the cluster is usable.
+
+    :param state_dir: where the cluster lives (see the module docstring).
+    :param nodes: simulated GPU nodes.
+    :param gpus_per_node: ``nvidia.com/gpu`` of each node.
+    :param timeout: seconds to wait for readiness (the build is not counted).
+    :param audit_log: run the kube-apiserver with an audit log at Metadata level, in
+        ``logs/audit.log`` (``ClusterInfo.audit_log``). A running cluster is returned as it
+        is, with or without one.
+    """
     state_dir = state_dir.resolve()
     state = _load_state(state_dir)
     if state and is_running(state_dir):
@@ -401,9 +442,13 @@ def up(
     (state_dir / "kwok.yaml").write_text(manifests.kwok_config(default_log))
     (state_dir / "volcano-scheduler.conf").write_text(manifests.SCHEDULER_CONF)
     state = {"server": server, "ports": ports, "nodes": nodes, "gpus_per_node": gpus_per_node}
+    if audit_log:
+        state["audit_log"] = str(state_dir / "logs" / "audit.log")
     _state_file(state_dir).write_text(json.dumps(state, indent=2))
 
     argv = _argv(bins, state_dir, pki, ports)
+    if audit_log:
+        argv["kube-apiserver"] += _audit_args(state_dir)
     starter = _Starter(state_dir, time.monotonic() + timeout)
     kube = admin_client(state_dir, server)
     try:
@@ -480,4 +525,5 @@ def status(state_dir: Path) -> dict[str, Any]:
         "running": is_running(state_dir),
         "components": components,
         "total_rss_mib": round(sum(c["rss_mib"] for c in components.values()), 1),
+        "audit_log": state.get("audit_log"),
     }

@@ -5,10 +5,15 @@ name). No container runs, so this watcher writes what a PyTorch launcher would p
 (pod, task, rank, world size, master address, planned exit) in the CRI log format when the
 pod is scheduled, appends a line whenever a container exits, and creates the pod's
 ``Logs`` object owned by the pod, so the garbage collector removes it with the pod.
+
+A pod annotated ``PRINT_ENV_ANNOTATION: "NAME,..."`` also prints those environment variables,
+``secretKeyRef`` ones resolved from their Secret as the kubelet would: a trainer that dumps its
+environment, for tests that the W&B key is masked wherever Airflow shows pod logs.
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import shutil
 import sys
@@ -20,6 +25,7 @@ from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
 
 DURATION_ANNOTATION = "sim.airflow-volcano-wandb.io/duration"
 EXIT_CODE_ANNOTATION = "sim.airflow-volcano-wandb.io/exit-code"
+PRINT_ENV_ANNOTATION = "sim.airflow-volcano-wandb.io/print-env"
 LOGS_API = "/apis/kwok.x-k8s.io/v1alpha1"
 
 
@@ -30,6 +36,14 @@ def _cri_line(text: str, stream: str = "stdout") -> str:
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container.get("env") or [] if "name" in e}
+
+
+def _secret_value(kube: Kube, namespace: str, ref: dict[str, Any]) -> str:
+    secret = kube.get_or_none(f"/api/v1/namespaces/{namespace}/secrets/{ref.get('name')}")
+    data = (secret or {}).get("data") or {}
+    if ref.get("key") not in data:
+        return "<unresolved secretKeyRef>"
+    return base64.b64decode(data[ref["key"]]).decode(errors="replace")
 
 
 class PodLogWriter:
@@ -78,6 +92,7 @@ class PodLogWriter:
                 f"MASTER_PORT={env.get('MASTER_PORT', '-')}",
                 f"[sim] running for {duration}s, then exiting with code {code}",
             ]
+            lines += self._printed_env(meta, container, annotations.get(PRINT_ENV_ANNOTATION))
             path.write_text("".join(_cri_line(line) for line in lines))
             logs.append({"containers": [container["name"]], "logsFile": str(path), "follow": True})
         self._seen[meta["uid"]] = {}
@@ -98,6 +113,21 @@ class PodLogWriter:
         except KubeError as err:
             # A namespace being deleted refuses new objects; the pod goes with it anyway.
             print(f"podlogs: {meta['namespace']}/{meta['name']}: {err}", file=sys.stderr)
+
+    def _printed_env(
+        self, meta: dict[str, Any], container: dict[str, Any], names: str | None
+    ) -> list[str]:
+        lines = []
+        for name in filter(None, (n.strip() for n in (names or "").split(","))):
+            for var in container.get("env") or []:
+                if var.get("name") != name:
+                    continue
+                ref = (var.get("valueFrom") or {}).get("secretKeyRef")
+                value = (
+                    _secret_value(self.kube, meta["namespace"], ref) if ref else var.get("value")
+                )
+                lines.append(f"[sim] env {name}={value}")
+        return lines
 
     def _record_exits(self, pod: dict[str, Any]) -> None:
         written = self._seen[pod["metadata"]["uid"]]

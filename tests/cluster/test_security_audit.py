@@ -1,0 +1,358 @@
+"""The W&B key never leaks, and the Roles grant exactly what the provider uses.
+
+One real Airflow 3 (API server, scheduler, DAG processor, triggerer, LocalExecutor), logging at
+DEBUG (which turns on the Kubernetes client's own DEBUG log of every response body), runs as
+the least-privilege ServiceAccounts on a local cluster whose kube-apiserver writes an audit
+log (Metadata level). The W&B connection holds a marked key, unique to this run:
+
+- ``avw_security_managed_key`` (``rbac.yaml``'s account): deferrable success and failure, a
+  failure seen by a deferrable sensor, and a job whose cleared task reattaches; its pods print
+  the key into their logs, which Airflow shows in the task logs;
+- ``avw_security_external_key`` (``rbac-external-key-secret.yaml``'s account, the DAG's own
+  Secret through ``wandb_api_key_secret``): the same flows;
+- ``volcano_pytorch_manual`` as the trigger form runs it: submit, then the deferrable sensor.
+
+Then the key is searched for, plain and base64, in every file Airflow wrote (task logs, the
+triggerer's trigger logs, component logs, the metadata DB with its XComs and rendered template
+fields), in every Volcano job and pod the runs created (as last seen) and in the namespaces'
+events: 0 hits. The same search finds it where it belongs (positive controls): in the data of
+the key's Secrets, and in a pod's log read from Kubernetes directly.
+
+The audit log gives the (resource, verb) set each account used; it must equal its Role in the
+manifest, both ways, and the doctor's list.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from airflow_volcano_wandb import doctor
+from airflow_volcano_wandb.doctor import Permission
+from airflow_volcano_wandb.testing import cluster as local_cluster
+from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
+from airflow_volcano_wandb.testing.recorder import Recorder
+from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
+from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
+
+pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.timeout(1800)]
+
+K8S = REPO / "docker" / "k8s"
+MANAGED, EXTERNAL = "avw_security_managed_key", "avw_security_external_key"
+MANUAL = "volcano_pytorch_manual"
+ARTIFACTS = REPO / "test-artifacts" / "security"
+
+
+@dataclass
+class Audited:
+    """What the runs left behind, for the tests below to search and compare."""
+
+    key: str
+    namespaces: dict[str, str]  # role manifest -> namespace
+    audit_log: Path
+    files: list[Path]
+    objects: dict[str, Any]  # what -> a Kubernetes object as JSON
+    secrets: list[dict[str, Any]]
+    admin_pod_log: str
+    task_log_text: str
+    states: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def _forms(key: str) -> dict[str, str]:
+    return {"plain": key, "base64": base64.b64encode(key.encode()).decode()}
+
+
+def _hits(key: str, text: str) -> list[str]:
+    return [form for form, value in _forms(key).items() if value in text]
+
+
+@pytest.fixture(scope="module")
+def audited_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
+    """A cluster whose apiserver writes an audit log: the session's when it has one (started
+    with ``AVW_CLUSTER_AUDIT_LOG=1``, or a reused one started with ``--audit-log``), else one
+    of this module's own."""
+
+    if os.environ.get(local_cluster.AUDIT_LOG_ENV) or os.environ.get(STATE_DIR_ENV):
+        session: VolcanoCluster = request.getfixturevalue("volcano_cluster")
+        if session.audit_log:
+            yield session
+            return
+    state_dir = Path(tempfile.mkdtemp(prefix="avw-audit-cluster-"))
+    info = local_cluster.up(state_dir, nodes=2, audit_log=True)
+    try:
+        yield _handle(info)
+    finally:
+        local_cluster.down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _handle(info: local_cluster.ClusterInfo) -> VolcanoCluster:
+    return VolcanoCluster(
+        state_dir=info.state_dir,
+        kubeconfig=info.kubeconfig,
+        server=info.server,
+        nodes=info.nodes,
+        gpus_per_node=info.gpus_per_node,
+        owned=True,
+        audit_log=info.audit_log,
+    )
+
+
+def _service_account(
+    cluster: VolcanoCluster, admin: client.ApiClient, manifest: str, out: Path
+) -> tuple[str, Path]:
+    namespace = cluster.create_namespace(f"sec-{Path(manifest).stem}")
+    _apply_rbac(admin, namespace, manifest=K8S / manifest)
+    return namespace, _token_kubeconfig(admin, cluster.kubeconfig, namespace, out)
+
+
+def _trigger_and_wait(stack: AirflowStack, dag_id: str, conf: dict[str, Any]) -> str:
+    wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 600, f"DAG {dag_id} parsed")
+    stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+    run_id = f"sec-{uuid.uuid4().hex[:8]}"
+    stack.api(
+        "POST",
+        f"/dags/{dag_id}/dagRuns",
+        json={"dag_run_id": run_id, "logical_date": None, "conf": conf},
+    )
+    return run_id
+
+
+def _finished(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, Any] | None:
+    stack.check_alive()
+    run = stack.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+    return run if run["state"] in ("success", "failed") else None
+
+
+def _states(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, str]:
+    answer = stack.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+    return {ti["task_id"]: ti["state"] for ti in answer["task_instances"]}
+
+
+def _try_number(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> int:
+    ti = stack.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+    return ti["try_number"] if ti["state"] == "success" else 0
+
+
+@pytest.fixture(scope="module")
+def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
+    key = "avwleak" + secrets.token_hex(20)
+    home = Path(tempfile.mkdtemp(prefix="avw-security-airflow-"))
+    shutil.rmtree(ARTIFACTS, ignore_errors=True)
+    ARTIFACTS.mkdir(parents=True)
+    dags = home / "dags"
+    shutil.copytree(REPO / "dags", dags)
+    shutil.copy(REPO / "tests" / "dags" / "avw_security.py", dags)
+    admin = audited_cluster.api_client()
+    managed_ns, managed_kubeconfig = _service_account(
+        audited_cluster, admin, "rbac.yaml", home / "managed.kubeconfig"
+    )
+    external_ns, external_kubeconfig = _service_account(
+        audited_cluster, admin, "rbac-external-key-secret.yaml", home / "external.kubeconfig"
+    )
+    # The external-key DAG's own Secret, made by an admin: the key never passes through Airflow.
+    client.CoreV1Api(admin).create_namespaced_secret(
+        external_ns,
+        {"metadata": {"name": "wandb-api-key"}, "stringData": {"api-key": key}},
+    )
+    stack = AirflowStack(
+        home=home / "airflow",
+        log_dir=ARTIFACTS / "logs",
+        kubeconfig=managed_kubeconfig,
+        wandb_conn={"conn_type": "wandb", "password": key},
+        dags_folder=dags,
+        extra_env={
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "DEBUG",
+            # The test DAGs import the cluster harness's constants: slow on a busy machine.
+            "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "120",
+            "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "180",
+            "AIRFLOW_CONN_KUBERNETES_EXTERNAL": json.dumps(
+                {
+                    "conn_type": "kubernetes",
+                    "extra": {"kube_config_path": str(external_kubeconfig)},
+                }
+            ),
+            "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": managed_ns,
+        },
+    )
+    recorders = {
+        f"{kind} in {ns}": make(admin, ns)
+        for ns in (managed_ns, external_ns)
+        for kind, make in (("jobs", Recorder.jobs), ("pods", Recorder.pods))
+    }
+    try:
+        stack.start(timeout=900)
+        runs = {
+            MANAGED: _trigger_and_wait(stack, MANAGED, {"namespace": managed_ns}),
+            EXTERNAL: _trigger_and_wait(stack, EXTERNAL, {"namespace": external_ns}),
+            MANUAL: _trigger_and_wait(stack, MANUAL, {"namespace": managed_ns}),
+        }
+        for dag_id, run_id in runs.items():
+            wait_for(lambda d=dag_id, r=run_id: _finished(stack, d, r), 600, f"{dag_id} to finish")
+        # A new try of the task whose job still runs: it reattaches and refreshes the Secret.
+        stack.api(
+            "POST",
+            f"/dags/{MANAGED}/clearTaskInstances",
+            json={
+                "dry_run": False,
+                "dag_run_id": runs[MANAGED],
+                "task_ids": ["hold"],
+                "only_failed": False,
+                "reset_dag_runs": True,
+            },
+        )
+        wait_for(
+            lambda: _try_number(stack, MANAGED, runs[MANAGED], "hold") >= 2,
+            600,
+            "the cleared hold task to succeed again",
+        )
+        states = {dag_id: _states(stack, dag_id, run_id) for dag_id, run_id in runs.items()}
+        hold_pod = next(
+            p
+            for p in client.CoreV1Api(admin).list_namespaced_pod(managed_ns).items
+            if p.metadata.labels.get("volcano.sh/task-spec") == "master"
+            and p.status.phase == "Running"
+        )
+        admin_pod_log = client.CoreV1Api(admin).read_namespaced_pod_log(
+            hold_pod.metadata.name, managed_ns
+        )
+        task_logs = sorted((ARTIFACTS / "logs" / "tasks").rglob("*"))
+        task_log_text = "\n".join(p.read_text(errors="replace") for p in task_logs if p.is_file())
+    finally:
+        stack.stop()
+        for recorder in recorders.values():
+            recorder.stop()
+    objects: dict[str, Any] = {}
+    for what, recorder in recorders.items():
+        for name, obj in recorder.objects.items():
+            objects[f"{what}: {name}"] = admin.sanitize_for_serialization(obj)
+    core = client.CoreV1Api(admin)
+    for ns in (managed_ns, external_ns):
+        for event in core.list_namespaced_event(ns).items:
+            objects[f"event in {ns}: {event.metadata.name}"] = admin.sanitize_for_serialization(
+                event
+            )
+    key_secrets = [
+        admin.sanitize_for_serialization(s)
+        for ns in (managed_ns, external_ns)
+        for s in core.list_namespaced_secret(ns).items
+        if s.type == "Opaque"
+    ]
+    files = [p for root in (home, ARTIFACTS) for p in root.rglob("*") if p.is_file()]
+    yield Audited(
+        key=key,
+        namespaces={"rbac.yaml": managed_ns, "rbac-external-key-secret.yaml": external_ns},
+        audit_log=audited_cluster.audit_log,
+        files=files,
+        objects=objects,
+        secrets=key_secrets,
+        admin_pod_log=admin_pod_log,
+        task_log_text=task_log_text,
+        states=states,
+    )
+    for ns in (managed_ns, external_ns):
+        audited_cluster.delete_namespace(ns)
+    admin.close()
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_flows_ran_as_intended(audited: Audited) -> None:
+    """Every path the search relies on was taken (a search of nothing finds nothing)."""
+    for dag_id in (MANAGED, EXTERNAL):
+        states = audited.states[dag_id]
+        expected = {"succeed": "success", "fail": "failed", "submit": "success"}
+        assert {k: states[k] for k in expected} == expected, states
+        assert states["sense"] == "failed", states
+    assert audited.states[MANUAL] == {"submit": "success", "wait": "success"}
+    assert audited.states[MANAGED]["hold"] == "success"
+    text = audited.task_log_text
+    # DEBUG was on, the client's own included: it logged the API's response bodies.
+    assert "response body" in text
+    # The pods' printed key reached the task logs (success tail, failure reports), masked.
+    assert text.count("[sim] env WANDB_API_KEY=***") >= 3, text[-3000:]
+    assert "reattach" in text.lower()
+
+
+def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None:
+    hits = {}
+    for path in audited.files:
+        found = _hits(audited.key, path.read_bytes().decode("latin-1"))
+        if found:
+            hits[str(path)] = found
+    for what, obj in audited.objects.items():
+        found = _hits(audited.key, json.dumps(obj))
+        if found:
+            hits[what] = found
+    assert hits == {}
+    assert len(audited.files) > 20 and len(audited.objects) > 20  # there was a lot to search
+
+
+def test_the_search_finds_the_key_where_it_belongs(audited: Audited) -> None:
+    """Positive controls: the same search, on the Secrets' data and a pod's own log."""
+    holding = [s["metadata"]["name"] for s in audited.secrets if _hits(audited.key, json.dumps(s))]
+    assert "wandb-api-key" in holding  # the external-key DAG's own Secret
+    assert any(name.startswith("avw-wandb-key-") for name in holding)  # the operator's
+    for secret in audited.secrets:
+        if secret["metadata"]["name"] in holding:
+            assert _hits(audited.key, json.dumps(secret["data"])) == ["base64"]
+    assert _hits(audited.key, audited.admin_pod_log) == ["plain"]
+
+
+def _used(audit_log: Path, namespace: str) -> tuple[set[Permission], set[Permission]]:
+    """(allowed, denied) requests of the ServiceAccount of ``namespace``, from the audit log."""
+    user = f"system:serviceaccount:{namespace}:{SA}"
+    used, denied = set(), set()
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef")
+        if event["user"]["username"] != user or not ref or "resource" not in ref:
+            continue
+        permission = Permission(
+            ref.get("apiGroup", ""), ref["resource"], event["verb"], ref.get("subresource", "")
+        )
+        code = (event.get("responseStatus") or {}).get("code")
+        (denied if code == 403 else used).add(permission)
+    return used, denied
+
+
+def _role(manifest: str) -> set[Permission]:
+    docs = yaml.safe_load_all((K8S / manifest).read_text())
+    (role,) = [d for d in docs if d and d["kind"] == "Role"]
+    return {
+        Permission(group, resource.partition("/")[0], verb, resource.partition("/")[2])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
+
+
+@pytest.mark.parametrize(
+    ("manifest", "doctors_list"),
+    [
+        ("rbac.yaml", doctor.REQUIRED_PERMISSIONS),
+        ("rbac-external-key-secret.yaml", doctor.EXTERNAL_KEY_SECRET_PERMISSIONS),
+    ],
+)
+def test_each_role_grants_exactly_what_its_account_used(
+    audited: Audited, manifest: str, doctors_list: tuple[Permission, ...]
+) -> None:
+    used, denied = _used(audited.audit_log, audited.namespaces[manifest])
+    assert denied == set(), f"refused to the provider: {sorted(map(str, denied))}"
+    granted = _role(manifest)
+    assert sorted(map(str, used - granted)) == [], "used but not granted"
+    assert sorted(map(str, granted - used)) == [], "granted but never used"
+    assert set(doctors_list) == used
