@@ -26,10 +26,12 @@ from airflow_volcano_wandb import (
     submission,
     wandb_run,
 )
+from airflow_volcano_wandb.assets import annotate_outlet_events
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job_report import mark_reported
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.links.wandb import WandbRunLink
@@ -307,7 +309,6 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     def _wandb_spec(
         self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook, intent: int
     ) -> wandb_run.WandbRunSpec:
-        ti, logical_date = context["ti"], getattr(context["dag_run"], "logical_date", None)
         secret = self.wandb_api_key_secret
         if secret is None and wandb_hook.api_key:
             secret = api_key_secret.secret_ref(identity)
@@ -328,15 +329,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             )
         try:
             return wandb_run.WandbRunSpec.for_task_instance(
-                wandb_run.AirflowRunContext(
-                    dag_id=ti.dag_id,
-                    dag_run_id=ti.run_id,
-                    task_id=ti.task_id,
-                    try_number=ti.try_number,
-                    logical_date=logical_date.isoformat() if logical_date else None,
-                    task_url=getattr(ti, "log_url", None),
-                    map_index=ti.map_index,
-                ),
+                _run_context(context),
                 run_id=self.wandb_run_id,
                 run_name=self.wandb_run_name,
                 tags=self.wandb_tags,
@@ -497,15 +490,21 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
+            job = (
+                hook.get_job(result.name, result.namespace)
+                if self.deferrable or self.outlets
+                else None
+            )
             if self.deferrable:
-                job_report.log_master_tail(
-                    hook, hook.get_job(result.name, result.namespace), self.log_lines, self.log
-                )
+                job_report.log_master_tail(hook, job, self.log_lines, self.log)
             if deletes:
                 self._delete_job()
             summary = self._read_summary(run) if self.wandb_summary_keys else None
             if summary is not None:
                 context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
+            if self.outlets:  # the record travels with the asset event (docs/assets.md)
+                facts = JobFacts.from_job(job or {"metadata": result.job_ref()})
+                annotate_outlet_events(context, self.outlets, asset_extra(facts, run, summary))
             return {
                 **result.job_ref(),
                 **run,
@@ -546,6 +545,20 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     def on_kill(self) -> None:
         """The task was killed while waiting in sync mode: delete the job and its pods."""
         self._delete_job()
+
+
+def _run_context(context: Context) -> wandb_run.AirflowRunContext:
+    """The task instance, as the W&B run is told about it."""
+    ti, logical_date = context["ti"], getattr(context["dag_run"], "logical_date", None)
+    return wandb_run.AirflowRunContext(
+        dag_id=ti.dag_id,
+        dag_run_id=ti.run_id,
+        task_id=ti.task_id,
+        try_number=ti.try_number,
+        logical_date=logical_date.isoformat() if logical_date else None,
+        task_url=getattr(ti, "log_url", None),
+        map_index=ti.map_index,
+    )
 
 
 def _run_label(run_id: str) -> dict[str, str]:

@@ -78,6 +78,8 @@ class AirflowStack:
     kubeconfig: Path
     wandb_conn: dict[str, Any]
     dags_folder: Path = REPO / "dags"
+    #: Further settings for every component (a test's own ``AIRFLOW__...`` and others).
+    extra_env: dict[str, str] = field(default_factory=dict)
     api_port: int = field(init=False)
     _worker_log_port: int = field(init=False)
     _trigger_log_port: int = field(init=False)
@@ -130,6 +132,7 @@ class AirflowStack:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        env.update(self.extra_env)
         return env
 
     # -- lifecycle ---------------------------------------------------------------------------

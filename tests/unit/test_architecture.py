@@ -22,6 +22,7 @@ PURE = [
     "ownership.py",
     "diagnostics.py",
     "wandb_run.py",
+    "job_facts.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (
