@@ -9,7 +9,9 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
   ``query GetDefaultEntity`` (``Api.run`` asks for it when no default entity is set);
 - ``query Run`` (``Api.run(path)``: the run, with ``summaryMetrics`` as a JSON string);
 - ``query GetRunQueueMetadata`` and ``query GetDefaultResourceConfig``
-  (``Api.run_queue(entity, name).default_resource_config``).
+  (``Api.run_queue(entity, name).default_resource_config``);
+- ``mutation UpsertBucket`` (``Run.update()``: config, tags and notes, then the summary), which
+  changes the stored run and is kept in :attr:`WandbStandin.upserts`.
 
 Any other operation gets a GraphQL error naming it, and is recorded, so a test fails loudly if
 the SDK starts sending something this stand-in does not know. Requests without the expected
@@ -65,6 +67,12 @@ class _Run:
     config: dict[str, Any] = field(default_factory=dict)
     state: str = "finished"
     name: str | None = None
+    tags: list[str] = field(default_factory=list)
+    notes: str | None = None
+
+    @property
+    def storage_id(self) -> str:
+        return base64.b64encode(f"Run:v1:{self.run_id}".encode()).decode()
 
 
 @dataclass
@@ -93,6 +101,8 @@ class WandbStandin:
         self.viewer_entity = viewer_entity
         self.any_run_summary = any_run_summary
         self.requests: list[RecordedRequest] = []
+        #: The variables of every ``UpsertBucket`` mutation received, in order.
+        self.upserts: list[dict[str, Any]] = []
         self._runs: dict[tuple[str, str, str], _Run] = {}
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._configs: dict[tuple[str, str], _Queue] = {}
@@ -141,6 +151,10 @@ class WandbStandin:
         self._queues[(entity, name)] = queue
         if config_id is not None:
             self._configs[(entity, config_id)] = queue
+
+    def run(self, entity: str, project: str, run_id: str) -> _Run | None:
+        """A run as the stand-in now stores it (after any ``UpsertBucket``)."""
+        return self._runs.get((entity, project, run_id))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -253,39 +267,60 @@ class WandbStandin:
 
     def _op_Run(self, variables: dict[str, Any]) -> dict[str, Any]:
         key = (variables.get("entity"), variables.get("project"), variables.get("name"))
-        run = self._runs.get(key)  # type: ignore[arg-type]
-        if run is None and self.any_run_summary is not None and all(key):
-            run = _Run(*key, dict(self.any_run_summary), {}, "finished")  # type: ignore[misc]
+        with self._lock:
+            run = self._runs.get(key)  # type: ignore[arg-type]
+            if run is None and self.any_run_summary is not None and all(key):
+                # Kept from now on, so that an UpsertBucket changes what the next query sees.
+                run = self._runs[key] = _Run(*key, dict(self.any_run_summary))  # type: ignore[arg-type,misc]
         if run is None:
             return {"project": None}
+        return {"project": {"run": self._run_fragment(run)}}
+
+    def _run_fragment(self, run: _Run) -> dict[str, Any]:
         return {
-            "project": {
-                "run": {
-                    "projectId": "7",
-                    "id": base64.b64encode(f"Run:v1:{run.run_id}".encode()).decode(),
-                    "tags": [],
-                    "name": run.run_id,
-                    "displayName": run.name or run.run_id,
-                    "sweepName": None,
-                    "state": run.state,
-                    # The server sends config and metrics as JSON strings (GraphQL JSONString).
-                    "config": json.dumps({k: {"value": v} for k, v in run.config.items()}),
-                    "group": None,
-                    "jobType": None,
-                    "commit": None,
-                    "readOnly": False,
-                    "createdAt": "2026-01-01T00:00:00",
-                    "heartbeatAt": "2026-01-01T00:05:00",
-                    "description": None,
-                    "notes": None,
-                    "systemMetrics": "{}",
-                    "summaryMetrics": json.dumps(run.summary),
-                    "historyLineCount": 0,
-                    "user": {"name": self.viewer_entity, "username": self.viewer_entity},
-                    "historyKeys": None,
-                }
-            }
+            "projectId": "7",
+            "id": run.storage_id,
+            "tags": list(run.tags),
+            "name": run.run_id,
+            "displayName": run.name or run.run_id,
+            "sweepName": None,
+            "state": run.state,
+            # The server sends config and metrics as JSON strings (GraphQL JSONString).
+            "config": json.dumps({k: {"value": v} for k, v in run.config.items()}),
+            "group": None,
+            "jobType": None,
+            "commit": None,
+            "readOnly": False,
+            "createdAt": "2026-01-01T00:00:00",
+            "heartbeatAt": "2026-01-01T00:05:00",
+            "description": None,
+            "notes": run.notes,
+            "systemMetrics": "{}",
+            "summaryMetrics": json.dumps(run.summary),
+            "historyLineCount": 0,
+            "user": {"name": self.viewer_entity, "username": self.viewer_entity},
+            "historyKeys": None,
         }
+
+    def _op_UpsertBucket(self, variables: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.upserts.append(dict(variables))
+            run = next(
+                (r for r in self._runs.values() if r.storage_id == variables.get("id")), None
+            )
+            if run is None:  # the real server would create a run; no test wants that
+                return {"upsertBucket": None}
+            if "summaryMetrics" in variables:  # Run.update()'s second call: the summary
+                run.summary = json.loads(variables["summaryMetrics"] or "{}")
+                return {"upsertBucket": {"bucket": {"id": run.storage_id}}}
+            if variables.get("config") is not None:
+                config = json.loads(variables["config"])
+                run.config = {k: v["value"] for k, v in config.items() if k != "_wandb"}
+            if variables.get("tags") is not None:
+                run.tags = list(variables["tags"])
+            if "notes" in variables:
+                run.notes = variables["notes"]
+            return {"upsertBucket": {"bucket": self._run_fragment(run)}}
 
     def _op_GetRunQueueMetadata(self, variables: dict[str, Any]) -> dict[str, Any]:
         if variables.get("projectName") != LAUNCH_PROJECT:

@@ -24,6 +24,7 @@ from airflow_volcano_wandb import (
     job_report,
     naming,
     submission,
+    wandb_backlink,
     wandb_run,
 )
 from airflow_volcano_wandb.assets import annotate_outlet_events
@@ -502,6 +503,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             summary = self._read_summary(run) if self.wandb_summary_keys else None
             if summary is not None:
                 context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
+            self._link_back(context, run, "success")
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
                 facts = JobFacts.from_job(job or {"metadata": result.job_ref()})
                 annotate_outlet_events(context, self.outlets, asset_extra(facts, run, summary))
@@ -518,9 +520,25 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             log_lines=self.log_lines,
             task_log=self.log,
         )
+        self._link_back(context, run, result.outcome.value)
         if result.outcome is Outcome.TIMEOUT:
             raise AirflowTaskTimeout(message)
         raise AirflowException(message)
+
+    def _link_back(self, context: Context, run: Mapping[str, Any], outcome: str) -> None:
+        """Write this task and its outcome into the W&B run; never fails the task."""
+        hook = self.wandb_hook
+        wandb_backlink.link_back(
+            hook,
+            _run_context(context),
+            outcome,
+            run_id=run[XCOM_RUN_ID],
+            entity=self.wandb_entity or hook.entity,
+            project=self.wandb_project or hook.project,
+            mode=self.wandb_mode,
+            has_key=bool(hook.api_key),
+            log=self.log,
+        )
 
     def _read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
         """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""

@@ -193,3 +193,24 @@ def test_the_event_started_the_promotion_dag_with_the_extra_intact(chain: Chain)
     assert stored["value"] == best
     assert stored["last_updated_by"]["dag_id"] == PROMOTE_DAG
     assert stored["last_updated_by"]["run_id"] == run_id
+
+
+def test_the_wandb_run_links_back_to_the_airflow_task(chain: Chain) -> None:
+    """The provider wrote the task into the run itself (the stand-in's trainer wrote nothing)."""
+    run_id = chain.train_run["dag_run_id"]
+    wandb_run_id = deterministic_run_id(TRAIN_DAG, "train", run_id)
+    run = chain.standin.run(ENTITY, PROJECT, wandb_run_id)
+    assert run is not None
+    record = run.config["airflow"]
+    assert {k: record[k] for k in ("dag_id", "run_id", "task_id", "try_number", "outcome")} == {
+        "dag_id": TRAIN_DAG,
+        "run_id": run_id,
+        "task_id": "train",
+        "try_number": 1,
+        "outcome": "success",
+    }
+    assert record["task_url"].startswith(chain.stack.base_url)
+    assert f"/dags/{TRAIN_DAG}/" in record["task_url"]
+    assert run.tags == ["airflow", "airflow-success"]
+    assert record["task_url"] in run.notes
+    assert API_KEY not in json.dumps(chain.standin.upserts)

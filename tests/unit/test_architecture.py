@@ -23,6 +23,7 @@ PURE = [
     "diagnostics.py",
     "wandb_run.py",
     "job_facts.py",
+    "wandb_backlink.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (
