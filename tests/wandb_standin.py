@@ -10,6 +10,8 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
 - ``query Run`` (``Api.run(path)``: the run, with ``summaryMetrics`` as a JSON string);
 - ``query GetRunQueueMetadata`` and ``query GetDefaultResourceConfig``
   (``Api.run_queue(entity, name).default_resource_config``);
+- ``query RunInputArtifacts`` and ``query RunOutputArtifacts`` (``Run.used_artifacts()`` and
+  ``Run.logged_artifacts()``, one page);
 - ``mutation UpsertBucket`` (``Run.update()``: config, tags and notes, then the summary), which
   changes the stored run and is kept in :attr:`WandbStandin.upserts`.
 
@@ -94,9 +96,14 @@ class WandbStandin:
         api_key: str,
         viewer_entity: str = "standin-user",
         any_run_summary: dict[str, Any] | None = None,
+        any_run_artifacts: dict[str, list[tuple[str, int, str]]] | None = None,
     ) -> None:
         """``any_run_summary``: answer for every run asked about, as if each had finished with
-        these summary metrics (for runs whose id a test cannot know in advance)."""
+        these summary metrics (for runs whose id a test cannot know in advance);
+        ``any_run_artifacts``: ``{"used"|"logged": [(name, version, type), ...]}`` for runs
+        without artifacts of their own, in the run's own entity and project."""
+        self.any_run_artifacts = any_run_artifacts or {}
+        self._artifacts: dict[tuple[str, str], list[tuple[str, str, str, int, str]]] = {}
         self.api_key = api_key
         self.viewer_entity = viewer_entity
         self.any_run_summary = any_run_summary
@@ -125,6 +132,21 @@ class WandbStandin:
         """Make a run with these summary metrics known to the stand-in."""
         self._runs[(entity, project, run_id)] = _Run(
             entity, project, run_id, dict(summary), dict(config or {}), state
+        )
+
+    def add_artifact(
+        self,
+        run_id: str,
+        direction: str,
+        entity: str,
+        project: str,
+        name: str,
+        version: int,
+        artifact_type: str,
+    ) -> None:
+        """Record that the run ``used`` or ``logged`` (``direction``) an artifact version."""
+        self._artifacts.setdefault((run_id, direction), []).append(
+            (entity, project, name, version, artifact_type)
         )
 
     def add_queue(
@@ -322,6 +344,31 @@ class WandbStandin:
                 run.notes = variables["notes"]
             return {"upsertBucket": {"bucket": self._run_fragment(run)}}
 
+    def _op_ServerFeaturesQuery(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return {"serverInfo": {"features": []}}  # a server without optional features
+
+    def _op_RunInputArtifacts(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return self._run_artifacts(variables, "used")
+
+    def _op_RunOutputArtifacts(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return self._run_artifacts(variables, "logged")
+
+    def _run_artifacts(self, variables: dict[str, Any], direction: str) -> dict[str, Any]:
+        entity, project = variables.get("entity"), variables.get("project")
+        run_id = str(variables.get("run"))
+        found = self._artifacts.get((run_id, direction))
+        if found is None:
+            found = [
+                (entity, project, name, version, kind)
+                for name, version, kind in self.any_run_artifacts.get(direction, [])
+            ]
+        edges = [
+            {"node": _artifact_node(i, *artifact)} for i, artifact in enumerate(found, start=1)
+        ]
+        page = {"__typename": "PageInfo", "endCursor": None, "hasNextPage": False}
+        connection = {"totalCount": len(edges), "pageInfo": page, "edges": edges}
+        return {"project": {"run": {"artifacts": connection}}}
+
     def _op_GetRunQueueMetadata(self, variables: dict[str, Any]) -> dict[str, Any]:
         if variables.get("projectName") != LAUNCH_PROJECT:
             return {"project": None}
@@ -353,3 +400,38 @@ class WandbStandin:
                 }
             }
         }
+
+
+def _artifact_node(
+    index: int, entity: str, project: str, name: str, version: int, artifact_type: str
+) -> dict[str, Any]:
+    """An ``ArtifactFragment`` as wandb 0.31 asks for it."""
+    project_info = {
+        "id": "UHJvamVjdDo3",
+        "internalId": "7",
+        "name": project,
+        "entity": {"name": entity},
+    }
+    sequence = {"__typename": "ArtifactSequence", "name": name, "project": project_info}
+    return {
+        "__typename": "Artifact",
+        "id": base64.b64encode(f"Artifact:{index}:{name}:{version}".encode()).decode(),
+        "artifactSequence": sequence,
+        "versionIndex": version,
+        "artifactType": {"name": artifact_type},
+        "description": None,
+        "metadata": "{}",
+        "ttlDurationSeconds": -1,
+        "ttlIsInherited": True,
+        "tags": [],
+        "historyStep": None,
+        "state": "COMMITTED",
+        "size": 1024,
+        "digest": f"{index:032x}",
+        "digestAlgorithm": "MANIFEST_MD5",
+        "commitHash": None,
+        "fileCount": 1,
+        "createdAt": "2026-01-01T00:00:00",
+        "updatedAt": "2026-01-01T00:05:00",
+        "aliases": [],
+    }

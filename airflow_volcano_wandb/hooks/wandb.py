@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseHook
 
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
+from airflow_volcano_wandb.lineage import ArtifactRef
 from airflow_volcano_wandb.template import TemplateError, load_template
 from airflow_volcano_wandb.wandb_backlink import RunFields
 from airflow_volcano_wandb.wandb_run import (
@@ -280,6 +281,22 @@ class WandbHook(BaseHook):
         run.config.update(fields.config)
         run.tags, run.notes = list(fields.tags), fields.notes
         run.update()
+
+    def run_artifacts(
+        self, run_id: str, *, entity: str | None = None, project: str | None = None
+    ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:
+        """The artifact versions a run used and logged (``Run.used_artifacts()`` and
+        ``Run.logged_artifacts()``), each as ``<entity>/<project>/<name>:v<n>`` and its type.
+
+        :param run_id: The W&B run id.
+        :param entity: The run's entity; defaults to the connection's, then the API key's user.
+        :param project: The run's project; defaults to the connection's.
+        """
+        run = self.api.run(self._run_path(run_id, entity, project))
+        return (
+            [ArtifactRef(a.qualified_name, a.type) for a in run.used_artifacts()],
+            [ArtifactRef(a.qualified_name, a.type) for a in run.logged_artifacts()],
+        )
 
     def _run_path(self, run_id: str, entity: str | None, project: str | None) -> str:
         entity, project = entity or self.entity, project or self.project

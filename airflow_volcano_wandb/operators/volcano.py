@@ -22,6 +22,7 @@ from airflow_volcano_wandb import (
     api_key_secret,
     cleanup,
     job_report,
+    lineage,
     naming,
     submission,
     wandb_backlink,
@@ -251,6 +252,10 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         #: The job this try submitted or reattached to, as soon as it exists (for on_kill).
         self._job: dict[str, str] | None = None
         self._try_number: int | None = None
+        #: What this try ran and trained into, once it ended (for OpenLineage).
+        self._facts: JobFacts | None = None
+        self._run: dict[str, Any] = {}
+        self._summary: dict[str, Any] | None = None
 
     @property
     def wandb_hook(self) -> WandbHook:
@@ -486,16 +491,15 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     ) -> dict[str, Any]:
         """Clean up as ``on_finish_action`` says, tell what happened, succeed or fail."""
         self._job = result.job_ref()
+        self._facts, self._run = JobFacts.from_job({"metadata": self._job}), dict(run)
         hook = self.hook
         mark_reported(hook, result, context["ti"].try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
-            job = (
-                hook.get_job(result.name, result.namespace)
-                if self.deferrable or self.outlets
-                else None
-            )
+            job = hook.get_job(result.name, result.namespace)
+            if job:
+                self._facts = JobFacts.from_job(job)
             if self.deferrable:
                 job_report.log_master_tail(hook, job, self.log_lines, self.log)
             if deletes:
@@ -503,10 +507,12 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             summary = self._read_summary(run) if self.wandb_summary_keys else None
             if summary is not None:
                 context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
+                self._summary = summary
             self._link_back(context, run, "success")
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
-                facts = JobFacts.from_job(job or {"metadata": result.job_ref()})
-                annotate_outlet_events(context, self.outlets, asset_extra(facts, run, summary))
+                annotate_outlet_events(
+                    context, self.outlets, asset_extra(self._facts, run, summary)
+                )
             return {
                 **result.job_ref(),
                 **run,
@@ -538,6 +544,37 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             mode=self.wandb_mode,
             has_key=bool(hook.api_key),
             log=self.log,
+        )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the Volcano job, the W&B run, its artifacts (docs/lineage.md)."""
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """OpenLineage for a failed try: the same facets, as far as the try got."""
+        return self._lineage()
+
+    def _lineage(self) -> Any:
+        hook = self.wandb_hook
+        entity, project = self.wandb_entity or hook.entity, self.wandb_project or hook.project
+        facts = self._facts or JobFacts.from_job({"metadata": self._job or {}})
+        artifacts = lineage.read_artifacts(
+            hook,
+            self._run.get(XCOM_RUN_ID),
+            entity=entity,
+            project=project,
+            mode=self.wandb_mode,
+            has_key=bool(hook.api_key),
+            log=self.log,
+        )
+        return lineage.operator_lineage(
+            facts,
+            self._run,
+            summary=self._summary,
+            entity=entity,
+            project=project,
+            base_url=hook.base_url,
+            artifacts=artifacts,
         )
 
     def _read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:

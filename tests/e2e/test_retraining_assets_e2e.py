@@ -39,6 +39,8 @@ ENTITY, PROJECT = "airflow", "volcano-ddp"
 API_KEY = "standin" + "fedcba9876543210" * 3
 ACCURACY = 0.91
 ARTIFACTS = REPO / "test-artifacts" / "e2e-assets"
+USED = ("mnist-shards", 3, "dataset")  # (name, version, type) every stand-in run used
+LOGGED = ("ddp-mlp", 0, "model")  # ... and logged
 
 
 @dataclass
@@ -49,6 +51,7 @@ class Chain:
     standin: WandbStandin
     train_run: dict[str, Any]
     promote_run: dict[str, Any]
+    lineage_file: Path
 
     def xcom(self, dag_id: str, run_id: str, task_id: str, key: str) -> Any:
         path = (
@@ -89,7 +92,12 @@ def chain(volcano_cluster, training_namespace) -> Iterator[Chain]:
     home = Path(tempfile.mkdtemp(prefix="avw-e2e-assets-"))
     log_dir = ARTIFACTS / "logs"
     shutil.rmtree(log_dir, ignore_errors=True)
-    standin = WandbStandin(api_key=API_KEY, any_run_summary={"eval/accuracy": ACCURACY}).start()
+    standin = WandbStandin(
+        api_key=API_KEY,
+        any_run_summary={"eval/accuracy": ACCURACY},
+        any_run_artifacts={"used": [USED], "logged": [LOGGED]},
+    ).start()
+    lineage_file = home / "openlineage.jsonl"
     stack = AirflowStack(
         home=home,
         log_dir=log_dir,
@@ -104,6 +112,11 @@ def chain(volcano_cluster, training_namespace) -> Iterator[Chain]:
         extra_env={
             "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "150",
             "AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT": "180",
+            # OpenLineage events as JSON lines in a file (the openlineage provider's transport).
+            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+                {"type": "file", "log_file_path": str(lineage_file), "append": True}
+            ),
+            "AIRFLOW__OPENLINEAGE__NAMESPACE": "avw-e2e",
         },
     )
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
@@ -119,9 +132,9 @@ def chain(volcano_cluster, training_namespace) -> Iterator[Chain]:
             done = [run for run in runs if run["state"] in ("success", "failed")]
             return done[0] if done else None
 
-        train_run = wait_for(lambda: finished(TRAIN_DAG), 300, "the scheduled training run")
-        promote_run = wait_for(lambda: finished(PROMOTE_DAG), 180, "the promotion run")
-        yield Chain(stack, standin, train_run, promote_run)
+        train_run = wait_for(lambda: finished(TRAIN_DAG), 900, "the scheduled training run")
+        promote_run = wait_for(lambda: finished(PROMOTE_DAG), 600, "the promotion run")
+        yield Chain(stack, standin, train_run, promote_run, lineage_file)
     finally:
         try:
             stack.stop()
@@ -214,3 +227,47 @@ def test_the_wandb_run_links_back_to_the_airflow_task(chain: Chain) -> None:
     assert run.tags == ["airflow", "airflow-success"]
     assert record["task_url"] in run.notes
     assert API_KEY not in json.dumps(chain.standin.upserts)
+
+
+def test_openlineage_events_describe_the_job_the_run_and_its_artifacts(chain: Chain) -> None:
+    events = [json.loads(line) for line in chain.lineage_file.read_text().splitlines() if line]
+    shutil.copy(chain.lineage_file, ARTIFACTS / "openlineage.jsonl")
+    complete = [
+        e
+        for e in events
+        if e.get("eventType") == "COMPLETE" and e["job"]["name"] == f"{TRAIN_DAG}.train"
+    ]
+    assert len(complete) == 1, [(e.get("eventType"), e["job"]["name"]) for e in events]
+    (event,) = complete
+    extra = chain.stack.api("GET", "/assets/events", params={"source_dag_id": TRAIN_DAG})[
+        "asset_events"
+    ][0]["extra"]
+    job_facet = event["job"]["facets"]["volcano_job"]
+    assert {k: job_facet[k] for k in ("namespace", "image", "replicas", "worldSize")} == {
+        "namespace": NAMESPACE,
+        "image": extra["image"],
+        "replicas": {"master": 1, "worker": 2},
+        "worldSize": 3,
+    }
+    run_facets = event["run"]["facets"]
+    assert {k: run_facets["volcano_job_run"][k] for k in ("name", "namespace", "uid")} == {
+        "name": extra["volcano_job"],
+        "namespace": NAMESPACE,
+        "uid": extra["volcano_job_uid"],
+    }
+    wandb = run_facets["wandb_run"]
+    assert (wandb["runId"], wandb["url"], wandb["entity"], wandb["project"]) == (
+        extra["wandb_run_id"],
+        extra["wandb_run_url"],
+        ENTITY,
+        PROJECT,
+    )
+    assert wandb["summary"] == {"eval/accuracy": ACCURACY}
+    namespace = "wandb://" + chain.standin.url.removeprefix("http://")
+    assert [(d["namespace"], d["name"]) for d in event["inputs"]] == [
+        (namespace, f"{ENTITY}/{PROJECT}/{USED[0]}:v{USED[1]}")
+    ]
+    assert [(d["namespace"], d["name"]) for d in event["outputs"]] == [
+        (namespace, f"{ENTITY}/{PROJECT}/{LOGGED[0]}:v{LOGGED[1]}")
+    ]
+    assert API_KEY not in chain.lineage_file.read_text()

@@ -40,6 +40,9 @@ KNOWN_OPERATIONS = {
     "GetRunQueueMetadata",
     "GetDefaultResourceConfig",
     "UpsertBucket",
+    "ServerFeaturesQuery",
+    "RunInputArtifacts",
+    "RunOutputArtifacts",
 }
 
 
@@ -355,3 +358,15 @@ def test_link_back_offline_is_one_clear_line_against_wandb_standin(
         "gets AVW_AIRFLOW_TASK_URL)"
     ]
     assert standin.operations() == []  # not even a connection attempt
+
+
+def test_run_artifacts_for_lineage_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    standin.add_artifact(RUN_ID, "used", ENTITY, "datasets", "mnist", 3, "dataset")
+    standin.add_artifact(RUN_ID, "logged", ENTITY, PROJECT, "mlp", 0, "model")
+    used, logged = WandbHook(conn_id).run_artifacts(RUN_ID)
+    assert [(a.qualified_name, a.type) for a in used] == [
+        (f"{ENTITY}/datasets/mnist:v3", "dataset")
+    ]
+    assert [(a.qualified_name, a.type) for a in logged] == [(f"{ENTITY}/{PROJECT}/mlp:v0", "model")]
