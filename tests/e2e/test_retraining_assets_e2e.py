@@ -58,7 +58,8 @@ class Chain:
             f"/dags/{dag_id}/dagRuns/{quote(run_id, safe='')}/taskInstances/{task_id}"
             f"/xcomEntries/{key}"
         )
-        return self.stack.api("GET", path, params={"deserialize": "true"})["value"]
+        value = self.stack.api("GET", path)["value"]  # as stored: JSON, maybe as text
+        return json.loads(value) if isinstance(value, str) and value[:1] in "{[" else value
 
     def states(self, dag_id: str, run_id: str) -> dict[str, str]:
         answer = self.stack.api(
@@ -121,7 +122,7 @@ def chain(volcano_cluster, training_namespace) -> Iterator[Chain]:
     )
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
-        stack.start(timeout=240)
+        stack.start(timeout=600)  # a loaded 2-core machine: migrating alone can take minutes
         for dag_id in (PROMOTE_DAG, TRAIN_DAG):  # the consumer first: it must see the event
             wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 400, f"DAG {dag_id}")
             stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
