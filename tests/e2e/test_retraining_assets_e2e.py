@@ -122,6 +122,8 @@ def chain(volcano_cluster, training_namespace) -> Iterator[Chain]:
                 {"type": "file", "log_file_path": str(lineage_file), "append": True}
             ),
             "AIRFLOW__OPENLINEAGE__NAMESPACE": "avw-e2e",
+            # The listener gives up after 10 s by default: far too little on 2 shared cores.
+            "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "300",
         },
     )
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
