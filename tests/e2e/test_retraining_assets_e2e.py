@@ -167,7 +167,11 @@ def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
     events = chain.stack.api("GET", "/assets/events", params={"source_dag_id": TRAIN_DAG})
     (event,) = events["asset_events"]
     job = chain.xcom(TRAIN_DAG, run_id, "train", "volcano_job")
-    wandb_run_id = deterministic_run_id(TRAIN_DAG, "train", run_id)
+    # The id is derived from the try that submitted (a try may fail before submitting).
+    wandb_run_id = chain.xcom(TRAIN_DAG, run_id, "train", "wandb_run_id")
+    assert len(wandb_run_id) == 16 and wandb_run_id in {
+        deterministic_run_id(TRAIN_DAG, "train", run_id, intent=i) for i in (1, 2, 3)
+    }
     assert event["source_run_id"] == run_id
     assert event["extra"] == {
         "wandb_run_id": wandb_run_id,
@@ -218,7 +222,11 @@ def test_the_event_started_the_promotion_dag_with_the_extra_intact(chain: Chain)
 def test_the_wandb_run_links_back_to_the_airflow_task(chain: Chain) -> None:
     """The provider wrote the task into the run itself (the stand-in's trainer wrote nothing)."""
     run_id = chain.train_run["dag_run_id"]
-    wandb_run_id = deterministic_run_id(TRAIN_DAG, "train", run_id)
+    # The id is derived from the try that submitted (a try may fail before submitting).
+    wandb_run_id = chain.xcom(TRAIN_DAG, run_id, "train", "wandb_run_id")
+    assert len(wandb_run_id) == 16 and wandb_run_id in {
+        deterministic_run_id(TRAIN_DAG, "train", run_id, intent=i) for i in (1, 2, 3)
+    }
     run = chain.standin.run(ENTITY, PROJECT, wandb_run_id)
     assert run is not None
     record = run.config["airflow"]
