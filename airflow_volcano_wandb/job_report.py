@@ -115,6 +115,18 @@ def report_failure(
             delete_job()
 
 
+def fetch_finished_job(
+    hook: VolcanoHook, result: WaitResult, task_log: logging.Logger | Any
+) -> dict[str, Any] | None:
+    """The succeeded job as it is now, for its log tail and its facts; ``None`` (with a
+    warning) when it cannot be read: the job succeeded, so reading it may not fail the task."""
+    try:
+        return hook.get_job(result.name, result.namespace)
+    except Exception as exc:
+        task_log.warning("Could not read job %s after it succeeded (%s)", result.name, exc)
+        return None
+
+
 def log_master_tail(
     hook: VolcanoHook, job: Mapping[str, Any] | None, log_lines: int, task_log: Any
 ) -> None:

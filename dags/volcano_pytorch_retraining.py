@@ -1,22 +1,30 @@
-"""Weekly retraining: train on Volcano, read the W&B metric, promote only on improvement.
+"""Weekly retraining on Volcano, and a promotion DAG scheduled on the model it produces.
 
-The last promoted accuracy is kept in the Airflow Variable ``volcano_pytorch_best_accuracy``.
-A run without the metric (W&B offline, say) is never promoted.
+``volcano_pytorch_retraining`` trains and, on success, updates the asset ``MODEL``: its event
+carries the W&B run (id, URL, ``eval/accuracy``), the Volcano job, the image and the replica
+counts (see docs/assets.md). ``volcano_pytorch_promote`` is scheduled on that asset: it reads
+the metric from the event and promotes only on improvement. The best promoted accuracy is kept
+in the asset's own state store (Airflow 3.3, AIP-103), next to the asset it describes, not in a
+global Variable. A run without the metric (W&B offline, say) is never promoted.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import pendulum
-from airflow.sdk import DAG, Param, Variable, XComArg, task
+from airflow.sdk import DAG, Asset, Param, task
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 
-BEST_ACCURACY_VARIABLE = "volcano_pytorch_best_accuracy"
+MODEL = Asset("volcano_pytorch_model")
 METRIC = "eval/accuracy"
+BEST_KEY = "best"  # asset state: {"accuracy": ..., "wandb_run_id": ..., "image": ...}
 
 with DAG(
     dag_id="volcano_pytorch_retraining",
-    description="Scheduled retraining on Volcano, gated on the W&B eval metric",
+    description="Scheduled retraining on Volcano; updates the model asset with its W&B run",
     schedule="@weekly",
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -30,8 +38,8 @@ with DAG(
         "wandb_entity": Param("airflow", type="string", minLength=1, maxLength=128),
         "wandb_project": Param("volcano-ddp", type="string", minLength=1, maxLength=128),
     },
-) as dag:
-    train = VolcanoPyTorchJobOperator(
+):
+    VolcanoPyTorchJobOperator(
         task_id="train",
         template="templates/volcano-pytorch-queue-template.yaml",
         image_uri="ghcr.io/example/volcano-ddp-mlp:latest",
@@ -44,30 +52,59 @@ with DAG(
         deferrable=True,
         pending_timeout=1800,
         retries=2,
+        outlets=[MODEL],
     )
 
-    @task.branch
-    def decide(summary: dict | None) -> str:
-        accuracy = (summary or {}).get(METRIC)
-        best = float(Variable.get(BEST_ACCURACY_VARIABLE, default="-inf"))
-        if accuracy is None:
-            print(f"No {METRIC} in the W&B summary; not promoting")
-            return "keep_current"
-        if float(accuracy) <= best:
-            print(f"{METRIC}={accuracy} does not beat the promoted {best}; not promoting")
-            return "keep_current"
-        return "promote"
 
-    @task
-    def promote(summary: dict) -> float:
-        accuracy = float(summary[METRIC])
-        Variable.set(BEST_ACCURACY_VARIABLE, str(accuracy))
-        print(f"Promoted the model with {METRIC}={accuracy}")
-        return accuracy
+def promotion(extra: Mapping[str, Any], best: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The new best model record when the asset event's model beats ``best``, else ``None``.
+
+    :param extra: the ``extra`` of the model asset's event (docs/assets.md).
+    :param best: the promoted record from the asset's state, ``None`` before the first one.
+    """
+    accuracy = (extra.get("wandb_summary") or {}).get(METRIC)
+    if accuracy is None:
+        print(f"No {METRIC} in the asset event of W&B run {extra.get('wandb_run_id')}")
+        return None
+    if best is not None and float(accuracy) <= float(best["accuracy"]):
+        print(f"{METRIC}={accuracy} does not beat the promoted {best['accuracy']}")
+        return None
+    return {
+        "accuracy": float(accuracy),
+        "wandb_run_id": extra.get("wandb_run_id"),
+        "wandb_run_url": extra.get("wandb_run_url"),
+        "image": extra.get("image"),
+    }
+
+
+with DAG(
+    dag_id="volcano_pytorch_promote",
+    description="Promote a retrained model when its W&B eval metric beats the promoted one",
+    schedule=[MODEL],
+    start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
+    catchup=False,
+    max_active_runs=1,  # one comparison at a time: the state is read, then written
+    tags=["volcano", "pytorch", "wandb", "retraining"],
+):
+
+    @task.branch(inlets=[MODEL])
+    def evaluate(*, ti: Any, triggering_asset_events: Any, asset_state_store: Any) -> str:
+        # Several trainings may have finished since the last promotion run: the latest counts.
+        extra = dict(triggering_asset_events[MODEL][-1].extra)
+        ti.xcom_push(key="candidate", value=extra)
+        best = promotion(extra, asset_state_store[MODEL].get(BEST_KEY))
+        ti.xcom_push(key="best", value=best)
+        return "promote" if best else "keep_current"
+
+    @task(inlets=[MODEL])
+    def promote(*, ti: Any, asset_state_store: Any) -> dict[str, Any]:
+        best = ti.xcom_pull(task_ids="evaluate", key="best")
+        asset_state_store[MODEL].set(BEST_KEY, best)
+        print(f"Promoted W&B run {best['wandb_run_id']} with {METRIC}={best['accuracy']}")
+        return best
 
     @task
     def keep_current() -> None:
         print("Keeping the current model")
 
-    summary = XComArg(train, key="wandb_summary")
-    decide(summary) >> [promote(summary), keep_current()]
+    evaluate() >> [promote(), keep_current()]

@@ -9,7 +9,11 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
   ``query GetDefaultEntity`` (``Api.run`` asks for it when no default entity is set);
 - ``query Run`` (``Api.run(path)``: the run, with ``summaryMetrics`` as a JSON string);
 - ``query GetRunQueueMetadata`` and ``query GetDefaultResourceConfig``
-  (``Api.run_queue(entity, name).default_resource_config``).
+  (``Api.run_queue(entity, name).default_resource_config``);
+- ``query RunInputArtifacts`` and ``query RunOutputArtifacts`` (``Run.used_artifacts()`` and
+  ``Run.logged_artifacts()``, one page);
+- ``mutation UpsertBucket`` (``Run.update()``: config, tags and notes, then the summary), which
+  changes the stored run and is kept in :attr:`WandbStandin.upserts`.
 
 Any other operation gets a GraphQL error naming it, and is recorded, so a test fails loudly if
 the SDK starts sending something this stand-in does not know. Requests without the expected
@@ -66,6 +70,12 @@ class _Run:
     config: dict[str, Any] = field(default_factory=dict)
     state: str = "finished"
     name: str | None = None
+    tags: list[str] = field(default_factory=list)
+    notes: str | None = None
+
+    @property
+    def storage_id(self) -> str:
+        return base64.b64encode(f"Run:v1:{self.run_id}".encode()).decode()
 
 
 @dataclass
@@ -87,14 +97,21 @@ class WandbStandin:
         api_key: str,
         viewer_entity: str = "standin-user",
         any_run_summary: dict[str, Any] | Callable[[str], dict[str, Any]] | None = None,
+        any_run_artifacts: dict[str, list[tuple[str, int, str]]] | None = None,
     ) -> None:
         """``any_run_summary``: answer for every run asked about, as if each had finished with
-        these summary metrics (for runs whose id a test cannot know in advance); a function
-        of the run id gives each run values of its own."""
+        these summary metrics (for runs whose id a test cannot know in advance; a function of
+        the run id gives each run values of its own);
+        ``any_run_artifacts``: ``{"used"|"logged": [(name, version, type), ...]}`` for runs
+        without artifacts of their own, in the run's own entity and project."""
+        self.any_run_artifacts = any_run_artifacts or {}
+        self._artifacts: dict[tuple[str, str], list[tuple[str, str, str, int, str]]] = {}
         self.api_key = api_key
         self.viewer_entity = viewer_entity
         self.any_run_summary = any_run_summary
         self.requests: list[RecordedRequest] = []
+        #: The variables of every ``UpsertBucket`` mutation received, in order.
+        self.upserts: list[dict[str, Any]] = []
         self._runs: dict[tuple[str, str, str], _Run] = {}
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._configs: dict[tuple[str, str], _Queue] = {}
@@ -117,6 +134,21 @@ class WandbStandin:
         """Make a run with these summary metrics known to the stand-in."""
         self._runs[(entity, project, run_id)] = _Run(
             entity, project, run_id, dict(summary), dict(config or {}), state
+        )
+
+    def add_artifact(
+        self,
+        run_id: str,
+        direction: str,
+        entity: str,
+        project: str,
+        name: str,
+        version: int,
+        artifact_type: str,
+    ) -> None:
+        """Record that the run ``used`` or ``logged`` (``direction``) an artifact version."""
+        self._artifacts.setdefault((run_id, direction), []).append(
+            (entity, project, name, version, artifact_type)
         )
 
     def add_queue(
@@ -143,6 +175,10 @@ class WandbStandin:
         self._queues[(entity, name)] = queue
         if config_id is not None:
             self._configs[(entity, config_id)] = queue
+
+    def run(self, entity: str, project: str, run_id: str) -> _Run | None:
+        """A run as the stand-in now stores it (after any ``UpsertBucket``)."""
+        return self._runs.get((entity, project, run_id))
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -255,42 +291,88 @@ class WandbStandin:
 
     def _op_Run(self, variables: dict[str, Any]) -> dict[str, Any]:
         key = (variables.get("entity"), variables.get("project"), variables.get("name"))
-        run = self._runs.get(key)  # type: ignore[arg-type]
-        if run is None and self.any_run_summary is not None and all(key):
-            summary = self.any_run_summary
-            if callable(summary):
-                summary = summary(key[2])  # type: ignore[arg-type]
-            run = _Run(*key, dict(summary), {}, "finished")  # type: ignore[misc]
+        with self._lock:
+            run = self._runs.get(key)  # type: ignore[arg-type]
+            if run is None and self.any_run_summary is not None and all(key):
+                summary = self.any_run_summary
+                if callable(summary):
+                    summary = summary(key[2])  # type: ignore[arg-type]
+                # Kept from now on, so that an UpsertBucket changes what the next query sees.
+                run = self._runs[key] = _Run(*key, dict(summary))  # type: ignore[arg-type,misc]
         if run is None:
             return {"project": None}
+        return {"project": {"run": self._run_fragment(run)}}
+
+    def _run_fragment(self, run: _Run) -> dict[str, Any]:
         return {
-            "project": {
-                "run": {
-                    "projectId": "7",
-                    "id": base64.b64encode(f"Run:v1:{run.run_id}".encode()).decode(),
-                    "tags": [],
-                    "name": run.run_id,
-                    "displayName": run.name or run.run_id,
-                    "sweepName": None,
-                    "state": run.state,
-                    # The server sends config and metrics as JSON strings (GraphQL JSONString).
-                    "config": json.dumps({k: {"value": v} for k, v in run.config.items()}),
-                    "group": None,
-                    "jobType": None,
-                    "commit": None,
-                    "readOnly": False,
-                    "createdAt": "2026-01-01T00:00:00",
-                    "heartbeatAt": "2026-01-01T00:05:00",
-                    "description": None,
-                    "notes": None,
-                    "systemMetrics": "{}",
-                    "summaryMetrics": json.dumps(run.summary),
-                    "historyLineCount": 0,
-                    "user": {"name": self.viewer_entity, "username": self.viewer_entity},
-                    "historyKeys": None,
-                }
-            }
+            "projectId": "7",
+            "id": run.storage_id,
+            "tags": list(run.tags),
+            "name": run.run_id,
+            "displayName": run.name or run.run_id,
+            "sweepName": None,
+            "state": run.state,
+            # The server sends config and metrics as JSON strings (GraphQL JSONString).
+            "config": json.dumps({k: {"value": v} for k, v in run.config.items()}),
+            "group": None,
+            "jobType": None,
+            "commit": None,
+            "readOnly": False,
+            "createdAt": "2026-01-01T00:00:00",
+            "heartbeatAt": "2026-01-01T00:05:00",
+            "description": None,
+            "notes": run.notes,
+            "systemMetrics": "{}",
+            "summaryMetrics": json.dumps(run.summary),
+            "historyLineCount": 0,
+            "user": {"name": self.viewer_entity, "username": self.viewer_entity},
+            "historyKeys": None,
         }
+
+    def _op_UpsertBucket(self, variables: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self.upserts.append(dict(variables))
+            run = next(
+                (r for r in self._runs.values() if r.storage_id == variables.get("id")), None
+            )
+            if run is None:  # the real server would create a run; no test wants that
+                return {"upsertBucket": None}
+            if "summaryMetrics" in variables:  # Run.update()'s second call: the summary
+                run.summary = json.loads(variables["summaryMetrics"] or "{}")
+                return {"upsertBucket": {"bucket": {"id": run.storage_id}}}
+            if variables.get("config") is not None:
+                config = json.loads(variables["config"])
+                run.config = {k: v["value"] for k, v in config.items() if k != "_wandb"}
+            if variables.get("tags") is not None:
+                run.tags = list(variables["tags"])
+            if "notes" in variables:
+                run.notes = variables["notes"]
+            return {"upsertBucket": {"bucket": self._run_fragment(run)}}
+
+    def _op_ServerFeaturesQuery(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return {"serverInfo": {"features": []}}  # a server without optional features
+
+    def _op_RunInputArtifacts(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return self._run_artifacts(variables, "used")
+
+    def _op_RunOutputArtifacts(self, variables: dict[str, Any]) -> dict[str, Any]:
+        return self._run_artifacts(variables, "logged")
+
+    def _run_artifacts(self, variables: dict[str, Any], direction: str) -> dict[str, Any]:
+        entity, project = variables.get("entity"), variables.get("project")
+        run_id = str(variables.get("run"))
+        found = self._artifacts.get((run_id, direction))
+        if found is None:
+            found = [
+                (entity, project, name, version, kind)
+                for name, version, kind in self.any_run_artifacts.get(direction, [])
+            ]
+        edges = [
+            {"node": _artifact_node(i, *artifact)} for i, artifact in enumerate(found, start=1)
+        ]
+        page = {"__typename": "PageInfo", "endCursor": None, "hasNextPage": False}
+        connection = {"totalCount": len(edges), "pageInfo": page, "edges": edges}
+        return {"project": {"run": {"artifacts": connection}}}
 
     def _op_GetRunQueueMetadata(self, variables: dict[str, Any]) -> dict[str, Any]:
         if variables.get("projectName") != LAUNCH_PROJECT:
@@ -323,3 +405,38 @@ class WandbStandin:
                 }
             }
         }
+
+
+def _artifact_node(
+    index: int, entity: str, project: str, name: str, version: int, artifact_type: str
+) -> dict[str, Any]:
+    """An ``ArtifactFragment`` as wandb 0.31 asks for it."""
+    project_info = {
+        "id": "UHJvamVjdDo3",
+        "internalId": "7",
+        "name": project,
+        "entity": {"name": entity},
+    }
+    sequence = {"__typename": "ArtifactSequence", "name": name, "project": project_info}
+    return {
+        "__typename": "Artifact",
+        "id": base64.b64encode(f"Artifact:{index}:{name}:{version}".encode()).decode(),
+        "artifactSequence": sequence,
+        "versionIndex": version,
+        "artifactType": {"name": artifact_type},
+        "description": None,
+        "metadata": "{}",
+        "ttlDurationSeconds": -1,
+        "ttlIsInherited": True,
+        "tags": [],
+        "historyStep": None,
+        "state": "COMMITTED",
+        "size": 1024,
+        "digest": f"{index:032x}",
+        "digestAlgorithm": "MANIFEST_MD5",
+        "commitHash": None,
+        "fileCount": 1,
+        "createdAt": "2026-01-01T00:00:00",
+        "updatedAt": "2026-01-01T00:05:00",
+        "aliases": [],
+    }

@@ -12,14 +12,16 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
+from airflow_volcano_wandb.lineage import ArtifactRef
 from airflow_volcano_wandb.template import TemplateError, load_template
+from airflow_volcano_wandb.wandb_backlink import RunFields
 from airflow_volcano_wandb.wandb_queue_ref import parse_queue_ref
 from airflow_volcano_wandb.wandb_urls import is_default_base_url, run_url
 
@@ -270,6 +272,59 @@ class WandbHook(BaseHook):
                 ", ".join(sorted(summary)) or "nothing",
             )
         return {key: summary[key] for key in wanted if key in summary}
+
+    def edit_run(
+        self,
+        run_id: str,
+        *,
+        entity: str | None = None,
+        project: str | None = None,
+        edit: Callable[[RunFields], RunFields],
+    ) -> None:
+        """Read a run's config, tags and notes, let ``edit`` change them, and write them back.
+
+        Through the public API's ``Run.update()`` (GraphQL ``upsertBucket``), which also
+        writes back the summary it read: call this when the run is no longer being written,
+        e.g. when the task ends.
+
+        :param run_id: The W&B run id.
+        :param entity: The run's entity; defaults to the connection's, then the API key's user.
+        :param project: The run's project; defaults to the connection's.
+        :param edit: Gets the run's fields, returns them as they should be.
+        :raises ValueError: when no project is known.
+        :raises wandb.errors.CommError: when the server does not know the run.
+        """
+        run = self.api.run(self._run_path(run_id, entity, project))
+        fields = edit(RunFields(dict(run.config), list(run.tags or []), run.notes))
+        run.config.clear()
+        run.config.update(fields.config)
+        run.tags, run.notes = list(fields.tags), fields.notes
+        run.update()
+
+    def run_artifacts(
+        self, run_id: str, *, entity: str | None = None, project: str | None = None
+    ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:
+        """The artifact versions a run used and logged (``Run.used_artifacts()`` and
+        ``Run.logged_artifacts()``), each as ``<entity>/<project>/<name>:v<n>`` and its type.
+
+        :param run_id: The W&B run id.
+        :param entity: The run's entity; defaults to the connection's, then the API key's user.
+        :param project: The run's project; defaults to the connection's.
+        """
+        run = self.api.run(self._run_path(run_id, entity, project))
+        return (
+            [ArtifactRef(a.qualified_name, a.type) for a in run.used_artifacts()],
+            [ArtifactRef(a.qualified_name, a.type) for a in run.logged_artifacts()],
+        )
+
+    def _run_path(self, run_id: str, entity: str | None, project: str | None) -> str:
+        entity, project = entity or self.entity, project or self.project
+        if not project:
+            raise ValueError(
+                "a W&B run needs a project: pass project= or set the 'project' extra "
+                f"of connection {self.wandb_conn_id!r}"
+            )
+        return f"{entity}/{project}/{run_id}" if entity else f"{project}/{run_id}"
 
     def get_queue_template(self, entity: str | None, queue_name: str) -> dict[str, Any]:
         """Return the resource config (the Volcano Job template) of a W&B Launch queue.

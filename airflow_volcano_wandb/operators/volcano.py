@@ -1,9 +1,6 @@
-"""Submit a Volcano PyTorch job from a W&B Launch queue template and wait for it.
+"""Submit a Volcano PyTorch job from a W&B Launch queue template, wait for it, report.
 
-A thin Airflow shell: rendering is ``template``, the W&B run is ``wandb_run``, submitting and
-reattaching is ``submission``, the key's Secret is ``api_key_secret``, the wait is the
-trigger (``sync_wait`` in sync mode), the verdict is ``outcome``, and what a failure means
-is ``job_report``. See docs/architecture.md.
+A thin Airflow shell over the rooms of docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -22,8 +19,10 @@ from airflow_volcano_wandb import api_key_secret, cleanup, job_report, submissio
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
+from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job_report import mark_reported
 from airflow_volcano_wandb.job_status import interpret, job_ref
+from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
@@ -238,6 +237,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
     ) -> dict[str, Any]:
         """Clean up as ``on_finish_action`` says, tell what happened, succeed or fail."""
         self._job = result.job_ref()
+        self._facts, self._run = JobFacts.from_job({"metadata": self._job}), dict(run)
         # A resumed task is a new process: pod logs shown below may echo the key.
         self.wandb_hook.mask_api_key()
         hook = self.hook
@@ -245,15 +245,22 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
-            if self.deferrable:
-                job_report.log_master_tail(
-                    hook, hook.get_job(result.name, result.namespace), self.log_lines, self.log
-                )
+            job = job_report.fetch_finished_job(hook, result, self.log)
+            if job:
+                self._facts = JobFacts.from_job(job)
+                if self.deferrable:
+                    job_report.log_master_tail(hook, job, self.log_lines, self.log)
             if deletes:
                 self._delete_job()
             summary = self.read_summary(run) if self.wandb_summary_keys else None
             if summary is not None:
                 context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
+                self._summary = summary
+            self.link_back(context, run, "success")
+            if self.outlets:  # the record travels with the asset event (docs/assets.md)
+                annotate_outlet_events(
+                    context, self.outlets, asset_extra(self._facts, run, summary)
+                )
             return {
                 **result.job_ref(),
                 **run,
@@ -267,6 +274,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
             log_lines=self.log_lines,
             task_log=self.log,
         )
+        self.link_back(context, run, result.outcome.value)
         if result.outcome is Outcome.TIMEOUT:
             raise AirflowTaskTimeout(message)
         raise AirflowException(message)
@@ -287,6 +295,5 @@ def _seconds(value: float | str | None) -> float | None:
     try:
         return float(value)
     except (TypeError, ValueError):
-        raise AirflowException(
-            f"pending_timeout must be a number of seconds, not {value!r}"
-        ) from None
+        message = f"pending_timeout must be a number of seconds, not {value!r}"
+        raise AirflowException(message) from None

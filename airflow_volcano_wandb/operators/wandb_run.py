@@ -1,7 +1,9 @@
-"""The W&B side of the operator: which run the job writes to, and what is read back from it.
+"""The W&B side of the operator: which run the job writes to, what is read back from it,
+and what is written back: the Airflow task into the run, the run into OpenLineage.
 
 The run itself (id, names, URL, the env every container gets) is the pure ``wandb_run``
-module; this base only turns the operator's parameters and the task instance into it.
+module, the link-back ``wandb_backlink``, the facets ``lineage``; this base only turns the
+operator's parameters and the task instance into them.
 """
 
 from __future__ import annotations
@@ -12,10 +14,14 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_volcano_wandb import api_key_secret, wandb_run
+from airflow_volcano_wandb import api_key_secret, lineage, wandb_backlink, wandb_run
 from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job_facts import JobFacts
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+
+#: W&B calls made after the task's outcome is known must not hold the worker for long.
+BEST_EFFORT_TIMEOUT = 30
 
 
 class WandbRunMixin(BaseOperator):
@@ -80,6 +86,10 @@ class WandbRunMixin(BaseOperator):
         self.wandb_rank_mode, self.wandb_tags = wandb_rank_mode, wandb_tags
         self.wandb_api_key_secret = wandb_api_key_secret
         self.wandb_summary_keys = list(wandb_summary_keys or [])
+        #: What this try ran and trained into, once it ended (for OpenLineage).
+        self._facts: JobFacts | None = None
+        self._run: dict[str, Any] = {}
+        self._summary: dict[str, Any] | None = None
 
     @property
     def wandb_hook(self) -> WandbHook:
@@ -89,7 +99,6 @@ class WandbRunMixin(BaseOperator):
         self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook, intent: int
     ) -> wandb_run.WandbRunSpec:
         """The run of ``intent``; fails before anything is submitted when it cannot work."""
-        ti, logical_date = context["ti"], getattr(context["dag_run"], "logical_date", None)
         secret = self.wandb_api_key_secret
         if secret is None and wandb_hook.api_key:
             secret = api_key_secret.secret_ref(identity)
@@ -97,15 +106,7 @@ class WandbRunMixin(BaseOperator):
             self._no_api_key()
         try:
             return wandb_run.WandbRunSpec.for_task_instance(
-                wandb_run.AirflowRunContext(
-                    dag_id=ti.dag_id,
-                    dag_run_id=ti.run_id,
-                    task_id=ti.task_id,
-                    try_number=ti.try_number,
-                    logical_date=logical_date.isoformat() if logical_date else None,
-                    task_url=getattr(ti, "log_url", None),
-                    map_index=ti.map_index,
-                ),
+                run_context(context),
                 run_id=self.wandb_run_id,
                 run_name=self.wandb_run_name,
                 group=self.wandb_group or None,
@@ -154,3 +155,62 @@ class WandbRunMixin(BaseOperator):
         except Exception as exc:
             self.log.warning("Could not read the W&B run's summary (%s); pushing {}", exc)
             return {}
+
+    def link_back(self, context: Context, run: Mapping[str, Any], outcome: str) -> None:
+        """Write this task and its outcome into the W&B run; never fails the task."""
+        hook = WandbHook(wandb_conn_id=self.wandb_conn_id, timeout=BEST_EFFORT_TIMEOUT)
+        wandb_backlink.link_back(
+            hook,
+            run_context(context),
+            outcome,
+            run_id=run["wandb_run_id"],
+            entity=self.wandb_entity or hook.entity,
+            project=self.wandb_project or hook.project,
+            mode=self.wandb_mode,
+            has_key=bool(hook.api_key),
+            log=self.log,
+        )
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the Volcano job, the W&B run, its artifacts (docs/lineage.md)."""
+        return self._lineage()
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """OpenLineage for a failed try: the same facets, as far as the try got."""
+        return self._lineage()
+
+    def _lineage(self) -> Any:
+        hook = WandbHook(wandb_conn_id=self.wandb_conn_id, timeout=BEST_EFFORT_TIMEOUT)
+        entity, project = self.wandb_entity or hook.entity, self.wandb_project or hook.project
+        artifacts = lineage.read_artifacts(
+            hook,
+            self._run.get("wandb_run_id"),
+            entity=entity,
+            project=project,
+            mode=self.wandb_mode,
+            has_key=bool(hook.api_key),
+            log=self.log,
+        )
+        return lineage.operator_lineage(
+            self._facts or JobFacts.from_job({"metadata": {}}),
+            self._run,
+            summary=self._summary,
+            entity=entity,
+            project=project,
+            base_url=hook.base_url,
+            artifacts=artifacts,
+        )
+
+
+def run_context(context: Context) -> wandb_run.AirflowRunContext:
+    """The task instance, as the W&B run is told about it."""
+    ti, logical_date = context["ti"], getattr(context["dag_run"], "logical_date", None)
+    return wandb_run.AirflowRunContext(
+        dag_id=ti.dag_id,
+        dag_run_id=ti.run_id,
+        task_id=ti.task_id,
+        try_number=ti.try_number,
+        logical_date=logical_date.isoformat() if logical_date else None,
+        task_url=getattr(ti, "log_url", None),
+        map_index=ti.map_index,
+    )

@@ -40,8 +40,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from airflow_volcano_wandb import doctor
-from airflow_volcano_wandb.doctor import Permission
+from airflow_volcano_wandb import permissions
+from airflow_volcano_wandb.permissions import Permission
 from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
 from airflow_volcano_wandb.testing.recorder import Recorder
@@ -343,8 +343,8 @@ def _role(manifest: str) -> set[Permission]:
 @pytest.mark.parametrize(
     ("manifest", "doctors_list"),
     [
-        ("rbac.yaml", doctor.REQUIRED_PERMISSIONS),
-        ("rbac-external-key-secret.yaml", doctor.EXTERNAL_KEY_SECRET_PERMISSIONS),
+        ("rbac.yaml", permissions.REQUIRED_PERMISSIONS),
+        ("rbac-external-key-secret.yaml", permissions.EXTERNAL_KEY_SECRET_PERMISSIONS),
     ],
 )
 def test_each_role_grants_exactly_what_its_account_used(

@@ -15,7 +15,9 @@ import pytest
 import wandb
 import yaml
 
+from airflow_volcano_wandb import wandb_backlink
 from airflow_volcano_wandb.hooks import WandbHook
+from airflow_volcano_wandb.wandb_run import AirflowRunContext
 from tests.wandb_standin import WandbStandin
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
@@ -37,6 +39,10 @@ KNOWN_OPERATIONS = {
     "Run",
     "GetRunQueueMetadata",
     "GetDefaultResourceConfig",
+    "UpsertBucket",
+    "ServerFeaturesQuery",
+    "RunInputArtifacts",
+    "RunOutputArtifacts",
 }
 
 
@@ -243,3 +249,124 @@ def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
     assert [t["name"] for t in job["spec"]["tasks"]] == ["master", "worker"]  # the queue's
     assert "GetDefaultResourceConfig" in standin.operations()
     api.close()
+
+
+TASK = AirflowRunContext(
+    dag_id="retrain",
+    dag_run_id="scheduled__2026-11-30",
+    task_id="train",
+    try_number=2,
+    task_url="http://airflow.example/dags/retrain/runs/scheduled__2026-11-30/tasks/train",
+)
+
+
+def test_link_back_writes_the_task_into_the_run_against_wandb_standin(
+    standin: WandbStandin, conn_id: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    hook, log = WandbHook(conn_id), logging.getLogger("test.link_back")
+    linked = wandb_backlink.link_back(
+        hook,
+        TASK,
+        "failed",
+        run_id=RUN_ID,
+        entity=None,
+        project=None,
+        mode=None,
+        has_key=True,
+        log=log,
+    )
+    assert linked
+    run = standin.run(ENTITY, PROJECT, RUN_ID)
+    assert run.config == {"lr": 0.01, "airflow": wandb_backlink.airflow_record(TASK, "failed")}
+    assert run.tags == ["airflow", "airflow-failed"]
+    assert run.notes.splitlines() == [
+        f"Airflow task: {TASK.task_url} (DAG run {TASK.dag_run_id}, try 2: failed)"
+    ]
+    assert run.summary == SUMMARY  # written back as read: untouched
+    # A later try that succeeds replaces the outcome: one record, one outcome tag.
+    assert wandb_backlink.link_back(
+        hook,
+        TASK,
+        "success",
+        run_id=RUN_ID,
+        entity=ENTITY,
+        project=PROJECT,
+        mode="online",
+        has_key=True,
+        log=log,
+    )
+    assert run.config["airflow"]["outcome"] == "success"
+    assert run.tags == ["airflow", "airflow-success"]
+    assert len(run.notes.splitlines()) == 1 and run.notes.endswith("success)")
+    assert API_KEY not in "".join(repr(u) for u in standin.upserts)
+    captured = capfd.readouterr()
+    assert API_KEY not in captured.out + captured.err
+
+
+def test_link_back_never_fails_the_task_against_wandb_standin(
+    standin: WandbStandin,
+    conn_id: str,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    log = logging.getLogger("test.link_back")
+    with caplog.at_level(logging.INFO, logger="test.link_back"):
+        linked = wandb_backlink.link_back(
+            WandbHook(conn_id),
+            TASK,
+            "success",
+            run_id="no-such-run",
+            entity=None,
+            project=None,
+            mode=None,
+            has_key=True,
+            log=log,
+        )
+    assert not linked
+    assert "Could not write the Airflow link into W&B run no-such-run" in caplog.text
+    assert not standin.upserts
+    assert API_KEY not in caplog.text + "".join(capfd.readouterr())
+
+
+@pytest.mark.parametrize(
+    ("mode", "has_key", "why"),
+    [
+        ("offline", True, "W&B mode is offline"),
+        ("disabled", True, "W&B mode is disabled"),
+        (None, False, "no W&B API key"),
+    ],
+)
+def test_link_back_offline_is_one_clear_line_against_wandb_standin(
+    standin: WandbStandin, conn_id: str, caplog: pytest.LogCaptureFixture, mode, has_key, why
+) -> None:
+    log = logging.getLogger("test.link_back")
+    with caplog.at_level(logging.INFO, logger="test.link_back"):
+        linked = wandb_backlink.link_back(
+            WandbHook(conn_id),
+            TASK,
+            "success",
+            run_id=RUN_ID,
+            entity=None,
+            project=None,
+            mode=mode,
+            has_key=has_key,
+            log=log,
+        )
+    assert not linked
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{why}: the Airflow task is not linked from the W&B run {RUN_ID} (the trainer still "
+        "gets AVW_AIRFLOW_TASK_URL)"
+    ]
+    assert standin.operations() == []  # not even a connection attempt
+
+
+def test_run_artifacts_for_lineage_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    standin.add_artifact(RUN_ID, "used", ENTITY, "datasets", "mnist", 3, "dataset")
+    standin.add_artifact(RUN_ID, "logged", ENTITY, PROJECT, "mlp", 0, "model")
+    used, logged = WandbHook(conn_id).run_artifacts(RUN_ID)
+    assert [(a.qualified_name, a.type) for a in used] == [
+        (f"{ENTITY}/datasets/mnist:v3", "dataset")
+    ]
+    assert [(a.qualified_name, a.type) for a in logged] == [(f"{ENTITY}/{PROJECT}/mlp:v0", "model")]

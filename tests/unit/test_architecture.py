@@ -21,11 +21,14 @@ PURE = [
     "cleanup.py",
     "ownership.py",
     "diagnostics.py",
+    "permissions.py",
     "wandb_run.py",
     "wandb_env.py",
     "wandb_urls.py",
     "wandb_queue_ref.py",
     "sweep.py",
+    "job_facts.py",
+    "wandb_backlink.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (

@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_volcano_wandb import doctor
-from airflow_volcano_wandb.doctor import FAIL, OK, REQUIRED_PERMISSIONS, WARN, Permission
+from airflow_volcano_wandb import doctor, permissions
+from airflow_volcano_wandb.doctor import FAIL, OK, WARN
+from airflow_volcano_wandb.permissions import REQUIRED_PERMISSIONS, Permission
 
 K8S = Path(__file__).resolve().parents[2] / "docker" / "k8s"
 
@@ -37,8 +38,8 @@ def _role_permissions(manifest: str) -> set[Permission]:
 @pytest.mark.parametrize(
     ("manifest", "permissions"),
     [
-        ("rbac.yaml", doctor.REQUIRED_PERMISSIONS),
-        ("rbac-external-key-secret.yaml", doctor.EXTERNAL_KEY_SECRET_PERMISSIONS),
+        ("rbac.yaml", permissions.REQUIRED_PERMISSIONS),
+        ("rbac-external-key-secret.yaml", permissions.EXTERNAL_KEY_SECRET_PERMISSIONS),
     ],
 )
 def test_the_doctors_lists_are_exactly_the_roles(manifest, permissions):
@@ -97,7 +98,7 @@ def test_namespace(exists, status):
 
 
 def test_permissions_list_each_denied_one():
-    allowed = dict.fromkeys(doctor.REQUIRED_PERMISSIONS, True)
+    allowed = dict.fromkeys(permissions.REQUIRED_PERMISSIONS, True)
     assert doctor.check_permissions(allowed, "wandb").status == OK
     allowed[Permission("batch.volcano.sh", "jobs", "create")] = False
     allowed[Permission("", "pods", "get", "log")] = False
@@ -109,7 +110,7 @@ def test_permissions_list_each_denied_one():
 
 
 def test_permissions_for_an_external_key_secret_need_no_secret_access():
-    narrow = dict.fromkeys(doctor.EXTERNAL_KEY_SECRET_PERMISSIONS, True)
+    narrow = dict.fromkeys(permissions.EXTERNAL_KEY_SECRET_PERMISSIONS, True)
     result = doctor.check_permissions(narrow, "wandb", external_key_secret=True)
     assert result.status == OK, result
     assert "rbac-external-key-secret.yaml" in result.detail
@@ -118,7 +119,7 @@ def test_permissions_for_an_external_key_secret_need_no_secret_access():
     assert result.status == FAIL
     assert result.detail.endswith("create secrets, get secrets, patch secrets")
     # The wide Role passes the narrow check, with a warning naming what is not needed.
-    wide = dict.fromkeys(doctor.REQUIRED_PERMISSIONS, True)
+    wide = dict.fromkeys(permissions.REQUIRED_PERMISSIONS, True)
     result = doctor.check_permissions(wide, "wandb", external_key_secret=True)
     assert result.status == WARN
     assert "create secrets, get secrets, patch secrets: not needed" in result.detail

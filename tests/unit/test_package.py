@@ -81,7 +81,11 @@ def test_dags_import_and_serialize_without_errors(folder):
     for dag in bag.dags.values():  # as the scheduler stores it: catches e.g. a templated
         assert DagSerialization.to_dict(dag)["dag"]["dag_id"] == dag.dag_id  # BaseOperator field
     if folder == "dags":
-        assert {"volcano_pytorch_manual", "volcano_pytorch_retraining"} <= set(bag.dags)
+        assert {
+            "volcano_pytorch_manual",
+            "volcano_pytorch_retraining",
+            "volcano_pytorch_promote",
+        } <= set(bag.dags)
 
 
 def test_manual_dag_params_make_a_usable_trigger_form():

@@ -1,0 +1,100 @@
+"""What a training step produced, as Airflow assets and lineage publish it.
+
+Pure. :class:`JobFacts` is read from the Volcano job the task ran (its identity, images and
+replica counts); :func:`asset_extra` joins it with the W&B run into the ``extra`` of the asset
+event the operator emits for each of its ``outlets``. Downstream DAGs scheduled on that asset
+read the extra from ``triggering_asset_events`` (see docs/assets.md), so the keys here are a
+public contract: add to them, never rename.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_volcano_wandb.template import master_task_name
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """A Volcano job reduced to what its consumers want to know.
+
+    :param name: the job's name.
+    :param namespace: the job's namespace.
+    :param uid: the job's uid (empty when unknown).
+    :param images: the first container's image per Volcano task, in template order.
+    :param replicas: replicas per Volcano task, in template order.
+    :param master_task: the task that runs rank 0 (the ``pytorch`` plugin's master), if known.
+    """
+
+    name: str
+    namespace: str
+    uid: str = ""
+    images: Mapping[str, str] = field(default_factory=dict)
+    replicas: Mapping[str, int] = field(default_factory=dict)
+    master_task: str | None = None
+
+    @classmethod
+    def from_job(cls, job: Mapping[str, Any]) -> JobFacts:
+        """Read the facts from a job as the Kubernetes API returns it (or as rendered).
+
+        :param job: the ``batch.volcano.sh/v1alpha1`` Job as a plain dict; a bare
+            ``{"metadata": {...}}`` (a job already gone) gives its identity alone.
+        """
+        metadata = job.get("metadata") or {}
+        images: dict[str, str] = {}
+        replicas: dict[str, int] = {}
+        for task in (job.get("spec") or {}).get("tasks") or []:
+            name = str(task.get("name") or "")
+            replicas[name] = int(task.get("replicas", 1))
+            containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
+            if containers and containers[0].get("image"):
+                images[name] = str(containers[0]["image"])
+        return cls(
+            name=str(metadata.get("name") or ""),
+            namespace=str(metadata.get("namespace") or ""),
+            uid=str(metadata.get("uid") or ""),
+            images=images,
+            replicas=replicas,
+            master_task=master_task_name(job),
+        )
+
+    @property
+    def image(self) -> str | None:
+        """The training image: the master task's, else the first task's."""
+        if self.master_task and self.master_task in self.images:
+            return self.images[self.master_task]
+        return next(iter(self.images.values()), None)
+
+    @property
+    def world_size(self) -> int:
+        """Pods in the job (every rank of every task)."""
+        return sum(self.replicas.values())
+
+
+def asset_extra(
+    facts: JobFacts, run: Mapping[str, Any], summary: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """The ``extra`` of the asset event a successful training step emits.
+
+    JSON-safe by construction (Airflow stores it in its metadata DB). ``wandb_summary`` holds
+    only the metrics the operator was asked for (``wandb_summary_keys``), and is ``{}`` when
+    none were asked for or W&B could not be read: a consumer gating on a metric sees it missing
+    rather than a made-up value.
+
+    :param facts: the job the step ran.
+    :param run: the W&B run as the operator returns it: ``wandb_run_id``, ``wandb_run_url``.
+    :param summary: the requested W&B summary metrics.
+    """
+    return {
+        "wandb_run_id": run.get("wandb_run_id"),
+        "wandb_run_url": run.get("wandb_run_url"),
+        "wandb_summary": dict(summary or {}),
+        "volcano_job": facts.name,
+        "volcano_job_uid": facts.uid,
+        "volcano_namespace": facts.namespace,
+        "image": facts.image,
+        "images": dict(facts.images),
+        "replicas": dict(facts.replicas),
+    }
