@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import (
@@ -28,12 +28,13 @@ from airflow_volcano_wandb import (
 )
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
+from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job_report import mark_reported
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.links.wandb import WandbRunLink
-from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import (
     INTENT_LABEL,
     WANDB_RUN_LABEL,
@@ -438,10 +439,12 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             self._job = job_ref(job)
             if api_key:
                 self._hand_key_to(job, identity, api_key, created)
+        except submission.RefusedError as exc:
+            raise JobRefusedError(str(exc)) from exc
         except submission.SubmissionError as exc:
             raise AirflowException(str(exc)) from exc
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
-            raise AirflowException(
+            raise ApiserverUnreachableError(
                 f"Submission failed: could not reach the Kubernetes API at "
                 f"{hook.api_client.configuration.host} ({type(exc).__name__}: {exc}). If the "
                 "job was created before the connection was lost, the next try finds it and "
@@ -512,16 +515,13 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 **({"wandb_summary": summary} if summary is not None else {}),
                 "phase": result.phase,
             }
-        message = job_report.report_failure(
+        raise job_report.report_failure(  # its class names the cause, for retry policies
             hook,
             result,
             delete_job=self._delete_job if deletes else None,
             log_lines=self.log_lines,
             task_log=self.log,
         )
-        if result.outcome is Outcome.TIMEOUT:
-            raise AirflowTaskTimeout(message)
-        raise AirflowException(message)
 
     def _read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
         """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""
