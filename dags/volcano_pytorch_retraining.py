@@ -2,17 +2,65 @@
 
 The last promoted accuracy is kept in the Airflow Variable ``volcano_pytorch_best_accuracy``.
 A run without the metric (W&B offline, say) is never promoted.
+
+The training step retries by cause (Airflow 3.3's ``retry_policy``): a preempted or evicted
+job is tried again after the cluster had time to free its GPUs, a lost apiserver soon (the
+retry reattaches to the running job), and failures a retry would only repeat (a gang that
+does not fit, an out-of-memory kill, an image that cannot be pulled, a job Kubernetes
+refuses) fail at once.
 """
 
 from __future__ import annotations
 
-import pendulum
-from airflow.sdk import DAG, Param, Variable, XComArg, task
+from datetime import timedelta
 
+import pendulum
+from airflow.sdk import (
+    DAG,
+    ExceptionRetryPolicy,
+    Param,
+    RetryAction,
+    RetryRule,
+    Variable,
+    XComArg,
+    task,
+)
+
+from airflow_volcano_wandb.exceptions import (
+    ApiserverUnreachableError,
+    ImagePullError,
+    JobPreemptedError,
+    JobRefusedError,
+    JobUnschedulableError,
+    OOMKilledError,
+)
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 
 BEST_ACCURACY_VARIABLE = "volcano_pytorch_best_accuracy"
 METRIC = "eval/accuracy"
+
+TRAINING_RETRY_POLICY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=JobPreemptedError,
+            action=RetryAction.RETRY,
+            retry_delay=timedelta(minutes=15),
+            reason="preempted or evicted: retry once the cluster has room again",
+        ),
+        RetryRule(
+            exception=ApiserverUnreachableError,
+            action=RetryAction.RETRY,
+            retry_delay=timedelta(minutes=1),
+            reason="lost the Kubernetes API: the retry reattaches to the job",
+        ),
+        RetryRule(
+            exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
+            action=RetryAction.FAIL,
+            reason="a retry would fail the same way: fix the resources, image or template",
+        ),
+    ],
+    # Anything else (a trainer exit code, a deleted job) uses retries=2 and retry_delay.
+)
 
 with DAG(
     dag_id="volcano_pytorch_retraining",
@@ -44,6 +92,7 @@ with DAG(
         deferrable=True,
         pending_timeout=1800,
         retries=2,
+        retry_policy=TRAINING_RETRY_POLICY,
     )
 
     @task.branch

@@ -43,7 +43,7 @@ from airflow_volcano_wandb.ownership import (
     wandb_run_of,
 )
 from airflow_volcano_wandb.sync_wait import wait_in_process
-from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
+from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, RunEnv, TemplateError, render_job
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 
 XCOM_JOB = "volcano_job"
@@ -94,6 +94,9 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
     :param gang: ``all_ranks`` (default): a PyTorch job's ``minAvailable`` is raised to its
         world size, so no rank holds GPUs before every rank can run; ``template`` keeps the
         template's value (elastic trainers).
+    :param shm_size: size of the memory-backed ``/dev/shm`` every container of the ``pytorch``
+        plugin's tasks gets (the runtime's 64 MiB default breaks DataLoader workers and
+        NCCL); ``None``: no volume. See docs/templates.md.
     :param pod_security: the Pod Security Standards level every pod must meet:
         ``baseline`` (default), ``restricted`` or ``privileged`` (no check). See
         docs/security.md.
@@ -189,6 +192,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         volcano_queue: str | None = None,
         add_master_policy: bool = True,
         gang: str = "all_ranks",
+        shm_size: str | None = DEFAULT_SHM_SIZE,
         pod_security: str = "baseline",
         allowed_images: Sequence[str] | None = None,
         allowed_namespaces: Sequence[str] | None = None,
@@ -229,7 +233,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         self.pod_annotations, self.job_name = pod_annotations, job_name
         self.volcano_queue = volcano_queue
         self.add_master_policy, self.pod_security = add_master_policy, pod_security
-        self.gang = gang
+        self.gang, self.shm_size = gang, shm_size
         self.allowed_images, self.allowed_namespaces = allowed_images, allowed_namespaces
         self.service_account = service_account
         self.allowed_service_accounts = allowed_service_accounts
@@ -390,6 +394,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
                 add_master_policy=self.add_master_policy,
                 max_replicas=self.max_replicas,
                 gang=self.gang,
+                shm_size=self.shm_size,
                 pod_security=self.pod_security,
                 allowed_images=self.allowed_images,
                 allowed_namespaces=self.allowed_namespaces,

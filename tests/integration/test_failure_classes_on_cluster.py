@@ -112,14 +112,14 @@ def _records(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def _history(dag_id: str, run_id: str) -> list[tuple[int, str, str | None]]:
-    """(try, state, retry_reason) of every earlier try Airflow kept."""
+def _history(dag_id: str, run_id: str) -> list[tuple[int, str, str | None, float | None]]:
+    """(try, state, retry_reason, retry_delay_override) of every earlier try Airflow kept."""
     from airflow.models.taskinstancehistory import TaskInstanceHistory
     from airflow.utils.session import create_session
 
     with create_session() as session:
         rows = session.query(TaskInstanceHistory).filter_by(dag_id=dag_id, run_id=run_id)
-        return sorted((h.try_number, h.state, h.retry_reason) for h in rows)
+        return sorted((h.try_number, h.state, h.retry_reason, h.retry_delay_override) for h in rows)
 
 
 def test_retry_policy_retries_an_eviction_and_the_retry_succeeds(namespace, tmp_path):
@@ -136,7 +136,7 @@ def test_retry_policy_retries_an_eviction_and_the_retry_succeeds(namespace, tmp_
         (1, "JobPreemptedError", "Evicted")
     ]
     assert _history("avw_test_retry_policy", dag_run.run_id) == [
-        (1, "up_for_retry", "preempted or apiserver lost: retry")
+        (1, "up_for_retry", "preempted or apiserver lost: retry", 7.0)  # the policy's delay
     ]
 
 
