@@ -427,6 +427,7 @@ def _rendered_rank_env(name: str) -> dict[str, list[dict[str, Any]]]:
         },
         replicas={"worker": 1},
         name=name,
+        namespace="wandb",
     )
     assert job["spec"]["plugins"]["hcclrank"] == ["--master=master", "--worker=worker"]
     return {t["name"]: t["template"]["spec"]["containers"][0]["env"] for t in job["spec"]["tasks"]}

@@ -83,6 +83,12 @@ def test_svc_gpu_template() -> None:
         "NCCL_DEBUG": "WARN",
         "BATCH_SIZE": "64",
         "WANDB_API_KEY": None,
+        # torchrun's env: 4 nodes (1 master + 3 workers), one process per GPU.
+        "PET_NNODES": "4",
+        "PET_NPROC_PER_NODE": "1",
+        "PET_MASTER_ADDR": f"{job['metadata']['name']}-master-0.{job['metadata']['name']}",
+        "PET_MASTER_PORT": "23456",
+        "PET_NODE_RANK": None,  # from the pod's hccl/rankIndex annotation
     }
     assert task(job, "worker")["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert task(job, "worker")["template"]["metadata"] == {
