@@ -51,9 +51,7 @@ def test_chief_replica_roles_and_typed_args() -> None:
     assert task(job, "replica")["replicas"] == 8
     assert task(job, "replica")["minAvailable"] == 8
     assert job["spec"]["minAvailable"] == 9
-    # The secret is merged last; only the torchrun env the renderer adds comes after it.
-    env = main(job, "replica")["env"]
-    assert [e for e in env if not e["name"].startswith("PET_")][-1] == SECRET
+    assert main(job, "replica")["env"][-1] == SECRET
     assert job["spec"]["queue"] == "training" and job["spec"]["maxRetry"] == 2
 
 
@@ -83,12 +81,6 @@ def test_svc_gpu_template() -> None:
         "NCCL_DEBUG": "WARN",
         "BATCH_SIZE": "64",
         "WANDB_API_KEY": None,
-        # torchrun's env: 4 nodes (1 master + 3 workers), one process per GPU.
-        "PET_NNODES": "4",
-        "PET_NPROC_PER_NODE": "1",
-        "PET_MASTER_ADDR": f"{job['metadata']['name']}-master-0.{job['metadata']['name']}",
-        "PET_MASTER_PORT": "23456",
-        "PET_NODE_RANK": None,  # from the pod's hccl/rankIndex annotation
     }
     assert task(job, "worker")["template"]["spec"]["tolerations"][0]["key"] == "nvidia.com/gpu"
     assert task(job, "worker")["template"]["metadata"] == {

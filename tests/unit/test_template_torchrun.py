@@ -8,8 +8,18 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb._template.pod_security import violations
-from airflow_volcano_wandb.template import TemplateError
-from tests.unit.template_cases import FIXTURES, MACROS, SEED, render_job
+from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, TemplateError
+from tests.unit.template_cases import FIXTURES, MACROS, SEED
+from tests.unit.template_cases import render_job as render_without_torchrun
+
+
+def render_job(template, **kwargs):
+    """``render_job`` with the renderer's own torchrun defaults (the shared helper turns the
+    stage off for the other stages' tests)."""
+    kwargs.setdefault("torchrun_env", True)
+    kwargs.setdefault("shm_size", DEFAULT_SHM_SIZE)
+    return render_without_torchrun(template, **kwargs)
+
 
 NODE_RANK = {"fieldRef": {"fieldPath": "metadata.annotations['hccl/rankIndex']"}}
 
