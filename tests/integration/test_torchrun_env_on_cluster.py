@@ -12,7 +12,7 @@ pytestmark = pytest.mark.cluster
 
 
 def test_every_rank_gets_its_node_rank_the_master_address_and_a_memory_dev_shm(
-    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, volcano_cluster, volcano_namespace
 ):
     namespace, api = volcano_namespace, volcano_cluster.api_client()
     op = operator(
