@@ -30,7 +30,7 @@ def _containers(job, task):
 
 
 def _env(container):
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container.get("env", [])}
 
 
 def test_every_rank_gets_the_pet_env_and_the_rank_plugin():
