@@ -128,6 +128,8 @@ with _dag(
             "{{ params.first_try_annotations if ti.try_number == 1 else params.pod_annotations }}"
         ),
         image_uri="example.org/avw/trainer:test",
+        wandb_entity="test-entity",
+        wandb_project="test-project",
         wandb_mode="offline",
         poll_interval=1,
         deferrable=False,
