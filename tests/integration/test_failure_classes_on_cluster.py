@@ -136,7 +136,8 @@ def test_retry_policy_retries_an_eviction_and_the_retry_succeeds(namespace, tmp_
         (1, "JobPreemptedError", "Evicted")
     ]
     assert _history("avw_test_retry_policy", dag_run.run_id) == [
-        (1, "up_for_retry", "preempted or apiserver lost: retry", 7.0)  # the policy's delay
+        # Airflow keeps the retried try as failed, with the policy's reason and delay.
+        (1, "failed", "preempted or apiserver lost: retry", 7.0)
     ]
 
 
