@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from airflow_volcano_wandb.template import master_task_name
@@ -27,7 +28,11 @@ class ContainerFailure:
     message: str = ""
 
     def describe(self) -> str:
-        where = f"task {self.task or '?'} pod {self.pod} container {self.container}"
+        where = f"task {self.task or '?'} pod {self.pod}"
+        if not self.container:  # the pod itself failed (evicted, preempted)
+            text = f"{where} was stopped: {self.reason or 'no reason given'}"
+            return f"{text}: {self.message}" if self.message else text
+        where += f" container {self.container}"
         if self.exit_code is not None:
             text = f"{where} exited with code {self.exit_code}"
             if self.reason:
@@ -126,6 +131,135 @@ def container_failures(
                 )
             )
     return sorted(failures, key=lambda f: (f.task != master_task, f.pod, f.container))
+
+
+class FailureKind(str, Enum):
+    """What caused a job to fail or never start, as far as its pods and events tell."""
+
+    #: The gang was never wholly placed (not enough resources, a full queue).
+    UNSCHEDULABLE = "unschedulable"
+    #: A rank was preempted by a scheduler or evicted from its node.
+    PREEMPTED = "preempted"
+    #: A rank's image cannot be pulled.
+    IMAGE_PULL = "image_pull"
+    #: A rank's container was killed for running out of memory.
+    OOM_KILLED = "oom_killed"
+    #: A rank's container exited non-zero (or is stuck for a reason of its own).
+    EXIT_CODE = "exit_code"
+    #: Volcano ended the job and no pod or event says why any more.
+    JOB_FAILED = "job_failed"
+
+
+@dataclass(frozen=True)
+class Classification:
+    """A failure's kind and the container (or pod) that shows it, when one does."""
+
+    kind: FailureKind
+    failure: ContainerFailure | None = None
+
+
+IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
+# Pod status reasons and event reasons of the kubelet, kube-scheduler, Volcano's scheduler
+# ("Evict") and the taint manager when they take a pod away from a running job.
+EVICTION_REASONS = frozenset(
+    {"Evicted", "Evict", "Preempted", "Preempting", "TaintManagerEviction"}
+)
+
+
+def classify(
+    job: Mapping[str, Any] | None,
+    pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    *,
+    never_started: bool = False,
+) -> Classification:
+    """Why the job failed (``never_started``: why its gang was not placed in time).
+
+    Pure. The most specific cause wins, in this order: an image that cannot be pulled, a rank
+    preempted or evicted (its containers' exit codes are the kill's, not the trainer's), a
+    container killed for memory, any other non-zero exit; else the job-level kind.
+
+    :param job: the Volcano job as last read (``None`` when gone).
+    :param pods: its pods, as plain dicts.
+    :param events: events about the job, its PodGroup and its pods (also pods now gone).
+    :param never_started: the wait ended with a pending timeout.
+    """
+    master = task_of(master_pod(pods, job) or {}) or None
+    failures = container_failures(pods, master)
+    pulls = [f for f in failures if f.exit_code is None and f.reason in IMAGE_PULL_REASONS]
+    if pulls:
+        return Classification(FailureKind.IMAGE_PULL, pulls[0])
+    if never_started:
+        return Classification(FailureKind.UNSCHEDULABLE)
+    evicted = _evicted(job, pods, events)
+    if evicted is not None:
+        return Classification(FailureKind.PREEMPTED, evicted)
+    for failure in failures:
+        if failure.reason == "OOMKilled":
+            return Classification(FailureKind.OOM_KILLED, failure)
+    if failures:
+        return Classification(FailureKind.EXIT_CODE, failures[0])
+    return Classification(FailureKind.JOB_FAILED)
+
+
+def _evicted(
+    job: Mapping[str, Any] | None,
+    pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+) -> ContainerFailure | None:
+    """The first rank a pod's status or an event shows preempted or evicted, if any."""
+    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name") or "")):
+        status = pod.get("status") or {}
+        disruption = next(
+            (
+                c
+                for c in status.get("conditions") or []
+                if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+            ),
+            None,
+        )
+        if status.get("reason") in EVICTION_REASONS or disruption is not None:
+            return ContainerFailure(
+                pod=str((pod.get("metadata") or {}).get("name") or ""),
+                task=task_of(pod),
+                container="",
+                exit_code=None,
+                reason=str(status.get("reason") or (disruption or {}).get("reason") or ""),
+                message=str(status.get("message") or (disruption or {}).get("message") or ""),
+            )
+    for event in _newest_first(events):
+        involved = event.get("involvedObject") or {}
+        if involved.get("kind") == "Pod" and event.get("reason") in EVICTION_REASONS:
+            name = str(involved.get("name") or "")
+            return ContainerFailure(
+                pod=name,
+                task=_task_from_pod_name(job, name),
+                container="",
+                exit_code=None,
+                reason=str(event.get("reason")),
+                message=str(event.get("message") or "").strip(),
+            )
+    return None
+
+
+def pod_names(job: Mapping[str, Any]) -> set[str]:
+    """The names Volcano gives the job's pods (``<job>-<task>-<index>``), also once deleted,
+    so the events of a preempted pod can still be found."""
+    name = str((job.get("metadata") or {}).get("name") or "")
+    return {
+        f"{name}-{task.get('name')}-{index}"
+        for task in (job.get("spec") or {}).get("tasks") or []
+        for index in range(int(task.get("replicas") or 0))
+    }
+
+
+def _task_from_pod_name(job: Mapping[str, Any] | None, pod: str) -> str:
+    name = str(((job or {}).get("metadata") or {}).get("name") or "")
+    for task in ((job or {}).get("spec") or {}).get("tasks") or []:
+        prefix = f"{name}-{task.get('name')}-"
+        if pod.startswith(prefix) and pod[len(prefix) :].isdigit():
+            return str(task.get("name"))
+    return ""
 
 
 def unschedulable_reason(

@@ -12,7 +12,8 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_volcano_wandb import diagnostics
+from airflow_volcano_wandb import diagnostics, exceptions
+from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
@@ -21,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[dict]) -> set[str]:
-    names = {str(job["metadata"].get("name", ""))}
+    names = {str(job["metadata"].get("name", ""))} | diagnostics.pod_names(job)
     names |= {p["metadata"]["name"] for p in pods}
     names |= {pg["metadata"]["name"] for pg in podgroups}
     return names
@@ -37,49 +38,52 @@ def unschedulable_reason(hook: VolcanoHook, job: Mapping[str, Any]) -> str:
     return diagnostics.unschedulable_reason(podgroups, events)
 
 
-def failure_report(hook: VolcanoHook, job: Mapping[str, Any], log_lines: int) -> list[str]:
-    """Which pod and container failed, with what exit code, their logs' tail, the warnings."""
-    meta = job["metadata"]
-    namespace = meta["namespace"]
-    pods = hook.list_job_pods(meta["name"], namespace)
-    podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
-    master = diagnostics.master_pod(pods, job)
-    failures = diagnostics.container_failures(pods, diagnostics.task_of(master or {}) or None)
-    logs = {
-        name: hook.read_pod_log(name, namespace, log_lines)
-        for name in diagnostics.pods_worth_a_log(failures, master)
-    }
-    events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
-    return diagnostics.failure_report(failures, logs, events, log_lines)
-
-
 def explain_end(
     hook: VolcanoHook,
     result: WaitResult,
     job: Mapping[str, Any] | None,
     log_lines: int,
     task_log: logging.Logger | Any,
-) -> str:
-    """The message a failed wait raises with; the full report goes to ``task_log``.
+) -> tuple[str, diagnostics.Classification | None]:
+    """The message a failed wait raises with, and what caused it; the full report (failed
+    containers, log tails, warning events) goes to ``task_log``.
 
     ``job`` is the job as last read (``None`` once deleted: then the result's own message
-    is all there is). Never raises: a report that cannot be fetched is logged as such.
+    is all there is). Never raises: a report that cannot be fetched is logged as such, and the
+    cause is then ``None`` (the outcome alone decides the exception).
     """
     message = result.message
-    if job is None:
-        return message
+    if job is None or result.outcome not in (Outcome.PENDING_TIMEOUT, Outcome.FAILED):
+        return message, None
     try:
-        if result.outcome is Outcome.PENDING_TIMEOUT:
-            return f"{message}: {unschedulable_reason(hook, job) or 'Volcano gave no reason'}"
-        if result.outcome is Outcome.FAILED:
-            report = failure_report(hook, job, log_lines)
-            for line in report:
-                task_log.error("%s", line)
-            if report:
-                message += f"; first cause: {report[0]}"
+        meta = job["metadata"]
+        namespace = meta["namespace"]
+        pods = hook.list_job_pods(meta["name"], namespace)
+        podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
+        events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
+        never_started = result.outcome is Outcome.PENDING_TIMEOUT
+        cause = diagnostics.classify(job, pods, events, never_started=never_started)
+        if never_started:
+            if cause.failure is not None:  # placed, but its image cannot be pulled
+                return f"{message}: {cause.failure.describe()}", cause
+            reason = diagnostics.unschedulable_reason(podgroups, events)
+            return f"{message}: {reason or 'Volcano gave no reason'}", cause
+        master = diagnostics.master_pod(pods, job)
+        failures = diagnostics.container_failures(pods, diagnostics.task_of(master or {}) or None)
+        logs = {
+            name: hook.read_pod_log(name, namespace, log_lines)
+            for name in diagnostics.pods_worth_a_log(failures, master)
+        }
+        report = diagnostics.failure_report(failures, logs, events, log_lines)
+        for line in report:
+            task_log.error("%s", line)
+        first = cause.failure.describe() if cause.failure is not None else None
+        if first or report:
+            message += f"; first cause: {first or report[0]}"
+        return message, cause
     except Exception as exc:
         task_log.warning("Could not gather the job's diagnostics (%s)", exc)
-    return message
+        return message, None
 
 
 def report_failure(
@@ -89,15 +93,17 @@ def report_failure(
     delete_job: Callable[[], None] | None,
     log_lines: int,
     task_log: logging.Logger | Any,
-) -> str:
-    """Clean up after a failed wait, then explain it: the message to fail the task with.
+) -> VolcanoJobError:
+    """Clean up after a failed wait, then explain it: the exception to fail the task with
+    (its class names the cause, see ``exceptions``).
 
     ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
-    for a gang that never started or a timeout (it holds GPUs and has no logs worth reading),
-    and right *after* them for a failed job, whose pods' logs are the report; it runs even if
-    the diagnostics fail.
+    for a timeout (nothing to read), and right *after* them for a failed job, whose pods' logs
+    are the report, and for a gang not placed in time, whose pods tell an image that cannot
+    be pulled from a lack of resources (no logs are read then, so it is a few quick reads);
+    it runs even if the diagnostics fail.
     """
-    delete_first = result.outcome is not Outcome.FAILED
+    delete_first = result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT)
     if delete_job is not None and delete_first:
         delete_job()
     try:
@@ -106,13 +112,16 @@ def report_failure(
             job = hook.get_job(result.name, result.namespace)
             if job is not None and job["metadata"].get("uid") != result.uid:
                 job = None
-        return explain_end(hook, result, job, log_lines, task_log)
+        message, cause = explain_end(hook, result, job, log_lines, task_log)
     except Exception as exc:
         task_log.warning("Could not gather the job's diagnostics (%s)", exc)
-        return result.message
+        message, cause = result.message, None
     finally:
         if delete_job is not None and not delete_first:
             delete_job()
+    error = exceptions.for_failure(result, message, cause)
+    task_log.info("Failing with %s", type(error).__name__)
+    return error
 
 
 def fetch_finished_job(

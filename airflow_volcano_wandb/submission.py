@@ -55,6 +55,10 @@ class SubmissionError(RuntimeError):
     """Nothing was submitted, for a reason a retry cannot fix (the message says which)."""
 
 
+class RefusedError(SubmissionError):
+    """Kubernetes refused the create outright (a 4xx: admission, validation, permission)."""
+
+
 def decide(job: Mapping[str, Any], *, reattach: bool) -> Decision:
     """The rule for an existing job of this task instance's identity."""
     status = job_status.interpret(job)
@@ -136,7 +140,7 @@ def _create(hook: VolcanoHook, body: dict[str, Any]) -> dict[str, Any]:
         meta = body["metadata"]
         said = api_message(exc) if isinstance(exc, ApiException) else str(exc)
         status = f" (HTTP {exc.status})" if isinstance(exc, ApiException) else ""
-        raise SubmissionError(
+        raise RefusedError(
             f"Kubernetes refused the Volcano job {meta['namespace']}/{meta['name']}{status}: "
             f"{said}. Nothing was submitted."
         ) from exc

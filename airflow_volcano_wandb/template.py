@@ -10,8 +10,10 @@ stages live in :mod:`airflow_volcano_wandb._template`, one concept per module:
 5. ``gang``: ``minAvailable`` follows the new replica counts where it meant "all".
 6. ``volcano``: the master-policy contract of the ``pytorch`` plugin.
 7. ``naming``: a valid, deterministic job name that leaves room for pod names.
-8. ``validate``: everything Volcano would reject, reported with JSON paths.
-9. ``pod_security`` and ``allow_lists``: what this deployment refuses (Pod Security
+8. ``torchrun``: the ``PET_*`` env ``torchrun`` reads, and a memory-backed ``/dev/shm``, on
+   the ``pytorch`` plugin's ranks (after naming: the master's address uses the job name).
+9. ``validate``: everything Volcano would reject, reported with JSON paths.
+10. ``pod_security`` and ``allow_lists``: what this deployment refuses (Pod Security
    Standards, images, namespace, service accounts), reported together with JSON paths.
 
 See ``docs/templates.md`` for the rules with examples.
@@ -24,7 +26,7 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb import naming
-from airflow_volcano_wandb._template import allow_lists, overrides, volcano
+from airflow_volcano_wandb._template import allow_lists, overrides, torchrun, volcano
 from airflow_volcano_wandb._template import gang as gang_sizes
 from airflow_volcano_wandb._template.errors import Path, TemplateError, error_at, errors_at
 from airflow_volcano_wandb._template.load import load_template as _load
@@ -41,6 +43,7 @@ __all__ = [
     "DEFAULT_MAX_REPLICAS",
     "DEFAULT_POD_SECURITY",
     "DEFAULT_SCHEDULER_NAME",
+    "DEFAULT_SHM_SIZE",
     "POD_SECURITY_LEVELS",
     "RunEnv",
     "TemplateError",
@@ -52,6 +55,7 @@ __all__ = [
 
 DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
 DEFAULT_SCHEDULER_NAME = "volcano"
+DEFAULT_SHM_SIZE = torchrun.DEFAULT_SHM_SIZE
 DEFAULT_POD_SECURITY = DEFAULT_LEVEL
 POD_SECURITY_LEVELS = LEVELS
 
@@ -238,6 +242,8 @@ def render_job(
     template_namespace_allowed: bool = False,
     service_account: str | None = None,
     allowed_service_accounts: Collection[str] | None = None,
+    torchrun_env: bool = True,
+    shm_size: str | None = DEFAULT_SHM_SIZE,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -289,6 +295,13 @@ def render_job(
         deprecated ``serviceAccount``).
     :param allowed_service_accounts: the accounts pod templates may name. ``None``: only
         ``service_account``, so with neither, a template may not name an account.
+    :param torchrun_env: give every container of the ``pytorch`` plugin's master and worker
+        tasks the env ``torchrun`` reads (``PET_NNODES``, ``PET_NODE_RANK``,
+        ``PET_NPROC_PER_NODE`` from the container's GPU limit, ``PET_MASTER_ADDR``,
+        ``PET_MASTER_PORT``); entries the container has already are kept. Also enables
+        Volcano's ``hcclrank`` plugin, whose pod annotation carries the node rank.
+    :param shm_size: ``sizeLimit`` of a memory-backed ``emptyDir`` mounted at ``/dev/shm`` in
+        those containers (unless one mounts something there already); ``None``: none.
 
     :returns: the Volcano Job as a new plain dict (JSON types only).
     :raises TemplateError: with the JSON path of every offending field.
@@ -303,6 +316,8 @@ def render_job(
         raise TemplateError("add_master_policy must be True or False")
     if not isinstance(template_namespace_allowed, bool):
         raise TemplateError("template_namespace_allowed must be True or False")
+    if not isinstance(torchrun_env, bool):
+        raise TemplateError("torchrun_env must be True or False")
     level = check_level(pod_security)
     images = allow_lists.as_allow_list(allowed_images, "allowed_images")
     namespaces = allow_lists.as_allow_list(allowed_namespaces, "allowed_namespaces")
@@ -353,6 +368,9 @@ def render_job(
     if not job["spec"].get("schedulerName"):
         job["spec"]["schedulerName"] = DEFAULT_SCHEDULER_NAME
     _fit_job_name(job, tasks, max_replicas)
+    if torchrun_env:
+        torchrun.apply_torchrun_env(job, tasks)
+    torchrun.apply_shm(job, tasks, shm_size)
     validate(job, tasks, max_replicas, wide_ints)
     problems = _policy_problems(
         job, tasks, level, images, namespaces, namespace_source, service_accounts

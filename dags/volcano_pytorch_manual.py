@@ -73,7 +73,10 @@ with DAG(
             minimum=0,
             maximum=8,
             title="GPUs per worker",
-            description="nvidia.com/gpu limit of each worker container (0 trains on CPU).",
+            description=(
+                "nvidia.com/gpu limit of each rank's container, the master's too, so every rank "
+                "uses the same backend (0 trains on CPU)."
+            ),
         ),
         "wandb_entity": Param(
             "airflow",
@@ -106,8 +109,11 @@ with DAG(
         image_uri="{{ params.image_uri }}",
         replicas={"worker": "{{ params.worker_replicas }}"},
         env={"TRAIN_EPOCHS": "{{ params.epochs }}"},
+        # The master is a rank like the workers: the same devices, so every rank picks the
+        # same backend (a CPU-only rank 0 would pick gloo while GPU workers pick nccl).
         container_resources={
-            "worker": {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}
+            task: {"limits": {"nvidia.com/gpu": "{{ params.gpus_per_worker }}"}}
+            for task in ("master", "worker")
         },
         namespace="{{ params.namespace }}",
         allowed_namespaces=ALLOWED_NAMESPACES,

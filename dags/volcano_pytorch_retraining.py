@@ -6,21 +6,59 @@ counts (see docs/assets.md). ``volcano_pytorch_promote`` is scheduled on that as
 the metric from the event and promotes only on improvement. The best promoted accuracy is kept
 in the asset's own state store (Airflow 3.3, AIP-103), next to the asset it describes, not in a
 global Variable. A run without the metric (W&B offline, say) is never promoted.
+
+The training step retries by cause (Airflow 3.3's ``retry_policy``): a preempted or evicted
+job is tried again after the cluster had time to free its GPUs, a lost apiserver soon (the
+retry reattaches to the running job), and failures a retry would only repeat (a gang that
+does not fit, an out-of-memory kill, an image that cannot be pulled, a job Kubernetes
+refuses) fail at once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Asset, Param, task
+from airflow.sdk import DAG, Asset, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
 
+from airflow_volcano_wandb.exceptions import (
+    ApiserverUnreachableError,
+    ImagePullError,
+    JobPreemptedError,
+    JobRefusedError,
+    JobUnschedulableError,
+    OOMKilledError,
+)
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 
 MODEL = Asset("volcano_pytorch_model")
 METRIC = "eval/accuracy"
 BEST_KEY = "best"  # asset state: {"accuracy": ..., "wandb_run_id": ..., "image": ...}
+
+TRAINING_RETRY_POLICY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=JobPreemptedError,
+            action=RetryAction.RETRY,
+            retry_delay=timedelta(minutes=15),
+            reason="preempted or evicted: retry once the cluster has room again",
+        ),
+        RetryRule(
+            exception=ApiserverUnreachableError,
+            action=RetryAction.RETRY,
+            retry_delay=timedelta(minutes=1),
+            reason="lost the Kubernetes API: the retry reattaches to the job",
+        ),
+        RetryRule(
+            exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
+            action=RetryAction.FAIL,
+            reason="a retry would fail the same way: fix the resources, image or template",
+        ),
+    ],
+    # Anything else (a trainer exit code, a deleted job) uses retries=2 and retry_delay.
+)
 
 with DAG(
     dag_id="volcano_pytorch_retraining",
@@ -53,6 +91,7 @@ with DAG(
         pending_timeout=1800,
         retries=2,
         outlets=[MODEL],
+        retry_policy=TRAINING_RETRY_POLICY,
     )
 
 

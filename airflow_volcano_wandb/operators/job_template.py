@@ -14,7 +14,7 @@ from airflow.sdk.exceptions import AirflowException
 
 from airflow_volcano_wandb import wandb_run
 from airflow_volcano_wandb.hooks.wandb import WandbHook
-from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
+from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, RunEnv, TemplateError, render_job
 from airflow_volcano_wandb.wandb_env import container_env, macro_values
 from airflow_volcano_wandb.wandb_queue_ref import is_queue_ref
 
@@ -56,6 +56,9 @@ class JobTemplateMixin(BaseOperator):
     :param gang: ``all_ranks`` (default): a PyTorch job's ``minAvailable`` is raised to its
         world size, so no rank holds GPUs before every rank can run; ``template`` keeps the
         template's value (elastic trainers).
+    :param shm_size: size of the memory-backed ``/dev/shm`` every container of the ``pytorch``
+        plugin's tasks gets (the runtime's 64 MiB default breaks DataLoader workers and
+        NCCL); ``None``: no volume. See docs/templates.md.
     :param pod_security: the Pod Security Standards level every pod must meet:
         ``baseline`` (default), ``restricted`` or ``privileged`` (no check). See
         docs/security.md.
@@ -106,6 +109,7 @@ class JobTemplateMixin(BaseOperator):
         volcano_queue: str | None = None,
         add_master_policy: bool = True,
         gang: str = "all_ranks",
+        shm_size: str | None = DEFAULT_SHM_SIZE,
         pod_security: str = "baseline",
         allowed_images: Sequence[str] | None = None,
         allowed_namespaces: Sequence[str] | None = None,
@@ -122,7 +126,7 @@ class JobTemplateMixin(BaseOperator):
         self.pod_annotations, self.job_name = pod_annotations, job_name
         self.volcano_queue = volcano_queue
         self.add_master_policy, self.pod_security = add_master_policy, pod_security
-        self.gang = gang
+        self.gang, self.shm_size = gang, shm_size
         self.allowed_images, self.allowed_namespaces = allowed_images, allowed_namespaces
         self.service_account = service_account
         self.allowed_service_accounts = allowed_service_accounts
@@ -163,6 +167,7 @@ class JobTemplateMixin(BaseOperator):
                 add_master_policy=self.add_master_policy,
                 max_replicas=self.max_replicas,
                 gang=self.gang,
+                shm_size=self.shm_size,
                 pod_security=self.pod_security,
                 allowed_images=self.allowed_images,
                 allowed_namespaces=self.allowed_namespaces,

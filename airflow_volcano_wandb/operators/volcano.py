@@ -12,20 +12,20 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import api_key_secret, cleanup, job_report, submission, wandb_run
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
+from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
-from airflow_volcano_wandb.job_report import mark_reported
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
-from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, next_intent, wandb_run_of
 from airflow_volcano_wandb.sync_wait import wait_in_process
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
@@ -204,10 +204,12 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
                 api_key_secret.hand_to_job(
                     hook, identity, job, api_key, created=created, withdraw=self._delete_job
                 )
+        except submission.RefusedError as exc:
+            raise JobRefusedError(str(exc)) from exc
         except (submission.SubmissionError, api_key_secret.KeyNotDeliveredError) as exc:
             raise AirflowException(str(exc)) from exc
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
-            raise AirflowException(
+            raise ApiserverUnreachableError(
                 f"Submission failed: could not reach the Kubernetes API at "
                 f"{hook.api_client.configuration.host} ({type(exc).__name__}: {exc}). If the "
                 "job was created before the connection was lost, the next try finds it and "
@@ -241,7 +243,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
         # A resumed task is a new process: pod logs shown below may echo the key.
         self.wandb_hook.mask_api_key()
         hook = self.hook
-        mark_reported(hook, result, context["ti"].try_number, self.log)
+        job_report.mark_reported(hook, result, context["ti"].try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
@@ -267,7 +269,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
                 **({"wandb_summary": summary} if summary is not None else {}),
                 "phase": result.phase,
             }
-        message = job_report.report_failure(
+        error = job_report.report_failure(
             hook,
             result,
             delete_job=self._delete_job if deletes else None,
@@ -275,9 +277,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
             task_log=self.log,
         )
         self.link_back(context, run, result.outcome.value)
-        if result.outcome is Outcome.TIMEOUT:
-            raise AirflowTaskTimeout(message)
-        raise AirflowException(message)
+        raise error  # its class names the cause, for retry policies
 
     def _delete_job(self) -> None:
         if self._job:

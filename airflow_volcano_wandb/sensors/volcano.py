@@ -9,7 +9,7 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout, AirflowTaskTimeout
+from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowTaskTimeout
 
 from airflow_volcano_wandb import cleanup, job_report
 from airflow_volcano_wandb.cleanup import OnFinishAction
@@ -155,16 +155,16 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
             if deletes:
                 self._delete_job()
             return {**result.job_ref(), "phase": result.phase}
-        message = job_report.report_failure(
+        error = job_report.report_failure(
             self.hook,
             result,
             delete_job=self._delete_job if deletes else None,
             log_lines=self.log_lines,
             task_log=self.log,
         )
-        if result.outcome is Outcome.TIMEOUT:
-            raise AirflowSensorTimeout(message)
-        raise AirflowException(message)
+        if result.outcome is Outcome.TIMEOUT:  # a sensor's timeout is never retried
+            raise AirflowSensorTimeout(str(error)) from error
+        raise error
 
     def _delete_job(self) -> None:
         if self._job:

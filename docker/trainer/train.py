@@ -189,8 +189,6 @@ def dist_info(environ: Mapping[str, str], backend: str) -> DistInfo:
     cuda = torch.cuda.is_available()
     if backend == "auto":
         backend = "nccl" if cuda else "gloo"
-    if backend == "nccl" and not cuda:
-        raise SystemExit("backend nccl needs CUDA, and torch sees no GPU here")
     device = torch.device("cuda", local_rank % torch.cuda.device_count()) if cuda else None
     return DistInfo(
         rank=rank,
@@ -198,6 +196,45 @@ def dist_info(environ: Mapping[str, str], backend: str) -> DistInfo:
         local_rank=local_rank,
         backend=backend if world_size > 1 else None,
         device=device or torch.device("cpu"),
+    )
+
+
+def join_process_group(info: DistInfo, environ: Mapping[str, str], timeout: dt.timedelta) -> None:
+    """Join the process group, once every rank is known to use the same backend.
+
+    Ranks that disagree (a CPU-only master picks gloo while GPU workers pick nccl) would wait
+    on each other until ``timeout``; instead each rank publishes its backend in the
+    rendezvous store, reads every other's, and exits with a message naming them.
+    """
+    addr, port = environ["MASTER_ADDR"], int(environ["MASTER_PORT"])
+    # Under torchrun its agent already serves the store at MASTER_ADDR:MASTER_PORT.
+    agent_store = environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store: Any = dist.TCPStore(
+        addr,
+        port,
+        info.world_size,
+        is_master=info.rank == 0 and not agent_store,
+        timeout=timeout,
+    )
+    store = dist.PrefixStore(f"avw/{environ.get('TORCHELASTIC_RESTART_COUNT') or 0}", store)
+    assert info.backend is not None
+    store.set(f"backend/{info.rank}", info.backend)
+    backends = {r: store.get(f"backend/{r}").decode() for r in range(info.world_size)}
+    if len(set(backends.values())) > 1:
+        ranks = ", ".join(f"rank {r}: {b}" for r, b in backends.items())
+        raise SystemExit(
+            f"ranks disagree on the torch.distributed backend ({ranks}); DDP would hang. "
+            "Give every rank the same devices (the master's GPU limit too), or set "
+            "TRAIN_BACKEND on all of them"
+        )
+    if info.backend == "nccl" and info.device.type != "cuda":
+        raise SystemExit("backend nccl needs CUDA, and torch sees no GPU here")
+    dist.init_process_group(
+        backend=info.backend,
+        store=store,
+        rank=info.rank,
+        world_size=info.world_size,
+        timeout=timeout,
     )
 
 
@@ -442,13 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"joining {info.backend} process group at "
             f"{environ.get('MASTER_ADDR')}:{environ.get('MASTER_PORT')}",
         )
-        dist.init_process_group(
-            backend=info.backend,
-            init_method="env://",
-            rank=info.rank,
-            world_size=info.world_size,
-            timeout=dt.timedelta(seconds=args.dist_timeout),
-        )
+        join_process_group(info, environ, dt.timedelta(seconds=args.dist_timeout))
     if info.rank == 0:
         shown = {name: environ[name] for name in _PRINTABLE_ENV if environ.get(name)}
         say(info, f"W&B env: {json.dumps(shown, sort_keys=True)}")

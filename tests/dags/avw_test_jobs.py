@@ -6,9 +6,19 @@ codes) comes in through params, so each test says exactly what it runs.
 
 from __future__ import annotations
 
-import pendulum
-from airflow.sdk import DAG
+from datetime import timedelta
 
+import pendulum
+from airflow.sdk import DAG, ExceptionRetryPolicy, RetryAction, RetryRule
+
+from airflow_volcano_wandb.exceptions import (
+    ApiserverUnreachableError,
+    ImagePullError,
+    JobPreemptedError,
+    JobRefusedError,
+    JobUnschedulableError,
+    OOMKilledError,
+)
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 
@@ -38,13 +48,13 @@ def _operator(**kwargs) -> VolcanoPyTorchJobOperator:
     )
 
 
-def _dag(dag_id: str) -> DAG:
+def _dag(dag_id: str, **params: object) -> DAG:
     return DAG(
         dag_id=dag_id,
         schedule=None,
         start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
         render_template_as_native_obj=True,
-        params=dict(PARAMS),
+        params={**PARAMS, **params},
     )
 
 
@@ -73,3 +83,61 @@ with _dag("avw_test_submit_then_sense") as submit_then_sense_dag:
         deferrable=False,
     )
     submit >> sense
+
+
+def _record_failure(context) -> None:
+    """Write the exception a try failed with (class and fields) where the test reads it."""
+    import json
+
+    error = context["exception"]
+    record = {
+        "try": context["ti"].try_number,
+        "class": type(error).__name__,
+        **{k: getattr(error, k, None) for k in ("exit_code", "task", "pod", "reason", "job")},
+    }
+    with open(context["params"]["record_to"], "a") as out:
+        out.write(json.dumps(record) + "\n")
+
+
+# The rules dags/volcano_pytorch_retraining.py sets, with delays short enough for a test.
+TEST_RETRY_POLICY = ExceptionRetryPolicy(
+    rules=[
+        RetryRule(
+            exception=[JobPreemptedError, ApiserverUnreachableError],
+            action=RetryAction.RETRY,
+            retry_delay=timedelta(seconds=7),
+            reason="preempted or apiserver lost: retry",
+        ),
+        RetryRule(
+            exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
+            action=RetryAction.FAIL,
+            reason="will fail again: fail fast",
+        ),
+    ]
+)
+
+with _dag(
+    "avw_test_retry_policy", first_try_annotations={}, record_to="/dev/null"
+) as retry_policy_dag:
+    VolcanoPyTorchJobOperator(
+        task_id="train",
+        template="{{ params.template }}",
+        namespace="{{ params.namespace }}",
+        # A behaviour only the first try's pods show (e.g. an eviction), so a retry can succeed.
+        pod_annotations=(
+            "{{ params.first_try_annotations if ti.try_number == 1 else params.pod_annotations }}"
+        ),
+        image_uri="example.org/avw/trainer:test",
+        wandb_entity="test-entity",
+        wandb_project="test-project",
+        wandb_mode="offline",
+        poll_interval=1,
+        deferrable=False,
+        retries=2,
+        # The test checks the policy's decision as Airflow recorded it (its delay included),
+        # not dag.test()'s timing; short delays keep the run short either way.
+        retry_delay=timedelta(seconds=1),
+        retry_policy=TEST_RETRY_POLICY,
+        on_retry_callback=_record_failure,
+        on_failure_callback=_record_failure,
+    )

@@ -214,6 +214,7 @@ def test_a_job_deleted_by_someone_else_fails_the_task_and_says_so(cluster, tmp_p
     child.wait(120)
     text = log.read_text()
     assert "was deleted while it was being waited on" in text, text[-5000:]
+    assert "JobDeletedError" in text  # the class a retry policy matches
     assert "failed" in text.lower()
 
 

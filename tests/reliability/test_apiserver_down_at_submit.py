@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from kubernetes import client, config
 
+from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.testing import faults
@@ -70,7 +70,7 @@ def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
     argv = faults.stop_component(cluster.state_dir, "kube-apiserver")
     try:
         started = time.monotonic()
-        with pytest.raises(AirflowException) as failure:
+        with pytest.raises(ApiserverUnreachableError) as failure:
             execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r1"))
         took = time.monotonic() - started
     finally:
@@ -108,7 +108,7 @@ def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_conne
     monkeypatch.setattr(VolcanoHook, "create_job", create_then_lose_apiserver)
     try:
         started = time.monotonic()
-        with pytest.raises(AirflowException) as failure:
+        with pytest.raises(ApiserverUnreachableError) as failure:
             execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r2"))
         took = time.monotonic() - started
     finally:

@@ -289,6 +289,7 @@ def test_execution_timeout_while_deferred_deletes_the_job(runs):
     logs = run.stack.log_dir / "tasks" / f"dag_id={run.dag_id}"
     text = "".join(p.read_text(errors="replace") for p in logs.rglob("*.log*"))
     assert "execution_timeout reached" in text and "Deleted Volcano job" in text
+    assert "JobTimeoutError" in text  # the class a retry policy matches
 
 
 def test_a_restarted_triggerer_takes_the_wait_over_and_leaves_the_job_alone(stack, volcano_cluster):

@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import AirflowException
 from kubernetes import client
 
 from airflow_volcano_wandb import job_watcher
+from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from tests.integration.jobs import (
@@ -227,7 +227,7 @@ def test_a_watch_refused_past_the_grace_fails_the_task_and_leaves_the_job(
     trigger = execute_operator(op, ti)
     (event,) = asyncio.run(collect_events(trigger, timeout=120))
     assert event["outcome"] == "watch_lost", event
-    with pytest.raises(AirflowException) as failure:
+    with pytest.raises(ApiserverUnreachableError) as failure:
         op.execute_complete(context_for(ti), event)
     message = str(failure.value)
     assert f"Kubernetes denied 'watch' on '{JOBS}'" in message, message

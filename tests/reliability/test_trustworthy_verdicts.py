@@ -17,8 +17,8 @@ import asyncio
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_volcano_wandb.exceptions import JobUnschedulableError
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     StubTaskInstance,
@@ -76,7 +76,7 @@ def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it
         container_resources=UNPLACEABLE,
         pending_timeout=10,
     )
-    with pytest.raises(AirflowException) as failure:
+    with pytest.raises(JobUnschedulableError) as failure:
         execute_operator(op, StubTaskInstance(DAG_ID, "train", f"gang-{gang}"))
     message = str(failure.value)
     assert "pending_timeout=10s" in message and "worker 0/1" in message, message

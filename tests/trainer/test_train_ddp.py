@@ -404,3 +404,112 @@ def test_airflow_config_matches_provider(train_module: ModuleType) -> None:
     assert train_module.airflow_config(env) == airflow_config_from_env(env)
     assert train_module.airflow_config(env)["map_index"] == 3
     assert train_module.airflow_config({}) == {}
+
+
+def _rendered_rank_env(name: str) -> dict[str, list[dict[str, Any]]]:
+    """The env entries the renderer gives the seed's master and worker container (1 worker)."""
+    from airflow_volcano_wandb.template import render_job
+
+    job = render_job(
+        REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml",
+        macros={
+            "image_uri": "example.org/trainer:1",
+            "run_id": "r1",
+            "run_name": "r1",
+            "entity_name": "e",
+            "project_name": "p",
+            "author": "a",
+        },
+        replicas={"worker": 1},
+        name=name,
+        namespace="wandb",
+    )
+    assert job["spec"]["plugins"]["hcclrank"] == ["--master=master", "--worker=worker"]
+    return {t["name"]: t["template"]["spec"]["containers"][0]["env"] for t in job["spec"]["tasks"]}
+
+
+def _torchrun_env(entries: list[dict[str, Any]], node_rank: int, port: int) -> dict[str, str]:
+    """PET_* as the kubelet resolves them in a pod, the master's DNS name made local."""
+    env = {}
+    for entry in entries:
+        if not entry["name"].startswith("PET_"):
+            continue
+        field = entry.get("valueFrom", {}).get("fieldRef", {}).get("fieldPath")
+        if field is not None:
+            assert field == "metadata.annotations['hccl/rankIndex']", entry
+            env[entry["name"]] = str(node_rank)  # what Volcano's hcclrank plugin writes there
+        else:
+            env[entry["name"]] = entry["value"]
+    return {**env, "PET_MASTER_ADDR": "127.0.0.1", "PET_MASTER_PORT": str(port)}
+
+
+def test_the_trainer_runs_under_torchrun_with_the_rendered_pet_env(tmp_path: Path) -> None:
+    """Two "pods", each a torchrun agent started only with the env the renderer gives it
+    (plus the pytorch plugin's), train together over gloo; rank 0 owns the one W&B run."""
+    _require_torch()
+    rendered = _rendered_rank_env("ddp")
+    pet = {name: {e["name"]: e.get("value") for e in env} for name, env in rendered.items()}
+    for task in ("master", "worker"):
+        assert pet[task]["PET_NNODES"] == "2" and pet[task]["PET_NPROC_PER_NODE"] == "1"
+        assert pet[task]["PET_MASTER_ADDR"] == "ddp-master-0.ddp"
+        assert pet[task]["PET_MASTER_PORT"] == "23456"
+    spec = WandbRunSpec.for_task_instance(AIRFLOW_CTX, project="p", entity="e", mode="offline")
+    wandb_env = {
+        "master": _resolve(container_env(spec, is_master_task=True), "ddp-master-0"),
+        "worker": _resolve(container_env(spec, is_master_task=False), "ddp-worker-0"),
+    }
+    pet_port, plugin_port = free_ports(2)
+    procs = []
+    for node_rank, task in enumerate(("master", "worker")):
+        env = {
+            **_base_env(tmp_path),
+            **wandb_env[task],
+            # The pytorch plugin's env is there too; torchrun gives its processes its own.
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(plugin_port),
+            "WORLD_SIZE": "2",
+            "RANK": str(node_rank),
+            **_torchrun_env(rendered[task], node_rank, pet_port),
+        }
+        log = tmp_path / f"{task}.log"
+        with log.open("w") as out:
+            procs.append(
+                (
+                    subprocess.Popen(
+                        [sys.executable, "-m", "torch.distributed.run", str(TRAIN_PY)],
+                        cwd=tmp_path,
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    ),
+                    log,
+                )
+            )
+    results = []
+    try:
+        for rank, (proc, log) in enumerate(procs):
+            results.append(RankResult(rank, proc.wait(timeout=RUN_TIMEOUT_S), log.read_text()))
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+    _assert_ok(results)
+    assert f"joining gloo process group at 127.0.0.1:{pet_port}" in results[0].output
+    assert "wandb=on" in results[0].output and "wandb=off" in results[1].output
+    assert "AVW_TRAIN_RESULT" in results[0].output
+    (run_dir,) = _run_dirs(tmp_path)
+    assert _load_run(run_dir).config["world_size"] == 2
+
+
+def test_ranks_that_disagree_on_the_backend_fail_fast_naming_them(tmp_path: Path) -> None:
+    """A CPU-only master (gloo) and a GPU worker (nccl) would hang in DDP; both exit instead."""
+    _require_torch()
+    base = {"WANDB_MODE": "disabled", "TRAIN_EPOCHS": "1"}
+    results = _run_job(
+        tmp_path, [{**base, "TRAIN_BACKEND": "gloo"}, {**base, "TRAIN_BACKEND": "nccl"}]
+    )
+    for result in results:
+        assert result.returncode != 0, result.output[-3000:]
+        assert "ranks disagree on the torch.distributed backend (rank 0: gloo, rank 1: nccl)" in (
+            result.output
+        ), result.output[-3000:]

@@ -25,4 +25,8 @@ def render_job(template: Any, **kwargs: Any) -> dict[str, Any]:
     seed, ``namespace: wandb``) were written before the namespace became the deployment's
     choice. The namespace rule itself is tested in ``test_template_pod_security.py``."""
     kwargs.setdefault("template_namespace_allowed", True)
+    # The torchrun stage adds env and a volume to every PyTorch rank; it has tests of its own
+    # (test_template_torchrun.py), so the other stages' tests see their own effect only.
+    kwargs.setdefault("torchrun_env", False)
+    kwargs.setdefault("shm_size", None)
     return template_module.render_job(template, **kwargs)

@@ -155,3 +155,58 @@ def test_a_failure_report_shows_failures_then_logs_then_warnings():
         "warning events:",
         "    Pod/j-worker-0 BackOff: restarting",
     ]
+
+
+def _job(name="j", **replicas):
+    tasks = [
+        {"name": t, "replicas": n} for t, n in (replicas or {"master": 1, "worker": 2}).items()
+    ]
+    return {"metadata": {"name": name}, "spec": {"tasks": tasks}}
+
+
+def _oom(name, task):
+    p = pod(name, task, phase="Failed")
+    p["status"]["containerStatuses"][0]["state"] = {
+        "terminated": {"exitCode": 137, "reason": "OOMKilled"}
+    }
+    return p
+
+
+def test_classify_names_the_most_specific_cause():
+    classify = diagnostics.classify
+    kind = diagnostics.FailureKind
+    assert classify(_job(), [pod("j-master-0", "master", exit_code=2)], []).kind is kind.EXIT_CODE
+    oom = classify(
+        _job(), [pod("j-master-0", "master", exit_code=1), _oom("j-worker-1", "worker")], []
+    )
+    assert (oom.kind, oom.failure.pod, oom.failure.exit_code) == (
+        kind.OOM_KILLED,
+        "j-worker-1",
+        137,
+    )
+    # An evicted pod's containers die with 137 too: the eviction is the cause.
+    evicted = pod("j-worker-0", "worker", phase="Failed", reason="Evicted", exit_code=137)
+    found = classify(_job(), [evicted], [])
+    assert (found.kind, found.failure.task) == (kind.PREEMPTED, "worker")
+    assert "was stopped: Evicted" in found.failure.describe()
+    assert classify(_job(), [], []).kind is kind.JOB_FAILED
+
+
+def test_classify_finds_a_preemption_of_a_pod_that_is_gone_by_its_event():
+    event = {
+        "type": "Warning",
+        "reason": "Evict",
+        "message": "Pod is evicted, because of preempt",
+        "involvedObject": {"kind": "Pod", "name": "j-worker-1"},
+    }
+    assert "j-worker-1" in diagnostics.pod_names(_job())
+    found = diagnostics.classify(_job(), [pod("j-master-0", "master", exit_code=1)], [event])
+    assert found.kind is diagnostics.FailureKind.PREEMPTED
+    assert (found.failure.pod, found.failure.task) == ("j-worker-1", "worker")
+
+
+def test_classify_tells_an_image_pull_from_a_gang_that_does_not_fit():
+    kind = diagnostics.FailureKind
+    stuck = [pod("j-master-0", "master", waiting="ErrImagePull", phase="Pending")]
+    assert diagnostics.classify(_job(), stuck, [], never_started=True).kind is kind.IMAGE_PULL
+    assert diagnostics.classify(_job(), [], [], never_started=True).kind is kind.UNSCHEDULABLE

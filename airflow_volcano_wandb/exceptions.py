@@ -1,0 +1,149 @@
+"""The exceptions a failed Volcano job raises, one class per cause, for Airflow retry policies.
+
+Every class is an ``AirflowException`` (the timeout is also an ``AirflowTaskTimeout``), so code
+that catches ``AirflowException`` keeps working; an Airflow 3.3 ``ExceptionRetryPolicy`` can
+match the cause instead of the message, e.g. retry a preempted job after a delay but fail an
+out-of-memory one at once (see ``dags/volcano_pytorch_retraining.py`` and docs/reliability.md).
+
+What caused a failure is decided by ``diagnostics.classify`` (pure) from the job, its pods and
+events; :func:`for_failure` turns that into the exception to raise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
+
+from airflow_volcano_wandb.diagnostics import Classification, FailureKind
+from airflow_volcano_wandb.outcome import Outcome, WaitResult
+
+
+class VolcanoJobError(AirflowException):
+    """A Volcano job of this task did not succeed; the base of every class below.
+
+    :param message: what happened, as the task log shows it.
+    :param job: the job as ``{"name", "namespace", "uid"}`` (the ``volcano_job`` XCom), when
+        one exists.
+    """
+
+    def __init__(self, message: str, *, job: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.job = dict(job) if job else None
+
+
+class ContainerError(VolcanoJobError):
+    """A failure that one container of one rank explains (which pod, task and container).
+
+    :param pod: the pod's name.
+    :param task: the Volcano task (``master``, ``worker``...).
+    :param container: the container's name.
+    :param reason: the kubelet's reason (``OOMKilled``, ``Error``, ``ErrImagePull``...).
+    :param exit_code: the container's exit code, when it exited.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        job: Mapping[str, str] | None = None,
+        pod: str = "",
+        task: str = "",
+        container: str = "",
+        reason: str = "",
+        exit_code: int | None = None,
+    ) -> None:
+        super().__init__(message, job=job)
+        self.pod, self.task, self.container, self.reason = pod, task, container, reason
+        self.exit_code = exit_code
+
+
+class JobUnschedulableError(VolcanoJobError):
+    """The gang was not wholly placed and running within ``pending_timeout`` (not enough GPUs,
+    a full queue): retrying at once rarely helps."""
+
+
+class JobPreemptedError(ContainerError):
+    """A rank was preempted by the scheduler or evicted from its node: worth a retry later."""
+
+
+class ImagePullError(ContainerError):
+    """A rank's image could not be pulled (a wrong ``image_uri`` or pull secret)."""
+
+
+class OOMKilledError(ContainerError):
+    """A rank's container was killed for running out of memory."""
+
+
+class TrainerExitError(ContainerError):
+    """The training process of a rank exited with a non-zero code (``exit_code``, ``task``,
+    ``pod`` say which)."""
+
+
+class JobFailedError(VolcanoJobError):
+    """Volcano ended the job badly (``Failed``, ``Terminated``, ``Aborted``) for a cause no pod
+    shows any more (e.g. a policy acting on a pod that is gone)."""
+
+
+class JobRefusedError(VolcanoJobError):
+    """Kubernetes refused to create the job (an admission webhook, validation, a missing
+    permission: a 4xx answer); nothing was submitted and the same request will fail again."""
+
+
+class ApiserverUnreachableError(VolcanoJobError):
+    """The Kubernetes API could not be reached, or watched for longer than
+    ``watch_failure_grace``. The job was left alone: a retry reattaches to it."""
+
+
+class JobDeletedError(VolcanoJobError):
+    """The job was deleted (or replaced) by someone else while this task waited on it."""
+
+
+class JobTimeoutError(AirflowTaskTimeout, VolcanoJobError):
+    """The task's ``execution_timeout`` was reached while the job ran (the job is deleted)."""
+
+
+_BY_KIND: dict[FailureKind, type[VolcanoJobError]] = {
+    FailureKind.UNSCHEDULABLE: JobUnschedulableError,
+    FailureKind.PREEMPTED: JobPreemptedError,
+    FailureKind.IMAGE_PULL: ImagePullError,
+    FailureKind.OOM_KILLED: OOMKilledError,
+    FailureKind.EXIT_CODE: TrainerExitError,
+    FailureKind.JOB_FAILED: JobFailedError,
+}
+
+_BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
+    Outcome.FAILED: JobFailedError,
+    Outcome.PENDING_TIMEOUT: JobUnschedulableError,
+    Outcome.DELETED: JobDeletedError,
+    Outcome.WATCH_LOST: ApiserverUnreachableError,
+    Outcome.TIMEOUT: JobTimeoutError,
+}
+
+
+def for_failure(
+    result: WaitResult, message: str, classification: Classification | None = None
+) -> VolcanoJobError:
+    """The exception a failed wait raises.
+
+    :param result: how the wait ended.
+    :param message: the sentence to raise with.
+    :param classification: what the job's pods and events say caused it (``None`` when they
+        could not be read: the outcome alone decides then).
+    """
+    job = result.job_ref() if result.uid else None
+    if result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT) or classification is None:
+        return _BY_OUTCOME[result.outcome](message, job=job)
+    cls = _BY_KIND[classification.kind]
+    failure = classification.failure
+    if failure is None or not issubclass(cls, ContainerError):
+        return cls(message, job=job)
+    return cls(
+        message,
+        job=job,
+        pod=failure.pod,
+        task=failure.task,
+        container=failure.container,
+        reason=failure.reason,
+        exit_code=failure.exit_code,
+    )

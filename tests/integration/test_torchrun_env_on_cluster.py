@@ -1,0 +1,53 @@
+"""The torchrun env and /dev/shm the renderer adds, as Volcano 1.14 really creates the pods."""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+
+from tests.integration.jobs import SIM_DURATION, list_pods, seed_template, wait_until
+from tests.reliability.support import StubTaskInstance, execute_operator, operator
+
+pytestmark = pytest.mark.cluster
+
+
+def test_every_rank_gets_its_node_rank_the_master_address_and_a_memory_dev_shm(
+    kubernetes_connection, volcano_cluster, volcano_namespace
+):
+    namespace, api = volcano_namespace, volcano_cluster.api_client()
+    op = operator(
+        template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
+        namespace=namespace,
+        replicas={"worker": 2},
+        container_resources={"worker": {"limits": {"nvidia.com/gpu": 2}}},
+        shm_size="256Mi",
+        wait_for_completion=False,
+    )
+    job = execute_operator(op, StubTaskInstance("avw_torchrun", "train", "r1"))
+    wait_until(lambda: len(list_pods(api, namespace)) == 3, 120, what="three pods")
+    pods = list_pods(api, namespace)
+    ranks = set()
+    for pod in pods:
+        (container,) = pod.spec.containers
+        env = {e.name: e for e in container.env}
+        # Volcano's pytorch plugin sets RANK; its hcclrank plugin the annotation that
+        # PET_NODE_RANK reads, and they agree.
+        rank = env["RANK"].value
+        assert pod.metadata.annotations["hccl/rankIndex"] == rank, pod.metadata.name
+        assert env["PET_NODE_RANK"].value_from.field_ref.field_path == (
+            "metadata.annotations['hccl/rankIndex']"
+        )
+        assert env["PET_MASTER_ADDR"].value == env["MASTER_ADDR"].value
+        assert env["PET_MASTER_PORT"].value == env["MASTER_PORT"].value
+        assert env["PET_NNODES"].value == env["WORLD_SIZE"].value == "3"
+        gpus = "2" if "-worker-" in pod.metadata.name else "1"
+        assert env["PET_NPROC_PER_NODE"].value == gpus
+        (shm,) = [v for v in pod.spec.volumes if v.name == "avw-dshm"]
+        assert (shm.empty_dir.medium, shm.empty_dir.size_limit) == ("Memory", "256Mi")
+        assert any(m.mount_path == "/dev/shm" for m in container.volume_mounts)
+        ranks.add(rank)
+    assert ranks == {"0", "1", "2"}
+    k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
+    )
+    api.close()
