@@ -267,7 +267,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             return spec, self._render_job(context, identity, spec, wandb_hook, intent)
 
         api_key = None if self.wandb_api_key_secret else wandb_hook.api_key
-        spec, job = self._submit(render, identity, api_key)
+        store = context.get("task_state_store")  # Airflow >= 3.3: kept across tries
+        spec, job = self._submit(render, identity, api_key, store)
         if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:  # reattached: its run
             spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
         run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
@@ -413,8 +414,10 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
         render: Callable[[int], tuple[wandb_run.WandbRunSpec, dict[str, Any]]],
         identity: TaskInstanceIdentity,
         api_key: str | None,
+        store: Any = None,
     ) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
-        """Render for this try's intent, then submit or reattach; the spec and the job."""
+        """Render for this try's intent, then reattach to the job the task state store
+        remembers, or submit or reattach by labels; the spec and the job."""
         try_number = self._try_number or 1
         spec, body = render(try_number)  # bad input fails here, before any API client exists
         hook = self.hook
@@ -422,20 +425,30 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, BaseOperator):
             namespace = body["metadata"]["namespace"]
             if not identity.deployment:
                 warn_of_other_deployments(hook, namespace, self.log)
-            existing = hook.list_jobs(namespace, identity.selector())
-            intent = next_intent(existing, try_number)
-            if intent != try_number:
-                spec, body = render(intent)
-            job, created = submission.submit_or_reattach(
+            job = submission.reattach_remembered(
                 hook,
-                body,
-                identity,
+                submission.recall(store, self.log),
                 try_number=try_number,
                 reattach=self.reattach_on_restart,
-                existing=existing,
                 task_log=self.log,
             )
+            created = False
+            if job is None:
+                existing = hook.list_jobs(namespace, identity.selector())
+                intent = next_intent(existing, try_number)
+                if intent != try_number:
+                    spec, body = render(intent)
+                job, created = submission.submit_or_reattach(
+                    hook,
+                    body,
+                    identity,
+                    try_number=try_number,
+                    reattach=self.reattach_on_restart,
+                    existing=existing,
+                    task_log=self.log,
+                )
             self._job = job_ref(job)
+            submission.remember(store, self._job, self.log)
             if api_key:
                 self._hand_key_to(job, identity, api_key, created)
         except submission.SubmissionError as exc:
