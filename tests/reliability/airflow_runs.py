@@ -179,7 +179,7 @@ def running_stack(volcano_cluster, name: str, dags_folder: Path = DAGS) -> Itera
     )
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
-        stack.start(timeout=300)
+        stack.start(timeout=900)  # a loaded 2-core machine: the DB migration alone took >5 min
         yield stack
     finally:
         try:
