@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -199,6 +200,19 @@ def test_clear_while_deferred_leaves_exactly_one_job_and_the_new_try_succeeds(
     assert sum(outcomes.values()) == REPEATS
 
 
+DAG_TEST = """
+import json, sys
+import pendulum
+from airflow_volcano_wandb.testing.jobs import load_dag
+day = pendulum.datetime(2026, 1, 1, tz="UTC")
+run = load_dag(sys.argv[1], "avw_rel_keep").test(
+    run_after=day, logical_date=day, run_conf=json.loads(sys.argv[2])
+)
+print("DAG RUN", run.run_id, getattr(run.state, "value", run.state))
+sys.exit(0 if run.state == "success" else 1)
+"""
+
+
 def _airflow_home(deployment: str, kubeconfig: Path, migrated: Path) -> dict[str, str]:
     """The environment of an Airflow home of its own, named ``deployment``, with a metadata
     DB of its own (a copy of the session's freshly migrated, empty one)."""
@@ -239,19 +253,9 @@ def test_two_deployments_run_the_same_dag_run_side_by_side(
     }
     template = seed_template(master={SIM_DURATION: "45"}, worker={SIM_DURATION: "600"})
     conf = json.dumps({"template": template, "namespace": volcano_namespace})
-    command = [
-        sys.executable,
-        "-m",
-        "airflow",
-        "dags",
-        "test",
-        "avw_rel_keep",
-        "2026-01-01T00:00:00+00:00",
-        "-c",
-        conf,
-        "-f",
-        str(DAGS / "avw_reliability_dags.py"),
-    ]
+    # ``airflow dags test`` names its run after the current time; dag.test() with a fixed
+    # run_after gives both deployments the same run id, as two schedulers would.
+    command = [sys.executable, "-c", DAG_TEST, str(DAGS / "avw_reliability_dags.py"), conf]
     logs = {d: Path(env["AIRFLOW_HOME"]) / "dags-test.log" for d, env in envs.items()}
     procs = {
         d: subprocess.Popen(
@@ -272,6 +276,8 @@ def test_two_deployments_run_the_same_dag_run_side_by_side(
     for deployment, proc in procs.items():
         assert proc.returncode == 0, texts[deployment][-3000:]
     assert most_running == 2
+    run_ids = {d: re.findall(r"DAG RUN (\S+) success", text) for d, text in texts.items()}
+    assert run_ids["prod"] == run_ids["staging"] == ["manual__2026-01-01T00:00:00+00:00"]
     jobs = {
         j["metadata"]["labels"][DEPLOYMENT_LABEL]: j
         for j in list_jobs(cluster_api, volcano_namespace)
