@@ -202,10 +202,11 @@ def test_clear_while_deferred_leaves_exactly_one_job_and_the_new_try_succeeds(
 
 DAG_TEST = """
 import json, sys
+from pathlib import Path
 import pendulum
 from airflow_volcano_wandb.testing.jobs import load_dag
 day = pendulum.datetime(2026, 1, 1, tz="UTC")
-run = load_dag(sys.argv[1], "avw_rel_keep").test(
+run = load_dag(Path(sys.argv[1]), "avw_rel_keep").test(
     run_after=day, logical_date=day, run_conf=json.loads(sys.argv[2])
 )
 print("DAG RUN", run.run_id, getattr(run.state, "value", run.state))
