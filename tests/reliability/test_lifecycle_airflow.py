@@ -12,8 +12,8 @@ runs the DAGs on the shared local cluster, each run in a namespace of its own:
   ``on_kill`` runs): exactly one job survives, the new try succeeds. Repeated
   ``AVW_LIFECYCLE_REPEATS`` times (2 in the default suite, 20 in ``make test-lifecycle``);
 - two Airflow homes with different ``[volcano_wandb] deployment`` run the same DAG with the
-  same run id in one namespace at the same time (``dag.test()``, a process per home): two jobs, two W&B
-  run ids, each run succeeds on its own job.
+  same run id in one namespace at the same time (``dag.test()``, a process per home): two
+  jobs, two W&B run ids, each run succeeds on its own job.
 
 The Airflow 3.3 task state store is read back through the REST API: it names the job the
 current try waited on.
