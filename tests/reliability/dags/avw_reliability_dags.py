@@ -53,5 +53,5 @@ with _dag("avw_rel_execution_timeout"):
 
 # Cleared after success (and while deferred): the finished job stays, so a test can tell a
 # new job from a reused one.
-with _dag("avw_rel_keep"):
+with _dag("avw_rel_keep") as keep_dag:  # a module name: load_dag() finds it
     _operator(on_finish_action="keep")
