@@ -7,7 +7,7 @@ CLUSTER_DIR ?= $(STATE)/cluster
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-unit test-long lint check-wheel cluster-up cluster-down cluster-status bench clean
+.PHONY: venv demo test test-unit test-long test-lifecycle lint check-wheel cluster-up cluster-down cluster-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -43,6 +43,13 @@ test-long: venv
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit
+
+# Ownership and lifecycle at full size (not in CI: about 20 minutes): 20 clears of a deferred
+# task through a real Airflow, and every fault at every step of submission (54 trials).
+# `make test` runs the same tests at a small size.
+test-lifecycle: venv
+	AVW_LIFECYCLE_REPEATS=20 AVW_SUBMISSION_FAULT_TRIALS=all $(BIN)/python -m pytest \
+		tests/reliability/test_lifecycle_airflow.py tests/reliability/test_submission_faults.py
 
 lint: venv
 	$(BIN)/ruff check .

@@ -4,14 +4,20 @@
 :func:`submit_or_reattach` carries the decisions out through ``VolcanoHook``. One task
 instance owns at most one live job, whatever its tries: a retry or a restarted worker finds
 the job that is already there instead of submitting a second.
+
+Where Airflow gives the task a state store (Airflow 3.3's ``context["task_state_store"]``,
+kept per task instance across its tries), the job is remembered there by uid as soon as it
+exists (:func:`remember`), and the next try reattaches to exactly that job
+(:func:`reattach_remembered`); the label search is the fallback when the store is absent,
+empty, or names a job that may not be reused.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from enum import Enum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from kubernetes.client.rest import ApiException
 
@@ -28,11 +34,17 @@ from airflow_volcano_wandb.ownership import (
     TRY_NUMBER_ANNOTATION,
     TaskInstanceIdentity,
     is_reported,
+    next_intent,
     owner_of,
     owner_try,
 )
 
 log = logging.getLogger(__name__)
+#: The W&B run spec rendered with a job body; this module only passes it along.
+Spec = TypeVar("Spec")
+
+#: The task state store's key for the job this task instance's tries wait on.
+STATE_STORE_KEY = "volcano_job"
 
 
 class Decision(str, Enum):
@@ -187,3 +199,107 @@ def _carry_out(
         hook.delete_job(status.name, status.namespace, uid=status.uid)
     hook.wait_job_gone(status.name, status.namespace)
     return None
+
+
+def recall(store: Any, task_log: Any = log) -> dict[str, str] | None:
+    """The job reference (``name``, ``namespace``, ``uid``) a task state store remembers.
+
+    :param store: ``context["task_state_store"]``, or None where Airflow has none.
+    :param task_log: where a store that cannot be read is reported (the labels still work).
+    """
+    if store is None:
+        return None
+    try:
+        ref = store.get(STATE_STORE_KEY)
+    except Exception as exc:  # the store is an optimisation: never fail the task for it
+        task_log.warning("Could not read the task state store (%s); searching by labels", exc)
+        return None
+    if isinstance(ref, dict) and all(
+        isinstance(ref.get(k), str) for k in ("name", "namespace", "uid")
+    ):
+        return {k: ref[k] for k in ("name", "namespace", "uid")}
+    return None
+
+
+def remember(store: Any, ref: Mapping[str, str], task_log: Any = log) -> None:
+    """Remember the job this try waits on, for the task instance's next try.
+
+    :param store: ``context["task_state_store"]``, or None where Airflow has none.
+    :param ref: the job's ``name``, ``namespace`` and ``uid``.
+    :param task_log: where a store that cannot be written is reported.
+    """
+    if store is None:
+        return
+    try:
+        store.set(STATE_STORE_KEY, {k: ref[k] for k in ("name", "namespace", "uid")})
+    except Exception as exc:
+        task_log.warning(
+            "Could not write the task state store (%s); labels still find the job", exc
+        )
+
+
+def reattach_remembered(
+    hook: VolcanoHook,
+    ref: Mapping[str, str] | None,
+    *,
+    try_number: int,
+    reattach: bool,
+    task_log: Any = log,
+) -> dict[str, Any] | None:
+    """The remembered job, adopted by this try, when :func:`decide` would reuse it; else None.
+
+    Only that very submission (same uid) counts: a job recreated under its name is not it.
+    Anything other than reuse (a reported, failed or dying job) is left to the label search,
+    which applies the whole rule.
+    """
+    if not ref:
+        return None
+    job = hook.get_job(ref["name"], ref["namespace"])
+    if job is None or (job.get("metadata") or {}).get("uid") != ref["uid"]:
+        return None
+    if decide(job, reattach=reattach) is not Decision.REUSE:
+        return None
+    task_log.info(
+        "The task state store names job %s/%s (uid %s)", ref["namespace"], ref["name"], ref["uid"]
+    )
+    return _carry_out(hook, job, try_number=try_number, reattach=reattach, task_log=task_log)
+
+
+def submit_for_try(
+    hook: VolcanoHook,
+    rendered: tuple[Spec, dict[str, Any]],
+    render: Callable[[int], tuple[Spec, dict[str, Any]]],
+    identity: TaskInstanceIdentity,
+    *,
+    try_number: int,
+    reattach: bool,
+    store: Any = None,
+    task_log: Any = log,
+) -> tuple[Spec, dict[str, Any], bool]:
+    """The job this try waits on: the one the task state store remembers when it may be
+    reused, else the label search's (reattach, replace or submit, for the intent
+    :func:`~airflow_volcano_wandb.ownership.next_intent` gives). ``(spec, job, created)``.
+
+    :param rendered: the run spec and job body rendered for ``try_number``.
+    :param render: renders them for another intent (a reported job's next one).
+    """
+    job = reattach_remembered(
+        hook, recall(store, task_log), try_number=try_number, reattach=reattach, task_log=task_log
+    )
+    spec, body = rendered
+    if job is not None:
+        return spec, job, False
+    existing = hook.list_jobs(body["metadata"]["namespace"], identity.selector())
+    intent = next_intent(existing, try_number)
+    if intent != try_number:
+        spec, body = render(intent)
+    job, created = submit_or_reattach(
+        hook,
+        body,
+        identity,
+        try_number=try_number,
+        reattach=reattach,
+        existing=existing,
+        task_log=task_log,
+    )
+    return spec, job, created

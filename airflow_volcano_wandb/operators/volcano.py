@@ -26,7 +26,7 @@ from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
 from airflow_volcano_wandb.outcome import WaitResult
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity, next_intent, wandb_run_of
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.sync_wait import wait_in_process
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 
@@ -131,7 +131,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
             )
 
         api_key = None if self.wandb_api_key_secret else wandb_hook.api_key
-        spec, job = self._submit(render, identity, api_key)
+        store = context.get("task_state_store")  # Airflow >= 3.3: kept across tries
+        spec, job = self._submit(render, identity, api_key, store)
         if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:  # reattached: its run
             spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
         run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
@@ -177,29 +178,28 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
         render: Callable[[int], tuple[wandb_run.WandbRunSpec, dict[str, Any]]],
         identity: TaskInstanceIdentity,
         api_key: str | None,
+        store: Any = None,
     ) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
-        """Render for this try's intent, then submit or reattach; the spec and the job."""
+        """Render for this try's intent, then reattach to the job the task state store
+        remembers, or submit or reattach by labels; the spec and the job."""
         try_number = self._try_number or 1
         spec, body = render(try_number)  # bad input fails here, before any API client exists
         hook = self.hook
         try:
-            namespace = body["metadata"]["namespace"]
             if not identity.deployment:
-                warn_of_other_deployments(hook, namespace, self.log)
-            existing = hook.list_jobs(namespace, identity.selector())
-            intent = next_intent(existing, try_number)
-            if intent != try_number:
-                spec, body = render(intent)
-            job, created = submission.submit_or_reattach(
+                warn_of_other_deployments(hook, body["metadata"]["namespace"], self.log)
+            spec, job, created = submission.submit_for_try(
                 hook,
-                body,
+                (spec, body),
+                render,
                 identity,
                 try_number=try_number,
                 reattach=self.reattach_on_restart,
-                existing=existing,
+                store=store,
                 task_log=self.log,
             )
             self._job = job_ref(job)
+            submission.remember(store, self._job, self.log)
             if api_key:
                 api_key_secret.hand_to_job(
                     hook, identity, job, api_key, created=created, withdraw=self._delete_job

@@ -236,7 +236,8 @@ class AirflowStack:
             method,
             f"{self.base_url}/api/v2{path}",
             headers={"Authorization": f"Bearer {self.token()}"},
-            timeout=30,
+            # Not retried (a POST may have been applied); 30 s was exceeded on a loaded machine.
+            timeout=120,
             **kwargs,
         )
         if resp.status_code >= 400:

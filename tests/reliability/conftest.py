@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
+from tests.e2e.airflow_stack import REPO, AirflowStack
+from tests.reliability.airflow_runs import DAGS, running_stack
 from tests.reliability.support import kubernetes_conn_env
 
 
@@ -20,3 +26,20 @@ def proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
         )
         monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
         yield fault_proxy
+
+
+@pytest.fixture(scope="session")
+def reliability_airflow(volcano_cluster) -> Iterator[AirflowStack]:
+    """One real Airflow for every reliability test that needs a scheduler and triggerer.
+
+    Its DAGs: ``tests/reliability/dags`` and the example ``volcano_pytorch_manual``.
+    """
+    folder = Path(tempfile.mkdtemp(prefix="avw-rel-dags-"))
+    shutil.copytree(DAGS, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "dags" / "volcano_pytorch_manual.py", folder)
+    shutil.copytree(REPO / "dags" / "templates", folder / "templates")
+    try:
+        with running_stack(volcano_cluster, "airflow-logs", dags_folder=folder) as stack:
+            yield stack
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)

@@ -21,139 +21,25 @@ while a task waits leaves the job alone; a new triggerer takes the wait over.
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
-import threading
 import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
 import pytest
-from kubernetes import client
 
-from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
+from tests.e2e.airflow_stack import AirflowStack, wait_for
 from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.support import list_jobs
+from tests.reliability.airflow_runs import Run, start_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(900)]
 
-DAGS = Path(__file__).parent / "dags"
-ARTIFACTS = REPO / "test-artifacts" / "reliability"
-WANDB_CONN = {
-    "conn_type": "wandb",
-    "password": "avw-test-key-0123456789abcdef0123456789abcdef0123",
-    "extra": {"entity": "test-entity", "project": "test-project"},
-}
 GONE_WITHIN = 15.0  # seconds from the kill to no job and no pod
 
 
-@dataclass
-class Watched:
-    """A namespace polled in the background: when did it last become empty of jobs and pods?"""
-
-    api: Any
-    namespace: str
-    seen: set[str] = field(default_factory=set)  # job uids ever seen
-    emptied_at: float | None = None  # wall clock, after something had been there
-    _stop: threading.Event = field(default_factory=threading.Event)
-
-    def start(self) -> Watched:
-        threading.Thread(target=self._poll, daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _poll(self) -> None:
-        core = client.CoreV1Api(self.api)
-        while not self._stop.is_set():
-            try:
-                jobs = list_jobs(self.api, self.namespace)
-                pods = core.list_namespaced_pod(self.namespace).items
-            except Exception:
-                time.sleep(0.5)
-                continue
-            self.seen |= {j["metadata"]["uid"] for j in jobs}
-            if jobs or pods:
-                self.emptied_at = None
-            elif self.seen and self.emptied_at is None:
-                self.emptied_at = time.time()
-            time.sleep(0.3)
-
-    def live_uids(self) -> list[str]:
-        return [j["metadata"]["uid"] for j in list_jobs(self.api, self.namespace)]
-
-
-@dataclass
-class Run:
-    stack: AirflowStack
-    dag_id: str
-    run_id: str
-    watched: Watched
-
-    @property
-    def ti_path(self) -> str:
-        return f"/dags/{self.dag_id}/dagRuns/{quote(self.run_id, safe='')}/taskInstances/train"
-
-    def ti(self) -> dict[str, Any]:
-        return self.stack.api("GET", self.ti_path)
-
-    def dag_run(self) -> dict[str, Any]:
-        return self.stack.api("GET", f"/dags/{self.dag_id}/dagRuns/{quote(self.run_id, safe='')}")
-
-    def wait_deferred(self, timeout: float = 300) -> dict[str, Any]:
-        def deferred():
-            self.stack.check_alive()
-            ti = self.ti()
-            if ti["state"] in ("failed", "success", "skipped", "upstream_failed"):
-                raise AssertionError(f"{self.dag_id}: task ended {ti['state']} before deferring")
-            return ti if ti["state"] == "deferred" and self.watched.live_uids() else None
-
-        return wait_for(deferred, timeout, f"{self.dag_id} to defer", interval=1)
-
-
-class ReliabilityStack(AirflowStack):
-    """The e2e stack, patient with DAG imports on a busy 2-core machine."""
-
-    def env(self) -> dict[str, str]:
-        env = super().env()
-        env["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"] = "300"
-        env["AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT"] = "300"
-        return env
-
-
-def _raise_on_sigterm(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
-
-
 @pytest.fixture(scope="module")
-def stack(volcano_cluster) -> Iterator[AirflowStack]:
-    home = Path(tempfile.mkdtemp(prefix="avw-rel-airflow-"))
-    log_dir = ARTIFACTS / "deferred-kill-logs"
-    shutil.rmtree(log_dir, ignore_errors=True)
-    stack = ReliabilityStack(
-        home=home,
-        log_dir=log_dir,
-        kubeconfig=volcano_cluster.kubeconfig,
-        wandb_conn=WANDB_CONN,
-        dags_folder=DAGS,
-    )
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
-    try:
-        stack.start(timeout=300)
-        yield stack
-    finally:
-        try:
-            stack.stop()
-            shutil.rmtree(home, ignore_errors=True)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+def stack(reliability_airflow) -> AirflowStack:
+    return reliability_airflow
 
 
 @pytest.fixture(scope="module")
@@ -181,20 +67,7 @@ def runs(stack, volcano_cluster) -> Iterator[dict[str, Run]]:
 
 def _start_run(stack, volcano_cluster, api, dag_id: str, case: str, template: dict) -> Run:
     """Trigger ``dag_id`` for ``case`` with its job in a namespace of its own, watched."""
-    wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 240, f"DAG {dag_id}")
-    stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
-    namespace = volcano_cluster.create_namespace(f"kill-{case.replace('_', '-')}")
-    run_id = f"{case}-{uuid.uuid4().hex[:6]}"
-    stack.api(
-        "POST",
-        f"/dags/{dag_id}/dagRuns",
-        json={
-            "dag_run_id": run_id,
-            "logical_date": None,
-            "conf": {"template": template, "namespace": namespace},
-        },
-    )
-    return Run(stack, dag_id, run_id, Watched(api, namespace).start())
+    return start_run(stack, volcano_cluster, api, dag_id, f"kill-{case}", {"template": template})
 
 
 def _wait_gone(run: Run, since: float, what: str) -> float:

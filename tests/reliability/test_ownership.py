@@ -6,7 +6,9 @@
   namespace: two jobs, two run ids, neither touches the other's.
 - Clear while deferred, the next try starting at once: it adopts the job, and the old try's
   late ``on_kill`` leaves it alone; the newest try's kill deletes it. Repeated.
-- The sensor deletes its job when killed.
+- The sensor deletes its job when killed (poking, or deferred: its trigger's ``on_kill``),
+  when it times out and when the job overstays ``pending_timeout``: the job, its pods and the
+  Secret holding the W&B key are all gone.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from kubernetes import client
 
 from airflow_volcano_wandb.ownership import (
     DEPLOYMENT_LABEL,
+    MANAGED_SELECTOR,
     REPORTED_ANNOTATION,
     TRY_NUMBER_ANNOTATION,
     WANDB_RUN_LABEL,
@@ -34,6 +38,18 @@ from tests.reliability.support import (
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
 DAG_ID = "avw_rel_ownership"
+
+
+def nothing_left(admin, namespace: str, what: str) -> None:
+    """Wait until the namespace holds no job, no pod and no Secret of this provider."""
+    core = client.CoreV1Api(admin)
+
+    def empty() -> bool:
+        secrets = core.list_namespaced_secret(namespace, label_selector=MANAGED_SELECTOR).items
+        pods = core.list_namespaced_pod(namespace).items
+        return not (list_jobs(admin, namespace) or pods or secrets)
+
+    wait_until(empty, 60, what=f"{what}: job, pods and key Secret gone")
 
 
 def quick_template() -> dict:
@@ -133,8 +149,42 @@ def test_a_killed_sensor_deletes_its_job(
     )
     ti = StubTaskInstance(DAG_ID, "wait", "sensor-kill")
     assert sensor.poke({"ti": ti}) is False
+    core = client.CoreV1Api(admin)
+    assert core.list_namespaced_secret(namespace, label_selector=MANAGED_SELECTOR).items
     sensor.on_kill()
-    wait_until(lambda: not list_jobs(admin, namespace), 60, what="the sensor's job deleted")
+    nothing_left(admin, namespace, "the killed sensor's job")
+    admin.close()
+
+
+def test_a_killed_deferred_sensor_deletes_its_job(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    from airflow.sdk.exceptions import TaskDeferred
+
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    submitted = execute_operator(
+        operator(
+            template=seed_template(master={SIM_DURATION: "600"}),
+            namespace=namespace,
+            wait_for_completion=False,
+        ),
+        StubTaskInstance(DAG_ID, "submit", "deferred-sensor-kill"),
+    )
+    sensor = VolcanoJobSensor(
+        task_id="wait",
+        job_name=submitted["name"],
+        job_uid=submitted["uid"],
+        namespace=namespace,
+        deferrable=True,
+    )
+    ti = StubTaskInstance(DAG_ID, "wait", "deferred-sensor-kill")
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({"ti": ti, "task_instance": ti})
+    trigger = deferred.value.trigger
+    assert trigger.job_uid == submitted["uid"] and trigger.delete_on_kill
+    asyncio.run(trigger.on_kill())  # what the triggerer runs when the task is killed
+    nothing_left(admin, namespace, "the deferred sensor's job")
     admin.close()
 
 
@@ -173,5 +223,5 @@ def test_a_sensor_that_gives_up_deletes_its_job(
         sensor.execute({"ti": ti, "task_instance": ti})
     if unplaceable:
         assert "worker 0/1" in str(ended.value)
-    wait_until(lambda: not list_jobs(admin, namespace), 60, what="the sensor's job deleted")
+    nothing_left(admin, namespace, f"the sensor's job after {ending}")
     admin.close()

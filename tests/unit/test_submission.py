@@ -56,3 +56,39 @@ def test_a_reported_job_is_a_past_result_whatever_its_phase():
         reported = job(phase)
         reported["metadata"]["annotations"] = {REPORTED_ANNOTATION: "1"}
         assert decide(reported, reattach=True) is Decision.PAST
+
+
+class BrokenStore:
+    """A task state store whose supervisor channel fails (the store is only an optimisation)."""
+
+    def get(self, key, default=None):
+        raise RuntimeError("supervisor gone")
+
+    def set(self, key, value):
+        raise RuntimeError("supervisor gone")
+
+
+class DictStore(dict):
+    def set(self, key, value):
+        self[key] = value
+
+
+def test_the_task_state_store_remembers_exactly_the_job_reference():
+    from airflow_volcano_wandb.submission import STATE_STORE_KEY, recall, remember
+
+    store = DictStore()
+    assert recall(store) is None
+    remember(store, {"name": "j", "namespace": "ns", "uid": "u", "extra": "dropped"})
+    assert store[STATE_STORE_KEY] == {"name": "j", "namespace": "ns", "uid": "u"}
+    assert recall(store) == {"name": "j", "namespace": "ns", "uid": "u"}
+    assert recall(None) is None  # no store (Airflow < 3.3, dag.test without one)
+    store[STATE_STORE_KEY] = {"name": "j", "namespace": "ns"}  # no uid: never trusted
+    assert recall(store) is None
+
+
+def test_a_failing_task_state_store_falls_back_to_the_labels(caplog):
+    from airflow_volcano_wandb.submission import recall, remember
+
+    assert recall(BrokenStore()) is None
+    remember(BrokenStore(), {"name": "j", "namespace": "ns", "uid": "u"})  # does not raise
+    assert "searching by labels" in caplog.text and "labels still find the job" in caplog.text

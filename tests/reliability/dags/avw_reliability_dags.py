@@ -50,3 +50,8 @@ with _dag("avw_rel_dagrun_timeout", dagrun_timeout=timedelta(seconds=150)):
 
 with _dag("avw_rel_execution_timeout"):
     _operator(execution_timeout=timedelta(seconds=90))
+
+# Cleared after success (and while deferred): the finished job stays, so a test can tell a
+# new job from a reused one.
+with _dag("avw_rel_keep") as keep_dag:  # a module name: load_dag() finds it
+    _operator(on_finish_action="keep")

@@ -1,0 +1,217 @@
+"""A real Airflow for the reliability tests, and DAG runs followed through its REST API.
+
+``running_stack`` starts the e2e stack (``tests/e2e/airflow_stack``: API server, scheduler,
+DAG processor, triggerer) on the shared local cluster; ``start_run`` triggers a DAG with its
+job in a namespace of its own, which ``Watched`` polls in the background.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from kubernetes import client
+
+from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
+from tests.reliability.support import list_jobs
+
+DAGS = Path(__file__).parent / "dags"
+ARTIFACTS = REPO / "test-artifacts" / "reliability"
+WANDB_CONN = {
+    "conn_type": "wandb",
+    "password": "avw-test-key-0123456789abcdef0123456789abcdef0123",
+    "extra": {"entity": "test-entity", "project": "test-project"},
+}
+ENDED = ("failed", "success", "skipped", "upstream_failed", "up_for_retry")
+
+
+@dataclass
+class Watched:
+    """A namespace polled in the background: when did it last become empty of jobs and pods?"""
+
+    api: Any
+    namespace: str
+    seen: set[str] = field(default_factory=set)  # job uids ever seen
+    emptied_at: float | None = None  # wall clock, after something had been there
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> Watched:
+        threading.Thread(target=self._poll, daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _poll(self) -> None:
+        core = client.CoreV1Api(self.api)
+        while not self._stop.is_set():
+            try:
+                jobs = list_jobs(self.api, self.namespace)
+                pods = core.list_namespaced_pod(self.namespace).items
+            except Exception:
+                time.sleep(0.5)
+                continue
+            self.seen |= {j["metadata"]["uid"] for j in jobs}
+            if jobs or pods:
+                self.emptied_at = None
+            elif self.seen and self.emptied_at is None:
+                self.emptied_at = time.time()
+            time.sleep(0.3)
+
+    def jobs(self) -> list[dict[str, Any]]:
+        return list_jobs(self.api, self.namespace)
+
+    def live_uids(self) -> list[str]:
+        return [j["metadata"]["uid"] for j in self.jobs()]
+
+
+@dataclass
+class Run:
+    stack: AirflowStack
+    dag_id: str
+    run_id: str
+    watched: Watched
+    task_id: str = "train"
+
+    @property
+    def run_path(self) -> str:
+        return f"/dags/{self.dag_id}/dagRuns/{quote(self.run_id, safe='')}"
+
+    @property
+    def ti_path(self) -> str:
+        return self.ti_path_of(self.task_id)
+
+    def ti_path_of(self, task_id: str) -> str:
+        return f"{self.run_path}/taskInstances/{task_id}"
+
+    def ti(self, task_id: str | None = None) -> dict[str, Any]:
+        return self.stack.api("GET", self.ti_path_of(task_id or self.task_id))
+
+    def dag_run(self) -> dict[str, Any]:
+        return self.stack.api("GET", self.run_path)
+
+    def xcom(self, key: str, task_id: str | None = None) -> Any:
+        path = f"{self.ti_path_of(task_id or self.task_id)}/xcomEntries/{key}"
+        return self.stack.api("GET", path)["value"]
+
+    def state_store(self, key: str, task_id: str | None = None) -> Any:
+        """A value of the task instance's Airflow 3.3 task state store."""
+        path = f"{self.ti_path_of(task_id or self.task_id)}/state-store/{key}"
+        return self.stack.api("GET", path)["value"]
+
+    def clear(self, task_ids: list[str] | None = None, **options: Any) -> None:
+        """Clear task instances of this run through the REST API (their next try starts)."""
+        self.stack.api(
+            "POST",
+            f"/dags/{self.dag_id}/clearTaskInstances",
+            json={
+                "dry_run": False,
+                "dag_run_id": self.run_id,
+                "task_ids": task_ids or [self.task_id],
+                "only_failed": False,
+                "reset_dag_runs": True,
+                **options,
+            },
+        )
+
+    def wait_deferred(self, timeout: float = 300) -> dict[str, Any]:
+        def deferred():
+            self.stack.check_alive()
+            ti = self.ti()
+            if ti["state"] in ENDED:
+                raise AssertionError(f"{self.dag_id}: task ended {ti['state']} before deferring")
+            return ti if ti["state"] == "deferred" and self.watched.live_uids() else None
+
+        return wait_for(deferred, timeout, f"{self.dag_id} to defer", interval=1)
+
+    def wait_ended(
+        self, task_id: str | None = None, try_number: int = 1, timeout: float = 400
+    ) -> dict[str, Any]:
+        """The task instance once its try ``try_number`` has ended."""
+
+        def ended():
+            self.stack.check_alive()
+            ti = self.ti(task_id)
+            return ti if ti["state"] in ENDED and ti["try_number"] >= try_number else None
+
+        return wait_for(ended, timeout, f"{self.dag_id} try {try_number} to end", interval=1)
+
+
+class ReliabilityStack(AirflowStack):
+    """The e2e stack, patient with DAG imports on a busy 2-core machine."""
+
+    def env(self) -> dict[str, str]:
+        env = super().env()
+        env["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"] = "300"
+        env["AIRFLOW__DAG_PROCESSOR__DAG_FILE_PROCESSOR_TIMEOUT"] = "300"
+        # The task's first call (PATCH .../run) timed out at the default 5 s on a loaded
+        # machine; its retry then met the applied first one and the try failed unstarted.
+        env["AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT"] = "60"
+        return env
+
+
+def _raise_on_sigterm(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextlib.contextmanager
+def running_stack(volcano_cluster, name: str, dags_folder: Path = DAGS) -> Iterator[AirflowStack]:
+    """A real Airflow on the shared cluster; its logs under test-artifacts/reliability/NAME."""
+    home = Path(tempfile.mkdtemp(prefix="avw-rel-airflow-"))
+    log_dir = ARTIFACTS / name
+    shutil.rmtree(log_dir, ignore_errors=True)
+    stack = ReliabilityStack(
+        home=home,
+        log_dir=log_dir,
+        kubeconfig=volcano_cluster.kubeconfig,
+        wandb_conn=WANDB_CONN,
+        dags_folder=dags_folder,
+    )
+    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        stack.start(timeout=900)  # a loaded 2-core machine: the DB migration alone took >5 min
+        yield stack
+    finally:
+        try:
+            stack.stop()
+            shutil.rmtree(home, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def start_run(
+    stack: AirflowStack,
+    volcano_cluster,
+    api,
+    dag_id: str,
+    case: str,
+    conf: dict[str, Any],
+    *,
+    namespace_key: str = "namespace",
+    task_id: str = "train",
+) -> Run:
+    """Trigger ``dag_id`` for ``case`` with its job in a namespace of its own, watched."""
+    wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 240, f"DAG {dag_id}")
+    stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+    namespace = volcano_cluster.create_namespace(case.replace("_", "-")[:30])
+    run_id = f"{case}-{uuid.uuid4().hex[:6]}"
+    stack.api(
+        "POST",
+        f"/dags/{dag_id}/dagRuns",
+        json={
+            "dag_run_id": run_id,
+            "logical_date": None,
+            "conf": {**conf, namespace_key: namespace},
+        },
+    )
+    return Run(stack, dag_id, run_id, Watched(api, namespace).start(), task_id=task_id)
