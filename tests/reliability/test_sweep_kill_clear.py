@@ -20,8 +20,8 @@ from airflow_volcano_wandb.ownership import INTENT_LABEL, MAP_INDEX_LABEL, WANDB
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.reliability.airflow_runs import ReliabilityStack
 from tests.reliability.support import list_jobs
-from tests.reliability.test_deferred_kill import ReliabilityStack
 
 pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(2400)]
 
