@@ -15,8 +15,7 @@ from collections.abc import Iterable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
-
+from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
 from airflow_volcano_wandb.template import TemplateError, load_template
 from airflow_volcano_wandb.wandb_run import (
@@ -27,11 +26,6 @@ from airflow_volcano_wandb.wandb_run import (
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
-
-try:
-    from airflow.sdk.log import mask_secret
-except ImportError:  # Airflow < 3.2 kept it in the execution-time package.
-    from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef]
 
 __all__ = ["WANDB_CONN_FIELDS", "WANDB_UI_FIELD_BEHAVIOUR", "WandbHook"]
 
@@ -101,8 +95,6 @@ class WandbHook(BaseHook):
         """The Airflow connection, or ``None`` when it is not defined (see the class doc)."""
         if not self.wandb_conn_id:
             return None
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
         try:
             conn = self.get_connection(self.wandb_conn_id)
         except AirflowNotFoundException:

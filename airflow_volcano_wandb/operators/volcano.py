@@ -15,7 +15,6 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import (
@@ -26,6 +25,7 @@ from airflow_volcano_wandb import (
     submission,
     wandb_run,
 )
+from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin

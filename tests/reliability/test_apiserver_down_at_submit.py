@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from kubernetes import client, config
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.testing import faults

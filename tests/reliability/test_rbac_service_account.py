@@ -24,10 +24,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import AirflowException
 from kubernetes import client
 
 from airflow_volcano_wandb import job_watcher
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from tests.integration.jobs import (

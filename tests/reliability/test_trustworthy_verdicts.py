@@ -17,8 +17,8 @@ import asyncio
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     StubTaskInstance,

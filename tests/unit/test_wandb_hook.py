@@ -97,7 +97,7 @@ def test_missing_connection_means_defaults(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_api_key_is_registered_with_the_masker(monkeypatch: pytest.MonkeyPatch) -> None:
-    from airflow.sdk.log import redact
+    from airflow_volcano_wandb.airflow_compat import redact
 
     secret = "masked" + "m" * 40
     hook = WandbHook(define(monkeypatch, "wandb_unit_mask", password=secret))
