@@ -42,6 +42,9 @@ WHEEL=$(echo "$WORK"/dist/*.whl)
 cp -r "$REPO/dags" "$WORK/dags"  # as a user copies them, with their templates/
 
 unset PYTHONPATH AIRFLOW_HOME AIRFLOW_CONN_KUBERNETES_DEFAULT AIRFLOW_CONN_WANDB_DEFAULT
+# A busy 2-core machine can take longer than Airflow's default 30 s to import the DAG files
+# (the Kubernetes client alone takes seconds): not what this target tests.
+export AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=${AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT:-300}
 declare -A RESULT
 for minor in $MINORS; do
     release=${RELEASE[$minor]}
