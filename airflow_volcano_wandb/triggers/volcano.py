@@ -145,7 +145,7 @@ class VolcanoJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        if self.delete_on_kill:
+        if self.delete_on_kill and self.task_instance is not None:  # in a triggerer, not sync
             airflow_compat.warn_if_no_trigger_on_kill()
         job_watcher = await _kubernetes_side()
         selector = self.watch_selector
