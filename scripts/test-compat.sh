@@ -45,14 +45,15 @@ unset PYTHONPATH AIRFLOW_HOME AIRFLOW_CONN_KUBERNETES_DEFAULT AIRFLOW_CONN_WANDB
 # A busy 2-core machine can take longer than Airflow's default 30 s to import the DAG files
 # (the Kubernetes client alone takes seconds): not what this target tests.
 export AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=${AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT:-300}
+# The Airflow release in the venv of $python, from its metadata: importing Airflow takes seconds.
+installed() { "$python" -c 'import importlib.metadata as m; print(m.version("apache-airflow"))'; }
+
 declare -A RESULT
 for minor in $MINORS; do
     release=${RELEASE[$minor]}
     venv=$CACHE/$minor
     python=$venv/bin/python
     started=$SECONDS
-    # The installed release from its metadata: importing Airflow takes seconds.
-    installed() { "$python" -c 'import importlib.metadata as m; print(m.version("apache-airflow"))'; }
     if [[ $(installed 2>/dev/null) != "$release" ]]; then
         say "[$minor] creating $venv (Airflow $release)"
         "$UV" venv -q --clear -p "$PY" "$venv"
