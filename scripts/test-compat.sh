@@ -65,10 +65,12 @@ for minor in $MINORS; do
     status=passed
     say "[$minor] unit tests"
     (cd "$REPO" && "$python" -m pytest tests/unit -q -p no:cacheprovider) || status=FAILED
+    # A namespace per minor: runs for several minors may share the cluster at once.
     say "[$minor] airflow dags test volcano_pytorch_manual on the cluster in $CLUSTER"
     mkdir -p "$WORK/run-$minor"
     (cd "$WORK/run-$minor" && "$python" "$REPO/scripts/demo.py" --cluster-dir "$CLUSTER" \
-        --state-dir "$WORK/state-$minor" --dags-folder "$WORK/dags") ||
+        --state-dir "$WORK/state-$minor" --dags-folder "$WORK/dags" \
+        --namespace "compat-${minor//./-}") ||
         { tail -50 "$WORK/state-$minor/demo-dags-test.log"; status=FAILED; }
     RESULT[$minor]="$status ($((SECONDS - started)) s)"
     say "[$minor] ${RESULT[$minor]}"
