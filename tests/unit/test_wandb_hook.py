@@ -127,15 +127,17 @@ def test_connection_form_as_the_airflow_ui_builds_it() -> None:
     assert "wandb" in hooks, "provider not installed as a package (no entry point)"
     assert hooks["wandb"].hook_name == "Weights & Biases"
     fields = {"extra__wandb__entity", "extra__wandb__project"}
-    # Airflow >= 3.2 reads the fields from the provider info, 3.1 from the hook's WTForms
+    # Airflow >= 3.2 reads the form from the provider info, 3.1 from the hook's WTForms
     # widgets with Flask-AppBuilder mocked; 3.0 needs Flask-AppBuilder installed for those
-    # widgets (else no provider's extra fields show, and extras go in the Extra JSON).
+    # widgets, and without it drops the hook's whole form: no extra fields, no labels (the
+    # extras then go in the Extra JSON).
     if Version(airflow.__version__) >= Version("3.1") or _installed("flask-appbuilder"):
         assert fields <= set(widgets)
+        assert behaviours["wandb"]["relabeling"] == {"password": "API Key", "host": "Base URL"}
+        assert "login" in behaviours["wandb"]["hidden_fields"]
     else:
         assert not fields & set(widgets)
-    assert behaviours["wandb"]["relabeling"] == {"password": "API Key", "host": "Base URL"}
-    assert "login" in behaviours["wandb"]["hidden_fields"]
+        assert "wandb" not in behaviours
 
 
 def _installed(distribution: str) -> bool:
