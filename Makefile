@@ -7,7 +7,7 @@ CLUSTER_DIR ?= $(STATE)/cluster
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-unit test-long test-lifecycle lint check-wheel cluster-up cluster-down cluster-status bench clean
+.PHONY: venv demo test test-unit test-long test-lifecycle test-compat lint check-wheel cluster-up cluster-down cluster-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -59,6 +59,15 @@ lint: venv
 # with AVW_CLUSTER_STATE_DIR naming a running cluster, also run the manual DAG on it.
 check-wheel:
 	scripts/check-wheel.sh $(PY)
+
+# Every supported Airflow 3 minor (COMPAT_MINORS, default all: 3.0 3.1 3.2 3.3): a cached venv
+# each with the built wheel, the unit tests and the manual DAG on the local cluster (the one
+# AVW_CLUSTER_STATE_DIR names, else $(CLUSTER_DIR), started if needed). See scripts/test-compat.sh.
+COMPAT_MINORS ?=
+test-compat:
+	@if [ -z "$$AVW_CLUSTER_STATE_DIR" ]; then $(MAKE) --no-print-directory cluster-up; fi
+	AVW_CLUSTER_STATE_DIR="$${AVW_CLUSTER_STATE_DIR:-$(CLUSTER_DIR)}" COMPAT_MINORS="$(COMPAT_MINORS)" \
+		scripts/test-compat.sh $(PY)
 
 bench: cluster-up
 	$(BIN)/python bench/run_all.py --cluster-dir $(CLUSTER_DIR)

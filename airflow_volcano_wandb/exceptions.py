@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
-
+from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.diagnostics import Classification, FailureKind
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 

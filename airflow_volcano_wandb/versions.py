@@ -18,5 +18,12 @@ ETCD_VERSION = "v3.6.5"
 VOLCANO_VERSION = "v1.14.1"
 #: KWOK, which simulates the nodes and what happens inside pods.
 KWOK_VERSION = "v0.8.0"
-#: The Airflow release the provider is tested with (it requires >=3.3, see pyproject.toml).
+#: The Airflow release the provider is developed and fully tested with (the project venv).
 AIRFLOW_VERSION = "3.3.2"
+#: Every Airflow 3 minor the provider supports (pyproject.toml: >=3.0), with the patch release
+#: ``make test-compat`` tests it on (its unit tests and the manual DAG on the local cluster).
+#: What each older minor lacks is in ``airflow_compat.py`` and the README's compatibility table.
+#: The oldest minor the package allows: the oldest whose ``make test-compat`` passes
+#: (3.0-3.2 do not yet; see the README's "Airflow compatibility").
+AIRFLOW_FLOOR = "3.3"
+AIRFLOW_COMPAT_RELEASES = {"3.0": "3.0.6", "3.1": "3.1.8", "3.2": "3.2.2", "3.3": AIRFLOW_VERSION}

@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseHook
-
+from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
 from airflow_volcano_wandb.lineage import ArtifactRef
 from airflow_volcano_wandb.template import TemplateError, load_template
@@ -27,11 +26,6 @@ from airflow_volcano_wandb.wandb_urls import is_default_base_url, run_url
 
 if TYPE_CHECKING:
     from airflow.sdk import Connection
-
-try:
-    from airflow.sdk.log import mask_secret
-except ImportError:  # Airflow < 3.2 kept it in the execution-time package.
-    from airflow.sdk.execution_time.secrets_masker import mask_secret  # type: ignore[no-redef]
 
 __all__ = ["WANDB_CONN_FIELDS", "WANDB_UI_FIELD_BEHAVIOUR", "WandbHook"]
 
@@ -114,8 +108,6 @@ class WandbHook(BaseHook):
         """The Airflow connection, or ``None`` when it is not defined (see the class doc)."""
         if not self.wandb_conn_id:
             return None
-        from airflow.sdk.exceptions import AirflowNotFoundException
-
         try:
             conn = self.get_connection(self.wandb_conn_id)
         except AirflowNotFoundException:
@@ -137,7 +129,7 @@ class WandbHook(BaseHook):
         """
         if not self.wandb_conn_id or "connection" in self.__dict__:
             return  # no connection named, or already loaded (and masked)
-        from airflow.sdk.exceptions import AirflowNotFoundException
+        from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException
 
         with contextlib.suppress(AirflowNotFoundException):
             _mask(self.get_connection(self.wandb_conn_id).password)

@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_volcano_wandb import wandb_run
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, RunEnv, TemplateError, render_job
 from airflow_volcano_wandb.wandb_env import container_env, macro_values

@@ -12,10 +12,10 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import Context
-from airflow.sdk.exceptions import AirflowException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import api_key_secret, cleanup, job_report, submission, wandb_run
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError

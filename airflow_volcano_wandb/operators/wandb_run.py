@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
-from airflow.sdk.exceptions import AirflowException
 
 from airflow_volcano_wandb import api_key_secret, lineage, wandb_backlink, wandb_run
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job_facts import JobFacts
 from airflow_volcano_wandb.links.wandb import WandbRunLink

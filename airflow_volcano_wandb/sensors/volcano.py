@@ -9,9 +9,12 @@ from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context
-from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowTaskTimeout
 
 from airflow_volcano_wandb import cleanup, job_report
+from airflow_volcano_wandb.airflow_compat import (
+    AirflowSensorTimeout,
+    AirflowTaskTimeout,
+)
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.hooks.wandb import WandbHook

@@ -6,12 +6,13 @@ import asyncio
 import contextlib
 import importlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Coroutine
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_volcano_wandb import airflow_compat
 from airflow_volcano_wandb.job_status import interpret
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
@@ -144,6 +145,8 @@ class VolcanoJobTrigger(BaseTrigger):
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        if self.delete_on_kill and self.task_instance is not None:  # in a triggerer, not sync
+            airflow_compat.warn_if_no_trigger_on_kill()
         job_watcher = await _kubernetes_side()
         selector = self.watch_selector
         while True:
@@ -252,18 +255,49 @@ class VolcanoJobTrigger(BaseTrigger):
         return wake
 
     async def on_kill(self) -> None:
-        """A user killed, cleared or failed the deferred task: the job must not run on."""
+        """A user killed, cleared or failed the deferred task: the job must not run on.
+
+        Called by Airflow 3.3 and later; older releases go through :meth:`cleanup`.
+        """
         if self._fired or not self.delete_on_kill:
             return
+        await self._shielded(self._delete_on_kill())
+
+    async def cleanup(self) -> None:
+        """Airflow < 3.3: the same as :meth:`on_kill`, when the task has left ``deferred``.
+
+        Those releases never call ``on_kill``: they cancel the trigger and call ``cleanup()``
+        whether a user acted on the task or the triggerer itself is stopping (when the job
+        must be left to the next triggerer). Only a task that is no longer deferred was
+        killed, cleared or marked; a state that cannot be read leaves the job alone.
+        """
+        if airflow_compat.TRIGGER_ON_KILL or self._fired or not self.delete_on_kill:
+            return
+        await self._shielded(self._delete_if_task_left())
+
+    async def _delete_if_task_left(self) -> None:
+        if self.task_instance is not None and await airflow_compat.task_left_deferral(
+            self.task_instance
+        ):
+            await self._delete_on_kill()
+
+    async def _delete_on_kill(self) -> None:
         self.log.info(
             "Task killed while deferred: deleting Volcano job %s/%s", self.namespace, self.job_name
         )
-        # Shielded: the triggerer may cancel this task again while on_kill waits (it keeps
-        # cancelling a trigger the task no longer needs), and must not stop the deletion.
-        deletion = asyncio.ensure_future(self._delete_job())
-        _deletions.add(deletion)
-        deletion.add_done_callback(_deletions.discard)
-        await asyncio.shield(deletion)
+        await self._delete_job()
+
+    @staticmethod
+    async def _shielded(work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` to its end even when the awaiting task is cancelled meanwhile.
+
+        The triggerer may cancel a trigger again while its ``on_kill`` or ``cleanup`` awaits
+        (it keeps cancelling a trigger the task no longer needs); that must not stop a deletion.
+        """
+        task = asyncio.ensure_future(work)
+        _deletions.add(task)
+        task.add_done_callback(_deletions.discard)
+        await asyncio.shield(task)
 
     async def _delete_job(self) -> None:
         """Delete the job unless a newer try adopted it (see ``ownership.may_delete``)."""

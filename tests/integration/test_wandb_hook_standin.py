@@ -178,7 +178,7 @@ def test_api_key_sent_as_auth_but_never_logged_against_wandb_standin(
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    from airflow.sdk.log import redact
+    from airflow_volcano_wandb.airflow_compat import redact
 
     start = time.time()
     with caplog.at_level(logging.DEBUG):
@@ -220,8 +220,7 @@ def test_test_connection_against_wandb_standin(
 def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
     standin: WandbStandin, conn_id: str, kubernetes_connection, volcano_cluster, volcano_namespace
 ) -> None:
-    from airflow.sdk.exceptions import AirflowException
-
+    from airflow_volcano_wandb.airflow_compat import AirflowException
     from tests.reliability.support import StubTaskInstance, execute_operator, list_jobs, operator
 
     queue = f"wandb-queue://{ENTITY}/volcano-queue"

@@ -71,7 +71,7 @@ def operator(**kwargs: Any) -> VolcanoPyTorchJobOperator:
 
 def execute_operator(op: VolcanoPyTorchJobOperator, ti: StubTaskInstance) -> Any:
     """Run ``op.execute``; a deferral is returned as its trigger instead of raised."""
-    from airflow.sdk.exceptions import TaskDeferred
+    from airflow_volcano_wandb.airflow_compat import TaskDeferred
 
     try:
         return op.execute(context_for(ti))

@@ -25,10 +25,10 @@ import json
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from tests.hostile import hostile_text

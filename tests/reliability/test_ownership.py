@@ -192,7 +192,7 @@ def test_a_killed_deferred_sensor_deletes_its_job(
 def test_a_sensor_that_gives_up_deletes_its_job(
     ending, kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
-    from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
+    from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowSensorTimeout
 
     namespace = volcano_namespace
     admin = volcano_cluster.api_client()

@@ -16,9 +16,9 @@ import threading
 import time
 
 import pytest
-from airflow.sdk.exceptions import AirflowException
 from kubernetes import client
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (

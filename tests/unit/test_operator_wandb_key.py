@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from airflow.sdk.exceptions import AirflowException
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from tests.reliability.support import StubTaskInstance, context_for
 

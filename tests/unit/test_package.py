@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.airflow_compat import dag_bag, serialize_dag
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -72,14 +74,11 @@ def test_the_provider_manager_registers_the_wandb_connection_type():
 
 @pytest.mark.parametrize("folder", ["dags", "tests/dags"])
 def test_dags_import_and_serialize_without_errors(folder):
-    from airflow.dag_processing.dagbag import DagBag
-    from airflow.serialization.serialized_objects import DagSerialization
-
-    bag = DagBag(dag_folder=str(REPO / folder))
+    bag = dag_bag(str(REPO / folder))
     assert bag.import_errors == {}
     assert bag.dags
     for dag in bag.dags.values():  # as the scheduler stores it: catches e.g. a templated
-        assert DagSerialization.to_dict(dag)["dag"]["dag_id"] == dag.dag_id  # BaseOperator field
+        assert serialize_dag(dag)["dag"]["dag_id"] == dag.dag_id  # BaseOperator field
     if folder == "dags":
         assert {
             "volcano_pytorch_manual",
@@ -89,9 +88,7 @@ def test_dags_import_and_serialize_without_errors(folder):
 
 
 def test_manual_dag_params_make_a_usable_trigger_form():
-    from airflow.dag_processing.dagbag import DagBag
-
-    dag = DagBag(dag_folder=str(REPO / "dags")).dags["volcano_pytorch_manual"]
+    dag = dag_bag(str(REPO / "dags")).dags["volcano_pytorch_manual"]
     replicas = dag.params.get_param("worker_replicas")
     assert replicas.value == 1
     assert replicas.schema["minimum"] == 0 and replicas.schema["maximum"] == 64

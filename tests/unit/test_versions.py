@@ -81,3 +81,18 @@ def test_every_component_is_built_at_its_go_mod_pin():
         # The module of a package is the longest pinned prefix of its import path.
         module = max((m for m in pins if component.package.startswith(m)), key=len)
         assert pins[module] == component.version, component.name
+
+
+def test_every_supported_airflow_minor_has_the_release_test_compat_installs():
+    import tomllib
+    from packaging.version import Version
+
+    releases = versions.AIRFLOW_COMPAT_RELEASES
+    assert list(releases) == ["3.0", "3.1", "3.2", "3.3"]
+    assert releases["3.3"] == versions.AIRFLOW_VERSION  # the project venv's
+    for minor, release in releases.items():
+        assert Version(release).release[:2] == Version(minor).release, (minor, release)
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    project = tomllib.loads(pyproject.read_text())["project"]
+    assert versions.AIRFLOW_FLOOR in releases
+    assert f"apache-airflow>={versions.AIRFLOW_FLOOR},<4" in project["dependencies"]

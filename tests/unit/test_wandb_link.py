@@ -14,11 +14,14 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from airflow_volcano_wandb.links import WANDB_RUN_URL_XCOM_KEY, WandbRunLink
+from tests.airflow_compat import serialize_dag
 
+REPO = Path(__file__).resolve().parents[2]
 URL = "https://wandb.ai/team/mlp/runs/abc123"
 
 DAG_FILE = textwrap.dedent(
@@ -83,10 +86,11 @@ DRIVER = textwrap.dedent(
     import link_dags
     from sqlalchemy import select
 
-    from airflow.models.dagbag import DBDagBag
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
+
+    from tests.airflow_compat import latest_serialized_dag
 
     results = {"running": None, "finished": {}, "xcom": {}}
 
@@ -95,7 +99,7 @@ DRIVER = textwrap.dedent(
         # The API server's extra-links endpoint: serialized DAG + task.get_extra_links(ti, name).
         out = {}
         with create_session() as session:
-            sdag = DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+            sdag = latest_serialized_dag(dag_id, session)
             tis = session.scalars(
                 select(TaskInstance).where(
                     TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id
@@ -152,14 +156,13 @@ def test_link_is_serialized_as_an_xcom_link_on_the_operators_key() -> None:
     # The API server never imports the operator: it rebuilds links from the serialized DAG as
     # {name: xcom_key}. Pointing at "wandb_run_url" is what makes the button work mid-run.
     from airflow.sdk import DAG, BaseOperator
-    from airflow.serialization.serialized_objects import DagSerialization
 
     class Op(BaseOperator):
         operator_extra_links = (WandbRunLink(),)
 
     with DAG("ser", schedule=None, start_date=datetime.datetime(2026, 1, 1)) as dag:
         Op(task_id="t")
-    encoded = DagSerialization.to_dict(dag)
+    encoded = serialize_dag(dag)
     (task,) = encoded["dag"]["tasks"]
     assert task["__var"]["_operator_extra_links"] == {"W&B Run": "wandb_run_url"}
 
@@ -178,6 +181,7 @@ def dag_test_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         "AVW_PUSHED": str(home / "pushed"),
         "AVW_RELEASE": str(home / "release"),
+        "PYTHONPATH": str(REPO),  # the driver imports tests.airflow_compat
     }
     proc = subprocess.run(
         [sys.executable, "-c", DRIVER],

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The provider on every supported Airflow 3 minor: for each minor, a venv of its own with the
+# built WHEEL (not an editable install) and that minor's patch release from versions.py
+# (AIRFLOW_COMPAT_RELEASES), then the unit tests and the manual example DAG (`airflow dags
+# test`, its sensor deferrable, via scripts/demo.py) on the running local cluster.
+#
+# The venvs are kept in ~/.cache/airflow-volcano-wandb/compat/<minor> and built when absent (or
+# holding another Airflow); uv resolves every other dependency itself: Airflow's published
+# constraint files are not reachable from here. Each run reinstalls the freshly built wheel.
+# Every minor runs even when one fails; the exit code is 1 when any failed.
+#
+# usage: COMPAT_MINORS="3.0 3.3" AVW_CLUSTER_STATE_DIR=.state/cluster scripts/test-compat.sh [PYTHON]
+set -euo pipefail
+
+PY=${1:-python3.11}
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+CACHE=${AVW_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/airflow-volcano-wandb}/compat
+WORK=$(mktemp -d -t avw-test-compat-XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+say() { echo "test-compat: $*"; }
+
+CLUSTER=${AVW_CLUSTER_STATE_DIR:?AVW_CLUSTER_STATE_DIR must name a running local cluster}
+CLUSTER=$(cd "$REPO" && realpath "$CLUSTER")
+# versions.py is pure constants: read it without importing the package (or Airflow).
+declare -A RELEASE
+ALL=""
+while read -r minor release; do RELEASE[$minor]=$release ALL="$ALL $minor"; done < <(
+    "$PY" -c 'import sys; ns = {}; exec(open(sys.argv[1]).read(), ns)
+for minor, release in ns["AIRFLOW_COMPAT_RELEASES"].items(): print(minor, release)' \
+        "$REPO/airflow_volcano_wandb/versions.py"
+)
+MINORS=${COMPAT_MINORS:-$ALL}
+for minor in $MINORS; do
+    [[ -n ${RELEASE[$minor]:-} ]] ||
+        { say "unknown minor '$minor' (supported:$ALL)"; exit 2; }
+done
+
+UV=$("$REPO/scripts/uv-path.sh" "$PY")
+say "building the wheel"
+"$UV" build -q --wheel --python "$PY" --out-dir "$WORK/dist" "$REPO"
+WHEEL=$(echo "$WORK"/dist/*.whl)
+cp -r "$REPO/dags" "$WORK/dags"  # as a user copies them, with their templates/
+
+unset PYTHONPATH AIRFLOW_HOME AIRFLOW_CONN_KUBERNETES_DEFAULT AIRFLOW_CONN_WANDB_DEFAULT
+# A busy 2-core machine can take longer than Airflow's default 30 s to import the DAG files
+# (the Kubernetes client alone takes seconds): not what this target tests.
+export AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT=${AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT:-300}
+# The Airflow release in the venv of $python, from its metadata: importing Airflow takes seconds.
+installed() { "$python" -c 'import importlib.metadata as m; print(m.version("apache-airflow"))'; }
+
+declare -A RESULT
+for minor in $MINORS; do
+    release=${RELEASE[$minor]}
+    venv=$CACHE/$minor
+    python=$venv/bin/python
+    started=$SECONDS
+    if [[ $(installed 2>/dev/null) != "$release" ]]; then
+        say "[$minor] creating $venv (Airflow $release)"
+        "$UV" venv -q --clear -p "$PY" "$venv"
+    fi
+    "$UV" pip install -q --python "$python" --reinstall-package airflow-volcano-wandb \
+        "$WHEEL[dev,testing]" "apache-airflow==$release"
+    say "[$minor] Airflow $(installed), venv ready after $((SECONDS - started)) s"
+
+    status=passed
+    say "[$minor] unit tests"
+    (cd "$REPO" && "$python" -m pytest tests/unit -q -p no:cacheprovider) || status=FAILED
+    # A namespace per minor: runs for several minors may share the cluster at once.
+    say "[$minor] airflow dags test volcano_pytorch_manual on the cluster in $CLUSTER"
+    mkdir -p "$WORK/run-$minor"
+    (cd "$WORK/run-$minor" && "$python" "$REPO/scripts/demo.py" --cluster-dir "$CLUSTER" \
+        --state-dir "$WORK/state-$minor" --dags-folder "$WORK/dags" \
+        --namespace "compat-${minor//./-}") ||
+        { tail -50 "$WORK/state-$minor/demo-dags-test.log"; status=FAILED; }
+    RESULT[$minor]="$status ($((SECONDS - started)) s)"
+    say "[$minor] ${RESULT[$minor]}"
+done
+
+failed=0
+for minor in $MINORS; do
+    say "Airflow ${RELEASE[$minor]}: ${RESULT[$minor]}"
+    [[ ${RESULT[$minor]} == passed* ]] || failed=1
+done
+exit $failed

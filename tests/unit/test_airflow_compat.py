@@ -1,0 +1,141 @@
+"""What the provider does on the Airflow minor it runs on (``airflow_compat``).
+
+``make test-compat`` runs these on every supported minor: each test asserts the full
+behaviour on Airflow 3.3 and the documented degraded one on 3.0-3.2, never skips.
+
+A kill of a deferred task: from 3.3 the triggerer calls the trigger's ``on_kill``; before, it
+only cancels the trigger and calls ``cleanup()`` (as it does when it stops itself), and the
+trigger asks the API server whether its task has left ``deferred``. The API's answer is
+stubbed here (``RuntimeTaskInstance.get_task_states`` needs a running triggerer); the
+deletion itself is proven on the cluster by ``tests/reliability/test_deferred_kill.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import airflow
+import pytest
+from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+from packaging.version import Version
+
+from airflow_volcano_wandb import airflow_compat
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+
+ON_3_3 = Version(airflow.__version__) >= Version("3.3")
+
+
+@dataclass
+class Ti:
+    """The fields of a triggerer's ``task_instance`` that the state query uses."""
+
+    dag_id: str = "d"
+    task_id: str = "wait"
+    run_id: str = "r"
+    map_index: int = -1
+
+
+def test_the_capability_follows_the_installed_release():
+    assert Version(Version(airflow.__version__).base_version) == airflow_compat.INSTALLED_AIRFLOW
+    assert airflow_compat.TRIGGER_ON_KILL is ON_3_3
+
+
+def _answer(monkeypatch, states=None, error=None) -> list[dict]:
+    calls: list[dict] = []
+
+    def get_task_states(**query):
+        calls.append(query)
+        if error:
+            raise error
+        return states
+
+    monkeypatch.setattr(RuntimeTaskInstance, "get_task_states", staticmethod(get_task_states))
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("state", "left"),
+    [("deferred", False), ("failed", True), ("success", True), ("skipped", True), (None, True)],
+)
+def test_a_task_has_left_deferral_unless_the_api_says_deferred(monkeypatch, state, left):
+    calls = _answer(monkeypatch, {"r": {"wait": state}})
+    assert asyncio.run(airflow_compat.task_left_deferral(Ti())) is left
+    assert calls == [{"dag_id": "d", "task_ids": ["wait"], "run_ids": ["r"], "map_index": -1}]
+
+
+def test_a_mapped_task_is_looked_up_under_its_map_index(monkeypatch):
+    _answer(monkeypatch, {"r": {"wait_3": "deferred", "wait": "failed"}})
+    assert asyncio.run(airflow_compat.task_left_deferral(Ti(map_index=3))) is False
+
+
+def test_a_task_instance_gone_from_the_db_has_left(monkeypatch):
+    _answer(monkeypatch, {})
+    assert asyncio.run(airflow_compat.task_left_deferral(Ti())) is True
+
+
+def test_an_unreadable_state_is_no_answer(monkeypatch):
+    _answer(monkeypatch, error=ConnectionError("API server gone"))
+    assert asyncio.run(airflow_compat.task_left_deferral(Ti())) is None
+
+
+def _trigger(monkeypatch, left: bool | None, **kwargs) -> tuple[VolcanoJobTrigger, list[str]]:
+    """A trigger whose job deletion is recorded, and whose task has ``left`` deferral."""
+    trigger = VolcanoJobTrigger(job_name="j", namespace="ns", job_uid="u", **kwargs)
+    trigger.task_instance = Ti()
+    deleted: list[str] = []
+
+    async def delete_job() -> None:
+        deleted.append(trigger.job_name)
+
+    async def task_left(ti) -> bool | None:
+        return left
+
+    monkeypatch.setattr(trigger, "_delete_job", delete_job)
+    monkeypatch.setattr(airflow_compat, "task_left_deferral", task_left)
+    return trigger, deleted
+
+
+def test_a_user_kill_deletes_the_job_through_what_this_release_calls(monkeypatch):
+    trigger, deleted = _trigger(monkeypatch, left=True)
+    if ON_3_3:  # the triggerer calls on_kill, then cleanup(): one deletion, by on_kill
+        asyncio.run(trigger.on_kill())
+        assert deleted == ["j"]
+        asyncio.run(trigger.cleanup())
+        assert deleted == ["j"]
+    else:  # only cleanup() is called, and the task is no longer deferred
+        asyncio.run(trigger.cleanup())
+        assert deleted == ["j"]
+
+
+@pytest.mark.parametrize("left", [False, None])
+def test_a_triggerer_stopping_or_an_unreadable_state_leaves_the_job(monkeypatch, left):
+    trigger, deleted = _trigger(monkeypatch, left=left)
+    asyncio.run(trigger.cleanup())
+    assert deleted == []
+
+
+def test_a_fired_trigger_or_delete_on_kill_false_never_deletes(monkeypatch):
+    trigger, deleted = _trigger(monkeypatch, left=True)
+    trigger._fired = True
+    asyncio.run(trigger.cleanup())
+    asyncio.run(trigger.on_kill())
+    kept, kept_deleted = _trigger(monkeypatch, left=True, delete_on_kill=False)
+    asyncio.run(kept.cleanup())
+    asyncio.run(kept.on_kill())
+    assert deleted == kept_deleted == []
+
+
+def test_the_missing_on_kill_is_warned_about_once(monkeypatch, caplog):
+    monkeypatch.setattr(airflow_compat, "_warned", set())
+    with caplog.at_level(logging.WARNING, logger=airflow_compat.__name__):
+        airflow_compat.warn_if_no_trigger_on_kill()
+        airflow_compat.warn_if_no_trigger_on_kill()
+    warnings = [r.getMessage() for r in caplog.records if r.name == airflow_compat.__name__]
+    if ON_3_3:
+        assert warnings == []
+    else:
+        (warning,) = warnings
+        assert "on_kill" in warning and "Airflow 3.3" in warning
+        assert warning.startswith(f"Airflow {airflow_compat.INSTALLED_AIRFLOW}:")
