@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from airflow_volcano_wandb import permissions
@@ -46,6 +45,7 @@ from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
+from tests.rbac_manifests import role_permissions
 from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.timeout(1800)]
@@ -328,18 +328,6 @@ def _used(audit_log: Path, namespace: str) -> tuple[set[Permission], set[Permiss
     return used, denied
 
 
-def _role(manifest: str) -> set[Permission]:
-    docs = yaml.safe_load_all((K8S / manifest).read_text())
-    (role,) = [d for d in docs if d and d["kind"] == "Role"]
-    return {
-        Permission(group, resource.partition("/")[0], verb, resource.partition("/")[2])
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
 @pytest.mark.parametrize(
     ("manifest", "doctors_list"),
     [
@@ -352,7 +340,7 @@ def test_each_role_grants_exactly_what_its_account_used(
 ) -> None:
     used, denied = _used(audited.audit_log, audited.namespaces[manifest])
     assert denied == set(), f"refused to the provider: {sorted(map(str, denied))}"
-    granted = _role(manifest)
+    granted = role_permissions(manifest)
     assert sorted(map(str, used - granted)) == [], "used but not granted"
     assert sorted(map(str, granted - used)) == [], "granted but never used"
     assert set(doctors_list) == used

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from airflow_volcano_wandb import doctor, permissions
 from airflow_volcano_wandb.doctor import FAIL, OK, WARN
 from airflow_volcano_wandb.permissions import REQUIRED_PERMISSIONS, Permission
-
-K8S = Path(__file__).resolve().parents[2] / "docker" / "k8s"
+from tests.rbac_manifests import role_permissions
 
 SERVED = {
     "batch.volcano.sh/v1alpha1": ["jobs", "jobs/status"],
@@ -23,18 +19,6 @@ def _webhook_config(group: str, resource: str) -> dict:
     return {"webhooks": [{"rules": [{"apiGroups": [group], "resources": [resource]}]}]}
 
 
-def _role_permissions(manifest: str) -> set[Permission]:
-    docs = yaml.safe_load_all((K8S / manifest).read_text())
-    (role,) = [d for d in docs if d and d["kind"] == "Role"]
-    return {
-        Permission(group, resource.partition("/")[0], verb, resource.partition("/")[2])
-        for rule in role["rules"]
-        for group in rule["apiGroups"]
-        for resource in rule["resources"]
-        for verb in rule["verbs"]
-    }
-
-
 @pytest.mark.parametrize(
     ("manifest", "permissions"),
     [
@@ -43,7 +27,7 @@ def _role_permissions(manifest: str) -> set[Permission]:
     ],
 )
 def test_the_doctors_lists_are_exactly_the_roles(manifest, permissions):
-    in_yaml = _role_permissions(manifest)
+    in_yaml = role_permissions(manifest)
     assert set(permissions) == in_yaml
     assert len(permissions) == len(in_yaml)  # no duplicates
 

@@ -1,0 +1,24 @@
+"""The Roles of docker/k8s/*.yaml as the provider's ``Permission`` sets."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from airflow_volcano_wandb.permissions import Permission
+
+K8S = Path(__file__).resolve().parents[1] / "docker" / "k8s"
+
+
+def role_permissions(manifest: str) -> set[Permission]:
+    """Every (group, resource, verb) the one Role in ``docker/k8s/<manifest>`` grants."""
+    docs = yaml.safe_load_all((K8S / manifest).read_text())
+    (role,) = [d for d in docs if d and d["kind"] == "Role"]
+    return {
+        Permission(group, resource.partition("/")[0], verb, resource.partition("/")[2])
+        for rule in role["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+        for verb in rule["verbs"]
+    }
