@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_volcano_wandb import diagnostics, exceptions
+from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
@@ -71,7 +72,7 @@ def explain_end(
         master = diagnostics.master_pod(pods, job)
         failures = diagnostics.container_failures(pods, diagnostics.task_of(master or {}) or None)
         logs = {
-            name: hook.read_pod_log(name, namespace, log_lines)
+            name: _masked_pod_log(hook, name, namespace, log_lines)
             for name in diagnostics.pods_worth_a_log(failures, master)
         }
         report = diagnostics.failure_report(failures, logs, events, log_lines)
@@ -136,6 +137,16 @@ def fetch_finished_job(
         return None
 
 
+def _masked_pod_log(hook: VolcanoHook, pod: str, namespace: str, log_lines: int) -> str:
+    """A pod's log tail with every secret this process knows already masked.
+
+    Masked here, before it is logged, because a task's log records also travel outside the
+    task's own masked log file (Airflow's supervisor can copy them to the scheduler's or
+    worker's stdout), and a trainer may print its environment, API key included.
+    """
+    return str(redact(hook.read_pod_log(pod, namespace, log_lines)))
+
+
 def log_master_tail(
     hook: VolcanoHook, job: Mapping[str, Any] | None, log_lines: int, task_log: Any
 ) -> None:
@@ -148,7 +159,7 @@ def log_master_tail(
         if master is None:
             return
         pod_name = master["metadata"]["name"]
-        for line in hook.read_pod_log(pod_name, meta["namespace"], log_lines).splitlines():
+        for line in _masked_pod_log(hook, pod_name, meta["namespace"], log_lines).splitlines():
             task_log.info("[%s] %s", pod_name, line)
     except Exception as exc:
         task_log.warning("Could not read the master's log (%s)", exc)

@@ -119,9 +119,9 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_
         assert env[index]["AIRFLOW_CTX_MAP_INDEX"] == str(index)
         assert env[index]["TRAIN_LR"] == json.dumps(point["lr"])
         assert env[index]["TRAIN_HIDDEN_SIZE"] == str(point["hidden_size"])
-    # Six summaries read back, one per run, each the stand-in's value for that run.
+    # Every run's summary read back (the link-back may read a run again before writing it).
     asked = [r.variables.get("name") for r in standin.requests if r.operation == "Run"]
-    assert sorted(asked) == sorted(run_ids)
+    assert set(asked) == run_ids
     winner = values["promote.return_value"]
     best_run = max(run_ids, key=lambda run_id: accuracy(run_id)["eval/accuracy"])
     assert winner["wandb_run_id"] == best_run

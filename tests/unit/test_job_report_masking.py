@@ -1,0 +1,46 @@
+"""Pod log lines are masked before the task logs them, not only by the task's log file."""
+
+from __future__ import annotations
+
+import logging
+import secrets
+
+from airflow_volcano_wandb import job_report
+from airflow_volcano_wandb.airflow_compat import mask_secret
+
+
+class _PodLogs:
+    """Answers the two reads ``log_master_tail`` makes, with a trainer that prints its key."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+    def list_job_pods(self, name: str, namespace: str) -> list[dict]:
+        return [
+            {
+                "metadata": {
+                    "name": f"{name}-master-0",
+                    "annotations": {"volcano.sh/task-spec": "master"},
+                },
+                "status": {"phase": "Succeeded"},
+            }
+        ]
+
+    def read_pod_log(self, pod: str, namespace: str, log_lines: int) -> str:
+        return self.line
+
+
+def test_a_pod_log_line_carrying_the_key_is_logged_masked(caplog):
+    key = "avwtest" + secrets.token_hex(16)
+    mask_secret(key)
+    job = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"tasks": [{"name": "master"}]},
+    }
+    with caplog.at_level(logging.INFO):
+        job_report.log_master_tail(
+            _PodLogs(f"[sim] env WANDB_API_KEY={key}"), job, 10, logging.getLogger("t")
+        )
+    logged = [r.getMessage() for r in caplog.records]
+    assert any("WANDB_API_KEY=***" in message for message in logged), logged
+    assert not any(key in message for message in logged)
