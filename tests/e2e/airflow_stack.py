@@ -232,14 +232,21 @@ class AirflowStack:
         return self._token
 
     def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        resp = httpx.request(
-            method,
-            f"{self.base_url}/api/v2{path}",
-            headers={"Authorization": f"Bearer {self.token()}"},
-            # Not retried (a POST may have been applied); 30 s was exceeded on a loaded machine.
-            timeout=120,
-            **kwargs,
-        )
+        # SQLite lets one writer in at a time: with the scheduler, triggerer and DAG processor
+        # writing too, the API server sometimes answers 500 "Database error" (locked). An
+        # idempotent call is tried again; a POST is not (it may have been applied).
+        attempts = 1 if method.upper() == "POST" else 5
+        for attempt in range(attempts):
+            resp = httpx.request(
+                method,
+                f"{self.base_url}/api/v2{path}",
+                headers={"Authorization": f"Bearer {self.token()}"},
+                timeout=120,  # 30 s was exceeded on a loaded machine
+                **kwargs,
+            )
+            if resp.status_code != 500 or "Database error" not in resp.text:
+                break
+            time.sleep(1 + attempt)
         if resp.status_code >= 400:
             raise ApiError(resp.status_code, f"{method} {path}: {resp.status_code} {resp.text}")
         return resp.json() if resp.content else None
