@@ -147,6 +147,9 @@ class Run:
         return wait_for(ended, timeout, f"{self.dag_id} try {try_number} to end", interval=1)
 
 
+MANUAL_DAG = "volcano_pytorch_manual"
+
+
 class ReliabilityStack(AirflowStack):
     """The e2e stack, patient with DAG imports on a busy 2-core machine."""
 
@@ -165,7 +168,9 @@ def _raise_on_sigterm(signum, frame):
 
 
 @contextlib.contextmanager
-def running_stack(volcano_cluster, name: str, dags_folder: Path = DAGS) -> Iterator[AirflowStack]:
+def running_stack(
+    volcano_cluster, name: str, dags_folder: Path = DAGS, manual_namespace: str | None = None
+) -> Iterator[AirflowStack]:
     """A real Airflow on the shared cluster; its logs under test-artifacts/reliability/NAME."""
     home = Path(tempfile.mkdtemp(prefix="avw-rel-airflow-"))
     log_dir = ARTIFACTS / name
@@ -176,7 +181,14 @@ def running_stack(volcano_cluster, name: str, dags_folder: Path = DAGS) -> Itera
         kubeconfig=volcano_cluster.kubeconfig,
         wandb_conn=WANDB_CONN,
         dags_folder=dags_folder,
+        # The manual DAG's form accepts only the deployment's namespaces (dags/ docstring).
+        extra_env=(
+            {"AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": manual_namespace}
+            if manual_namespace
+            else {}
+        ),
     )
+    stack.manual_namespace = manual_namespace
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
         stack.start(timeout=900)  # a loaded 2-core machine: the DB migration alone took >5 min
@@ -203,7 +215,8 @@ def start_run(
     """Trigger ``dag_id`` for ``case`` with its job in a namespace of its own, watched."""
     wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 240, f"DAG {dag_id}")
     stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
-    namespace = volcano_cluster.create_namespace(case.replace("_", "-")[:30])
+    namespace = getattr(stack, "manual_namespace", None) if dag_id == MANUAL_DAG else None
+    namespace = namespace or volcano_cluster.create_namespace(case.replace("_", "-")[:30])
     run_id = f"{case}-{uuid.uuid4().hex[:6]}"
     stack.api(
         "POST",

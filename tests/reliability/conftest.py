@@ -39,7 +39,11 @@ def reliability_airflow(volcano_cluster) -> Iterator[AirflowStack]:
     shutil.copy(REPO / "dags" / "volcano_pytorch_manual.py", folder)
     shutil.copytree(REPO / "dags" / "templates", folder / "templates")
     try:
-        with running_stack(volcano_cluster, "airflow-logs", dags_folder=folder) as stack:
+        # The manual DAG's allow-list is fixed when Airflow starts: its one namespace first.
+        manual = volcano_cluster.create_namespace("rel-manual")
+        with running_stack(
+            volcano_cluster, "airflow-logs", dags_folder=folder, manual_namespace=manual
+        ) as stack:
             yield stack
     finally:
         shutil.rmtree(folder, ignore_errors=True)
