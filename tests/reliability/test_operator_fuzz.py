@@ -173,7 +173,9 @@ def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recor
         assert set(task) <= {"name", "replicas", "template", "policies", "minAvailable"}
         assert isinstance(task["replicas"], int) and 0 <= task["replicas"] <= 1024
         pod_spec = task["template"]["spec"]
-        assert set(pod_spec) <= {"containers", "restartPolicy"}
+        # Only the provider's memory-backed /dev/shm joins the template's pod spec (shm_size).
+        assert set(pod_spec) <= {"containers", "restartPolicy", "volumes"}
+        assert [v["name"] for v in pod_spec.get("volumes", [])] in ([], ["avw-dshm"])
     # A hostile macro value lands as one string, never parsed into structure.
     user_value = (kwargs.get("macros") or {}).get("user_value")
     if isinstance(user_value, str) and user_value:
