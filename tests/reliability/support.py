@@ -42,8 +42,9 @@ class StubTaskInstance:
     def xcom_push(self, key: str, value: Any) -> None:
         self.pushed[key] = value
 
-    def xcom_pull(self, task_ids: str, key: str) -> Any:
+    def xcom_pull(self, task_ids: str, key: str, map_indexes: int | None = None) -> Any:
         assert task_ids == self.task_id, "the operator reads only its own XComs"
+        assert map_indexes in (None, self.map_index), "and only its own map index's"
         return self.pushed.get(key)
 
 
