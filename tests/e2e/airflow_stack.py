@@ -236,11 +236,12 @@ class AirflowStack:
         # writing too, the API server sometimes answers 500 "Database error" (locked). An
         # idempotent call is tried again; a POST is not (it may have been applied).
         attempts = 1 if method.upper() == "POST" else 5
+        extra_headers = kwargs.pop("headers", {})
         for attempt in range(attempts):
             resp = httpx.request(
                 method,
                 f"{self.base_url}/api/v2{path}",
-                headers={"Authorization": f"Bearer {self.token()}"},
+                headers={"Authorization": f"Bearer {self.token()}", **extra_headers},
                 timeout=120,  # 30 s was exceeded on a loaded machine
                 **kwargs,
             )

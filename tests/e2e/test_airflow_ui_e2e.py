@@ -321,6 +321,7 @@ def screenshot_on_failure(browser, artifacts: Path, request):
     report = getattr(request.node, "rep_call", None)
     if report is None or report.failed:
         browser.save_screenshot(str(artifacts / f"FAILED-{request.node.name}.png"))
+        (artifacts / f"FAILED-{request.node.name}.html").write_text(browser.page_source)
 
 
 def test_trigger_form_shows_params_and_refuses_1000_workers(

@@ -56,20 +56,35 @@ def param_fields(dialog: WebElement) -> dict[str, dict[str, Any]]:
     fields: dict[str, dict[str, Any]] = {}
     for inp in dialog.find_elements(By.CSS_SELECTOR, "input[name^='element_']"):
         name = inp.get_attribute("name").removeprefix("element_")
-        described_by = inp.get_attribute("aria-describedby") or ""
-        match = re.fullmatch(r"field::(.+)::helper-text", described_by)
-        assert match, f"param {name}: no helper text ({described_by!r})"
-        field_id = match.group(1)
+        field_id = _field_id(inp)
+        assert field_id, f"param {name}: no labelled field around its input"
         label = dialog.find_element(By.ID, f"field::{field_id}::label")
-        helper = dialog.find_element(By.ID, described_by)
+        helpers = dialog.find_elements(By.ID, f"field::{field_id}::helper-text")
         fields[name] = {
             "title": label.text.replace("*", "").strip(),
-            "description": helper.text.strip(),
+            "description": helpers[0].text.strip() if helpers else "",
             "min": inp.get_attribute("aria-valuemin"),
             "max": inp.get_attribute("aria-valuemax"),
             "value": inp.get_attribute("value"),
         }
     return fields
+
+
+def _field_id(inp: WebElement) -> str | None:
+    """The id of the form field holding ``inp``.
+
+    A text or number input names its helper text in ``aria-describedby``; a select (an enum
+    param) does not, so its field is found through the label of the field that encloses it.
+    """
+    described_by = inp.get_attribute("aria-describedby") or ""
+    match = re.fullmatch(r"field::(.+)::helper-text", described_by)
+    if match:
+        return match.group(1)
+    is_label = "starts-with(@id, 'field::') and contains(@id, '::label')"
+    labels = inp.find_elements(By.XPATH, f"./ancestor::*[.//*[{is_label}]][1]//*[{is_label}]")
+    if len(labels) != 1:
+        return None
+    return labels[0].get_attribute("id").removeprefix("field::").removesuffix("::label")
 
 
 def field_value(dialog: WebElement, param: str) -> str:

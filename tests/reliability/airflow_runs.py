@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+import httpx
 from kubernetes import client
 
-from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
+from tests.e2e.airflow_stack import REPO, AirflowStack, ApiError, wait_for
 from tests.reliability.support import list_jobs
 
 DAGS = Path(__file__).parent / "dags"
@@ -123,6 +124,39 @@ class Run:
                 **options,
             },
         )
+
+    def task_log(self, try_number: int, task_id: str | None = None, lines: int = 60) -> str:
+        """The last ``lines`` of a try's task log, as the REST API serves it (for failures)."""
+        try:
+            body = self.stack.api(
+                "GET",
+                f"{self.ti_path_of(task_id or self.task_id)}/logs/{try_number}",
+                params={"full_content": "true"},
+                headers={"Accept": "application/json"},
+            )
+        except (ApiError, httpx.HTTPError) as err:
+            return f"(no task log: {err})"
+        content = body.get("content") if isinstance(body, dict) else body
+        if isinstance(content, str):
+            return "\n".join(content.splitlines()[-lines:])
+        rendered = [
+            " ".join(str(e.get(k, "")) for k in ("timestamp", "level", "event"))
+            if isinstance(e, dict)
+            else str(e)
+            for e in content or ()
+        ]
+        return "\n".join(rendered[-lines:])
+
+    def expect_success(self, try_number: int = 1, task_id: str | None = None) -> dict[str, Any]:
+        """Wait for try ``try_number`` to end; fail with its task log unless it succeeded."""
+        ti = self.wait_ended(task_id, try_number=try_number)
+        if (ti["state"], ti["try_number"]) != ("success", try_number):
+            log = self.task_log(ti["try_number"], task_id)
+            raise AssertionError(
+                f"{self.dag_id} {task_id or self.task_id} try {ti['try_number']} ended "
+                f"{ti['state']}, expected success on try {try_number}; its log ends:\n{log}"
+            )
+        return ti
 
     def wait_deferred(self, timeout: float = 300) -> dict[str, Any]:
         def deferred():

@@ -91,15 +91,14 @@ def test_clearing_a_successful_task_trains_a_new_job(
         {"template": QUICK},
     )
     try:
-        assert run.wait_ended()["state"] == "success"
+        run.expect_success()
         [first] = run.watched.jobs()
         first_uid = first["metadata"]["uid"]
         first_run_id = run.xcom("wandb_run_id")
         assert run.state_store("volcano_job")["uid"] == first_uid
 
         run.clear()
-        ti = run.wait_ended(try_number=2)
-        assert (ti["state"], ti["try_number"]) == ("success", 2), ti
+        run.expect_success(try_number=2)
 
         jobs = _by_uid(run.watched.jobs())
         assert len(jobs) == 2 and first_uid in jobs, list(jobs)  # a new job; the old one kept
@@ -131,13 +130,12 @@ def test_clearing_the_manual_dags_submit_and_sensor_trains_a_new_job(
         task_id="wait",
     )
     try:
-        assert run.wait_ended()["state"] == "success"
+        run.expect_success()
         first = run.xcom("volcano_job", task_id="submit")
         assert run.xcom("return_value")["uid"] == first["uid"]
 
         run.clear(["submit"], include_downstream=True)
-        ti = run.wait_ended(try_number=2)
-        assert (ti["state"], ti["try_number"]) == ("success", 2), ti
+        run.expect_success(try_number=2)
         assert run.ti("submit")["try_number"] == 2
         second = run.xcom("volcano_job", task_id="submit")
         assert second["uid"] != first["uid"]  # a new job trained
@@ -184,6 +182,7 @@ def test_clear_while_deferred_leaves_exactly_one_job_and_the_new_try_succeeds(
                 ti = run.wait_ended(try_number=2)
                 if ti["state"] != "success":
                     wrong_deletions += 1
+                    print(f"{run.run_id} try 2 ended {ti['state']}:\n{run.task_log(2)}")
                     continue
                 [survivor] = _live(run)  # exactly one job left
                 assert _phase(survivor) == "Completed"
