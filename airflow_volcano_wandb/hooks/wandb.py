@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterable
 from functools import cached_property
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
+from airflow_volcano_wandb.deadline import call_within
 from airflow_volcano_wandb.lineage import ArtifactRef
 from airflow_volcano_wandb.template import TemplateError, load_template
 from airflow_volcano_wandb.wandb_backlink import RunFields
@@ -42,6 +44,18 @@ def _mask(api_key: str | None) -> None:
         mask_secret(base64.b64encode(api_key.encode()).decode(), name="WANDB_API_KEY")
 
 
+def _within_deadline(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a public-API method under the hook's ``deadline``, when it has one."""
+
+    @functools.wraps(method)
+    def bounded(self: WandbHook, *args: Any, **kwargs: Any) -> Any:
+        if self.deadline is None:
+            return method(self, *args, **kwargs)
+        return call_within(self.deadline, method, self, *args, **kwargs)
+
+    return bounded
+
+
 # Summary keys the SDK writes for its own bookkeeping; not metrics a DAG gates on.
 _INTERNAL_SUMMARY_KEYS = frozenset({"_wandb"})
 
@@ -57,6 +71,9 @@ class WandbHook(BaseHook):
 
     :param wandb_conn_id: The connection id; ``None`` means "no connection, use defaults".
     :param timeout: HTTP timeout in seconds for W&B API calls (``None``: the SDK's default).
+    :param deadline: wall-clock bound in seconds on each run read or write
+        (:meth:`get_run_summary`, :meth:`edit_run`, :meth:`run_artifacts`), retries included:
+        the SDK retries past ``timeout``. ``None``: unbounded. See ``deadline.call_within``.
     """
 
     conn_name_attr = "wandb_conn_id"
@@ -69,10 +86,12 @@ class WandbHook(BaseHook):
         wandb_conn_id: str | None = default_conn_name,
         *,
         timeout: int | None = None,
+        deadline: float | None = None,
     ) -> None:
         super().__init__()
         self.wandb_conn_id = wandb_conn_id
         self.timeout = timeout
+        self.deadline = deadline
 
     # -- connection form -------------------------------------------------------------------
 
@@ -220,6 +239,7 @@ class WandbHook(BaseHook):
         """A cached ``wandb.Api`` client (see :meth:`get_conn`)."""
         return self.get_conn()
 
+    @_within_deadline
     def get_run_summary(
         self,
         run_id: str,
@@ -265,6 +285,7 @@ class WandbHook(BaseHook):
             )
         return {key: summary[key] for key in wanted if key in summary}
 
+    @_within_deadline
     def edit_run(
         self,
         run_id: str,
@@ -293,6 +314,7 @@ class WandbHook(BaseHook):
         run.tags, run.notes = list(fields.tags), fields.notes
         run.update()
 
+    @_within_deadline
     def run_artifacts(
         self, run_id: str, *, entity: str | None = None, project: str | None = None
     ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:

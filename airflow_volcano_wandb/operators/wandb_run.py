@@ -20,8 +20,11 @@ from airflow_volcano_wandb.job_facts import JobFacts
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity
 
-#: W&B calls made after the task's outcome is known must not hold the worker for long.
+#: W&B calls made after the task's outcome is known must not hold the worker for long: each
+#: HTTP request gets BEST_EFFORT_TIMEOUT seconds, each read or write, retries included,
+#: BEST_EFFORT_DEADLINE.
 BEST_EFFORT_TIMEOUT = 30
+BEST_EFFORT_DEADLINE = 60
 
 
 class WandbRunMixin(BaseOperator):
@@ -95,6 +98,15 @@ class WandbRunMixin(BaseOperator):
     def wandb_hook(self) -> WandbHook:
         return WandbHook(wandb_conn_id=self.wandb_conn_id)
 
+    @property
+    def best_effort_wandb_hook(self) -> WandbHook:
+        """The hook for what is read or written after the job: bounded in wall time."""
+        return WandbHook(
+            wandb_conn_id=self.wandb_conn_id,
+            timeout=BEST_EFFORT_TIMEOUT,
+            deadline=BEST_EFFORT_DEADLINE,
+        )
+
     def wandb_spec(
         self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook, intent: int
     ) -> wandb_run.WandbRunSpec:
@@ -146,7 +158,7 @@ class WandbRunMixin(BaseOperator):
             self.log.warning("W&B mode is %s: no summary to read back", self.wandb_mode)
             return {}
         try:
-            return self.wandb_hook.get_run_summary(
+            return self.best_effort_wandb_hook.get_run_summary(
                 run["wandb_run_id"],
                 entity=self.wandb_entity,
                 project=self.wandb_project,
@@ -158,7 +170,7 @@ class WandbRunMixin(BaseOperator):
 
     def link_back(self, context: Context, run: Mapping[str, Any], outcome: str) -> None:
         """Write this task and its outcome into the W&B run; never fails the task."""
-        hook = WandbHook(wandb_conn_id=self.wandb_conn_id, timeout=BEST_EFFORT_TIMEOUT)
+        hook = self.best_effort_wandb_hook
         wandb_backlink.link_back(
             hook,
             run_context(context),
@@ -180,7 +192,7 @@ class WandbRunMixin(BaseOperator):
         return self._lineage()
 
     def _lineage(self) -> Any:
-        hook = WandbHook(wandb_conn_id=self.wandb_conn_id, timeout=BEST_EFFORT_TIMEOUT)
+        hook = self.best_effort_wandb_hook
         entity, project = self.wandb_entity or hook.entity, self.wandb_project or hook.project
         artifacts = lineage.read_artifacts(
             hook,

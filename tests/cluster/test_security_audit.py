@@ -47,6 +47,7 @@ from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.rbac_manifests import role_permissions
 from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
+from tests.wandb_standin import WandbStandin
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -68,6 +69,7 @@ class Audited:
     secrets: list[dict[str, Any]]
     admin_pod_log: str
     task_log_text: str
+    wandb_upserts: list[dict[str, Any]]  # what the provider wrote into W&B (the link-back)
     states: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
@@ -168,11 +170,13 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         external_ns,
         {"metadata": {"name": "wandb-api-key"}, "stringData": {"api-key": key}},
     )
+    # W&B itself is out of reach here: the summary reads and the link-back go to a stand-in.
+    standin = WandbStandin(api_key=key, any_run_summary={"loss": 0.1}).start()
     stack = AirflowStack(
         home=home / "airflow",
         log_dir=ARTIFACTS / "logs",
         kubeconfig=managed_kubeconfig,
-        wandb_conn={"conn_type": "wandb", "password": key},
+        wandb_conn={"conn_type": "wandb", "host": standin.url, "password": key},
         dags_folder=dags,
         extra_env={
             "AIRFLOW__LOGGING__LOGGING_LEVEL": "DEBUG",
@@ -233,6 +237,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         task_log_text = "\n".join(p.read_text(errors="replace") for p in task_logs if p.is_file())
     finally:
         stack.stop()
+        standin.stop()
         for recorder in recorders.values():
             recorder.stop()
     objects: dict[str, Any] = {}
@@ -251,6 +256,9 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         for s in core.list_namespaced_secret(ns).items
         if s.type == "Opaque"
     ]
+    # What W&B would store from the link-back must not hold the key either.
+    for i, upsert in enumerate(standin.upserts):
+        objects[f"W&B run write {i}"] = upsert
     files = [p for root in (home, ARTIFACTS) for p in root.rglob("*") if p.is_file()]
     yield Audited(
         key=key,
@@ -261,6 +269,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         secrets=key_secrets,
         admin_pod_log=admin_pod_log,
         task_log_text=task_log_text,
+        wandb_upserts=list(standin.upserts),
         states=states,
     )
     for ns in (managed_ns, external_ns):
@@ -284,6 +293,8 @@ def test_the_flows_ran_as_intended(audited: Audited) -> None:
     # The pods' printed key reached the task logs (success tail, failure reports), masked.
     assert text.count("[sim] env WANDB_API_KEY=***") >= 3, text[-3000:]
     assert "reattach" in text.lower()
+    # The link-back wrote each online run's Airflow task into W&B (here, the stand-in).
+    assert any("airflow" in json.dumps(u.get("config", "")) for u in audited.wandb_upserts)
 
 
 def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None:

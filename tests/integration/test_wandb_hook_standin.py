@@ -6,9 +6,13 @@ only the server is replaced, by ``tests/wandb_standin.py``. Every test name says
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -369,3 +373,63 @@ def test_run_artifacts_for_lineage_against_wandb_standin(
         (f"{ENTITY}/datasets/mnist:v3", "dataset")
     ]
     assert [(a.qualified_name, a.type) for a in logged] == [(f"{ENTITY}/{PROJECT}/mlp:v0", "model")]
+
+
+@pytest.fixture
+def silent_wandb(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A W&B connection to a server that accepts connections and never answers."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                held.append(server.accept()[0])
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WANDB_SILENT",
+        json.dumps(
+            {
+                "conn_type": "wandb",
+                "host": f"http://127.0.0.1:{server.getsockname()[1]}",
+                "password": API_KEY,
+                "extra": {"entity": ENTITY, "project": PROJECT},
+            }
+        ),
+    )
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    yield "wandb_silent"
+    stop.set()
+    acceptor.join()
+    for conn in held:
+        conn.close()
+    server.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_silent_w_and_b_cannot_hold_the_link_back_past_the_deadline(
+    silent_wandb: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The SDK's own timeout and retries alone would hold this call for minutes."""
+    log = logging.getLogger("test.link_back")
+    hook = WandbHook(silent_wandb, timeout=30, deadline=3)
+    with caplog.at_level(logging.INFO, logger="test.link_back"):
+        linked = wandb_backlink.link_back(
+            hook,
+            TASK,
+            "success",
+            run_id=RUN_ID,
+            entity=None,
+            project=None,
+            mode=None,
+            has_key=True,
+            log=log,
+        )
+    assert not linked
+    assert "TimeoutError" in caplog.text and "within 3 s" in caplog.text, caplog.text
+    with pytest.raises(TimeoutError, match="get_run_summary gave no answer within 3 s"):
+        hook.get_run_summary(RUN_ID)
