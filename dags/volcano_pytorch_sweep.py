@@ -4,9 +4,11 @@
 points: each map index is a Volcano job and a W&B run of its own (its hyperparameters reach
 the trainer as ``TRAIN_*`` env, which the example trainer writes into the run's config with
 the map index), all runs in the W&B group ``sweep/<name>/<dag run>``, and in the W&B sweep
-``wandb_sweep_id`` when one is given. ``pick`` reads every run's summary metric (the
-``wandb_summary`` XCom) and chooses by the sweep's ``metric``; ``promote`` records it the
-way ``volcano_pytorch_retraining`` does, only when it beats the promoted value.
+``wandb_sweep_id`` when one is given. ``publish_best`` reads every run's summary metric (the
+``wandb_summary`` XCom), chooses by the sweep's ``metric``, and updates the model asset with
+the winner, as a retraining does: ``volcano_pytorch_promote`` (scheduled on that asset)
+promotes it only when it beats the model promoted so far, kept in the asset's state store.
+No run with the metric: the task is skipped and no asset event is emitted.
 
 ``MAX_PARALLEL`` map indexes train at once (``max_active_tis_per_dagrun``): set it to what
 the Volcano queue can run at once (its ``capability`` over one job's gang), or the extra
@@ -16,13 +18,16 @@ jobs only wait Pending in the queue while their tasks sit deferred.
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param, Variable, get_current_context, task
+from airflow.sdk import DAG, Asset, Param, get_current_context, task
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_volcano_wandb import sweep
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 
-BEST_ACCURACY_VARIABLE = "volcano_pytorch_best_accuracy"  # shared with the retraining DAG
+# The retraining DAG's model: volcano_pytorch_promote, scheduled on it, decides what is promoted.
+MODEL = Asset("volcano_pytorch_model")
 MAX_PARALLEL = 3
+IMAGE = "ghcr.io/example/volcano-ddp-mlp:latest"
 SWEEP = {
     "name": "mlp-lr-hidden",
     "method": "grid",
@@ -38,7 +43,7 @@ METRIC = sweep.metric_of(SWEEP)
 
 with DAG(
     dag_id="volcano_pytorch_sweep",
-    description="Grid search on Volcano, grouped in W&B, the best run promoted",
+    description="Grid search on Volcano, grouped in W&B, the best run offered for promotion",
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
@@ -61,7 +66,7 @@ with DAG(
     train = VolcanoPyTorchJobOperator.partial(
         task_id="train",
         template="templates/volcano-pytorch-queue-template.yaml",
-        image_uri="ghcr.io/example/volcano-ddp-mlp:latest",
+        image_uri=IMAGE,
         allowed_images=["ghcr.io/example/*"],
         replicas={"worker": 1},
         namespace="{{ params.namespace }}",
@@ -77,48 +82,31 @@ with DAG(
     ).expand_kwargs(sweep.expand_kwargs(POINTS))
 
     # all_done: a point that failed is passed over, it does not stop the others' promotion.
-    @task(trigger_rule="all_done")
-    def pick() -> dict | None:
-        ti = get_current_context()["ti"]
-        # One pull per map index keeps each summary next to its point and run id, whatever
-        # map indexes failed.
+    @task(trigger_rule="all_done", outlets=[MODEL])
+    def publish_best() -> dict:
+        context = get_current_context()
+        ti = context["ti"]
+        # One pull per map index keeps each summary next to its point and run, whatever map
+        # indexes failed.
         runs = [
             {
                 "map_index": i,
                 "hyperparameters": point,
                 "wandb_run_id": ti.xcom_pull(task_ids="train", key="wandb_run_id", map_indexes=i),
-                "summary": ti.xcom_pull(task_ids="train", key="wandb_summary", map_indexes=i),
+                "wandb_run_url": ti.xcom_pull(task_ids="train", key="wandb_run_url", map_indexes=i),
+                "wandb_summary": ti.xcom_pull(task_ids="train", key="wandb_summary", map_indexes=i),
             }
             for i, point in enumerate(POINTS)
         ]
         for run in runs:
-            print(f"[{run['map_index']}] {run['hyperparameters']} -> {run['summary']}")
-        chosen = sweep.best([run["summary"] for run in runs], METRIC)
+            print(f"[{run['map_index']}] {run['hyperparameters']} -> {run['wandb_summary']}")
+        chosen = sweep.best([run["wandb_summary"] for run in runs], METRIC)
         if chosen is None:
-            print(f"No run has {METRIC.name}; nothing to promote")
-            return None
-        winner = {**runs[chosen], "value": float(runs[chosen]["summary"][METRIC.name])}
+            raise AirflowSkipException(f"No run has {METRIC.name}: the model asset is unchanged")
+        winner = {**runs[chosen], "image": IMAGE, "sweep": SWEEP["name"]}
         print(f"Best by {METRIC.name} ({METRIC.goal}): {winner}")
+        # The keys of the operator's own asset extra (docs/assets.md), plus the sweep point.
+        context["outlet_events"][MODEL].extra.update(winner)
         return winner
 
-    @task.branch
-    def decide(winner: dict | None) -> str:
-        best = float(Variable.get(BEST_ACCURACY_VARIABLE, default="-inf"))
-        if winner is None or winner["value"] <= best:
-            print(f"The sweep's best does not beat the promoted {best}; not promoting")
-            return "keep_current"
-        return "promote"
-
-    @task
-    def promote(winner: dict) -> dict:
-        Variable.set(BEST_ACCURACY_VARIABLE, str(winner["value"]))
-        print(f"Promoted W&B run {winner['wandb_run_id']} with {METRIC.name}={winner['value']}")
-        return winner
-
-    @task
-    def keep_current() -> None:
-        print("Keeping the current model")
-
-    winner = pick()
-    train >> winner
-    decide(winner) >> [promote(winner), keep_current()]
+    train >> publish_best()

@@ -60,11 +60,17 @@ def test_manual_dag_refuses_a_namespace_outside_its_allow_list_before_submitting
         volcano_cluster.delete_namespace(elsewhere)
 
 
-def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_wandb_standin(
+def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_offered_against_wandb_standin(
     airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
 ):
-    """The 6-point grid of dags/volcano_pytorch_sweep.py, deferrable, through dag.test()."""
-    from airflow.models import Variable
+    """The 6-point grid of dags/volcano_pytorch_sweep.py, deferrable, through dag.test().
+
+    The best run reaches the model asset's event, as a retraining's does; promoting it is
+    ``volcano_pytorch_promote``'s decision (tests/e2e/test_retraining_assets_e2e.py).
+    """
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
 
     from airflow_volcano_wandb.testing.recorder import Recorder
 
@@ -73,8 +79,6 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_
         return {"eval/accuracy": int(run_id[:8], 36) % 997 / 1000}
 
     grid = runpy.run_path(str(REPO / "dags" / "volcano_pytorch_sweep.py"))["POINTS"]
-    # The promoted value is shared with the retraining DAG (and its test): start from none.
-    Variable.delete("volcano_pytorch_best_accuracy")
     api = volcano_cluster.api_client()
     with WandbStandin(api_key=API_KEY, any_run_summary=accuracy) as standin:
         monkeypatch.setenv(
@@ -96,8 +100,7 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_
                 namespace=volcano_namespace,
                 wandb_sweep_id="swp0abc1",
             )
-    assert tis["pick"][0] == tis["promote"][0] == "success"
-    assert tis["keep_current"][0] == "skipped"
+    assert tis["publish_best"][0] == "success"
     values = xcoms("volcano_pytorch_sweep", dag_run.run_id)
     jobs = recorded.seen()
     assert len(grid) == len(jobs) == 6
@@ -122,12 +125,21 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_promoted_against_
     # Every run's summary read back (the link-back may read a run again before writing it).
     asked = [r.variables.get("name") for r in standin.requests if r.operation == "Run"]
     assert set(asked) == run_ids
-    winner = values["promote.return_value"]
+    winner = values["publish_best.return_value"]
     best_run = max(run_ids, key=lambda run_id: accuracy(run_id)["eval/accuracy"])
     assert winner["wandb_run_id"] == best_run
     assert winner["hyperparameters"] == grid[winner["map_index"]]
     assert env[winner["map_index"]]["WANDB_RUN_ID"] == best_run
-    assert float(Variable.get("volcano_pytorch_best_accuracy")) == pytest.approx(
-        accuracy(best_run)["eval/accuracy"]
-    )
-    Variable.delete("volcano_pytorch_best_accuracy")
+    with create_session() as session:
+        [event] = session.scalars(
+            select(AssetEvent).where(
+                AssetEvent.source_dag_id == "volcano_pytorch_sweep",
+                AssetEvent.source_run_id == dag_run.run_id,
+            )
+        ).all()
+        extra, asset_name = dict(event.extra), event.asset.name
+    assert asset_name == "volcano_pytorch_model"
+    assert extra["wandb_run_id"] == best_run
+    assert extra["wandb_summary"] == accuracy(best_run)
+    assert extra["wandb_run_url"] == f"{standin.url}/airflow/volcano-ddp/runs/{best_run}"
+    assert extra["hyperparameters"] == winner["hyperparameters"]
