@@ -306,27 +306,34 @@ def test_link_back_writes_the_task_into_the_run_against_wandb_standin(
     assert API_KEY not in captured.out + captured.err
 
 
+def _link_back_online(
+    hook: WandbHook, run_id: str, caplog: pytest.LogCaptureFixture
+) -> tuple[bool, str]:
+    """``link_back`` of an online run with a key: whether it linked, and what it logged."""
+    with caplog.at_level(logging.INFO, logger="test.link_back"):
+        linked = wandb_backlink.link_back(
+            hook,
+            TASK,
+            "success",
+            run_id=run_id,
+            entity=None,
+            project=None,
+            mode=None,
+            has_key=True,
+            log=logging.getLogger("test.link_back"),
+        )
+    return linked, caplog.text
+
+
 def test_link_back_never_fails_the_task_against_wandb_standin(
     standin: WandbStandin,
     conn_id: str,
     caplog: pytest.LogCaptureFixture,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    log = logging.getLogger("test.link_back")
-    with caplog.at_level(logging.INFO, logger="test.link_back"):
-        linked = wandb_backlink.link_back(
-            WandbHook(conn_id),
-            TASK,
-            "success",
-            run_id="no-such-run",
-            entity=None,
-            project=None,
-            mode=None,
-            has_key=True,
-            log=log,
-        )
+    linked, logged = _link_back_online(WandbHook(conn_id), "no-such-run", caplog)
     assert not linked
-    assert "Could not write the Airflow link into W&B run no-such-run" in caplog.text
+    assert "Could not write the Airflow link into W&B run no-such-run" in logged
     assert not standin.upserts
     assert API_KEY not in caplog.text + "".join(capfd.readouterr())
 
@@ -415,21 +422,9 @@ def test_a_silent_w_and_b_cannot_hold_the_link_back_past_the_deadline(
     silent_wandb: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The SDK's own timeout and retries alone would hold this call for minutes."""
-    log = logging.getLogger("test.link_back")
     hook = WandbHook(silent_wandb, timeout=30, deadline=3)
-    with caplog.at_level(logging.INFO, logger="test.link_back"):
-        linked = wandb_backlink.link_back(
-            hook,
-            TASK,
-            "success",
-            run_id=RUN_ID,
-            entity=None,
-            project=None,
-            mode=None,
-            has_key=True,
-            log=log,
-        )
+    linked, logged = _link_back_online(hook, RUN_ID, caplog)
     assert not linked
-    assert "TimeoutError" in caplog.text and "within 3 s" in caplog.text, caplog.text
+    assert "TimeoutError" in logged and "within 3 s" in logged, logged
     with pytest.raises(TimeoutError, match="get_run_summary gave no answer within 3 s"):
         hook.get_run_summary(RUN_ID)
