@@ -7,8 +7,8 @@ minor lacks one, the provider does the best that minor allows and says so once
 (:func:`warn_once`). The README's "Airflow compatibility" table lists the same differences.
 
 - Exceptions moved from ``airflow.exceptions`` to ``airflow.sdk.exceptions`` (all of them by
-  3.2); ``BaseHook`` into ``airflow.sdk`` in 3.1; the secrets masker's public names into
-  ``airflow.sdk.log`` during 3.0.
+  3.2); ``BaseHook`` and ``conf`` into ``airflow.sdk`` in 3.1; the secrets masker's public
+  names into ``airflow.sdk.log`` during 3.0.
 - :data:`TRIGGER_ON_KILL`: from 3.3 the triggerer calls a trigger's ``on_kill`` when a user
   kills, clears or marks its deferred task. Before, it only cancels the trigger and calls
   ``cleanup()``, the same as when the triggerer itself stops; :func:`task_left_deferral`
@@ -35,6 +35,7 @@ try:  # Airflow >= 3.2: every exception the provider raises or catches is in the
         AirflowException,
         AirflowNotFoundException,
         AirflowSensorTimeout,
+        AirflowSkipException,
         AirflowTaskTimeout,
         TaskDeferred,
     )
@@ -43,9 +44,15 @@ except ImportError:  # 3.0 and 3.1 raise and catch the core ones.
         AirflowException,
         AirflowNotFoundException,
         AirflowSensorTimeout,
+        AirflowSkipException,
         AirflowTaskTimeout,
         TaskDeferred,
     )
+
+try:  # Airflow >= 3.1: the Task SDK's own configuration parser.
+    from airflow.sdk import conf
+except ImportError:  # 3.0: the core one (same sections and options).
+    from airflow.configuration import conf  # type: ignore[no-redef]
 
 try:  # Airflow >= 3.1
     from airflow.sdk import BaseHook
@@ -70,11 +77,13 @@ __all__ = [
     "AirflowException",
     "AirflowNotFoundException",
     "AirflowSensorTimeout",
+    "AirflowSkipException",
     "AirflowTaskTimeout",
     "BaseHook",
     "TaskDeferred",
     "VariableAssetState",
     "asset_state",
+    "conf",
     "mask_secret",
     "redact",
     "retry_policy_kwargs",

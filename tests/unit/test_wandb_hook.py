@@ -112,7 +112,7 @@ def test_api_key_is_registered_with_the_masker(monkeypatch: pytest.MonkeyPatch) 
 
 def test_mask_api_key_registers_the_key_quietly(monkeypatch, caplog) -> None:
     """For a resumed task or a sensor: mask without using the key, no warning without one."""
-    from airflow.sdk.log import redact
+    from airflow_volcano_wandb.airflow_compat import redact
 
     secret = "quiet" + "q" * 40
     WandbHook(define(monkeypatch, "wandb_unit_quiet", password=secret)).mask_api_key()
