@@ -16,6 +16,8 @@ minor lacks one, the provider does the best that minor allows and says so once
 - :data:`RETRY_POLICY`: task retry policies (``retry_policy``, ``ExceptionRetryPolicy``) are
   3.3's; before, :func:`retry_policy_kwargs` leaves them out and the task retries by ``retries``
   and ``retry_delay`` alone.
+- :data:`TASK_STATE_STORE`: the task state store (``context["task_state_store"]``) is 3.3's;
+  before, :func:`task_state_store` returns ``None`` and a retry finds its job by its labels.
 - :data:`ASSET_STATE_STORE`: the asset state store (``context["asset_state_store"]``, AIP-103)
   is 3.3's; before, :func:`asset_state` keeps an asset's state in Airflow Variables.
 """
@@ -73,6 +75,7 @@ __all__ = [
     "ASSET_STATE_STORE",
     "INSTALLED_AIRFLOW",
     "RETRY_POLICY",
+    "TASK_STATE_STORE",
     "TRIGGER_ON_KILL",
     "AirflowException",
     "AirflowNotFoundException",
@@ -88,6 +91,7 @@ __all__ = [
     "redact",
     "retry_policy_kwargs",
     "task_left_deferral",
+    "task_state_store",
     "warn_if_no_trigger_on_kill",
     "warn_once",
 ]
@@ -101,6 +105,8 @@ INSTALLED_AIRFLOW = Version(Version(airflow.__version__).base_version)
 TRIGGER_ON_KILL = Version("3.3") <= INSTALLED_AIRFLOW
 #: A task takes a ``retry_policy`` (``airflow.sdk.ExceptionRetryPolicy``; 3.3+).
 RETRY_POLICY = Version("3.3") <= INSTALLED_AIRFLOW
+#: A task's context has ``task_state_store``, kept across its tries (3.3+).
+TASK_STATE_STORE = Version("3.3") <= INSTALLED_AIRFLOW
 #: A task's context has ``asset_state_store`` (3.3+, AIP-103).
 ASSET_STATE_STORE = Version("3.3") <= INSTALLED_AIRFLOW
 
@@ -236,4 +242,22 @@ def asset_state(context: Mapping[str, Any], asset: Any) -> Any:
         "the asset state store is an Airflow 3.3 feature: asset state is kept in Variables "
         f"named '{store.variable('<key>')}' instead.",
     )
+    return store
+
+
+def task_state_store(context: Mapping[str, Any]) -> Any:
+    """The task's state store (kept across its tries), or ``None`` where Airflow has none.
+
+    Airflow 3.3 gives every task ``context["task_state_store"]``; before, there is none
+    (warned once per process) and a retry finds its job by the task instance's labels alone.
+
+    :param context: the task's context.
+    """
+    store = context.get("task_state_store")
+    if store is None and not TASK_STATE_STORE:
+        warn_once(
+            "task_state_store",
+            "the task state store is an Airflow 3.3 feature: a retry finds its Volcano job by "
+            "the task instance's labels alone (3.3 first reads the job's uid from the store).",
+        )
     return store
