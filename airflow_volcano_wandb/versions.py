@@ -23,9 +23,9 @@ AIRFLOW_VERSION = "3.3.2"
 #: Every Airflow 3 minor the provider supports (pyproject.toml: >=3.0), with the patch release
 #: ``make test-compat`` tests it on (its unit tests and the manual DAG on the local cluster).
 #: What each older minor lacks is in ``airflow_compat.py`` and the README's compatibility table.
-#: The oldest minor the package allows: the oldest whose ``make test-compat`` passes
-#: (3.0-3.2 do not yet; see the README's "Airflow compatibility").
-AIRFLOW_FLOOR = "3.3"
+#: The oldest minor the package allows: the oldest whose ``make test-compat`` passes (CI runs
+#: it: ``make test-compat-ci``).
+AIRFLOW_FLOOR = "3.0"
 AIRFLOW_COMPAT_RELEASES = {"3.0": "3.0.6", "3.1": "3.1.8", "3.2": "3.2.2", "3.3": AIRFLOW_VERSION}
 #: When each of those releases was complete on PyPI (UTC): the hour after the last file of
 #: ``apache-airflow``, ``apache-airflow-core`` and ``apache-airflow-task-sdk`` of that release was
