@@ -7,17 +7,26 @@ minor lacks one, the provider does the best that minor allows and says so once
 (:func:`warn_once`). The README's "Airflow compatibility" table lists the same differences.
 
 - Exceptions moved from ``airflow.exceptions`` to ``airflow.sdk.exceptions`` (all of them by
-  3.2); ``BaseHook`` into ``airflow.sdk`` in 3.1; the secrets masker's public names into
-  ``airflow.sdk.log`` during 3.0.
+  3.2); ``BaseHook`` and ``conf`` into ``airflow.sdk`` in 3.1; the secrets masker's public
+  names into ``airflow.sdk.log`` during 3.0.
 - :data:`TRIGGER_ON_KILL`: from 3.3 the triggerer calls a trigger's ``on_kill`` when a user
   kills, clears or marks its deferred task. Before, it only cancels the trigger and calls
   ``cleanup()``, the same as when the triggerer itself stops; :func:`task_left_deferral`
   tells the two apart by asking the API server for the task's state.
+- :data:`RETRY_POLICY`: task retry policies (``retry_policy``, ``ExceptionRetryPolicy``) are
+  3.3's; before, :func:`retry_policy_kwargs` leaves them out and the task retries by ``retries``
+  and ``retry_delay`` alone.
+- :data:`TASK_STATE_STORE`: the task state store (``context["task_state_store"]``) is 3.3's;
+  before, :func:`task_state_store` returns ``None`` and a retry finds its job by its labels.
+- :data:`ASSET_STATE_STORE`: the asset state store (``context["asset_state_store"]``, AIP-103)
+  is 3.3's; before, :func:`asset_state` keeps an asset's state in Airflow Variables.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import airflow
@@ -28,6 +37,7 @@ try:  # Airflow >= 3.2: every exception the provider raises or catches is in the
         AirflowException,
         AirflowNotFoundException,
         AirflowSensorTimeout,
+        AirflowSkipException,
         AirflowTaskTimeout,
         TaskDeferred,
     )
@@ -36,9 +46,15 @@ except ImportError:  # 3.0 and 3.1 raise and catch the core ones.
         AirflowException,
         AirflowNotFoundException,
         AirflowSensorTimeout,
+        AirflowSkipException,
         AirflowTaskTimeout,
         TaskDeferred,
     )
+
+try:  # Airflow >= 3.1: the Task SDK's own configuration parser.
+    from airflow.sdk import conf
+except ImportError:  # 3.0: the core one (same sections and options).
+    from airflow.configuration import conf  # type: ignore[no-redef]
 
 try:  # Airflow >= 3.1
     from airflow.sdk import BaseHook
@@ -56,17 +72,26 @@ except ImportError:
     from airflow.sdk.execution_time.secrets_masker import redact  # type: ignore[no-redef]
 
 __all__ = [
+    "ASSET_STATE_STORE",
     "INSTALLED_AIRFLOW",
+    "RETRY_POLICY",
+    "TASK_STATE_STORE",
     "TRIGGER_ON_KILL",
     "AirflowException",
     "AirflowNotFoundException",
     "AirflowSensorTimeout",
+    "AirflowSkipException",
     "AirflowTaskTimeout",
     "BaseHook",
     "TaskDeferred",
+    "VariableAssetState",
+    "asset_state",
+    "conf",
     "mask_secret",
     "redact",
+    "retry_policy_kwargs",
     "task_left_deferral",
+    "task_state_store",
     "warn_if_no_trigger_on_kill",
     "warn_once",
 ]
@@ -78,6 +103,12 @@ INSTALLED_AIRFLOW = Version(Version(airflow.__version__).base_version)
 
 #: The triggerer calls ``BaseTrigger.on_kill`` when a user kills a deferred task (3.3+).
 TRIGGER_ON_KILL = Version("3.3") <= INSTALLED_AIRFLOW
+#: A task takes a ``retry_policy`` (``airflow.sdk.ExceptionRetryPolicy``; 3.3+).
+RETRY_POLICY = Version("3.3") <= INSTALLED_AIRFLOW
+#: A task's context has ``task_state_store``, kept across its tries (3.3+).
+TASK_STATE_STORE = Version("3.3") <= INSTALLED_AIRFLOW
+#: A task's context has ``asset_state_store`` (3.3+, AIP-103).
+ASSET_STATE_STORE = Version("3.3") <= INSTALLED_AIRFLOW
 
 # Capabilities already warned about in this process.
 _warned: set[str] = set()
@@ -138,3 +169,95 @@ async def task_left_deferral(ti: Any) -> bool | None:
     if key not in run_states:  # the run or the task instance is gone: not deferred any more
         return True
     return run_states[key] != "deferred"
+
+
+def retry_policy_kwargs(build: Callable[[], Any]) -> dict[str, Any]:
+    """An operator's ``retry_policy`` keyword argument where this Airflow has retry policies.
+
+    On Airflow 3.3: ``{"retry_policy": build()}``. Before: ``{}`` (the task retries by its
+    ``retries`` and ``retry_delay`` alone, whatever the exception), warned once per process.
+    ``build`` is only called on 3.3, so it may import ``ExceptionRetryPolicy``, ``RetryRule``
+    and ``RetryAction`` from ``airflow.sdk`` itself::
+
+        VolcanoPyTorchJobOperator(..., retries=2, **retry_policy_kwargs(my_policy))
+
+    :param build: returns the policy (e.g. an ``ExceptionRetryPolicy``).
+    """
+    if RETRY_POLICY:
+        return {"retry_policy": build()}
+    warn_once(
+        "retry_policy",
+        "task retry policies (retry_policy) are an Airflow 3.3 feature: the policy is left out "
+        "and the task retries by retries and retry_delay alone, whatever the failure.",
+    )
+    return {}
+
+
+class VariableAssetState:
+    """An asset's state kept in Airflow Variables: the asset state store's ``get``/``set``.
+
+    For Airflow < 3.3, which has no asset state store. Each key is one Variable named
+    ``asset_state:<asset name>:<key>`` holding the value as JSON.
+
+    :param name: the asset's name.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def variable(self, key: str) -> str:
+        """The Variable that holds ``key``."""
+        return f"asset_state:{self.name}:{key}"
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """The value stored under ``key``, else ``default``."""
+        from airflow.sdk import Variable
+
+        raw = Variable.get(self.variable(key), default=None)
+        return default if raw is None else json.loads(raw)
+
+    def set(self, key: str, value: Any) -> None:
+        """Write ``value`` (JSON-serialisable, not ``None``) under ``key``."""
+        if value is None:
+            raise ValueError("an asset state value must not be None")
+        from airflow.sdk import Variable
+
+        Variable.set(self.variable(key), json.dumps(value))
+
+
+def asset_state(context: Mapping[str, Any], asset: Any) -> Any:
+    """The state store of ``asset`` in a running task: ``get(key, default)``, ``set(key, value)``.
+
+    On Airflow 3.3 the asset state store of the task's context (``asset_state_store[asset]``);
+    before, a :class:`VariableAssetState` (the same calls, kept in Variables), warned once.
+
+    :param context: the task's context.
+    :param asset: the asset (an ``airflow.sdk.Asset``).
+    """
+    if ASSET_STATE_STORE:
+        return context["asset_state_store"][asset]
+    store = VariableAssetState(asset.name)
+    warn_once(
+        "asset_state_store",
+        "the asset state store is an Airflow 3.3 feature: asset state is kept in Variables "
+        f"named '{store.variable('<key>')}' instead.",
+    )
+    return store
+
+
+def task_state_store(context: Mapping[str, Any]) -> Any:
+    """The task's state store (kept across its tries), or ``None`` where Airflow has none.
+
+    Airflow 3.3 gives every task ``context["task_state_store"]``; before, there is none
+    (warned once per process) and a retry finds its job by the task instance's labels alone.
+
+    :param context: the task's context.
+    """
+    store = context.get("task_state_store")
+    if store is None and not TASK_STATE_STORE:
+        warn_once(
+            "task_state_store",
+            "the task state store is an Airflow 3.3 feature: a retry finds its Volcano job by "
+            "the task instance's labels alone (3.3 first reads the job's uid from the store).",
+        )
+    return store

@@ -19,8 +19,9 @@ offers only the allowed namespaces, and the operator refuses any other before su
 from __future__ import annotations
 
 import pendulum
-from airflow.sdk import DAG, Param, conf
+from airflow.sdk import DAG, Param
 
+from airflow_volcano_wandb.airflow_compat import conf
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 

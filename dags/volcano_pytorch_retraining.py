@@ -5,13 +5,15 @@ carries the W&B run (id, URL, ``eval/accuracy``), the Volcano job, the image and
 counts (see docs/assets.md). ``volcano_pytorch_promote`` is scheduled on that asset: it reads
 the metric from the event and promotes only on improvement. The best promoted accuracy is kept
 in the asset's own state store (Airflow 3.3, AIP-103), next to the asset it describes, not in a
-global Variable. A run without the metric (W&B offline, say) is never promoted.
+global Variable; before 3.3, which has no such store, ``airflow_compat.asset_state`` keeps it in
+a Variable (with a warning). A run without the metric (W&B offline, say) is never promoted.
 
 The training step retries by cause (Airflow 3.3's ``retry_policy``): a preempted or evicted
 job is tried again after the cluster had time to free its GPUs, a lost apiserver soon (the
 retry reattaches to the running job), and failures a retry would only repeat (a gang that
 does not fit, an out-of-memory kill, an image that cannot be pulled, a job Kubernetes
-refuses) fail at once.
+refuses) fail at once. Before Airflow 3.3 the policy is left out (``retry_policy_kwargs``, with
+a warning) and the step retries by ``retries`` alone.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from datetime import timedelta
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Asset, ExceptionRetryPolicy, Param, RetryAction, RetryRule, task
+from airflow.sdk import DAG, Asset, Param, task
 
+from airflow_volcano_wandb.airflow_compat import asset_state, retry_policy_kwargs
 from airflow_volcano_wandb.exceptions import (
     ApiserverUnreachableError,
     ImagePullError,
@@ -37,28 +40,34 @@ MODEL = Asset("volcano_pytorch_model")
 METRIC = "eval/accuracy"
 BEST_KEY = "best"  # asset state: {"accuracy": ..., "wandb_run_id": ..., "image": ...}
 
-TRAINING_RETRY_POLICY = ExceptionRetryPolicy(
-    rules=[
-        RetryRule(
-            exception=JobPreemptedError,
-            action=RetryAction.RETRY,
-            retry_delay=timedelta(minutes=15),
-            reason="preempted or evicted: retry once the cluster has room again",
-        ),
-        RetryRule(
-            exception=ApiserverUnreachableError,
-            action=RetryAction.RETRY,
-            retry_delay=timedelta(minutes=1),
-            reason="lost the Kubernetes API: the retry reattaches to the job",
-        ),
-        RetryRule(
-            exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
-            action=RetryAction.FAIL,
-            reason="a retry would fail the same way: fix the resources, image or template",
-        ),
-    ],
-    # Anything else (a trainer exit code, a deleted job) uses retries=2 and retry_delay.
-)
+
+def training_retry_policy() -> Any:
+    """The training step's retry rules (an Airflow 3.3 ``ExceptionRetryPolicy``)."""
+    from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
+
+    return ExceptionRetryPolicy(
+        rules=[
+            RetryRule(
+                exception=JobPreemptedError,
+                action=RetryAction.RETRY,
+                retry_delay=timedelta(minutes=15),
+                reason="preempted or evicted: retry once the cluster has room again",
+            ),
+            RetryRule(
+                exception=ApiserverUnreachableError,
+                action=RetryAction.RETRY,
+                retry_delay=timedelta(minutes=1),
+                reason="lost the Kubernetes API: the retry reattaches to the job",
+            ),
+            RetryRule(
+                exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
+                action=RetryAction.FAIL,
+                reason="a retry would fail the same way: fix the resources, image or template",
+            ),
+        ],
+        # Anything else (a trainer exit code, a deleted job) uses retries=2 and retry_delay.
+    )
+
 
 with DAG(
     dag_id="volcano_pytorch_retraining",
@@ -91,7 +100,7 @@ with DAG(
         pending_timeout=1800,
         retries=2,
         outlets=[MODEL],
-        retry_policy=TRAINING_RETRY_POLICY,
+        **retry_policy_kwargs(training_retry_policy),
     )
 
 
@@ -127,18 +136,18 @@ with DAG(
 ):
 
     @task.branch(inlets=[MODEL])
-    def evaluate(*, ti: Any, triggering_asset_events: Any, asset_state_store: Any) -> str:
+    def evaluate(*, ti: Any, triggering_asset_events: Any, **context: Any) -> str:
         # Several trainings may have finished since the last promotion run: the latest counts.
         extra = dict(triggering_asset_events[MODEL][-1].extra)
         ti.xcom_push(key="candidate", value=extra)
-        best = promotion(extra, asset_state_store[MODEL].get(BEST_KEY))
+        best = promotion(extra, asset_state(context, MODEL).get(BEST_KEY))
         ti.xcom_push(key="best", value=best)
         return "promote" if best else "keep_current"
 
     @task(inlets=[MODEL])
-    def promote(*, ti: Any, asset_state_store: Any) -> dict[str, Any]:
+    def promote(*, ti: Any, **context: Any) -> dict[str, Any]:
         best = ti.xcom_pull(task_ids="evaluate", key="best")
-        asset_state_store[MODEL].set(BEST_KEY, best)
+        asset_state(context, MODEL).set(BEST_KEY, best)
         print(f"Promoted W&B run {best['wandb_run_id']} with {METRIC}={best['accuracy']}")
         return best
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import pendulum
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
-from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_volcano_wandb import sweep
+from airflow_volcano_wandb.airflow_compat import AirflowSkipException
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 
 # The retraining DAG's model: volcano_pytorch_promote, scheduled on it, decides what is promoted.

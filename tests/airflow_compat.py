@@ -34,16 +34,33 @@ def serialize_dag(dag: Any) -> dict[str, Any]:
     return DagSerialization.to_dict(dag)
 
 
-def latest_serialized_dag(dag_id: str, session: Any) -> Any:
-    """The newest serialized version of ``dag_id`` in the metadata DB, as the API server reads it.
+def latest_serialized_dag(dag: Any, session: Any) -> Any:
+    """``dag`` as the API server reads it: its newest serialized version in the metadata DB.
 
-    :param dag_id: the DAG.
+    Airflow 3.0's ``dag.test()`` writes no serialized DAG (3.1 does); there it is the same
+    serialization round trip the DB row would hold (``SerializedDAG``, as ``dag.test()`` itself
+    builds its scheduler-side DAG).
+
+    :param dag: a DAG of the Task SDK that ``dag.test()`` ran.
     :param session: a metadata DB session.
     """
     try:
         from airflow.models.dagbag import DBDagBag
     except ImportError:  # Airflow 3.0
         from airflow.models.dagbag import DagBag
+        from airflow.serialization.serialized_objects import SerializedDAG
 
-        return DagBag(read_dags_from_db=True).get_dag(dag_id, session=session)
-    return DBDagBag().get_latest_version_of_dag(dag_id, session=session)
+        stored = DagBag(read_dags_from_db=True).get_dag(dag.dag_id, session=session)
+        if stored is not None:
+            return stored
+        return SerializedDAG.deserialize_dag(SerializedDAG.serialize_dag(dag))
+    return DBDagBag().get_latest_version_of_dag(dag.dag_id, session=session)
+
+
+def param_validation_error() -> type[Exception]:
+    """What a ``Param`` raises on an invalid value (``airflow.sdk.exceptions`` from 3.2)."""
+    try:
+        from airflow.sdk.exceptions import ParamValidationError
+    except ImportError:
+        from airflow.exceptions import ParamValidationError
+    return ParamValidationError

@@ -15,7 +15,7 @@ from airflow.sdk import Context
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb import api_key_secret, cleanup, job_report, submission, wandb_run
-from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.airflow_compat import AirflowException, task_state_store
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError
@@ -131,7 +131,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
             )
 
         api_key = None if self.wandb_api_key_secret else wandb_hook.api_key
-        store = context.get("task_state_store")  # Airflow >= 3.3: kept across tries
+        store = task_state_store(context)  # Airflow >= 3.3: kept across tries
         spec, job = self._submit(render, identity, api_key, store)
         if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:  # reattached: its run
             spec = dataclasses.replace(spec, run_id=wandb_run_of(job))

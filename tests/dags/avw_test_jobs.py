@@ -7,10 +7,12 @@ codes) comes in through params, so each test says exactly what it runs.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, ExceptionRetryPolicy, RetryAction, RetryRule
+from airflow.sdk import DAG
 
+from airflow_volcano_wandb.airflow_compat import retry_policy_kwargs
 from airflow_volcano_wandb.exceptions import (
     ApiserverUnreachableError,
     ImagePullError,
@@ -100,21 +102,26 @@ def _record_failure(context) -> None:
 
 
 # The rules dags/volcano_pytorch_retraining.py sets, with delays short enough for a test.
-TEST_RETRY_POLICY = ExceptionRetryPolicy(
-    rules=[
-        RetryRule(
-            exception=[JobPreemptedError, ApiserverUnreachableError],
-            action=RetryAction.RETRY,
-            retry_delay=timedelta(seconds=7),
-            reason="preempted or apiserver lost: retry",
-        ),
-        RetryRule(
-            exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
-            action=RetryAction.FAIL,
-            reason="will fail again: fail fast",
-        ),
-    ]
-)
+def fast_retry_policy() -> Any:
+    """An Airflow 3.3 ``ExceptionRetryPolicy`` (left out before 3.3: ``retry_policy_kwargs``)."""
+    from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
+
+    return ExceptionRetryPolicy(
+        rules=[
+            RetryRule(
+                exception=[JobPreemptedError, ApiserverUnreachableError],
+                action=RetryAction.RETRY,
+                retry_delay=timedelta(seconds=7),
+                reason="preempted or apiserver lost: retry",
+            ),
+            RetryRule(
+                exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
+                action=RetryAction.FAIL,
+                reason="will fail again: fail fast",
+            ),
+        ]
+    )
+
 
 with _dag(
     "avw_test_retry_policy", first_try_annotations={}, record_to="/dev/null"
@@ -137,7 +144,7 @@ with _dag(
         # The test checks the policy's decision as Airflow recorded it (its delay included),
         # not dag.test()'s timing; short delays keep the run short either way.
         retry_delay=timedelta(seconds=1),
-        retry_policy=TEST_RETRY_POLICY,
+        **retry_policy_kwargs(fast_retry_policy),
         on_retry_callback=_record_failure,
         on_failure_callback=_record_failure,
     )

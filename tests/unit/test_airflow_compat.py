@@ -139,3 +139,93 @@ def test_the_missing_on_kill_is_warned_about_once(monkeypatch, caplog):
         (warning,) = warnings
         assert "on_kill" in warning and "Airflow 3.3" in warning
         assert warning.startswith(f"Airflow {airflow_compat.INSTALLED_AIRFLOW}:")
+
+
+def _warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name == airflow_compat.__name__]
+
+
+def test_a_retry_policy_is_passed_on_3_3_and_left_out_before_with_one_warning(monkeypatch, caplog):
+    monkeypatch.setattr(airflow_compat, "_warned", set())
+    policy = object()
+    with caplog.at_level(logging.WARNING, logger=airflow_compat.__name__):
+        first = airflow_compat.retry_policy_kwargs(lambda: policy)
+        second = airflow_compat.retry_policy_kwargs(lambda: policy)
+    assert airflow_compat.RETRY_POLICY is ON_3_3
+    if ON_3_3:
+        assert first == second == {"retry_policy": policy}
+        assert _warnings(caplog) == []
+    else:  # the policy is never built (its names are not in airflow.sdk): retries alone
+        assert first == second == {}
+        (warning,) = _warnings(caplog)
+        assert "retry_policy" in warning and "Airflow 3.3" in warning
+
+
+def test_the_example_retraining_task_has_its_policy_on_3_3_only():
+    from tests.airflow_compat import dag_bag
+    from tests.conftest import REPO
+
+    bag = dag_bag(str(REPO / "dags"))
+    assert bag.import_errors == {}
+    train = bag.dags["volcano_pytorch_retraining"].get_task("train")
+    assert train.retries == 2
+    if ON_3_3:
+        assert type(train.retry_policy).__name__ == "ExceptionRetryPolicy"
+    else:
+        assert getattr(train, "retry_policy", None) is None
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.data: dict = {}
+
+    def get(self, key, default=None):
+        return self.data.get(key, default)
+
+    def set(self, key, value):
+        self.data[key] = value
+
+
+def test_the_asset_state_store_or_variables_before_3_3(monkeypatch, caplog):
+    from airflow.sdk import Asset, Variable
+
+    monkeypatch.setattr(airflow_compat, "_warned", set())
+    asset = Asset("avw_model")
+    store = _Store()
+    context = {"asset_state_store": {asset: store}} if ON_3_3 else {}
+    variables: dict[str, str] = {}
+    monkeypatch.setattr(
+        Variable, "get", staticmethod(lambda key, default=None: variables.get(key, default))
+    )
+    monkeypatch.setattr(
+        Variable, "set", staticmethod(lambda key, value: variables.__setitem__(key, value))
+    )
+    with caplog.at_level(logging.WARNING, logger=airflow_compat.__name__):
+        state = airflow_compat.asset_state(context, asset)
+        assert state.get("best") is None and state.get("best", 1) == 1
+        state.set("best", {"accuracy": 0.9})
+        again = airflow_compat.asset_state(context, asset)
+        assert again.get("best") == {"accuracy": 0.9}
+    if ON_3_3:
+        assert state is store and variables == {} and _warnings(caplog) == []
+    else:
+        assert variables == {"asset_state:avw_model:best": '{"accuracy": 0.9}'}
+        (warning,) = _warnings(caplog)
+        assert "asset state store" in warning and "asset_state:avw_model:<key>" in warning
+        with pytest.raises(ValueError):
+            state.set("best", None)
+
+
+def test_the_task_state_store_or_none_before_3_3_with_one_warning(monkeypatch, caplog):
+    monkeypatch.setattr(airflow_compat, "_warned", set())
+    store = _Store()
+    context = {"task_state_store": store} if ON_3_3 else {}
+    with caplog.at_level(logging.WARNING, logger=airflow_compat.__name__):
+        found = [airflow_compat.task_state_store(context) for _ in range(2)]
+    assert airflow_compat.TASK_STATE_STORE is ON_3_3
+    if ON_3_3:
+        assert found == [store, store] and _warnings(caplog) == []
+    else:
+        assert found == [None, None]
+        (warning,) = _warnings(caplog)
+        assert "task state store" in warning and "labels" in warning

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pickle
 
 import pytest
-from airflow.sdk.exceptions import AirflowException, AirflowTaskTimeout
 
 from airflow_volcano_wandb import exceptions
+from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.diagnostics import Classification, ContainerFailure, FailureKind
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 

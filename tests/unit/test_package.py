@@ -101,9 +101,10 @@ def test_manual_dag_params_make_a_usable_trigger_form():
 
 def test_manual_dag_allow_lists_come_from_the_deployments_config(monkeypatch):
     """Not from the form, nor from a Variable a UI user may edit: the Airflow configuration."""
-    from airflow.sdk.exceptions import ParamValidationError
-
     from airflow_volcano_wandb.testing.jobs import load_dag
+    from tests.airflow_compat import param_validation_error
+
+    ParamValidationError = param_validation_error()
 
     path = REPO / "dags" / "volcano_pytorch_manual.py"
     dag = load_dag(path, "volcano_pytorch_manual")

@@ -112,7 +112,7 @@ def test_api_key_is_registered_with_the_masker(monkeypatch: pytest.MonkeyPatch) 
 
 def test_mask_api_key_registers_the_key_quietly(monkeypatch, caplog) -> None:
     """For a resumed task or a sensor: mask without using the key, no warning without one."""
-    from airflow.sdk.log import redact
+    from airflow_volcano_wandb.airflow_compat import redact
 
     secret = "quiet" + "q" * 40
     WandbHook(define(monkeypatch, "wandb_unit_quiet", password=secret)).mask_api_key()
@@ -132,10 +132,17 @@ def test_ui_field_behaviour() -> None:
     assert WANDB_UI_FIELD_BEHAVIOUR["relabeling"] == behaviour["relabeling"]
 
 
-def test_connection_form_as_the_airflow_ui_builds_it() -> None:
+def test_connection_form_as_the_airflow_ui_builds_it(monkeypatch) -> None:
     # The API server builds the connection form without Flask/WTForms by mocking them; this is
     # that code path, so it checks what the UI shows for a "wandb" connection.
     from airflow.api_fastapi.core_api.services.ui import connections
+    from airflow.providers_manager import ProvidersManager
+
+    # Airflow 3.0/3.1 keep one ProvidersManager per process (a Singleton metaclass): one that
+    # other tests initialised without the mocks has no widgets. The form gets a new one here.
+    instances = getattr(type(ProvidersManager), "_instances", None)
+    if instances is not None:
+        monkeypatch.delitem(instances, ProvidersManager, raising=False)
 
     hooks, widgets, behaviours = connections.HookMetaService._get_hooks_with_mocked_fab()
     assert "wandb" in hooks, "provider not installed as a package (no entry point)"

@@ -95,11 +95,12 @@ DRIVER = textwrap.dedent(
     results = {"running": None, "finished": {}, "xcom": {}}
 
 
-    def links(dag_id, run_id):
+    def links(dag, run_id):
         # The API server's extra-links endpoint: serialized DAG + task.get_extra_links(ti, name).
+        dag_id = dag.dag_id
         out = {}
         with create_session() as session:
-            sdag = latest_serialized_dag(dag_id, session)
+            sdag = latest_serialized_dag(dag, session)
             tis = session.scalars(
                 select(TaskInstance).where(
                     TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id
@@ -124,7 +125,7 @@ DRIVER = textwrap.dedent(
                     select(TaskInstance).where(TaskInstance.dag_id == "link_running")
                 ).one()
                 run_id = ti.run_id
-            results["running"] = links("link_running", run_id)["train"]
+            results["running"] = links(link_dags.running, run_id)["train"]
         finally:
             open(os.environ["AVW_RELEASE"], "w").close()
 
@@ -137,7 +138,7 @@ DRIVER = textwrap.dedent(
     observer.join()
 
     dag_run = link_dags.finished.test()
-    results["finished"] = links("link_finished", dag_run.run_id)
+    results["finished"] = links(link_dags.finished, dag_run.run_id)
     with create_session() as session:
         for x in session.scalars(select(XComModel).where(XComModel.run_id == dag_run.run_id)):
             results["xcom"][f"{x.task_id}/{x.key}"] = x.value

@@ -363,7 +363,18 @@ def test_run_url_quotes_path_segments() -> None:
 def test_app_url_matches_the_sdk(base_url: str) -> None:
     from wandb import util as wandb_util
 
-    assert app_url(base_url) == wandb_util.api_to_app_url(base_url).rstrip("/")
+    # The wandb of Airflow 3.0's time (0.21, in test-compat) calls it `app_url`.
+    sdk_app_url = getattr(wandb_util, "api_to_app_url", None) or wandb_util.app_url
+    if "forge.coreweave.com" in base_url:
+        # Ours always links Forge's real UI. An SDK that does not know it yet (before 0.31)
+        # sends Forge's API to the generic "app." host; one that knows it agrees with us.
+        assert app_url(base_url) == "https://forge.coreweave.com/wandb"
+        assert sdk_app_url(base_url).rstrip("/") in (
+            "https://forge.coreweave.com/wandb",
+            "https://app.forge.coreweave.com",
+        )
+        return
+    assert app_url(base_url) == sdk_app_url(base_url).rstrip("/")
 
 
 def test_spec_url() -> None:
