@@ -158,6 +158,20 @@ class Run:
             )
         return ti
 
+    def wait_run_ended(self, timeout: float = 120) -> dict[str, Any]:
+        """The DAG run once the scheduler has marked it ended.
+
+        Clear a finished run only then: a clear that lands while the scheduler is marking the
+        run successful is overwritten by it (the run ends ``success`` with its task instances
+        reset, and nothing runs again).
+        """
+
+        def ended():
+            run = self.dag_run()
+            return run if run["state"] in ("success", "failed") else None
+
+        return wait_for(ended, timeout, f"{self.dag_id} run {self.run_id} to end", interval=1)
+
     def wait_deferred(self, timeout: float = 300) -> dict[str, Any]:
         def deferred():
             self.stack.check_alive()

@@ -97,6 +97,7 @@ def test_clearing_a_successful_task_trains_a_new_job(
         first_run_id = run.xcom("wandb_run_id")
         assert run.state_store("volcano_job")["uid"] == first_uid
 
+        run.wait_run_ended()
         run.clear()
         run.expect_success(try_number=2)
 
@@ -134,6 +135,7 @@ def test_clearing_the_manual_dags_submit_and_sensor_trains_a_new_job(
         first = run.xcom("volcano_job", task_id="submit")
         assert run.xcom("return_value")["uid"] == first["uid"]
 
+        run.wait_run_ended()
         run.clear(["submit"], include_downstream=True)
         run.expect_success(try_number=2)
         assert run.ti("submit")["try_number"] == 2

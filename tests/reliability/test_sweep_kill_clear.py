@@ -134,6 +134,11 @@ def test_clearing_one_map_index_retrains_only_that_one(stack, volcano_cluster):
                 return tis if len(tis) == 3 and states == {"success"} else None
 
             wait_for(finished, 300, "the three map indexes to succeed")
+            # A clear landing while the scheduler marks the run successful is lost to it.
+            run_path = f"/dags/{DAG_ID}/dagRuns/{quote(run_id, safe='')}"
+            wait_for(
+                lambda: stack.api("GET", run_path)["state"] == "success", 120, "the run to end"
+            )
             first = {job["metadata"]["uid"]: job for job in recorded.seen()}
             assert len(first) == 3
             stack.api(
