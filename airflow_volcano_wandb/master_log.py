@@ -104,9 +104,8 @@ def _container(pod: dict) -> str:
 
 def _running(pod: dict) -> bool:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return any(
-        s["name"] == _container(pod) and "running" in (s.get("state") or {}) for s in statuses
-    )
+    container = _container(pod)
+    return any(s["name"] == container and "running" in (s.get("state") or {}) for s in statuses)
 
 
 class _MasterLog:

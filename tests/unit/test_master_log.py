@@ -237,3 +237,37 @@ def test_the_trigger_follows_only_when_asked(monkeypatch):
     assert started == []
     assert asyncio.run(start(True)).cancelled()
     assert started == ["j"]
+
+
+def test_the_trigger_logs_progress_once_per_change_of_phase_or_placed_ranks():
+    def job(phase: str, master: dict, worker: dict) -> dict:
+        return {
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "tasks": [{"name": "master", "replicas": 1}, {"name": "worker", "replicas": 2}]
+            },
+            "status": {
+                "state": {"phase": phase},
+                "taskStatusCount": {"master": {"phase": master}, "worker": {"phase": worker}},
+            },
+        }
+
+    trigger = VolcanoJobTrigger(job_name="j", namespace="ns")
+    log = _Log()
+    trigger._log = log
+    for state in (
+        job("Pending", {"Pending": 1}, {"Pending": 2}),
+        job("Pending", {"Running": 1}, {"Pending": 2}),
+        job("Pending", {"Running": 1}, {"Pending": 2}),  # unchanged: no line
+        job("Running", {"Running": 1}, {"Running": 1, "Pending": 1}),
+        job("Running", {"Running": 1}, {"Running": 2}),
+        job("Completed", {"Succeeded": 1}, {"Succeeded": 2}),
+    ):
+        trigger._log_progress(state)
+    assert log.lines == [
+        "Pending: master 0/1, worker 0/2",
+        "Pending: master 1/1, worker 0/2",
+        "Running: master 1/1, worker 1/2",
+        "Running: master 1/1, worker 2/2",
+        "Completed: master 1/1, worker 2/2",
+    ]
