@@ -79,7 +79,16 @@ def get_provider_info() -> dict:
                         "type": "string",
                         "example": "prod",
                         "default": "",
-                    }
+                    },
+                    "max_concurrent_log_follows": {
+                        "description": "At most this many master logs followed at once per "
+                        "triggerer, for deferred tasks with follow_master_log=True; the "
+                        "others wait for a free slot. Read once per triggerer process.",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "100",
+                        "default": "50",
+                    },
                 },
             }
         },

@@ -9,6 +9,7 @@ from typing import Any
 
 from airflow_volcano_wandb.diagnostics import task_of
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LineJoiner, LogCap
 
 STARTED_PHASES = ("Running", "Succeeded", "Failed")
 
@@ -17,6 +18,8 @@ class MasterLogFollower(threading.Thread):
     """Streams one pod's log, each line once, until ``stop()``.
 
     The log is a courtesy: any error just ends the stream, the wait decides the outcome.
+    Lines split across chunks are joined (``log_lines``), and at most ``max_lines`` lines or
+    ``max_bytes`` bytes are shown, as in the deferred follow.
     ``stop()`` shuts the HTTP response's socket down, because a follow stream only returns
     when a line arrives or the container ends, and the task must not wait on either.
     """
@@ -28,6 +31,8 @@ class MasterLogFollower(threading.Thread):
         namespace: str,
         master_task: str,
         log: logging.Logger | Any,
+        max_lines: int = DEFAULT_MAX_LINES,
+        max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         super().__init__(name=f"log-{job_name}", daemon=True)
         self._hook = hook
@@ -37,6 +42,7 @@ class MasterLogFollower(threading.Thread):
         self._log = log
         self._stopped = threading.Event()
         self._response: Any = None
+        self._cap = LogCap(max_lines, max_bytes)
 
     def stop(self) -> None:
         self._stopped.set()
@@ -78,8 +84,18 @@ class MasterLogFollower(threading.Thread):
         self._response = self._hook.core_v1_client.read_namespaced_pod_log(
             pod, self._namespace, follow=True, _preload_content=False
         )
+        joiner = LineJoiner()
         for raw in self._response.stream():
-            for line in raw.decode(errors="replace").splitlines():
-                self._log.info("[%s] %s", pod, line)
-            if self._stopped.is_set():
+            if not self._show(pod, joiner.feed(raw)) or self._stopped.is_set():
                 return
+        self._show(pod, joiner.flush())
+
+    def _show(self, pod: str, lines: list[str]) -> bool:
+        """Log the lines the cap admits; False once it is reached."""
+        for line in lines:
+            shown, notice = self._cap.admit(line)
+            if shown:
+                self._log.info("[%s] %s", pod, line)
+            elif notice:
+                self._log.info("[%s] %s", pod, notice)
+        return not self._cap.reached

@@ -26,9 +26,16 @@ def wait_in_process(
 ) -> WaitResult:
     """The same wait the triggerer would run, here; the master's log goes to the task log."""
     trigger._log = task_log  # progress lines belong in the task log
+    trigger.follow_master_log = False  # the thread below follows it, with the trigger's caps
     meta = job["metadata"]
     follower = MasterLogFollower(
-        hook, meta["name"], meta["namespace"], master_task_name(job) or "", task_log
+        hook,
+        meta["name"],
+        meta["namespace"],
+        master_task_name(job) or "",
+        task_log,
+        max_lines=trigger.master_log_max_lines,
+        max_bytes=trigger.master_log_max_bytes,
     )
     follower.start()
     try:

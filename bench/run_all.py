@@ -22,7 +22,9 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    bound, then every verdict checked against the job's real end, and no job deleted;
 7. sweep_burst (issue 17): --sweep-tasks (200) mapped task instances of the operator submit
    at once, then again as retries (bench/sweep_burst.py): submit p50/p99, duplicates, 429s;
-   then their wait by the provider's trigger and by 2 s polling (watch connections, req/min).
+   then their wait by the provider's trigger and by 2 s polling (watch connections, req/min);
+8. live_progress (issue 15): --live-jobs (100) waiting triggers with master log following
+   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -61,6 +63,7 @@ from common import (
     reads,
     summary,
 )
+from live_progress import live_progress, md_live_progress
 
 from airflow_volcano_wandb.job_status import FAILURE_PHASES
 from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, MAP_INDEX_LABEL
@@ -149,7 +152,8 @@ def driver(
     if wait_go:
         argv.append("--wait-go")
     for key, value in extra.items():
-        argv += [f"--{key.replace('_', '-')}", str(value)]
+        flag = f"--{key.replace('_', '-')}"
+        argv += [flag] if value is True else [flag, str(value)]
     return subprocess.Popen(
         argv,
         env=env,
@@ -713,6 +717,7 @@ def markdown(r: dict) -> str:
         ("namespace_scale", md_namespace),
         ("outage", md_outage),
         ("sweep_burst", md_sweep),
+        ("live_progress", md_live_progress),
     )
     for key, section in sections:
         if key in r:
@@ -995,7 +1000,16 @@ def goals(r: dict) -> list[str]:
     return out
 
 
-SCENARIOS = ("render", "e2e", "latency", "scale", "namespace_scale", "outage", "sweep_burst")
+SCENARIOS = (
+    "render",
+    "e2e",
+    "latency",
+    "scale",
+    "namespace_scale",
+    "outage",
+    "sweep_burst",
+    "live_progress",
+)
 
 
 def parse_options() -> argparse.Namespace:
@@ -1012,6 +1026,9 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--outage-s", type=float, default=300.0, help="apiserver outage (s)")
     parser.add_argument("--outage-waiting", type=int, default=1000, help="triggers waiting")
     parser.add_argument("--sweep-tasks", type=int, default=200, help="mapped tasks at once")
+    parser.add_argument("--live-jobs", type=int, default=100, help="jobs followed (or not)")
+    parser.add_argument("--live-lines", type=int, default=200, help="log lines per master")
+    parser.add_argument("--live-runs", type=int, default=3, help="runs per side, for medians")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
         "--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {SCENARIOS}"
@@ -1032,6 +1049,7 @@ def parse_options() -> argparse.Namespace:
         options.namespace_jobs, options.namespace_waiting = 200, 20
         options.outage_s, options.outage_waiting = 20.0, 20
         options.sweep_tasks = 10
+        options.live_jobs, options.live_runs = 20, 1
     options.only = set(options.only.split(","))
     unknown = options.only - set(SCENARIOS)
     if unknown:
@@ -1044,7 +1062,7 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "render" in options.only:
         say("render_job")
         results["render_ms"] = render(repeat=500)
-    if options.only & {"e2e", "latency", "scale", "outage", "namespace_scale", "sweep_burst"}:
+    if options.only - {"render"}:
         say("airflow db migrate")
         subprocess.run(
             [PY, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True
@@ -1073,6 +1091,19 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
             cluster, env, work, options.sweep_tasks, options.window
         )
         say(f"sweep: {results['sweep_burst']}")
+    if "live_progress" in options.only:
+        results["live_progress"] = live_progress(
+            cluster,
+            env,
+            work,
+            driver,
+            say,
+            jobs=options.live_jobs,
+            lines=options.live_lines,
+            window=options.window,
+            runs=options.live_runs,
+        )
+        say(f"live_progress: {results['live_progress']}")
     if "outage" in options.only:
         results["outage"] = outage(cluster, env, work, options.outage_waiting, options.outage_s)
         say(f"outage: {results['outage']}")
@@ -1146,7 +1177,7 @@ def main() -> None:
     load_before = round(os.getloadavg()[0], 2)
     say(f"work dir {work}; cluster {cluster.server}")
     pods = max(int(s) for s in options.sizes.split(",")) + options.latency_jobs
-    added = cluster.ensure_pod_capacity(max(pods, options.outage_waiting) + 50)
+    added = cluster.ensure_pod_capacity(max(pods, options.outage_waiting, options.live_jobs) + 50)
     if added:
         say(f"added {len(added)} simulated nodes for capacity")
     # A partial run keeps the figures of the scenarios it did not run.

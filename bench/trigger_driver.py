@@ -10,6 +10,10 @@ Modes:
 - ``scale``: start the triggers, let them settle, then measure a window: CPU seconds, RSS,
   TCP connections to the apiserver, and client-side requests. Prints ``WINDOW_START`` /
   ``WINDOW_END`` lines so the parent can read the apiserver's metrics at the same moments.
+  With ``--follow-master-log`` the provider's triggers also follow their master's log
+  (``follow_master_log=True``); ``log_lines`` counts the lines they showed, and
+  ``cpu_s_total`` the CPU seconds from the triggers' creation to the window's end (the
+  follows' start, when each reads its pod's log so far, included).
 - ``latency``: run until every trigger fired (or ``--timeout``); write the events' stamps
   and outcomes (also what the outage scenario uses: it stops the apiserver meanwhile).
 
@@ -38,6 +42,7 @@ sys.path.insert(0, str(REPO))
 import psutil  # noqa: E402
 
 REQUESTS = {"count": 0}
+SHOWN = {"lines": 0}
 # Every call of the hook's list/watch/read/delete, as (wall time, verb): counted before the
 # call goes out, so attempts that never reach the apiserver (it is down) count too.
 API_CALLS: list[tuple[float, str]] = []
@@ -80,6 +85,20 @@ def _count_hook_calls() -> None:
     AsyncVolcanoHook.watch_jobs = counted_stream(AsyncVolcanoHook.watch_jobs)
 
 
+def _count_shown_lines() -> None:
+    """Count the master log lines the triggers show (each goes through the per-job cap)."""
+    from airflow_volcano_wandb.log_lines import LogCap
+
+    original = LogCap.admit
+
+    def counted(self, line):
+        shown, notice = original(self, line)
+        SHOWN["lines"] += shown
+        return shown, notice
+
+    LogCap.admit = counted
+
+
 class StampedEvents(deque):
     """The runner's outbound event queue, stamping each event as it is queued."""
 
@@ -108,16 +127,20 @@ def load_jobs(path: str, limit: int) -> list[dict]:
     return [e if isinstance(e, dict) else {"name": e} for e in entries]
 
 
-def make_trigger(mode: str, job: dict, namespace: str, interval: float):
+def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: bool = False):
     name = job["name"]
     if mode == "watch":
         from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 
         if job.get("uid"):  # as the operator defers: this submission, by try 1
             return VolcanoJobTrigger(
-                job_name=name, namespace=namespace, job_uid=job["uid"], try_number=1
+                job_name=name,
+                namespace=namespace,
+                job_uid=job["uid"],
+                try_number=1,
+                follow_master_log=follow,
             )
-        return VolcanoJobTrigger(job_name=name, namespace=namespace)
+        return VolcanoJobTrigger(job_name=name, namespace=namespace, follow_master_log=follow)
     from bench.polling_trigger import PollingVolcanoJobTrigger
 
     return PollingVolcanoJobTrigger(job_name=name, namespace=namespace, poll_interval=interval)
@@ -164,9 +187,10 @@ async def drive(options: argparse.Namespace) -> dict:
     runner.events = StampedEvents()
     watchdog = asyncio.create_task(runner.block_watchdog())
     started = time.time()
+    cpu_start = proc.cpu_times()
     for i, job in enumerate(jobs, start=1):
         classpath, kwargs = make_trigger(
-            options.mode, job, options.namespace, options.interval
+            options.mode, job, options.namespace, options.interval, options.follow_master_log
         ).serialize()
         runner.to_create.append(
             RunTrigger(id=i, classpath=classpath, encrypted_kwargs=Trigger.encrypt_kwargs(kwargs))
@@ -213,6 +237,8 @@ async def drive(options: argparse.Namespace) -> dict:
                 "shared_watchers": max(watches),
                 "rss_mb": proc.memory_info().rss / 2**20,
                 "fired_early": len(runner.events.stamps),
+                "cpu_s_total": (cpu1.user + cpu1.system) - (cpu_start.user + cpu_start.system),
+                "log_lines": SHOWN["lines"],
             }
         )
     else:
@@ -261,6 +287,11 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", required=True)
     parser.add_argument(
+        "--follow-master-log",
+        action="store_true",
+        help="the provider's triggers also follow their master's log",
+    )
+    parser.add_argument(
         "--wait-go",
         action="store_true",
         help="print READY once imported, start on a line from stdin",
@@ -270,6 +301,7 @@ def main() -> None:
     os.environ.setdefault("AIRFLOW_DISABLE_GREENBACK_PORTAL", "false")
     _count_requests()
     _count_hook_calls()
+    _count_shown_lines()
     result = asyncio.run(drive(options))
     Path(options.out).write_text(json.dumps(result))
 

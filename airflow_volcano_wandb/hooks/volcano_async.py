@@ -12,6 +12,7 @@ from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiExcepti
 from airflow_volcano_wandb.hooks.kubernetes_api import (
     ASYNC_CALL_TIMEOUT,
     GROUP,
+    JOB_NAME_LABEL,
     JOBS_RESOURCE,
     PLURAL,
     VERSION,
@@ -97,6 +98,37 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
             list(result.get("items") or []),
             metadata["resourceVersion"],
             metadata.get("continue") or None,
+        )
+
+    async def list_job_pods(
+        self, api: async_k8s.ApiClient, name: str, namespace: str
+    ) -> list[dict]:
+        """The job's pods, as the plain dicts the API returns."""
+        response = await async_k8s.CoreV1Api(api).list_namespaced_pod(
+            namespace,
+            label_selector=f"{JOB_NAME_LABEL}={name}",
+            _preload_content=False,
+            _request_timeout=ASYNC_CALL_TIMEOUT,
+        )
+        async with response:
+            return list((await response.json()).get("items") or [])
+
+    async def open_pod_log(
+        self, api: async_k8s.ApiClient, pod: str, namespace: str, container: str
+    ) -> aiohttp.ClientResponse:
+        """A follow stream of a container's log, each line prefixed with its timestamp.
+
+        No read timeout: a container may stay silent for hours; the caller decides how long
+        silence may last (and closes the response).
+        """
+        return await async_k8s.CoreV1Api(api).read_namespaced_pod_log(
+            pod,
+            namespace,
+            container=container,
+            follow=True,
+            timestamps=True,
+            _preload_content=False,
+            _request_timeout=aiohttp.ClientTimeout(sock_connect=30),
         )
 
     async def watch_jobs(

@@ -24,6 +24,7 @@ from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
+from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
 from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
@@ -37,14 +38,15 @@ XCOM_SUMMARY = "wandb_summary"
 RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)  # also the keys of the run's dict
 
 
-class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin):
+class VolcanoPyTorchJobOperator(
+    VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin, PodLogMixin
+):
     """Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
 
     What the job is comes from :class:`.job_template.JobTemplateMixin` (``template``,
-    ``image_uri``, ``replicas``, ``macros``, ``namespace``, ``env``, the pod policy...), its
-    W&B run from :class:`.wandb_run.WandbRunMixin` (``wandb_conn_id``, ``wandb_project``,
-    ``wandb_run_id``, ``wandb_summary_keys``...); their parameters are documented there.
-    This class submits, waits and reports.
+    ``image_uri``, ``replicas``, ``namespace``, ``env``, the pod policy...), its W&B run from
+    :class:`.wandb_run.WandbRunMixin` (``wandb_project``, ``wandb_run_id``...), the pod logs
+    it shows from :class:`.pod_logs.PodLogMixin`; their parameters are documented there.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
@@ -69,7 +71,6 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
         inspection until a retry replaces it), ``delete`` or ``keep``.
     :param reattach_on_restart: reattach to a live job of this task instance; if False it is
         deleted and submitted again.
-    :param log_lines: lines of pod logs to show on completion or failure.
     """
 
     template_fields: Sequence[str] = (
@@ -94,7 +95,6 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
         watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
         on_finish_action: OnFinishAction = "delete_succeeded",
         reattach_on_restart: bool = True,
-        log_lines: int = 50,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,7 +106,6 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
         self.poll_interval, self.pending_timeout = poll_interval, pending_timeout
         self.watch_failure_grace = watch_failure_grace
         self.on_finish_action, self.reattach_on_restart = on_finish_action, reattach_on_restart
-        self.log_lines = log_lines
         #: The job this try submitted or reattached to, as soon as it exists (for on_kill).
         self._job: dict[str, str] | None = None
         self._try_number: int | None = None
@@ -219,9 +218,8 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
 
     def _trigger(self) -> VolcanoJobTrigger:
         assert self._job is not None
-        deadline = None
-        if self.execution_timeout is not None:
-            deadline = time.time() + self.execution_timeout.total_seconds()
+        timeout = self.execution_timeout
+        deadline = time.time() + timeout.total_seconds() if timeout is not None else None
         return VolcanoJobTrigger(
             job_name=self._job["name"],
             namespace=self._job["namespace"],
@@ -232,6 +230,7 @@ class VolcanoPyTorchJobOperator(VolcanoConnectionMixin, JobTemplateMixin, WandbR
             poll_interval=self.poll_interval,
             watch_failure_grace=self.watch_failure_grace,
             try_number=self._try_number,
+            **self.master_log_kwargs(),
         )
 
     def _report(

@@ -15,6 +15,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_volcano_wandb import airflow_compat
 from airflow_volcano_wandb.job_status import interpret
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
+from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, may_delete, selector_matches
 
@@ -26,14 +27,15 @@ if TYPE_CHECKING:
     from airflow_volcano_wandb.job_watcher import NamespaceJobWatcher, Subscription
 
 
-async def _kubernetes_side() -> ModuleType:
-    """``job_watcher``, with the Kubernetes clients it needs, imported off the event loop.
+async def _kubernetes_side(module: str = "job_watcher") -> ModuleType:
+    """``job_watcher`` (or ``master_log``), with the Kubernetes clients it needs, imported off
+    the event loop.
 
     The triggerer imports a trigger's module inside its event loop, so this module imports
     nothing that is not loaded there already: importing the Kubernetes clients takes seconds
     on a busy machine, and every other trigger in the triggerer would stall meanwhile.
     """
-    return await asyncio.to_thread(importlib.import_module, "airflow_volcano_wandb.job_watcher")
+    return await asyncio.to_thread(importlib.import_module, f"airflow_volcano_wandb.{module}")
 
 
 class VolcanoJobTrigger(BaseTrigger):
@@ -63,6 +65,10 @@ class VolcanoJobTrigger(BaseTrigger):
         followed on the namespace's unfiltered watch; ``None`` starts there.
     :param try_number: the try that waits; a kill deletes the job only while no newer try
         has adopted it.
+    :param follow_master_log: also log the master pod's lines while waiting (``master_log``);
+        never changes the outcome.
+    :param master_log_max_lines: at most this many master log lines for the job.
+    :param master_log_max_bytes: at most this many bytes of master log for the job.
     """
 
     def __init__(
@@ -81,6 +87,9 @@ class VolcanoJobTrigger(BaseTrigger):
         watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
         watch_selector: str | None = MANAGED_SELECTOR,
         try_number: int | None = None,
+        follow_master_log: bool = False,
+        master_log_max_lines: int = DEFAULT_MAX_LINES,
+        master_log_max_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -97,6 +106,9 @@ class VolcanoJobTrigger(BaseTrigger):
         self.watch_failure_grace = watch_failure_grace
         self.watch_selector = watch_selector
         self.try_number = try_number
+        self.follow_master_log = follow_master_log
+        self.master_log_max_lines = master_log_max_lines
+        self.master_log_max_bytes = master_log_max_bytes
         self._fired = False
         self._last_progress = ""
         self._gang_seen_whole = False
@@ -119,6 +131,9 @@ class VolcanoJobTrigger(BaseTrigger):
                 "watch_failure_grace": self.watch_failure_grace,
                 "watch_selector": self.watch_selector,
                 "try_number": self.try_number,
+                "follow_master_log": self.follow_master_log,
+                "master_log_max_lines": self.master_log_max_lines,
+                "master_log_max_bytes": self.master_log_max_bytes,
             },
         )
 
@@ -148,6 +163,17 @@ class VolcanoJobTrigger(BaseTrigger):
         if self.delete_on_kill and self.task_instance is not None:  # in a triggerer, not sync
             airflow_compat.warn_if_no_trigger_on_kill()
         job_watcher = await _kubernetes_side()
+        follow = await self._start_log_follow()
+        try:
+            result = await self._watch(job_watcher)
+        finally:
+            if follow is not None:  # ends with the wait, whatever ended the wait
+                follow.cancel()
+                await asyncio.gather(follow, return_exceptions=True)
+        self._fired = True
+        yield TriggerEvent(result.to_event())
+
+    async def _watch(self, job_watcher: ModuleType) -> WaitResult:
         selector = self.watch_selector
         while True:
             watcher = job_watcher.shared_watcher(
@@ -159,12 +185,28 @@ class VolcanoJobTrigger(BaseTrigger):
             finally:
                 await job_watcher.release(watcher, subscription)
             if result is not None:
-                break
+                return result
             # A job this provider did not submit (e.g. for the sensor) is outside the watch of
             # managed jobs: follow it on the namespace's unfiltered watch instead.
             selector = None
-        self._fired = True
-        yield TriggerEvent(result.to_event())
+
+    async def _start_log_follow(self) -> asyncio.Task | None:
+        """The master log's follow, for a job that asked for it; its own task, so that
+        nothing it does (or fails to do) can delay or change the wait."""
+        if not self.follow_master_log:
+            return None
+        master_log = await _kubernetes_side("master_log")
+        return asyncio.create_task(
+            master_log.follow_master_log(
+                self.hook,
+                self.job_name,
+                self.namespace,
+                self.log,
+                self.master_log_max_lines,
+                self.master_log_max_bytes,
+            ),
+            name=f"volcano-master-log-{self.namespace}-{self.job_name}",
+        )
 
     async def _wait(
         self, watcher: NamespaceJobWatcher, subscription: Subscription, selector: str | None

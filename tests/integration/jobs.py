@@ -88,9 +88,12 @@ def submit_job(
     name: str,
     master_seconds: int,
     labels: dict[str, str] | None = None,
+    master_annotations: dict[str, str] | None = None,
 ) -> dict:
-    """Create the seed's job directly (no operator), its master running ``master_seconds``."""
-    job = seed_template(master={SIM_DURATION: str(master_seconds)}, worker={SIM_DURATION: "600"})
+    """Create the seed's job directly (no operator), its master running ``master_seconds``
+    (and simulated as ``master_annotations`` say)."""
+    master = {SIM_DURATION: str(master_seconds), **(master_annotations or {})}
+    job = seed_template(master=master, worker={SIM_DURATION: "600"})
     job["metadata"].update(name=name, namespace=namespace, labels=labels or {})
     for task in job["spec"]["tasks"]:
         task["template"]["spec"]["containers"][0]["image"] = "example.org/trainer:1"

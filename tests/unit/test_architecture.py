@@ -29,6 +29,7 @@ PURE = [
     "sweep.py",
     "job_facts.py",
     "wandb_backlink.py",
+    "log_lines.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (

@@ -9,6 +9,11 @@ pod is scheduled, appends a line whenever a container exits, and creates the pod
 A pod annotated ``PRINT_ENV_ANNOTATION: "NAME,..."`` also prints those environment variables,
 ``secretKeyRef`` ones resolved from their Secret as the kubelet would: a trainer that dumps its
 environment, for tests that the W&B key is masked wherever Airflow shows pod logs.
+
+For tests of log following: ``LOG_LINES_ANNOTATION: "N"`` prints N numbered lines at start;
+``SPLIT_LINE_ANNOTATION: "text"`` prints a line in two writes a second apart (a CRI partial
+entry, then its end), so a follower receives it in two chunks; and a restarted container
+prints its start lines again, in the same file (the follower sees a replay plus new lines).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ import base64
 import datetime
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -26,12 +32,21 @@ from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
 DURATION_ANNOTATION = "sim.airflow-volcano-wandb.io/duration"
 EXIT_CODE_ANNOTATION = "sim.airflow-volcano-wandb.io/exit-code"
 PRINT_ENV_ANNOTATION = "sim.airflow-volcano-wandb.io/print-env"
+LOG_LINES_ANNOTATION = "sim.airflow-volcano-wandb.io/log-lines"
+SPLIT_LINE_ANNOTATION = "sim.airflow-volcano-wandb.io/split-line"
+SPLIT_LINE_DELAY = 1.0
 LOGS_API = "/apis/kwok.x-k8s.io/v1alpha1"
 
 
-def _cri_line(text: str, stream: str = "stdout") -> str:
+def _cri_line(text: str, stream: str = "stdout", tag: str = "F") -> str:
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return f"{stamp} {stream} F {text}\n"
+    return f"{stamp} {stream} {tag} {text}\n"
+
+
+def _append(path: Path, text: str) -> None:
+    if path.parent.exists():  # the pod may be gone meanwhile
+        with path.open("a") as f:
+            f.write(text)
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
@@ -93,7 +108,16 @@ class PodLogWriter:
                 f"[sim] running for {duration}s, then exiting with code {code}",
             ]
             lines += self._printed_env(meta, container, annotations.get(PRINT_ENV_ANNOTATION))
+            count = int(annotations.get(LOG_LINES_ANNOTATION, "0"))
+            lines += [f"[sim] line {i} of {count}" for i in range(1, count + 1)]
             path.write_text("".join(_cri_line(line) for line in lines))
+            split = annotations.get(SPLIT_LINE_ANNOTATION)
+            if split:
+                half = len(split) // 2
+                _append(path, _cri_line(split[:half], tag="P"))
+                timer = threading.Timer(SPLIT_LINE_DELAY, _append, (path, _cri_line(split[half:])))
+                timer.daemon = True
+                timer.start()
             logs.append({"containers": [container["name"]], "logsFile": str(path), "follow": True})
         self._seen[meta["uid"]] = {}
         body = {
@@ -141,15 +165,15 @@ class PodLogWriter:
                 or (status.get("lastState") or {}).get("terminated")
                 or {}
             )
-            path = self._file(pod, name)
-            if path.parent.exists():
-                with path.open("a") as f:
-                    f.write(
-                        _cri_line(
-                            f"[sim] container {name} exited with code "
-                            f"{term.get('exitCode', '?')} ({term.get('reason', '')})"
-                        )
-                    )
+            text = _cri_line(
+                f"[sim] container {name} exited with code "
+                f"{term.get('exitCode', '?')} ({term.get('reason', '')})"
+            )
+            if "running" in status["state"]:  # restarted: a new process, its start lines
+                text += _cri_line(
+                    f"[sim] container {name} restarted (restart {status.get('restartCount', 0)})"
+                )
+            _append(self._file(pod, name), text)
             written[name] = exits
 
 

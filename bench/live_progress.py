@@ -1,0 +1,118 @@
+"""Live progress while deferred (issue 15): the triggerer's cost of following master logs.
+
+One waiter process (``trigger_driver.py scale``, Airflow's TriggerRunner) over ``jobs``
+running jobs, with ``follow_master_log`` off and on, alternately, ``runs`` times each. Every
+job's master prints ``lines`` lines at start (the simulator's ``log-lines`` annotation), so a
+follow has a log to read, then stays silent, as a training job between log lines. The
+concurrency limit is raised to ``jobs`` so that every job is followed: the worst case.
+
+Figures are medians over the runs: CPU seconds of the process from the triggers' creation to
+the end of the window (settle + window: the follows' start, when each reads its pod's log so
+far, included), CPU seconds per minute within the window alone (the jobs' logs silent: what
+holding the streams costs), its RSS at the window's end, and the master log lines the
+triggers showed.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import Cluster, managed_job
+
+from airflow_volcano_wandb.testing.cluster.podlogs import LOG_LINES_ANNOTATION
+
+
+def live_progress(
+    cluster: Cluster,
+    env: dict[str, str],
+    work: Path,
+    driver: Callable[..., Any],
+    say: Callable[[str], None],
+    *,
+    jobs: int,
+    lines: int,
+    window: float,
+    runs: int,
+) -> dict[str, Any]:
+    namespace = cluster.create_namespace("bench-live")
+    names = [f"live-{i:04d}" for i in range(jobs)]
+    names_file = work / "live-names.json"
+    names_file.write_text(json.dumps(names))
+    bodies = []
+    for i, name in enumerate(names):
+        body = managed_job(name, 7200, run_id=namespace, index=i)
+        pod = body["spec"]["tasks"][0]["template"]["metadata"]["annotations"]
+        pod[LOG_LINES_ANNOTATION] = str(lines)
+        bodies.append(body)
+    say(f"live_progress: creating {jobs} jobs in {namespace}, {lines} log lines each")
+    cluster.create_jobs(namespace, bodies)
+    cluster.wait_phase(namespace, jobs, {"Running"}, timeout=600, say=say)
+    env = {**env, "AIRFLOW__VOLCANO_WANDB__MAX_CONCURRENT_LOG_FOLLOWS": str(jobs)}
+    samples: dict[bool, list[dict]] = {False: [], True: []}
+    for run in range(runs):
+        for follow in (False, True):
+            out = work / f"live-{follow}-{run}.json"
+            extra = {"follow_master_log": True} if follow else {}
+            proc = driver(
+                "scale",
+                "watch",
+                0,
+                namespace,
+                names_file,
+                out,
+                env,
+                jobs=jobs,
+                port=cluster.port,
+                settle=10,
+                window=window,
+                **extra,
+            )
+            proc.stdout.read()
+            proc.wait(120)
+            result = json.loads(out.read_text())
+            samples[follow].append(result)
+            say(
+                f"live_progress: follow {'on ' if follow else 'off'} run {run + 1}: "
+                f"{result['cpu_s_total']:.2f} CPU s, RSS {result['rss_mb']:.0f} MB, "
+                f"{result['log_lines']} lines shown"
+            )
+    cluster.delete_namespace(namespace)
+
+    def median(follow: bool, key: str) -> float:
+        return statistics.median(r[key] for r in samples[follow])
+
+    return {
+        "jobs": jobs,
+        "runs": runs,
+        "lines_per_job": lines,
+        "seconds_measured": round(10 + window, 1),
+        "cpu_s_off": round(median(False, "cpu_s_total"), 2),
+        "cpu_s_on": round(median(True, "cpu_s_total"), 2),
+        "cpu_s_per_min_window_off": round(median(False, "cpu_s_per_min"), 2),
+        "cpu_s_per_min_window_on": round(median(True, "cpu_s_per_min"), 2),
+        "rss_mb_off": round(median(False, "rss_mb"), 1),
+        "rss_mb_on": round(median(True, "rss_mb"), 1),
+        "log_lines": int(median(True, "log_lines")),
+    }
+
+
+def md_live_progress(r: dict) -> list[str]:
+    p = r["live_progress"]
+    return [
+        "## 8. Live progress while deferred",
+        "",
+        f"One triggerer process, {p['jobs']} waiting jobs, master log following off and on "
+        f"(every job followed; {p['lines_per_job']} lines each at start, then silence); "
+        f"medians of {p['runs']} runs over {p['seconds_measured']} s from the triggers' "
+        "creation.",
+        "",
+        "| following | CPU s | CPU s/min in the silent window | RSS MB | master log lines shown |",
+        "|---|---|---|---|---|",
+        f"| off | {p['cpu_s_off']} | {p['cpu_s_per_min_window_off']} | {p['rss_mb_off']} | 0 |",
+        f"| on | {p['cpu_s_on']} | {p['cpu_s_per_min_window_on']} | {p['rss_mb_on']} "
+        f"| {p['log_lines']} |",
+    ]

@@ -1,0 +1,273 @@
+"""The deferred master-log follow: opt-in, capped per triggerer, restart-aware, harmless."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+
+import pytest
+
+from airflow_volcano_wandb import master_log
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def info(self, message: str, *args: object) -> None:
+        self.lines.append(message % args)
+
+    def log(self, level: int, message: str, *args: object) -> None:
+        self.lines.append(message % args)
+
+    debug = warning = info
+
+
+def test_at_most_the_configured_follows_run_at_once_and_a_waiting_one_says_so(monkeypatch):
+    monkeypatch.setattr(master_log, "max_concurrent_follows", lambda: 2)
+    log = _Log()
+    running, most = 0, 0
+
+    async def follow(i: int, release: asyncio.Event) -> None:
+        nonlocal running, most
+        async with master_log.follow_slot(log, f"ns/job-{i}"):
+            running += 1
+            most = max(most, running)
+            await release.wait()
+            running -= 1
+
+    async def main() -> None:
+        release = asyncio.Event()
+        tasks = [asyncio.create_task(follow(i, release)) for i in range(5)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert running == 2
+        release.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    assert most == 2
+    waiting = [line for line in log.lines if line.startswith("Waiting for a free master-log")]
+    assert len(waiting) == 3  # one line per job that had to wait, none for the first two
+    assert "ns/job-2" in waiting[0]
+
+
+def test_the_limit_is_read_from_the_airflow_config_once(monkeypatch):
+    master_log.max_concurrent_follows.cache_clear()
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__MAX_CONCURRENT_LOG_FOLLOWS", "7")
+    try:
+        assert master_log.max_concurrent_follows() == 7
+        monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__MAX_CONCURRENT_LOG_FOLLOWS", "9")
+        assert master_log.max_concurrent_follows() == 7
+    finally:
+        master_log.max_concurrent_follows.cache_clear()
+
+
+def test_the_operator_parameters_reach_the_serialized_trigger():
+    op = VolcanoPyTorchJobOperator(
+        task_id="t",
+        template="seed.yaml",
+        follow_master_log=True,
+        master_log_max_lines=10,
+        master_log_max_bytes=2048,
+    )
+    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
+    classpath, kwargs = op._trigger().serialize()
+    assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
+    assert kwargs["master_log_max_bytes"] == 2048
+    module, _, name = classpath.rpartition(".")
+    again = getattr(importlib.import_module(module), name)(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+
+
+def test_following_is_off_by_default():
+    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
+    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
+    assert op._trigger().serialize()[1]["follow_master_log"] is False
+
+
+# ---- the follow itself, against a fake API ---------------------------------------------
+
+
+def _pod(uid: str = "u1", restarts: int = 0, running: bool = True) -> dict:
+    state = {"running": {}} if running else {"terminated": {"exitCode": 1}}
+    return {
+        "metadata": {
+            "name": "j-master-0",
+            "uid": uid,
+            "labels": {"volcano.sh/task-spec": "master"},
+        },
+        "spec": {"containers": [{"name": "main"}]},
+        "status": {
+            "phase": "Running",
+            "containerStatuses": [{"name": "main", "restartCount": restarts, "state": state}],
+        },
+    }
+
+
+class _Stream:
+    """An aiohttp-like response: chunks, then (unless ``open_ended``) the end of the stream."""
+
+    def __init__(self, chunks: list[bytes], open_ended: bool = False) -> None:
+        self._chunks = list(chunks)
+        self._open_ended = open_ended
+        self.content = self
+        self.closed = False
+
+    async def readany(self) -> bytes:
+        if self._chunks:
+            return self._chunks.pop(0)
+        if self._open_ended:
+            await asyncio.Event().wait()  # silence, as a follow of a quiet container
+        return b""
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Hook:
+    def __init__(self, pods: list[dict], streams: list[_Stream]) -> None:
+        self.pods, self.streams, self.opened = pods, streams, []
+
+    @contextlib.asynccontextmanager
+    async def get_conn(self):
+        yield object()
+
+    async def read_job(self, api, name, namespace):
+        return {"spec": {"tasks": [{"name": "master"}, {"name": "worker"}]}}
+
+    async def list_job_pods(self, api, name, namespace):
+        return [self.pods[0] if len(self.pods) == 1 else self.pods.pop(0)]
+
+    async def open_pod_log(self, api, pod, namespace, container):
+        stream = self.streams.pop(0)
+        self.opened.append(stream)
+        return stream
+
+
+def _follow(hook: _Hook, log: _Log, max_lines: int = 100, seconds: float = 1.0) -> None:
+    async def main() -> None:
+        task = asyncio.create_task(
+            master_log.follow_master_log(lambda: hook, "j", "ns", log, max_lines, 10_000)
+        )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), seconds)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+@pytest.fixture(autouse=True)
+def quick_rechecks(monkeypatch):
+    monkeypatch.setattr(master_log, "RECHECK_SECONDS", 0.05)
+
+
+def test_lines_are_joined_prefixed_with_the_pod_and_stamps_dropped():
+    stream = _Stream(
+        [b"2026-01-01T00:00:01Z epoch 1 lo", b"ss 0.5\n2026-01-01T00:00:02Z done\n"], True
+    )
+    hook, log = _Hook([_pod()], [stream]), _Log()
+    _follow(hook, log)
+    assert log.lines == ["[j-master-0] epoch 1 loss 0.5", "[j-master-0] done"]
+    assert stream.closed
+
+
+def test_a_restarted_container_is_followed_again_without_repeating_lines():
+    first = _Stream([b"2026-01-01T00:00:01Z a\n2026-01-01T00:00:02Z b\n"], True)
+    # The same file, replayed from the start, then the restarted container's lines.
+    again = _Stream(
+        [b"2026-01-01T00:00:01Z a\n2026-01-01T00:00:02Z b\n2026-01-01T00:00:05Z c\n"], True
+    )
+    pods = [_pod(restarts=0), _pod(restarts=0), _pod(restarts=1)]
+    hook, log = _Hook(pods, [first, again]), _Log()
+    _follow(hook, log, seconds=2.5)
+    shown = [line for line in log.lines if line.startswith("[j-master-0]")]
+    assert shown == ["[j-master-0] a", "[j-master-0] b", "[j-master-0] c"]
+    assert "Following the log of j-master-0 again: it restarted" in log.lines
+    assert first.closed and again.closed
+
+
+def test_the_cap_ends_the_follow_with_one_notice():
+    stream = _Stream([b"2026-01-01T00:00:01Z a\n2026-01-01T00:00:02Z b\n"], True)
+    hook, log = _Hook([_pod()], [stream]), _Log()
+    _follow(hook, log, max_lines=1)
+    assert log.lines == [
+        "[j-master-0] a",
+        "[j-master-0] ... master log capped at 1 lines (1 bytes); the full log is in the pod",
+    ]
+
+
+def test_errors_are_logged_and_retried_never_raised():
+    class Failing(_Hook):
+        calls = 0
+
+        async def read_job(self, api, name, namespace):
+            Failing.calls += 1
+            raise RuntimeError("apiserver down")
+
+    log = _Log()
+    _follow(Failing([_pod()], []), log, seconds=0.5)
+    assert Failing.calls >= 2
+    assert "apiserver down" in log.lines[0]
+
+
+def test_the_trigger_follows_only_when_asked(monkeypatch):
+    started = []
+
+    async def fake_follow(*args):
+        started.append(args[1])
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(master_log, "follow_master_log", fake_follow)
+
+    async def start(follow: bool):
+        trigger = VolcanoJobTrigger(job_name="j", namespace="ns", follow_master_log=follow)
+        task = await trigger._start_log_follow()
+        await asyncio.sleep(0)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        return task
+
+    assert asyncio.run(start(False)) is None
+    assert started == []
+    assert asyncio.run(start(True)).cancelled()
+    assert started == ["j"]
+
+
+def test_the_trigger_logs_progress_once_per_change_of_phase_or_placed_ranks():
+    def job(phase: str, master: dict, worker: dict) -> dict:
+        return {
+            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
+            "spec": {
+                "tasks": [{"name": "master", "replicas": 1}, {"name": "worker", "replicas": 2}]
+            },
+            "status": {
+                "state": {"phase": phase},
+                "taskStatusCount": {"master": {"phase": master}, "worker": {"phase": worker}},
+            },
+        }
+
+    trigger = VolcanoJobTrigger(job_name="j", namespace="ns")
+    log = _Log()
+    trigger._log = log
+    for state in (
+        job("Pending", {"Pending": 1}, {"Pending": 2}),
+        job("Pending", {"Running": 1}, {"Pending": 2}),
+        job("Pending", {"Running": 1}, {"Pending": 2}),  # unchanged: no line
+        job("Running", {"Running": 1}, {"Running": 1, "Pending": 1}),
+        job("Running", {"Running": 1}, {"Running": 2}),
+        job("Completed", {"Succeeded": 1}, {"Succeeded": 2}),
+    ):
+        trigger._log_progress(state)
+    assert log.lines == [
+        "Pending: master 0/1, worker 0/2",
+        "Pending: master 1/1, worker 0/2",
+        "Running: master 1/1, worker 1/2",
+        "Running: master 1/1, worker 2/2",
+        "Completed: master 1/1, worker 2/2",
+    ]
