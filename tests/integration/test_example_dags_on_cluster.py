@@ -81,6 +81,7 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_offered_against_w
     grid = runpy.run_path(str(REPO / "dags" / "volcano_pytorch_sweep.py"))["POINTS"]
     api = volcano_cluster.api_client()
     with WandbStandin(api_key=API_KEY, any_run_summary=accuracy) as standin:
+        standin_url = standin.url
         monkeypatch.setenv(
             "AIRFLOW_CONN_WANDB_DEFAULT",
             json.dumps(
@@ -141,5 +142,5 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_offered_against_w
     assert asset_name == "volcano_pytorch_model"
     assert extra["wandb_run_id"] == best_run
     assert extra["wandb_summary"] == accuracy(best_run)
-    assert extra["wandb_run_url"] == f"{standin.url}/airflow/volcano-ddp/runs/{best_run}"
+    assert extra["wandb_run_url"] == f"{standin_url}/airflow/volcano-ddp/runs/{best_run}"
     assert extra["hyperparameters"] == winner["hyperparameters"]
