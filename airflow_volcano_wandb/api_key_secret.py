@@ -43,6 +43,10 @@ def owner_reference(job: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+#: Create-or-refresh rounds before giving up on a Secret that keeps vanishing under us.
+STORE_ATTEMPTS = 3
+
+
 def secret_body(
     identity: TaskInstanceIdentity, job: Mapping[str, Any], api_key: str
 ) -> dict[str, Any]:
@@ -68,32 +72,40 @@ def store_for_job(
 
     A Secret of that name left by an earlier try of this task instance gets the current key
     and the new owner; one that belongs to anything else is never touched (it may hold
-    another team's key) and raises :class:`SecretOwnedElsewhereError`.
+    another team's key) and raises :class:`SecretOwnedElsewhereError`. An earlier try's
+    Secret may be garbage-collected with its deleted job at any moment, between our read and
+    our patch too: then it is created again.
     """
     body = secret_body(identity, job, api_key)
     name, namespace = body["metadata"]["name"], job["metadata"]["namespace"]
-    try:
-        hook.create_secret(body, namespace)
-        return
-    except SecretExistsError:
-        existing = hook.get_secret_metadata(name, namespace)
-    if existing is None:  # collected with an earlier job since: ours to create after all
-        hook.create_secret(body, namespace)
-        return
-    if not identity.owns({"metadata": existing}):
-        raise SecretOwnedElsewhereError(
-            f"A Secret named {namespace}/{name} already exists and belongs to "
-            f"{owner_of({'metadata': existing})}; it was left alone"
+    for _ in range(STORE_ATTEMPTS):
+        try:
+            hook.create_secret(body, namespace)
+            return
+        except SecretExistsError:
+            existing = hook.get_secret_metadata(name, namespace)
+        if existing is None:  # collected with an earlier job since: ours to create after all
+            continue
+        if not identity.owns({"metadata": existing}):
+            raise SecretOwnedElsewhereError(
+                f"A Secret named {namespace}/{name} already exists and belongs to "
+                f"{owner_of({'metadata': existing})}; it was left alone"
+            )
+        uid = job["metadata"]["uid"]
+        owners = [ref for ref in existing.get("ownerReferences") or [] if ref.get("uid") != uid]
+        patched = hook.patch_secret(
+            name,
+            namespace,
+            {
+                "metadata": {"ownerReferences": [*owners, owner_reference(job)]},
+                "stringData": body["stringData"],
+            },
         )
-    uid = job["metadata"]["uid"]
-    owners = [ref for ref in existing.get("ownerReferences") or [] if ref.get("uid") != uid]
-    hook.patch_secret(
-        name,
-        namespace,
-        {
-            "metadata": {"ownerReferences": [*owners, owner_reference(job)]},
-            "stringData": body["stringData"],
-        },
+        if patched is not None:
+            return
+    raise RuntimeError(
+        f"The Secret {namespace}/{name} kept being deleted while it was written "
+        f"({STORE_ATTEMPTS} attempts)"
     )
 
 

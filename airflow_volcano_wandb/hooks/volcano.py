@@ -367,16 +367,22 @@ class VolcanoHook(KubernetesHook):
             raise
 
     @api_retry
-    def patch_secret(self, name: str, namespace: str, patch: Mapping[str, Any]) -> dict:
-        """Patch the Secret (a strategic merge: e.g. new data and owners); its metadata back."""
-        return self._secret_call(
-            "patch",
-            namespace,
-            f"/api/v1/namespaces/{namespace}/secrets/{name}",
-            "PATCH",
-            body=dict(patch),
-            header_params={
-                "Accept": METADATA_ONLY,
-                "Content-Type": "application/strategic-merge-patch+json",
-            },
-        )
+    def patch_secret(self, name: str, namespace: str, patch: Mapping[str, Any]) -> dict | None:
+        """Patch the Secret (a strategic merge: e.g. new data and owners); its metadata back,
+        or ``None`` when it no longer exists (e.g. collected with its owner meanwhile)."""
+        try:
+            return self._secret_call(
+                "patch",
+                namespace,
+                f"/api/v1/namespaces/{namespace}/secrets/{name}",
+                "PATCH",
+                body=dict(patch),
+                header_params={
+                    "Accept": METADATA_ONLY,
+                    "Content-Type": "application/strategic-merge-patch+json",
+                },
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise

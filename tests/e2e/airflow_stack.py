@@ -231,11 +231,12 @@ class AirflowStack:
             self._token = resp.json()["access_token"]
         return self._token
 
-    def api(self, method: str, path: str, **kwargs: Any) -> Any:
+    def api(self, method: str, path: str, *, retry: bool | None = None, **kwargs: Any) -> Any:
         # SQLite lets one writer in at a time: with the scheduler, triggerer and DAG processor
         # writing too, the API server sometimes answers 500 "Database error" (locked). An
-        # idempotent call is tried again; a POST is not (it may have been applied).
-        attempts = 1 if method.upper() == "POST" else 5
+        # idempotent call is tried again; a POST only when the caller says it may be (its
+        # failed transaction was rolled back, but a POST may create something twice).
+        attempts = 5 if (method.upper() != "POST" if retry is None else retry) else 1
         extra_headers = kwargs.pop("headers", {})
         for attempt in range(attempts):
             resp = httpx.request(

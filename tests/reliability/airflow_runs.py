@@ -115,6 +115,7 @@ class Run:
         self.stack.api(
             "POST",
             f"/dags/{self.dag_id}/clearTaskInstances",
+            retry=True,  # clearing again is harmless: a rolled-back clear changed nothing
             json={
                 "dry_run": False,
                 "dag_run_id": self.run_id,
