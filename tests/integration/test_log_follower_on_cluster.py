@@ -13,20 +13,9 @@ import pytest
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.log_follower import MasterLogFollower
 from tests.integration.jobs import submit_job, wait_until
+from tests.line_log import LineLog
 
 pytestmark = pytest.mark.cluster
-
-
-class _Lines:
-    """A logger that keeps what the follower writes."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str, *args: object) -> None:
-        self.lines.append(message % args)
-
-    debug = info
 
 
 def test_stop_ends_a_silent_follow_without_waiting_for_a_line(
@@ -34,7 +23,7 @@ def test_stop_ends_a_silent_follow_without_waiting_for_a_line(
 ):
     api = volcano_cluster.api_client()
     submit_job(api, volcano_namespace, "followed", master_seconds=600)
-    log = _Lines()
+    log = LineLog()
     follower = MasterLogFollower(VolcanoHook(), "followed", volcano_namespace, "master", log)
     follower.start()
     # The simulated container prints its start lines, then nothing for ten minutes.

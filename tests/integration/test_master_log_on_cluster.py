@@ -21,29 +21,11 @@ from airflow_volcano_wandb.testing.cluster.podlogs import (
 )
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, submit_job
+from tests.line_log import LineLog
 
 pytestmark = pytest.mark.cluster
 
 SPLIT = "a line the container wrote in two halves ✓"
-
-
-class _Lines:
-    """A logger that keeps what the trigger writes."""
-
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str, *args: object) -> None:
-        self.lines.append(message % args)
-
-    def log(self, level: int, message: str, *args: object) -> None:
-        self.lines.append(message % args)
-
-    debug = warning = exception = info
-
-    def of(self, pod: str) -> list[str]:
-        prefix = f"[{pod}] "
-        return [line[len(prefix) :] for line in self.lines if line.startswith(prefix)]
 
 
 @pytest.fixture(autouse=True)
@@ -71,7 +53,7 @@ def _submit(api: k8s.ApiClient, namespace: str, name: str, **master: str) -> dic
     return submit_job(api, namespace, name, seconds, master_annotations=master)
 
 
-def _watch_until(trigger: VolcanoJobTrigger, log: _Lines, done, timeout: float = 120) -> dict:
+def _watch_until(trigger: VolcanoJobTrigger, log: LineLog, done, timeout: float = 120) -> dict:
     """Run the trigger until ``done(log)`` or its event; then cancel it, as the triggerer
     does with a trigger whose task was killed. Returns its event, if it fired."""
 
@@ -121,7 +103,7 @@ def test_the_masters_lines_reach_the_trigger_log_whole_with_progress(
         **{SIM_DURATION: "600", LOG_LINES_ANNOTATION: "5", SPLIT_LINE_ANNOTATION: SPLIT},
     )
     pod = "live-master-0"
-    log = _Lines()
+    log = LineLog()
     _watch_until(_trigger(job, follow_master_log=True), log, lambda log: SPLIT in log.of(pod))
     lines = log.of(pod)
     assert [line for line in lines if line.startswith("[sim] line ")] == [
@@ -141,7 +123,7 @@ def test_the_cap_stops_the_follow_with_one_notice(
     job = _submit(
         api, volcano_namespace, "capped", **{SIM_DURATION: "600", LOG_LINES_ANNOTATION: "40"}
     )
-    log = _Lines()
+    log = LineLog()
     trigger = _trigger(job, follow_master_log=True, master_log_max_lines=10)
     _watch_until(trigger, log, lambda log: any("capped at" in line for line in log.lines))
     lines = log.of("capped-master-0")
@@ -160,9 +142,9 @@ def test_a_restarted_master_is_followed_again_without_repeated_lines(
     # The seed's restartPolicy OnFailure restarts the failing container in place, every 3 s.
     job = _submit(api, volcano_namespace, "restarts", **{SIM_DURATION: "3", SIM_EXIT_CODE: "1"})
     pod = "restarts-master-0"
-    log = _Lines()
+    log = LineLog()
 
-    def restarted_twice(log: _Lines) -> bool:
+    def restarted_twice(log: LineLog) -> bool:
         again = [line for line in log.lines if line.startswith(f"Following the log of {pod}")]
         return len(again) >= 2
 
@@ -184,7 +166,7 @@ def test_without_follow_master_log_no_log_stream_is_opened(
 ):
     api = volcano_cluster.api_client()
     job = _submit(api, volcano_namespace, "quiet", **{SIM_DURATION: "3", LOG_LINES_ANNOTATION: "5"})
-    log = _Lines()
+    log = LineLog()
     event = _watch_until(_trigger(job), log, lambda log: False)
     assert event["outcome"] == "succeeded"
     assert opened == []

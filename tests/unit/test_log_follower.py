@@ -5,19 +5,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from airflow_volcano_wandb.log_follower import MasterLogFollower
+from tests.line_log import LineLog
 
 
-class _Lines:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str, *args: object) -> None:
-        self.lines.append(message % args)
-
-    debug = info
-
-
-def _follower(chunks: list[bytes], log: _Lines, **caps: int) -> MasterLogFollower:
+def _follower(chunks: list[bytes], log: LineLog, **caps: int) -> MasterLogFollower:
     pod = {
         "metadata": {"name": "j-master-0", "labels": {"volcano.sh/task-spec": "master"}},
         "status": {"phase": "Running"},
@@ -31,13 +22,13 @@ def _follower(chunks: list[bytes], log: _Lines, **caps: int) -> MasterLogFollowe
 
 
 def test_lines_split_across_chunks_are_shown_once_and_whole():
-    log = _Lines()
+    log = LineLog()
     _follower([b"epoch 1 lo", "ss 0.5 ✓".encode()[:-1], "✓".encode()[-1:] + b"\nend"], log).run()
     assert log.lines == ["[j-master-0] epoch 1 loss 0.5 ✓", "[j-master-0] end"]
 
 
 def test_the_cap_ends_the_follow_with_one_notice():
-    log = _Lines()
+    log = LineLog()
     _follower([b"a\nb\nc\n", b"d\n"], log, max_lines=2).run()
     assert log.lines == [
         "[j-master-0] a",

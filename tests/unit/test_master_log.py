@@ -11,24 +11,12 @@ import pytest
 from airflow_volcano_wandb import master_log
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
-
-
-class _Log:
-    def __init__(self) -> None:
-        self.lines: list[str] = []
-
-    def info(self, message: str, *args: object) -> None:
-        self.lines.append(message % args)
-
-    def log(self, level: int, message: str, *args: object) -> None:
-        self.lines.append(message % args)
-
-    debug = warning = info
+from tests.line_log import LineLog
 
 
 def test_at_most_the_configured_follows_run_at_once_and_a_waiting_one_says_so(monkeypatch):
     monkeypatch.setattr(master_log, "max_concurrent_follows", lambda: 2)
-    log = _Log()
+    log = LineLog()
     running, most = 0, 0
 
     async def follow(i: int, release: asyncio.Event) -> None:
@@ -148,7 +136,7 @@ class _Hook:
         return stream
 
 
-def _follow(hook: _Hook, log: _Log, max_lines: int = 100, seconds: float = 1.0) -> None:
+def _follow(hook: _Hook, log: LineLog, max_lines: int = 100, seconds: float = 1.0) -> None:
     async def main() -> None:
         task = asyncio.create_task(
             master_log.follow_master_log(lambda: hook, "j", "ns", log, max_lines, 10_000)
@@ -170,7 +158,7 @@ def test_lines_are_joined_prefixed_with_the_pod_and_stamps_dropped():
     stream = _Stream(
         [b"2026-01-01T00:00:01Z epoch 1 lo", b"ss 0.5\n2026-01-01T00:00:02Z done\n"], True
     )
-    hook, log = _Hook([_pod()], [stream]), _Log()
+    hook, log = _Hook([_pod()], [stream]), LineLog()
     _follow(hook, log)
     assert log.lines == ["[j-master-0] epoch 1 loss 0.5", "[j-master-0] done"]
     assert stream.closed
@@ -183,7 +171,7 @@ def test_a_restarted_container_is_followed_again_without_repeating_lines():
         [b"2026-01-01T00:00:01Z a\n2026-01-01T00:00:02Z b\n2026-01-01T00:00:05Z c\n"], True
     )
     pods = [_pod(restarts=0), _pod(restarts=0), _pod(restarts=1)]
-    hook, log = _Hook(pods, [first, again]), _Log()
+    hook, log = _Hook(pods, [first, again]), LineLog()
     _follow(hook, log, seconds=2.5)
     shown = [line for line in log.lines if line.startswith("[j-master-0]")]
     assert shown == ["[j-master-0] a", "[j-master-0] b", "[j-master-0] c"]
@@ -193,7 +181,7 @@ def test_a_restarted_container_is_followed_again_without_repeating_lines():
 
 def test_the_cap_ends_the_follow_with_one_notice():
     stream = _Stream([b"2026-01-01T00:00:01Z a\n2026-01-01T00:00:02Z b\n"], True)
-    hook, log = _Hook([_pod()], [stream]), _Log()
+    hook, log = _Hook([_pod()], [stream]), LineLog()
     _follow(hook, log, max_lines=1)
     assert log.lines == [
         "[j-master-0] a",
@@ -209,7 +197,7 @@ def test_errors_are_logged_and_retried_never_raised():
             Failing.calls += 1
             raise RuntimeError("apiserver down")
 
-    log = _Log()
+    log = LineLog()
     _follow(Failing([_pod()], []), log, seconds=0.5)
     assert Failing.calls >= 2
     assert "apiserver down" in log.lines[0]
@@ -253,7 +241,7 @@ def test_the_trigger_logs_progress_once_per_change_of_phase_or_placed_ranks():
         }
 
     trigger = VolcanoJobTrigger(job_name="j", namespace="ns")
-    log = _Log()
+    log = LineLog()
     trigger._log = log
     for state in (
         job("Pending", {"Pending": 1}, {"Pending": 2}),
