@@ -7,6 +7,7 @@ import logging
 import threading
 from typing import Any
 
+from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.diagnostics import task_of
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LineJoiner, LogCap
@@ -95,7 +96,9 @@ class MasterLogFollower(threading.Thread):
         for line in lines:
             shown, notice = self._cap.admit(line)
             if shown:
-                self._log.info("[%s] %s", pod, line)
+                # Masked here, as job_report's tails are: a trainer may print its env, and
+                # task log records also reach the supervisor's stdout, outside the masked file.
+                self._log.info("[%s] %s", pod, redact(line))
             elif notice:
                 self._log.info("[%s] %s", pod, notice)
         return not self._cap.reached
