@@ -125,11 +125,7 @@ def _trigger_and_wait(stack: AirflowStack, dag_id: str, conf: dict[str, Any]) ->
     wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 600, f"DAG {dag_id} parsed")
     stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
     run_id = f"sec-{uuid.uuid4().hex[:8]}"
-    stack.api(
-        "POST",
-        f"/dags/{dag_id}/dagRuns",
-        json={"dag_run_id": run_id, "logical_date": None, "conf": conf},
-    )
+    stack.trigger(dag_id, run_id, conf)
     return run_id
 
 
@@ -207,17 +203,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         for dag_id, run_id in runs.items():
             wait_for(lambda d=dag_id, r=run_id: _finished(stack, d, r), 600, f"{dag_id} to finish")
         # A new try of the task whose job still runs: it reattaches and refreshes the Secret.
-        stack.api(
-            "POST",
-            f"/dags/{MANAGED}/clearTaskInstances",
-            json={
-                "dry_run": False,
-                "dag_run_id": runs[MANAGED],
-                "task_ids": ["hold"],
-                "only_failed": False,
-                "reset_dag_runs": True,
-            },
-        )
+        stack.clear(MANAGED, runs[MANAGED], ["hold"])
         wait_for(
             lambda: _try_number(stack, MANAGED, runs[MANAGED], "hold") >= 2,
             600,

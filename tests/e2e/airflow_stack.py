@@ -252,3 +252,33 @@ class AirflowStack:
         if resp.status_code >= 400:
             raise ApiError(resp.status_code, f"{method} {path}: {resp.status_code} {resp.text}")
         return resp.json() if resp.content else None
+
+    def trigger(self, dag_id: str, run_id: str, conf: dict[str, Any]) -> None:
+        """Start a run named ``run_id``, trying again when SQLite was locked.
+
+        The run id makes the retry safe: a create whose answer was lost but which landed
+        makes the next attempt answer 409, and the run is there.
+        """
+        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
+        try:
+            self.api("POST", f"/dags/{dag_id}/dagRuns", retry=True, json=body)
+        except ApiError as err:
+            if err.status != 409:
+                raise
+            self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+
+    def clear(self, dag_id: str, run_id: str, task_ids: list[Any], **options: Any) -> Any:
+        """Clear task instances of a run (their next try starts); safe to try again."""
+        return self.api(
+            "POST",
+            f"/dags/{dag_id}/clearTaskInstances",
+            retry=True,  # a rolled-back clear changed nothing; a second clear is harmless
+            json={
+                "dry_run": False,
+                "dag_run_id": run_id,
+                "task_ids": task_ids,
+                "only_failed": False,
+                "reset_dag_runs": True,
+                **options,
+            },
+        )

@@ -143,11 +143,7 @@ def e2e_run(airflow: AirflowStack, volcano_cluster, e2e_namespace: str) -> Itera
         run = E2ERun(airflow, namespace, dag_run_id, {}, params)
 
         with nodes_cordoned(api_client) as release:
-            airflow.api(
-                "POST",
-                f"/dags/{DAG_ID}/dagRuns",
-                json={"dag_run_id": dag_run_id, "logical_date": None, "conf": conf},
-            )
+            airflow.trigger(DAG_ID, dag_run_id, conf)
 
             def deferred_with_trigger() -> dict[str, Any] | None:
                 airflow.check_alive()

@@ -112,19 +112,7 @@ class Run:
 
     def clear(self, task_ids: list[str] | None = None, **options: Any) -> None:
         """Clear task instances of this run through the REST API (their next try starts)."""
-        self.stack.api(
-            "POST",
-            f"/dags/{self.dag_id}/clearTaskInstances",
-            retry=True,  # clearing again is harmless: a rolled-back clear changed nothing
-            json={
-                "dry_run": False,
-                "dag_run_id": self.run_id,
-                "task_ids": task_ids or [self.task_id],
-                "only_failed": False,
-                "reset_dag_runs": True,
-                **options,
-            },
-        )
+        self.stack.clear(self.dag_id, self.run_id, task_ids or [self.task_id], **options)
 
     def task_log(self, try_number: int, task_id: str | None = None, lines: int = 60) -> str:
         """The last ``lines`` of a try's task log, as the REST API serves it (for failures)."""
@@ -267,13 +255,5 @@ def start_run(
     namespace = getattr(stack, "manual_namespace", None) if dag_id == MANUAL_DAG else None
     namespace = namespace or volcano_cluster.create_namespace(case.replace("_", "-")[:30])
     run_id = f"{case}-{uuid.uuid4().hex[:6]}"
-    stack.api(
-        "POST",
-        f"/dags/{dag_id}/dagRuns",
-        json={
-            "dag_run_id": run_id,
-            "logical_date": None,
-            "conf": {**conf, namespace_key: namespace},
-        },
-    )
+    stack.trigger(dag_id, run_id, {**conf, namespace_key: namespace})
     return Run(stack, dag_id, run_id, Watched(api, namespace).start(), task_id=task_id)

@@ -105,17 +105,7 @@ def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(
     assert len(first) == 1
     time.sleep(3)
     acted = time.time()
-    run.stack.api(
-        "POST",
-        f"/dags/{run.dag_id}/clearTaskInstances",
-        json={
-            "dry_run": False,
-            "dag_run_id": run.run_id,
-            "task_ids": ["train"],
-            "only_failed": False,
-            "reset_dag_runs": True,
-        },
-    )
+    run.stack.clear(run.dag_id, run.run_id, ["train"])
     # The first try's job goes (the next try may already have submitted its own).
     wait_for(lambda: first[0] not in run.watched.live_uids(), 120, "the first job deleted")
     assert time.time() - acted < GONE_WITHIN + 5

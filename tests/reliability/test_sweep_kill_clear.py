@@ -55,15 +55,7 @@ def _trigger(stack: AirflowStack, namespace: str, seconds: int) -> str:
     template = seed_template(
         master={SIM_DURATION: str(seconds)}, worker={SIM_DURATION: str(seconds)}
     )
-    stack.api(
-        "POST",
-        f"/dags/{DAG_ID}/dagRuns",
-        json={
-            "dag_run_id": run_id,
-            "logical_date": None,
-            "conf": {"template": template, "namespace": namespace},
-        },
-    )
+    stack.trigger(DAG_ID, run_id, {"template": template, "namespace": namespace})
     return run_id
 
 
@@ -141,17 +133,7 @@ def test_clearing_one_map_index_retrains_only_that_one(stack, volcano_cluster):
             )
             first = {job["metadata"]["uid"]: job for job in recorded.seen()}
             assert len(first) == 3
-            stack.api(
-                "POST",
-                f"/dags/{DAG_ID}/clearTaskInstances",
-                json={
-                    "dry_run": False,
-                    "dag_run_id": run_id,
-                    "task_ids": [["train", 1]],
-                    "only_failed": False,
-                    "reset_dag_runs": True,
-                },
-            )
+            stack.clear(DAG_ID, run_id, [["train", 1]])
             tis = wait_for(
                 lambda: (t := finished()) and t[1]["try_number"] == 2 and t,
                 300,
