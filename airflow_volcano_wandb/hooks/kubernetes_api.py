@@ -130,11 +130,6 @@ def api_message(exc: ApiException | AsyncApiException) -> str:
         return str(exc.reason)
 
 
-def json_pointer(key: str) -> str:
-    """An annotation key as one JSON-pointer segment (RFC 6901: ``~`` and ``/`` escaped)."""
-    return key.replace("~", "~0").replace("/", "~1")
-
-
 def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     return api.sanitize_for_serialization(obj)
 

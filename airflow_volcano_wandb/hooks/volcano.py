@@ -32,7 +32,6 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     SecretExistsError,
     api_retry,
     foreground_delete,
-    json_pointer,
     log,
     permission_error,
     to_dict,
@@ -178,14 +177,14 @@ class VolcanoHook(KubernetesHook):
     def set_job_annotations(
         self, name: str, namespace: str, uid: str, annotations: Mapping[str, str]
     ) -> dict | None:
-        """Set annotations on this submission of the job (a JSON patch that first tests the
-        uid, so a job recreated under the name is never touched); the job as patched, or
-        ``None`` when this submission is gone."""
-        patch: list[dict[str, Any]] = [{"op": "test", "path": "/metadata/uid", "value": uid}]
-        patch += [
-            {"op": "add", "path": f"/metadata/annotations/{json_pointer(key)}", "value": value}
-            for key, value in annotations.items()
-        ]
+        """Set annotations on this submission of the job; the job as patched, or ``None`` when
+        this submission is gone.
+
+        The merge patch carries the uid: the apiserver refuses to change a uid (422), so a job
+        recreated under the name is never touched. (A JSON patch's ``test`` op would say the
+        same, but the kubernetes client 32 of Airflow 3.0 cannot send one to a custom object.)
+        """
+        patch = {"metadata": {"uid": uid, "annotations": dict(annotations)}}
         try:
             return self._call(
                 "patch",
@@ -198,10 +197,9 @@ class VolcanoHook(KubernetesHook):
                 PLURAL,
                 name,
                 patch,
-                _content_type="application/json-patch+json",
             )
         except ApiException as exc:
-            if exc.status in (404, 422):  # gone, or the uid test failed: another job now
+            if exc.status in (404, 422):  # gone, or another job (another uid) now
                 return None
             raise
 
