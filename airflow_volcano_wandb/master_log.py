@@ -27,7 +27,7 @@ import contextlib
 import functools
 import logging
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from airflow.configuration import conf
@@ -35,6 +35,7 @@ from airflow.configuration import conf
 from airflow_volcano_wandb.diagnostics import task_of
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
+from airflow_volcano_wandb.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
 
 #: Follows at once per triggerer when ``[volcano_wandb] max_concurrent_log_follows`` is unset.
@@ -84,10 +85,13 @@ async def follow_master_log(
     log: logging.Logger | Any,
     max_lines: int,
     max_bytes: int,
+    masked: Sequence[SecretDigest] = (),
 ) -> None:
-    """Log the master's lines until the cap is reached or the caller cancels."""
+    """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
+    caller cancels."""
     async with follow_slot(log, f"{namespace}/{job_name}"):
-        await _MasterLog(hook_factory, job_name, namespace, log, LogCap(max_lines, max_bytes)).run()
+        cap = LogCap(max_lines, max_bytes)
+        await _MasterLog(hook_factory, job_name, namespace, log, cap, masked).run()
 
 
 def _key(pod: dict) -> tuple[str, int]:
@@ -116,12 +120,14 @@ class _MasterLog:
         namespace: str,
         log: logging.Logger | Any,
         cap: LogCap,
+        masked: Sequence[SecretDigest],
     ) -> None:
         self._hook_factory = hook_factory
         self._job_name = job_name
         self._namespace = namespace
         self._log = log
         self._cap = cap
+        self._masked = tuple(masked)
         self._seen: dict[str, SeenLines] = {}  # per pod uid
         self._streamed: tuple[str, int] | None = None
         self._failures = 0
@@ -208,6 +214,7 @@ class _MasterLog:
             stamp, text = split_timestamp(line)
             if not seen.is_new(stamp):
                 continue
+            text = mask_secrets(text, self._masked)
             shown, notice = self._cap.admit(text)
             if shown or notice:
                 self._log.info("[%s] %s", pod, text if shown else notice)

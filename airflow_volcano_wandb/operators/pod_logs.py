@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
+from airflow_volcano_wandb.secret_digest import SecretDigest
 
 
 class PodLogMixin(BaseOperator):
@@ -43,10 +45,15 @@ class PodLogMixin(BaseOperator):
         self.master_log_max_bytes = master_log_max_bytes
         self.log_lines = log_lines
 
-    def master_log_kwargs(self) -> dict[str, Any]:
-        """The trigger's arguments for the master log."""
+    def master_log_kwargs(self, masked: Iterable[str | None] = ()) -> dict[str, Any]:
+        """The trigger's arguments for the master log, with digests of the ``masked`` secrets
+        to mask in it (the triggerer's log masker does not know them)."""
+        digests = (
+            [SecretDigest.of(s).to_json() for s in masked if s] if self.follow_master_log else []
+        )
         return {
             "follow_master_log": self.follow_master_log,
             "master_log_max_lines": self.master_log_max_lines,
             "master_log_max_bytes": self.master_log_max_bytes,
+            "masked_secrets": digests,
         }

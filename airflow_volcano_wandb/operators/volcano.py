@@ -147,7 +147,7 @@ class VolcanoPyTorchJobOperator(
             return self._report(context, WaitResult.from_status(status), run)
         if not self.wait_for_completion:
             return {**self._job, **run}
-        trigger = self._trigger()
+        trigger = self._trigger(masked=[wandb_hook.api_key])
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
         try:
@@ -216,7 +216,8 @@ class VolcanoPyTorchJobOperator(
             ) from exc
         return spec, job
 
-    def _trigger(self) -> VolcanoJobTrigger:
+    def _trigger(self, masked: Sequence[str | None]) -> VolcanoJobTrigger:
+        """The wait in the triggerer; ``masked`` secrets are masked in the log it follows."""
         assert self._job is not None
         timeout = self.execution_timeout
         deadline = time.time() + timeout.total_seconds() if timeout is not None else None
@@ -230,7 +231,7 @@ class VolcanoPyTorchJobOperator(
             poll_interval=self.poll_interval,
             watch_failure_grace=self.watch_failure_grace,
             try_number=self._try_number,
-            **self.master_log_kwargs(),
+            **self.master_log_kwargs(masked),
         )
 
     def _report(

@@ -18,6 +18,7 @@ from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_
 from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, may_delete, selector_matches
+from airflow_volcano_wandb.secret_digest import SecretDigest
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
@@ -69,6 +70,8 @@ class VolcanoJobTrigger(BaseTrigger):
         never changes the outcome.
     :param master_log_max_lines: at most this many master log lines for the job.
     :param master_log_max_bytes: at most this many bytes of master log for the job.
+    :param masked_secrets: secrets to mask in the followed log, as digests
+        (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
     """
 
     def __init__(
@@ -90,6 +93,7 @@ class VolcanoJobTrigger(BaseTrigger):
         follow_master_log: bool = False,
         master_log_max_lines: int = DEFAULT_MAX_LINES,
         master_log_max_bytes: int = DEFAULT_MAX_BYTES,
+        masked_secrets: list[dict[str, Any]] | None = None,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -109,6 +113,7 @@ class VolcanoJobTrigger(BaseTrigger):
         self.follow_master_log = follow_master_log
         self.master_log_max_lines = master_log_max_lines
         self.master_log_max_bytes = master_log_max_bytes
+        self.masked_secrets = list(masked_secrets or [])
         self._fired = False
         self._last_progress = ""
         self._gang_seen_whole = False
@@ -134,6 +139,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 "follow_master_log": self.follow_master_log,
                 "master_log_max_lines": self.master_log_max_lines,
                 "master_log_max_bytes": self.master_log_max_bytes,
+                "masked_secrets": self.masked_secrets,
             },
         )
 
@@ -204,6 +210,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 self.log,
                 self.master_log_max_lines,
                 self.master_log_max_bytes,
+                [SecretDigest.from_json(digest) for digest in self.masked_secrets],
             ),
             name=f"volcano-master-log-{self.namespace}-{self.job_name}",
         )

@@ -69,6 +69,7 @@ class Audited:
     secrets: list[dict[str, Any]]
     admin_pod_log: str
     task_log_text: str
+    followed_log_text: str  # the triggerer's log of the task that follows the master's log
     wandb_upserts: list[dict[str, Any]]  # what the provider wrote into W&B (the link-back)
     states: dict[str, dict[str, str]] = field(default_factory=dict)
 
@@ -221,6 +222,11 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         )
         task_logs = sorted((ARTIFACTS / "logs" / "tasks").rglob("*"))
         task_log_text = "\n".join(p.read_text(errors="replace") for p in task_logs if p.is_file())
+        followed_log_text = "\n".join(
+            p.read_text(errors="replace")
+            for p in task_logs
+            if "task_id=follow" in str(p) and ".trigger." in p.name
+        )
     finally:
         stack.stop()
         standin.stop()
@@ -255,6 +261,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         secrets=key_secrets,
         admin_pod_log=admin_pod_log,
         task_log_text=task_log_text,
+        followed_log_text=followed_log_text,
         wandb_upserts=list(standin.upserts),
         states=states,
     )
@@ -273,11 +280,14 @@ def test_the_flows_ran_as_intended(audited: Audited) -> None:
         assert states["sense"] == "failed", states
     assert audited.states[MANUAL] == {"submit": "success", "wait": "success"}
     assert audited.states[MANAGED]["hold"] == "success"
+    assert audited.states[MANAGED]["follow"] == "success"
     text = audited.task_log_text
     # DEBUG was on, the client's own included: it logged the API's response bodies.
     assert "response body" in text
     # The pods' printed key reached the task logs (success tail, failure reports), masked.
     assert text.count("[sim] env WANDB_API_KEY=***") >= 3, text[-3000:]
+    # ...and the triggerer's live follow of the master log, which never holds the key.
+    assert "[sim] env WANDB_API_KEY=***" in audited.followed_log_text
     assert "reattach" in text.lower()
     # The link-back wrote each online run's Airflow task into W&B (here, the stand-in).
     assert any("airflow" in json.dumps(u.get("config", "")) for u in audited.wandb_upserts)

@@ -5,13 +5,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib
+import json
 
 import pytest
 
 from airflow_volcano_wandb import master_log
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.secret_digest import SecretDigest
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.line_log import LineLog
+
+KEY = "0123456789abcdef0123456789abcdef01234567"
 
 
 def test_at_most_the_configured_follows_run_at_once_and_a_waiting_one_says_so(monkeypatch):
@@ -63,9 +67,13 @@ def test_the_operator_parameters_reach_the_serialized_trigger():
         master_log_max_bytes=2048,
     )
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    classpath, kwargs = op._trigger().serialize()
+    classpath, kwargs = op._trigger(masked=[KEY, None]).serialize()
     assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
     assert kwargs["master_log_max_bytes"] == 2048
+    # The key's digest travels to the triggerer; the key does not.
+    assert len(kwargs["masked_secrets"]) == 1
+    assert KEY not in json.dumps(kwargs)
+    assert SecretDigest.from_json(kwargs["masked_secrets"][0]).matches(KEY)
     module, _, name = classpath.rpartition(".")
     again = getattr(importlib.import_module(module), name)(**kwargs)
     assert again.serialize() == (classpath, kwargs)
@@ -74,7 +82,9 @@ def test_the_operator_parameters_reach_the_serialized_trigger():
 def test_following_is_off_by_default():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    assert op._trigger().serialize()[1]["follow_master_log"] is False
+    kwargs = op._trigger(masked=[KEY]).serialize()[1]
+    assert kwargs["follow_master_log"] is False
+    assert kwargs["masked_secrets"] == []  # nothing followed: no digest needs to leave
 
 
 # ---- the follow itself, against a fake API ---------------------------------------------
@@ -136,10 +146,16 @@ class _Hook:
         return stream
 
 
-def _follow(hook: _Hook, log: LineLog, max_lines: int = 100, seconds: float = 1.0) -> None:
+def _follow(
+    hook: _Hook,
+    log: LineLog,
+    max_lines: int = 100,
+    seconds: float = 1.0,
+    masked: tuple[SecretDigest, ...] = (),
+) -> None:
     async def main() -> None:
         task = asyncio.create_task(
-            master_log.follow_master_log(lambda: hook, "j", "ns", log, max_lines, 10_000)
+            master_log.follow_master_log(lambda: hook, "j", "ns", log, max_lines, 10_000, masked)
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(task), seconds)
@@ -162,6 +178,13 @@ def test_lines_are_joined_prefixed_with_the_pod_and_stamps_dropped():
     _follow(hook, log)
     assert log.lines == ["[j-master-0] epoch 1 loss 0.5", "[j-master-0] done"]
     assert stream.closed
+
+
+def test_a_trainer_that_prints_its_key_has_it_masked():
+    stream = _Stream([f"2026-01-01T00:00:01Z WANDB_API_KEY={KEY} rank=0\n".encode()], True)
+    hook, log = _Hook([_pod()], [stream]), LineLog()
+    _follow(hook, log, masked=(SecretDigest.of(KEY),))
+    assert log.lines == ["[j-master-0] WANDB_API_KEY=*** rank=0"]
 
 
 def test_a_restarted_container_is_followed_again_without_repeating_lines():

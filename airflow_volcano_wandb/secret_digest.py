@@ -1,0 +1,86 @@
+"""Mask a secret in text without holding it: by a salted digest of each word.
+
+The triggerer follows a deferred task's master log, and a trainer may print its environment,
+W&B key included. The triggerer's log masker does not know that key (the trigger never loads
+the W&B connection), and the key may not travel to it: trigger arguments are stored in the
+metadata database and shown in the UI. So the task hands over a ``SecretDigest`` instead, a
+salted SHA-256 of the key and the key's length; a word of a log line whose digest is the same
+is masked. The salt is drawn per digest, so two tasks' digests of one key differ.
+
+A word is a run of the characters API keys are made of (letters, digits, ``_``, ``-``, ``+``,
+``~``), so ``WANDB_API_KEY=<key>``, ``'<key>'`` and ``Bearer <key>`` all mask the key. A word
+longer than the key is masked when it starts or ends with it (``local-<key>``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+MASK = "***"
+_WORD = re.compile(r"[A-Za-z0-9_+~-]+")
+
+
+@dataclass(frozen=True)
+class SecretDigest:
+    """What is needed to recognise one secret, and nothing that reveals it."""
+
+    salt: str
+    sha256: str
+    length: int
+
+    @classmethod
+    def of(cls, secret: str) -> SecretDigest:
+        salt = secrets.token_hex(16)
+        return cls(salt=salt, sha256=_digest(salt, secret), length=len(secret))
+
+    def matches(self, text: str) -> bool:
+        return len(text) == self.length and hmac.compare_digest(
+            _digest(self.salt, text), self.sha256
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {"salt": self.salt, "sha256": self.sha256, "length": self.length}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> SecretDigest:
+        return cls(salt=str(data["salt"]), sha256=str(data["sha256"]), length=int(data["length"]))
+
+
+def mask_secrets(line: str, digests: Iterable[SecretDigest]) -> str:
+    """``line`` with every word (or a word's start or end) that is one of the secrets masked."""
+    digests = tuple(digests)
+    if not digests:
+        return line
+    out, shown_up_to = [], 0
+    for word in _WORD.finditer(line):
+        for span in _secret_spans(word, digests):
+            out += [line[shown_up_to : span[0]], MASK]
+            shown_up_to = span[1]
+    return "".join([*out, line[shown_up_to:]])
+
+
+def _secret_spans(word: re.Match[str], digests: tuple[SecretDigest, ...]) -> list[tuple[int, int]]:
+    text, start, end = word.group(), word.start(), word.end()
+    for digest in digests:
+        size = digest.length
+        if size == len(text) and digest.matches(text):
+            return [(start, end)]
+        if size < len(text):
+            spans = []
+            if digest.matches(text[:size]):
+                spans.append((start, start + size))
+            if digest.matches(text[-size:]) and end - size >= (spans[0][1] if spans else start):
+                spans.append((end - size, end))
+            if spans:
+                return spans
+    return []
+
+
+def _digest(salt: str, text: str) -> str:
+    return hashlib.sha256(f"{salt}:{text}".encode()).hexdigest()
