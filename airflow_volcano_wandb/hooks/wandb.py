@@ -139,19 +139,25 @@ class WandbHook(BaseHook):
         _mask(conn.password)
         return conn
 
-    def mask_api_key(self) -> None:
-        """Register the connection's key with this process's log masker, quietly.
+    def mask_api_key(self) -> str | None:
+        """Register the connection's key with this process's log masker, quietly; the key
+        (``None``: no connection, or no key in it).
 
         For processes that never use the key but print what pods print: a resumed deferred
         task or a sensor tailing the log of a trainer that echoes its environment. A missing
         connection is no warning here: there is then no key to hide.
         """
-        if not self.wandb_conn_id or "connection" in self.__dict__:
-            return  # no connection named, or already loaded (and masked)
+        if not self.wandb_conn_id:
+            return None
+        if "connection" in self.__dict__:  # already loaded, and masked
+            return self.api_key
         from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException
 
         with contextlib.suppress(AirflowNotFoundException):
-            _mask(self.get_connection(self.wandb_conn_id).password)
+            key = self.get_connection(self.wandb_conn_id).password
+            _mask(key)
+            return key or None
+        return None
 
     @property
     def api_key(self) -> str | None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -20,11 +21,14 @@ from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge
+from airflow_volcano_wandb.log_follower import MasterLogFollower
+from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 
-class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
+class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
     """Succeed when the Volcano job is ``Completed``; fail, with the reason, when it fails.
 
     The same judgement (``judge.py``), diagnostics and cleanup rule as
@@ -33,6 +37,10 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
     Volcano's unschedulable reason. The job is the sensor's to clean up: by default it is
     deleted after success, on a pending timeout, on the sensor's timeout and when the task is
     killed, so nothing is left running or holding the API key.
+
+    With ``follow_master_log``, the master pod's log is shown in this task's log while it
+    waits: by the triggerer when deferred, by a thread of this process in ``poke`` mode. In
+    ``reschedule`` mode nothing is followed (each poke is a new process).
 
     :param job_name: the job, e.g. ``"{{ ti.xcom_pull('submit', key='volcano_job')['name'] }}"``.
     :param namespace: its namespace; else the connection's, else ``default``.
@@ -44,9 +52,12 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
     :param on_finish_action: ``delete_succeeded`` (default), ``delete`` or ``keep``, as for
         the operator; a pending timeout and the sensor's timeout always delete.
     :param delete_on_kill: delete the job when the task is killed, cleared or marked failed.
-    :param log_lines: pod log lines to show on failure.
     :param wandb_conn_id: the ``wandb`` connection whose API key the job's pods hold: it is
         masked in this task's log, which shows pod logs (``None``: none to mask).
+
+    ``follow_master_log``, ``master_log_max_lines``, ``master_log_max_bytes`` and
+    ``log_lines`` are ``PodLogMixin``'s, as for the operator; the sensor shows pod log tails
+    on failure only.
     """
 
     template_fields: Sequence[str] = ("job_name", "namespace", "job_uid")
@@ -65,7 +76,6 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         pending_timeout: float | None = None,
         on_finish_action: OnFinishAction = "delete_succeeded",
         delete_on_kill: bool = True,
-        log_lines: int = 50,
         wandb_conn_id: str | None = "wandb_default",
         **kwargs: Any,
     ) -> None:
@@ -76,7 +86,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         self.cluster_context, self.in_cluster = cluster_context, in_cluster
         self.deferrable, self.pending_timeout = deferrable, pending_timeout
         self.on_finish_action, self.delete_on_kill = on_finish_action, delete_on_kill
-        self.log_lines, self.wandb_conn_id = log_lines, wandb_conn_id
+        self.wandb_conn_id = wandb_conn_id
         self._last_progress = ""
         self._gang_seen_whole = False
         self._job: dict[str, str] | None = None
@@ -94,7 +104,8 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         if not self.deferrable:
             try:
-                return super().execute(context)
+                with self._master_log_followed():
+                    return super().execute(context)
             except (AirflowSensorTimeout, AirflowTaskTimeout):
                 self._delete_job()  # nobody waits on it any more
                 raise
@@ -105,19 +116,53 @@ class VolcanoJobSensor(VolcanoConnectionMixin, BaseSensorOperator):
         if result is not None:
             return self._report(result, context["ti"].try_number)
         self.defer(
-            trigger=VolcanoJobTrigger(
-                job_name=target.name,
-                namespace=target.namespace,
-                job_uid=target.uid or (self._job or {}).get("uid"),
-                **self.connection_kwargs(),
-                pending_timeout=self.pending_timeout,
-                deadline=target.deadline,
-                poll_interval=self.poke_interval,
-                delete_on_kill=self.delete_on_kill,
-            ),
+            trigger=self._trigger(target),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
+
+    def _trigger(self, target: WaitTarget) -> VolcanoJobTrigger:
+        """The wait in the triggerer; the key of ``wandb_conn_id`` is masked in the log it
+        follows."""
+        masked = [WandbHook(self.wandb_conn_id).mask_api_key()] if self.follow_master_log else []
+        return VolcanoJobTrigger(
+            job_name=target.name,
+            namespace=target.namespace,
+            job_uid=target.uid or (self._job or {}).get("uid"),
+            **self.connection_kwargs(),
+            pending_timeout=self.pending_timeout,
+            deadline=target.deadline,
+            poll_interval=self.poke_interval,
+            delete_on_kill=self.delete_on_kill,
+            **self.master_log_kwargs(masked),
+        )
+
+    @contextlib.contextmanager
+    def _master_log_followed(self) -> Iterator[None]:
+        """In ``poke`` mode with ``follow_master_log``: the master's log, while poking."""
+        if not self.follow_master_log or self.mode != "poke":
+            yield
+            return
+        target = self._target()
+        job = self.hook.get_job(target.name, target.namespace)
+        if job is None or (target.uid and job["metadata"].get("uid") != target.uid):
+            yield  # nothing to follow: the poke says what became of the job
+            return
+        WandbHook(self.wandb_conn_id).mask_api_key()  # the follower masks what this process knows
+        follower = MasterLogFollower(
+            self.hook,
+            target.name,
+            target.namespace,
+            master_task_name(job) or "",
+            self.log,
+            max_lines=self.master_log_max_lines,
+            max_bytes=self.master_log_max_bytes,
+        )
+        follower.start()
+        try:
+            yield
+        finally:
+            follower.stop()
 
     def poke(self, context: Context) -> bool:
         target = self._target()

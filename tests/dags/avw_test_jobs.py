@@ -83,6 +83,7 @@ with _dag("avw_test_submit_then_sense") as submit_then_sense_dag:
         namespace="{{ params.namespace }}",
         poke_interval=1,
         deferrable=False,
+        follow_master_log=True,  # in poke mode: a thread of the task's process
     )
     submit >> sense
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 
@@ -220,10 +221,12 @@ def test_a_job_deleted_by_someone_else_fails_the_task_and_says_so(cluster, tmp_p
 
 def test_submit_then_sensor(cluster, capfd):
     _, namespace = cluster
-    template = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"})
+    template = seed_template(master={SIM_DURATION: "10"}, worker={SIM_DURATION: "600"})
     _, tis = run_dag("avw_test_submit_then_sense", template=template, namespace=namespace)
     out = _output(capfd)
     assert tis["train"][0] == "success" and tis["wait"][0] == "success", out[-5000:]
+    # The sensor followed the master's log while it poked (it shows no tail on success).
+    assert re.search(r"\[wandb-job-\w+-master-0\] \[sim\] running for 10s", out), out[-5000:]
 
 
 def _fixed_date():

@@ -10,8 +10,10 @@ import json
 import pytest
 
 from airflow_volcano_wandb import master_log
+from airflow_volcano_wandb.judge import WaitTarget
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.secret_digest import SecretDigest
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.line_log import LineLog
 
@@ -77,6 +79,27 @@ def test_the_operator_parameters_reach_the_serialized_trigger():
     module, _, name = classpath.rpartition(".")
     again = getattr(importlib.import_module(module), name)(**kwargs)
     assert again.serialize() == (classpath, kwargs)
+
+
+def test_the_sensor_follows_too_with_its_connection_key_masked(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WANDB_SENSED", json.dumps({"conn_type": "wandb", "password": KEY})
+    )
+    sensor = VolcanoJobSensor(
+        task_id="wait",
+        job_name="j",
+        namespace="ns",
+        wandb_conn_id="wandb_sensed",
+        follow_master_log=True,
+        master_log_max_lines=10,
+    )
+    target = WaitTarget(name="j", namespace="ns", uid="u", pending_timeout=None, deadline=None)
+    kwargs = sensor._trigger(target).serialize()[1]
+    assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
+    assert KEY not in json.dumps(kwargs)
+    assert SecretDigest.from_json(kwargs["masked_secrets"][0]).matches(KEY)
+    off = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
+    assert off._trigger(target).serialize()[1]["follow_master_log"] is False
 
 
 def test_following_is_off_by_default():

@@ -115,12 +115,14 @@ def test_mask_api_key_registers_the_key_quietly(monkeypatch, caplog) -> None:
     from airflow_volcano_wandb.airflow_compat import redact
 
     secret = "quiet" + "q" * 40
-    WandbHook(define(monkeypatch, "wandb_unit_quiet", password=secret)).mask_api_key()
+    hook = WandbHook(define(monkeypatch, "wandb_unit_quiet", password=secret))
+    assert hook.mask_api_key() == secret
     assert redact(f"WANDB_API_KEY={secret}") == "WANDB_API_KEY=***"
     encoded = base64.b64encode(secret.encode()).decode()
     assert redact(encoded) == "***"
-    WandbHook("wandb_not_defined").mask_api_key()
-    WandbHook(None).mask_api_key()
+    assert hook.api_key == secret and hook.mask_api_key() == secret  # loaded once
+    assert WandbHook("wandb_not_defined").mask_api_key() is None
+    assert WandbHook(None).mask_api_key() is None
     assert "not defined" not in caplog.text
 
 
