@@ -29,7 +29,11 @@ from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
 from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.sync_wait import wait_in_process
-from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
+from airflow_volcano_wandb.triggers.volcano import (
+    DEFAULT_WATCH_FAILURE_GRACE,
+    DEFER_SETTLE_SECONDS,
+    VolcanoJobTrigger,
+)
 
 XCOM_JOB = "volcano_job"
 XCOM_RUN_ID = "wandb_run_id"
@@ -147,7 +151,7 @@ class VolcanoPyTorchJobOperator(
             return self._report(context, WaitResult.from_status(status), run)
         if not self.wait_for_completion:
             return {**self._job, **run}
-        trigger = self._trigger(masked=[wandb_hook.api_key])
+        trigger = self._trigger(masked=[wandb_hook.api_key], deferred=self.deferrable)
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
         try:
@@ -216,8 +220,9 @@ class VolcanoPyTorchJobOperator(
             ) from exc
         return spec, job
 
-    def _trigger(self, masked: Sequence[str | None]) -> VolcanoJobTrigger:
-        """The wait in the triggerer; ``masked`` secrets are masked in the log it follows."""
+    def _trigger(self, masked: Sequence[str | None], deferred: bool) -> VolcanoJobTrigger:
+        """The wait, ``deferred`` to the triggerer or run here; ``masked`` secrets are masked in
+        the log it follows."""
         assert self._job is not None
         timeout = self.execution_timeout
         deadline = time.time() + timeout.total_seconds() if timeout is not None else None
@@ -232,6 +237,7 @@ class VolcanoPyTorchJobOperator(
             watch_failure_grace=self.watch_failure_grace,
             try_number=self._try_number,
             **self.master_log_kwargs(masked),
+            fire_after=time.time() + DEFER_SETTLE_SECONDS if deferred else None,
         )
 
     def _report(

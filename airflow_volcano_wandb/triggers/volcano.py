@@ -22,6 +22,11 @@ from airflow_volcano_wandb.secret_digest import SecretDigest
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
+#: How long after a deferral its trigger may fire at the earliest. Airflow (3.0 to 3.3.2)
+#: fails a deferred task whose trigger fired before the scheduler had processed the deferring
+#: worker's exit, as if killed externally (apache/airflow#66374, #67287, #72716): a job ending
+#: within seconds of the deferral would lose its success, or its typed failure.
+DEFER_SETTLE_SECONDS = 15.0
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
@@ -72,6 +77,8 @@ class VolcanoJobTrigger(BaseTrigger):
     :param master_log_max_bytes: at most this many bytes of master log for the job.
     :param masked_secrets: secrets to mask in the followed log, as digests
         (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
+    :param fire_after: wall-clock time (epoch seconds) before which the trigger does not fire,
+        even when the wait has ended; a deferring task sets it ``DEFER_SETTLE_SECONDS`` ahead.
     """
 
     def __init__(
@@ -94,6 +101,7 @@ class VolcanoJobTrigger(BaseTrigger):
         master_log_max_lines: int = DEFAULT_MAX_LINES,
         master_log_max_bytes: int = DEFAULT_MAX_BYTES,
         masked_secrets: list[dict[str, Any]] | None = None,
+        fire_after: float | None = None,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -114,6 +122,7 @@ class VolcanoJobTrigger(BaseTrigger):
         self.master_log_max_lines = master_log_max_lines
         self.master_log_max_bytes = master_log_max_bytes
         self.masked_secrets = list(masked_secrets or [])
+        self.fire_after = fire_after
         self._fired = False
         self._last_progress = ""
         self._gang_seen_whole = False
@@ -140,6 +149,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 "master_log_max_lines": self.master_log_max_lines,
                 "master_log_max_bytes": self.master_log_max_bytes,
                 "masked_secrets": self.masked_secrets,
+                "fire_after": self.fire_after,
             },
         )
 
@@ -172,6 +182,8 @@ class VolcanoJobTrigger(BaseTrigger):
         follow = await self._start_log_follow()
         try:
             result = await self._watch(job_watcher)
+            if self.fire_after is not None:  # the master log is still followed meanwhile
+                await asyncio.sleep(max(0.0, self.fire_after - time.time()))
         finally:
             if follow is not None:  # ends with the wait, whatever ended the wait
                 follow.cancel()

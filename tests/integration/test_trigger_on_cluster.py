@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import time
 
 import pytest
 from kubernetes import client as k8s
@@ -104,6 +105,29 @@ def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
     event = asyncio.run(asyncio.wait_for(wait(), timeout=120))
     assert event["outcome"] == "succeeded"
     assert event["uid"] == job["metadata"]["uid"]
+
+
+def test_a_wait_that_ends_early_fires_only_after_fire_after(cluster):
+    """The deferral's settle time (DEFER_SETTLE_SECONDS in a task): the job ends within
+    seconds, the event waits for ``fire_after``, and says what the job did."""
+    api, namespace = cluster
+    job = submit_job(api, namespace, "settled", master_seconds=1)
+    fire_after = time.time() + 20
+
+    async def wait():
+        trigger = VolcanoJobTrigger(
+            job_name="settled",
+            namespace=namespace,
+            job_uid=job["metadata"]["uid"],
+            poll_interval=1,
+            fire_after=fire_after,
+        )
+        async for event in trigger.run():
+            return event.payload, time.time()
+
+    event, fired_at = asyncio.run(asyncio.wait_for(wait(), timeout=120))
+    assert event["outcome"] == "succeeded"
+    assert fired_at >= fire_after
 
 
 async def _wait_then_cancel(trigger: VolcanoJobTrigger) -> None:

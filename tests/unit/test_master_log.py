@@ -69,7 +69,7 @@ def test_the_operator_parameters_reach_the_serialized_trigger():
         master_log_max_bytes=2048,
     )
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    classpath, kwargs = op._trigger(masked=[KEY, None]).serialize()
+    classpath, kwargs = op._trigger(masked=[KEY, None], deferred=True).serialize()
     assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
     assert kwargs["master_log_max_bytes"] == 2048
     # The key's digest travels to the triggerer; the key does not.
@@ -105,7 +105,7 @@ def test_the_sensor_follows_too_with_its_connection_key_masked(monkeypatch):
 def test_following_is_off_by_default():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    kwargs = op._trigger(masked=[KEY]).serialize()[1]
+    kwargs = op._trigger(masked=[KEY], deferred=True).serialize()[1]
     assert kwargs["follow_master_log"] is False
     assert kwargs["masked_secrets"] == []  # nothing followed: no digest needs to leave
 

@@ -1,0 +1,36 @@
+"""A deferred wait fires no sooner than DEFER_SETTLE_SECONDS after the deferral.
+
+Airflow fails a deferred task whose trigger fires before the scheduler has processed the
+deferring worker's exit (apache/airflow#67287, #72716); a job that ends within seconds of the
+deferral must not lose its outcome to that race. The wait itself is shown on the cluster
+(``tests/integration/test_trigger_on_cluster.py``); here, who sets the bound.
+"""
+
+from __future__ import annotations
+
+import time
+
+from airflow_volcano_wandb.judge import WaitTarget
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
+from airflow_volcano_wandb.triggers.volcano import DEFER_SETTLE_SECONDS
+
+
+def _operator() -> VolcanoPyTorchJobOperator:
+    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
+    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
+    return op
+
+
+def test_the_operator_bounds_a_deferred_wait_and_not_its_own():
+    before = time.time()
+    deferred = _operator()._trigger(masked=[], deferred=True).serialize()[1]
+    assert before + DEFER_SETTLE_SECONDS <= deferred["fire_after"] <= time.time() + 60
+    assert _operator()._trigger(masked=[], deferred=False).fire_after is None  # sync: no race
+
+
+def test_the_sensor_bounds_its_deferred_wait():
+    sensor = VolcanoJobSensor(task_id="w", job_name="j", namespace="ns")
+    target = WaitTarget(name="j", namespace="ns", uid="u", pending_timeout=None, deadline=None)
+    before = time.time()
+    assert sensor._trigger(target).serialize()[1]["fire_after"] >= before + DEFER_SETTLE_SECONDS
