@@ -141,8 +141,9 @@ def test_a_completed_job_whose_outcome_was_never_reported_is_not_resubmitted(clu
 
 def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_path):
     api, namespace = cluster
-    # The master outlives the retry's start-up (an Airflow CLI parses the DAGs folder first).
-    template = seed_template(master={SIM_DURATION: "90"}, worker={SIM_DURATION: "600"})
+    # The master outlives the retry's start-up (an Airflow CLI parses the DAGs folder first,
+    # which took over a minute on a loaded 2-core machine).
+    template = seed_template(master={SIM_DURATION: "150"}, worker={SIM_DURATION: "600"})
     child = start_dag_process(
         "avw_test_sync",
         tmp_path / "first.log",
