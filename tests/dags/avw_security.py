@@ -87,7 +87,10 @@ def _operator(task_id: str, template: dict[str, Any], **kwargs: Any) -> VolcanoP
 
 
 def _flows(print_key: bool, **connection: Any) -> None:
-    _operator("succeed", _template(3, print_key=print_key), deferrable=True, **connection)
+    # Long enough that its trigger finds the job running and watches it: a job that ended
+    # before the trigger's first list is never watched, and the RBAC test derives the role
+    # from what this run used (a loaded CI machine started triggers after 3 s jobs had ended).
+    _operator("succeed", _template(20, print_key=print_key), deferrable=True, **connection)
     failing = _template(2, exit_code=3, print_key=print_key)
     _operator("fail", failing, deferrable=True, **connection)
     submit = _operator("submit", failing, wait_for_completion=False, **connection)
