@@ -28,8 +28,6 @@ from airflow_volcano_wandb.testing.cluster.process import free_ports
 
 REPO = Path(__file__).resolve().parents[2]
 COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
-#: Seconds a component waits for the SQLite write lock before its statement fails.
-SQLITE_LOCK_WAIT = 30
 
 T = TypeVar("T")
 
@@ -115,11 +113,7 @@ class AirflowStack:
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
                 "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
                 "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP": "airflow_volcano_wandb.*",
-                # SQLite lets one writer in at a time; the driver's default 5 s wait for the
-                # lock runs out on a loaded 2-core machine ("database is locked").
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": (
-                    f"sqlite:///{self.home / 'airflow.db'}?timeout={SQLITE_LOCK_WAIT}"
-                ),
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(self.api_port),
                 "AIRFLOW__API__BASE_URL": self.base_url,
