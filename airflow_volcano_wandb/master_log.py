@@ -9,6 +9,8 @@ What follows the master (rank 0) pod's first container:
 
 - Lines are joined across chunks and capped per job (``log_lines``); each is logged as
   ``[<pod>] <line>``.
+- Until the master pod has started, the pod is looked at again whenever the trigger sees the
+  job's progress change (a rank placed or started), and every ``RECHECK_SECONDS`` besides.
 - The kubelet ends a follow stream when the container exits. The pod is then looked at
   again: a restarted container (``restartCount`` grew) or a replacement pod is followed
   again. A stream that stays silent for ``RECHECK_SECONDS`` is checked the same way, since a
@@ -86,12 +88,14 @@ async def follow_master_log(
     max_lines: int,
     max_bytes: int,
     masked: Sequence[SecretDigest] = (),
+    job_changed: asyncio.Event | None = None,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
-    caller cancels."""
+    caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
+    a follow still waiting for the master pod look again at once."""
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
-        await _MasterLog(hook_factory, job_name, namespace, log, cap, masked).run()
+        await _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed).run()
 
 
 def _key(pod: dict) -> tuple[str, int]:
@@ -121,6 +125,7 @@ class _MasterLog:
         log: logging.Logger | Any,
         cap: LogCap,
         masked: Sequence[SecretDigest],
+        job_changed: asyncio.Event | None,
     ) -> None:
         self._hook_factory = hook_factory
         self._job_name = job_name
@@ -128,6 +133,7 @@ class _MasterLog:
         self._log = log
         self._cap = cap
         self._masked = tuple(masked)
+        self._job_changed = job_changed or asyncio.Event()
         self._seen: dict[str, SeenLines] = {}  # per pod uid
         self._streamed: tuple[str, int] | None = None
         self._failures = 0
@@ -162,6 +168,7 @@ class _MasterLog:
             self._done = True
             return
         while not self._cap.reached:
+            self._job_changed.clear()  # before the look: a change after it wakes the wait below
             pod = await self._master_pod(hook, api, master)
             if pod is not None and (_key(pod) != self._streamed or _running(pod)):
                 if self._streamed is not None and _key(pod) != self._streamed:
@@ -175,7 +182,8 @@ class _MasterLog:
                 self._failures = 0
                 await asyncio.sleep(1)  # a stream cut at once must not be reopened in a loop
             else:
-                await asyncio.sleep(RECHECK_SECONDS)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._job_changed.wait(), RECHECK_SECONDS)
 
     async def _master_pod(self, hook: AsyncVolcanoHook, api: Any, master: str) -> dict | None:
         pods = await hook.list_job_pods(api, self._job_name, self._namespace)

@@ -125,6 +125,7 @@ class VolcanoJobTrigger(BaseTrigger):
         self.fire_after = fire_after
         self._fired = False
         self._last_progress = ""
+        self._progress_changed = asyncio.Event()  # wakes the master-log follow
         self._gang_seen_whole = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -223,6 +224,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 self.master_log_max_lines,
                 self.master_log_max_bytes,
                 [SecretDigest.from_json(digest) for digest in self.masked_secrets],
+                self._progress_changed,
             ),
             name=f"volcano-master-log-{self.namespace}-{self.job_name}",
         )
@@ -293,6 +295,7 @@ class VolcanoJobTrigger(BaseTrigger):
         if progress != self._last_progress:
             self._last_progress = progress
             self.log.info("%s", progress)
+            self._progress_changed.set()
 
     def _watch_lost(self, why: str) -> WaitResult:
         return WaitResult(

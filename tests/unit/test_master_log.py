@@ -152,6 +152,7 @@ class _Stream:
 class _Hook:
     def __init__(self, pods: list[dict], streams: list[_Stream]) -> None:
         self.pods, self.streams, self.opened = pods, streams, []
+        self.listed = 0
 
     @contextlib.asynccontextmanager
     async def get_conn(self):
@@ -161,6 +162,7 @@ class _Hook:
         return {"spec": {"tasks": [{"name": "master"}, {"name": "worker"}]}}
 
     async def list_job_pods(self, api, name, namespace):
+        self.listed += 1
         return [self.pods[0] if len(self.pods) == 1 else self.pods.pop(0)]
 
     async def open_pod_log(self, api, pod, namespace, container):
@@ -208,6 +210,35 @@ def test_a_trainer_that_prints_its_key_has_it_masked():
     hook, log = _Hook([_pod()], [stream]), LineLog()
     _follow(hook, log, masked=(SecretDigest.of(KEY),))
     assert log.lines == ["[j-master-0] WANDB_API_KEY=*** rank=0"]
+
+
+def test_a_change_of_the_job_wakes_a_follow_waiting_for_the_master_pod(monkeypatch):
+    """The trigger sets ``job_changed`` when a rank starts: the follow looks at once, not
+    after ``RECHECK_SECONDS`` (here an hour: only the wake-up can show the line)."""
+    monkeypatch.setattr(master_log, "RECHECK_SECONDS", 3600)
+    pending = _pod()
+    pending["status"] = {"phase": "Pending"}
+    stream = _Stream([b"2026-01-01T00:00:01Z started\n"], True)
+    hook, log = _Hook([pending, _pod()], [stream]), LineLog()
+    job_changed = asyncio.Event()
+
+    async def main() -> None:
+        follow = master_log.follow_master_log(
+            lambda: hook, "j", "ns", log, 100, 10_000, (), job_changed
+        )
+        task = asyncio.create_task(follow)
+        while not hook.listed:  # the first look found the master pending
+            await asyncio.sleep(0.01)
+        job_changed.set()  # as the trigger does on "Running: master 1/1"
+        for _ in range(2000):
+            if log.lines:
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+    assert log.lines == ["[j-master-0] started"]
 
 
 def test_a_restarted_container_is_followed_again_without_repeating_lines():
@@ -305,3 +336,21 @@ def test_the_trigger_logs_progress_once_per_change_of_phase_or_placed_ranks():
         "Running: master 1/1, worker 2/2",
         "Completed: master 1/1, worker 2/2",
     ]
+
+
+def test_the_trigger_wakes_the_follow_when_the_progress_changes():
+    trigger = VolcanoJobTrigger(job_name="j", namespace="ns", follow_master_log=True)
+    job = {
+        "metadata": {"name": "j", "namespace": "ns"},
+        "spec": {"tasks": [{"name": "master", "replicas": 1}]},
+        "status": {"state": {"phase": "Pending"}},
+    }
+    trigger._log_progress(job)
+    assert trigger._progress_changed.is_set()
+    trigger._progress_changed.clear()
+    trigger._log_progress(job)  # the same progress again: nothing new to look for
+    assert not trigger._progress_changed.is_set()
+    running = {"master": {"phase": {"Running": 1}}}
+    job["status"] = {"state": {"phase": "Running"}, "taskStatusCount": running}
+    trigger._log_progress(job)
+    assert trigger._progress_changed.is_set()
