@@ -29,11 +29,7 @@ from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
 from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.sync_wait import wait_in_process
-from airflow_volcano_wandb.triggers.volcano import (
-    DEFAULT_WATCH_FAILURE_GRACE,
-    DEFER_SETTLE_SECONDS,
-    VolcanoJobTrigger,
-)
+from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 
 XCOM_JOB = "volcano_job"
 XCOM_RUN_ID = "wandb_run_id"
@@ -64,8 +60,7 @@ class VolcanoPyTorchJobOperator(
     :param wait_for_completion: wait for the job to end (else return once submitted, for
         ``VolcanoJobSensor``).
     :param deferrable: wait in the triggerer, freeing the worker slot.
-    :param poll_interval: seconds between timeout checks while waiting; job state itself
-        arrives by watch.
+    :param poll_interval: seconds between timeout checks; the job's state arrives by watch.
     :param pending_timeout: seconds until every rank must be placed and running; else the
         task fails with Volcano's reason and the job is deleted.
     :param watch_failure_grace: seconds the watch may keep failing (lost permission, expired
@@ -221,8 +216,7 @@ class VolcanoPyTorchJobOperator(
         return spec, job
 
     def _trigger(self, masked: Sequence[str | None], deferred: bool) -> VolcanoJobTrigger:
-        """The wait, ``deferred`` to the triggerer or run here; ``masked`` secrets are masked in
-        the log it follows."""
+        """The wait, ``deferred`` or run here; ``masked`` secrets are masked in its log."""
         assert self._job is not None
         timeout = self.execution_timeout
         deadline = time.time() + timeout.total_seconds() if timeout is not None else None
@@ -237,7 +231,7 @@ class VolcanoPyTorchJobOperator(
             watch_failure_grace=self.watch_failure_grace,
             try_number=self._try_number,
             **self.master_log_kwargs(masked),
-            fire_after=time.time() + DEFER_SETTLE_SECONDS if deferred else None,
+            deferred_at=time.time() if deferred else None,
         )
 
     def _report(

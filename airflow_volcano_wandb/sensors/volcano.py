@@ -25,7 +25,7 @@ from airflow_volcano_wandb.log_follower import MasterLogFollower
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.template import master_task_name
-from airflow_volcano_wandb.triggers.volcano import DEFER_SETTLE_SECONDS, VolcanoJobTrigger
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 
 class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
@@ -135,7 +135,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             poll_interval=self.poke_interval,
             delete_on_kill=self.delete_on_kill,
             **self.master_log_kwargs(masked),
-            fire_after=time.time() + DEFER_SETTLE_SECONDS,
+            deferred_at=time.time(),
         )
 
     @contextlib.contextmanager

@@ -77,8 +77,8 @@ class VolcanoJobTrigger(BaseTrigger):
     :param master_log_max_bytes: at most this many bytes of master log for the job.
     :param masked_secrets: secrets to mask in the followed log, as digests
         (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
-    :param fire_after: wall-clock time (epoch seconds) before which the trigger does not fire,
-        even when the wait has ended; a deferring task sets it ``DEFER_SETTLE_SECONDS`` ahead.
+    :param deferred_at: when the task deferred to this trigger (epoch seconds): it fires no
+        sooner than ``DEFER_SETTLE_SECONDS`` later. ``None``: not deferred (the sync wait).
     """
 
     def __init__(
@@ -101,7 +101,7 @@ class VolcanoJobTrigger(BaseTrigger):
         master_log_max_lines: int = DEFAULT_MAX_LINES,
         master_log_max_bytes: int = DEFAULT_MAX_BYTES,
         masked_secrets: list[dict[str, Any]] | None = None,
-        fire_after: float | None = None,
+        deferred_at: float | None = None,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -122,7 +122,7 @@ class VolcanoJobTrigger(BaseTrigger):
         self.master_log_max_lines = master_log_max_lines
         self.master_log_max_bytes = master_log_max_bytes
         self.masked_secrets = list(masked_secrets or [])
-        self.fire_after = fire_after
+        self.deferred_at = deferred_at
         self._fired = False
         self._last_progress = ""
         self._progress_changed = asyncio.Event()  # wakes the master-log follow
@@ -150,7 +150,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 "master_log_max_lines": self.master_log_max_lines,
                 "master_log_max_bytes": self.master_log_max_bytes,
                 "masked_secrets": self.masked_secrets,
-                "fire_after": self.fire_after,
+                "deferred_at": self.deferred_at,
             },
         )
 
@@ -183,8 +183,9 @@ class VolcanoJobTrigger(BaseTrigger):
         follow = await self._start_log_follow()
         try:
             result = await self._watch(job_watcher)
-            if self.fire_after is not None:  # the master log is still followed meanwhile
-                await asyncio.sleep(max(0.0, self.fire_after - time.time()))
+            if self.deferred_at is not None:  # the master log is still followed meanwhile
+                settled = self.deferred_at + DEFER_SETTLE_SECONDS
+                await asyncio.sleep(max(0.0, settled - time.time()))
         finally:
             if follow is not None:  # ends with the wait, whatever ended the wait
                 follow.cancel()
