@@ -89,6 +89,19 @@ def get_provider_info() -> dict:
                         "example": "100",
                         "default": "50",
                     },
+                    "defer_settle_seconds": {
+                        "description": "A deferred task's trigger fires no sooner than this "
+                        "many seconds after the deferral. Airflow up to 3.3.2 fails a deferred "
+                        "task whose trigger fires before the scheduler has processed the "
+                        "deferring worker's exit (apache/airflow#67287, #72716), which a job "
+                        "ending within seconds of the deferral meets. 0 turns the wait off: "
+                        "for an Airflow without that race, or airflow dags test, which runs "
+                        "the trigger in its own process. Read by the triggerer.",
+                        "version_added": "0.1.0",
+                        "type": "float",
+                        "example": "0",
+                        "default": "15",
+                    },
                 },
             }
         },

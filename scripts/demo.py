@@ -97,6 +97,9 @@ def main() -> int:
         "WANDB_MODE": "offline",
         # The manual DAG only submits to namespaces the deployment allows (docs/security.md).
         "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": args.namespace,
+        # `airflow dags test` runs the trigger in its own process: no defer-exit race to wait
+        # out (README, Troubleshooting).
+        "AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS": "0",
     }
     api = _api(kubeconfig)
     _ensure_namespace(api, args.namespace)

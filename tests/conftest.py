@@ -28,6 +28,10 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 os.environ["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"] = "180"
 os.environ["AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP"] = "airflow_volcano_wandb.*"
 os.environ.setdefault("WANDB_MODE", "offline")
+# `dag.test()` and `airflow dags test` run the trigger in their own process: Airflow's
+# defer-exit race, which the settle time guards against, needs a scheduler. Stacks with a real
+# scheduler (tests/e2e/airflow_stack.py) do not inherit this and keep the default.
+os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS"] = "0"
 os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
 
 

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Coroutine
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from airflow.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_volcano_wandb import airflow_compat
@@ -22,11 +23,21 @@ from airflow_volcano_wandb.secret_digest import SecretDigest
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
-#: How long after a deferral its trigger may fire at the earliest. Airflow (3.0 to 3.3.2)
-#: fails a deferred task whose trigger fired before the scheduler had processed the deferring
-#: worker's exit, as if killed externally (apache/airflow#66374, #67287, #72716): a job ending
-#: within seconds of the deferral would lose its success, or its typed failure.
-DEFER_SETTLE_SECONDS = 15.0
+#: How long after a deferral its trigger may fire at the earliest, unless ``[volcano_wandb]
+#: defer_settle_seconds`` says otherwise. Airflow (3.0 to 3.3.2) fails a deferred task whose
+#: trigger fired before the scheduler had processed the deferring worker's exit, as if killed
+#: externally (apache/airflow#66374, #67287, #72716): a job ending within seconds of the
+#: deferral would lose its success, or its typed failure.
+DEFAULT_DEFER_SETTLE_SECONDS = 15.0
+
+
+def defer_settle_seconds() -> float:
+    """``[volcano_wandb] defer_settle_seconds`` of this (triggerer) process."""
+    configured = conf.getfloat(
+        "volcano_wandb", "defer_settle_seconds", fallback=DEFAULT_DEFER_SETTLE_SECONDS
+    )
+    return max(0.0, configured)
+
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
@@ -78,7 +89,7 @@ class VolcanoJobTrigger(BaseTrigger):
     :param masked_secrets: secrets to mask in the followed log, as digests
         (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
     :param deferred_at: when the task deferred to this trigger (epoch seconds): it fires no
-        sooner than ``DEFER_SETTLE_SECONDS`` later. ``None``: not deferred (the sync wait).
+        sooner than ``defer_settle_seconds()`` later. ``None``: not deferred (the sync wait).
     """
 
     def __init__(
@@ -184,7 +195,7 @@ class VolcanoJobTrigger(BaseTrigger):
         try:
             result = await self._watch(job_watcher)
             if self.deferred_at is not None:  # the master log is still followed meanwhile
-                settled = self.deferred_at + DEFER_SETTLE_SECONDS
+                settled = self.deferred_at + defer_settle_seconds()
                 await asyncio.sleep(max(0.0, settled - time.time()))
         finally:
             if follow is not None:  # ends with the wait, whatever ended the wait

@@ -1,4 +1,4 @@
-"""A deferred wait fires no sooner than ``DEFER_SETTLE_SECONDS`` after the deferral.
+"""A deferred wait fires no sooner than ``defer_settle_seconds`` after the deferral.
 
 Airflow fails a deferred task whose trigger fires before the scheduler has processed the
 deferring worker's exit (apache/airflow#67287, #72716); a job that ends within seconds of the
@@ -13,6 +13,10 @@ import time
 from airflow_volcano_wandb.judge import WaitTarget
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
+from airflow_volcano_wandb.triggers.volcano import (
+    DEFAULT_DEFER_SETTLE_SECONDS,
+    defer_settle_seconds,
+)
 
 
 def _operator() -> VolcanoPyTorchJobOperator:
@@ -33,3 +37,12 @@ def test_the_sensor_bounds_its_deferred_wait():
     target = WaitTarget(name="j", namespace="ns", uid="u", pending_timeout=None, deadline=None)
     before = time.time()
     assert before <= sensor._trigger(target).serialize()[1]["deferred_at"] <= time.time()
+
+
+def test_the_settle_time_is_configured_per_triggerer(monkeypatch):
+    monkeypatch.delenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS")  # the tests' own 0
+    assert defer_settle_seconds() == DEFAULT_DEFER_SETTLE_SECONDS == 15.0
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS", "4.5")
+    assert defer_settle_seconds() == 4.5
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS", "-3")
+    assert defer_settle_seconds() == 0.0
