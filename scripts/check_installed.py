@@ -15,7 +15,12 @@ from importlib import resources
 from importlib.metadata import entry_points
 from pathlib import Path
 
-EXAMPLE_DAGS = {"volcano_pytorch_manual", "volcano_pytorch_retraining", "volcano_pytorch_promote"}
+EXAMPLE_DAGS = {
+    "volcano_pytorch_manual",
+    "volcano_pytorch_retraining",
+    "volcano_pytorch_promote",
+    "volcano_pytorch_sweep",
+}
 # What the local cluster needs at run time besides Python: the Go modules it builds from and
 # KWOK's stage definitions (package data, easy to lose from a wheel).
 PACKAGE_DATA = (
