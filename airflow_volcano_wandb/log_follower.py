@@ -11,6 +11,7 @@ from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.diagnostics import task_of
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES, LineJoiner, LogCap
+from airflow_volcano_wandb.template import master_task_name
 
 STARTED_PHASES = ("Running", "Succeeded", "Failed")
 
@@ -44,6 +45,15 @@ class MasterLogFollower(threading.Thread):
         self._stopped = threading.Event()
         self._response: Any = None
         self._cap = LogCap(max_lines, max_bytes)
+
+    @classmethod
+    def for_job(
+        cls, hook: VolcanoHook, job: dict, log: logging.Logger | Any, max_lines: int, max_bytes: int
+    ) -> MasterLogFollower:
+        """A follower of ``job``'s master task (as the template names it)."""
+        meta = job["metadata"]
+        master = master_task_name(job) or ""
+        return cls(hook, meta["name"], meta["namespace"], master, log, max_lines, max_bytes)
 
     def stop(self) -> None:
         self._stopped.set()

@@ -10,7 +10,6 @@ from typing import Any
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.log_follower import MasterLogFollower
 from airflow_volcano_wandb.outcome import WaitResult
-from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 
@@ -27,15 +26,8 @@ def wait_in_process(
     """The same wait the triggerer would run, here; the master's log goes to the task log."""
     trigger._log = task_log  # progress lines belong in the task log
     trigger.follow_master_log = False  # the thread below follows it, with the trigger's caps
-    meta = job["metadata"]
-    follower = MasterLogFollower(
-        hook,
-        meta["name"],
-        meta["namespace"],
-        master_task_name(job) or "",
-        task_log,
-        max_lines=trigger.master_log_max_lines,
-        max_bytes=trigger.master_log_max_bytes,
+    follower = MasterLogFollower.for_job(
+        hook, dict(job), task_log, trigger.master_log_max_lines, trigger.master_log_max_bytes
     )
     follower.start()
     try:

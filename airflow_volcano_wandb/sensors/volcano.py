@@ -24,7 +24,6 @@ from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge
 from airflow_volcano_wandb.log_follower import MasterLogFollower
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 
@@ -150,14 +149,8 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             yield  # nothing to follow: the poke says what became of the job
             return
         WandbHook(self.wandb_conn_id).mask_api_key()  # the follower masks what this process knows
-        follower = MasterLogFollower(
-            self.hook,
-            target.name,
-            target.namespace,
-            master_task_name(job) or "",
-            self.log,
-            max_lines=self.master_log_max_lines,
-            max_bytes=self.master_log_max_bytes,
+        follower = MasterLogFollower.for_job(
+            self.hook, job, self.log, self.master_log_max_lines, self.master_log_max_bytes
         )
         follower.start()
         try:
