@@ -12,7 +12,9 @@ minor lacks one, the provider does the best that minor allows and says so once
 - :data:`TRIGGER_ON_KILL`: from 3.3 the triggerer calls a trigger's ``on_kill`` when a user
   kills, clears or marks its deferred task. Before, it only cancels the trigger and calls
   ``cleanup()``, the same as when the triggerer itself stops; :func:`task_left_deferral`
-  tells the two apart by asking the API server for the task's state.
+  tells the two apart by asking the API server for the task's state. 3.3 also calls
+  ``on_kill`` when a trigger moves to another triggerer (it cancels it with the same "user
+  action" message), so the trigger asks the same question on every release.
 - :data:`RETRY_POLICY`: task retry policies (``retry_policy``, ``ExceptionRetryPolicy``) are
   3.3's; before, :func:`retry_policy_kwargs` leaves them out and the task retries by ``retries``
   and ``retry_delay`` alone.
@@ -141,9 +143,9 @@ def warn_if_no_trigger_on_kill() -> None:
 async def task_left_deferral(ti: Any) -> bool | None:
     """Whether the deferred task of a cancelled trigger is no longer deferred.
 
-    For Airflow < 3.3, whose triggerer cancels a trigger (and calls its ``cleanup()``) both
-    when a user kills, clears or marks its task and when the triggerer itself stops or hands
-    the trigger to another triggerer: only in the first case has the task left ``deferred``.
+    Every triggerer stops a trigger the same way whether a user killed, cleared or marked its
+    task or the trigger moves to another triggerer (3.3 even calls ``on_kill`` for both; older
+    releases call ``cleanup()``): only in the first case has the task left ``deferred``.
     The answer comes from the API server (the Task SDK's ``get_task_states``).
 
     :param ti: the trigger's ``task_instance`` (dag, task, run ids, map index).

@@ -331,31 +331,56 @@ class VolcanoJobTrigger(BaseTrigger):
         return wake
 
     async def on_kill(self) -> None:
-        """A user killed, cleared or failed the deferred task: the job must not run on.
+        """The triggerer stopped this trigger "by user action" (Airflow 3.3 and later).
 
-        Called by Airflow 3.3 and later; older releases go through :meth:`cleanup`.
+        That is not always a user's kill: Airflow 3.3 cancels a trigger with the same message
+        when it moves to another triggerer (a triggerer whose heartbeat lapsed loses its
+        triggers to a healthy one). So the job is deleted only when Airflow confirms that the
+        task has left ``deferred`` (killed, cleared or marked); older releases go through
+        :meth:`cleanup` with the same check.
         """
         if self._fired or not self.delete_on_kill:
             return
-        await self._shielded(self._delete_on_kill())
+        await self._shielded(self._delete_if_task_left())
 
     async def cleanup(self) -> None:
-        """Airflow < 3.3: the same as :meth:`on_kill`, when the task has left ``deferred``.
+        """Airflow < 3.3: the same as :meth:`on_kill`.
 
         Those releases never call ``on_kill``: they cancel the trigger and call ``cleanup()``
-        whether a user acted on the task or the triggerer itself is stopping (when the job
-        must be left to the next triggerer). Only a task that is no longer deferred was
-        killed, cleared or marked; a state that cannot be read leaves the job alone.
+        whether a user acted on the task or the triggerer itself is stopping or handing the
+        trigger over (when the job must be left to the next triggerer).
         """
         if airflow_compat.TRIGGER_ON_KILL or self._fired or not self.delete_on_kill:
             return
         await self._shielded(self._delete_if_task_left())
 
     async def _delete_if_task_left(self) -> None:
-        if self.task_instance is not None and await airflow_compat.task_left_deferral(
-            self.task_instance
-        ):
+        """Delete the job only on a kill that Airflow confirms; otherwise say why it stays.
+
+        A task still ``deferred`` means the trigger was handed to another triggerer (or this
+        one is stopping): that triggerer goes on waiting on the same job. A state that cannot
+        be read leaves the job too: it ends by itself and ``finished_job_ttl`` removes it.
+        """
+        left = None
+        if self.task_instance is not None:
+            left = await airflow_compat.task_left_deferral(self.task_instance)
+        if left:
             await self._delete_on_kill()
+        elif left is False:
+            self.log.info(
+                "Trigger stopped while its task is still deferred (handed over to another "
+                "triggerer, or this one is stopping): Volcano job %s/%s left running for the "
+                "triggerer that takes over",
+                self.namespace,
+                self.job_name,
+            )
+        else:
+            self.log.warning(
+                "Trigger stopped, but Airflow could not confirm that the task was killed: "
+                "Volcano job %s/%s left running (it ends by itself; finished_job_ttl removes it)",
+                self.namespace,
+                self.job_name,
+            )
 
     async def _delete_on_kill(self) -> None:
         self.log.info(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,30 @@ def rerun_task(dag_id: str, task_id: str, run_id: str):
         env=os.environ.copy(),
         timeout=600,
     )
+
+
+@dataclass
+class DeferredTaskInstance:
+    """What a triggerer gives a trigger as its ``task_instance`` (the state query's keys)."""
+
+    dag_id: str = "avw_test"
+    task_id: str = "wait"
+    run_id: str = "run"
+    map_index: int = -1
+
+
+def as_in_a_triggerer(trigger: Any, monkeypatch: Any, *, task_left: bool | None) -> Any:
+    """``trigger`` as a triggerer runs it, with Airflow answering that its task has ``task_left``
+    ``deferred`` (``True``: a user's kill; ``False``: a handover; ``None``: no answer).
+
+    The answer is stubbed: ``RuntimeTaskInstance.get_task_states`` needs a running triggerer's
+    supervisor (the real one is used by tests/reliability/test_deferred_kill.py).
+    """
+    from airflow_volcano_wandb import airflow_compat
+
+    async def task_left_deferral(ti: Any) -> bool | None:
+        return task_left
+
+    trigger.task_instance = DeferredTaskInstance()
+    monkeypatch.setattr(airflow_compat, "task_left_deferral", task_left_deferral)
+    return trigger

@@ -13,6 +13,7 @@ from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.integration.jobs import (
+    as_in_a_triggerer,
     list_jobs,
     list_pods,
     submit_job,
@@ -139,7 +140,7 @@ async def _wait_then_cancel(trigger: VolcanoJobTrigger) -> None:
     waiting.cancel()
 
 
-def test_on_kill_deletes_the_job_and_its_pods(cluster):
+def test_on_kill_deletes_the_job_and_its_pods(cluster, monkeypatch):
     api, namespace = cluster
     job = submit_job(api, namespace, "killed", master_seconds=600)
     wait_until(lambda: list_pods(api, namespace), 60, what="pods")
@@ -148,6 +149,7 @@ def test_on_kill_deletes_the_job_and_its_pods(cluster):
         trigger = VolcanoJobTrigger(
             job_name="killed", namespace=namespace, job_uid=job["metadata"]["uid"]
         )
+        as_in_a_triggerer(trigger, monkeypatch, task_left=True)
         await _wait_then_cancel(trigger)
         await trigger.on_kill()
 
@@ -159,7 +161,32 @@ def test_on_kill_deletes_the_job_and_its_pods(cluster):
     )
 
 
-def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster):
+@pytest.mark.parametrize("task_left", [False, None], ids=["still-deferred", "state-unknown"])
+def test_on_kill_of_a_trigger_handed_over_leaves_the_job_running(cluster, monkeypatch, task_left):
+    """Airflow 3.3 cancels a trigger that moves to another triggerer as if a user killed it
+    and calls on_kill; the task is still deferred (or its state unknown): no deletion."""
+    api, namespace = cluster
+    name = f"handed-over-{'deferred' if task_left is False else 'unknown'}"
+    job = submit_job(api, namespace, name, master_seconds=600)
+    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+
+    async def run_then_hand_over():
+        trigger = VolcanoJobTrigger(
+            job_name=name, namespace=namespace, job_uid=job["metadata"]["uid"]
+        )
+        as_in_a_triggerer(trigger, monkeypatch, task_left=task_left)
+        await _wait_then_cancel(trigger)
+        await trigger.on_kill()
+        await trigger.cleanup()
+
+    asyncio.run(run_then_hand_over())
+    time.sleep(3)  # a deletion, had one been sent, is seen by now
+    (left,) = [j for j in list_jobs(api, namespace) if j["metadata"]["name"] == name]
+    assert left["metadata"]["uid"] == job["metadata"]["uid"]
+    assert not left["metadata"].get("deletionTimestamp")
+
+
+def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster, monkeypatch):
     """Airflow's triggerer cancels a killed task's trigger again on its next loop, which can
     land while on_kill waits; the deletion must go on regardless."""
     api, namespace = cluster
@@ -170,6 +197,7 @@ def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster):
         trigger = VolcanoJobTrigger(
             job_name="killed-twice", namespace=namespace, job_uid=job["metadata"]["uid"]
         )
+        as_in_a_triggerer(trigger, monkeypatch, task_left=True)
         await _wait_then_cancel(trigger)
         killing = asyncio.create_task(trigger.on_kill())
         await asyncio.sleep(0)  # on_kill has started its deletion...

@@ -26,7 +26,7 @@ from airflow_volcano_wandb.ownership import (
     WANDB_RUN_LABEL,
 )
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
-from tests.integration.jobs import SIM_DURATION, seed_template
+from tests.integration.jobs import SIM_DURATION, as_in_a_triggerer, seed_template
 from tests.reliability.support import (
     StubTaskInstance,
     execute_operator,
@@ -157,7 +157,7 @@ def test_a_killed_sensor_deletes_its_job(
 
 
 def test_a_killed_deferred_sensor_deletes_its_job(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
 ):
     from airflow.sdk.exceptions import TaskDeferred
 
@@ -183,6 +183,7 @@ def test_a_killed_deferred_sensor_deletes_its_job(
         sensor.execute({"ti": ti, "task_instance": ti})
     trigger = deferred.value.trigger
     assert trigger.job_uid == submitted["uid"] and trigger.delete_on_kill
+    as_in_a_triggerer(trigger, monkeypatch, task_left=True)
     asyncio.run(trigger.on_kill())  # what the triggerer runs when the task is killed
     nothing_left(admin, namespace, "the deferred sensor's job")
     admin.close()

@@ -116,6 +116,30 @@ def test_a_triggerer_stopping_or_an_unreadable_state_leaves_the_job(monkeypatch,
     assert deleted == []
 
 
+@pytest.mark.parametrize("left", [False, None])
+def test_on_kill_of_a_handover_or_an_unreadable_state_leaves_the_job(
+    monkeypatch, caplog, capsys, left
+):
+    """Airflow 3.3 cancels a trigger moving to another triggerer with the kill's own message
+    and calls on_kill: a task still deferred, or one whose state cannot be read, is no kill."""
+    trigger, deleted = _trigger(monkeypatch, left=left)
+    with caplog.at_level(logging.INFO):
+        asyncio.run(trigger.on_kill())
+    assert deleted == []
+    # The trigger logs through structlog on 3.3 (stdout), through logging before.
+    said = caplog.text + capsys.readouterr().out
+    assert "left running" in said
+    if left is False:
+        assert "handed over to another triggerer" in said
+
+
+def test_on_kill_without_a_task_instance_cannot_confirm_a_kill(monkeypatch):
+    trigger, deleted = _trigger(monkeypatch, left=True)
+    trigger.task_instance = None  # run in-process: there is no Airflow to ask
+    asyncio.run(trigger.on_kill())
+    assert deleted == []
+
+
 def test_a_fired_trigger_or_delete_on_kill_false_never_deletes(monkeypatch):
     trigger, deleted = _trigger(monkeypatch, left=True)
     trigger._fired = True
