@@ -16,6 +16,7 @@ from airflow_volcano_wandb import diagnostics, exceptions
 from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.job_status import Verdict, interpret
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
 
@@ -123,6 +124,30 @@ def report_failure(
     error = exceptions.for_failure(result, message, cause)
     task_log.info("Failing with %s", type(error).__name__)
     return error
+
+
+def ended_meanwhile(
+    hook: VolcanoHook, job: Mapping[str, str], task_log: logging.Logger | Any = log
+) -> WaitResult | None:
+    """For a wait that ran out of time: the job's own end, if the apiserver shows one now.
+
+    A job that completed during a watch outage just before the deadline did not time out: its
+    real outcome is reported (and it is not deleted as a timed-out one). ``None`` when it
+    still runs, is gone, is another submission now, or cannot be read (then the timeout
+    stands).
+    """
+    try:
+        current = hook.get_job(job["name"], job["namespace"])
+    except Exception as exc:
+        task_log.warning("Could not read job %s once the wait timed out (%s)", job["name"], exc)
+        return None
+    if current is None or (job.get("uid") and current["metadata"].get("uid") != job["uid"]):
+        return None
+    status = interpret(current)
+    if status.verdict in (Verdict.WAIT, Verdict.DELETED):
+        return None
+    task_log.info("The wait timed out, but the job has ended: %s", status.explain())
+    return WaitResult.from_status(status)
 
 
 def fetch_finished_job(

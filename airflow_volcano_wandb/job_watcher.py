@@ -153,6 +153,17 @@ class NamespaceJobWatcher:
                 continue
             return _without_managed_fields(job) if job is not None else None
 
+    async def annotate(self, job: dict, annotations: dict[str, str]) -> bool:
+        """Add ``annotations`` to this submission of ``job`` over the watch's open client (or
+        one of its own while the watch is down); False when that submission is gone."""
+        client = self._client
+        if client is not None:
+            hook, api = client
+            return await hook.annotate_job(api, job, annotations)
+        hook = self._hook_factory()
+        async with hook.get_conn() as api:
+            return await hook.annotate_job(api, job, annotations)
+
     async def _read(self, client: tuple[AsyncVolcanoHook, Any] | None, name: str) -> dict | None:
         if client is not None:
             hook, api = client

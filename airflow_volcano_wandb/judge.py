@@ -8,6 +8,13 @@ A PyTorch DDP job with a static world size makes progress only when every rank r
 ``pending_timeout`` measures the time until *every* rank is placed and running, not only
 until Volcano calls the job ``Running`` (a gang with a ``minAvailable`` below the world size
 is ``Running`` with the master alone, which then blocks in ``init_process_group``).
+
+``pending_timeout`` means "never fully placed since submission". Whether the gang was ever
+whole must survive a triggerer restart, a handover, a retry that reattaches and a
+reschedule-mode poke, none of which keeps a waiter's memory: so the first waiter to see the
+whole gang writes :data:`GANG_WHOLE_ANNOTATION` on the job (:func:`needs_gang_whole_mark`),
+and every later judgement reads it. A rank lost after that is Volcano's to restore: the wait
+reports it as restarting (:func:`progress_line`), never as a pending timeout.
 """
 
 from __future__ import annotations
@@ -15,14 +22,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_volcano_wandb.job_status import JobStatus, interpret
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.ownership import DOMAIN
 
 #: Pod phases that mean a rank was placed on a node and started.
 STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
+#: When a waiter first saw every rank of the job placed and running (UTC, ISO 8601).
+GANG_WHOLE_ANNOTATION = f"{DOMAIN}/gang-whole-at"
 
 
 @dataclass(frozen=True)
@@ -54,18 +64,19 @@ def gang_wait_seconds(
 ) -> float | None:
     """How long the job has waited for its whole gang, or ``None`` when it is not waiting.
 
-    ``Pending`` counts from the phase's transition (a restart starts the clock again).
-    ``Running`` with ranks missing counts from the job's creation, or from its last
-    transition after a restart; once the whole gang has been seen running
-    (``gang_seen_whole``), a rank lost later (evicted, being replaced) is Volcano's to
-    restore and is not a placement wait.
+    ``Pending`` counts from the phase's transition (a restart of a gang never whole starts the
+    clock again). ``Running`` with ranks missing counts from the job's creation, or from its
+    last transition after a restart. Once the whole gang has been seen running
+    (``gang_seen_whole``, or the job's :data:`GANG_WHOLE_ANNOTATION`), nothing is a placement
+    wait any more: a rank lost later (evicted, preempted, being replaced) is Volcano's to
+    restore, and only ``execution_timeout`` bounds that.
     """
-    if job is None or status.terminal:
+    if job is None or status.terminal or gang_seen_whole or gang_marked_whole(job):
         return None
     metadata = job.get("metadata") or {}
     if status.phase in ("", "Pending"):
         since = status.transition_time or metadata.get("creationTimestamp")
-    elif status.phase == "Running" and not gang_seen_whole and unplaced_ranks(status):
+    elif status.phase == "Running" and unplaced_ranks(status):
         since = status.transition_time if status.retry_count else metadata.get("creationTimestamp")
     else:
         return None
@@ -143,6 +154,39 @@ def gang_is_whole(job: Mapping[str, Any] | None) -> bool:
         return False
     status = interpret(job)
     return status.phase == "Running" and not unplaced_ranks(status)
+
+
+def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
+    """Whether a waiter has recorded on the job that its gang was once whole."""
+    annotations = ((job or {}).get("metadata") or {}).get("annotations") or {}
+    return GANG_WHOLE_ANNOTATION in annotations
+
+
+def needs_gang_whole_mark(job: Mapping[str, Any] | None) -> bool:
+    """Whether the waiter looking at ``job`` should write :data:`GANG_WHOLE_ANNOTATION` now."""
+    return gang_is_whole(job) and not gang_marked_whole(job)
+
+
+def gang_whole_mark(now: float) -> dict[str, str]:
+    """The annotation that records the gang whole at ``now`` (epoch seconds)."""
+    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {GANG_WHOLE_ANNOTATION: stamp}
+
+
+def progress_line(job: Mapping[str, Any], *, gang_seen_whole: bool = False) -> str:
+    """The task log's line for the job now; a gang that was whole and lost a rank says that
+    Volcano is restarting it, with Volcano's own reason when it gives one."""
+    status = interpret(job)
+    line = status.progress()
+    was_whole = gang_seen_whole or gang_marked_whole(job)
+    lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")
+    if was_whole and not status.terminal and lost_ranks:
+        lost = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())
+        line += " - restarting: the gang was whole"
+        line += f" and lost ranks ({lost})" if lost else ""
+        cause = ": ".join(part for part in (status.reason, status.message) if part)
+        line += f"; Volcano: {cause}" if cause else "; Volcano is replacing them"
+    return line
 
 
 def _with_uid(result: WaitResult, uid: str) -> WaitResult:

@@ -7,7 +7,10 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_volcano_wandb import job_report
+from airflow_volcano_wandb.airflow_compat import AirflowTaskTimeout
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.job_status import job_ref
 from airflow_volcano_wandb.log_follower import MasterLogFollower
 from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
@@ -32,6 +35,13 @@ def wait_in_process(
     follower.start()
     try:
         return WaitResult.from_event(asyncio.run(_first_event(trigger)))
+    except AirflowTaskTimeout:
+        # Airflow's execution_timeout, armed at the task's start, fires before the trigger's
+        # own deadline: a job that ended meanwhile (say, during a watch outage) is its end.
+        ended = job_report.ended_meanwhile(hook, job_ref(job), task_log)
+        if ended is None:
+            raise
+        return ended
     finally:
         follower.stop()
 

@@ -70,6 +70,44 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
                     return False
                 raise
 
+    async def annotate_job(
+        self,
+        api: async_k8s.ApiClient,
+        job: dict,
+        annotations: dict[str, str],
+    ) -> bool:
+        """Add ``annotations`` to this submission of ``job``; False when it is gone or another
+        submission holds the name now.
+
+        A JSON patch whose first op tests the uid (a failed test answers 422): the client
+        sends a list body as ``application/json-patch+json`` on every supported release,
+        where a merge patch would need ``_content_type``, which older clients lack.
+        """
+        metadata = job["metadata"]
+        ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": metadata["uid"]}]
+        if metadata.get("annotations"):
+            ops += [
+                {"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value}
+                for key, value in annotations.items()
+            ]
+        else:
+            ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
+        try:
+            await async_k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                metadata["namespace"],
+                PLURAL,
+                metadata["name"],
+                ops,
+                _request_timeout=ASYNC_CALL_TIMEOUT,
+            )
+        except AsyncApiException as exc:
+            if exc.status in (404, 422):
+                return False
+            raise permission_error(exc, "patch", JOBS_RESOURCE, metadata["namespace"]) from exc
+        return True
+
     async def list_jobs_page(
         self,
         api: async_k8s.ApiClient,
@@ -164,3 +202,8 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
                 yield event["type"], event["raw_object"]
         finally:
             watcher.stop()
+
+
+def _pointer(key: str) -> str:
+    """``key`` as one JSON Pointer segment (RFC 6901): annotation keys hold ``/``."""
+    return key.replace("~", "~0").replace("/", "~1")

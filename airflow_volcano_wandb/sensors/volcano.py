@@ -17,14 +17,25 @@ from airflow_volcano_wandb.airflow_compat import (
     AirflowTaskTimeout,
 )
 from airflow_volcano_wandb.cleanup import OnFinishAction
+from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.hooks.wandb import WandbHook
-from airflow_volcano_wandb.job_status import interpret, job_ref
-from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge
+from airflow_volcano_wandb.job_status import job_ref
+from airflow_volcano_wandb.judge import (
+    WaitTarget,
+    gang_is_whole,
+    gang_whole_mark,
+    judge,
+    needs_gang_whole_mark,
+    progress_line,
+)
 from airflow_volcano_wandb.log_follower import MasterLogFollower
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+from airflow_volcano_wandb.triggers.volcano import (
+    DEFAULT_WATCH_FAILURE_GRACE,
+    VolcanoJobTrigger,
+)
 
 
 class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
@@ -51,6 +62,10 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
     :param on_finish_action: ``delete_succeeded`` (default), ``delete`` or ``keep``, as for
         the operator; a pending timeout and the sensor's timeout always delete.
     :param delete_on_kill: delete the job when the task is killed, cleared or marked failed.
+    :param watch_failure_grace: seconds the job may stay unreadable (the watch when deferred,
+        the pokes otherwise: lost permission, an unreachable apiserver) before the sensor
+        fails, leaving the job untouched. In ``reschedule`` mode each poke is a new process:
+        an unreadable job is poked again until the sensor's ``timeout``.
     :param wandb_conn_id: the ``wandb`` connection whose API key the job's pods hold: it is
         masked in this task's log, which shows pod logs (``None``: none to mask).
 
@@ -75,6 +90,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
         pending_timeout: float | None = None,
         on_finish_action: OnFinishAction = "delete_succeeded",
         delete_on_kill: bool = True,
+        watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
         wandb_conn_id: str | None = "wandb_default",
         **kwargs: Any,
     ) -> None:
@@ -85,7 +101,8 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
         self.cluster_context, self.in_cluster = cluster_context, in_cluster
         self.deferrable, self.pending_timeout = deferrable, pending_timeout
         self.on_finish_action, self.delete_on_kill = on_finish_action, delete_on_kill
-        self.wandb_conn_id = wandb_conn_id
+        self.wandb_conn_id, self.watch_failure_grace = wandb_conn_id, watch_failure_grace
+        self._failing_since: float | None = None
         self._last_progress = ""
         self._gang_seen_whole = False
         self._job: dict[str, str] | None = None
@@ -106,6 +123,9 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
                 with self._master_log_followed():
                     return super().execute(context)
             except (AirflowSensorTimeout, AirflowTaskTimeout):
+                ended = self._job and job_report.ended_meanwhile(self.hook, self._job, self.log)
+                if ended:  # it ended while the last pokes could not see it
+                    return self._report(ended, context["ti"].try_number)
                 self._delete_job()  # nobody waits on it any more
                 raise
         target = self._target()
@@ -133,6 +153,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             deadline=target.deadline,
             poll_interval=self.poke_interval,
             delete_on_kill=self.delete_on_kill,
+            watch_failure_grace=self.watch_failure_grace,
             **self.master_log_kwargs(masked),
             deferred_at=time.time(),
         )
@@ -160,18 +181,51 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         target = self._target()
-        job = self.hook.get_job(target.name, target.namespace)
+        try:
+            job = self.hook.get_job(target.name, target.namespace)
+        except Exception as exc:  # a blip, or a RoleBinding re-applied: as the watch's grace
+            return self._unread(target, exc)
+        self._failing_since = None
         self._remember(job)
-        status = interpret(job, name=target.name, namespace=target.namespace)
-        if job is not None and status.progress() != self._last_progress:
-            self._last_progress = status.progress()
-            self.log.info("%s", self._last_progress)
-        self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
+        if job is not None and (not target.uid or job["metadata"].get("uid") == target.uid):
+            self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
+            self._mark_gang_whole(job)
+            progress = progress_line(job, gang_seen_whole=self._gang_seen_whole)
+            if progress != self._last_progress:
+                self._last_progress = progress
+                self.log.info("%s", progress)
         result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
         if result is None:
             return False
         self._report(result, context["ti"].try_number)
         return True
+
+    def _unread(self, target: WaitTarget, exc: Exception) -> bool:
+        """A poke that could not read the job: poke again, unless reads have failed for
+        ``watch_failure_grace`` (then fail, leaving the job untouched)."""
+        now = time.monotonic()
+        self._failing_since = self._failing_since or now
+        where = f"Volcano job {target.namespace}/{target.name}"
+        if now - self._failing_since < self.watch_failure_grace:
+            self.log.warning("Could not read %s (%s); poking again", where, exc)
+            return False
+        raise ApiserverUnreachableError(
+            f"Could not read {where} for {self.watch_failure_grace:g}s: {exc}. The job was "
+            "left untouched; the next try waits on it again."
+        ) from exc
+
+    def _mark_gang_whole(self, job: dict[str, Any]) -> None:
+        """Record on the job, once, that its gang was whole (see ``judge.py``): a later poke
+        in another process, or a retry, then never takes a lost rank for a gang never placed."""
+        if not needs_gang_whole_mark(job):
+            return
+        try:
+            meta = job["metadata"]
+            self.hook.set_job_annotations(
+                meta["name"], meta["namespace"], meta["uid"], gang_whole_mark(time.time())
+            )
+        except Exception as exc:  # this process remembers; a later poke tries again
+            self.log.warning("Could not record the whole gang on the job: %s", exc)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's verdict into the task's outcome."""

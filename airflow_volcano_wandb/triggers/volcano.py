@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import time
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -14,12 +13,20 @@ from airflow.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_volcano_wandb import airflow_compat
-from airflow_volcano_wandb.job_status import interpret
-from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
+from airflow_volcano_wandb.judge import (
+    WaitTarget,
+    gang_is_whole,
+    gang_whole_mark,
+    judge,
+    needs_gang_whole_mark,
+    progress_line,
+)
 from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, may_delete, selector_matches
+from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, selector_matches
 from airflow_volcano_wandb.secret_digest import SecretDigest
+from airflow_volcano_wandb.triggers import kill
+from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
@@ -42,17 +49,6 @@ def defer_settle_seconds() -> float:
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
     from airflow_volcano_wandb.job_watcher import NamespaceJobWatcher, Subscription
-
-
-async def _kubernetes_side(module: str = "job_watcher") -> ModuleType:
-    """``job_watcher`` (or ``master_log``), with the Kubernetes clients it needs, imported off
-    the event loop.
-
-    The triggerer imports a trigger's module inside its event loop, so this module imports
-    nothing that is not loaded there already: importing the Kubernetes clients takes seconds
-    on a busy machine, and every other trigger in the triggerer would stall meanwhile.
-    """
-    return await asyncio.to_thread(importlib.import_module, f"airflow_volcano_wandb.{module}")
 
 
 class VolcanoJobTrigger(BaseTrigger):
@@ -138,6 +134,10 @@ class VolcanoJobTrigger(BaseTrigger):
         self._last_progress = ""
         self._progress_changed = asyncio.Event()  # wakes the master-log follow
         self._gang_seen_whole = False
+        #: The failing watch's fallback: when the job was last read directly, and whether the
+        #: apiserver answered.
+        self._direct_read_at: float | None = None
+        self._direct_read_answered = False
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -190,19 +190,31 @@ class VolcanoJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         if self.delete_on_kill and self.task_instance is not None:  # in a triggerer, not sync
             airflow_compat.warn_if_no_trigger_on_kill()
-        job_watcher = await _kubernetes_side()
+        started = time.monotonic()
+        job_watcher = await kubernetes_side()
         follow = await self._start_log_follow()
         try:
             result = await self._watch(job_watcher)
             if self.deferred_at is not None:  # the master log is still followed meanwhile
-                settled = self.deferred_at + defer_settle_seconds()
-                await asyncio.sleep(max(0.0, settled - time.time()))
+                await asyncio.sleep(self._settle_left(started))
         finally:
             if follow is not None:  # ends with the wait, whatever ended the wait
                 follow.cancel()
                 await asyncio.gather(follow, return_exceptions=True)
         self._fired = True
         yield TriggerEvent(result.to_event())
+
+    def _settle_left(self, started: float) -> float:
+        """How much longer the deferral must settle before the trigger fires.
+
+        At most the setting after the trigger's own start, on this process's monotonic clock:
+        a worker clock ahead of the triggerer's (``deferred_at`` is the worker's) cannot
+        lengthen it, nor a jump of the wall clock.
+        """
+        settle = defer_settle_seconds()
+        by_own_clock = settle - (time.monotonic() - started)
+        by_deferral = (self.deferred_at or 0.0) + settle - time.time()
+        return max(0.0, min(by_own_clock, by_deferral))
 
     async def _watch(self, job_watcher: ModuleType) -> WaitResult:
         selector = self.watch_selector
@@ -226,7 +238,7 @@ class VolcanoJobTrigger(BaseTrigger):
         nothing it does (or fails to do) can delay or change the wait."""
         if not self.follow_master_log:
             return None
-        master_log = await _kubernetes_side("master_log")
+        master_log = await kubernetes_side("master_log")
         return asyncio.create_task(
             master_log.follow_master_log(
                 self.hook,
@@ -244,49 +256,89 @@ class VolcanoJobTrigger(BaseTrigger):
     async def _wait(
         self, watcher: NamespaceJobWatcher, subscription: Subscription, selector: str | None
     ) -> WaitResult | None:
-        """The wait's result; ``None`` when the job is outside this watch's ``selector``."""
+        """The wait's result; ``None`` when the job is outside this watch's ``selector``.
+
+        While the watch is up, the job is judged on its cached copy. While it is failing, the
+        job is read directly, at most once per ``poll_interval``: a watch cut every few seconds
+        (an idle-timeout proxy) never stays up, but the apiserver still answers, and verdicts
+        keep coming. Only when the direct reads fail too for ``watch_failure_grace`` does the
+        wait end as a lost watch.
+        """
         target = self._target()
         while True:
             subscription.changed.clear()
-            failing_since = watcher.failing_since
-            if (
-                failing_since is not None
-                and time.monotonic() - failing_since >= self.watch_failure_grace
-            ):
-                return self._watch_lost(watcher.last_failure)
-            result = None
+            fresh = True
             if watcher.synced.is_set():
                 job = watcher.job(self.job_name)
-                if job is None or not self._is_ours(job):
-                    # The watch may not have delivered a just-created job yet: ask directly.
+                if job is not None and self._is_ours(job):
+                    fresh = False
+                else:  # the watch may not have delivered a just-created job yet: ask directly
                     job = await self._fetch(watcher)
-                    if job not in (None, _UNKNOWN) and not selector_matches(selector, job):
-                        return None
-                if job is not _UNKNOWN:
-                    self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
-                    self._log_progress(job)
-                    result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
-                if result is not None and result.outcome in _CONFIRMED_OUTCOMES:
-                    result = await self._confirm(watcher, target, self._gang_seen_whole)
-            elif self.deadline is not None and time.time() >= self.deadline:
-                result = timed_out(target)
-            if result is not None:
-                return result
+            elif self._direct_read_due(watcher):
+                job = await self._fetch(watcher)
+                self._direct_read_at = time.monotonic()
+                self._direct_read_answered = job is not _UNKNOWN
+            else:
+                job = _UNKNOWN
+            if fresh and job not in (None, _UNKNOWN) and not selector_matches(selector, job):
+                return None
+            if job is not _UNKNOWN:
+                result = await self._judge(watcher, job, target, fresh)
+                if result is not None:
+                    return result
+            elif self._apiserver_lost(watcher):
+                return self._watch_lost(watcher.last_failure)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(subscription.changed.wait(), timeout=self._sleep_for())
 
-    async def _confirm(
-        self, watcher: NamespaceJobWatcher, target: WaitTarget, gang_seen_whole: bool
+    async def _judge(
+        self, watcher: NamespaceJobWatcher, job: dict | None, target: WaitTarget, fresh: bool
     ) -> WaitResult | None:
-        """Judge again on a fresh GET: a failing verdict must not rest on a cached copy.
-
-        A job the apiserver shows Running or Completed is judged on that copy; when the GET
-        itself fails, the wait goes on (never destroy on a guess).
-        """
-        job = await self._fetch(watcher)
-        if job is _UNKNOWN:
+        """Judge ``job``; a verdict that deletes or fails, judged on a cached copy, is judged
+        again on a fresh GET (a watch outage may have hidden the job's real end)."""
+        if job is not None:
+            self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
+            await self._mark_gang_whole(watcher, job)
+            self._log_progress(job)
+        result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
+        if result is None or result.outcome not in _CONFIRMED_OUTCOMES or fresh:
+            return result
+        confirmed = await self._fetch(watcher)
+        if confirmed is _UNKNOWN:  # never destroy on a guess: wait, and read again
             return None
-        return judge(job, target, time.time(), gang_seen_whole=gang_seen_whole)
+        return judge(confirmed, target, time.time(), gang_seen_whole=self._gang_seen_whole)
+
+    async def _mark_gang_whole(self, watcher: NamespaceJobWatcher, job: dict) -> None:
+        """Record on the job, once, that its gang was whole (``judge.GANG_WHOLE_ANNOTATION``):
+        a later waiter (after a restart or a handover, a reattaching retry, a poke) reads it,
+        so a rank lost afterwards is never taken for a gang that was never placed."""
+        if not needs_gang_whole_mark(job):
+            return
+        try:
+            await watcher.annotate(job, gang_whole_mark(time.time()))
+        except Exception as exc:  # the memory still holds in this trigger; a later look retries
+            self.log.warning(
+                "Could not record the whole gang on Volcano job %s/%s: %s",
+                self.namespace,
+                self.job_name,
+                exc,
+            )
+
+    def _direct_read_due(self, watcher: NamespaceJobWatcher) -> bool:
+        """Whether the failing watch calls for reading the job directly now."""
+        if watcher.failing_since is None:
+            return False  # a relist in progress: its end wakes this wait
+        last = self._direct_read_at
+        return last is None or time.monotonic() - last >= self.poll_interval
+
+    def _apiserver_lost(self, watcher: NamespaceJobWatcher) -> bool:
+        """The watch has failed for ``watch_failure_grace`` and the last direct read too."""
+        failing_since = watcher.failing_since
+        return (
+            failing_since is not None
+            and not self._direct_read_answered
+            and time.monotonic() - failing_since >= self.watch_failure_grace
+        )
 
     async def _fetch(self, watcher: NamespaceJobWatcher) -> Any:
         """The job from the apiserver (``None``: it does not exist, or not this submission);
@@ -300,10 +352,8 @@ class VolcanoJobTrigger(BaseTrigger):
             return _UNKNOWN
         return job if job is not None and self._is_ours(job) else None
 
-    def _log_progress(self, job: dict | None) -> None:
-        if job is None:
-            return
-        progress = interpret(job).progress()
+    def _log_progress(self, job: dict) -> None:
+        progress = progress_line(job, gang_seen_whole=self._gang_seen_whole)
         if progress != self._last_progress:
             self._last_progress = progress
             self.log.info("%s", progress)
@@ -326,7 +376,7 @@ class VolcanoJobTrigger(BaseTrigger):
 
     def _sleep_for(self) -> float:
         wake = self.poll_interval
-        if self.deadline is not None:
+        if self.deadline is not None and self.deadline > time.time():
             wake = min(wake, max(self.deadline - time.time(), 0.05))
         return wake
 
@@ -341,7 +391,7 @@ class VolcanoJobTrigger(BaseTrigger):
         """
         if self._fired or not self.delete_on_kill:
             return
-        await self._shielded(self._delete_if_task_left())
+        await kill.stop_waiting(self)
 
     async def cleanup(self) -> None:
         """Airflow < 3.3: the same as :meth:`on_kill`.
@@ -352,76 +402,12 @@ class VolcanoJobTrigger(BaseTrigger):
         """
         if airflow_compat.TRIGGER_ON_KILL or self._fired or not self.delete_on_kill:
             return
-        await self._shielded(self._delete_if_task_left())
-
-    async def _delete_if_task_left(self) -> None:
-        """Delete the job only on a kill that Airflow confirms; otherwise say why it stays.
-
-        A task still ``deferred`` means the trigger was handed to another triggerer (or this
-        one is stopping): that triggerer goes on waiting on the same job. A state that cannot
-        be read leaves the job too: it ends by itself and ``finished_job_ttl`` removes it.
-        """
-        left = None
-        if self.task_instance is not None:
-            left = await airflow_compat.task_left_deferral(self.task_instance)
-        if left:
-            await self._delete_on_kill()
-        elif left is False:
-            self.log.info(
-                "Trigger stopped while its task is still deferred (handed over to another "
-                "triggerer, or this one is stopping): Volcano job %s/%s left running for the "
-                "triggerer that takes over",
-                self.namespace,
-                self.job_name,
-            )
-        else:
-            self.log.warning(
-                "Trigger stopped, but Airflow could not confirm that the task was killed: "
-                "Volcano job %s/%s left running (it ends by itself; finished_job_ttl removes it)",
-                self.namespace,
-                self.job_name,
-            )
-
-    async def _delete_on_kill(self) -> None:
-        self.log.info(
-            "Task killed while deferred: deleting Volcano job %s/%s", self.namespace, self.job_name
-        )
-        await self._delete_job()
-
-    @staticmethod
-    async def _shielded(work: Coroutine[Any, Any, None]) -> None:
-        """Run ``work`` to its end even when the awaiting task is cancelled meanwhile.
-
-        The triggerer may cancel a trigger again while its ``on_kill`` or ``cleanup`` awaits
-        (it keeps cancelling a trigger the task no longer needs); that must not stop a deletion.
-        """
-        task = asyncio.ensure_future(work)
-        _deletions.add(task)
-        task.add_done_callback(_deletions.discard)
-        await asyncio.shield(task)
-
-    async def _delete_job(self) -> None:
-        """Delete the job unless a newer try adopted it (see ``ownership.may_delete``)."""
-        try:
-            await _kubernetes_side()
-            hook = self.hook()
-            for _ in range(3):
-                job = await hook.get_job(self.job_name, self.namespace)
-                if not may_delete(job, self.job_uid, self.try_number):
-                    return
-                version = job["metadata"].get("resourceVersion")
-                if await hook.delete_job(
-                    self.job_name, self.namespace, uid=self.job_uid, resource_version=version
-                ):
-                    return
-        except Exception:
-            self.log.exception("Could not delete Volcano job %s/%s", self.namespace, self.job_name)
+        await kill.stop_waiting(self)
 
 
 # Verdicts that end in a deletion or a failed task: confirmed by a fresh GET first.
-_CONFIRMED_OUTCOMES = frozenset({Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT})
+_CONFIRMED_OUTCOMES = frozenset(
+    {Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT}
+)
 # The apiserver could not be asked: neither a job nor its absence.
 _UNKNOWN: Any = object()
-
-# Deletions run on even if on_kill is cancelled; the loop only keeps weak references to tasks.
-_deletions: set[asyncio.Future] = set()

@@ -22,6 +22,7 @@ from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
 from packaging.version import Version
 
 from airflow_volcano_wandb import airflow_compat
+from airflow_volcano_wandb.triggers import kill
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 
 ON_3_3 = Version(airflow.__version__) >= Version("3.3")
@@ -86,13 +87,13 @@ def _trigger(monkeypatch, left: bool | None, **kwargs) -> tuple[VolcanoJobTrigge
     trigger.task_instance = Ti()
     deleted: list[str] = []
 
-    async def delete_job() -> None:
-        deleted.append(trigger.job_name)
+    async def delete_job(stopped: VolcanoJobTrigger) -> None:
+        deleted.append(stopped.job_name)
 
     async def task_left(ti) -> bool | None:
         return left
 
-    monkeypatch.setattr(trigger, "_delete_job", delete_job)
+    monkeypatch.setattr(kill, "delete_job", delete_job)
     monkeypatch.setattr(airflow_compat, "task_left_deferral", task_left)
     return trigger, deleted
 

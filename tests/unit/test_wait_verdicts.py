@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 from datetime import datetime
 
@@ -9,7 +10,16 @@ import pytest
 
 from airflow_volcano_wandb import cleanup
 from airflow_volcano_wandb.job_status import interpret
-from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, unplaced_ranks
+from airflow_volcano_wandb.judge import (
+    GANG_WHOLE_ANNOTATION,
+    WaitTarget,
+    gang_is_whole,
+    gang_whole_mark,
+    judge,
+    needs_gang_whole_mark,
+    progress_line,
+    unplaced_ranks,
+)
 from airflow_volcano_wandb.outcome import Outcome, WaitResult, WaitResultError
 
 CREATED = "2026-11-29T10:00:00Z"
@@ -100,6 +110,47 @@ def test_after_a_restart_the_gang_clock_starts_at_the_transition():
     restarted = job("Running", running={"master": 1}, transition="2026-11-29T12:00:00Z", retry=1)
     assert judge(restarted, TARGET, T0 + 7200 + 59) is None
     assert judge(restarted, TARGET, T0 + 7200 + 60).outcome is Outcome.PENDING_TIMEOUT
+
+
+def marked_whole(current: dict) -> dict:
+    """A copy of ``current`` as a waiter left it after once seeing its gang whole."""
+    marked = copy.deepcopy(current)
+    marked["metadata"]["annotations"] = gang_whole_mark(T0 + 5)
+    return marked
+
+
+def test_the_whole_gang_is_marked_once_and_the_mark_is_a_timestamp():
+    whole = job("Running", running={"master": 1, "worker": 2})
+    assert needs_gang_whole_mark(whole)
+    assert gang_whole_mark(T0 + 5) == {GANG_WHOLE_ANNOTATION: "2026-11-29T10:00:05Z"}
+    assert not needs_gang_whole_mark(marked_whole(whole))
+    assert not needs_gang_whole_mark(job("Running", running={"master": 1}))
+
+
+@pytest.mark.parametrize(
+    "later",
+    [
+        job("Running", running={"master": 1, "worker": 1}),  # a worker evicted, being replaced
+        job("Running", running={"master": 1}, transition="2026-11-29T12:00:00Z", retry=1),
+        job("Pending", transition="2026-11-29T12:00:00Z", retry=1),  # restarted, re-placing
+    ],
+    ids=["rank-lost", "restarted-running", "restarted-pending"],
+)
+def test_a_gang_marked_whole_never_gets_a_pending_timeout_whoever_judges_it(later):
+    """A triggerer restarted, a retry reattaching, a reschedule poke: no memory, the mark."""
+    assert judge(marked_whole(later), TARGET, T0 + 10**5) is None
+    assert judge(later, TARGET, T0 + 10**5).outcome is Outcome.PENDING_TIMEOUT  # unmarked
+
+
+def test_a_lost_rank_of_a_gang_that_was_whole_is_reported_as_restarting():
+    lost = marked_whole(job("Running", running={"master": 1, "worker": 1}))
+    lost["status"]["state"].update(reason="PodEvicted", message="worker-1 evicted")
+    line = progress_line(lost)
+    assert line.startswith("Running: master 1/1, worker 1/2")
+    assert "restarting" in line and "worker 1/2" in line and "PodEvicted: worker-1 evicted" in line
+    never_whole = job("Running", running={"master": 1, "worker": 1})
+    assert "restarting" not in progress_line(never_whole)
+    assert "restarting" in progress_line(never_whole, gang_seen_whole=True)
 
 
 def test_no_pending_timeout_means_waiting_for_ever_on_placement():

@@ -1,0 +1,85 @@
+"""What a stopped wait does to its job: delete it only on a kill that Airflow confirms.
+
+Every Airflow release stops a trigger the same way when a user kills, clears or marks its
+deferred task and when the trigger merely moves to another triggerer (3.3 even calls
+``on_kill`` for both, with the same "user action" message). So the job is deleted only when
+Airflow says the task has left ``deferred`` (``airflow_compat.task_left_deferral``); a task
+still deferred, or a state that cannot be read, leaves the job running, and the trigger log
+says which.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
+
+from airflow_volcano_wandb import airflow_compat
+from airflow_volcano_wandb.ownership import may_delete
+from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
+
+if TYPE_CHECKING:
+    from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+
+# Deletions run on even if on_kill is cancelled; the loop only keeps weak references to tasks.
+_deletions: set[asyncio.Future] = set()
+
+
+async def stop_waiting(trigger: VolcanoJobTrigger) -> None:
+    """The trigger was stopped before it fired: delete its job if, and only if, its task was
+    killed; the deletion runs to its end even if the caller is cancelled meanwhile."""
+    await _shielded(_delete_if_task_left(trigger))
+
+
+async def _delete_if_task_left(trigger: VolcanoJobTrigger) -> None:
+    left = None
+    if trigger.task_instance is not None:  # None: run in-process, with no Airflow to ask
+        left = await airflow_compat.task_left_deferral(trigger.task_instance)
+    where = f"Volcano job {trigger.namespace}/{trigger.job_name}"
+    if left:
+        trigger.log.info("Task killed while deferred: deleting %s", where)
+        await delete_job(trigger)
+    elif left is False:
+        trigger.log.info(
+            "Trigger stopped while its task is still deferred (handed over to another "
+            "triggerer, or this one is stopping): %s left running for the triggerer that "
+            "takes over",
+            where,
+        )
+    else:
+        trigger.log.warning(
+            "Trigger stopped, but Airflow could not confirm that the task was killed: %s left "
+            "running (it ends by itself; finished_job_ttl removes it)",
+            where,
+        )
+
+
+async def _shielded(work: Coroutine[Any, Any, None]) -> None:
+    """Run ``work`` to its end even when the awaiting task is cancelled meanwhile.
+
+    The triggerer may cancel a trigger again while its ``on_kill`` or ``cleanup`` awaits (it
+    keeps cancelling a trigger the task no longer needs); that must not stop a deletion.
+    """
+    task = asyncio.ensure_future(work)
+    _deletions.add(task)
+    task.add_done_callback(_deletions.discard)
+    await asyncio.shield(task)
+
+
+async def delete_job(trigger: VolcanoJobTrigger) -> None:
+    """Delete the trigger's job unless a newer try adopted it (``ownership.may_delete``)."""
+    name, namespace = trigger.job_name, trigger.namespace
+    try:
+        await kubernetes_side()
+        hook = trigger.hook()
+        for _ in range(3):
+            job = await hook.get_job(name, namespace)
+            if not may_delete(job, trigger.job_uid, trigger.try_number):
+                return
+            version = job["metadata"].get("resourceVersion")
+            if await hook.delete_job(
+                name, namespace, uid=trigger.job_uid, resource_version=version
+            ):
+                return
+    except Exception:
+        trigger.log.exception("Could not delete Volcano job %s/%s", namespace, name)
