@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
-import run_all  # noqa: E402
+import run_all
 
 META = {"date": "2026-12-01", "cpus": 2, "python": "3.11", "load_before": 0.1, "total_s": 1.0}
 FIGURES = {
