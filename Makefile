@@ -16,8 +16,10 @@ $(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
 
 venv: $(BIN)/activate
 
+# REAL_PODS=1: the cluster gets the real node (docs/local-cluster.md) and the demo trains there.
+REAL_PODS ?=
 cluster-up: venv
-	$(BIN)/python -m airflow_volcano_wandb.testing.cluster up --state-dir $(CLUSTER_DIR)
+	$(BIN)/python -m airflow_volcano_wandb.testing.cluster up --state-dir $(CLUSTER_DIR) $(if $(REAL_PODS),--real-node)
 
 cluster-down:
 	$(BIN)/python -m airflow_volcano_wandb.testing.cluster down --state-dir $(CLUSTER_DIR)
@@ -26,7 +28,7 @@ cluster-status:
 	$(BIN)/python -m airflow_volcano_wandb.testing.cluster status --state-dir $(CLUSTER_DIR)
 
 demo: cluster-up
-	$(BIN)/python scripts/demo.py --cluster-dir $(CLUSTER_DIR) --state-dir $(STATE)
+	$(BIN)/python scripts/demo.py --cluster-dir $(CLUSTER_DIR) --state-dir $(STATE) $(if $(REAL_PODS),--real-pods)
 
 # The whole suite: unit tests, the local-cluster integration tests (the fixture starts the
 # cluster, building it on first use) and the end-to-end Airflow + browser test (Debian's

@@ -18,6 +18,8 @@ ETCD_VERSION = "v3.6.5"
 VOLCANO_VERSION = "v1.14.1"
 #: KWOK, which simulates the nodes and what happens inside pods.
 KWOK_VERSION = "v0.8.0"
+#: CoreDNS, the real node's cluster DNS (testing/cluster/go/coredns).
+COREDNS_VERSION = "v1.15.0"
 #: The Airflow release the provider is developed and fully tested with (the project venv).
 AIRFLOW_VERSION = "3.3.2"
 #: Every Airflow 3 minor the provider supports (pyproject.toml: >=3.0), with the patch release

@@ -11,6 +11,7 @@ anything the form or an Airflow Variable (editable in the UI) can change:
     [volcano_pytorch_manual]
     allowed_namespaces = wandb            # comma-separated names; the first is the default
     allowed_images = ghcr.io/example/*    # comma-separated fnmatch patterns
+    template = templates/other.yaml       # optional: another queue template (path or text)
 
 (or ``AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES`` / ``..._ALLOWED_IMAGES``). The form
 offers only the allowed namespaces, and the operator refuses any other before submitting.
@@ -36,6 +37,12 @@ def _configured_list(key: str, default: str) -> list[str]:
 
 ALLOWED_NAMESPACES = _configured_list("allowed_namespaces", "wandb")
 ALLOWED_IMAGES = _configured_list("allowed_images", "ghcr.io/example/*")
+# The queue template: the DAG's own unless the deployment configures another (a path in the
+# DAG folder, or the template as YAML/JSON text); `make demo REAL_PODS=1` sets one that places
+# every rank on the local cluster's real node.
+TEMPLATE = conf.get(
+    CONFIG_SECTION, "template", fallback="templates/volcano-pytorch-queue-template.yaml"
+)
 
 with DAG(
     dag_id="volcano_pytorch_manual",
@@ -106,7 +113,7 @@ with DAG(
 ) as dag:
     submit = VolcanoPyTorchJobOperator(
         task_id="submit",
-        template="templates/volcano-pytorch-queue-template.yaml",
+        template=TEMPLATE,
         image_uri="{{ params.image_uri }}",
         replicas={"worker": "{{ params.worker_replicas }}"},
         env={"TRAIN_EPOCHS": "{{ params.epochs }}"},

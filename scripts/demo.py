@@ -6,6 +6,11 @@ local cluster's admin kubeconfig as the `kubernetes_default` connection, and W&B
 The report lists every rank as it was placed. Listing pods at the end would show only the
 master: Volcano's CompleteJob policy deletes the other pods when the master completes, so the
 pods are recorded by a watch while the job runs.
+
+With ``--real-pods`` (``make demo REAL_PODS=1``, on a cluster started with ``--real-node``)
+the ranks run for real on the cluster's real node, from the trainer image built there: the
+DAG's template is placed on that node (``node.place_on_real_node``), and the run's final
+metrics are read back from the W&B files the master wrote offline.
 """
 
 from __future__ import annotations
@@ -20,11 +25,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
+from airflow_volcano_wandb.testing.cluster import image, node
 from airflow_volcano_wandb.testing.recorder import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "volcano_pytorch_manual"
+TEMPLATE = "templates/volcano-pytorch-queue-template.yaml"
 JOB_LABEL = "volcano.sh/job-name"
 TASK_LABEL = "volcano.sh/task-spec"
 
@@ -78,6 +87,11 @@ def main() -> int:
     parser.add_argument("--namespace", default="wandb")
     # check-wheel runs the example DAGs from a copy, against the installed wheel.
     parser.add_argument("--dags-folder", type=Path, default=REPO / "dags")
+    parser.add_argument(
+        "--real-pods",
+        action="store_true",
+        help="train on the cluster's real node (cluster started with --real-node)",
+    )
     args = parser.parse_args()
 
     kubeconfig = args.cluster_dir / "kubeconfig"
@@ -101,6 +115,20 @@ def main() -> int:
         # out (README, Troubleshooting).
         "AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS": "0",
     }
+    wandb_dir = None
+    if args.real_pods:
+        wandb_dir = node.wandb_host_dir(args.cluster_dir.resolve())
+        template = yaml.safe_load((args.dags_folder / TEMPLATE).read_text())
+        env.update(
+            {
+                # Deployment config, as a real deployment would set it: the DAG's template
+                # placed on the real node, and the image built there allowed.
+                "AIRFLOW__VOLCANO_PYTORCH_MANUAL__TEMPLATE": json.dumps(
+                    node.place_on_real_node(template, wandb_dir)
+                ),
+                "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES": image.TRAINER_IMAGE,
+            }
+        )
     api = _api(kubeconfig)
     _ensure_namespace(api, args.namespace)
 
@@ -117,6 +145,8 @@ def main() -> int:
         "wandb_entity": "demo",
         "wandb_project": "volcano-ddp",
     }
+    if args.real_pods:
+        conf["image_uri"] = image.TRAINER_IMAGE
     print(f"== airflow dags test {DAG_ID} -c '{json.dumps(conf)}'", flush=True)
     # Recorded while the DAG runs: the sensor deletes the completed job, and Volcano's
     # CompleteJob the worker pods, so a list at the end would show neither.
@@ -130,7 +160,38 @@ def main() -> int:
     log_path = args.state_dir / "demo-dags-test.log"
     log_path.write_text(result.stdout + result.stderr)
     print(f"   full log: {log_path}")
-    return _report(args.namespace, result, log_path, pods.seen(), jobs.seen())
+    code = _report(args.namespace, result, log_path, pods.seen(), jobs.seen())
+    if wandb_dir is not None:
+        code = max(code, _report_real_run(result.stdout + result.stderr, pods.seen(), wandb_dir))
+    return code
+
+
+def _run_id(pods: list[Any]) -> str | None:
+    for pod in pods:
+        for var in pod.spec.containers[0].env or []:
+            if var.name == "WANDB_RUN_ID" and var.value:
+                return var.value
+    return None
+
+
+def _report_real_run(log: str, pods: list[Any], wandb_dir: Path) -> int:
+    """What the ranks printed into the task log, and the run's metrics from its W&B files."""
+    lines = [line for line in log.splitlines() if re.search(r"\[rank \d+/\d+\]", line)]
+    print(f"\nTrainer lines followed into the task log ({len(lines)}; the last 12):")
+    for line in lines[-12:]:
+        print("  " + line.strip()[-160:])
+    run_id = _run_id(pods)
+    runs = sorted(wandb_dir.glob(f"wandb/offline-run-*-{run_id}")) if run_id else []
+    summary_path = runs[-1] / "files" / "wandb-summary.json" if runs else None
+    if summary_path is None or not summary_path.exists():
+        print(f"W&B offline run {run_id}: NO FILES under {wandb_dir}")
+        return 1
+    summary = json.loads(summary_path.read_text())
+    metrics = {k: v for k, v in sorted(summary.items()) if not k.startswith("_")}
+    print(f"W&B offline run {run_id} ({runs[-1]}):")
+    for key, value in metrics.items():
+        print(f"  {key} = {value}")
+    return 0
 
 
 def _report(

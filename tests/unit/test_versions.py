@@ -61,6 +61,8 @@ def test_the_pin_parser_reads_require_and_replace(tmp_path):
         ("controlplane", "go.etcd.io/etcd/server/v3", versions.ETCD_VERSION),
         ("volcano", "volcano.sh/volcano", versions.VOLCANO_VERSION),
         ("kwok", "sigs.k8s.io/kwok", versions.KWOK_VERSION),
+        ("node", "k8s.io/kubernetes", versions.KUBERNETES_VERSION),
+        ("coredns", "github.com/coredns/coredns", versions.COREDNS_VERSION),
     ],
 )
 def test_go_mod_pins_the_targeted_release(module_dir, module, version):
@@ -70,9 +72,10 @@ def test_go_mod_pins_the_targeted_release(module_dir, module, version):
 def test_kubernetes_staging_modules_match_the_kubernetes_release():
     # k8s.io/kubernetes v1.X.Y is consumed with its staging modules at v0.X.Y.
     staging = "v0." + versions.KUBERNETES_VERSION.removeprefix("v1.")
-    pins = _go_mod("controlplane")
-    for module in ("k8s.io/api", "k8s.io/apiserver", "k8s.io/client-go"):
-        assert pins[module] == staging, module
+    for module_dir in ("controlplane", "node"):
+        pins = _go_mod(module_dir)
+        for module in ("k8s.io/api", "k8s.io/apiserver", "k8s.io/client-go"):
+            assert pins[module] == staging, (module_dir, module)
 
 
 def test_every_component_is_built_at_its_go_mod_pin():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -41,6 +42,13 @@ def _parser() -> argparse.ArgumentParser:
                 help="write the kube-apiserver's audit log (Metadata level) to "
                 f"DIR/logs/audit.log (also: ${cluster.AUDIT_LOG_ENV}=1)",
             )
+            cmd.add_argument(
+                "--real-node",
+                action="store_true",
+                default=bool(os.environ.get(cluster.REAL_NODE_ENV)),
+                help="add a real kubelet node whose pods run (containerd, CNI, CoreDNS; the "
+                f"trainer image built and imported; needs root) (also: ${cluster.REAL_NODE_ENV}=1)",
+            )
         if name == "status":
             cmd.add_argument("--json", action="store_true")
     sub.add_parser("build", help="only build (or find cached) binaries, print their paths")
@@ -57,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
                 gpus_per_node=args.gpus_per_node,
                 timeout=args.timeout,
                 audit_log=args.audit_log,
+                real_node=args.real_node,
             )
             print(info.kubeconfig)
         elif args.command == "down":
@@ -85,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
             state_dir = args.state_dir.resolve()
             server = json.loads((state_dir / "state.json").read_text())["server"]
             podlogs.run(cluster.admin_client(state_dir, server), state_dir / "podlogs")
-    except (cluster.ClusterError, build.BuildError) as err:
+    except (cluster.ClusterError, build.BuildError, subprocess.CalledProcessError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_volcano_wandb.versions import (
+    COREDNS_VERSION,
     ETCD_VERSION,
     KUBERNETES_VERSION,
     KWOK_VERSION,
@@ -70,6 +71,17 @@ COMPONENTS: tuple[Component, ...] = (
     Component("kwok", "sigs.k8s.io/kwok/cmd/kwok", "kwok", KWOK_VERSION),
 )
 BY_NAME = {c.name: c for c in COMPONENTS}
+
+# The real node (``--real-node``): kubelet in a module of its own, so adding it leaves the
+# control plane's go.sum, and with it the cached apiserver binaries, untouched; beside it the
+# pod sandbox's pause program, and CoreDNS with only the plugins the cluster DNS needs.
+NODE_COMPONENTS: tuple[Component, ...] = (
+    Component("kubelet", "k8s.io/kubernetes/cmd/kubelet", "node", KUBERNETES_VERSION),
+    Component("pause", "github.com/airflow-volcano-wandb/testing/node/pause", "node", "1"),
+    Component(
+        "coredns", "github.com/airflow-volcano-wandb/testing/coredns", "coredns", COREDNS_VERSION
+    ),
+)
 
 
 class BuildError(RuntimeError):
@@ -155,6 +167,11 @@ def build_component(component: Component) -> Path:
 def ensure_binaries() -> dict[str, Path]:
     """Make sure every component binary exists, building missing ones in start order."""
     return {c.name: build_component(c) for c in COMPONENTS}
+
+
+def ensure_node_binaries() -> dict[str, Path]:
+    """The real node's binaries (``up --real-node``), built when missing."""
+    return {c.name: build_component(c) for c in NODE_COMPONENTS}
 
 
 def module_file(module: str, version: str, relative: str) -> Path:

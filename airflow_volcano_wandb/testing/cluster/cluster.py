@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_volcano_wandb.testing.cluster import build, manifests, process
+from airflow_volcano_wandb.testing.cluster import build, image, manifests, node, process
 from airflow_volcano_wandb.testing.cluster.certs import PKI, ensure_pki
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
 
@@ -40,6 +40,8 @@ DEFAULT_NODES = 4
 DEFAULT_GPUS_PER_NODE = 8
 #: Set (to anything) to start clusters with the apiserver's audit log (``up --audit-log``).
 AUDIT_LOG_ENV = "AVW_CLUSTER_AUDIT_LOG"
+#: Set (to anything) to start clusters with the real node (``up --real-node``).
+REAL_NODE_ENV = "AVW_CLUSTER_REAL_NODE"
 VOLCANO_CONTROLLERS = "job-controller,pg-controller,queue-controller,gc-controller"
 # Garbage collection (a deleted job's pods go), service accounts and their tokens (pods need
 # the `default` one to be admitted), and namespace deletion (the test fixture's clean-up).
@@ -83,6 +85,8 @@ class ClusterInfo:
     gpus_per_node: int
     #: The apiserver's audit log (JSON lines, Metadata level), when started with one.
     audit_log: Path | None = None
+    #: Whether the cluster has the real node (``up --real-node``, :mod:`.node`).
+    real_node: bool = False
 
 
 def _state_file(state_dir: Path) -> Path:
@@ -104,6 +108,7 @@ def _info(state_dir: Path, state: dict[str, Any]) -> ClusterInfo:
         nodes=state["nodes"],
         gpus_per_node=state["gpus_per_node"],
         audit_log=Path(state["audit_log"]) if state.get("audit_log") else None,
+        real_node=bool(state.get("real_node")),
     )
 
 
@@ -116,10 +121,14 @@ def _say(message: str) -> None:
     print(f"[cluster] {message}", file=sys.stderr, flush=True)
 
 
+def _components(state: dict[str, Any]) -> tuple[str, ...]:
+    return START_ORDER + (node.COMPONENTS if state.get("real_node") else ())
+
+
 def is_running(state_dir: Path) -> bool:
     """True if every component runs and the apiserver answers /readyz."""
     state = _load_state(state_dir)
-    if not state or any(process.running_pid(state_dir, c) is None for c in START_ORDER):
+    if not state or any(process.running_pid(state_dir, c) is None for c in _components(state)):
         return False
     try:
         return admin_client(state_dir, state["server"]).text("/readyz") == "ok"
@@ -137,8 +146,8 @@ class _Starter:
         self.t0 = time.monotonic()
         self.verbose = bool(os.environ.get("AVW_CLUSTER_VERBOSE"))
 
-    def start(self, name: str, argv: list[str]) -> None:
-        process.start(self.state_dir, name, argv)
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        process.start(self.state_dir, name, argv, env)
         self.started.append(name)
 
     def check_alive(self) -> None:
@@ -393,6 +402,7 @@ def up(
     gpus_per_node: int = DEFAULT_GPUS_PER_NODE,
     timeout: float = 180.0,
     audit_log: bool = False,
+    real_node: bool = False,
 ) -> ClusterInfo:
     """Build what is missing, start every component and wait until the cluster is usable.
 
@@ -403,17 +413,27 @@ def up(
     :param audit_log: run the kube-apiserver with an audit log at Metadata level, in
         ``logs/audit.log`` (``ClusterInfo.audit_log``). A running cluster is returned as it
         is, with or without one.
+    :param real_node: add the real node (:mod:`.node`): a kubelet on containerd whose pods
+        run, with the trainer image built (cached) and imported. Needs root, the Debian
+        packages ``containerd``, ``runc``, ``containernetworking-plugins`` and ``mmdebstrap``.
     """
     state_dir = state_dir.resolve()
     state = _load_state(state_dir)
     if state and is_running(state_dir):
+        if real_node and not state.get("real_node"):
+            raise ClusterError(
+                "kube-apiserver",
+                "running without the real node; `down` it first to start it with one",
+                state_dir,
+            )
         _say(f"already running: {state_dir / 'kubeconfig'}")
         return _info(state_dir, state)
     down(state_dir, quiet=True)  # leftovers of a half-started or crashed cluster
 
     bins = build.ensure_binaries()
+    images = _node_images() if real_node else {}
     started_at = time.monotonic()
-    for sub in ("etcd", "logs", "run", "podlogs"):
+    for sub in ("etcd", "logs", "run", "podlogs", "node"):
         shutil.rmtree(state_dir / sub, ignore_errors=True)
     state_dir.mkdir(parents=True, exist_ok=True)
     (state_dir / "logs").mkdir()
@@ -429,6 +449,9 @@ def up(
         "scheduler_healthz",
         "controller_metrics",
         "controller_healthz",
+        "kubelet",
+        "kubelet_healthz",
+        "coredns_ready",
     )
     ports = dict(zip(port_names, process.free_ports(len(port_names)), strict=True))
     server = f"https://127.0.0.1:{ports['apiserver']}"
@@ -444,11 +467,19 @@ def up(
     state = {"server": server, "ports": ports, "nodes": nodes, "gpus_per_node": gpus_per_node}
     if audit_log:
         state["audit_log"] = str(state_dir / "logs" / "audit.log")
+    if real_node:
+        state["real_node"] = True
     _state_file(state_dir).write_text(json.dumps(state, indent=2))
 
     argv = _argv(bins, state_dir, pki, ports)
     if audit_log:
         argv["kube-apiserver"] += _audit_args(state_dir)
+    if real_node:
+        # Cluster DNS answers from EndpointSlices, which only this controller fills.
+        argv["kube-controller-manager"] = [
+            a + ",endpointslice-controller" if a.startswith("--controllers=") else a
+            for a in argv["kube-controller-manager"]
+        ]
     starter = _Starter(state_dir, time.monotonic() + timeout)
     kube = admin_client(state_dir, server)
     try:
@@ -487,21 +518,53 @@ def up(
             "a job to be defaulted by the webhook",
             lambda: _webhook_defaults_jobs(kube),
         )
+        if real_node:
+            _start_real_node(starter, kube, ports, images)
     except BaseException:
         # Nothing may keep running after a failed `up`; the logs stay for the post-mortem.
         down(state_dir, quiet=True)
         raise
     _say(
         f"ready in {time.monotonic() - started_at:.1f}s "
-        f"({nodes} nodes x {gpus_per_node} {manifests.GPU_RESOURCE})"
+        f"({nodes} nodes x {gpus_per_node} {manifests.GPU_RESOURCE}"
+        + (f" + real node {node.NODE_NAME})" if real_node else ")")
     )
     return _info(state_dir, state)
+
+
+def _node_images() -> dict[str, Path]:
+    """The real node's images as docker-archive tars, built (or found cached) before start."""
+    pause = build.ensure_node_binaries()["pause"]
+    return {"pause": image.pause_image(pause), "trainer": image.trainer_image()}
+
+
+def _start_real_node(
+    starter: _Starter, kube: Kube, ports: dict[str, int], images: dict[str, Path]
+) -> None:
+    state_dir = starter.state_dir
+    argv = node.prepare(state_dir, ports)
+    starter.start("containerd", argv["containerd"])
+    starter.wait("containerd", "its socket", lambda: node.containerd_socket(state_dir).is_socket())
+    for archive in images.values():
+        node.import_image(state_dir, archive)
+    starter.start("coredns", argv["coredns"], node.coredns_env(state_dir, ports["coredns_ready"]))
+    starter.wait(
+        "coredns", "/ready", lambda: _http_ok(f"http://127.0.0.1:{ports['coredns_ready']}/ready")
+    )
+    starter.start("kubelet", argv["kubelet"])
+    starter.wait("kubelet", f"node {node.NODE_NAME} Ready", lambda: node.node_ready(kube))
 
 
 def down(state_dir: Path, quiet: bool = False) -> list[str]:
     """Stop every component of the cluster in ``state_dir``; return the names that were running."""
     state_dir = state_dir.resolve()
-    stopped = [name for name in reversed(START_ORDER) if process.stop(state_dir, name)]
+    state = _load_state(state_dir) or {}
+    stopped = []
+    if state.get("real_node"):
+        # Its pods go through the kubelet while the apiserver is still there to ask.
+        kube = admin_client(state_dir, state["server"]) if state.get("server") else None
+        stopped += node.stop(state_dir, kube)
+    stopped += [name for name in reversed(START_ORDER) if process.stop(state_dir, name)]
     if stopped and not quiet:
         _say(f"stopped {', '.join(stopped)}")
     return stopped
@@ -512,7 +575,7 @@ def status(state_dir: Path) -> dict[str, Any]:
     state_dir = state_dir.resolve()
     state = _load_state(state_dir) or {}
     components = {}
-    for name in START_ORDER:
+    for name in _components(state):
         pid = process.running_pid(state_dir, name)
         components[name] = {
             "pid": pid,
@@ -526,4 +589,5 @@ def status(state_dir: Path) -> dict[str, Any]:
         "components": components,
         "total_rss_mib": round(sum(c["rss_mib"] for c in components.values()), 1),
         "audit_log": state.get("audit_log"),
+        "real_node": node.NODE_NAME if state.get("real_node") else None,
     }

@@ -1,0 +1,327 @@
+"""The real node (``up --real-node``): a kubelet whose pods run, beside the simulated ones.
+
+Processes in ``DIR/node/``: containerd (Debian's, with runc) with its own root, state and
+socket; the kubelet (built like the apiserver) talking to it; CoreDNS as the cluster DNS. Pods
+get their network from the CNI ``bridge`` + ``host-local`` plugins (Debian's
+``containernetworking-plugins``) on a bridge made for the node, ``BRIDGE`` with ``GATEWAY``,
+where CoreDNS listens too, so a rank resolves its master through Volcano's headless service.
+The images come from :mod:`.image` and are imported into containerd: nothing is pulled.
+
+Only pods that ask land here: the node carries the label and the ``NoSchedule`` taint
+``REAL_NODE_LABEL``, so a pod needs both ``REAL_NODE_SELECTOR`` and ``REAL_NODE_TOLERATION``
+(the simulated tests use neither and never schedule onto it). ``down`` removes the node's pods
+through the kubelet, stops the processes and deletes the bridge.
+
+This machine's limits shape the configuration: cgroup v1 (``failCgroupV1: false``, the
+``cgroupfs`` driver, no systemd), and no ``CAP_SYS_RESOURCE``, so containerd must not lower
+``oom_score_adj`` (``restrict_oom_score_adj``) or every sandbox fails to start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from airflow_volcano_wandb.testing.cluster import build, image, process
+from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
+
+NODE_NAME = "avw-real-node"
+REAL_NODE_LABEL = "airflow-volcano-wandb.io/real-node"
+REAL_NODE_SELECTOR = {REAL_NODE_LABEL: "true"}
+REAL_NODE_TOLERATION = {
+    "key": REAL_NODE_LABEL,
+    "operator": "Equal",
+    "value": "true",
+    "effect": "NoSchedule",
+}
+BRIDGE = "avw-real0"
+SUBNET = "10.89.0.0/24"
+GATEWAY = "10.89.0.1"
+CLUSTER_DOMAIN = "cluster.local"
+CNI_BIN_DIR = "/usr/lib/cni"
+# Stop order is the reverse: the kubelet first, so it does not restart what is being stopped.
+COMPONENTS = ("containerd", "coredns", "kubelet")
+CGROUP_ROOT = "/avw-real-node"
+WANDB_MOUNT = "/wandb"
+
+
+def place_on_real_node(template: dict[str, Any], wandb_dir: Path) -> dict[str, Any]:
+    """A copy of a Volcano job template whose every pod asks for the real node.
+
+    Each pod gets the node's selector and toleration, and ``WANDB_DIR`` on ``wandb_dir`` of
+    the host (a ``hostPath``), so the W&B run files outlive the pods that wrote them.
+    """
+    placed = copy.deepcopy(template)
+    for task in placed["spec"]["tasks"]:
+        pod = task["template"]["spec"]
+        pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **REAL_NODE_SELECTOR}
+        pod["tolerations"] = [*(pod.get("tolerations") or []), REAL_NODE_TOLERATION]
+        volume = {"name": "avw-wandb", "hostPath": {"path": str(wandb_dir), "type": "Directory"}}
+        pod["volumes"] = [*(pod.get("volumes") or []), volume]
+        for container in pod["containers"]:
+            mount = {"name": "avw-wandb", "mountPath": WANDB_MOUNT}
+            container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
+            env = {"name": "WANDB_DIR", "value": WANDB_MOUNT}
+            container["env"] = [*(container.get("env") or []), env]
+    return placed
+
+
+def wandb_host_dir(state_dir: Path) -> Path:
+    """Where the real node's pods write W&B files (writable by the trainer's uid)."""
+    path = node_dir(state_dir) / "wandb"
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o1777)
+    return path
+
+
+def node_dir(state_dir: Path) -> Path:
+    return state_dir / "node"
+
+
+def containerd_socket(state_dir: Path) -> Path:
+    return node_dir(state_dir) / "containerd.sock"
+
+
+def containerd_config(state_dir: Path) -> str:
+    root = node_dir(state_dir)
+    cri = 'plugins."io.containerd.grpc.v1.cri"'
+    return f"""\
+version = 2
+root = "{root / "containerd" / "root"}"
+state = "{root / "containerd" / "state"}"
+
+[grpc]
+  address = "{containerd_socket(state_dir)}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "{root / "containerd" / "opt"}"
+
+[{cri}]
+  sandbox_image = "docker.io/library/{image.PAUSE_IMAGE}"
+  restrict_oom_score_adj = true
+  enable_cdi = false
+
+[{cri}.containerd]
+  snapshotter = "overlayfs"
+  default_runtime_name = "runc"
+
+[{cri}.containerd.runtimes.runc]
+  runtime_type = "io.containerd.runc.v2"
+
+[{cri}.cni]
+  bin_dir = "{CNI_BIN_DIR}"
+  conf_dir = "{root / "cni"}"
+"""
+
+
+def cni_config(state_dir: Path) -> dict[str, Any]:
+    return {
+        "cniVersion": "0.4.0",
+        "name": "avw-real",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": BRIDGE,
+                "isGateway": True,
+                "ipMasq": False,
+                "hairpinMode": True,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": SUBNET, "gateway": GATEWAY}]],
+                    "dataDir": str(node_dir(state_dir) / "ipam"),
+                },
+            },
+            {"type": "loopback"},
+        ],
+    }
+
+
+def kubelet_config(state_dir: Path, port: int, healthz_port: int) -> dict[str, Any]:
+    root = node_dir(state_dir)
+    return {
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "address": "127.0.0.1",
+        "port": port,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": healthz_port,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": CGROUP_ROOT,
+        "failCgroupV1": False,
+        "failSwapOn": False,
+        "containerRuntimeEndpoint": f"unix://{containerd_socket(state_dir)}",
+        "clusterDNS": [GATEWAY],
+        "clusterDomain": CLUSTER_DOMAIN,
+        "resolvConf": str(root / "resolv.conf"),
+        "podLogsDir": str(root / "pod-logs"),
+        # Served only on 127.0.0.1 (the apiserver reads logs through it): a test node.
+        "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
+        "authorization": {"mode": "AlwaysAllow"},
+        "registerWithTaints": [{"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}],
+        # The shared machine's disk and memory are other people's too: never evict for them.
+        "evictionHard": {
+            "memory.available": "1Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+        },
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "syncFrequency": "5s",
+        "fileCheckFrequency": "5s",
+        "nodeStatusUpdateFrequency": "5s",
+        "serializeImagePulls": False,
+    }
+
+
+def corefile() -> str:
+    return f"""\
+.:53 {{
+    bind {GATEWAY}
+    errors
+    ready 127.0.0.1:{{$READY_PORT}}
+    kubernetes {CLUSTER_DOMAIN} in-addr.arpa {{
+        kubeconfig {{$KUBECONFIG}}
+        pods insecure
+        ttl 5
+    }}
+}}
+"""
+
+
+def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
+
+
+def make_bridge() -> None:
+    """The pods' bridge with the gateway address CoreDNS binds to (CNI then adds veths)."""
+    delete_bridge()
+    _ip("link", "add", BRIDGE, "type", "bridge")
+    _ip("addr", "add", f"{GATEWAY}/{SUBNET.split('/')[1]}", "dev", BRIDGE)
+    _ip("link", "set", BRIDGE, "up")
+
+
+def delete_bridge() -> None:
+    _ip("link", "del", BRIDGE, check=False)
+
+
+def _ctr(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["ctr", "--address", str(containerd_socket(state_dir)), "-n", "k8s.io", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+def import_image(state_dir: Path, archive: Path) -> None:
+    _ctr(state_dir, "images", "import", "--no-unpack", str(archive))
+
+
+def argv(state_dir: Path, bins: dict[str, Path], kubelet_port: int) -> dict[str, list[str]]:
+    root = node_dir(state_dir)
+    return {
+        "containerd": ["containerd", f"--config={root / 'containerd.toml'}"],
+        "coredns": [str(bins["coredns"]), "-conf", str(root / "Corefile"), "-dns.port", "53"],
+        "kubelet": [
+            str(bins["kubelet"]),
+            f"--config={root / 'kubelet.yaml'}",
+            f"--kubeconfig={state_dir / 'kubeconfig'}",
+            f"--root-dir={root / 'kubelet'}",
+            f"--hostname-override={NODE_NAME}",
+            "--node-ip=127.0.0.1",
+            f"--node-labels={REAL_NODE_LABEL}=true",
+            "--v=1",
+        ],
+    }
+
+
+def prepare(state_dir: Path, ports: dict[str, int]) -> dict[str, list[str]]:
+    """Write the node's configs, make its bridge; return the argv of each process."""
+    bins = build.ensure_node_binaries()
+    root = node_dir(state_dir)
+    (root / "cni").mkdir(parents=True, exist_ok=True)
+    (root / "containerd.toml").write_text(containerd_config(state_dir))
+    (root / "cni" / "10-avw-real.conflist").write_text(json.dumps(cni_config(state_dir)))
+    (root / "Corefile").write_text(corefile())
+    (root / "resolv.conf").write_text("")  # no host search domains inside pods
+    config = kubelet_config(state_dir, ports["kubelet"], ports["kubelet_healthz"])
+    (root / "kubelet.yaml").write_text(yaml.safe_dump(config))
+    make_bridge()
+    return argv(state_dir, bins, ports["kubelet"])
+
+
+def coredns_env(state_dir: Path, ready_port: int) -> dict[str, str]:
+    return {"KUBECONFIG": str(state_dir / "kubeconfig"), "READY_PORT": str(ready_port)}
+
+
+def node_ready(kube: Kube) -> bool:
+    node = kube.get_or_none(f"/api/v1/nodes/{NODE_NAME}")
+    conditions = (node or {}).get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _node_pods(kube: Kube) -> list[dict[str, Any]]:
+    path = f"/api/v1/pods?fieldSelector=spec.nodeName%3D{NODE_NAME}"
+    return kube.get(path)["items"]
+
+
+def drain(kube: Kube, timeout: float = 30.0) -> None:
+    """Delete the node's pods and wait for the kubelet to tear their sandboxes down."""
+    try:
+        for pod in _node_pods(kube):
+            meta = pod["metadata"]
+            kube.request(
+                "DELETE",
+                f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}",
+                {"gracePeriodSeconds": 0},
+            )
+        deadline = time.monotonic() + timeout
+        while _node_pods(kube) and time.monotonic() < deadline:
+            time.sleep(0.5)
+    except (OSError, KubeError):
+        pass  # the apiserver is gone: what is left is killed below
+
+
+def _kill_cgroup_processes() -> None:
+    """SIGKILL what still runs in the node's cgroups (containers of a crashed kubelet)."""
+    base = Path("/sys/fs/cgroup/pids") / CGROUP_ROOT.lstrip("/")
+    for procs in base.glob("**/cgroup.procs") if base.exists() else []:
+        for line in procs.read_text().split():
+            with contextlib.suppress(ProcessLookupError, ValueError):
+                os.kill(int(line), signal.SIGKILL)
+
+
+def _kill_shims(state_dir: Path) -> None:
+    """Our containerd's shims outlive it; they are found by its socket in their argv."""
+    marker = str(containerd_socket(state_dir)).encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if b"containerd-shim" in cmdline and marker in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(entry.name), signal.SIGKILL)
+
+
+def stop(state_dir: Path, kube: Kube | None) -> list[str]:
+    """Stop the node's processes and remove its pods' leftovers; return what was running."""
+    if kube is not None and process.running_pid(state_dir, "kubelet"):
+        drain(kube)
+    stopped = [name for name in reversed(COMPONENTS) if process.stop(state_dir, name)]
+    _kill_cgroup_processes()
+    _kill_shims(state_dir)
+    delete_bridge()
+    return stopped

@@ -1,0 +1,72 @@
+"""The real node's pure parts: placing a template on it, the image recipe and archive format."""
+
+from __future__ import annotations
+
+import json
+import tarfile
+from pathlib import Path
+
+import yaml
+
+from airflow_volcano_wandb.testing.cluster import image, node
+
+REPO = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
+
+
+def test_every_pod_of_a_placed_template_asks_for_the_real_node():
+    template = yaml.safe_load(TEMPLATE.read_text())
+    placed = node.place_on_real_node(template, Path("/state/node/wandb"))
+
+    for task in placed["spec"]["tasks"]:
+        pod = task["template"]["spec"]
+        assert pod["nodeSelector"] == node.REAL_NODE_SELECTOR
+        assert node.REAL_NODE_TOLERATION in pod["tolerations"]
+        assert {
+            "name": "avw-wandb",
+            "hostPath": {"path": "/state/node/wandb", "type": "Directory"},
+        } in pod["volumes"]
+        for container in pod["containers"]:
+            assert {"name": "WANDB_DIR", "value": node.WANDB_MOUNT} in container["env"]
+            assert {"name": "avw-wandb", "mountPath": node.WANDB_MOUNT} in container["volumeMounts"]
+    # The DAG's own template is left as it was.
+    assert template == yaml.safe_load(TEMPLATE.read_text())
+
+
+def test_the_node_taints_itself_with_what_the_placement_tolerates():
+    (taint,) = node.kubelet_config(Path("/state"), 10250, 10248)["registerWithTaints"]
+    toleration = node.REAL_NODE_TOLERATION
+    assert (taint["key"], taint["value"], taint["effect"]) == (
+        toleration["key"],
+        toleration["value"],
+        toleration["effect"],
+    )
+
+
+def test_the_rootless_recipe_installs_the_dockerfiles_pip_requirements_but_torch():
+    requirements = image.pip_requirements()
+    assert any(r.startswith("wandb") for r in requirements)
+    assert not any(r.replace(" ", "").startswith("torch") for r in requirements)
+    # torch comes from Debian instead (the CPU wheel index is not reachable here).
+    assert "python3-torch" in image.DEBIAN_PACKAGES
+
+
+def test_a_docker_archive_lists_its_layers_in_order_with_their_digests(tmp_path):
+    base = tmp_path / "base.tar"
+    with tarfile.open(base, "w") as tar:
+        (tmp_path / "hello").write_text("hi")
+        tar.add(tmp_path / "hello", arcname="hello")
+    top = b"not really a tar, only bytes"
+    out = image.write_docker_archive(
+        tmp_path / "img.tar", "avw-test:1", [base, top], {"Entrypoint": ["/hello"]}
+    )
+
+    with tarfile.open(out) as archive:
+        (manifest,) = json.load(archive.extractfile("manifest.json"))
+        config = json.load(archive.extractfile(manifest["Config"]))
+        layers = [archive.extractfile(name).read() for name in manifest["Layers"]]
+    assert manifest["RepoTags"] == ["avw-test:1"]
+    assert layers == [base.read_bytes(), top]
+    assert config["config"] == {"Entrypoint": ["/hello"]}
+    digests = [name.split("/")[0] for name in manifest["Layers"]]
+    assert config["rootfs"]["diff_ids"] == [f"sha256:{d}" for d in digests]
