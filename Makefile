@@ -7,7 +7,7 @@ CLUSTER_DIR ?= $(STATE)/cluster
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-unit test-long test-lifecycle test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status bench clean
+.PHONY: venv demo test test-unit test-long test-real-pods test-lifecycle test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -42,6 +42,11 @@ test: venv
 # index on a real scheduler and triggerer.
 test-long: venv
 	$(BIN)/python -m pytest -m long
+
+# Trials on real pods (marked `real_pods`): a cluster with the real node (root, containerd;
+# docs/local-cluster.md) runs the trainer image built here. Not in `make test` or CI.
+test-real-pods: venv
+	AVW_CLUSTER_REAL_NODE=1 $(BIN)/python -m pytest -m real_pods tests/realpods
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit

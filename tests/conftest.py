@@ -79,12 +79,18 @@ def wandb_connection(monkeypatch) -> str:
     return conn["password"]
 
 
+# Deselected unless ``-m`` names them: ``long`` (the default suite has a time budget in CI,
+# ``make test-long``) and ``real_pods`` (they need the cluster's real node, root and
+# containerd: ``make test-real-pods``).
+OPT_IN_MARKERS = ("long", "real_pods")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``long`` only run when ``-m`` names them (``make test-long``): they are
-    deselected, not skipped, from the default suite, which has a time budget in CI."""
-    if "long" in (config.getoption("markexpr") or ""):
-        return
-    kept = [item for item in items if item.get_closest_marker("long") is None]
+    """Tests with an opt-in marker only run when ``-m`` names it: they are deselected, not
+    skipped, from the default suite."""
+    named = config.getoption("markexpr") or ""
+    dropped = [marker for marker in OPT_IN_MARKERS if marker not in named]
+    kept = [i for i in items if not any(i.get_closest_marker(m) for m in dropped)]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept

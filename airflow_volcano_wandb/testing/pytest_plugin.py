@@ -48,6 +48,8 @@ class VolcanoCluster:
     owned: bool
     #: The apiserver's audit log, when the cluster writes one (``AVW_CLUSTER_AUDIT_LOG``).
     audit_log: Path | None = None
+    #: Whether the cluster has the real node (``AVW_CLUSTER_REAL_NODE``, docs/local-cluster.md).
+    real_node: bool = False
     _namespaces: list[str] = field(default_factory=list)
 
     def api_client(self) -> ApiClient:
@@ -122,6 +124,7 @@ def _info_to_cluster(info: ClusterInfo, owned: bool) -> VolcanoCluster:
         gpus_per_node=info.gpus_per_node,
         owned=owned,
         audit_log=info.audit_log,
+        real_node=info.real_node,
     )
 
 
@@ -146,6 +149,7 @@ def volcano_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
         nodes=_env_int(NODES_ENV, local_cluster.DEFAULT_NODES),
         gpus_per_node=_env_int(GPUS_ENV, local_cluster.DEFAULT_GPUS_PER_NODE),
         audit_log=bool(os.environ.get(local_cluster.AUDIT_LOG_ENV)),
+        real_node=bool(os.environ.get(local_cluster.REAL_NODE_ENV)),
     )
     try:
         yield _info_to_cluster(info, owned=True)

@@ -98,10 +98,13 @@ def cache_root() -> Path:
 
 
 def _module_fingerprint(module_dir: str) -> str:
-    # go.sum pins every module in the build, so a changed pin gets a fresh cache entry.
+    # go.sum pins every module in the build, so a changed pin gets a fresh cache entry; so
+    # does a change to a module's own Go sources (the real node's pause and CoreDNS mains).
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((GO_DIR / module_dir / name).read_bytes())
+    for source in sorted((GO_DIR / module_dir).rglob("*.go")):
+        digest.update(source.read_bytes())
     return digest.hexdigest()[:12]
 
 

@@ -50,7 +50,8 @@ CLUSTER_DOMAIN = "cluster.local"
 CNI_BIN_DIR = "/usr/lib/cni"
 # Stop order is the reverse: the kubelet first, so it does not restart what is being stopped.
 COMPONENTS = ("containerd", "coredns", "kubelet")
-CGROUP_ROOT = "/avw-real-node"
+# The kubelet's pod cgroups (cgroupfs driver, default cgroup root); one real node per machine.
+KUBEPODS_PIDS_CGROUP = Path("/sys/fs/cgroup/pids/kubepods")
 WANDB_MOUNT = "/wandb"
 
 
@@ -156,7 +157,6 @@ def kubelet_config(state_dir: Path, port: int, healthz_port: int) -> dict[str, A
         "healthzBindAddress": "127.0.0.1",
         "healthzPort": healthz_port,
         "cgroupDriver": "cgroupfs",
-        "cgroupRoot": CGROUP_ROOT,
         "failCgroupV1": False,
         "failSwapOn": False,
         "containerRuntimeEndpoint": f"unix://{containerd_socket(state_dir)}",
@@ -224,7 +224,8 @@ def _ctr(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def import_image(state_dir: Path, archive: Path) -> None:
-    _ctr(state_dir, "images", "import", "--no-unpack", str(archive))
+    # Unpacked into the overlayfs snapshotter the CRI plugin creates containers from.
+    _ctr(state_dir, "images", "import", str(archive))
 
 
 def argv(state_dir: Path, bins: dict[str, Path], kubelet_port: int) -> dict[str, list[str]]:
@@ -294,7 +295,7 @@ def drain(kube: Kube, timeout: float = 30.0) -> None:
 
 def _kill_cgroup_processes() -> None:
     """SIGKILL what still runs in the node's cgroups (containers of a crashed kubelet)."""
-    base = Path("/sys/fs/cgroup/pids") / CGROUP_ROOT.lstrip("/")
+    base = KUBEPODS_PIDS_CGROUP
     for procs in base.glob("**/cgroup.procs") if base.exists() else []:
         for line in procs.read_text().split():
             with contextlib.suppress(ProcessLookupError, ValueError):

@@ -1,0 +1,181 @@
+"""Trials on real pods: the real node of the local cluster runs the trainer image.
+
+Marked ``real_pods``: deselected unless ``-m`` names it (``make test-real-pods``), since the
+cluster must be started with the real node (``AVW_CLUSTER_REAL_NODE=1``; root, containerd).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client as k8s
+
+from airflow_volcano_wandb.testing.cluster import image, node
+from airflow_volcano_wandb.testing.recorder import Recorder
+from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
+
+pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+
+MANUAL = "AIRFLOW__VOLCANO_PYTORCH_MANUAL__"
+
+
+@pytest.fixture
+def real_node(volcano_cluster) -> Path:
+    """The W&B dir the real node's pods write to; fails on a cluster without the node."""
+    assert volcano_cluster.real_node, (
+        "these tests need the real node: run them with AVW_CLUSTER_REAL_NODE=1 "
+        "(make test-real-pods), or on a cluster started with `up --real-node`"
+    )
+    return node.wandb_host_dir(volcano_cluster.state_dir)
+
+
+def _placed_seed(wandb_dir: Path) -> dict[str, Any]:
+    return node.place_on_real_node(yaml.safe_load(SEED.read_text()), wandb_dir)
+
+
+def _job(
+    name: str, namespace: str, wandb_dir: Path, script: str, restart: str = "OnFailure"
+) -> dict[str, Any]:
+    """The seed placed on the real node, every rank running ``python3 -c script``."""
+    job = _placed_seed(wandb_dir)
+    job["metadata"] = {"name": name, "namespace": namespace}
+    for task in job["spec"]["tasks"]:
+        pod = task["template"]["spec"]
+        pod["restartPolicy"] = restart
+        for container in pod["containers"]:
+            container["image"] = image.TRAINER_IMAGE
+            container["command"] = ["python3", "-c", script]
+    return job
+
+
+def _pods(api: k8s.ApiClient, namespace: str, job: str) -> list[k8s.V1Pod]:
+    selector = f"volcano.sh/job-name={job}"
+    return k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
+
+
+def test_the_manual_dag_trains_ddp_over_gloo_on_three_real_pods(
+    airflow_db,
+    kubernetes_connection,
+    wandb_connection,
+    volcano_cluster,
+    volcano_namespace,
+    real_node,
+    capfd,
+    monkeypatch,
+):
+    """Master + 2 workers train for real; the task log follows the master's loss; the W&B run
+    is written offline under the operator's run id; the key reaches the ranks only through
+    ``secretKeyRef`` and appears in no pod spec and no log."""
+    monkeypatch.setenv(MANUAL + "ALLOWED_NAMESPACES", volcano_namespace)
+    monkeypatch.setenv(MANUAL + "ALLOWED_IMAGES", image.TRAINER_IMAGE)
+    monkeypatch.setenv(MANUAL + "TEMPLATE", json.dumps(_placed_seed(real_node)))
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS", "0")
+    api = volcano_cluster.api_client()
+    with Recorder.pods(api, volcano_namespace) as pods:
+        _, tis = run_dag(
+            "volcano_pytorch_manual",
+            file="volcano_pytorch_manual.py",
+            namespace=volcano_namespace,
+            worker_replicas=2,
+            image_uri=image.TRAINER_IMAGE,
+            epochs=2,
+        )
+    out = capfd.readouterr()
+    log = out.out + out.err
+    assert tis == {"submit": ("success", 1), "wait": ("success", 1)}, log[-3000:]
+
+    seen = pods.seen()
+    assert {p.spec.node_name for p in seen} == {node.NODE_NAME}
+    assert len({p.metadata.name for p in seen}) == 3
+    env = {e.name: e for e in seen[0].spec.containers[0].env}
+    run_id = env["WANDB_RUN_ID"].value
+    key_ref = env["WANDB_API_KEY"].value_from.secret_key_ref
+    assert key_ref.name and env["WANDB_API_KEY"].value is None
+    # What the trainer itself printed, followed from the master into the task log.
+    assert "[rank 0/3] joining gloo process group at" in log
+    assert f'"WANDB_RUN_ID": "{run_id}"' in log
+    assert "AVW_TRAIN_RESULT" in log and "loss" in log
+    # The run, written offline by the master under the id the operator chose.
+    [run_dir] = real_node.glob(f"wandb/offline-run-*-{run_id}")
+    summary = json.loads((run_dir / "files" / "wandb-summary.json").read_text())
+    assert "train/loss" in summary or any("loss" in k for k in summary), summary
+    # The key: never in a pod spec, never in the log.
+    assert wandb_connection not in log
+    assert all(wandb_connection not in json.dumps(api.sanitize_for_serialization(p)) for p in seen)
+
+
+def test_a_crashing_rank_is_restarted_in_place_by_the_kubelet_under_on_failure(
+    volcano_cluster, volcano_namespace, real_node
+):
+    """The seed's ``restartPolicy: OnFailure``: the container really exits 3, the kubelet
+    restarts it in the same pod, and the second run (which finds its marker) succeeds."""
+    name = "crash-once"
+    marker = f"/wandb/{volcano_namespace}-crashed"
+    script = (
+        "import os, sys\n"
+        f"if not os.path.exists({marker!r}):\n"
+        f"    open({marker!r}, 'w').close(); print('crashing on purpose', flush=True)\n"
+        "    sys.exit(3)\n"
+        "print('second run', flush=True)\n"
+    )
+    api = volcano_cluster.api_client()
+    job = _job(name, volcano_namespace, real_node, script)
+    for task in job["spec"]["tasks"]:
+        task["replicas"] = 1 if task["name"] == "master" else 0
+    job["spec"]["minAvailable"] = 1
+    custom(api).create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", job
+    )
+
+    def completed():
+        [current] = list_jobs(api, volcano_namespace)
+        return current.get("status", {}).get("state", {}).get("phase") == "Completed"
+
+    wait_until(completed, 180, what="the job Completed after one in-place restart")
+    [master] = [p for p in _pods(api, volcano_namespace, name) if "master" in p.metadata.name]
+    status = master.status.container_statuses[0]
+    assert status.restart_count == 1
+    assert status.last_state.terminated.exit_code == 3
+    assert status.state.terminated.exit_code == 0
+
+
+def test_deleting_a_training_job_sends_sigterm_to_every_rank(
+    volcano_cluster, volcano_namespace, real_node
+):
+    """What a killed task does (the operator's on_kill deletes the job): every rank's process
+    receives SIGTERM from the kubelet, and records it where the test can read it."""
+    name = "sigterm"
+    prefix = f"/wandb/{volcano_namespace}-sigterm-"
+    script = (
+        "import os, signal, socket, time\n"
+        "def bye(signum, frame):\n"
+        f"    open({prefix!r} + socket.gethostname(), 'w').write(str(signum))\n"
+        "    raise SystemExit(143)\n"
+        "signal.signal(signal.SIGTERM, bye)\n"
+        f"open({prefix!r} + socket.gethostname() + '.started', 'w').close()\n"
+        "time.sleep(600)\n"
+    )
+    api = volcano_cluster.api_client()
+    job = _job(name, volcano_namespace, real_node, script)
+    for task in job["spec"]["tasks"]:
+        if task["name"] == "worker":
+            task["replicas"] = 2
+    job["spec"]["minAvailable"] = 3
+    custom(api).create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", job
+    )
+    pattern = f"{Path(prefix).name}*.started"
+    wait_until(lambda: len(list(real_node.glob(pattern))) == 3, 180, what="3 ranks running")
+    hosts = sorted(p.name.removesuffix(".started") for p in real_node.glob(pattern))
+
+    custom(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", name
+    )
+    wait_until(lambda: not _pods(api, volcano_namespace, name), 120, what="the pods gone")
+    got = {h: (real_node / h).read_text() for h in hosts if (real_node / h).exists()}
+    assert got == {h: "15" for h in hosts}
