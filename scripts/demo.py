@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 
 from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
+from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, node
 from airflow_volcano_wandb.testing.recorder import Recorder
 
@@ -115,22 +116,25 @@ def main() -> int:
         # out (README, Troubleshooting).
         "AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS": "0",
     }
+    api = _api(kubeconfig)
+    _ensure_namespace(api, args.namespace)
     wandb_dir = None
     if args.real_pods:
-        wandb_dir = node.wandb_host_dir(args.cluster_dir.resolve())
+        cluster_dir = args.cluster_dir.resolve()
+        server = json.loads((cluster_dir / "state.json").read_text())["server"]
+        kube = local_cluster.admin_client(cluster_dir, server)
+        wandb_dir = node.wandb_dir(kube, cluster_dir, args.namespace)
         template = yaml.safe_load((args.dags_folder / TEMPLATE).read_text())
         env.update(
             {
                 # Deployment config, as a real deployment would set it: the DAG's template
                 # placed on the real node, and the image built there allowed.
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__TEMPLATE": json.dumps(
-                    node.place_on_real_node(template, wandb_dir)
+                    node.place_on_real_node(template)
                 ),
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES": image.TRAINER_IMAGE,
             }
         )
-    api = _api(kubeconfig)
-    _ensure_namespace(api, args.namespace)
 
     print("== airflow db migrate", flush=True)
     subprocess.run(

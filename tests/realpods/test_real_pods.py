@@ -14,6 +14,7 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, node
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
@@ -24,24 +25,26 @@ MANUAL = "AIRFLOW__VOLCANO_PYTORCH_MANUAL__"
 
 
 @pytest.fixture
-def real_node(volcano_cluster) -> Path:
-    """The W&B dir the real node's pods write to; fails on a cluster without the node."""
+def real_node(volcano_cluster, volcano_namespace) -> Path:
+    """The host dir the test namespace's pods on the real node see as ``/wandb``; fails on a
+    cluster without the node."""
     assert volcano_cluster.real_node, (
         "these tests need the real node: run them with AVW_CLUSTER_REAL_NODE=1 "
         "(make test-real-pods), or on a cluster started with `up --real-node`"
     )
-    return node.wandb_host_dir(volcano_cluster.state_dir)
+    state_dir = volcano_cluster.state_dir
+    server = json.loads((state_dir / "state.json").read_text())["server"]
+    kube = local_cluster.admin_client(state_dir, server)
+    return node.wandb_dir(kube, state_dir, volcano_namespace)
 
 
-def _placed_seed(wandb_dir: Path) -> dict[str, Any]:
-    return node.place_on_real_node(yaml.safe_load(SEED.read_text()), wandb_dir)
+def _placed_seed() -> dict[str, Any]:
+    return node.place_on_real_node(yaml.safe_load(SEED.read_text()))
 
 
-def _job(
-    name: str, namespace: str, wandb_dir: Path, script: str, restart: str = "OnFailure"
-) -> dict[str, Any]:
+def _job(name: str, namespace: str, script: str, restart: str = "OnFailure") -> dict[str, Any]:
     """The seed placed on the real node, every rank running ``python3 -c script``."""
-    job = _placed_seed(wandb_dir)
+    job = _placed_seed()
     job["metadata"] = {"name": name, "namespace": namespace}
     for task in job["spec"]["tasks"]:
         pod = task["template"]["spec"]
@@ -72,7 +75,7 @@ def test_the_manual_dag_trains_ddp_over_gloo_on_three_real_pods(
     ``secretKeyRef`` and appears in no pod spec and no log."""
     monkeypatch.setenv(MANUAL + "ALLOWED_NAMESPACES", volcano_namespace)
     monkeypatch.setenv(MANUAL + "ALLOWED_IMAGES", image.TRAINER_IMAGE)
-    monkeypatch.setenv(MANUAL + "TEMPLATE", json.dumps(_placed_seed(real_node)))
+    monkeypatch.setenv(MANUAL + "TEMPLATE", json.dumps(_placed_seed()))
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS", "0")
     api = volcano_cluster.api_client()
@@ -124,7 +127,7 @@ def test_a_crashing_rank_is_restarted_in_place_by_the_kubelet_under_on_failure(
         "print('second run', flush=True)\n"
     )
     api = volcano_cluster.api_client()
-    job = _job(name, volcano_namespace, real_node, script)
+    job = _job(name, volcano_namespace, script)
     for task in job["spec"]["tasks"]:
         task["replicas"] = 1 if task["name"] == "master" else 0
     job["spec"]["minAvailable"] = 1
@@ -161,7 +164,7 @@ def test_deleting_a_training_job_sends_sigterm_to_every_rank(
         "time.sleep(600)\n"
     )
     api = volcano_cluster.api_client()
-    job = _job(name, volcano_namespace, real_node, script)
+    job = _job(name, volcano_namespace, script)
     for task in job["spec"]["tasks"]:
         if task["name"] == "worker":
             task["replicas"] = 2

@@ -16,18 +16,17 @@ TEMPLATE = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 
 def test_every_pod_of_a_placed_template_asks_for_the_real_node():
     template = yaml.safe_load(TEMPLATE.read_text())
-    placed = node.place_on_real_node(template, Path("/state/node/wandb"))
+    placed = node.place_on_real_node(template)
 
     for task in placed["spec"]["tasks"]:
         pod = task["template"]["spec"]
         assert pod["nodeSelector"] == node.REAL_NODE_SELECTOR
         assert node.REAL_NODE_TOLERATION in pod["tolerations"]
-        assert {
-            "name": "avw-wandb",
-            "hostPath": {"path": "/state/node/wandb", "type": "Directory"},
-        } in pod["volumes"]
+        claim = {"claimName": node.WANDB_CLAIM}
+        assert {"name": "avw-wandb", "persistentVolumeClaim": claim} in pod["volumes"]
         for container in pod["containers"]:
             assert {"name": "WANDB_DIR", "value": node.WANDB_MOUNT} in container["env"]
+            assert {"name": "WANDB_MODE", "value": "offline"} in container["env"]
             assert {"name": "avw-wandb", "mountPath": node.WANDB_MOUNT} in container["volumeMounts"]
     # The DAG's own template is left as it was.
     assert template == yaml.safe_load(TEMPLATE.read_text())
@@ -70,3 +69,16 @@ def test_a_docker_archive_lists_its_layers_in_order_with_their_digests(tmp_path)
     assert config["config"] == {"Entrypoint": ["/hello"]}
     digests = [name.split("/")[0] for name in manifest["Layers"]]
     assert config["rootfs"]["diff_ids"] == [f"sha256:{d}" for d in digests]
+
+
+def test_a_placed_template_meets_the_operators_default_pod_security_level():
+    """The W&B files go through a claim: a ``hostPath`` in the pod would be refused."""
+    from airflow_volcano_wandb._template.pod_security import DEFAULT_LEVEL, violations
+
+    placed = node.place_on_real_node(yaml.safe_load(TEMPLATE.read_text()))
+    for task in placed["spec"]["tasks"]:
+        assert task["template"]["spec"]["volumes"]  # what is checked below
+        assert not violations(task["template"], (), DEFAULT_LEVEL)
+        hostpath = {"name": "x", "hostPath": {"path": "/"}}
+        task["template"]["spec"]["volumes"].append(hostpath)
+        assert violations(task["template"], (), DEFAULT_LEVEL)  # the check does look

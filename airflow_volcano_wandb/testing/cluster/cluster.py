@@ -475,9 +475,11 @@ def up(
     if audit_log:
         argv["kube-apiserver"] += _audit_args(state_dir)
     if real_node:
-        # Cluster DNS answers from EndpointSlices, which only this controller fills.
+        # Cluster DNS answers from EndpointSlices, which only the first fills; the second
+        # binds the claims the real node's pods keep their W&B files on (node.wandb_dir).
+        extra = ",endpointslice-controller,persistentvolume-binder-controller"
         argv["kube-controller-manager"] = [
-            a + ",endpointslice-controller" if a.startswith("--controllers=") else a
+            a + extra if a.startswith("--controllers=") else a
             for a in argv["kube-controller-manager"]
         ]
     starter = _Starter(state_dir, time.monotonic() + timeout)

@@ -53,39 +53,97 @@ COMPONENTS = ("containerd", "coredns", "kubelet")
 # The kubelet's pod cgroups (cgroupfs driver, default cgroup root); one real node per machine.
 KUBEPODS_PIDS_CGROUP = Path("/sys/fs/cgroup/pids/kubepods")
 WANDB_MOUNT = "/wandb"
+WANDB_CLAIM = "avw-wandb"
 
 
-def place_on_real_node(template: dict[str, Any], wandb_dir: Path) -> dict[str, Any]:
+def place_on_real_node(template: dict[str, Any]) -> dict[str, Any]:
     """A copy of a Volcano job template whose every pod asks for the real node.
 
-    Each pod gets the node's selector and toleration, and ``WANDB_DIR`` on ``wandb_dir`` of
-    the host (a ``hostPath``), so the W&B run files outlive the pods that wrote them.
+    Each pod gets the node's selector and toleration, and ``WANDB_DIR`` on the namespace's
+    ``WANDB_CLAIM`` (see :func:`wandb_dir`), so the W&B run files outlive the pods that wrote
+    them. A claim, not a ``hostPath``: the operator's pod security check refuses those. And
+    ``WANDB_MODE=offline``: the node's pods reach each other and the cluster DNS, nothing
+    outside (the bridge has no NAT), so an online run could only fail.
     """
     placed = copy.deepcopy(template)
     for task in placed["spec"]["tasks"]:
         pod = task["template"]["spec"]
         pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **REAL_NODE_SELECTOR}
         pod["tolerations"] = [*(pod.get("tolerations") or []), REAL_NODE_TOLERATION]
-        volume = {"name": "avw-wandb", "hostPath": {"path": str(wandb_dir), "type": "Directory"}}
+        volume = {"name": "avw-wandb", "persistentVolumeClaim": {"claimName": WANDB_CLAIM}}
         pod["volumes"] = [*(pod.get("volumes") or []), volume]
         for container in pod["containers"]:
             mount = {"name": "avw-wandb", "mountPath": WANDB_MOUNT}
             container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
-            env = {"name": "WANDB_DIR", "value": WANDB_MOUNT}
-            container["env"] = [*(container.get("env") or []), env]
+            env = [
+                {"name": "WANDB_DIR", "value": WANDB_MOUNT},
+                {"name": "WANDB_MODE", "value": "offline"},
+            ]
+            container["env"] = [*(container.get("env") or []), *env]
     return placed
 
 
-def wandb_host_dir(state_dir: Path) -> Path:
-    """Where the real node's pods write W&B files (writable by the trainer's uid)."""
-    path = node_dir(state_dir) / "wandb"
+def wandb_dir(kube: Kube, state_dir: Path, namespace: str) -> Path:
+    """The host directory behind ``namespace``'s ``WANDB_CLAIM``, created with its volume.
+
+    A ``hostPath`` PersistentVolume per namespace, bound to the claim in advance; writable by
+    the trainer's uid. Made again when a namespace of the same name comes back.
+    """
+    path = node_dir(state_dir) / "wandb" / namespace
     path.mkdir(parents=True, exist_ok=True)
     path.chmod(0o1777)
+    volume = f"avw-wandb-{namespace}"
+    existing = kube.get_or_none(f"/api/v1/persistentvolumes/{volume}")
+    claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{WANDB_CLAIM}"
+    if existing and kube.get_or_none(claim_path):
+        return path
+    if existing:  # released by a deleted namespace's claim
+        kube.request("DELETE", f"/api/v1/persistentvolumes/{volume}")
+        deadline = time.monotonic() + 30
+        while kube.get_or_none(f"/api/v1/persistentvolumes/{volume}"):
+            if time.monotonic() > deadline:
+                raise KubeError(409, f"persistentvolume {volume} is not going away")
+            time.sleep(0.2)
+    spec = {"accessModes": ["ReadWriteMany"], "storageClassName": ""}
+    kube.create(
+        "/api/v1/persistentvolumes",
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": volume},
+            "spec": {
+                **spec,
+                "capacity": {"storage": "1Gi"},
+                "persistentVolumeReclaimPolicy": "Retain",
+                "hostPath": {"path": str(path), "type": "Directory"},
+                "claimRef": {"namespace": namespace, "name": WANDB_CLAIM},
+            },
+        },
+    )
+    if not kube.get_or_none(claim_path):
+        kube.create(
+            f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": WANDB_CLAIM, "namespace": namespace},
+                "spec": {
+                    **spec,
+                    "volumeName": volume,
+                    "resources": {"requests": {"storage": "1Gi"}},
+                },
+            },
+        )
     return path
 
 
 def node_dir(state_dir: Path) -> Path:
     return state_dir / "node"
+
+
+def image_store(state_dir: Path) -> Path:
+    """containerd's root: kept across ``up``s (unlike ``node/``), so images are imported once."""
+    return state_dir / "containerd-root"
 
 
 def containerd_socket(state_dir: Path) -> Path:
@@ -97,7 +155,7 @@ def containerd_config(state_dir: Path) -> str:
     cri = 'plugins."io.containerd.grpc.v1.cri"'
     return f"""\
 version = 2
-root = "{root / "containerd" / "root"}"
+root = "{image_store(state_dir)}"
 state = "{root / "containerd" / "state"}"
 
 [grpc]
@@ -224,8 +282,14 @@ def _ctr(state_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def import_image(state_dir: Path, archive: Path) -> None:
+    """Import a docker-archive unless this very archive (its name holds its hash) was."""
+    marker = image_store(state_dir) / "avw-imported" / archive.name
+    if marker.exists():
+        return
     # Unpacked into the overlayfs snapshotter the CRI plugin creates containers from.
     _ctr(state_dir, "images", "import", str(archive))
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
 
 
 def argv(state_dir: Path, bins: dict[str, Path], kubelet_port: int) -> dict[str, list[str]]:
