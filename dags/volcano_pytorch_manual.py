@@ -12,6 +12,7 @@ anything the form or an Airflow Variable (editable in the UI) can change:
     allowed_namespaces = wandb            # comma-separated names; the first is the default
     allowed_images = ghcr.io/example/*    # comma-separated fnmatch patterns
     template = templates/other.yaml       # optional: another queue template (path or text)
+    follow_master_log = False             # optional: the master's log in the wait task's log
 
 (or ``AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES`` / ``..._ALLOWED_IMAGES``). The form
 offers only the allowed namespaces, and the operator refuses any other before submitting.
@@ -43,6 +44,8 @@ ALLOWED_IMAGES = _configured_list("allowed_images", "ghcr.io/example/*")
 TEMPLATE = conf.get(
     CONFIG_SECTION, "template", fallback="templates/volcano-pytorch-queue-template.yaml"
 )
+# Show the master pod's log (the trainer's loss) in the wait task's log while it trains.
+FOLLOW_MASTER_LOG = conf.getboolean(CONFIG_SECTION, "follow_master_log", fallback=False)
 
 with DAG(
     dag_id="volcano_pytorch_manual",
@@ -139,6 +142,7 @@ with DAG(
         namespace="{{ params.namespace }}",
         deferrable=True,
         pending_timeout=600,
+        follow_master_log=FOLLOW_MASTER_LOG,
         timeout=6 * 3600,
     )
     submit >> wait

@@ -29,7 +29,7 @@ import yaml
 
 from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
-from airflow_volcano_wandb.testing.cluster import image, node
+from airflow_volcano_wandb.testing.cluster import image, node, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -133,6 +133,7 @@ def main() -> int:
                     node.place_on_real_node(template)
                 ),
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES": image.TRAINER_IMAGE,
+                "AIRFLOW__VOLCANO_PYTORCH_MANUAL__FOLLOW_MASTER_LOG": "True",
             }
         )
 
@@ -185,14 +186,12 @@ def _report_real_run(log: str, pods: list[Any], wandb_dir: Path) -> int:
     for line in lines[-12:]:
         print("  " + line.strip()[-160:])
     run_id = _run_id(pods)
-    runs = sorted(wandb_dir.glob(f"wandb/offline-run-*-{run_id}")) if run_id else []
-    summary_path = runs[-1] / "files" / "wandb-summary.json" if runs else None
-    if summary_path is None or not summary_path.exists():
+    run_file = wandb_offline.find_run_file(wandb_dir, run_id) if run_id else None
+    if run_file is None:
         print(f"W&B offline run {run_id}: NO FILES under {wandb_dir}")
         return 1
-    summary = json.loads(summary_path.read_text())
-    metrics = {k: v for k, v in sorted(summary.items()) if not k.startswith("_")}
-    print(f"W&B offline run {run_id} ({runs[-1]}):")
+    metrics = {k: v for k, v in sorted(wandb_offline.summary(run_file).items()) if k[0] != "_"}
+    print(f"W&B offline run {run_id}, final summary ({run_file}):")
     for key, value in metrics.items():
         print(f"  {key} = {value}")
     return 0

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from airflow_volcano_wandb.testing.cluster import image, node
+from airflow_volcano_wandb.testing.cluster import image, node, wandb_offline
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
@@ -82,3 +82,25 @@ def test_a_placed_template_meets_the_operators_default_pod_security_level():
         hostpath = {"name": "x", "hostPath": {"path": "/"}}
         task["template"]["spec"]["volumes"].append(hostpath)
         assert violations(task["template"], (), DEFAULT_LEVEL)  # the check does look
+
+
+def _chunk(kind: int, payload: bytes) -> bytes:
+    return wandb_offline.CHUNK_HEADER.pack(0, len(payload), kind) + payload
+
+
+def test_run_file_records_are_read_whole_across_blocks_and_padding():
+    header = b":W&B\xe1\xbe\x00"
+    small = b"a" * 10
+    # The second record starts in block 0 and ends in block 1; block 0 ends in padding bytes
+    # too short for a chunk header.
+    first_part = wandb_offline.BLOCK_BYTES - len(header) - 2 * 7 - len(small) - 3
+    big = b"b" * first_part + b"c" * 100
+    block0 = (
+        header
+        + _chunk(wandb_offline.FULL, small)
+        + _chunk(wandb_offline.FIRST, big[:first_part])
+        + b"\0" * 3
+    )
+    assert len(block0) == wandb_offline.BLOCK_BYTES
+    data = block0 + _chunk(wandb_offline.LAST, big[first_part:]) + _chunk(wandb_offline.FULL, b"z")
+    assert wandb_offline.records(data) == [small, big, b"z"]
