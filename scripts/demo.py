@@ -181,10 +181,11 @@ def _run_id(pods: list[Any]) -> str | None:
 
 def _report_real_run(log: str, pods: list[Any], wandb_dir: Path) -> int:
     """What the ranks printed into the task log, and the run's metrics from its W&B files."""
-    lines = [line for line in log.splitlines() if re.search(r"\[rank \d+/\d+\]", line)]
-    print(f"\nTrainer lines followed into the task log ({len(lines)}; the last 12):")
+    # What the trainer printed, without the log record around it.
+    lines = re.findall(r"(\[rank \d+/\d+\] .*?)(?: \[airflow_volcano_wandb\.\S+\].*)?$", log, re.M)
+    print(f"\nThe master's log, followed into the wait task's log ({len(lines)} lines):")
     for line in lines[-12:]:
-        print("  " + line.strip()[-160:])
+        print(f"  {line}")
     run_id = _run_id(pods)
     run_file = wandb_offline.find_run_file(wandb_dir, run_id) if run_id else None
     if run_file is None:

@@ -480,11 +480,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{environ.get('MASTER_ADDR')}:{environ.get('MASTER_PORT')}",
         )
         join_process_group(info, environ, dt.timedelta(seconds=args.dist_timeout))
-    if info.rank == 0:
-        shown = {name: environ[name] for name in _PRINTABLE_ENV if environ.get(name)}
-        say(info, f"W&B env: {json.dumps(shown, sort_keys=True)}")
-        if plan.note:
-            say(info, plan.note)
+    # Every rank shows the W&B env it was given (allow-listed names only), so a pod log
+    # proves what each rank saw, not only what rank 0 saw.
+    shown = {name: environ[name] for name in _PRINTABLE_ENV if environ.get(name)}
+    say(info, f"W&B env: {json.dumps(shown, sort_keys=True)}")
+    if info.rank == 0 and plan.note:
+        say(info, plan.note)
     say(info, f"device={info.device} wandb={'on' if plan.init else 'off'}")
 
     run = None

@@ -209,7 +209,9 @@ def kubelet_config(state_dir: Path, port: int, healthz_port: int) -> dict[str, A
     return {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
-        "address": "127.0.0.1",
+        # The node's address is the bridge's (a kubelet refuses a loopback node IP, and then
+        # reports none, so the apiserver could not reach it for pod logs).
+        "address": GATEWAY,
         "port": port,
         "readOnlyPort": 0,
         "healthzBindAddress": "127.0.0.1",
@@ -222,7 +224,7 @@ def kubelet_config(state_dir: Path, port: int, healthz_port: int) -> dict[str, A
         "clusterDomain": CLUSTER_DOMAIN,
         "resolvConf": str(root / "resolv.conf"),
         "podLogsDir": str(root / "pod-logs"),
-        # Served only on 127.0.0.1 (the apiserver reads logs through it): a test node.
+        # Served only on this machine's bridge (the apiserver reads logs through it).
         "authentication": {"anonymous": {"enabled": True}, "webhook": {"enabled": False}},
         "authorization": {"mode": "AlwaysAllow"},
         "registerWithTaints": [{"key": REAL_NODE_LABEL, "value": "true", "effect": "NoSchedule"}],
@@ -303,7 +305,7 @@ def argv(state_dir: Path, bins: dict[str, Path], kubelet_port: int) -> dict[str,
             f"--kubeconfig={state_dir / 'kubeconfig'}",
             f"--root-dir={root / 'kubelet'}",
             f"--hostname-override={NODE_NAME}",
-            "--node-ip=127.0.0.1",
+            f"--node-ip={GATEWAY}",
             f"--node-labels={REAL_NODE_LABEL}=true",
             "--v=1",
         ],
