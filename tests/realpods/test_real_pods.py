@@ -125,6 +125,8 @@ def test_a_crashing_rank_is_restarted_in_place_by_the_kubelet_under_on_failure(
         f"    open({marker!r}, 'w').close(); print('crashing on purpose', flush=True)\n"
         "    sys.exit(3)\n"
         "print('second run', flush=True)\n"
+        # Long enough for the test to read the restarted container's lastState.
+        "import time; time.sleep(5)\n"
     )
     api = volcano_cluster.api_client()
     job = _job(name, volcano_namespace, script)
@@ -135,16 +137,25 @@ def test_a_crashing_rank_is_restarted_in_place_by_the_kubelet_under_on_failure(
         "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", job
     )
 
+    def master_status():
+        pods = [p for p in _pods(api, volcano_namespace, name) if "master" in p.metadata.name]
+        statuses = pods[0].status.container_statuses if pods else None
+        return statuses[0] if statuses else None
+
+    def restarted():
+        status = master_status()
+        return status if status and status.last_state.terminated else None
+
+    status = wait_until(restarted, 180, what="the master container restarted in place")
+    assert status.last_state.terminated.exit_code == 3  # the crash, for real
+    assert status.restart_count == 1
+
     def completed():
         [current] = list_jobs(api, volcano_namespace)
         return current.get("status", {}).get("state", {}).get("phase") == "Completed"
 
-    wait_until(completed, 180, what="the job Completed after one in-place restart")
-    [master] = [p for p in _pods(api, volcano_namespace, name) if "master" in p.metadata.name]
-    status = master.status.container_statuses[0]
-    assert status.restart_count == 1
-    assert status.last_state.terminated.exit_code == 3
-    assert status.state.terminated.exit_code == 0
+    wait_until(completed, 180, what="the job Completed after the in-place restart")
+    assert master_status().state.terminated.exit_code == 0
 
 
 def test_deleting_a_training_job_sends_sigterm_to_every_rank(

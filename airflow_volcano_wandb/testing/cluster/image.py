@@ -228,7 +228,11 @@ def trainer_image() -> Path:
         "User": str(TRAINER_UID),
         "Entrypoint": ["python3", "/app/train.py"],
     }
-    return write_docker_archive(out, TRAINER_IMAGE, [base, app], config)
+    write_docker_archive(out, TRAINER_IMAGE, [base, app], config)
+    for stale in images_dir().glob("trainer-*.tar"):  # 1.4 GB each: keep the newest only
+        if stale not in (out, base) and not stale.name.startswith("trainer-base-"):
+            stale.unlink()
+    return out
 
 
 def pause_image(pause_binary: Path) -> Path:
