@@ -146,8 +146,25 @@ def _base_layer(key: str) -> Path:
         partial = layer.with_suffix(".partial")
         _tar_dir(rootfs, partial)
         partial.rename(layer)
-    _say(f"base layer built in {time.monotonic() - started:.0f}s")
+    seconds = time.monotonic() - started
+    build_record(layer).write_text(json.dumps({"seconds": round(seconds, 1)}))
+    _say(f"base layer built in {seconds:.0f}s")
     return layer
+
+
+def build_record(base_layer: Path) -> Path:
+    """Where the base layer's cold build time is kept (``bench/real_pods.py`` reports it)."""
+    return base_layer.with_suffix(".json")
+
+
+def base_layer_path() -> Path:
+    """The cached base layer of the current recipe (whether or not it is built yet)."""
+    return images_dir() / f"trainer-base-{_base_key()}.tar"
+
+
+def _base_key() -> str:
+    requirements = (TRAINER_DIR / "requirements.txt").read_bytes()
+    return _digest(requirements, " ".join(DEBIAN_PACKAGES).encode(), SUITE.encode())
 
 
 def _file_layer(files: dict[str, tuple[bytes, int]], uid: int = 0) -> bytes:
@@ -209,8 +226,7 @@ def write_docker_archive(
 
 def trainer_image() -> Path:
     """The trainer image's docker-archive tar, built unless cached; returns its path."""
-    requirements = (TRAINER_DIR / "requirements.txt").read_bytes()
-    base_key = _digest(requirements, " ".join(DEBIAN_PACKAGES).encode(), SUITE.encode())
+    base_key = _base_key()
     train_py = (TRAINER_DIR / "train.py").read_bytes()
     out = images_dir() / f"trainer-{_digest(base_key.encode(), train_py)}.tar"
     if out.exists():
