@@ -9,7 +9,7 @@ pods are recorded by a watch while the job runs.
 
 With ``--real-pods`` (``make demo REAL_PODS=1``, on a cluster started with ``--real-node``)
 the ranks run for real on the cluster's real node, from the trainer image built there: the
-DAG's template is placed on that node (``node.place_on_real_node``), and the run's final
+DAG's template is placed on that node (``real_node.place_on_real_node``), and the run's final
 metrics are read back from the W&B files the master wrote offline.
 """
 
@@ -29,7 +29,8 @@ import yaml
 
 from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
-from airflow_volcano_wandb.testing.cluster import image, node, wandb_offline
+from airflow_volcano_wandb.testing.cluster import image, wandb_offline
+from airflow_volcano_wandb.testing.cluster import placement as real_node
 from airflow_volcano_wandb.testing.recorder import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,14 +124,14 @@ def main() -> int:
         cluster_dir = args.cluster_dir.resolve()
         server = json.loads((cluster_dir / "state.json").read_text())["server"]
         kube = local_cluster.admin_client(cluster_dir, server)
-        wandb_dir = node.wandb_dir(kube, cluster_dir, args.namespace)
+        wandb_dir = real_node.wandb_dir(kube, cluster_dir, args.namespace)
         template = yaml.safe_load((args.dags_folder / TEMPLATE).read_text())
         env.update(
             {
                 # Deployment config, as a real deployment would set it: the DAG's template
                 # placed on the real node, and the image built there allowed.
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__TEMPLATE": json.dumps(
-                    node.place_on_real_node(template)
+                    real_node.place_on_real_node(template)
                 ),
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES": image.TRAINER_IMAGE,
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__FOLLOW_MASTER_LOG": "True",

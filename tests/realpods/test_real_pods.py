@@ -15,7 +15,7 @@ import yaml
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
-from airflow_volcano_wandb.testing.cluster import image, node, wandb_offline
+from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
 
@@ -35,11 +35,11 @@ def real_node(volcano_cluster, volcano_namespace) -> Path:
     state_dir = volcano_cluster.state_dir
     server = json.loads((state_dir / "state.json").read_text())["server"]
     kube = local_cluster.admin_client(state_dir, server)
-    return node.wandb_dir(kube, state_dir, volcano_namespace)
+    return placement.wandb_dir(kube, state_dir, volcano_namespace)
 
 
 def _placed_seed() -> dict[str, Any]:
-    return node.place_on_real_node(yaml.safe_load(SEED.read_text()))
+    return placement.place_on_real_node(yaml.safe_load(SEED.read_text()))
 
 
 def _job(name: str, namespace: str, script: str, restart: str = "OnFailure") -> dict[str, Any]:
@@ -94,7 +94,7 @@ def test_the_manual_dag_trains_ddp_over_gloo_on_three_real_pods(
     assert tis == {"submit": ("success", 1), "wait": ("success", 1)}, log[-3000:]
 
     seen = pods.seen()
-    assert {p.spec.node_name for p in seen} == {node.NODE_NAME}
+    assert {p.spec.node_name for p in seen} == {placement.NODE_NAME}
     assert len({p.metadata.name for p in seen}) == 3
     env = {e.name: e for e in seen[0].spec.containers[0].env}
     run_id = env["WANDB_RUN_ID"].value

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from airflow_volcano_wandb.testing.cluster import image, node, wandb_offline
+from airflow_volcano_wandb.testing.cluster import image, node, placement, wandb_offline
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
@@ -16,25 +16,27 @@ TEMPLATE = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 
 def test_every_pod_of_a_placed_template_asks_for_the_real_node():
     template = yaml.safe_load(TEMPLATE.read_text())
-    placed = node.place_on_real_node(template)
+    placed = placement.place_on_real_node(template)
 
     for task in placed["spec"]["tasks"]:
         pod = task["template"]["spec"]
-        assert pod["nodeSelector"] == node.REAL_NODE_SELECTOR
-        assert node.REAL_NODE_TOLERATION in pod["tolerations"]
-        claim = {"claimName": node.WANDB_CLAIM}
+        assert pod["nodeSelector"] == placement.REAL_NODE_SELECTOR
+        assert placement.REAL_NODE_TOLERATION in pod["tolerations"]
+        claim = {"claimName": placement.WANDB_CLAIM}
         assert {"name": "avw-wandb", "persistentVolumeClaim": claim} in pod["volumes"]
         for container in pod["containers"]:
-            assert {"name": "WANDB_DIR", "value": node.WANDB_MOUNT} in container["env"]
+            assert {"name": "WANDB_DIR", "value": placement.WANDB_MOUNT} in container["env"]
             assert {"name": "WANDB_MODE", "value": "offline"} in container["env"]
-            assert {"name": "avw-wandb", "mountPath": node.WANDB_MOUNT} in container["volumeMounts"]
+            assert {"name": "avw-wandb", "mountPath": placement.WANDB_MOUNT} in container[
+                "volumeMounts"
+            ]
     # The DAG's own template is left as it was.
     assert template == yaml.safe_load(TEMPLATE.read_text())
 
 
 def test_the_node_taints_itself_with_what_the_placement_tolerates():
     (taint,) = node.kubelet_config(Path("/state"), 10250, 10248)["registerWithTaints"]
-    toleration = node.REAL_NODE_TOLERATION
+    toleration = placement.REAL_NODE_TOLERATION
     assert (taint["key"], taint["value"], taint["effect"]) == (
         toleration["key"],
         toleration["value"],
@@ -75,7 +77,7 @@ def test_a_placed_template_meets_the_operators_default_pod_security_level():
     """The W&B files go through a claim: a ``hostPath`` in the pod would be refused."""
     from airflow_volcano_wandb._template.pod_security import DEFAULT_LEVEL, violations
 
-    placed = node.place_on_real_node(yaml.safe_load(TEMPLATE.read_text()))
+    placed = placement.place_on_real_node(yaml.safe_load(TEMPLATE.read_text()))
     for task in placed["spec"]["tasks"]:
         assert task["template"]["spec"]["volumes"]  # what is checked below
         assert not violations(task["template"], (), DEFAULT_LEVEL)

@@ -476,7 +476,7 @@ def up(
         argv["kube-apiserver"] += _audit_args(state_dir)
     if real_node:
         # Cluster DNS answers from EndpointSlices, which only the first fills; the second
-        # binds the claims the real node's pods keep their W&B files on (node.wandb_dir).
+        # binds the claims the real node's pods keep their W&B files on (placement.wandb_dir).
         extra = ",endpointslice-controller,persistentvolume-binder-controller"
         argv["kube-controller-manager"] = [
             a + extra if a.startswith("--controllers=") else a
@@ -544,7 +544,10 @@ def _start_real_node(
     starter: _Starter, kube: Kube, ports: dict[str, int], images: dict[str, Path]
 ) -> None:
     state_dir = starter.state_dir
-    argv = node.prepare(state_dir, ports)
+    try:
+        argv = node.prepare(state_dir, ports)
+    except node.NodeBusyError as err:
+        raise ClusterError("kubelet", str(err), state_dir) from err
     starter.start("containerd", argv["containerd"])
     starter.wait("containerd", "its socket", lambda: node.containerd_socket(state_dir).is_socket())
     for archive in images.values():

@@ -20,7 +20,6 @@ This machine's limits shape the configuration: cgroup v1 (``failCgroupV1: false`
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import os
 import signal
@@ -33,16 +32,12 @@ import yaml
 
 from airflow_volcano_wandb.testing.cluster import build, image, process
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
+from airflow_volcano_wandb.testing.cluster.placement import (
+    NODE_NAME,
+    REAL_NODE_LABEL,
+    node_dir,
+)
 
-NODE_NAME = "avw-real-node"
-REAL_NODE_LABEL = "airflow-volcano-wandb.io/real-node"
-REAL_NODE_SELECTOR = {REAL_NODE_LABEL: "true"}
-REAL_NODE_TOLERATION = {
-    "key": REAL_NODE_LABEL,
-    "operator": "Equal",
-    "value": "true",
-    "effect": "NoSchedule",
-}
 BRIDGE = "avw-real0"
 SUBNET = "10.89.0.0/24"
 GATEWAY = "10.89.0.1"
@@ -52,93 +47,8 @@ CNI_BIN_DIR = "/usr/lib/cni"
 COMPONENTS = ("containerd", "coredns", "kubelet")
 # The kubelet's pod cgroups (cgroupfs driver, default cgroup root); one real node per machine.
 KUBEPODS_PIDS_CGROUP = Path("/sys/fs/cgroup/pids/kubepods")
-WANDB_MOUNT = "/wandb"
-WANDB_CLAIM = "avw-wandb"
-
-
-def place_on_real_node(template: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a Volcano job template whose every pod asks for the real node.
-
-    Each pod gets the node's selector and toleration, and ``WANDB_DIR`` on the namespace's
-    ``WANDB_CLAIM`` (see :func:`wandb_dir`), so the W&B run files outlive the pods that wrote
-    them. A claim, not a ``hostPath``: the operator's pod security check refuses those. And
-    ``WANDB_MODE=offline``: the node's pods reach each other and the cluster DNS, nothing
-    outside (the bridge has no NAT), so an online run could only fail.
-    """
-    placed = copy.deepcopy(template)
-    for task in placed["spec"]["tasks"]:
-        pod = task["template"]["spec"]
-        pod["nodeSelector"] = {**(pod.get("nodeSelector") or {}), **REAL_NODE_SELECTOR}
-        pod["tolerations"] = [*(pod.get("tolerations") or []), REAL_NODE_TOLERATION]
-        volume = {"name": "avw-wandb", "persistentVolumeClaim": {"claimName": WANDB_CLAIM}}
-        pod["volumes"] = [*(pod.get("volumes") or []), volume]
-        for container in pod["containers"]:
-            mount = {"name": "avw-wandb", "mountPath": WANDB_MOUNT}
-            container["volumeMounts"] = [*(container.get("volumeMounts") or []), mount]
-            env = [
-                {"name": "WANDB_DIR", "value": WANDB_MOUNT},
-                {"name": "WANDB_MODE", "value": "offline"},
-            ]
-            container["env"] = [*(container.get("env") or []), *env]
-    return placed
-
-
-def wandb_dir(kube: Kube, state_dir: Path, namespace: str) -> Path:
-    """The host directory behind ``namespace``'s ``WANDB_CLAIM``, created with its volume.
-
-    A ``hostPath`` PersistentVolume per namespace, bound to the claim in advance; writable by
-    the trainer's uid. Made again when a namespace of the same name comes back.
-    """
-    path = node_dir(state_dir) / "wandb" / namespace
-    path.mkdir(parents=True, exist_ok=True)
-    path.chmod(0o1777)
-    volume = f"avw-wandb-{namespace}"
-    existing = kube.get_or_none(f"/api/v1/persistentvolumes/{volume}")
-    claim_path = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{WANDB_CLAIM}"
-    if existing and kube.get_or_none(claim_path):
-        return path
-    if existing:  # released by a deleted namespace's claim
-        kube.request("DELETE", f"/api/v1/persistentvolumes/{volume}")
-        deadline = time.monotonic() + 30
-        while kube.get_or_none(f"/api/v1/persistentvolumes/{volume}"):
-            if time.monotonic() > deadline:
-                raise KubeError(409, f"persistentvolume {volume} is not going away")
-            time.sleep(0.2)
-    spec = {"accessModes": ["ReadWriteMany"], "storageClassName": ""}
-    kube.create(
-        "/api/v1/persistentvolumes",
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                **spec,
-                "capacity": {"storage": "1Gi"},
-                "persistentVolumeReclaimPolicy": "Retain",
-                "hostPath": {"path": str(path), "type": "Directory"},
-                "claimRef": {"namespace": namespace, "name": WANDB_CLAIM},
-            },
-        },
-    )
-    if not kube.get_or_none(claim_path):
-        kube.create(
-            f"/api/v1/namespaces/{namespace}/persistentvolumeclaims",
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": {"name": WANDB_CLAIM, "namespace": namespace},
-                "spec": {
-                    **spec,
-                    "volumeName": volume,
-                    "resources": {"requests": {"storage": "1Gi"}},
-                },
-            },
-        )
-    return path
-
-
-def node_dir(state_dir: Path) -> Path:
-    return state_dir / "node"
+# Which cluster's real node owns this machine's bridge and kubelet cgroups.
+OWNER_FILE = Path("/run/airflow-volcano-wandb/real-node.owner")
 
 
 def image_store(state_dir: Path) -> Path:
@@ -262,6 +172,31 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["ip", *args], capture_output=True, text=True, check=check)
 
 
+class NodeBusyError(RuntimeError):
+    """Another cluster's real node runs on this machine (the bridge and subnet are fixed)."""
+
+
+def claim_machine(state_dir: Path) -> None:
+    """Record ``state_dir`` as the machine's one real node, unless another one still runs.
+
+    The bridge, its subnet and the kubelet's cgroups are machine-wide; a leftover of a
+    cluster that is gone (its kubelet no longer runs) is taken over.
+    """
+    owner = OWNER_FILE.read_text().strip() if OWNER_FILE.exists() else ""
+    if owner and Path(owner) != state_dir and process.running_pid(Path(owner), "kubelet"):
+        raise NodeBusyError(
+            f"the real node of the cluster in {owner} is running on this machine; "
+            "`down` that cluster first (one real node per machine)"
+        )
+    OWNER_FILE.parent.mkdir(parents=True, exist_ok=True)
+    OWNER_FILE.write_text(f"{state_dir}\n")
+
+
+def release_machine(state_dir: Path) -> None:
+    if OWNER_FILE.exists() and OWNER_FILE.read_text().strip() == str(state_dir):
+        OWNER_FILE.unlink()
+
+
 def make_bridge() -> None:
     """The pods' bridge with the gateway address CoreDNS binds to (CNI then adds veths)."""
     delete_bridge()
@@ -315,6 +250,7 @@ def argv(state_dir: Path, bins: dict[str, Path], kubelet_port: int) -> dict[str,
 def prepare(state_dir: Path, ports: dict[str, int]) -> dict[str, list[str]]:
     """Write the node's configs, make its bridge; return the argv of each process."""
     bins = build.ensure_node_binaries()
+    claim_machine(state_dir)
     root = node_dir(state_dir)
     (root / "cni").mkdir(parents=True, exist_ok=True)
     (root / "containerd.toml").write_text(containerd_config(state_dir))
@@ -384,11 +320,17 @@ def _kill_shims(state_dir: Path) -> None:
 
 
 def stop(state_dir: Path, kube: Kube | None) -> list[str]:
-    """Stop the node's processes and remove its pods' leftovers; return what was running."""
+    """Stop the node's processes and remove its pods' leftovers; return what was running.
+
+    The machine-wide parts (bridge, kubepods cgroups) only when this cluster owns them.
+    """
     if kube is not None and process.running_pid(state_dir, "kubelet"):
         drain(kube)
     stopped = [name for name in reversed(COMPONENTS) if process.stop(state_dir, name)]
-    _kill_cgroup_processes()
     _kill_shims(state_dir)
-    delete_bridge()
+    owner = OWNER_FILE.read_text().strip() if OWNER_FILE.exists() else ""
+    if owner in ("", str(state_dir)):
+        _kill_cgroup_processes()
+        delete_bridge()
+        release_machine(state_dir)
     return stopped
