@@ -96,7 +96,8 @@ def test_the_manual_dag_trains_ddp_over_gloo_on_three_real_pods(
     seen = pods.seen()
     assert {p.spec.node_name for p in seen} == {placement.NODE_NAME}
     assert len({p.metadata.name for p in seen}) == 3
-    env = {e.name: e for e in seen[0].spec.containers[0].env}
+    [master] = [p for p in seen if "-master-" in p.metadata.name]
+    env = {e.name: e for e in master.spec.containers[0].env}
     run_id = env["WANDB_RUN_ID"].value
     key_ref = env["WANDB_API_KEY"].value_from.secret_key_ref
     assert key_ref.name and env["WANDB_API_KEY"].value is None
