@@ -319,6 +319,21 @@ def _kill_shims(state_dir: Path) -> None:
                 os.kill(int(entry.name), signal.SIGKILL)
 
 
+def unmount_all(state_dir: Path) -> None:
+    """Unmount what the kubelet and containerd left under ``state_dir``, deepest first.
+
+    The kubelet bind-mounts its root dir onto itself and mounts pod volumes below it; a
+    killed one leaves them, and the state dir could then not be removed.
+    """
+    prefix = f"{state_dir}/"
+    mounts = [
+        line.split()[4].replace("\\040", " ")
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+    ]
+    for target in sorted((m for m in mounts if m.startswith(prefix)), key=len, reverse=True):
+        subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+
+
 def stop(state_dir: Path, kube: Kube | None) -> list[str]:
     """Stop the node's processes and remove its pods' leftovers; return what was running.
 
@@ -328,6 +343,7 @@ def stop(state_dir: Path, kube: Kube | None) -> list[str]:
         drain(kube)
     stopped = [name for name in reversed(COMPONENTS) if process.stop(state_dir, name)]
     _kill_shims(state_dir)
+    unmount_all(state_dir)
     owner = OWNER_FILE.read_text().strip() if OWNER_FILE.exists() else ""
     if owner in ("", str(state_dir)):
         _kill_cgroup_processes()
