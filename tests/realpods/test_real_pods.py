@@ -194,3 +194,52 @@ def test_deleting_a_training_job_sends_sigterm_to_every_rank(
     wait_until(lambda: not _pods(api, volcano_namespace, name), 120, what="the pods gone")
     got = {h: (real_node / h).read_text() for h in hosts if (real_node / h).exists()}
     assert got == {h: "15" for h in hosts}
+
+
+def test_a_worker_pod_deleted_mid_training_is_replaced_and_the_ranks_train_again(
+    volcano_cluster, volcano_namespace, real_node
+):
+    """The seed has no policy for a deleted pod, so Volcano replaces it (same name, new pod);
+    the surviving ranks' gloo calls fail, the kubelet restarts them in place (OnFailure), all
+    three meet again at the master and train from the start, and the job completes."""
+    name = "lose-worker"
+    api = volcano_cluster.api_client()
+    core = k8s.CoreV1Api(api)
+    job = _placed_seed()
+    job["metadata"] = {"name": name, "namespace": volcano_namespace}
+    for task in job["spec"]["tasks"]:
+        task["replicas"] = 1 if task["name"] == "master" else 2
+        container = task["template"]["spec"]["containers"][0]
+        container["image"] = image.TRAINER_IMAGE
+        # Long enough to lose a worker in the middle: a few seconds per epoch here.
+        container["env"] = [
+            *container.get("env", []),
+            {"name": "TRAIN_EPOCHS", "value": "8"},
+            {"name": "TRAIN_TRAIN_SAMPLES", "value": "65536"},
+        ]
+    job["spec"]["minAvailable"] = 3
+    custom(api).create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", job
+    )
+
+    def master_log() -> str:
+        try:
+            return core.read_namespaced_pod_log(f"{name}-master-0", volcano_namespace) or ""
+        except k8s.ApiException:  # not created or not started yet
+            return ""
+
+    wait_until(lambda: "epoch 1/8" in master_log(), 180, what="the first epoch trained")
+    lost = core.read_namespaced_pod(f"{name}-worker-1", volcano_namespace).metadata.uid
+    core.delete_namespaced_pod(f"{name}-worker-1", volcano_namespace)
+
+    def completed():
+        [current] = list_jobs(api, volcano_namespace)
+        return current.get("status", {}).get("state", {}).get("phase") == "Completed"
+
+    wait_until(completed, 300, what="the job Completed after losing a worker")
+    pods = {p.metadata.name: p for p in _pods(api, volcano_namespace, name)}
+    master = pods[f"{name}-master-0"].status.container_statuses[0]
+    assert master.restart_count >= 1  # its gloo peer vanished: it crashed and came back
+    assert master.state.terminated.exit_code == 0
+    replaced = pods.get(f"{name}-worker-1")
+    assert replaced is None or replaced.metadata.uid != lost
