@@ -11,10 +11,11 @@ is ``Running`` with the master alone, which then blocks in ``init_process_group`
 
 ``pending_timeout`` means "never fully placed since submission". Whether the gang was ever
 whole must survive a triggerer restart, a handover, a retry that reattaches and a
-reschedule-mode poke, none of which keeps a waiter's memory: so the first waiter to see the
-whole gang writes :data:`GANG_WHOLE_ANNOTATION` on the job (:func:`needs_gang_whole_mark`),
-and every later judgement reads it. A rank lost after that is Volcano's to restore: the wait
-reports it as restarting (:func:`progress_line`), never as a pending timeout.
+reschedule-mode poke, none of which keeps a waiter's memory: so it is read from the job
+(:func:`gang_was_whole`): Volcano's own ``Running`` condition when ``minAvailable`` covers
+every rank, else :data:`GANG_WHOLE_ANNOTATION`, which the first waiter to see the whole gang
+writes on the job (:func:`needs_gang_whole_mark`). A rank lost after that is Volcano's to
+restore: the wait reports it as restarting (:func:`progress_line`), never as a pending timeout.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ def gang_wait_seconds(
     wait any more: a rank lost later (evicted, preempted, being replaced) is Volcano's to
     restore, and only ``execution_timeout`` bounds that.
     """
-    if job is None or status.terminal or gang_seen_whole or gang_marked_whole(job):
+    if job is None or status.terminal or gang_seen_whole or gang_was_whole(job):
         return None
     metadata = job.get("metadata") or {}
     if status.phase in ("", "Pending"):
@@ -162,6 +163,25 @@ def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
     return GANG_WHOLE_ANNOTATION in annotations
 
 
+def gang_was_whole(job: Mapping[str, Any] | None) -> bool:
+    """Whether the job itself shows that its gang was whole at some time since submission.
+
+    Either a waiter's mark, or Volcano's own record: a ``Running`` condition of a job whose
+    ``minAvailable`` covers every rank (the provider's default gang), since Volcano calls such
+    a job Running only once all of its ranks are. With a smaller ``minAvailable`` (the seed's
+    own, ``gang="template"``) Running says nothing about the other ranks: only the mark does.
+    """
+    if job is None:
+        return False
+    if gang_marked_whole(job):
+        return True
+    world_size = sum(interpret(job).replicas.values())
+    if not world_size or int((job.get("spec") or {}).get("minAvailable") or 0) < world_size:
+        return False
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any((condition or {}).get("status") == "Running" for condition in conditions)
+
+
 def needs_gang_whole_mark(job: Mapping[str, Any] | None) -> bool:
     """Whether the waiter looking at ``job`` should write :data:`GANG_WHOLE_ANNOTATION` now."""
     return gang_is_whole(job) and not gang_marked_whole(job)
@@ -178,7 +198,7 @@ def progress_line(job: Mapping[str, Any], *, gang_seen_whole: bool = False) -> s
     Volcano is restarting it, with Volcano's own reason when it gives one."""
     status = interpret(job)
     line = status.progress()
-    was_whole = gang_seen_whole or gang_marked_whole(job)
+    was_whole = gang_seen_whole or gang_was_whole(job)
     lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")
     if was_whole and not status.terminal and lost_ranks:
         lost = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())

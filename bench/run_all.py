@@ -719,6 +719,7 @@ def markdown(r: dict) -> str:
         ("outage", md_outage),
         ("sweep_burst", md_sweep),
         ("live_progress", md_live_progress),
+        ("odd_paths", md_odd_paths),
     )
     shown: set = set()
     for key, section in sections:
@@ -1018,6 +1019,7 @@ SCENARIOS = (
     "outage",
     "sweep_burst",
     "live_progress",
+    "odd_paths",
 )
 
 
@@ -1116,6 +1118,46 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "outage" in options.only:
         results["outage"] = outage(cluster, env, work, options.outage_waiting, options.outage_s)
         say(f"outage: {results['outage']}")
+    if "odd_paths" in options.only:
+        results["odd_paths"] = odd_paths(cluster, env, work, options.quick)
+        say(f"odd_paths: {results['odd_paths']}")
+
+
+def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:
+    """Each odd path's figure, measured by ``bench/odd_paths.py`` in a child process."""
+    out = work / "odd-restarts.json"
+    restarts = 5 if quick else 20
+    argv = [PY, str(REPO / "bench" / "odd_paths.py"), "restart-false-timeouts"]
+    argv += [
+        "--cluster-dir",
+        str(cluster.state_dir),
+        "--restarts",
+        str(restarts),
+        "--out",
+        str(out),
+    ]
+    subprocess.run(
+        argv,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    restart = json.loads(out.read_text())
+    return {"restart_false_timeouts": restart["restart_false_timeouts"], "restart_run": restart}
+
+
+def md_odd_paths(r: dict) -> list[str]:
+    o = r["odd_paths"]
+    lines = ["## Odd paths", ""]
+    if "restart_false_timeouts" in o:
+        run = o["restart_run"]
+        lines.append(
+            f"- `restart_false_timeouts`: {o['restart_false_timeouts']} pending timeouts of "
+            f"{run['jobs']} jobs whose gang was whole, over {run['restarts']} restarts of every "
+            f"trigger with {run['evictions']} workers evicted and kept unplaceable meanwhile "
+            f"(`pending_timeout` {run['pending_timeout_s']} s)."
+        )
+    return lines
 
 
 def latency_figures(lat: dict) -> dict:

@@ -1,0 +1,196 @@
+"""Odd paths of a wait, measured on the local cluster (the ``odd_paths`` block of ``make bench``).
+
+``restart_false_timeouts``: jobs whose gang was whole, waited on by triggers that are all
+restarted 20 times (each round a new event loop, so a new shared watch and no memory, as a
+restarted or replacing triggerer has), while workers are evicted and their replacements cannot
+be placed for a while. Every ``pending_timeout`` verdict is a false one: the gang was placed.
+Half the jobs have the provider's gang (``minAvailable`` = every rank: Volcano's own Running
+condition tells the gang was whole), half the seed's ``minAvailable: 1`` (only the mark the
+first trigger wrote, ``judge.GANG_WHOLE_ANNOTATION``, tells). Before either was read, every
+trigger started after an eviction judged the job by its creation time.
+
+Run by ``bench/run_all.py`` in a child process with the bench's Airflow env; prints one JSON
+line and writes it to ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import GROUP, SIM_DURATION, VERSION, Cluster  # noqa: E402
+
+from airflow_volcano_wandb.judge import GANG_WHOLE_ANNOTATION  # noqa: E402
+
+PENDING_TIMEOUT = 5.0
+ROUND_S = 3.0
+
+
+def gang_job(name: str, home_label: str, min_available: int) -> dict:
+    """Master and one worker, both running for 10 minutes; the worker only on nodes that
+    carry ``home_label`` (the bench takes it away to keep a replaced worker Pending)."""
+
+    def task(role: str, selector: dict) -> dict:
+        spec = {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": role,
+                    "image": "example.org/bench:1",
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+        }
+        if selector:
+            spec["nodeSelector"] = selector
+        return {
+            "name": role,
+            "replicas": 1,
+            "template": {"metadata": {"annotations": {SIM_DURATION: "600"}}, "spec": spec},
+        }
+
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": min_available,
+            "tasks": [task("master", {}), task("worker", {home_label: "yes"})],
+        },
+    }
+
+
+def label_nodes(cluster: Cluster, nodes: list[str], label: str, value: str | None) -> None:
+    for node in nodes:
+        cluster.kube.request(
+            "PATCH",
+            f"/api/v1/nodes/{node}",
+            {"metadata": {"labels": {label: value}}},
+            content_type="application/merge-patch+json",
+        )
+
+
+def pods(cluster: Cluster, namespace: str) -> list[dict]:
+    return cluster.kube.get(f"/api/v1/namespaces/{namespace}/pods")["items"]
+
+
+def evict_workers(cluster: Cluster, namespace: str, names: list[str]) -> int:
+    """Delete the worker pod of each named job (as an eviction would)."""
+    evicted = 0
+    for pod in pods(cluster, namespace):
+        meta = pod["metadata"]
+        if any(meta["name"].startswith(f"{name}-worker-") for name in names):
+            cluster.kube.request(
+                "DELETE", f"/api/v1/namespaces/{namespace}/pods/{meta['name']}?gracePeriodSeconds=0"
+            )
+            evicted += 1
+    return evicted
+
+
+async def one_triggerer_life(
+    names: list[str], namespace: str, seconds: float, until=None
+) -> list[dict]:
+    """Wait on every job for ``seconds`` (or, with ``until``, until it answers true) in a fresh
+    event loop; the events that fired."""
+    from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
+    async def wait(name: str) -> dict | None:
+        trigger = VolcanoJobTrigger(
+            job_name=name, namespace=namespace, pending_timeout=PENDING_TIMEOUT, poll_interval=1
+        )
+        try:
+            async for event in trigger.run():
+                return {"job": name, **event.payload}
+        except asyncio.CancelledError:
+            return None
+        return None
+
+    tasks = [asyncio.create_task(wait(name)) for name in names]
+    deadline = time.monotonic() + seconds
+    while until is not None and not await asyncio.to_thread(until):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the first triggers did not mark every gang whole")
+        await asyncio.sleep(1)
+    done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return [t.result() for t in done if t.result()]
+
+
+def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
+    namespace = cluster.create_namespace("bench-odd-restarts")
+    home = f"avw-bench.io/worker-home-{namespace}"
+    nodes = [n["metadata"]["name"] for n in cluster.kube.get("/api/v1/nodes")["items"]]
+    label_nodes(cluster, nodes, home, "yes")
+    names = [f"gang-{i}" for i in range(jobs)]
+    events: list[dict] = []
+    evictions = 0
+    try:
+        for index, name in enumerate(names):
+            body = gang_job(name, home, min_available=2 if index % 2 else 1)
+            cluster.kube.request("POST", cluster.jobs_path(namespace), body)
+        cluster.wait_phase(namespace, jobs, {"Running"}, timeout=180)
+        deadline = time.monotonic() + 120
+        while (
+            sum(p["status"].get("phase") == "Running" for p in pods(cluster, namespace)) < 2 * jobs
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError("not every rank running")
+            time.sleep(1)
+
+        def seed_gangs_marked() -> bool:
+            seed_gangs = [j for j in cluster.list_jobs(namespace) if j["spec"]["minAvailable"] == 1]
+            return all(
+                GANG_WHOLE_ANNOTATION in (j["metadata"].get("annotations") or {})
+                for j in seed_gangs
+            )
+
+        events += asyncio.run(one_triggerer_life(names, namespace, 120, until=seed_gangs_marked))
+        for round_ in range(restarts):
+            if round_ == 1 or round_ % 5 == 1:  # evictions in flight, their replacements stuck
+                label_nodes(cluster, nodes, home, None)
+                evictions += evict_workers(cluster, namespace, names[round_ % 2 :: 2])
+            elif round_ % 5 == 4:  # the replacements placed again
+                label_nodes(cluster, nodes, home, "yes")
+            events += asyncio.run(one_triggerer_life(names, namespace, ROUND_S + PENDING_TIMEOUT))
+    finally:
+        label_nodes(cluster, nodes, home, None)
+        cluster.delete_namespace(namespace)
+    outcomes: dict[str, int] = {}
+    for event in events:
+        outcomes[event["outcome"]] = outcomes.get(event["outcome"], 0) + 1
+    return {
+        "jobs": jobs,
+        "restarts": restarts,
+        "evictions": evictions,
+        "pending_timeout_s": PENDING_TIMEOUT,
+        "restart_false_timeouts": outcomes.get("pending_timeout", 0),
+        "events": outcomes,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scenario", choices=["restart-false-timeouts"])
+    parser.add_argument("--cluster-dir", type=Path, required=True)
+    parser.add_argument("--jobs", type=int, default=10)
+    parser.add_argument("--restarts", type=int, default=20)
+    parser.add_argument("--out", type=Path, required=True)
+    options = parser.parse_args()
+    result = restart_false_timeouts(Cluster(options.cluster_dir), options.jobs, options.restarts)
+    options.out.write_text(json.dumps(result) + "\n")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
