@@ -11,12 +11,17 @@ anything the form or an Airflow Variable (editable in the UI) can change:
     [volcano_pytorch_manual]
     allowed_namespaces = wandb            # comma-separated names; the first is the default
     allowed_images = ghcr.io/example/*    # comma-separated fnmatch patterns
+    default_image = ghcr.io/example/volcano-ddp-mlp:latest   # the form's first value
 
 (or ``AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES`` / ``..._ALLOWED_IMAGES``). The form
-offers only the allowed namespaces, and the operator refuses any other before submitting.
+offers only the allowed namespaces, and only allowed images: a list to pick from when the
+allow-list names images exactly, else a text field that Airflow checks against the patterns
+before the run is created. The operator refuses any other before submitting all the same.
 """
 
 from __future__ import annotations
+
+import re
 
 import pendulum
 from airflow.sdk import DAG, Param
@@ -36,6 +41,51 @@ def _configured_list(key: str, default: str) -> list[str]:
 
 ALLOWED_NAMESPACES = _configured_list("allowed_namespaces", "wandb")
 ALLOWED_IMAGES = _configured_list("allowed_images", "ghcr.io/example/*")
+DEFAULT_IMAGE = conf.get(
+    CONFIG_SECTION, "default_image", fallback="ghcr.io/example/volcano-ddp-mlp:latest"
+)
+WILDCARDS = re.compile(r"[*?\[]")
+
+
+def _as_json_schema_regex(pattern: str) -> str:
+    """An fnmatch pattern (``*``, ``?``, ``[...]``) as a regex that Python and the browser read
+    alike: only regex syntax characters are escaped (a browser refuses other escapes)."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        end = pattern.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif end > 0:  # a character class, "[!...]" negated as in fnmatch
+            body = pattern[i + 1 : end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end
+        else:
+            out.append("\\" + char if char in "\\^$.|+()[]{}/" else char)
+        i += 1
+    return "".join(out)
+
+
+def _image_param() -> Param:
+    """The training image field: a pick-list of exact allowed images, else text that must
+    match one of the allowed patterns."""
+    common = {
+        "type": "string",
+        "title": "Training image",
+        "description": "Image for every container: the ${image_uri} macro of the template.",
+    }
+    if ALLOWED_IMAGES and not any(WILDCARDS.search(image) for image in ALLOWED_IMAGES):
+        return Param(ALLOWED_IMAGES[0], enum=ALLOWED_IMAGES, **common)
+    choices = "|".join(_as_json_schema_regex(image) for image in ALLOWED_IMAGES)
+    if not re.fullmatch(choices, DEFAULT_IMAGE):
+        raise ValueError(
+            f"[{CONFIG_SECTION}] default_image {DEFAULT_IMAGE!r} matches none of allowed_images "
+            f"{ALLOWED_IMAGES}: set default_image to an allowed image"
+        )
+    return Param(DEFAULT_IMAGE, minLength=1, pattern=f"^(?:{choices})$", **common)
+
 
 with DAG(
     dag_id="volcano_pytorch_manual",
@@ -53,13 +103,7 @@ with DAG(
             title="Worker replicas",
             description="Pods in the job's worker task; the master task always has one.",
         ),
-        "image_uri": Param(
-            "ghcr.io/example/volcano-ddp-mlp:latest",
-            type="string",
-            minLength=1,
-            title="Training image",
-            description="Image for every container: the ${image_uri} macro of the template.",
-        ),
+        "image_uri": _image_param(),
         "epochs": Param(
             3,
             type="integer",
