@@ -51,7 +51,10 @@ class VolcanoPyTorchJobOperator(
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
     is reattached; a completed one counts as this task's success without resubmitting; a
-    failed, aborted or terminated one is deleted and submitted again.
+    failed, aborted or terminated one is deleted and submitted again. A job whose outcome a
+    try already reported is a past result: the next try submits a fresh job beside it, or,
+    when the name is fixed (``job_name``, a template name without ``${run_id}``, a given
+    ``wandb_run_id`` in it), deletes it (confirmed gone) and submits again under that name.
 
     :param kubernetes_conn_id: the cncf.kubernetes ``kubernetes`` connection.
     :param config_file: a kubeconfig path, overriding the connection's.
