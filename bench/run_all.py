@@ -24,7 +24,9 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    at once, then again as retries (bench/sweep_burst.py): submit p50/p99, duplicates, 429s;
    then their wait by the provider's trigger and by 2 s polling (watch connections, req/min);
 8. live_progress (issue 15): --live-jobs (100) waiting triggers with master log following
-   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py).
+   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py);
+9. odd_paths (issue 21): paths a deployment meets once in a while, each checked once:
+   fixed_name_retries_ok, a retry under a fixed job_name after a failed try (bench/odd_paths.py).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -718,6 +720,7 @@ def markdown(r: dict) -> str:
         ("outage", md_outage),
         ("sweep_burst", md_sweep),
         ("live_progress", md_live_progress),
+        ("odd_paths", md_odd_paths),
     )
     for key, section in sections:
         if key in r:
@@ -945,6 +948,28 @@ def sweep_burst(cluster: Cluster, env: dict, work: Path, tasks: int, window: flo
     }
 
 
+def fixed_name_retries_ok(cluster: Cluster, env: dict, work: Path) -> bool:
+    """A retry under a fixed ``job_name`` replaces the job its failed try reported and
+    succeeds (``bench/odd_paths.py fixed-name``), instead of being refused until the TTL."""
+    namespace = cluster.create_namespace("bench-fixed-name")
+    out = work / "fixed-name.json"
+    script = str(REPO / "bench" / "odd_paths.py")
+    subprocess.run(
+        [PY, script, "fixed-name", "--namespace", namespace, "--out", str(out)],
+        env=env,
+        check=True,
+    )
+    result = json.loads(out.read_text())
+    say(f"odd paths: fixed name retry: {result}")
+    cluster.delete_namespace(namespace)
+    return bool(result["ok"])
+
+
+def md_odd_paths(r: dict) -> list[str]:
+    rows = ["## Odd paths", "", "| path | result |", "| --- | --- |"]
+    return rows + [f"| {name} | {value} |" for name, value in r["odd_paths"].items()]
+
+
 def md_sweep(r: dict) -> list[str]:
     b = r["sweep_burst"]
     rows = [
@@ -1009,6 +1034,7 @@ SCENARIOS = (
     "outage",
     "sweep_burst",
     "live_progress",
+    "odd_paths",
 )
 
 
@@ -1104,6 +1130,8 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
             runs=options.live_runs,
         )
         say(f"live_progress: {results['live_progress']}")
+    if "odd_paths" in options.only:
+        results["odd_paths"] = {"fixed_name_retries_ok": fixed_name_retries_ok(cluster, env, work)}
     if "outage" in options.only:
         results["outage"] = outage(cluster, env, work, options.outage_waiting, options.outage_s)
         say(f"outage: {results['outage']}")
