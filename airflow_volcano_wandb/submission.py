@@ -116,10 +116,15 @@ def submit_or_reattach(
     try_number: int,
     reattach: bool,
     existing: list[dict[str, Any]] | None = None,
+    before_create: Callable[[], None] | None = None,
     task_log: logging.Logger | Any = log,
 ) -> Submitted:
     """The job this try waits on: the unreported one it may reuse (adopted by this try, so
-    an older try's late ``on_kill`` leaves it alone), or a new one."""
+    an older try's late ``on_kill`` leaves it alone), or a new one.
+
+    :param before_create: runs right before each create, once every job it replaces is gone
+        (the API key's Secret is written there, so a new job never lacks it).
+    """
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     for existing in hook.list_jobs(namespace, identity.selector()):
         job = _carry_out(
@@ -128,6 +133,8 @@ def submit_or_reattach(
         if job is not None:
             return Submitted(job, created=False)
     for _ in range(CREATE_ATTEMPTS):
+        if before_create is not None:
+            before_create()
         try:
             job = _create(hook, body)
             task_log.info("Submitted Volcano job %s/%s", namespace, job["metadata"]["name"])
@@ -317,6 +324,7 @@ def submit_for_try(
     try_number: int,
     reattach: bool,
     store: Any = None,
+    before_create: Callable[[], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any], bool]:
     """The job this try waits on: the one the task state store remembers when it may be
@@ -325,6 +333,7 @@ def submit_for_try(
 
     :param rendered: the run spec and job body rendered for ``try_number``.
     :param render: renders them for another intent (a reported job's next one).
+    :param before_create: see :func:`submit_or_reattach`.
     """
     job = reattach_remembered(
         hook, recall(store, task_log), try_number=try_number, reattach=reattach, task_log=task_log
@@ -343,6 +352,7 @@ def submit_for_try(
         try_number=try_number,
         reattach=reattach,
         existing=existing,
+        before_create=before_create,
         task_log=task_log,
     )
     return spec, job, created
