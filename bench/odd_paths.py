@@ -1,6 +1,6 @@
-"""Odd paths of a wait, measured on the local cluster (the ``odd_paths`` block of ``make bench``).
+"""Odd paths a real deployment meets, measured on the local cluster (`make bench`, odd_paths).
 
-``restart_false_timeouts``: jobs whose gang was whole, waited on by triggers that are all
+``restart-false-timeouts``: jobs whose gang was whole, waited on by triggers that are all
 restarted 20 times (each round a new event loop, so a new shared watch and no memory, as a
 restarted or replacing triggerer has), while workers are evicted and their replacements cannot
 be placed for a while. Every ``pending_timeout`` verdict is a false one: the gang was placed.
@@ -9,8 +9,12 @@ condition tells the gang was whole), half the seed's ``minAvailable: 1`` (only t
 first trigger wrote, ``judge.GANG_WHOLE_ANNOTATION``, tells). Before either was read, every
 trigger started after an eviction judged the job by its creation time.
 
-Run by ``bench/run_all.py`` in a child process with the bench's Airflow env; prints one JSON
-line and writes it to ``--out``.
+``fixed-name``: one task instance of ``VolcanoPyTorchJobOperator`` with a fixed ``job_name``
+runs try 1, whose master exits 3 (the job fails, is reported and stays for inspection), then
+try 2 under the same name, which must replace that job and succeed.
+
+Run by ``bench/run_all.py`` in a child process with the bench's Airflow env; each writes one
+JSON object to ``--out``.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ import json
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -29,6 +37,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import GROUP, SIM_DURATION, VERSION, Cluster  # noqa: E402
 
 from airflow_volcano_wandb.judge import GANG_WHOLE_ANNOTATION  # noqa: E402
+from airflow_volcano_wandb.testing.jobs import (  # noqa: E402
+    DURATION_ANNOTATION,
+    EXIT_CODE_ANNOTATION,
+    with_pod_annotations,
+)
+
+SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 
 PENDING_TIMEOUT = 5.0
 ROUND_S = 3.0
@@ -179,15 +194,79 @@ def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
     }
 
 
+class _TaskInstance(SimpleNamespace):
+    """What ``execute()`` reads of a task instance, and where its XComs go."""
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+
+def _template(exit_code: str) -> dict[str, Any]:
+    """The seed with a 1 s master ending with ``exit_code``; a failing pod ends the job."""
+    template = with_pod_annotations(
+        yaml.safe_load(SEED.read_text()),
+        master={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: exit_code},
+    )
+    for task in template["spec"]["tasks"]:
+        task["template"]["spec"]["restartPolicy"] = "Never"
+    template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
+    return template
+
+
+def _try(namespace: str, try_number: int, exit_code: str) -> dict[str, Any]:
+    from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+
+    operator = VolcanoPyTorchJobOperator(
+        task_id="train",
+        template=_template(exit_code),
+        image_uri="example.org/bench/trainer:1",
+        namespace=namespace,
+        job_name="bench-fixed-name",
+        replicas={"worker": 0},
+        wandb_entity="bench",
+        wandb_project="bench",
+        wandb_mode="offline",
+        poll_interval=1,
+    )
+    ti = _TaskInstance(
+        dag_id="bench_odd_paths",
+        task_id="train",
+        run_id=f"fixed-{namespace}",
+        map_index=-1,
+        try_number=try_number,
+        log_url=None,
+        xcoms={},
+    )
+    return operator.execute({"ti": ti, "dag_run": SimpleNamespace(logical_date=None)})
+
+
+def fixed_name(namespace: str) -> dict[str, Any]:
+    try:
+        _try(namespace, 1, "3")
+        return {"ok": False, "detail": "try 1 succeeded; its master was to exit 3"}
+    except Exception as exc:  # the expected failure of try 1
+        first = f"{type(exc).__name__}"
+    try:
+        result = _try(namespace, 2, "0")
+    except Exception as exc:
+        return {"ok": False, "detail": f"try 2 failed after try 1's {first}: {exc}"}
+    return {"ok": result.get("phase") == "Completed", "detail": f"try 2 ended {result['phase']}"}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", choices=["restart-false-timeouts"])
-    parser.add_argument("--cluster-dir", type=Path, required=True)
+    parser.add_argument("path", choices=["restart-false-timeouts", "fixed-name"])
+    parser.add_argument("--cluster-dir", type=Path, help="restart-false-timeouts: the cluster")
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--restarts", type=int, default=20)
+    parser.add_argument("--namespace", help="fixed-name: where the task runs")
     parser.add_argument("--out", type=Path, required=True)
     options = parser.parse_args()
-    result = restart_false_timeouts(Cluster(options.cluster_dir), options.jobs, options.restarts)
+    if options.path == "fixed-name":
+        result = fixed_name(options.namespace)
+    else:
+        cluster = Cluster(options.cluster_dir)
+        result = restart_false_timeouts(cluster, options.jobs, options.restarts)
     options.out.write_text(json.dumps(result) + "\n")
     print(json.dumps(result))
 

@@ -24,7 +24,11 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    at once, then again as retries (bench/sweep_burst.py): submit p50/p99, duplicates, 429s;
    then their wait by the provider's trigger and by 2 s polling (watch connections, req/min);
 8. live_progress (issue 15): --live-jobs (100) waiting triggers with master log following
-   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py).
+   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py);
+9. odd_paths (issue 21): paths a deployment meets once in a while (bench/odd_paths.py):
+   restart_false_timeouts, pending timeouts of whole gangs over 20 restarts of every trigger
+   with evictions in flight; fixed_name_retries_ok, a retry under a fixed job_name after a
+   failed try.
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -955,6 +959,23 @@ def sweep_burst(cluster: Cluster, env: dict, work: Path, tasks: int, window: flo
     }
 
 
+def fixed_name_retries_ok(cluster: Cluster, env: dict, work: Path) -> bool:
+    """A retry under a fixed ``job_name`` replaces the job its failed try reported and
+    succeeds (``bench/odd_paths.py fixed-name``), instead of being refused until the TTL."""
+    namespace = cluster.create_namespace("bench-fixed-name")
+    out = work / "fixed-name.json"
+    script = str(REPO / "bench" / "odd_paths.py")
+    subprocess.run(
+        [PY, script, "fixed-name", "--namespace", namespace, "--out", str(out)],
+        env=env,
+        check=True,
+    )
+    result = json.loads(out.read_text())
+    say(f"odd paths: fixed name retry: {result}")
+    cluster.delete_namespace(namespace)
+    return bool(result["ok"])
+
+
 def md_sweep(r: dict) -> list[str]:
     b = r["sweep_burst"]
     rows = [
@@ -1143,7 +1164,11 @@ def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:
         stdout=subprocess.DEVNULL,
     )
     restart = json.loads(out.read_text())
-    return {"restart_false_timeouts": restart["restart_false_timeouts"], "restart_run": restart}
+    return {
+        "restart_false_timeouts": restart["restart_false_timeouts"],
+        "restart_run": restart,
+        "fixed_name_retries_ok": fixed_name_retries_ok(cluster, env, work),
+    }
 
 
 def md_odd_paths(r: dict) -> list[str]:
@@ -1156,6 +1181,11 @@ def md_odd_paths(r: dict) -> list[str]:
             f"{run['jobs']} jobs whose gang was whole, over {run['restarts']} restarts of every "
             f"trigger with {run['evictions']} workers evicted and kept unplaceable meanwhile "
             f"(`pending_timeout` {run['pending_timeout_s']} s)."
+        )
+    if "fixed_name_retries_ok" in o:
+        lines.append(
+            f"- `fixed_name_retries_ok`: {o['fixed_name_retries_ok']} (a retry under a fixed "
+            "`job_name` after a failed, reported try replaces that job and succeeds)."
         )
     return lines
 

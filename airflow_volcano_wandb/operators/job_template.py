@@ -48,7 +48,10 @@ class JobTemplateMixin(BaseOperator):
     :param args: container args per task name.
     :param pod_annotations: annotations for every pod template.
     :param job_name: the job's name; by default the template's (the seed's
-        ``wandb-job-${run_id}`` is deterministic per task instance).
+        ``wandb-job-${run_id}`` is deterministic per submission). A fixed name is reused by
+        every try: a retry replaces the job an earlier try of this task instance reported
+        (deleted, confirmed gone, then created again); a job of that name that belongs to
+        another task instance or deployment is never touched (the task fails naming it).
     :param volcano_queue: the Volcano queue (``spec.queue``); by default the template's.
         (``queue`` is Airflow's own: the executor queue the task runs in.)
     :param add_master_policy: give the ``pytorch`` plugin's master task

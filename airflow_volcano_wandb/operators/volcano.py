@@ -178,14 +178,14 @@ class VolcanoPyTorchJobOperator(
         api_key: str | None,
         store: Any = None,
     ) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
-        """Render for this try's intent, then reattach to the job the task state store
-        remembers, or submit or reattach by labels; the spec and the job."""
+        """This try's spec and job: reattached (task state store, then labels) or submitted."""
         try_number = self._try_number or 1
         spec, body = render(try_number)  # bad input fails here, before any API client exists
-        hook = self.hook
+        hook, namespace = self.hook, body["metadata"]["namespace"]
+        key = api_key_secret.Handover(hook, identity, namespace, api_key, self.log)
         try:
             if not identity.deployment:
-                warn_of_other_deployments(hook, body["metadata"]["namespace"], self.log)
+                warn_of_other_deployments(hook, namespace, self.log)
             spec, job, created = submission.submit_for_try(
                 hook,
                 (spec, body),
@@ -194,17 +194,17 @@ class VolcanoPyTorchJobOperator(
                 try_number=try_number,
                 reattach=self.reattach_on_restart,
                 store=store,
+                before_create=key.prepare,
                 task_log=self.log,
             )
             self._job = job_ref(job)
             submission.remember(store, self._job, self.log)
-            if api_key:
-                api_key_secret.hand_to_job(
-                    hook, identity, job, api_key, created=created, withdraw=self._delete_job
-                )
-        except submission.RefusedError as exc:
-            raise JobRefusedError(str(exc)) from exc
-        except (submission.SubmissionError, api_key_secret.KeyNotDeliveredError) as exc:
+            key.give_to(job, created=created, withdraw=self._delete_job)
+        except submission.SubmissionError as exc:  # no job: its key's Secret goes too
+            key.abandon()
+            refused = isinstance(exc, submission.RefusedError)
+            raise (JobRefusedError if refused else AirflowException)(str(exc)) from exc
+        except api_key_secret.KeyNotDeliveredError as exc:
             raise AirflowException(str(exc)) from exc
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
             raise ApiserverUnreachableError(

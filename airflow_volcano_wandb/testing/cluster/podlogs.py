@@ -10,6 +10,9 @@ A pod annotated ``PRINT_ENV_ANNOTATION: "NAME,..."`` also prints those environme
 ``secretKeyRef`` ones resolved from their Secret as the kubelet would: a trainer that dumps its
 environment, for tests that the W&B key is masked wherever Airflow shows pod logs.
 
+The same watcher holds back a pod whose ``secretKeyRef`` does not resolve, as a kubelet does
+(``CreateContainerConfigError``; see ``secret_refs``): no log is written before it starts.
+
 For tests of log following: ``LOG_LINES_ANNOTATION: "N"`` prints N numbered lines at start;
 ``SPLIT_LINE_ANNOTATION: "text"`` prints a line in two writes a second apart (a CRI partial
 entry, then its end), so a follower receives it in two chunks; and a restarted container
@@ -28,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
+from airflow_volcano_wandb.testing.cluster.secret_refs import SecretRefGate
 
 DURATION_ANNOTATION = "sim.airflow-volcano-wandb.io/duration"
 EXIT_CODE_ANNOTATION = "sim.airflow-volcano-wandb.io/exit-code"
@@ -72,7 +76,8 @@ class PodLogWriter:
         meta = pod["metadata"]
         return self.root / meta["namespace"] / meta["name"] / meta["uid"] / f"{container}.log"
 
-    def handle(self, kind: str, pod: dict[str, Any]) -> None:
+    def handle(self, kind: str, pod: dict[str, Any], may_start: bool = True) -> None:
+        """Write or extend the pod's logs; none before its containers ``may_start``."""
         meta = pod["metadata"]
         uid = meta["uid"]
         if kind == "DELETED":
@@ -82,6 +87,8 @@ class PodLogWriter:
         if not pod.get("spec", {}).get("nodeName"):
             return
         if uid not in self._seen:
+            if not may_start:  # its Secret references do not resolve yet (secret_refs)
+                return
             self._start(pod)
         self._record_exits(pod)
 
@@ -178,18 +185,22 @@ class PodLogWriter:
 
 
 def run(kube: Kube, root: Path) -> None:
-    """List then watch all pods forever, re-listing whenever the watch ends."""
+    """List then watch all pods forever, re-listing whenever the watch ends; hold back pods
+    whose Secret references do not resolve (``secret_refs``)."""
     writer = PodLogWriter(kube, root)
+    gate = SecretRefGate(kube)
+    threading.Thread(target=gate.recheck_forever, name="secret-refs", daemon=True).start()
     while True:
         try:
             listing = kube.get("/api/v1/pods", timeout=30)
             for pod in listing.get("items", []):
-                writer.handle("ADDED", pod)
+                writer.handle("ADDED", pod, gate.may_start("ADDED", pod))
             version = listing["metadata"]["resourceVersion"]
             for event in kube.watch("/api/v1/pods", version):
                 if event.get("type") == "ERROR":
                     break
-                writer.handle(event["type"], event["object"])
+                kind, pod = event["type"], event["object"]
+                writer.handle(kind, pod, gate.may_start(kind, pod))
         except Exception as err:  # the apiserver restarting must not end the component
             print(f"podlogs: watch interrupted: {err!r}", file=sys.stderr, flush=True)
             time.sleep(1)
