@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib
 import json
 import pickle
+from pathlib import Path
 
 import pytest
+import yaml
 
 from airflow_volcano_wandb import cleanup, exceptions
 from airflow_volcano_wandb.judge import WaitTarget, counts_restarts, judge
@@ -26,7 +28,11 @@ from airflow_volcano_wandb.restart_budget import (
 )
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+from tests.airflow_compat import dag_bag
 from tests.unit.test_wait_verdicts import T0, job
+
+REPO = Path(__file__).resolve().parents[2]
+SEED_NAME = "volcano-pytorch-queue-template.yaml"
 
 
 def pod(
@@ -203,3 +209,19 @@ def test_a_trigger_serialised_before_the_budget_existed_counts_no_restarts():
 def test_a_budget_that_is_not_a_count_is_refused(value, error):
     with pytest.raises(error, match="max_container_restarts"):
         VolcanoPyTorchJobOperator(task_id="t", template="s.yaml", max_container_restarts=value)
+
+
+def test_every_wait_of_the_example_dags_bounds_a_crash_loop_of_the_seed():
+    """The seed restarts crashed trainers in place; no example DAG may wait on that for ever."""
+    seed = yaml.safe_load((REPO / "dags" / "templates" / SEED_NAME).read_text())
+    policies = {task["template"]["spec"]["restartPolicy"] for task in seed["spec"]["tasks"]}
+    assert policies == {"OnFailure"}
+    waits = [
+        task
+        for dag in dag_bag(str(REPO / "dags")).dags.values()
+        for task in dag.tasks
+        if isinstance(task, VolcanoJobSensor)
+        or (isinstance(task, VolcanoPyTorchJobOperator) and task.wait_for_completion)
+    ]
+    assert waits
+    assert {task.max_container_restarts for task in waits} == {DEFAULT_MAX_CONTAINER_RESTARTS}
