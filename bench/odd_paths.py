@@ -9,8 +9,17 @@ condition tells the gang was whole), half the seed's ``minAvailable: 1`` (only t
 first trigger wrote, ``judge.GANG_WHOLE_ANNOTATION``, tells). Before either was read, every
 trigger started after an eviction judged the job by its creation time.
 
-Run by ``bench/run_all.py`` in a child process with the bench's Airflow env; prints one JSON
-line and writes it to ``--out``.
+``crash_loop_detect_s``: the seed template (``restartPolicy: OnFailure``) whose master exits
+3 a second after every start, run by the deferrable test DAG under ``dag.test()`` with the
+default ``max_container_restarts``: from the master's first crash (the ``finishedAt`` of its
+first termination, as its pod shows it after the first restart) to the task instance's end
+(failed with ``TrainerCrashLoopError``). The simulated kubelet restarts at once, with no
+CrashLoopBackOff, so this is the provider's detection and report time plus the seconds the
+restarts take to pass the budget; on a real kubelet the back-off (10 s, doubling) comes on
+top. ``defer_settle_seconds`` is 0, as for ``airflow dags test``.
+
+Run by ``bench/run_all.py`` in a child process per scenario with the bench's Airflow env;
+prints one JSON line and writes it to ``--out``.
 """
 
 from __future__ import annotations
@@ -18,7 +27,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -26,11 +37,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import GROUP, SIM_DURATION, VERSION, Cluster  # noqa: E402
+import yaml  # noqa: E402
+from common import GROUP, SIM_DURATION, VERSION, Cluster, parse_k8s_time  # noqa: E402
 
 from airflow_volcano_wandb.judge import GANG_WHOLE_ANNOTATION  # noqa: E402
 
 PENDING_TIMEOUT = 5.0
+SEED_NAME = "volcano-pytorch-queue-template.yaml"
 ROUND_S = 3.0
 
 
@@ -179,15 +192,81 @@ def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
     }
 
 
+def crash_loop_detect(cluster: Cluster) -> dict:
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    from airflow_volcano_wandb.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+    from airflow_volcano_wandb.testing.jobs import (
+        DURATION_ANNOTATION,
+        EXIT_CODE_ANNOTATION,
+        load_dag,
+        with_pod_annotations,
+    )
+
+    os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS"] = "0"  # this child's wait only
+    namespace = cluster.create_namespace("bench-odd-crash-loop")
+    first_crash: list[float] = []
+    done = threading.Event()
+
+    def watch_master() -> None:
+        """The master's first crash, from its pod's status once the pod shows a restart."""
+        while not done.is_set() and not first_crash:
+            for pod in pods(cluster, namespace):
+                if not pod["metadata"]["name"].endswith("-master-0"):
+                    continue
+                for status in pod["status"].get("containerStatuses") or []:
+                    last = (status.get("lastState") or {}).get("terminated")
+                    if status.get("restartCount") == 1 and last:
+                        first_crash.append(parse_k8s_time(last["finishedAt"]))
+                    elif (status.get("restartCount") or 0) > 1:  # missed: start + its second
+                        first_crash.append(parse_k8s_time(pod["status"]["startTime"]) + 1)
+            time.sleep(0.2)
+
+    seed = yaml.safe_load((REPO / "dags" / "templates" / SEED_NAME).read_text())
+    template = with_pod_annotations(
+        seed,
+        master={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: "3"},
+        worker={DURATION_ANNOTATION: "600"},
+    )
+    # The suite's test DAGs, copied into the DAGs folder by run_all.py, read as a file.
+    dags = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    dag = load_dag(dags / "avw_test_jobs.py", "avw_test_deferrable")
+    watcher = threading.Thread(target=watch_master, daemon=True)
+    watcher.start()
+    try:
+        dag_run = dag.test(run_conf={"template": template, "namespace": namespace})
+    finally:
+        done.set()
+        cluster.delete_namespace(namespace)
+    with create_session() as session:
+        ti = (
+            session.query(TaskInstance)
+            .filter_by(dag_id=dag.dag_id, run_id=dag_run.run_id, task_id="train")
+            .one()
+        )
+        state, end = str(ti.state), ti.end_date
+    detect = end.timestamp() - first_crash[0] if end and first_crash else None
+    return {
+        "crash_loop_detect_s": round(detect, 2) if detect is not None else None,
+        "task_state": state,
+        "max_container_restarts": DEFAULT_MAX_CONTAINER_RESTARTS,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("scenario", choices=["restart-false-timeouts"])
+    parser.add_argument("scenario", choices=["restart-false-timeouts", "crash-loop"])
     parser.add_argument("--cluster-dir", type=Path, required=True)
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument("--out", type=Path, required=True)
     options = parser.parse_args()
-    result = restart_false_timeouts(Cluster(options.cluster_dir), options.jobs, options.restarts)
+    cluster = Cluster(options.cluster_dir)
+    if options.scenario == "crash-loop":
+        result = crash_loop_detect(cluster)
+    else:
+        result = restart_false_timeouts(cluster, options.jobs, options.restarts)
     options.out.write_text(json.dumps(result) + "\n")
     print(json.dumps(result))
 
