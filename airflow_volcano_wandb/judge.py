@@ -21,7 +21,7 @@ restore: the wait reports it as restarting (:func:`progress_line`), never as a p
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -29,6 +29,7 @@ from typing import Any
 from airflow_volcano_wandb.job_status import JobStatus, interpret
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.ownership import DOMAIN
+from airflow_volcano_wandb.restart_budget import crash_loop
 
 #: Pod phases that mean a rank was placed on a node and started.
 STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
@@ -47,6 +48,9 @@ class WaitTarget:
     pending_timeout: float | None = None
     #: Wall-clock epoch seconds at which Airflow's ``execution_timeout`` is reached.
     deadline: float | None = None
+    #: The restart budget over all ranks (``restart_budget``); ``None``: restarts are not
+    #: counted.
+    max_container_restarts: int | None = None
 
 
 def unplaced_ranks(status: JobStatus) -> dict[str, str]:
@@ -96,11 +100,13 @@ def judge(
     now: float,
     *,
     gang_seen_whole: bool = False,
+    pods: Sequence[Mapping[str, Any]] | None = None,
 ) -> WaitResult | None:
     """The wait's result if it ends now, else ``None``.
 
     ``job`` is the latest copy known to be current (``None``: it does not exist). A job of the
-    target's name but another uid counts as the target deleted.
+    target's name but another uid counts as the target deleted. ``pods``, read after ``job``
+    when :func:`counts_restarts` says so, are held to the target's restart budget.
     """
     if job is not None and target.uid and (job.get("metadata") or {}).get("uid") != target.uid:
         job = None
@@ -108,6 +114,22 @@ def judge(
     if status.terminal:
         result = WaitResult.from_status(status)
         return result if target.uid is None else _with_uid(result, target.uid)
+    loop = None
+    if pods is not None and counts_restarts(job, target):
+        uid = target.uid or status.uid
+        loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
+    if loop is not None:
+        return WaitResult(
+            outcome=Outcome.CRASH_LOOP,
+            name=status.name,
+            namespace=status.namespace,
+            uid=status.uid,
+            phase=status.phase,
+            retry_count=status.retry_count,
+            crash_loop=loop,
+            message=f"Volcano job {status.namespace}/{status.name} is crash-looping: "
+            + loop.describe(),
+        )
     if target.pending_timeout is not None:
         waited = gang_wait_seconds(job, status, now, gang_seen_whole=gang_seen_whole)
         if waited is not None and waited >= target.pending_timeout:
@@ -132,6 +154,14 @@ def judge(
     if target.deadline is not None and now >= target.deadline:
         return timed_out(target, status)
     return None
+
+
+def counts_restarts(job: Mapping[str, Any] | None, target: WaitTarget) -> bool:
+    """Whether the waiter should read the job's pods for their restarts now: only a running job
+    restarts containers in place, and only a target with a budget counts them."""
+    if job is None or target.max_container_restarts is None:
+        return False
+    return interpret(job).phase == "Running"
 
 
 def timed_out(target: WaitTarget, status: JobStatus | None = None) -> WaitResult:

@@ -13,8 +13,17 @@ trigger started after an eviction judged the job by its creation time.
 runs try 1, whose master exits 3 (the job fails, is reported and stays for inspection), then
 try 2 under the same name, which must replace that job and succeed.
 
-Run by ``bench/run_all.py`` in a child process with the bench's Airflow env; each writes one
-JSON object to ``--out``.
+``crash_loop_detect_s``: the seed template (``restartPolicy: OnFailure``) whose master exits
+3 a second after every start, run by the deferrable test DAG under ``dag.test()`` with the
+default ``max_container_restarts``: from the master's first crash (the ``finishedAt`` of its
+first termination, as its pod shows it after the first restart) to the task instance's end
+(failed with ``TrainerCrashLoopError``). The simulated kubelet restarts at once, with no
+CrashLoopBackOff, so this is the provider's detection and report time plus the seconds the
+restarts take to pass the budget; on a real kubelet the back-off (10 s, doubling) comes on
+top. ``defer_settle_seconds`` is 0, as for ``airflow dags test``.
+
+Run by ``bench/run_all.py`` in a child process per scenario with the bench's Airflow env;
+prints one JSON line and writes it to ``--out``.
 """
 
 from __future__ import annotations
@@ -22,19 +31,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
+import threading
 import time
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-import yaml
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import GROUP, SIM_DURATION, VERSION, Cluster  # noqa: E402
+import yaml  # noqa: E402
+from common import GROUP, SIM_DURATION, VERSION, Cluster, parse_k8s_time  # noqa: E402
 
 from airflow_volcano_wandb.judge import GANG_WHOLE_ANNOTATION  # noqa: E402
 from airflow_volcano_wandb.testing.jobs import (  # noqa: E402
@@ -46,6 +56,7 @@ from airflow_volcano_wandb.testing.jobs import (  # noqa: E402
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 
 PENDING_TIMEOUT = 5.0
+SEED_NAME = "volcano-pytorch-queue-template.yaml"
 ROUND_S = 3.0
 
 
@@ -253,17 +264,81 @@ def fixed_name(namespace: str) -> dict[str, Any]:
     return {"ok": result.get("phase") == "Completed", "detail": f"try 2 ended {result['phase']}"}
 
 
+def crash_loop_detect(cluster: Cluster) -> dict:
+    from airflow.models import TaskInstance
+    from airflow.utils.session import create_session
+
+    from airflow_volcano_wandb.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+    from airflow_volcano_wandb.testing.jobs import (
+        DURATION_ANNOTATION,
+        EXIT_CODE_ANNOTATION,
+        load_dag,
+        with_pod_annotations,
+    )
+
+    os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS"] = "0"  # this child's wait only
+    namespace = cluster.create_namespace("bench-odd-crash-loop")
+    first_crash: list[float] = []
+    done = threading.Event()
+
+    def watch_master() -> None:
+        """The master's first crash, from its pod's status once the pod shows a restart."""
+        while not done.is_set() and not first_crash:
+            for pod in pods(cluster, namespace):
+                if not pod["metadata"]["name"].endswith("-master-0"):
+                    continue
+                for status in pod["status"].get("containerStatuses") or []:
+                    last = (status.get("lastState") or {}).get("terminated")
+                    if status.get("restartCount") == 1 and last:
+                        first_crash.append(parse_k8s_time(last["finishedAt"]))
+                    elif (status.get("restartCount") or 0) > 1:  # missed: start + its second
+                        first_crash.append(parse_k8s_time(pod["status"]["startTime"]) + 1)
+            time.sleep(0.2)
+
+    seed = yaml.safe_load((REPO / "dags" / "templates" / SEED_NAME).read_text())
+    template = with_pod_annotations(
+        seed,
+        master={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: "3"},
+        worker={DURATION_ANNOTATION: "600"},
+    )
+    # The suite's test DAGs, copied into the DAGs folder by run_all.py, read as a file.
+    dags = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    dag = load_dag(dags / "avw_test_jobs.py", "avw_test_deferrable")
+    watcher = threading.Thread(target=watch_master, daemon=True)
+    watcher.start()
+    try:
+        dag_run = dag.test(run_conf={"template": template, "namespace": namespace})
+    finally:
+        done.set()
+        cluster.delete_namespace(namespace)
+    with create_session() as session:
+        ti = (
+            session.query(TaskInstance)
+            .filter_by(dag_id=dag.dag_id, run_id=dag_run.run_id, task_id="train")
+            .one()
+        )
+        state, end = str(ti.state), ti.end_date
+    detect = end.timestamp() - first_crash[0] if end and first_crash else None
+    return {
+        "crash_loop_detect_s": round(detect, 2) if detect is not None else None,
+        "task_state": state,
+        "max_container_restarts": DEFAULT_MAX_CONTAINER_RESTARTS,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("path", choices=["restart-false-timeouts", "fixed-name"])
-    parser.add_argument("--cluster-dir", type=Path, help="restart-false-timeouts: the cluster")
+    parser.add_argument("scenario", choices=["restart-false-timeouts", "crash-loop", "fixed-name"])
+    parser.add_argument("--cluster-dir", type=Path, help="the cluster (all but fixed-name)")
     parser.add_argument("--jobs", type=int, default=10)
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument("--namespace", help="fixed-name: where the task runs")
     parser.add_argument("--out", type=Path, required=True)
     options = parser.parse_args()
-    if options.path == "fixed-name":
+    if options.scenario == "fixed-name":
         result = fixed_name(options.namespace)
+    elif options.scenario == "crash-loop":
+        result = crash_loop_detect(Cluster(options.cluster_dir))
     else:
         cluster = Cluster(options.cluster_dir)
         result = restart_false_timeouts(cluster, options.jobs, options.restarts)

@@ -1145,30 +1145,26 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
 
 
 def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:
-    """Each odd path's figure, measured by ``bench/odd_paths.py`` in a child process."""
-    out = work / "odd-restarts.json"
-    restarts = 5 if quick else 20
-    argv = [PY, str(REPO / "bench" / "odd_paths.py"), "restart-false-timeouts"]
-    argv += [
-        "--cluster-dir",
-        str(cluster.state_dir),
-        "--restarts",
-        str(restarts),
-        "--out",
-        str(out),
-    ]
-    subprocess.run(
-        argv,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
+    """Each odd path's figure, measured by ``bench/odd_paths.py`` in a child process each."""
+    restart = odd_path(
+        cluster, env, work, "restart-false-timeouts", "--restarts", "5" if quick else "20"
     )
-    restart = json.loads(out.read_text())
+    crash = odd_path(cluster, env, work, "crash-loop")
     return {
         "restart_false_timeouts": restart["restart_false_timeouts"],
         "restart_run": restart,
+        "crash_loop_detect_s": crash["crash_loop_detect_s"],
+        "crash_loop_run": crash,
         "fixed_name_retries_ok": fixed_name_retries_ok(cluster, env, work),
     }
+
+
+def odd_path(cluster: Cluster, env: dict, work: Path, scenario: str, *args: str) -> dict:
+    out = work / f"odd-{scenario}.json"
+    argv = [PY, str(REPO / "bench" / "odd_paths.py"), scenario, *args]
+    argv += ["--cluster-dir", str(cluster.state_dir), "--out", str(out)]
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
 
 
 def md_odd_paths(r: dict) -> list[str]:
@@ -1186,6 +1182,14 @@ def md_odd_paths(r: dict) -> list[str]:
         lines.append(
             f"- `fixed_name_retries_ok`: {o['fixed_name_retries_ok']} (a retry under a fixed "
             "`job_name` after a failed, reported try replaces that job and succeeds)."
+        )
+    if "crash_loop_detect_s" in o:
+        run = o["crash_loop_run"]
+        lines.append(
+            f"- `crash_loop_detect_s`: {o['crash_loop_detect_s']} s from a seed master's first "
+            "crash under `restartPolicy: OnFailure` to its deferred task's end "
+            f"({run['task_state']}, default `max_container_restarts` "
+            f"{run['max_container_restarts']}; the simulated kubelet restarts without back-off)."
         )
     return lines
 

@@ -25,6 +25,7 @@ from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
 from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
@@ -39,14 +40,13 @@ RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)  # also the keys of the run's dict
 
 
 class VolcanoPyTorchJobOperator(
-    VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin, PodLogMixin
+    VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin, PodLogMixin, RestartBudgetMixin
 ):
     """Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
 
-    What the job is comes from :class:`.job_template.JobTemplateMixin` (``template``,
-    ``image_uri``, ``replicas``, ``namespace``, ``env``, the pod policy...), its W&B run from
-    :class:`.wandb_run.WandbRunMixin` (``wandb_project``, ``wandb_run_id``...), the pod logs
-    it shows from :class:`.pod_logs.PodLogMixin`; their parameters are documented there.
+    What the job is comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
+    :class:`.wandb_run.WandbRunMixin`, the pod logs it shows from :class:`.pod_logs.PodLogMixin`,
+    its restart budget from :class:`.restarts.RestartBudgetMixin`: their parameters are there.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
@@ -232,6 +232,7 @@ class VolcanoPyTorchJobOperator(
             try_number=self._try_number,
             **self.master_log_kwargs(masked),
             deferred_at=time.time() if deferred else None,
+            max_container_restarts=self.max_container_restarts,
         )
 
     def _report(
@@ -295,5 +296,4 @@ def _seconds(value: float | str | None) -> float | None:
     try:
         return float(value)
     except (TypeError, ValueError):
-        message = f"pending_timeout must be a number of seconds, not {value!r}"
-        raise AirflowException(message) from None
+        raise AirflowException(f"pending_timeout must be in seconds, not {value!r}") from None

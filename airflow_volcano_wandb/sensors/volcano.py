@@ -23,6 +23,7 @@ from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job_status import job_ref
 from airflow_volcano_wandb.judge import (
     WaitTarget,
+    counts_restarts,
     gang_is_whole,
     gang_whole_mark,
     judge,
@@ -31,6 +32,7 @@ from airflow_volcano_wandb.judge import (
 )
 from airflow_volcano_wandb.log_follower import MasterLogFollower
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_WATCH_FAILURE_GRACE,
@@ -38,15 +40,17 @@ from airflow_volcano_wandb.triggers.volcano import (
 )
 
 
-class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
+class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, BaseSensorOperator):
     """Succeed when the Volcano job is ``Completed``; fail, with the reason, when it fails.
 
     The same judgement (``judge.py``), diagnostics and cleanup rule as
     ``VolcanoPyTorchJobOperator``: ``Failed``, ``Terminated``, ``Aborted`` and a deleted job
     fail the sensor at once; a gang not wholly placed within ``pending_timeout`` fails it with
-    Volcano's unschedulable reason. The job is the sensor's to clean up: by default it is
-    deleted after success, on a pending timeout, on the sensor's timeout and when the task is
-    killed, so nothing is left running or holding the API key.
+    Volcano's unschedulable reason; containers restarting in place past
+    ``max_container_restarts`` fail it with ``TrainerCrashLoopError``. The job is the
+    sensor's to clean up: by default it is deleted after success, on a pending timeout, a
+    crash loop, the sensor's timeout and when the task is killed, so nothing is left running
+    or holding the API key.
 
     With ``follow_master_log``, the master pod's log is shown in this task's log while it
     waits: by the triggerer when deferred, by a thread of this process in ``poke`` mode. In
@@ -60,7 +64,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
     :param deferrable: wait in the triggerer (a watch) instead of poking.
     :param pending_timeout: seconds until every rank must be placed and running.
     :param on_finish_action: ``delete_succeeded`` (default), ``delete`` or ``keep``, as for
-        the operator; a pending timeout and the sensor's timeout always delete.
+        the operator; a pending timeout, a crash loop and the sensor's timeout always delete.
     :param delete_on_kill: delete the job when the task is killed, cleared or marked failed.
     :param watch_failure_grace: seconds the job may stay unreadable (the watch when deferred,
         the pokes otherwise: lost permission, an unreachable apiserver) before the sensor
@@ -71,7 +75,8 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
 
     ``follow_master_log``, ``master_log_max_lines``, ``master_log_max_bytes`` and
     ``log_lines`` are ``PodLogMixin``'s, as for the operator; the sensor shows pod log tails
-    on failure only.
+    on failure only. ``max_container_restarts`` is ``RestartBudgetMixin``'s, as for the
+    operator: each poke (or the trigger) reads a running job's pods for their restarts.
     """
 
     template_fields: Sequence[str] = ("job_name", "namespace", "job_uid")
@@ -115,6 +120,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             uid=self.job_uid or None,
             pending_timeout=self.pending_timeout,
             deadline=deadline,
+            max_container_restarts=self.max_container_restarts,
         )
 
     def execute(self, context: Context) -> Any:
@@ -156,6 +162,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             watch_failure_grace=self.watch_failure_grace,
             **self.master_log_kwargs(masked),
             deferred_at=time.time(),
+            max_container_restarts=self.max_container_restarts,
         )
 
     @contextlib.contextmanager
@@ -195,6 +202,8 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
                 self._last_progress = progress
                 self.log.info("%s", progress)
         result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
+        if result is None and counts_restarts(job, target):
+            result = self._judge_restarts(job, target)
         if result is None:
             return False
         self._report(result, context["ti"].try_number)
@@ -226,6 +235,24 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             )
         except Exception as exc:  # this process remembers; a later poke tries again
             self.log.warning("Could not record the whole gang on the job: %s", exc)
+
+    def _judge_restarts(self, job: dict[str, Any], target: WaitTarget) -> WaitResult | None:
+        """A crash loop, as ``restart_check.verdict`` finds one: judged with the running job's
+        pods, then again on a fresh GET of the job and of its pods, since it deletes the job;
+        ``None`` otherwise and when they cannot be read."""
+        try:
+            pods = self.hook.list_job_pods(target.name, target.namespace)
+            result = judge(
+                job, target, time.time(), gang_seen_whole=self._gang_seen_whole, pods=pods
+            )
+            if result is None or result.outcome is not Outcome.CRASH_LOOP:
+                return None  # anything else is the next poke's to say
+            job = self.hook.get_job(target.name, target.namespace)
+            pods = self.hook.list_job_pods(target.name, target.namespace)
+        except Exception as exc:  # the budget never fails a poke on its own reads
+            self.log.warning("Could not read the job's pods for their restarts (%s)", exc)
+            return None
+        return judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole, pods=pods)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's verdict into the task's outcome."""

@@ -17,6 +17,9 @@ For tests of log following: ``LOG_LINES_ANNOTATION: "N"`` prints N numbered line
 ``SPLIT_LINE_ANNOTATION: "text"`` prints a line in two writes a second apart (a CRI partial
 entry, then its end), so a follower receives it in two chunks; and a restarted container
 prints its start lines again, in the same file (the follower sees a replay plus new lines).
+What the container printed between its last two starts (its exit line included) is also
+copied to a file of its own, served as the ``previous=true`` log, as the kubelet serves the
+log of the container instance before the running one.
 """
 
 from __future__ import annotations
@@ -71,10 +74,13 @@ class PodLogWriter:
         self.root = root
         # uid -> (container name -> number of exits already written)
         self._seen: dict[str, dict[str, int]] = {}
+        # uid -> (container name -> offset in its log file where the running instance began)
+        self._instance_start: dict[str, dict[str, int]] = {}
 
-    def _file(self, pod: dict[str, Any], container: str) -> Path:
+    def _file(self, pod: dict[str, Any], container: str, previous: bool = False) -> Path:
         meta = pod["metadata"]
-        return self.root / meta["namespace"] / meta["name"] / meta["uid"] / f"{container}.log"
+        name = f"{container}.previous.log" if previous else f"{container}.log"
+        return self.root / meta["namespace"] / meta["name"] / meta["uid"] / name
 
     def handle(self, kind: str, pod: dict[str, Any], may_start: bool = True) -> None:
         """Write or extend the pod's logs; none before its containers ``may_start``."""
@@ -82,6 +88,7 @@ class PodLogWriter:
         uid = meta["uid"]
         if kind == "DELETED":
             self._seen.pop(uid, None)
+            self._instance_start.pop(uid, None)
             shutil.rmtree(self.root / meta["namespace"] / meta["name"] / uid, ignore_errors=True)
             return
         if not pod.get("spec", {}).get("nodeName"):
@@ -125,8 +132,16 @@ class PodLogWriter:
                 timer = threading.Timer(SPLIT_LINE_DELAY, _append, (path, _cri_line(split[half:])))
                 timer.daemon = True
                 timer.start()
-            logs.append({"containers": [container["name"]], "logsFile": str(path), "follow": True})
+            logs.append(
+                {
+                    "containers": [container["name"]],
+                    "logsFile": str(path),
+                    "previousLogsFile": str(self._file(pod, container["name"], previous=True)),
+                    "follow": True,
+                }
+            )
         self._seen[meta["uid"]] = {}
+        self._instance_start[meta["uid"]] = {}
         body = {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "Logs",
@@ -176,12 +191,27 @@ class PodLogWriter:
                 f"[sim] container {name} exited with code "
                 f"{term.get('exitCode', '?')} ({term.get('reason', '')})"
             )
+            path = self._file(pod, name)
+            _append(path, text)
             if "running" in status["state"]:  # restarted: a new process, its start lines
-                text += _cri_line(
-                    f"[sim] container {name} restarted (restart {status.get('restartCount', 0)})"
+                self._keep_previous(pod, name, path)
+                _append(
+                    path,
+                    _cri_line(
+                        f"[sim] container {name} restarted "
+                        f"(restart {status.get('restartCount', 0)})"
+                    ),
                 )
-            _append(self._file(pod, name), text)
             written[name] = exits
+
+    def _keep_previous(self, pod: dict[str, Any], container: str, path: Path) -> None:
+        """Copy what the instance that just exited printed to the container's previous log."""
+        starts = self._instance_start.setdefault(pod["metadata"]["uid"], {})
+        if not path.exists():
+            return
+        text = path.read_bytes()
+        self._file(pod, container, previous=True).write_bytes(text[starts.get(container, 0) :])
+        starts[container] = len(text)
 
 
 def run(kube: Kube, root: Path) -> None:
