@@ -2,7 +2,9 @@
 
 The form's fields come from ``params``: worker replicas, image, epochs, GPUs per worker and the
 W&B entity and project. The operator submits the job and returns; the sensor waits for it in
-the triggerer (deferrable), so no worker slot is held while the job trains.
+the triggerer (deferrable), so no worker slot is held while the job trains, and then reports
+as the operator's own wait would: the task and its outcome written into the W&B run, the
+run's ``eval/*`` summary in XCom ``wandb_summary``, and a "W&B Run" button on both tasks.
 
 Whoever may trigger the DAG picks the namespace and the image, and that image receives the W&B
 API key: both are allow-listed, by the deployment's Airflow configuration rather than by
@@ -177,5 +179,7 @@ with DAG(
         deferrable=True,
         pending_timeout=600,
         timeout=6 * 3600,
+        # As the operator's own wait would: the run's metrics to XCom, the task into the run.
+        wandb_summary_keys=["eval/accuracy", "eval/loss"],
     )
     submit >> wait

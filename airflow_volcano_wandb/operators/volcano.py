@@ -26,17 +26,13 @@ from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
-from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
+from airflow_volcano_wandb.operators.wandb_run import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
 from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.sync_wait import wait_in_process
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 
 XCOM_JOB = "volcano_job"
-XCOM_RUN_ID = "wandb_run_id"
-XCOM_RUN_URL = "wandb_run_url"
-XCOM_SUMMARY = "wandb_summary"
-RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)  # also the keys of the run's dict
 
 
 class VolcanoPyTorchJobOperator(
@@ -44,9 +40,10 @@ class VolcanoPyTorchJobOperator(
 ):
     """Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
 
-    What the job is comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
-    :class:`.wandb_run.WandbRunMixin`, the pod logs it shows from :class:`.pod_logs.PodLogMixin`,
-    its restart budget from :class:`.restarts.RestartBudgetMixin`: their parameters are there.
+    The job comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
+    :class:`.wandb_run.WandbRunMixin` (and what is reported to it from ``WandbReportMixin``),
+    the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget from
+    :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
@@ -63,9 +60,8 @@ class VolcanoPyTorchJobOperator(
     :param poll_interval: seconds between timeout checks; the job's state arrives by watch.
     :param pending_timeout: seconds until every rank must be placed and running; else the
         task fails with Volcano's reason and the job is deleted.
-    :param watch_failure_grace: seconds the watch may keep failing (lost permission, expired
-        credentials, apiserver down) before the task fails; the job is never deleted for
-        that, and the next try reattaches to it.
+    :param watch_failure_grace: seconds the job may stay unreadable (watch and reads failing)
+        before the task fails; the job is never deleted for that: the next try reattaches.
     :param on_finish_action: ``delete_succeeded`` (default: a failed job stays for
         inspection until a retry replaces it), ``delete`` or ``keep``.
     :param reattach_on_restart: reattach to a live job of this task instance; if False it is
@@ -135,8 +131,8 @@ class VolcanoPyTorchJobOperator(
             spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
         run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
         ti.xcom_push(key=XCOM_JOB, value=self._job)
-        ti.xcom_push(key=XCOM_RUN_ID, value=spec.run_id)
-        ti.xcom_push(key=XCOM_RUN_URL, value=spec.url)
+        for key, value in zip(RUN_XCOMS, (spec.run_id, spec.url), strict=True):
+            ti.xcom_push(key=key, value=value)
         if spec.url:
             self.log.info("W&B run: %s", spec.url)
 

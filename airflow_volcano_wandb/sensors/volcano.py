@@ -11,7 +11,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context
 
-from airflow_volcano_wandb import cleanup, job_report
+from airflow_volcano_wandb import cleanup, job_report, wandb_urls
 from airflow_volcano_wandb.airflow_compat import (
     AirflowSensorTimeout,
     AirflowTaskTimeout,
@@ -19,7 +19,7 @@ from airflow_volcano_wandb.airflow_compat import (
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job_status import job_ref
 from airflow_volcano_wandb.judge import (
     WaitTarget,
@@ -30,17 +30,28 @@ from airflow_volcano_wandb.judge import (
     needs_gang_whole_mark,
     progress_line,
 )
+from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.log_follower import MasterLogFollower
+from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
+from airflow_volcano_wandb.operators.wandb_run import (
+    XCOM_RUN_ID,
+    XCOM_RUN_URL,
+    XCOM_SUMMARY,
+    WandbReportMixin,
+)
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.ownership import wandb_run_of
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_WATCH_FAILURE_GRACE,
     VolcanoJobTrigger,
 )
 
 
-class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, BaseSensorOperator):
+class VolcanoJobSensor(
+    VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, WandbReportMixin, BaseSensorOperator
+):
     """Succeed when the Volcano job is ``Completed``; fail, with the reason, when it fails.
 
     The same judgement (``judge.py``), diagnostics and cleanup rule as
@@ -70,16 +81,30 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
         the pokes otherwise: lost permission, an unreachable apiserver) before the sensor
         fails, leaving the job untouched. In ``reschedule`` mode each poke is a new process:
         an unreadable job is poked again until the sensor's ``timeout``.
-    :param wandb_conn_id: the ``wandb`` connection whose API key the job's pods hold: it is
-        masked in this task's log, which shows pod logs (``None``: none to mask).
+    :param wandb_run_id: the W&B run the job writes to; by default the one the operator
+        recorded on the job (its ``wandb-run-id`` label). The sensor reports to it as the
+        operator's own wait does: the task and its outcome are written into the run, the
+        ``wandb_summary_keys`` are read back into XCom ``wandb_summary`` and the asset events
+        of ``outlets``, and XComs ``wandb_run_id``/``wandb_run_url`` give the sensor its
+        "W&B Run" button.
 
+    ``wandb_conn_id`` (whose API key the pods hold: it is masked in this task's log, which
+    shows pod logs), ``wandb_entity``, ``wandb_project``, ``wandb_mode`` and
+    ``wandb_summary_keys`` are ``WandbReportMixin``'s, as for the operator.
     ``follow_master_log``, ``master_log_max_lines``, ``master_log_max_bytes`` and
     ``log_lines`` are ``PodLogMixin``'s, as for the operator; the sensor shows pod log tails
     on failure only. ``max_container_restarts`` is ``RestartBudgetMixin``'s, as for the
     operator: each poke (or the trigger) reads a running job's pods for their restarts.
     """
 
-    template_fields: Sequence[str] = ("job_name", "namespace", "job_uid")
+    template_fields: Sequence[str] = (
+        "job_name",
+        "namespace",
+        "job_uid",
+        "wandb_run_id",
+        *WandbReportMixin.template_fields,
+    )
+    operator_extra_links = (WandbRunLink(),)
 
     def __init__(
         self,
@@ -96,7 +121,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
         on_finish_action: OnFinishAction = "delete_succeeded",
         delete_on_kill: bool = True,
         watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
-        wandb_conn_id: str | None = "wandb_default",
+        wandb_run_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -106,7 +131,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
         self.cluster_context, self.in_cluster = cluster_context, in_cluster
         self.deferrable, self.pending_timeout = deferrable, pending_timeout
         self.on_finish_action, self.delete_on_kill = on_finish_action, delete_on_kill
-        self.wandb_conn_id, self.watch_failure_grace = wandb_conn_id, watch_failure_grace
+        self.wandb_run_id, self.watch_failure_grace = wandb_run_id, watch_failure_grace
         self._failing_since: float | None = None
         self._last_progress = ""
         self._gang_seen_whole = False
@@ -131,7 +156,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
             except (AirflowSensorTimeout, AirflowTaskTimeout):
                 ended = self._job and job_report.ended_meanwhile(self.hook, self._job, self.log)
                 if ended:  # it ended while the last pokes could not see it
-                    return self._report(ended, context["ti"].try_number)
+                    return self._report(ended, context)
                 self._delete_job()  # nobody waits on it any more
                 raise
         target = self._target()
@@ -139,7 +164,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
         self._remember(job)
         result = judge(job, target, time.time())
         if result is not None:
-            return self._report(result, context["ti"].try_number)
+            return self._report(result, context)
         self.defer(
             trigger=self._trigger(target),
             method_name="execute_complete",
@@ -149,7 +174,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
     def _trigger(self, target: WaitTarget) -> VolcanoJobTrigger:
         """The wait in the triggerer; the key of ``wandb_conn_id`` is masked in the log it
         follows."""
-        masked = [WandbHook(self.wandb_conn_id).mask_api_key()] if self.follow_master_log else []
+        masked = [self.wandb_hook.mask_api_key()] if self.follow_master_log else []
         return VolcanoJobTrigger(
             job_name=target.name,
             namespace=target.namespace,
@@ -176,7 +201,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
         if job is None or (target.uid and job["metadata"].get("uid") != target.uid):
             yield  # nothing to follow: the poke says what became of the job
             return
-        WandbHook(self.wandb_conn_id).mask_api_key()  # the follower masks what this process knows
+        self.wandb_hook.mask_api_key()  # the follower masks what this process knows
         follower = MasterLogFollower.for_job(
             self.hook, job, self.log, self.master_log_max_lines, self.master_log_max_bytes
         )
@@ -206,7 +231,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
             result = self._judge_restarts(job, target)
         if result is None:
             return False
-        self._report(result, context["ti"].try_number)
+        self._report(result, context)
         return True
 
     def _unread(self, target: WaitTarget, exc: Exception) -> bool:
@@ -256,7 +281,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's verdict into the task's outcome."""
-        return self._report(WaitResult.from_event(event), context["ti"].try_number)
+        return self._report(WaitResult.from_event(event), context)
 
     def _remember(self, job: dict[str, Any] | None) -> None:
         """Pin the submission first seen, so a job recreated under its name is not it."""
@@ -266,18 +291,32 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
             self._job = job_ref(job)
             self.job_uid = self.job_uid or self._job["uid"]
 
-    def _report(self, result: WaitResult, try_number: int) -> dict[str, Any]:
+    def _report(self, result: WaitResult, context: Context) -> dict[str, Any]:
+        """Clean up as ``on_finish_action`` says, report to the W&B run, succeed or fail."""
         # The failure report shows pod logs, which may echo the key the pods were given.
-        WandbHook(self.wandb_conn_id).mask_api_key()
+        self.wandb_hook.mask_api_key()
         if result.uid:
             self._job = result.job_ref()
-        job_report.mark_reported(self.hook, result, try_number, self.log)
+        job_report.mark_reported(self.hook, result, context["ti"].try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
+        job = job_report.fetch_finished_job(self.hook, result, self.log)
+        run = self._wandb_run(job, context)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
             if deletes:
                 self._delete_job()
-            return {**result.job_ref(), "phase": result.phase}
+            summary = self.read_summary(run) if run and self.wandb_summary_keys else None
+            if summary is not None:
+                context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
+            if run:
+                self.link_back(context, run, "success")
+            if self.outlets:  # the same record as the operator's (docs/assets.md)
+                facts = JobFacts.from_job(job or {"metadata": result.job_ref()})
+                annotate_outlet_events(
+                    context, self.outlets, asset_extra(facts, run or {}, summary)
+                )
+            summary_part = {"wandb_summary": summary} if summary is not None else {}
+            return {**result.job_ref(), **(run or {}), **summary_part, "phase": result.phase}
         error = job_report.report_failure(
             self.hook,
             result,
@@ -285,9 +324,28 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, 
             log_lines=self.log_lines,
             task_log=self.log,
         )
+        if run:
+            self.link_back(context, run, result.outcome.value)
         if result.outcome is Outcome.TIMEOUT:  # a sensor's timeout is never retried
             raise AirflowSensorTimeout(str(error)) from error
         raise error
+
+    def _wandb_run(self, job: dict[str, Any] | None, context: Context) -> dict[str, Any] | None:
+        """The W&B run the job wrote to (pushed to XCom for the button), if it names one."""
+        run_id = self.wandb_run_id or (wandb_run_of(job) if job else None)
+        if not run_id:
+            return None
+        hook = self.best_effort_wandb_hook
+        entity, project = self.wandb_entity or hook.entity, self.wandb_project or hook.project
+        url = (
+            wandb_urls.run_url(hook.base_url, entity, project, run_id)
+            if entity and project
+            else None
+        )
+        run = {XCOM_RUN_ID: run_id, XCOM_RUN_URL: url}
+        for key, value in run.items():
+            context["ti"].xcom_push(key=key, value=value)
+        return run
 
     def _delete_job(self) -> None:
         if self._job:
