@@ -3,8 +3,9 @@
 Two DAGs, one per Role:
 
 - ``avw_security_managed_key``: the operator writes the key's Secret (``rbac.yaml``). Every
-  pod prints its ``WANDB_API_KEY`` (a trainer that dumps its environment), so wherever Airflow
-  shows a pod's log the key would appear unless it is masked;
+  pod prints its ``WANDB_API_KEY`` (a trainer that dumps its environment), plain, in base64
+  and as the ``Basic`` credentials the W&B client sends (``testing/cluster/podlogs.py``), so
+  wherever Airflow shows a pod's log the key would appear unless every form is masked;
 - ``avw_security_external_key``: the DAG names a Secret of its own (``wandb_api_key_secret``,
   ``rbac-external-key-secret.yaml``) through the ``kubernetes_external`` connection. Airflow
   never holds that key, so it could not mask it: these pods do not print it.

@@ -8,7 +8,10 @@ pod is scheduled, appends a line whenever a container exits, and creates the pod
 
 A pod annotated ``PRINT_ENV_ANNOTATION: "NAME,..."`` also prints those environment variables,
 ``secretKeyRef`` ones resolved from their Secret as the kubelet would: a trainer that dumps its
-environment, for tests that the W&B key is masked wherever Airflow shows pod logs.
+environment, for tests that the W&B key is masked wherever Airflow shows pod logs. Each value
+is printed in the three forms a log may carry a W&B key in: as is, in base64, and as the HTTP
+basic credentials the W&B client sends (``Authorization: Basic base64("api:" + value)``, as a
+trainer's HTTP debug log prints them), so a masker that misses a form leaves it to be found.
 
 For tests of log following: ``LOG_LINES_ANNOTATION: "N"`` prints N numbered lines at start;
 ``SPLIT_LINE_ANNOTATION: "text"`` prints a line in two writes a second apart (a CRI partial
@@ -51,6 +54,10 @@ def _append(path: Path, text: str) -> None:
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container.get("env") or [] if "name" in e}
+
+
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def _secret_value(kube: Kube, namespace: str, ref: dict[str, Any]) -> str:
@@ -150,7 +157,11 @@ class PodLogWriter:
                 value = (
                     _secret_value(self.kube, meta["namespace"], ref) if ref else var.get("value")
                 )
-                lines.append(f"[sim] env {name}={value}")
+                lines += [
+                    f"[sim] env {name}={value}",
+                    f"[sim] env {name} in base64: {_base64(value or '')}",
+                    f"[sim] http send: Authorization: Basic {_base64(f'api:{value}')}",
+                ]
         return lines
 
     def _record_exits(self, pod: dict[str, Any]) -> None:
