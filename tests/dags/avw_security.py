@@ -119,8 +119,10 @@ def _dag(dag_id: str) -> DAG:
 
 with _dag("avw_security_managed_key") as managed_key_dag:
     _flows(print_key=True)
-    # The triggerer follows the master's log (it prints the key): long enough to be followed.
-    _operator("follow", _template(20), deferrable=True, follow_master_log=True)
+    # The triggerer follows the master's log (it prints the key): long enough to be followed
+    # even by a loaded triggerer (one started its trigger's first read 28 s late, after a 20 s
+    # job had ended, and the followed log showed nothing to search).
+    _operator("follow", _template(60), deferrable=True, follow_master_log=True)
     # Runs for ten minutes; the test clears it, and the next try reattaches to the job and
     # refreshes the key's Secret (create refused, read its metadata, patch).
     _operator("hold", _template(600), wait_for_completion=False)
