@@ -31,6 +31,8 @@ PURE = [
     "wandb_backlink.py",
     "log_lines.py",
     "restart_budget.py",
+    "secret_digest.py",
+    "key_forms.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (

@@ -8,7 +8,10 @@ pod is scheduled, appends a line whenever a container exits, and creates the pod
 
 A pod annotated ``PRINT_ENV_ANNOTATION: "NAME,..."`` also prints those environment variables,
 ``secretKeyRef`` ones resolved from their Secret as the kubelet would: a trainer that dumps its
-environment, for tests that the W&B key is masked wherever Airflow shows pod logs.
+environment, for tests that the W&B key is masked wherever Airflow shows pod logs. Each value
+is printed in the three forms a log may carry a W&B key in: as is, in base64, and as the HTTP
+basic credentials the W&B client sends (``Authorization: Basic base64("api:" + value)``, as a
+trainer's HTTP debug log prints them), so a masker that misses a form leaves it to be found.
 
 The same watcher holds back a pod whose ``secretKeyRef`` does not resolve, as a kubelet does
 (``CreateContainerConfigError``; see ``secret_refs``): no log is written before it starts.
@@ -58,6 +61,10 @@ def _append(path: Path, text: str) -> None:
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container.get("env") or [] if "name" in e}
+
+
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
 
 
 def _secret_value(kube: Kube, namespace: str, ref: dict[str, Any]) -> str:
@@ -172,7 +179,11 @@ class PodLogWriter:
                 value = (
                     _secret_value(self.kube, meta["namespace"], ref) if ref else var.get("value")
                 )
-                lines.append(f"[sim] env {name}={value}")
+                lines += [
+                    f"[sim] env {name}={value}",
+                    f"[sim] env {name} in base64: {_base64(value or '')}",
+                    f"[sim] http send: Authorization: Basic {_base64(f'api:{value}')}",
+                ]
         return lines
 
     def _record_exits(self, pod: dict[str, Any]) -> None:
