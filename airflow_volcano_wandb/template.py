@@ -221,6 +221,7 @@ def render_job(
     allowed_schedulers: Collection[str] | None = DEFAULT_ALLOWED_SCHEDULERS,
     allowed_queues: Collection[str] | None = None,
     allowed_priority_classes: Collection[str] | None = None,
+    max_total_gpus: int | None = None,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -290,6 +291,9 @@ def render_job(
         Volcano fills it) must be one of them. ``None``: any.
     :param allowed_priority_classes: exact names; every ``priorityClassName`` (the job's and
         the pod templates') must be one of them. ``None``: any.
+    :param max_total_gpus: the most GPUs (``<vendor>/gpu`` limits, over every pod of every
+        task) the job may ask for in all, e.g. a cap on what a Trigger form can ask;
+        ``None``: no cap.
 
     :returns: the Volcano Job as a new plain dict (JSON types only).
     :raises TemplateError: with the JSON path of every offending field.
@@ -317,6 +321,7 @@ def render_job(
         allowed_schedulers=allowed_schedulers,
         allowed_queues=allowed_queues,
         allowed_priority_classes=allowed_priority_classes,
+        max_total_gpus=max_total_gpus,
     )
 
     job, wide_ints = substitute(_load(template), macros)

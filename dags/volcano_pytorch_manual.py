@@ -14,6 +14,7 @@ anything the form or an Airflow Variable (editable in the UI) can change:
     allowed_namespaces = wandb            # comma-separated names; the first is the default
     allowed_images = ghcr.io/example/*    # comma-separated fnmatch patterns
     default_image = ghcr.io/example/volcano-ddp-mlp:latest   # the form's first value
+    max_total_gpus = 64                   # the most GPUs one run may ask for in all
 
 (or ``AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES`` / ``..._ALLOWED_IMAGES``). The form
 offers only the allowed namespaces, and only allowed images: a list to pick from when the
@@ -43,6 +44,9 @@ def _configured_list(key: str, default: str) -> list[str]:
 
 ALLOWED_NAMESPACES = _configured_list("allowed_namespaces", "wandb")
 ALLOWED_IMAGES = _configured_list("allowed_images", "ghcr.io/example/*")
+# Replicas (up to 64) times GPUs per worker (up to 8) could ask for 520 GPUs: the form's
+# limits are per field, so the whole gang's GPUs have a cap of their own.
+MAX_TOTAL_GPUS = conf.getint(CONFIG_SECTION, "max_total_gpus", fallback=64)
 DEFAULT_IMAGE = conf.get(
     CONFIG_SECTION, "default_image", fallback="ghcr.io/example/volcano-ddp-mlp:latest"
 )
@@ -122,7 +126,8 @@ with DAG(
             title="GPUs per worker",
             description=(
                 "nvidia.com/gpu limit of each rank's container, the master's too, so every rank "
-                "uses the same backend (0 trains on CPU)."
+                f"uses the same backend (0 trains on CPU). At most {MAX_TOTAL_GPUS} GPUs in all "
+                "for the job (ranks times GPUs)."
             ),
         ),
         "wandb_entity": Param(
@@ -167,6 +172,7 @@ with DAG(
         # The form's image receives the W&B API key: only images from registry paths you
         # control may run (see docs/security.md).
         allowed_images=ALLOWED_IMAGES,
+        max_total_gpus=MAX_TOTAL_GPUS,
         wandb_entity="{{ params.wandb_entity }}",
         wandb_project="{{ params.wandb_project }}",
         wait_for_completion=False,

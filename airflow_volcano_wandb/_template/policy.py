@@ -11,7 +11,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_volcano_wandb._template import allow_lists, secret_refs
+from airflow_volcano_wandb._template import allow_lists, gpus, secret_refs
 from airflow_volcano_wandb._template.errors import Path, error_at
 from airflow_volcano_wandb._template.pod_security import check_level
 from airflow_volcano_wandb._template.pod_security import violations as pod_violations
@@ -48,6 +48,7 @@ class Policy:
     schedulers: tuple[str, ...] | None
     queues: tuple[str, ...] | None
     priority_classes: tuple[str, ...] | None
+    max_total_gpus: int | None = None
 
     @classmethod
     def from_arguments(
@@ -63,6 +64,7 @@ class Policy:
         allowed_schedulers: Any,
         allowed_queues: Any,
         allowed_priority_classes: Any,
+        max_total_gpus: Any = None,
     ) -> Policy:
         """``render_job``'s arguments, checked; ``provider_secrets`` are the Secrets the
         provider's own env reads (the run's key), allowed whatever ``allowed_secrets`` says."""
@@ -78,6 +80,7 @@ class Policy:
             priority_classes=allow_lists.as_allow_list(
                 allowed_priority_classes, "allowed_priority_classes"
             ),
+            max_total_gpus=_gpu_cap(max_total_gpus),
         )
 
     def problems(
@@ -102,4 +105,17 @@ class Policy:
             problems += allow_lists.queue_problems(job, self.queues)
         if self.priority_classes is not None:
             problems += allow_lists.priority_class_problems(job, tasks, self.priority_classes)
+        if self.max_total_gpus is not None:
+            problems += gpus.gpu_budget_problems(tasks, self.max_total_gpus)
         return problems
+
+
+def _gpu_cap(value: Any) -> int | None:
+    """``max_total_gpus``: ``None``, or a count of GPUs (a digit string from a form too)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if type(value) is not int or value < 0:
+        raise error_at(("max_total_gpus",), f"must be a whole number of GPUs, not {show(value)}")
+    return value

@@ -89,6 +89,10 @@ class JobTemplateMixin(BaseOperator):
     :param allowed_priority_classes: ``priorityClassName`` values the job and its pods may
         have; ``None`` allows any.
     :param max_replicas: the largest replica count accepted for a task.
+    :param max_total_gpus: the most GPUs the whole gang may ask for (replicas times each
+        pod's ``<vendor>/gpu`` limits, over every task): a cap on what a Trigger form's
+        replicas and GPUs per worker can add up to; refused before anything is submitted.
+        ``None``: no cap. Templated, so a form or a Variable may set it.
     :param finished_job_ttl: seconds a finished job may stay before Volcano deletes it
         (``spec.ttlSecondsAfterFinished``, unless the template sets one); default 7 days, so
         kept jobs and their Secrets do not pile up. ``None``: no limit.
@@ -108,6 +112,7 @@ class JobTemplateMixin(BaseOperator):
         "volcano_queue",
         "service_account",
         "pod_annotations",
+        "max_total_gpus",
     )
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = {"template": "yaml", "macros": "json", "replicas": "json"}
@@ -140,6 +145,7 @@ class JobTemplateMixin(BaseOperator):
         allowed_queues: Sequence[str] | None = None,
         allowed_priority_classes: Sequence[str] | None = None,
         max_replicas: int = 1024,
+        max_total_gpus: int | None = None,
         finished_job_ttl: int | None = DEFAULT_FINISHED_JOB_TTL,
         **kwargs: Any,
     ) -> None:
@@ -158,6 +164,7 @@ class JobTemplateMixin(BaseOperator):
         self.allowed_queues = allowed_queues
         self.allowed_priority_classes = allowed_priority_classes
         self.max_replicas, self.finished_job_ttl = max_replicas, finished_job_ttl
+        self.max_total_gpus = max_total_gpus
 
     def render(
         self,
@@ -205,6 +212,7 @@ class JobTemplateMixin(BaseOperator):
                 allowed_schedulers=self.allowed_schedulers,
                 allowed_queues=self.allowed_queues,
                 allowed_priority_classes=self.allowed_priority_classes,
+                max_total_gpus=self.max_total_gpus,
                 run_env=RunEnv(
                     master=container_env(spec, is_master_task=True),
                     others=container_env(spec, is_master_task=False),
