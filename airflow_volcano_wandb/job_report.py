@@ -9,10 +9,11 @@ outcome.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_volcano_wandb import diagnostics, exceptions
+from airflow_volcano_wandb import diagnostics, exceptions, gpu_usage
 from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
@@ -230,6 +231,28 @@ def log_master_tail(
             task_log.info("[%s] %s", pod_name, line)
     except Exception as exc:
         task_log.warning("Could not read the master's log (%s)", exc)
+
+
+#: The XCom of a succeeded task with its job's GPU-seconds per rank.
+XCOM_GPU_SECONDS = "gpu_seconds"
+
+
+def log_gpu_seconds(
+    hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
+) -> dict[str, float] | None:
+    """The finished job's GPU-seconds per rank (``gpu_usage``), logged; ``None`` when its pods
+    cannot be read (a report, never a reason to fail)."""
+    if job is None:
+        return None
+    meta = job["metadata"]
+    try:
+        pods = hook.list_job_pods(meta["name"], meta["namespace"])
+    except Exception as exc:
+        task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
+        return None
+    usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time())
+    task_log.info("%s", gpu_usage.describe(usage))
+    return usage
 
 
 def mark_reported(

@@ -245,6 +245,8 @@ class VolcanoPyTorchJobOperator(
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
             job = job_report.fetch_finished_job(hook, result, self.log)
+            usage = job_report.log_gpu_seconds(hook, job, self.log)  # before a delete
+            context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
             if job:
                 self._facts = JobFacts.from_job(job)
                 if self.deferrable:
@@ -258,7 +260,7 @@ class VolcanoPyTorchJobOperator(
             self.link_back(context, run, "success")
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
                 annotate_outlet_events(
-                    context, self.outlets, asset_extra(self._facts, run, summary)
+                    context, self.outlets, asset_extra(self._facts, run, summary, usage)
                 )
             return {
                 **result.job_ref(),

@@ -303,6 +303,8 @@ class VolcanoJobSensor(
         run = self._wandb_run(job, context)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
+            usage = job_report.log_gpu_seconds(self.hook, job, self.log)  # before a delete
+            context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
             if deletes:
                 self._delete_job()
             summary = self.read_summary(run) if run and self.wandb_summary_keys else None
@@ -313,7 +315,7 @@ class VolcanoJobSensor(
             if self.outlets:  # the same record as the operator's (docs/assets.md)
                 facts = JobFacts.from_job(job or {"metadata": result.job_ref()})
                 annotate_outlet_events(
-                    context, self.outlets, asset_extra(facts, run or {}, summary)
+                    context, self.outlets, asset_extra(facts, run or {}, summary, usage)
                 )
             summary_part = {"wandb_summary": summary} if summary is not None else {}
             return {**result.job_ref(), **(run or {}), **summary_part, "phase": result.phase}

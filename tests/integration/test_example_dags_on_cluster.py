@@ -62,7 +62,10 @@ def test_manual_dag_sensor_reports_to_the_wandb_run_as_the_operator_would_agains
         )
         monkeypatch.delenv("WANDB_API_KEY", raising=False)
         dag_run, tis = run_dag(
-            "volcano_pytorch_manual", file="volcano_pytorch_manual.py", namespace=volcano_namespace
+            "volcano_pytorch_manual",
+            file="volcano_pytorch_manual.py",
+            namespace=volcano_namespace,
+            gpus_per_worker=1,
         )
         values = xcoms("volcano_pytorch_manual", dag_run.run_id)
         run_id = values["submit.wandb_run_id"]
@@ -72,6 +75,9 @@ def test_manual_dag_sensor_reports_to_the_wandb_run_as_the_operator_would_agains
     url = f"{standin_url}/airflow/volcano-ddp/runs/{run_id}"
     assert values["submit.wandb_run_url"] == values["wait.wandb_run_url"] == url
     assert values["wait.wandb_summary"] == summary
+    usage = values["wait.gpu_seconds"]  # what the run cost, per rank (1 GPU each)
+    assert sorted(usage) == ["master-0", "worker-0"], usage
+    assert all(seconds > 0 for seconds in usage.values()), usage
     assert run is not None, "the sensor never read or wrote the run"
     record = run.config.get("airflow") or {}
     assert (record.get("task_id"), record.get("outcome")) == ("wait", "success"), run.config
