@@ -7,7 +7,7 @@ CLUSTER_DIR ?= $(STATE)/cluster
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv demo test test-unit test-long test-real-pods test-lifecycle test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status bench clean
+.PHONY: venv dist demo test test-unit test-long test-real-pods test-lifecycle test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -61,6 +61,10 @@ test-lifecycle: venv
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The sdist and wheel users install (the package is not on PyPI yet), in dist/.
+dist:
+	"$$(scripts/uv-path.sh $(PY))" build --python $(PY) --out-dir dist .
 
 # Build the sdist and wheel and check the installed WHEEL (not this checkout) in a fresh venv;
 # with AVW_CLUSTER_STATE_DIR naming a running cluster, also run the manual DAG on it.

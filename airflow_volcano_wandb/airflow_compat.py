@@ -156,7 +156,9 @@ async def task_left_deferral(ti: Any) -> bool | None:
     from asgiref.sync import sync_to_async
 
     try:
-        states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+        # Not thread-sensitive: asgiref's one shared thread may be busy with the connection
+        # reads of every other trigger, and a kill must not queue behind them.
+        states = await sync_to_async(RuntimeTaskInstance.get_task_states, thread_sensitive=False)(
             dag_id=ti.dag_id,
             task_ids=[ti.task_id],
             run_ids=[ti.run_id],

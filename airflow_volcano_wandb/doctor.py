@@ -7,8 +7,10 @@ Volcano queue exists and is ``Open``, the connection's identity holds every perm
 ``rbac-external-key-secret.yaml``, no Secret access), and the W&B connection has an API key
 (or is absent, which only offline runs tolerate).
 
-The checks are pure functions over objects fetched once (:func:`fetch`); only :func:`fetch`
-and :func:`main` do I/O, so every verdict and hint is unit-tested without a cluster.
+The checks are pure functions over objects fetched once (``doctor_reads.fetch``, which also
+asks who the connection acts as, so a missing RoleBinding's hint names the account to bind);
+only that module and :func:`main` do I/O, so every verdict and hint is unit-tested without a
+cluster.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import argparse
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.permissions import (
     EXTERNAL_KEY_SECRET_PERMISSIONS,
@@ -26,6 +28,9 @@ from airflow_volcano_wandb.permissions import (
     Permission,
 )
 from airflow_volcano_wandb.versions import VOLCANO_VERSION
+
+if TYPE_CHECKING:
+    from airflow_volcano_wandb.doctor_reads import Observed
 
 OK, WARN, FAIL = "OK", "WARN", "FAIL"
 
@@ -161,8 +166,30 @@ def check_namespace(namespace: str, exists: bool | None) -> Result:
     return Result(title, OK, "exists")
 
 
+def service_account_of(identity: str | None) -> tuple[str, str] | None:
+    """``(namespace, name)`` of a pod's service account user name, else ``None``."""
+    parts = (identity or "").split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+        return parts[2], parts[3]
+    return None
+
+
+def check_identity(identity: str | None) -> Result:
+    """Who the connection acts as: whom the RoleBinding must name."""
+    title = "identity"
+    if not identity:
+        return Result(title, WARN, "the apiserver did not say (SelfSubjectReview unavailable)")
+    account = service_account_of(identity)
+    if account:
+        return Result(title, OK, f"service account {account[1]!r} of namespace {account[0]!r}")
+    return Result(title, OK, identity)
+
+
 def check_permissions(
-    allowed: Mapping[Permission, bool], namespace: str, external_key_secret: bool = False
+    allowed: Mapping[Permission, bool],
+    namespace: str,
+    external_key_secret: bool = False,
+    identity: str | None = None,
 ) -> Result:
     """``allowed``: the SelfSubjectAccessReview verdict for each permission asked about.
 
@@ -177,11 +204,18 @@ def check_permissions(
     required = EXTERNAL_KEY_SECRET_PERMISSIONS if external_key_secret else REQUIRED_PERMISSIONS
     denied = [str(p) for p in required if not allowed.get(p, False)]
     if denied:
+        account = service_account_of(identity)
+        whom = (
+            f"a subject kind ServiceAccount, name {account[1]!r}, namespace {account[0]!r} (the "
+            "Helm chart's worker and triggerer accounts: rbac-helm-binding.example.yaml)"
+            if account
+            else (identity or "this identity")
+        )
         return Result(
             title,
             FAIL,
             f"denied {len(denied)} of {len(required)}: " + ", ".join(denied),
-            f"apply docker/k8s/{manifest} to {namespace!r} and bind its Role to this identity",
+            f"apply docker/k8s/{manifest} to {namespace!r} and bind its Role to {whom}",
         )
     if external_key_secret:
         unneeded = [str(p) for p in SECRET_PERMISSIONS if allowed.get(p, False)]
@@ -234,136 +268,6 @@ def exit_code(results: Iterable[Result]) -> int:
     return 1 if any(r.status == FAIL for r in results) else 0
 
 
-# -- I/O -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Observed:
-    """Everything the checks look at, fetched from the cluster and Airflow."""
-
-    namespace: str
-    served: dict[str, list[str]]
-    mutating: list[dict[str, Any]] | None
-    validating: list[dict[str, Any]] | None
-    queue: dict[str, Any] | None
-    queue_readable: bool
-    namespace_exists: bool | None
-    allowed: dict[Permission, bool]
-    wandb_exists: bool
-    wandb_has_key: bool
-
-
-def _get(api: Any, path: str) -> dict[str, Any] | None:
-    """GET a path as JSON; ``None`` on 404 (403 and anything else raise)."""
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        return api.call_api(
-            path,
-            "GET",
-            response_types_map={200: "object"},
-            auth_settings=["BearerToken"],
-            _return_http_data_only=True,
-            _request_timeout=15,
-        )
-    except ApiException as err:
-        if err.status == 404:
-            return None
-        raise
-
-
-def _forbidden(err: Exception) -> bool:
-    return getattr(err, "status", None) in (401, 403)
-
-
-def _served(api: Any) -> dict[str, list[str]]:
-    served = {}
-    for gv in {gv for gv, _ in REQUIRED_APIS}:
-        listing = _get(api, f"/apis/{gv}")
-        served[gv] = [r["name"] for r in (listing or {}).get("resources", [])]
-    return served
-
-
-def _webhooks(api: Any, kind: str) -> list[dict[str, Any]] | None:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        listing = _get(api, f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations")
-    except ApiException as err:
-        if _forbidden(err):
-            return None
-        raise
-    return (listing or {}).get("items", [])
-
-
-def _queue(api: Any, name: str) -> tuple[dict[str, Any] | None, bool]:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        return _get(api, f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}"), True
-    except ApiException as err:
-        if _forbidden(err):
-            return None, False
-        raise
-
-
-def _namespace_exists(api: Any, namespace: str) -> bool | None:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        return _get(api, f"/api/v1/namespaces/{namespace}") is not None
-    except ApiException as err:
-        if _forbidden(err):
-            return None
-        raise
-
-
-def _allowed(api: Any, namespace: str) -> dict[Permission, bool]:
-    from kubernetes import client
-
-    authz = client.AuthorizationV1Api(api)
-    allowed = {}
-    for permission in REQUIRED_PERMISSIONS:
-        review = client.V1SelfSubjectAccessReview(
-            spec=client.V1SelfSubjectAccessReviewSpec(
-                resource_attributes=client.V1ResourceAttributes(
-                    namespace=namespace,
-                    group=permission.group,
-                    resource=permission.resource,
-                    subresource=permission.subresource or None,
-                    verb=permission.verb,
-                )
-            )
-        )
-        allowed[permission] = bool(authz.create_self_subject_access_review(review).status.allowed)
-    return allowed
-
-
-def fetch(conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str) -> Observed:
-    """Read what the checks need, as the connection's identity."""
-    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-
-    from airflow_volcano_wandb.hooks.wandb import WandbHook
-
-    hook = KubernetesHook(conn_id=conn_id)
-    namespace = namespace or hook.get_namespace() or "default"
-    wandb = WandbHook(wandb_conn_id)
-    with hook.get_conn() as api:
-        queue_object, queue_readable = _queue(api, queue)
-        return Observed(
-            namespace=namespace,
-            served=_served(api),
-            mutating=_webhooks(api, "mutating"),
-            validating=_webhooks(api, "validating"),
-            queue=queue_object,
-            queue_readable=queue_readable,
-            namespace_exists=_namespace_exists(api, namespace),
-            allowed=_allowed(api, namespace),
-            wandb_exists=wandb.connection is not None,
-            wandb_has_key=wandb.api_key is not None,
-        )
-
-
 def evaluate(
     observed: Observed,
     queue: str,
@@ -384,7 +288,10 @@ def evaluate(
         check_webhooks(observed.mutating, observed.validating),
         check_queue(queue, observed.queue, observed.queue_readable),
         check_namespace(observed.namespace, observed.namespace_exists),
-        check_permissions(observed.allowed, observed.namespace, external_key_secret),
+        check_identity(observed.identity),
+        check_permissions(
+            observed.allowed, observed.namespace, external_key_secret, observed.identity
+        ),
         check_wandb(wandb_conn_id, observed.wandb_exists, observed.wandb_has_key, offline),
     ]
 
@@ -405,6 +312,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from airflow_volcano_wandb.doctor_reads import fetch
+
     try:
         observed = fetch(args.conn_id, args.namespace, args.wandb_conn_id, args.queue)
     except Exception as err:  # any failure to reach the cluster is the report, not a traceback

@@ -12,6 +12,7 @@ events; :func:`for_failure` turns that into the exception to raise.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.diagnostics import Classification, FailureKind
@@ -79,6 +80,19 @@ class TrainerExitError(ContainerError):
     ``pod`` say which)."""
 
 
+class TrainerCrashLoopError(ContainerError):
+    """A rank's container kept crashing and restarting in place (``restartPolicy: OnFailure``)
+    until the job's restarts passed ``max_container_restarts``; the job is deleted.
+
+    ``task``, ``pod``, ``container``, ``exit_code`` and ``reason`` are the crash-looping
+    container's and its last exit's; ``restarts`` is the count over all ranks.
+    """
+
+    def __init__(self, message: str, *, restarts: int = 0, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.restarts = restarts
+
+
 class JobFailedError(VolcanoJobError):
     """Volcano ended the job badly (``Failed``, ``Terminated``, ``Aborted``) for a cause no pod
     shows any more (e.g. a policy acting on a pod that is gone)."""
@@ -117,6 +131,7 @@ _BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
     Outcome.DELETED: JobDeletedError,
     Outcome.WATCH_LOST: ApiserverUnreachableError,
     Outcome.TIMEOUT: JobTimeoutError,
+    Outcome.CRASH_LOOP: TrainerCrashLoopError,
 }
 
 
@@ -131,6 +146,18 @@ def for_failure(
         could not be read: the outcome alone decides then).
     """
     job = result.job_ref() if result.uid else None
+    if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
+        loop = result.crash_loop
+        return TrainerCrashLoopError(
+            message,
+            job=job,
+            pod=loop.pod,
+            task=loop.task,
+            container=loop.container,
+            reason=loop.reason,
+            exit_code=loop.exit_code,
+            restarts=loop.restarts,
+        )
     if result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT) or classification is None:
         return _BY_OUTCOME[result.outcome](message, job=job)
     cls = _BY_KIND[classification.kind]

@@ -74,7 +74,10 @@ class JobFacts:
 
 
 def asset_extra(
-    facts: JobFacts, run: Mapping[str, Any], summary: Mapping[str, Any] | None
+    facts: JobFacts,
+    run: Mapping[str, Any],
+    summary: Mapping[str, Any] | None,
+    gpu_seconds: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``extra`` of the asset event a successful training step emits.
 
@@ -86,6 +89,7 @@ def asset_extra(
     :param facts: the job the step ran.
     :param run: the W&B run as the operator returns it: ``wandb_run_id``, ``wandb_run_url``.
     :param summary: the requested W&B summary metrics.
+    :param gpu_seconds: GPU-seconds per rank (``gpu_usage``); ``{}`` when unknown.
     """
     return {
         "wandb_run_id": run.get("wandb_run_id"),
@@ -97,4 +101,5 @@ def asset_extra(
         "image": facts.image,
         "images": dict(facts.images),
         "replicas": dict(facts.replicas),
+        "gpu_seconds": dict(gpu_seconds or {}),
     }

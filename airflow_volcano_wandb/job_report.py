@@ -9,10 +9,11 @@ outcome.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_volcano_wandb import diagnostics, exceptions
+from airflow_volcano_wandb import diagnostics, exceptions, gpu_usage
 from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
@@ -55,6 +56,11 @@ def explain_end(
     cause is then ``None`` (the outcome alone decides the exception).
     """
     message = result.message
+    if result.outcome is Outcome.CRASH_LOOP:
+        last_words = _report_crash_loop(hook, result, job, log_lines, task_log)
+        if last_words:
+            message += f"; its last log line before the restart: {last_words}"
+        return message, None  # the verdict names the container: nothing to classify
     if job is None or result.outcome not in (Outcome.PENDING_TIMEOUT, Outcome.FAILED):
         return message, None
     try:
@@ -88,6 +94,39 @@ def explain_end(
         return message, None
 
 
+def _report_crash_loop(
+    hook: VolcanoHook,
+    result: WaitResult,
+    job: Mapping[str, Any] | None,
+    log_lines: int,
+    task_log: logging.Logger | Any,
+) -> str:
+    """Log the crash loop: the crash-looping container's failure, its log from before its
+    last restart (``previous=True``: the running one has only just started again) and the
+    job's warning events; return that log's last line (masked), or ``""``. Best-effort, like
+    every report."""
+    loop = result.crash_loop
+    if loop is None:
+        return ""
+    try:
+        pods = hook.list_job_pods(result.name, result.namespace)
+        failures = [f for f in diagnostics.container_failures(pods) if f.pod == loop.pod]
+        previous = hook.read_pod_log(
+            loop.pod, result.namespace, log_lines, container=loop.container, previous=True
+        )
+        previous = str(redact(previous))
+        job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
+        events = hook.list_events(result.namespace, _involved_names(job, pods, []))
+        title = f"{loop.pod} container {loop.container} before its last restart"
+        for line in diagnostics.failure_report(failures, {title: previous}, events, log_lines):
+            task_log.error("%s", line)
+    except Exception as exc:
+        task_log.warning("Could not gather the crash loop's diagnostics (%s)", exc)
+        return ""
+    lines = [line for line in previous.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
 def report_failure(
     hook: VolcanoHook,
     result: WaitResult,
@@ -100,12 +139,16 @@ def report_failure(
     (its class names the cause, see ``exceptions``).
 
     ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
-    for a timeout (nothing to read), and right *after* them for a failed job, whose pods' logs
-    are the report, and for a gang not placed in time, whose pods tell an image that cannot
-    be pulled from a lack of resources (no logs are read then, so it is a few quick reads);
-    it runs even if the diagnostics fail.
+    for a timeout (nothing to read), and right *after* them for a failed or crash-looping
+    job, whose pods' logs are the report, and for a gang not placed in time, whose pods tell
+    an image that cannot be pulled from a lack of resources (no logs are read then, so it is
+    a few quick reads); it runs even if the diagnostics fail.
     """
-    delete_first = result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT)
+    delete_first = result.outcome not in (
+        Outcome.FAILED,
+        Outcome.PENDING_TIMEOUT,
+        Outcome.CRASH_LOOP,
+    )
     if delete_job is not None and delete_first:
         delete_job()
     try:
@@ -188,6 +231,28 @@ def log_master_tail(
             task_log.info("[%s] %s", pod_name, line)
     except Exception as exc:
         task_log.warning("Could not read the master's log (%s)", exc)
+
+
+#: The XCom of a succeeded task with its job's GPU-seconds per rank.
+XCOM_GPU_SECONDS = "gpu_seconds"
+
+
+def log_gpu_seconds(
+    hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
+) -> dict[str, float] | None:
+    """The finished job's GPU-seconds per rank (``gpu_usage``), logged; ``None`` when its pods
+    cannot be read (a report, never a reason to fail)."""
+    if job is None:
+        return None
+    meta = job["metadata"]
+    try:
+        pods = hook.list_job_pods(meta["name"], meta["namespace"])
+    except Exception as exc:
+        task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
+        return None
+    usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time())
+    task_log.info("%s", gpu_usage.describe(usage))
+    return usage
 
 
 def mark_reported(

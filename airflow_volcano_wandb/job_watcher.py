@@ -172,6 +172,18 @@ class NamespaceJobWatcher:
         async with hook.get_conn() as api:
             return await hook.read_job(api, name, self.namespace)
 
+    async def list_pods(self, job_name: str) -> list[dict]:
+        """The job's pods as the apiserver has them now (one label-selected LIST), over the
+        watch's open client when there is one; errors are raised. For the restart budget:
+        a job's status shows no container restarts, only its pods do."""
+        client = self._client
+        if client is not None:
+            hook, api = client
+            return await hook.list_job_pods(api, job_name, self.namespace)
+        hook = self._hook_factory()
+        async with hook.get_conn() as api:
+            return await hook.list_job_pods(api, job_name, self.namespace)
+
     async def stop(self) -> None:
         self._cancel_stable_timer()
         if self._task is not None:

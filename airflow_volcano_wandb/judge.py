@@ -11,16 +11,17 @@ is ``Running`` with the master alone, which then blocks in ``init_process_group`
 
 ``pending_timeout`` means "never fully placed since submission". Whether the gang was ever
 whole must survive a triggerer restart, a handover, a retry that reattaches and a
-reschedule-mode poke, none of which keeps a waiter's memory: so the first waiter to see the
-whole gang writes :data:`GANG_WHOLE_ANNOTATION` on the job (:func:`needs_gang_whole_mark`),
-and every later judgement reads it. A rank lost after that is Volcano's to restore: the wait
-reports it as restarting (:func:`progress_line`), never as a pending timeout.
+reschedule-mode poke, none of which keeps a waiter's memory: so it is read from the job
+(:func:`gang_was_whole`): Volcano's own ``Running`` condition when ``minAvailable`` covers
+every rank, else :data:`GANG_WHOLE_ANNOTATION`, which the first waiter to see the whole gang
+writes on the job (:func:`needs_gang_whole_mark`). A rank lost after that is Volcano's to
+restore: the wait reports it as restarting (:func:`progress_line`), never as a pending timeout.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -28,6 +29,7 @@ from typing import Any
 from airflow_volcano_wandb.job_status import JobStatus, interpret
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.ownership import DOMAIN
+from airflow_volcano_wandb.restart_budget import crash_loop
 
 #: Pod phases that mean a rank was placed on a node and started.
 STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
@@ -46,6 +48,9 @@ class WaitTarget:
     pending_timeout: float | None = None
     #: Wall-clock epoch seconds at which Airflow's ``execution_timeout`` is reached.
     deadline: float | None = None
+    #: The restart budget over all ranks (``restart_budget``); ``None``: restarts are not
+    #: counted.
+    max_container_restarts: int | None = None
 
 
 def unplaced_ranks(status: JobStatus) -> dict[str, str]:
@@ -71,7 +76,7 @@ def gang_wait_seconds(
     wait any more: a rank lost later (evicted, preempted, being replaced) is Volcano's to
     restore, and only ``execution_timeout`` bounds that.
     """
-    if job is None or status.terminal or gang_seen_whole or gang_marked_whole(job):
+    if job is None or status.terminal or gang_seen_whole or gang_was_whole(job):
         return None
     metadata = job.get("metadata") or {}
     if status.phase in ("", "Pending"):
@@ -95,11 +100,13 @@ def judge(
     now: float,
     *,
     gang_seen_whole: bool = False,
+    pods: Sequence[Mapping[str, Any]] | None = None,
 ) -> WaitResult | None:
     """The wait's result if it ends now, else ``None``.
 
     ``job`` is the latest copy known to be current (``None``: it does not exist). A job of the
-    target's name but another uid counts as the target deleted.
+    target's name but another uid counts as the target deleted. ``pods``, read after ``job``
+    when :func:`counts_restarts` says so, are held to the target's restart budget.
     """
     if job is not None and target.uid and (job.get("metadata") or {}).get("uid") != target.uid:
         job = None
@@ -107,6 +114,22 @@ def judge(
     if status.terminal:
         result = WaitResult.from_status(status)
         return result if target.uid is None else _with_uid(result, target.uid)
+    loop = None
+    if pods is not None and counts_restarts(job, target):
+        uid = target.uid or status.uid
+        loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
+    if loop is not None:
+        return WaitResult(
+            outcome=Outcome.CRASH_LOOP,
+            name=status.name,
+            namespace=status.namespace,
+            uid=status.uid,
+            phase=status.phase,
+            retry_count=status.retry_count,
+            crash_loop=loop,
+            message=f"Volcano job {status.namespace}/{status.name} is crash-looping: "
+            + loop.describe(),
+        )
     if target.pending_timeout is not None:
         waited = gang_wait_seconds(job, status, now, gang_seen_whole=gang_seen_whole)
         if waited is not None and waited >= target.pending_timeout:
@@ -131,6 +154,14 @@ def judge(
     if target.deadline is not None and now >= target.deadline:
         return timed_out(target, status)
     return None
+
+
+def counts_restarts(job: Mapping[str, Any] | None, target: WaitTarget) -> bool:
+    """Whether the waiter should read the job's pods for their restarts now: only a running job
+    restarts containers in place, and only a target with a budget counts them."""
+    if job is None or target.max_container_restarts is None:
+        return False
+    return interpret(job).phase == "Running"
 
 
 def timed_out(target: WaitTarget, status: JobStatus | None = None) -> WaitResult:
@@ -162,6 +193,25 @@ def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
     return GANG_WHOLE_ANNOTATION in annotations
 
 
+def gang_was_whole(job: Mapping[str, Any] | None) -> bool:
+    """Whether the job itself shows that its gang was whole at some time since submission.
+
+    Either a waiter's mark, or Volcano's own record: a ``Running`` condition of a job whose
+    ``minAvailable`` covers every rank (the provider's default gang), since Volcano calls such
+    a job Running only once all of its ranks are. With a smaller ``minAvailable`` (the seed's
+    own, ``gang="template"``) Running says nothing about the other ranks: only the mark does.
+    """
+    if job is None:
+        return False
+    if gang_marked_whole(job):
+        return True
+    world_size = sum(interpret(job).replicas.values())
+    if not world_size or int((job.get("spec") or {}).get("minAvailable") or 0) < world_size:
+        return False
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any((condition or {}).get("status") == "Running" for condition in conditions)
+
+
 def needs_gang_whole_mark(job: Mapping[str, Any] | None) -> bool:
     """Whether the waiter looking at ``job`` should write :data:`GANG_WHOLE_ANNOTATION` now."""
     return gang_is_whole(job) and not gang_marked_whole(job)
@@ -178,7 +228,7 @@ def progress_line(job: Mapping[str, Any], *, gang_seen_whole: bool = False) -> s
     Volcano is restarting it, with Volcano's own reason when it gives one."""
     status = interpret(job)
     line = status.progress()
-    was_whole = gang_seen_whole or gang_marked_whole(job)
+    was_whole = gang_seen_whole or gang_was_whole(job)
     lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")
     if was_whole and not status.terminal and lost_ranks:
         lost = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())

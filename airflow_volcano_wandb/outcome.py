@@ -15,6 +15,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_volcano_wandb.job_status import JobStatus, Verdict
+from airflow_volcano_wandb.restart_budget import CrashLoop
 
 
 class Outcome(str, Enum):
@@ -29,6 +30,9 @@ class Outcome(str, Enum):
     PENDING_TIMEOUT = "pending_timeout"
     #: Airflow's ``execution_timeout`` was reached.
     TIMEOUT = "timeout"
+    #: The job's containers restarted in place more often than ``max_container_restarts``
+    #: (``restart_budget``); the job itself still ran, restarting a trainer that kept failing.
+    CRASH_LOOP = "crash_loop"
     #: The API could not be listed or watched for longer than the grace; the job's state is
     #: unknown, so it is never deleted for this.
     WATCH_LOST = "watch_lost"
@@ -67,6 +71,8 @@ class WaitResult:
     retry_count: int = 0
     #: Tasks with ranks not placed and running, e.g. ``{"worker": "0/2"}`` (pending timeout).
     unplaced: Mapping[str, str] = field(default_factory=dict)
+    #: The container that took the restarts past the budget (``Outcome.CRASH_LOOP`` only).
+    crash_loop: CrashLoop | None = None
 
     @classmethod
     def from_status(
@@ -92,6 +98,7 @@ class WaitResult:
         event = asdict(self)
         event["outcome"] = self.outcome.value
         event["unplaced"] = dict(self.unplaced)
+        event["crash_loop"] = self.crash_loop.to_dict() if self.crash_loop else None
         return event
 
     @classmethod
@@ -110,6 +117,9 @@ class WaitResult:
                 phase=str(event.get("phase") or ""),
                 retry_count=int(event.get("retry_count") or 0),
                 unplaced={str(k): str(v) for k, v in (event.get("unplaced") or {}).items()},
+                crash_loop=(
+                    CrashLoop.from_dict(event["crash_loop"]) if event.get("crash_loop") else None
+                ),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise WaitResultError(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc

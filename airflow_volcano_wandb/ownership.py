@@ -8,7 +8,9 @@ the readable labels are for people and ``kubectl``.
 
 A job belongs to exactly one intent: the try that submitted it, or the newest try that
 adopted it (``try-number``). Once a try reports the job's outcome (``reported-by-try``), the
-job is a past result: no later try reattaches to it, deletes it or counts it as its own.
+job is a past result: no later try reattaches to it or counts it as its own, and the only
+later try that may delete it is one of the same task instance that needs its name (a fixed
+job name, see :func:`replaceable_past`).
 """
 
 from __future__ import annotations
@@ -112,6 +114,31 @@ def _annotation(obj: Mapping[str, Any], name: str) -> str | None:
 def is_reported(job: Mapping[str, Any]) -> bool:
     """Whether a try has reported this job's outcome (it is a past result)."""
     return _annotation(job, REPORTED_ANNOTATION) is not None
+
+
+def reported_by(job: Mapping[str, Any]) -> int | None:
+    """The try that reported the job's outcome, if one did."""
+    value = _annotation(job, REPORTED_ANNOTATION)
+    return int(value) if value and value.isdigit() else None
+
+
+def replaceable_past(
+    job: Mapping[str, Any], identity: TaskInstanceIdentity, try_number: int
+) -> bool:
+    """Whether ``try_number`` may replace ``job``, a past result under the name it needs.
+
+    Only a job an *earlier* try of this very task instance reported: the identity hash and
+    the exact identity written on it (deployment included) are this task instance's. A job
+    reported by this try number or a later one is not (the metadata DB was reset, or a
+    second deployment shares the identity): it is left alone.
+    """
+    by = reported_by(job)
+    return (
+        identity.owns(job)
+        and _annotation(job, IDENTITY_ANNOTATION) == identity.key
+        and by is not None
+        and by < try_number
+    )
 
 
 def owner_try(job: Mapping[str, Any]) -> int | None:

@@ -9,7 +9,15 @@ is masked. The salt is drawn per digest, so two tasks' digests of one key differ
 
 A word is a run of the characters API keys are made of (letters, digits, ``_``, ``-``, ``+``,
 ``~``), so ``WANDB_API_KEY=<key>``, ``'<key>'`` and ``Bearer <key>`` all mask the key. A word
-longer than the key is masked when it starts or ends with it (``local-<key>``).
+longer than the key is masked when it starts or ends with it (``local-<key>``). Lines are
+also read as base64 words (letters, digits, ``+``, ``/``, ``=``), so a digest of an encoded
+form (``key_forms``: the key's base64, the W&B client's ``Basic`` credentials) masks it too.
+
+Why digests of the encodings rather than decoding candidate words here: a digest compares
+words as they are, so an encoded form is found inside a longer word (``Basic <b64>``,
+``"<b64>"``, ``x=<b64>``) just as the key is, at the cost of one hash per candidate; decoding
+every base64-looking word of every line would cost more and find only whole, aligned tokens.
+The task, which holds the key, knows its forms; the triggerer only needs their digests.
 """
 
 from __future__ import annotations
@@ -23,7 +31,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MASK = "***"
-_WORD = re.compile(r"[A-Za-z0-9_+~-]+")
+#: What a word is: of a key as typed, and of a base64 text (an encoded key).
+_WORDS = (re.compile(r"[A-Za-z0-9_+~-]+"), re.compile(r"[A-Za-z0-9+/=]+"))
 
 
 @dataclass(frozen=True)
@@ -55,14 +64,14 @@ class SecretDigest:
 def mask_secrets(line: str, digests: Iterable[SecretDigest]) -> str:
     """``line`` with every word (or a word's start or end) that is one of the secrets masked."""
     digests = tuple(digests)
-    if not digests:
-        return line
-    out, shown_up_to = [], 0
-    for word in _WORD.finditer(line):
-        for span in _secret_spans(word, digests):
-            out += [line[shown_up_to : span[0]], MASK]
-            shown_up_to = span[1]
-    return "".join([*out, line[shown_up_to:]])
+    for words in _WORDS if digests else ():
+        out, shown_up_to = [], 0
+        for word in words.finditer(line):
+            for span in _secret_spans(word, digests):
+                out += [line[shown_up_to : span[0]], MASK]
+                shown_up_to = span[1]
+        line = "".join([*out, line[shown_up_to:]])
+    return line
 
 
 def _secret_spans(word: re.Match[str], digests: tuple[SecretDigest, ...]) -> list[tuple[int, int]]:

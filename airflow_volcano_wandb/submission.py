@@ -10,6 +10,11 @@ kept per task instance across its tries), the job is remembered there by uid as 
 exists (:func:`remember`), and the next try reattaches to exactly that job
 (:func:`reattach_remembered`); the label search is the fallback when the store is absent,
 empty, or names a job that may not be reused.
+
+A reported job is a past result and stays beside the fresh submission, except under a fixed
+name (``job_name``, a template name without ``${run_id}``): then the create meets it, and an
+earlier try's reported job of this very task instance is replaced (a delete with the uid and
+resourceVersion read, a GET until it is gone, the create); any other owner's job is refused.
 """
 
 from __future__ import annotations
@@ -37,12 +42,16 @@ from airflow_volcano_wandb.ownership import (
     next_intent,
     owner_of,
     owner_try,
+    replaceable_past,
+    reported_by,
 )
 
 log = logging.getLogger(__name__)
 #: The W&B run spec rendered with a job body; this module only passes it along.
 Spec = TypeVar("Spec")
 
+#: Creates of one name before giving up on a name that keeps being taken under us.
+CREATE_ATTEMPTS = 3
 #: The task state store's key for the job this task instance's tries wait on.
 STATE_STORE_KEY = "volcano_job"
 
@@ -107,10 +116,15 @@ def submit_or_reattach(
     try_number: int,
     reattach: bool,
     existing: list[dict[str, Any]] | None = None,
+    before_create: Callable[[], None] | None = None,
     task_log: logging.Logger | Any = log,
 ) -> Submitted:
     """The job this try waits on: the unreported one it may reuse (adopted by this try, so
-    an older try's late ``on_kill`` leaves it alone), or a new one."""
+    an older try's late ``on_kill`` leaves it alone), or a new one.
+
+    :param before_create: runs right before each create, once every job it replaces is gone
+        (the API key's Secret is written there, so a new job never lacks it).
+    """
     namespace, name = body["metadata"]["namespace"], body["metadata"]["name"]
     for existing in hook.list_jobs(namespace, identity.selector()):
         job = _carry_out(
@@ -118,29 +132,65 @@ def submit_or_reattach(
         )
         if job is not None:
             return Submitted(job, created=False)
-    try:
-        job = _create(hook, body)
-        task_log.info("Submitted Volcano job %s/%s", namespace, job["metadata"]["name"])
-        return Submitted(job, created=True)
-    except JobExistsError:
-        existing = hook.get_job(name, namespace)
-    if existing is None or not identity.owns(existing):
-        raise SubmissionError(
-            f"A Volcano job named {namespace}/{name} already exists and belongs to "
-            f"{owner_of(existing or {})}; set job_name or a template name that is unique per "
-            "task instance. Nothing was submitted."
+    for _ in range(CREATE_ATTEMPTS):
+        if before_create is not None:
+            before_create()
+        try:
+            job = _create(hook, body)
+            task_log.info("Submitted Volcano job %s/%s", namespace, job["metadata"]["name"])
+            return Submitted(job, created=True)
+        except JobExistsError:
+            existing = hook.get_job(name, namespace)
+        if existing is None:  # gone since the create's answer: create again
+            continue
+        if not identity.owns(existing):
+            raise SubmissionError(
+                f"A Volcano job named {namespace}/{name} already exists and belongs to "
+                f"{owner_of(existing)}; set job_name or a template name that is unique per "
+                "task instance. Nothing was submitted."
+            )
+        if is_reported(existing):
+            # A fixed name (job_name, a template name without ${run_id}, a user's run id):
+            # an earlier try's reported job holds the name this try needs.
+            if not replaceable_past(existing, identity, try_number):
+                raise SubmissionError(
+                    f"A Volcano job named {namespace}/{name} holds an outcome of this task "
+                    f"instance that try {reported_by(existing)} already reported (an Airflow "
+                    "metadata DB reset, or a second deployment without [volcano_wandb] "
+                    "deployment?); it was left alone and nothing was submitted."
+                )
+            _replace_past(hook, existing, task_log)
+            continue
+        # Our own create whose answer was lost, or a concurrent try: the job is ours.
+        job = _carry_out(
+            hook, existing, try_number=try_number, reattach=reattach, task_log=task_log
         )
-    if is_reported(existing):
-        raise SubmissionError(
-            f"A Volcano job named {namespace}/{name} holds an outcome of this task instance "
-            "that was already reported (an Airflow metadata DB reset, or a second deployment "
-            "without [volcano_wandb] deployment?); it was left alone and nothing was submitted."
-        )
-    # Our own create whose answer was lost, or a concurrent try: the job is ours.
-    job = _carry_out(hook, existing, try_number=try_number, reattach=reattach, task_log=task_log)
-    if job is not None:
-        return Submitted(job, created=False)
-    return Submitted(_create(hook, body), created=True)
+        if job is not None:
+            return Submitted(job, created=False)
+    raise SubmissionError(
+        f"The name {namespace}/{name} was taken again each time its job was created "
+        f"({CREATE_ATTEMPTS} attempts); nothing was submitted."
+    )
+
+
+def _replace_past(hook: VolcanoHook, job: dict[str, Any], task_log: Any) -> None:
+    """Delete an earlier try's reported job, as read, and wait until it is gone.
+
+    The delete carries the uid and resourceVersion just read: a job changed or recreated
+    since is not deleted (the caller reads the name again). Only a delete that took is
+    waited on, until a GET confirms the job (and, by foreground deletion, its pods) gone.
+    """
+    meta = job["metadata"]
+    task_log.info(
+        "Replacing Volcano job %s/%s: try %s reported its outcome, and this try needs its name",
+        meta["namespace"],
+        meta["name"],
+        reported_by(job),
+    )
+    if hook.delete_job(
+        meta["name"], meta["namespace"], uid=meta["uid"], resource_version=meta["resourceVersion"]
+    ):
+        hook.wait_job_gone(meta["name"], meta["namespace"])
 
 
 def _create(hook: VolcanoHook, body: dict[str, Any]) -> dict[str, Any]:
@@ -274,6 +324,7 @@ def submit_for_try(
     try_number: int,
     reattach: bool,
     store: Any = None,
+    before_create: Callable[[], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any], bool]:
     """The job this try waits on: the one the task state store remembers when it may be
@@ -282,6 +333,7 @@ def submit_for_try(
 
     :param rendered: the run spec and job body rendered for ``try_number``.
     :param render: renders them for another intent (a reported job's next one).
+    :param before_create: see :func:`submit_or_reattach`.
     """
     job = reattach_remembered(
         hook, recall(store, task_log), try_number=try_number, reattach=reattach, task_log=task_log
@@ -300,6 +352,7 @@ def submit_for_try(
         try_number=try_number,
         reattach=reattach,
         existing=existing,
+        before_create=before_create,
         task_log=task_log,
     )
     return spec, job, created

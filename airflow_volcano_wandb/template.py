@@ -13,8 +13,9 @@ stages live in :mod:`airflow_volcano_wandb._template`, one concept per module:
 8. ``torchrun``: the ``PET_*`` env ``torchrun`` reads, and a memory-backed ``/dev/shm``, on
    the ``pytorch`` plugin's ranks (after naming: the master's address uses the job name).
 9. ``validate``: everything Volcano would reject, reported with JSON paths.
-10. ``pod_security`` and ``allow_lists``: what this deployment refuses (Pod Security
-   Standards, images, namespace, service accounts), reported together with JSON paths.
+10. ``policy``: what this deployment refuses (``pod_security``: the Pod Security Standards;
+   ``allow_lists``: images, namespace, service accounts, scheduler, Volcano queue, priority
+   classes; ``secret_refs``: the Secrets pods name), reported together with JSON paths.
 
 See ``docs/templates.md`` for the rules with examples.
 """
@@ -26,20 +27,21 @@ from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb import naming
-from airflow_volcano_wandb._template import allow_lists, overrides, torchrun, volcano
 from airflow_volcano_wandb._template import gang as gang_sizes
-from airflow_volcano_wandb._template.errors import Path, TemplateError, error_at, errors_at
+from airflow_volcano_wandb._template import overrides, secret_refs, torchrun, volcano
+from airflow_volcano_wandb._template.errors import TemplateError, error_at, errors_at
 from airflow_volcano_wandb._template.load import load_template as _load
 from airflow_volcano_wandb._template.macros import BUILTIN_MACROS, substitute
 from airflow_volcano_wandb._template.normalize import normalize
-from airflow_volcano_wandb._template.pod_security import DEFAULT_LEVEL, LEVELS, check_level
-from airflow_volcano_wandb._template.pod_security import violations as pod_violations
+from airflow_volcano_wandb._template.pod_security import DEFAULT_LEVEL, LEVELS
+from airflow_volcano_wandb._template.policy import Policy
 from airflow_volcano_wandb._template.structure import check_shape, task_index
 from airflow_volcano_wandb._template.validate import validate
 from airflow_volcano_wandb._template.values import copy_json, show, type_name
 
 __all__ = [
     "BUILTIN_MACROS",
+    "DEFAULT_ALLOWED_SCHEDULERS",
     "DEFAULT_MAX_REPLICAS",
     "DEFAULT_POD_SECURITY",
     "DEFAULT_SCHEDULER_NAME",
@@ -55,6 +57,8 @@ __all__ = [
 
 DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
 DEFAULT_SCHEDULER_NAME = "volcano"
+#: Only Volcano's scheduler keeps the gang together and the job inside its queue's quota.
+DEFAULT_ALLOWED_SCHEDULERS = (DEFAULT_SCHEDULER_NAME,)
 DEFAULT_SHM_SIZE = torchrun.DEFAULT_SHM_SIZE
 DEFAULT_POD_SECURITY = DEFAULT_LEVEL
 POD_SECURITY_LEVELS = LEVELS
@@ -141,45 +145,6 @@ def _set_namespace(
     return "the template"
 
 
-def _allowed_service_accounts(
-    service_account: str | None, allowed: Collection[str] | None
-) -> frozenset[str]:
-    """The accounts pods may name: the allow-list if given (``service_account`` must be on
-    it), else only ``service_account``."""
-    names = allow_lists.as_allow_list(allowed, "allowed_service_accounts")
-    if names is None:
-        return frozenset({service_account} if service_account is not None else ())
-    if service_account is not None and service_account not in names:
-        raise error_at(
-            ("service_account",),
-            f"{show(service_account)} is not in allowed_service_accounts ({', '.join(names)})",
-        )
-    return frozenset(names)
-
-
-def _policy_problems(
-    job: dict[str, Any],
-    tasks: list[dict[str, Any]],
-    level: str,
-    images: tuple[str, ...] | None,
-    namespaces: tuple[str, ...] | None,
-    namespace_source: str,
-    service_accounts: frozenset[str],
-) -> list[tuple[Path, str]]:
-    problems = []
-    for i, task in enumerate(tasks):
-        template = task.get("template")
-        if isinstance(template, dict):
-            problems += pod_violations(template, ("spec", "tasks", i, "template"), level)
-    if images is not None:
-        problems += allow_lists.image_problems(tasks, images)
-    if namespaces is not None:
-        namespace = job["metadata"].get("namespace")
-        problems += allow_lists.namespace_problems(namespace, namespaces, namespace_source)
-    problems += allow_lists.service_account_problems(tasks, service_accounts)
-    return problems
-
-
 def _fit_job_name(job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int) -> None:
     name = job["metadata"].get("name")
     if not isinstance(name, str) or not name:
@@ -195,6 +160,14 @@ def _fit_job_name(job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas
         job["metadata"]["name"] = naming.fit_job_name(name, task_names, max_replicas)
     except ValueError as exc:
         raise error_at(("metadata", "name"), str(exc)) from None
+
+
+def _run_env_secrets(run_env: RunEnv | None) -> frozenset[str]:
+    if run_env is None:
+        return frozenset()
+    return secret_refs.env_secret_names(run_env.master) | secret_refs.env_secret_names(
+        run_env.others
+    )
 
 
 def _apply_run_env(job: dict[str, Any], tasks: list[dict[str, Any]], run_env: RunEnv) -> None:
@@ -244,6 +217,11 @@ def render_job(
     allowed_service_accounts: Collection[str] | None = None,
     torchrun_env: bool = True,
     shm_size: str | None = DEFAULT_SHM_SIZE,
+    allowed_secrets: Collection[str] | None = None,
+    allowed_schedulers: Collection[str] | None = DEFAULT_ALLOWED_SCHEDULERS,
+    allowed_queues: Collection[str] | None = None,
+    allowed_priority_classes: Collection[str] | None = None,
+    max_total_gpus: int | None = None,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -302,6 +280,20 @@ def render_job(
         Volcano's ``hcclrank`` plugin, whose pod annotation carries the node rank.
     :param shm_size: ``sizeLimit`` of a memory-backed ``emptyDir`` mounted at ``/dev/shm`` in
         those containers (unless one mounts something there already); ``None``: none.
+    :param allowed_secrets: exact names of the Secrets pod templates may name (``env``
+        ``secretKeyRef``, ``envFrom``, ``secret``, ``projected`` and driver volumes,
+        ``imagePullSecrets``), whatever set them (template, macro, ``env``). The Secrets
+        ``run_env`` reads (the run's own key) are always allowed. ``None``: no others.
+    :param allowed_schedulers: the ``schedulerName`` values the job and its pod templates may
+        have; by default only ``volcano`` (another scheduler ignores the gang and the queue's
+        quota). ``None``: any.
+    :param allowed_queues: exact names; the final ``spec.queue`` (``default`` when unset, as
+        Volcano fills it) must be one of them. ``None``: any.
+    :param allowed_priority_classes: exact names; every ``priorityClassName`` (the job's and
+        the pod templates') must be one of them. ``None``: any.
+    :param max_total_gpus: the most GPUs (``<vendor>/gpu`` limits, over every pod of every
+        task) the job may ask for in all, e.g. a cap on what a Trigger form can ask;
+        ``None``: no cap.
 
     :returns: the Volcano Job as a new plain dict (JSON types only).
     :raises TemplateError: with the JSON path of every offending field.
@@ -318,10 +310,19 @@ def render_job(
         raise TemplateError("template_namespace_allowed must be True or False")
     if not isinstance(torchrun_env, bool):
         raise TemplateError("torchrun_env must be True or False")
-    level = check_level(pod_security)
-    images = allow_lists.as_allow_list(allowed_images, "allowed_images")
-    namespaces = allow_lists.as_allow_list(allowed_namespaces, "allowed_namespaces")
-    service_accounts = _allowed_service_accounts(service_account, allowed_service_accounts)
+    policy = Policy.from_arguments(
+        pod_security=pod_security,
+        allowed_images=allowed_images,
+        allowed_namespaces=allowed_namespaces,
+        service_account=service_account,
+        allowed_service_accounts=allowed_service_accounts,
+        allowed_secrets=allowed_secrets,
+        provider_secrets=_run_env_secrets(run_env),
+        allowed_schedulers=allowed_schedulers,
+        allowed_queues=allowed_queues,
+        allowed_priority_classes=allowed_priority_classes,
+        max_total_gpus=max_total_gpus,
+    )
 
     job, wide_ints = substitute(_load(template), macros)
     tasks = check_shape(job)
@@ -330,7 +331,7 @@ def render_job(
 
     if name is not None:
         _set_name(job, name)
-    namespace_source = _set_namespace(job, namespace, template_namespace_allowed, namespaces)
+    namespace_source = _set_namespace(job, namespace, template_namespace_allowed, policy.namespaces)
     if queue is not None:
         if not isinstance(queue, str) or not queue:
             raise error_at(("queue",), f"must be a non-empty string, not {show(queue)}")
@@ -372,9 +373,7 @@ def render_job(
         torchrun.apply_torchrun_env(job, tasks)
     torchrun.apply_shm(job, tasks, shm_size)
     validate(job, tasks, max_replicas, wide_ints)
-    problems = _policy_problems(
-        job, tasks, level, images, namespaces, namespace_source, service_accounts
-    )
+    problems = policy.problems(job, tasks, namespace_source)
     if problems:
         raise errors_at(
             problems,

@@ -47,6 +47,7 @@ OVERRIDES: dict[str, Any] = {
             "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}},
         },
     ],
+    "allowed_secrets": ["wandb"],  # the key's Secret, named in env above
     "labels": {"airflow.apache.org/dag-id": "retrain"},
     "pod_annotations": {"sim.airflow-volcano-wandb.io/duration": "5s"},
 }

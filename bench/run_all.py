@@ -24,7 +24,11 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    at once, then again as retries (bench/sweep_burst.py): submit p50/p99, duplicates, 429s;
    then their wait by the provider's trigger and by 2 s polling (watch connections, req/min);
 8. live_progress (issue 15): --live-jobs (100) waiting triggers with master log following
-   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py).
+   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py);
+9. odd_paths (issue 21): paths a deployment meets once in a while (bench/odd_paths.py):
+   restart_false_timeouts, pending timeouts of whole gangs over 20 restarts of every trigger
+   with evictions in flight; fixed_name_retries_ok, a retry under a fixed job_name after a
+   failed try.
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -719,6 +723,7 @@ def markdown(r: dict) -> str:
         ("outage", md_outage),
         ("sweep_burst", md_sweep),
         ("live_progress", md_live_progress),
+        ("odd_paths", md_odd_paths),
     )
     shown: set = set()
     for key, section in sections:
@@ -954,6 +959,23 @@ def sweep_burst(cluster: Cluster, env: dict, work: Path, tasks: int, window: flo
     }
 
 
+def fixed_name_retries_ok(cluster: Cluster, env: dict, work: Path) -> bool:
+    """A retry under a fixed ``job_name`` replaces the job its failed try reported and
+    succeeds (``bench/odd_paths.py fixed-name``), instead of being refused until the TTL."""
+    namespace = cluster.create_namespace("bench-fixed-name")
+    out = work / "fixed-name.json"
+    script = str(REPO / "bench" / "odd_paths.py")
+    subprocess.run(
+        [PY, script, "fixed-name", "--namespace", namespace, "--out", str(out)],
+        env=env,
+        check=True,
+    )
+    result = json.loads(out.read_text())
+    say(f"odd paths: fixed name retry: {result}")
+    cluster.delete_namespace(namespace)
+    return bool(result["ok"])
+
+
 def md_sweep(r: dict) -> list[str]:
     b = r["sweep_burst"]
     rows = [
@@ -1018,6 +1040,7 @@ SCENARIOS = (
     "outage",
     "sweep_burst",
     "live_progress",
+    "odd_paths",
 )
 
 
@@ -1116,6 +1139,59 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "outage" in options.only:
         results["outage"] = outage(cluster, env, work, options.outage_waiting, options.outage_s)
         say(f"outage: {results['outage']}")
+    if "odd_paths" in options.only:
+        results["odd_paths"] = odd_paths(cluster, env, work, options.quick)
+        say(f"odd_paths: {results['odd_paths']}")
+
+
+def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:
+    """Each odd path's figure, measured by ``bench/odd_paths.py`` in a child process each."""
+    restart = odd_path(
+        cluster, env, work, "restart-false-timeouts", "--restarts", "5" if quick else "20"
+    )
+    crash = odd_path(cluster, env, work, "crash-loop")
+    return {
+        "restart_false_timeouts": restart["restart_false_timeouts"],
+        "restart_run": restart,
+        "crash_loop_detect_s": crash["crash_loop_detect_s"],
+        "crash_loop_run": crash,
+        "fixed_name_retries_ok": fixed_name_retries_ok(cluster, env, work),
+    }
+
+
+def odd_path(cluster: Cluster, env: dict, work: Path, scenario: str, *args: str) -> dict:
+    out = work / f"odd-{scenario}.json"
+    argv = [PY, str(REPO / "bench" / "odd_paths.py"), scenario, *args]
+    argv += ["--cluster-dir", str(cluster.state_dir), "--out", str(out)]
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
+def md_odd_paths(r: dict) -> list[str]:
+    o = r["odd_paths"]
+    lines = ["## Odd paths", ""]
+    if "restart_false_timeouts" in o:
+        run = o["restart_run"]
+        lines.append(
+            f"- `restart_false_timeouts`: {o['restart_false_timeouts']} pending timeouts of "
+            f"{run['jobs']} jobs whose gang was whole, over {run['restarts']} restarts of every "
+            f"trigger with {run['evictions']} workers evicted and kept unplaceable meanwhile "
+            f"(`pending_timeout` {run['pending_timeout_s']} s)."
+        )
+    if "fixed_name_retries_ok" in o:
+        lines.append(
+            f"- `fixed_name_retries_ok`: {o['fixed_name_retries_ok']} (a retry under a fixed "
+            "`job_name` after a failed, reported try replaces that job and succeeds)."
+        )
+    if "crash_loop_detect_s" in o:
+        run = o["crash_loop_run"]
+        lines.append(
+            f"- `crash_loop_detect_s`: {o['crash_loop_detect_s']} s from a seed master's first "
+            "crash under `restartPolicy: OnFailure` to its deferred task's end "
+            f"({run['task_state']}, default `max_container_restarts` "
+            f"{run['max_container_restarts']}; the simulated kubelet restarts without back-off)."
+        )
+    return lines
 
 
 def latency_figures(lat: dict) -> dict:

@@ -2,7 +2,9 @@
 
 The form's fields come from ``params``: worker replicas, image, epochs, GPUs per worker and the
 W&B entity and project. The operator submits the job and returns; the sensor waits for it in
-the triggerer (deferrable), so no worker slot is held while the job trains.
+the triggerer (deferrable), so no worker slot is held while the job trains, and then reports
+as the operator's own wait would: the task and its outcome written into the W&B run, the
+run's ``eval/*`` summary in XCom ``wandb_summary``, and a "W&B Run" button on both tasks.
 
 Whoever may trigger the DAG picks the namespace and the image, and that image receives the W&B
 API key: both are allow-listed, by the deployment's Airflow configuration rather than by
@@ -11,14 +13,20 @@ anything the form or an Airflow Variable (editable in the UI) can change:
     [volcano_pytorch_manual]
     allowed_namespaces = wandb            # comma-separated names; the first is the default
     allowed_images = ghcr.io/example/*    # comma-separated fnmatch patterns
+    default_image = ghcr.io/example/volcano-ddp-mlp:latest   # the form's first value
+    max_total_gpus = 64                   # the most GPUs one run may ask for in all
     template = templates/other.yaml       # optional: another queue template (path or text)
     follow_master_log = False             # optional: the master's log in the wait task's log
 
 (or ``AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES`` / ``..._ALLOWED_IMAGES``). The form
-offers only the allowed namespaces, and the operator refuses any other before submitting.
+offers only the allowed namespaces, and only allowed images: a list to pick from when the
+allow-list names images exactly, else a text field that Airflow checks against the patterns
+before the run is created. The operator refuses any other before submitting all the same.
 """
 
 from __future__ import annotations
+
+import re
 
 import pendulum
 from airflow.sdk import DAG, Param
@@ -38,6 +46,54 @@ def _configured_list(key: str, default: str) -> list[str]:
 
 ALLOWED_NAMESPACES = _configured_list("allowed_namespaces", "wandb")
 ALLOWED_IMAGES = _configured_list("allowed_images", "ghcr.io/example/*")
+# Replicas (up to 64) times GPUs per worker (up to 8) could ask for 520 GPUs: the form's
+# limits are per field, so the whole gang's GPUs have a cap of their own.
+MAX_TOTAL_GPUS = conf.getint(CONFIG_SECTION, "max_total_gpus", fallback=64)
+DEFAULT_IMAGE = conf.get(
+    CONFIG_SECTION, "default_image", fallback="ghcr.io/example/volcano-ddp-mlp:latest"
+)
+WILDCARDS = re.compile(r"[*?\[]")
+
+
+def _as_json_schema_regex(pattern: str) -> str:
+    """An fnmatch pattern (``*``, ``?``, ``[...]``) as a regex that Python and the browser read
+    alike: only regex syntax characters are escaped (a browser refuses other escapes)."""
+    out, i = [], 0
+    while i < len(pattern):
+        char = pattern[i]
+        end = pattern.find("]", i + 2) if char == "[" else -1
+        if char == "*":
+            out.append(".*")
+        elif char == "?":
+            out.append(".")
+        elif end > 0:  # a character class, "[!...]" negated as in fnmatch
+            body = pattern[i + 1 : end]
+            out.append("[" + ("^" + body[1:] if body.startswith("!") else body) + "]")
+            i = end
+        else:
+            out.append("\\" + char if char in "\\^$.|+()[]{}/" else char)
+        i += 1
+    return "".join(out)
+
+
+def _image_param() -> Param:
+    """The training image field: a pick-list of exact allowed images, else text that must
+    match one of the allowed patterns."""
+    common = {
+        "type": "string",
+        "title": "Training image",
+        "description": "Image for every container: the ${image_uri} macro of the template.",
+    }
+    if ALLOWED_IMAGES and not any(WILDCARDS.search(image) for image in ALLOWED_IMAGES):
+        return Param(ALLOWED_IMAGES[0], enum=ALLOWED_IMAGES, **common)
+    choices = "|".join(_as_json_schema_regex(image) for image in ALLOWED_IMAGES)
+    if not re.fullmatch(choices, DEFAULT_IMAGE):
+        raise ValueError(
+            f"[{CONFIG_SECTION}] default_image {DEFAULT_IMAGE!r} matches none of allowed_images "
+            f"{ALLOWED_IMAGES}: set default_image to an allowed image"
+        )
+    return Param(DEFAULT_IMAGE, minLength=1, pattern=f"^(?:{choices})$", **common)
+
 # The queue template: the DAG's own unless the deployment configures another (a path in the
 # DAG folder, or the template as YAML/JSON text); `make demo REAL_PODS=1` sets one that places
 # every rank on the local cluster's real node.
@@ -63,13 +119,7 @@ with DAG(
             title="Worker replicas",
             description="Pods in the job's worker task; the master task always has one.",
         ),
-        "image_uri": Param(
-            "ghcr.io/example/volcano-ddp-mlp:latest",
-            type="string",
-            minLength=1,
-            title="Training image",
-            description="Image for every container: the ${image_uri} macro of the template.",
-        ),
+        "image_uri": _image_param(),
         "epochs": Param(
             3,
             type="integer",
@@ -86,7 +136,8 @@ with DAG(
             title="GPUs per worker",
             description=(
                 "nvidia.com/gpu limit of each rank's container, the master's too, so every rank "
-                "uses the same backend (0 trains on CPU)."
+                f"uses the same backend (0 trains on CPU). At most {MAX_TOTAL_GPUS} GPUs in all "
+                "for the job (ranks times GPUs)."
             ),
         ),
         "wandb_entity": Param(
@@ -131,6 +182,7 @@ with DAG(
         # The form's image receives the W&B API key: only images from registry paths you
         # control may run (see docs/security.md).
         allowed_images=ALLOWED_IMAGES,
+        max_total_gpus=MAX_TOTAL_GPUS,
         wandb_entity="{{ params.wandb_entity }}",
         wandb_project="{{ params.wandb_project }}",
         wait_for_completion=False,
@@ -144,5 +196,7 @@ with DAG(
         pending_timeout=600,
         follow_master_log=FOLLOW_MASTER_LOG,
         timeout=6 * 3600,
+        # As the operator's own wait would: the run's metrics to XCom, the task into the run.
+        wandb_summary_keys=["eval/accuracy", "eval/loss"],
     )
     submit >> wait

@@ -1,4 +1,5 @@
-"""Allow-lists for values that people choose: images, the namespace, service accounts.
+"""Allow-lists for values that people choose: images, the namespace, service accounts, the
+scheduler, the Volcano queue and priority classes.
 
 A queue template is edited in W&B, and a run's values may come from Airflow's trigger form;
 neither should decide which code runs with which identity, or where. The DAG author (or the
@@ -21,6 +22,8 @@ Problems = list[tuple[Path, str]]
 #: The two places a pod names its service account; ``serviceAccount`` is the deprecated
 #: alias, which Kubernetes still honours when ``serviceAccountName`` is empty.
 SERVICE_ACCOUNT_FIELDS = ("serviceAccountName", "serviceAccount")
+#: The queue Volcano's admission webhook gives a job that names none.
+VOLCANO_DEFAULT_QUEUE = "default"
 
 
 def as_allow_list(value: Any, argument: str) -> tuple[str, ...] | None:
@@ -98,3 +101,71 @@ def service_account_problems(tasks: list[dict[str, Any]], allowed: frozenset[str
                 )
             )
     return problems
+
+
+def _listed(allowed: tuple[str, ...]) -> str:
+    return ", ".join(allowed) or "empty"
+
+
+def _job_and_pod_values(
+    job: dict[str, Any], tasks: list[dict[str, Any]], field: str
+) -> list[tuple[Path, Any]]:
+    """``field`` of the job's spec and of every pod template that sets it. An unset or empty
+    pod field is no choice: Volcano's controller fills it from the job's."""
+    found: list[tuple[Path, Any]] = []
+    if field in job["spec"]:
+        found.append((("spec", field), job["spec"][field]))
+    for i, task in enumerate(tasks):
+        value = (pod_spec(task) or {}).get(field)
+        if value not in (None, ""):
+            found.append((("spec", "tasks", i, "template", "spec", field), value))
+    return found
+
+
+def scheduler_problems(
+    job: dict[str, Any], tasks: list[dict[str, Any]], allowed: tuple[str, ...]
+) -> Problems:
+    """The job's and every pod's ``schedulerName`` must be allowed: a pod handed to another
+    scheduler (``default-scheduler``) escapes Volcano's gang and its queue's quota."""
+    return [
+        (
+            path,
+            f"scheduler {show(name)} is not in allowed_schedulers ({_listed(allowed)}); pods "
+            "given to another scheduler escape Volcano's gang and the queue's quota",
+        )
+        for path, name in _job_and_pod_values(job, tasks, "schedulerName")
+        if not (isinstance(name, str) and name in allowed)
+    ]
+
+
+def queue_problems(job: dict[str, Any], allowed: tuple[str, ...]) -> Problems:
+    """The Volcano queue the job lands in (``default`` when it names none) must be allowed."""
+    queue = job["spec"].get("queue")
+    if queue in (None, ""):
+        if VOLCANO_DEFAULT_QUEUE in allowed:
+            return []
+        message = (
+            f"the job names no queue, so Volcano puts it in {VOLCANO_DEFAULT_QUEUE!r}, which "
+            "is not in allowed_queues; pass queue="
+        )
+    elif isinstance(queue, str) and queue in allowed:
+        return []
+    else:
+        message = f"queue {show(queue)} is not in allowed_queues"
+    return [(("spec", "queue"), f"{message} ({_listed(allowed)})")]
+
+
+def priority_class_problems(
+    job: dict[str, Any], tasks: list[dict[str, Any]], allowed: tuple[str, ...]
+) -> Problems:
+    """The job's (its PodGroup's, and its pods' unless they set one) and every pod
+    template's ``priorityClassName`` must be allowed."""
+    return [
+        (
+            path,
+            f"priority class {show(name)} is not in allowed_priority_classes "
+            f"({_listed(allowed)}): a higher class preempts other teams' pods",
+        )
+        for path, name in _job_and_pod_values(job, tasks, "priorityClassName")
+        if name not in (None, "") and not (isinstance(name, str) and name in allowed)
+    ]

@@ -250,7 +250,17 @@ class VolcanoHook(KubernetesHook):
         return [to_dict(self.api_client, pod) for pod in pods.items]
 
     @api_retry
-    def read_pod_log(self, pod: str, namespace: str, tail_lines: int | None = None) -> str:
+    def read_pod_log(
+        self,
+        pod: str,
+        namespace: str,
+        tail_lines: int | None = None,
+        *,
+        container: str | None = None,
+        previous: bool = False,
+    ) -> str:
+        """A pod's log (its only container's, or ``container``'s); ``previous``: the log of
+        the container before its last restart. ``""`` when there is none."""
         try:
             # Raw bytes, decoded here: kubernetes 36 returns the repr of the bytes ("b'...'")
             # when it decodes a log itself (kubernetes-client/python#2596).
@@ -262,6 +272,8 @@ class VolcanoHook(KubernetesHook):
                 pod,
                 namespace,
                 tail_lines=tail_lines,
+                container=container,
+                previous=previous,
                 _preload_content=False,
             )
             return response.data.decode("utf-8", errors="replace")

@@ -9,7 +9,6 @@ public API (``wandb.Api``), imported lazily so that DAG parsing and the triggere
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import functools
 import json
@@ -20,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
 from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
 from airflow_volcano_wandb.deadline import call_within
+from airflow_volcano_wandb.key_forms import key_forms
 from airflow_volcano_wandb.lineage import ArtifactRef
 from airflow_volcano_wandb.template import TemplateError, load_template
 from airflow_volcano_wandb.wandb_backlink import RunFields
@@ -33,15 +33,16 @@ __all__ = ["WANDB_CONN_FIELDS", "WANDB_UI_FIELD_BEHAVIOUR", "WandbHook"]
 
 
 def _mask(api_key: str | None) -> None:
-    """Mask the key in this process's logs, plain and base64.
+    """Mask the key in this process's logs, in every form a log may show it (``key_forms``:
+    plain, base64, and the W&B client's ``Basic`` credentials).
 
-    Airflow masks connection passwords it loads itself; masking again covers keys that
-    reached the hook some other way (a preset connection in tests, a custom backend). The
-    base64 form is how a Secret carries the key in an API response or a DEBUG log of one.
+    Airflow masks connection passwords it loads itself, plain only; masking again covers keys
+    that reached the hook some other way (a preset connection in tests, a custom backend). The
+    base64 form is how a Secret carries the key in an API response or a DEBUG log of one; the
+    ``Basic`` form is what a trainer's HTTP debug log prints.
     """
-    if api_key:
-        mask_secret(api_key, name="WANDB_API_KEY")
-        mask_secret(base64.b64encode(api_key.encode()).decode(), name="WANDB_API_KEY")
+    for form in key_forms(api_key) if api_key else ():
+        mask_secret(form, name="WANDB_API_KEY")
 
 
 def _within_deadline(method: Callable[..., Any]) -> Callable[..., Any]:

@@ -14,7 +14,13 @@ from airflow.sdk import BaseOperator
 from airflow_volcano_wandb import wandb_run
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.wandb import WandbHook
-from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, RunEnv, TemplateError, render_job
+from airflow_volcano_wandb.template import (
+    DEFAULT_ALLOWED_SCHEDULERS,
+    DEFAULT_SHM_SIZE,
+    RunEnv,
+    TemplateError,
+    render_job,
+)
 from airflow_volcano_wandb.wandb_env import container_env, macro_values
 from airflow_volcano_wandb.wandb_queue_ref import is_queue_ref
 
@@ -48,7 +54,10 @@ class JobTemplateMixin(BaseOperator):
     :param args: container args per task name.
     :param pod_annotations: annotations for every pod template.
     :param job_name: the job's name; by default the template's (the seed's
-        ``wandb-job-${run_id}`` is deterministic per task instance).
+        ``wandb-job-${run_id}`` is deterministic per submission). A fixed name is reused by
+        every try: a retry replaces the job an earlier try of this task instance reported
+        (deleted, confirmed gone, then created again); a job of that name that belongs to
+        another task instance or deployment is never touched (the task fails naming it).
     :param volcano_queue: the Volcano queue (``spec.queue``); by default the template's.
         (``queue`` is Airflow's own: the executor queue the task runs in.)
     :param add_master_policy: give the ``pytorch`` plugin's master task
@@ -68,7 +77,22 @@ class JobTemplateMixin(BaseOperator):
     :param service_account: the pods' ``serviceAccountName``; a template may name another
         only when it is in ``allowed_service_accounts``.
     :param allowed_service_accounts: service accounts a template may name.
+    :param allowed_secrets: Secrets a template (or ``env``) may name, by exact name, in env,
+        ``envFrom``, volumes or ``imagePullSecrets``; by default none but the run's own key
+        Secret (or ``wandb_api_key_secret``). A pod can read any Secret it names, whatever its
+        service account may do; see docs/security.md.
+    :param allowed_schedulers: ``schedulerName`` values the job and its pods may have; by
+        default only ``volcano`` (another scheduler escapes the gang and the queue's quota).
+        ``None`` allows any.
+    :param allowed_queues: Volcano queues the job may land in (``default`` when it names
+        none); ``None`` allows any.
+    :param allowed_priority_classes: ``priorityClassName`` values the job and its pods may
+        have; ``None`` allows any.
     :param max_replicas: the largest replica count accepted for a task.
+    :param max_total_gpus: the most GPUs the whole gang may ask for (replicas times each
+        pod's ``<vendor>/gpu`` limits, over every task): a cap on what a Trigger form's
+        replicas and GPUs per worker can add up to; refused before anything is submitted.
+        ``None``: no cap. Templated, so a form or a Variable may set it.
     :param finished_job_ttl: seconds a finished job may stay before Volcano deletes it
         (``spec.ttlSecondsAfterFinished``, unless the template sets one); default 7 days, so
         kept jobs and their Secrets do not pile up. ``None``: no limit.
@@ -88,6 +112,7 @@ class JobTemplateMixin(BaseOperator):
         "volcano_queue",
         "service_account",
         "pod_annotations",
+        "max_total_gpus",
     )
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = {"template": "yaml", "macros": "json", "replicas": "json"}
@@ -115,7 +140,12 @@ class JobTemplateMixin(BaseOperator):
         allowed_namespaces: Sequence[str] | None = None,
         service_account: str | None = None,
         allowed_service_accounts: Sequence[str] | None = None,
+        allowed_secrets: Sequence[str] | None = None,
+        allowed_schedulers: Sequence[str] | None = DEFAULT_ALLOWED_SCHEDULERS,
+        allowed_queues: Sequence[str] | None = None,
+        allowed_priority_classes: Sequence[str] | None = None,
         max_replicas: int = 1024,
+        max_total_gpus: int | None = None,
         finished_job_ttl: int | None = DEFAULT_FINISHED_JOB_TTL,
         **kwargs: Any,
     ) -> None:
@@ -130,7 +160,11 @@ class JobTemplateMixin(BaseOperator):
         self.allowed_images, self.allowed_namespaces = allowed_images, allowed_namespaces
         self.service_account = service_account
         self.allowed_service_accounts = allowed_service_accounts
+        self.allowed_secrets, self.allowed_schedulers = allowed_secrets, allowed_schedulers
+        self.allowed_queues = allowed_queues
+        self.allowed_priority_classes = allowed_priority_classes
         self.max_replicas, self.finished_job_ttl = max_replicas, finished_job_ttl
+        self.max_total_gpus = max_total_gpus
 
     def render(
         self,
@@ -174,6 +208,11 @@ class JobTemplateMixin(BaseOperator):
                 template_namespace_allowed=not from_queue,
                 service_account=self.service_account,
                 allowed_service_accounts=self.allowed_service_accounts,
+                allowed_secrets=self.allowed_secrets,
+                allowed_schedulers=self.allowed_schedulers,
+                allowed_queues=self.allowed_queues,
+                allowed_priority_classes=self.allowed_priority_classes,
+                max_total_gpus=self.max_total_gpus,
                 run_env=RunEnv(
                     master=container_env(spec, is_master_task=True),
                     others=container_env(spec, is_master_task=False),

@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_volcano_wandb.key_forms import key_forms
 from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from airflow_volcano_wandb.secret_digest import SecretDigest
 
@@ -46,11 +47,11 @@ class PodLogMixin(BaseOperator):
         self.log_lines = log_lines
 
     def master_log_kwargs(self, masked: Iterable[str | None] = ()) -> dict[str, Any]:
-        """The trigger's arguments for the master log, with digests of the ``masked`` secrets
-        to mask in it (the triggerer's log masker does not know them)."""
-        digests = (
-            [SecretDigest.of(s).to_json() for s in masked if s] if self.follow_master_log else []
-        )
+        """The trigger's arguments for the master log, with digests of the ``masked`` W&B
+        keys to mask in it, in each of their forms (``key_forms``: the triggerer's log masker
+        does not know them, and may not be told)."""
+        forms = [form for key in masked if key for form in key_forms(key)]
+        digests = [SecretDigest.of(f).to_json() for f in forms] if self.follow_master_log else []
         return {
             "follow_master_log": self.follow_master_log,
             "master_log_max_lines": self.master_log_max_lines,

@@ -25,28 +25,25 @@ from airflow_volcano_wandb.job_status import interpret, job_ref
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
-from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
+from airflow_volcano_wandb.operators.wandb_run import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
 from airflow_volcano_wandb.outcome import WaitResult
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.sync_wait import wait_in_process
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 
 XCOM_JOB = "volcano_job"
-XCOM_RUN_ID = "wandb_run_id"
-XCOM_RUN_URL = "wandb_run_url"
-XCOM_SUMMARY = "wandb_summary"
-RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)  # also the keys of the run's dict
 
 
 class VolcanoPyTorchJobOperator(
-    VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin, PodLogMixin
+    VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin, PodLogMixin, RestartBudgetMixin
 ):
     """Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
 
-    What the job is comes from :class:`.job_template.JobTemplateMixin` (``template``,
-    ``image_uri``, ``replicas``, ``namespace``, ``env``, the pod policy...), its W&B run from
-    :class:`.wandb_run.WandbRunMixin` (``wandb_project``, ``wandb_run_id``...), the pod logs
-    it shows from :class:`.pod_logs.PodLogMixin`; their parameters are documented there.
+    The job comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
+    :class:`.wandb_run.WandbRunMixin` (and what is reported to it from ``WandbReportMixin``),
+    the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget from
+    :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
@@ -63,9 +60,8 @@ class VolcanoPyTorchJobOperator(
     :param poll_interval: seconds between timeout checks; the job's state arrives by watch.
     :param pending_timeout: seconds until every rank must be placed and running; else the
         task fails with Volcano's reason and the job is deleted.
-    :param watch_failure_grace: seconds the watch may keep failing (lost permission, expired
-        credentials, apiserver down) before the task fails; the job is never deleted for
-        that, and the next try reattaches to it.
+    :param watch_failure_grace: seconds the job may stay unreadable (watch and reads failing)
+        before the task fails; the job is never deleted for that: the next try reattaches.
     :param on_finish_action: ``delete_succeeded`` (default: a failed job stays for
         inspection until a retry replaces it), ``delete`` or ``keep``.
     :param reattach_on_restart: reattach to a live job of this task instance; if False it is
@@ -135,8 +131,8 @@ class VolcanoPyTorchJobOperator(
             spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
         run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
         ti.xcom_push(key=XCOM_JOB, value=self._job)
-        ti.xcom_push(key=XCOM_RUN_ID, value=spec.run_id)
-        ti.xcom_push(key=XCOM_RUN_URL, value=spec.url)
+        for key, value in zip(RUN_XCOMS, (spec.run_id, spec.url), strict=True):
+            ti.xcom_push(key=key, value=value)
         if spec.url:
             self.log.info("W&B run: %s", spec.url)
 
@@ -178,14 +174,14 @@ class VolcanoPyTorchJobOperator(
         api_key: str | None,
         store: Any = None,
     ) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
-        """Render for this try's intent, then reattach to the job the task state store
-        remembers, or submit or reattach by labels; the spec and the job."""
+        """This try's spec and job: reattached (task state store, then labels) or submitted."""
         try_number = self._try_number or 1
         spec, body = render(try_number)  # bad input fails here, before any API client exists
-        hook = self.hook
+        hook, namespace = self.hook, body["metadata"]["namespace"]
+        key = api_key_secret.Handover(hook, identity, namespace, api_key, self.log)
         try:
             if not identity.deployment:
-                warn_of_other_deployments(hook, body["metadata"]["namespace"], self.log)
+                warn_of_other_deployments(hook, namespace, self.log)
             spec, job, created = submission.submit_for_try(
                 hook,
                 (spec, body),
@@ -194,17 +190,17 @@ class VolcanoPyTorchJobOperator(
                 try_number=try_number,
                 reattach=self.reattach_on_restart,
                 store=store,
+                before_create=key.prepare,
                 task_log=self.log,
             )
             self._job = job_ref(job)
             submission.remember(store, self._job, self.log)
-            if api_key:
-                api_key_secret.hand_to_job(
-                    hook, identity, job, api_key, created=created, withdraw=self._delete_job
-                )
-        except submission.RefusedError as exc:
-            raise JobRefusedError(str(exc)) from exc
-        except (submission.SubmissionError, api_key_secret.KeyNotDeliveredError) as exc:
+            key.give_to(job, created=created, withdraw=self._delete_job)
+        except submission.SubmissionError as exc:  # no job: its key's Secret goes too
+            key.abandon()
+            refused = isinstance(exc, submission.RefusedError)
+            raise (JobRefusedError if refused else AirflowException)(str(exc)) from exc
+        except api_key_secret.KeyNotDeliveredError as exc:
             raise AirflowException(str(exc)) from exc
         except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
             raise ApiserverUnreachableError(
@@ -232,6 +228,7 @@ class VolcanoPyTorchJobOperator(
             try_number=self._try_number,
             **self.master_log_kwargs(masked),
             deferred_at=time.time() if deferred else None,
+            max_container_restarts=self.max_container_restarts,
         )
 
     def _report(
@@ -248,6 +245,8 @@ class VolcanoPyTorchJobOperator(
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
             job = job_report.fetch_finished_job(hook, result, self.log)
+            usage = job_report.log_gpu_seconds(hook, job, self.log)  # before a delete
+            context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
             if job:
                 self._facts = JobFacts.from_job(job)
                 if self.deferrable:
@@ -261,7 +260,7 @@ class VolcanoPyTorchJobOperator(
             self.link_back(context, run, "success")
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
                 annotate_outlet_events(
-                    context, self.outlets, asset_extra(self._facts, run, summary)
+                    context, self.outlets, asset_extra(self._facts, run, summary, usage)
                 )
             return {
                 **result.job_ref(),
@@ -295,5 +294,4 @@ def _seconds(value: float | str | None) -> float | None:
     try:
         return float(value)
     except (TypeError, ValueError):
-        message = f"pending_timeout must be a number of seconds, not {value!r}"
-        raise AirflowException(message) from None
+        raise AirflowException(f"pending_timeout must be in seconds, not {value!r}") from None

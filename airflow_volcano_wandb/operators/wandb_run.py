@@ -20,6 +20,12 @@ from airflow_volcano_wandb.job_facts import JobFacts
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.ownership import TaskInstanceIdentity
 
+#: The XComs a task that waited on a job pushes about its W&B run (also the keys of ``run``).
+XCOM_RUN_ID = "wandb_run_id"
+XCOM_RUN_URL = "wandb_run_url"
+XCOM_SUMMARY = "wandb_summary"
+RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)
+
 #: W&B calls made after the task's outcome is known must not hold the worker for long: each
 #: HTTP request gets BEST_EFFORT_TIMEOUT seconds, each read or write, retries included,
 #: BEST_EFFORT_DEADLINE.
@@ -27,42 +33,20 @@ BEST_EFFORT_TIMEOUT = 30
 BEST_EFFORT_DEADLINE = 60
 
 
-class WandbRunMixin(BaseOperator):
-    """Parameters and steps of the W&B run a task's job writes to.
+class WandbReportMixin(BaseOperator):
+    """What a task that waited on a job reports to its W&B run: the summary metrics it reads
+    back and the link back to the task. Shared by the operator and ``VolcanoJobSensor``, so
+    the sensor's wait reports what the operator's own wait reports.
 
     :param wandb_conn_id: the ``wandb`` connection (API key, base URL, entity, project).
     :param wandb_entity: W&B entity; else the connection's ``entity`` extra.
     :param wandb_project: W&B project; else the connection's ``project`` extra.
-    :param wandb_run_id: a W&B run id; by default derived from the task instance, so a retry
-        resumes the same run.
-    :param wandb_run_name: the run's display name.
-    :param wandb_group: the run's W&B group; by default the DAG run (``<dag_id>/<run_id>``).
-        Give every map index of a sweep the same one (see ``docs/sweeps.md``).
-    :param wandb_sweep_id: a W&B sweep id (``WANDB_SWEEP_ID``): the run joins that sweep's
-        view in W&B.
     :param wandb_mode: ``online``, ``offline`` or ``disabled`` for the run's owner.
-    :param wandb_rank_mode: ``master`` (rank 0 owns the one run; other ranks are kept from
-        starting runs) or ``shared`` (every rank writes to the one run). See docs/wandb.md.
-    :param wandb_tags: tags for the run.
-    :param wandb_api_key_secret: ``(secret_name, key)`` of an existing Secret holding the API
-        key. By default the connection's key is written to a Secret owned by the job.
     :param wandb_summary_keys: summary metrics to read from W&B after success and push to
         XCom ``wandb_summary`` (best-effort: a missing summary is a warning and ``{}``).
     """
 
-    template_fields: Sequence[str] = (
-        "wandb_entity",
-        "wandb_project",
-        "wandb_run_id",
-        "wandb_run_name",
-        "wandb_group",
-        "wandb_sweep_id",
-        "wandb_mode",
-        "wandb_rank_mode",
-        "wandb_tags",
-        "wandb_api_key_secret",
-    )
-    operator_extra_links = (WandbRunLink(),)
+    template_fields: Sequence[str] = ("wandb_entity", "wandb_project", "wandb_mode")
 
     def __init__(
         self,
@@ -70,29 +54,14 @@ class WandbRunMixin(BaseOperator):
         wandb_conn_id: str | None = "wandb_default",
         wandb_entity: str | None = None,
         wandb_project: str | None = None,
-        wandb_run_id: str | None = None,
-        wandb_run_name: str | None = None,
-        wandb_group: str | None = None,
-        wandb_sweep_id: str | None = None,
         wandb_mode: str | None = None,
-        wandb_rank_mode: str = "master",
-        wandb_tags: Sequence[str] | None = None,
-        wandb_api_key_secret: tuple[str, str] | None = None,
         wandb_summary_keys: Sequence[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.wandb_conn_id, self.wandb_entity = wandb_conn_id, wandb_entity
-        self.wandb_project, self.wandb_run_id = wandb_project, wandb_run_id
-        self.wandb_run_name, self.wandb_mode = wandb_run_name, wandb_mode
-        self.wandb_group, self.wandb_sweep_id = wandb_group, wandb_sweep_id
-        self.wandb_rank_mode, self.wandb_tags = wandb_rank_mode, wandb_tags
-        self.wandb_api_key_secret = wandb_api_key_secret
+        self.wandb_project, self.wandb_mode = wandb_project, wandb_mode
         self.wandb_summary_keys = list(wandb_summary_keys or [])
-        #: What this try ran and trained into, once it ended (for OpenLineage).
-        self._facts: JobFacts | None = None
-        self._run: dict[str, Any] = {}
-        self._summary: dict[str, Any] | None = None
 
     @property
     def wandb_hook(self) -> WandbHook:
@@ -106,6 +75,90 @@ class WandbRunMixin(BaseOperator):
             timeout=BEST_EFFORT_TIMEOUT,
             deadline=BEST_EFFORT_DEADLINE,
         )
+
+    def read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
+        """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""
+        if self.wandb_mode in ("offline", "disabled"):
+            self.log.warning("W&B mode is %s: no summary to read back", self.wandb_mode)
+            return {}
+        try:
+            return self.best_effort_wandb_hook.get_run_summary(
+                run["wandb_run_id"],
+                entity=self.wandb_entity,
+                project=self.wandb_project,
+                keys=self.wandb_summary_keys,
+            )
+        except Exception as exc:
+            self.log.warning("Could not read the W&B run's summary (%s); pushing {}", exc)
+            return {}
+
+    def link_back(self, context: Context, run: Mapping[str, Any], outcome: str) -> None:
+        """Write this task and its outcome into the W&B run; never fails the task."""
+        hook = self.best_effort_wandb_hook
+        wandb_backlink.link_back(
+            hook,
+            run_context(context),
+            outcome,
+            run_id=run["wandb_run_id"],
+            entity=self.wandb_entity or hook.entity,
+            project=self.wandb_project or hook.project,
+            mode=self.wandb_mode,
+            has_key=bool(hook.api_key),
+            log=self.log,
+        )
+
+
+class WandbRunMixin(WandbReportMixin):
+    """Parameters and steps of the W&B run a task's job writes to; what is reported back is
+    :class:`WandbReportMixin`'s (connection, entity, project, mode, summary keys).
+
+    :param wandb_run_id: a W&B run id; by default derived from the task instance, so a retry
+        resumes the same run.
+    :param wandb_run_name: the run's display name.
+    :param wandb_group: the run's W&B group; by default the DAG run (``<dag_id>/<run_id>``).
+        Give every map index of a sweep the same one (see ``docs/sweeps.md``).
+    :param wandb_sweep_id: a W&B sweep id (``WANDB_SWEEP_ID``): the run joins that sweep's
+        view in W&B.
+    :param wandb_rank_mode: ``master`` (rank 0 owns the one run; other ranks are kept from
+        starting runs) or ``shared`` (every rank writes to the one run). See docs/wandb.md.
+    :param wandb_tags: tags for the run.
+    :param wandb_api_key_secret: ``(secret_name, key)`` of an existing Secret holding the API
+        key. By default the connection's key is written to a Secret owned by the job.
+    """
+
+    template_fields: Sequence[str] = (
+        *WandbReportMixin.template_fields,
+        "wandb_run_id",
+        "wandb_run_name",
+        "wandb_group",
+        "wandb_sweep_id",
+        "wandb_rank_mode",
+        "wandb_tags",
+        "wandb_api_key_secret",
+    )
+    operator_extra_links = (WandbRunLink(),)
+
+    def __init__(
+        self,
+        *,
+        wandb_run_id: str | None = None,
+        wandb_run_name: str | None = None,
+        wandb_group: str | None = None,
+        wandb_sweep_id: str | None = None,
+        wandb_rank_mode: str = "master",
+        wandb_tags: Sequence[str] | None = None,
+        wandb_api_key_secret: tuple[str, str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.wandb_run_id, self.wandb_run_name = wandb_run_id, wandb_run_name
+        self.wandb_group, self.wandb_sweep_id = wandb_group, wandb_sweep_id
+        self.wandb_rank_mode, self.wandb_tags = wandb_rank_mode, wandb_tags
+        self.wandb_api_key_secret = wandb_api_key_secret
+        #: What this try ran and trained into, once it ended (for OpenLineage).
+        self._facts: JobFacts | None = None
+        self._run: dict[str, Any] = {}
+        self._summary: dict[str, Any] | None = None
 
     def wandb_spec(
         self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook, intent: int
@@ -150,37 +203,6 @@ class WandbRunMixin(BaseOperator):
             "%s; the pods' W&B SDK runs in its default (online) mode without one unless "
             "their image sets WANDB_MODE. Set a key, or wandb_mode='offline'",
             no_key[0].upper() + no_key[1:],
-        )
-
-    def read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
-        """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""
-        if self.wandb_mode in ("offline", "disabled"):
-            self.log.warning("W&B mode is %s: no summary to read back", self.wandb_mode)
-            return {}
-        try:
-            return self.best_effort_wandb_hook.get_run_summary(
-                run["wandb_run_id"],
-                entity=self.wandb_entity,
-                project=self.wandb_project,
-                keys=self.wandb_summary_keys,
-            )
-        except Exception as exc:
-            self.log.warning("Could not read the W&B run's summary (%s); pushing {}", exc)
-            return {}
-
-    def link_back(self, context: Context, run: Mapping[str, Any], outcome: str) -> None:
-        """Write this task and its outcome into the W&B run; never fails the task."""
-        hook = self.best_effort_wandb_hook
-        wandb_backlink.link_back(
-            hook,
-            run_context(context),
-            outcome,
-            run_id=run["wandb_run_id"],
-            entity=self.wandb_entity or hook.entity,
-            project=self.wandb_project or hook.project,
-            mode=self.wandb_mode,
-            has_key=bool(hook.api_key),
-            log=self.log,
         )
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

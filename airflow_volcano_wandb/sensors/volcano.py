@@ -11,7 +11,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context
 
-from airflow_volcano_wandb import cleanup, job_report
+from airflow_volcano_wandb import cleanup, job_report, wandb_urls
 from airflow_volcano_wandb.airflow_compat import (
     AirflowSensorTimeout,
     AirflowTaskTimeout,
@@ -19,34 +19,49 @@ from airflow_volcano_wandb.airflow_compat import (
 from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job_status import job_ref
 from airflow_volcano_wandb.judge import (
     WaitTarget,
+    counts_restarts,
     gang_is_whole,
     gang_whole_mark,
     judge,
     needs_gang_whole_mark,
     progress_line,
 )
+from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.log_follower import MasterLogFollower
+from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
+from airflow_volcano_wandb.operators.wandb_run import (
+    XCOM_RUN_ID,
+    XCOM_RUN_URL,
+    XCOM_SUMMARY,
+    WandbReportMixin,
+)
 from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.ownership import wandb_run_of
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_WATCH_FAILURE_GRACE,
     VolcanoJobTrigger,
 )
 
 
-class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
+class VolcanoJobSensor(
+    VolcanoConnectionMixin, PodLogMixin, RestartBudgetMixin, WandbReportMixin, BaseSensorOperator
+):
     """Succeed when the Volcano job is ``Completed``; fail, with the reason, when it fails.
 
     The same judgement (``judge.py``), diagnostics and cleanup rule as
     ``VolcanoPyTorchJobOperator``: ``Failed``, ``Terminated``, ``Aborted`` and a deleted job
     fail the sensor at once; a gang not wholly placed within ``pending_timeout`` fails it with
-    Volcano's unschedulable reason. The job is the sensor's to clean up: by default it is
-    deleted after success, on a pending timeout, on the sensor's timeout and when the task is
-    killed, so nothing is left running or holding the API key.
+    Volcano's unschedulable reason; containers restarting in place past
+    ``max_container_restarts`` fail it with ``TrainerCrashLoopError``. The job is the
+    sensor's to clean up: by default it is deleted after success, on a pending timeout, a
+    crash loop, the sensor's timeout and when the task is killed, so nothing is left running
+    or holding the API key.
 
     With ``follow_master_log``, the master pod's log is shown in this task's log while it
     waits: by the triggerer when deferred, by a thread of this process in ``poke`` mode. In
@@ -60,21 +75,36 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
     :param deferrable: wait in the triggerer (a watch) instead of poking.
     :param pending_timeout: seconds until every rank must be placed and running.
     :param on_finish_action: ``delete_succeeded`` (default), ``delete`` or ``keep``, as for
-        the operator; a pending timeout and the sensor's timeout always delete.
+        the operator; a pending timeout, a crash loop and the sensor's timeout always delete.
     :param delete_on_kill: delete the job when the task is killed, cleared or marked failed.
     :param watch_failure_grace: seconds the job may stay unreadable (the watch when deferred,
         the pokes otherwise: lost permission, an unreachable apiserver) before the sensor
         fails, leaving the job untouched. In ``reschedule`` mode each poke is a new process:
         an unreadable job is poked again until the sensor's ``timeout``.
-    :param wandb_conn_id: the ``wandb`` connection whose API key the job's pods hold: it is
-        masked in this task's log, which shows pod logs (``None``: none to mask).
+    :param wandb_run_id: the W&B run the job writes to; by default the one the operator
+        recorded on the job (its ``wandb-run-id`` label). The sensor reports to it as the
+        operator's own wait does: the task and its outcome are written into the run, the
+        ``wandb_summary_keys`` are read back into XCom ``wandb_summary`` and the asset events
+        of ``outlets``, and XComs ``wandb_run_id``/``wandb_run_url`` give the sensor its
+        "W&B Run" button.
 
+    ``wandb_conn_id`` (whose API key the pods hold: it is masked in this task's log, which
+    shows pod logs), ``wandb_entity``, ``wandb_project``, ``wandb_mode`` and
+    ``wandb_summary_keys`` are ``WandbReportMixin``'s, as for the operator.
     ``follow_master_log``, ``master_log_max_lines``, ``master_log_max_bytes`` and
     ``log_lines`` are ``PodLogMixin``'s, as for the operator; the sensor shows pod log tails
-    on failure only.
+    on failure only. ``max_container_restarts`` is ``RestartBudgetMixin``'s, as for the
+    operator: each poke (or the trigger) reads a running job's pods for their restarts.
     """
 
-    template_fields: Sequence[str] = ("job_name", "namespace", "job_uid")
+    template_fields: Sequence[str] = (
+        "job_name",
+        "namespace",
+        "job_uid",
+        "wandb_run_id",
+        *WandbReportMixin.template_fields,
+    )
+    operator_extra_links = (WandbRunLink(),)
 
     def __init__(
         self,
@@ -91,7 +121,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
         on_finish_action: OnFinishAction = "delete_succeeded",
         delete_on_kill: bool = True,
         watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
-        wandb_conn_id: str | None = "wandb_default",
+        wandb_run_id: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -101,7 +131,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
         self.cluster_context, self.in_cluster = cluster_context, in_cluster
         self.deferrable, self.pending_timeout = deferrable, pending_timeout
         self.on_finish_action, self.delete_on_kill = on_finish_action, delete_on_kill
-        self.wandb_conn_id, self.watch_failure_grace = wandb_conn_id, watch_failure_grace
+        self.wandb_run_id, self.watch_failure_grace = wandb_run_id, watch_failure_grace
         self._failing_since: float | None = None
         self._last_progress = ""
         self._gang_seen_whole = False
@@ -115,6 +145,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             uid=self.job_uid or None,
             pending_timeout=self.pending_timeout,
             deadline=deadline,
+            max_container_restarts=self.max_container_restarts,
         )
 
     def execute(self, context: Context) -> Any:
@@ -125,7 +156,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             except (AirflowSensorTimeout, AirflowTaskTimeout):
                 ended = self._job and job_report.ended_meanwhile(self.hook, self._job, self.log)
                 if ended:  # it ended while the last pokes could not see it
-                    return self._report(ended, context["ti"].try_number)
+                    return self._report(ended, context)
                 self._delete_job()  # nobody waits on it any more
                 raise
         target = self._target()
@@ -133,7 +164,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
         self._remember(job)
         result = judge(job, target, time.time())
         if result is not None:
-            return self._report(result, context["ti"].try_number)
+            return self._report(result, context)
         self.defer(
             trigger=self._trigger(target),
             method_name="execute_complete",
@@ -143,7 +174,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
     def _trigger(self, target: WaitTarget) -> VolcanoJobTrigger:
         """The wait in the triggerer; the key of ``wandb_conn_id`` is masked in the log it
         follows."""
-        masked = [WandbHook(self.wandb_conn_id).mask_api_key()] if self.follow_master_log else []
+        masked = [self.wandb_hook.mask_api_key()] if self.follow_master_log else []
         return VolcanoJobTrigger(
             job_name=target.name,
             namespace=target.namespace,
@@ -156,6 +187,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             watch_failure_grace=self.watch_failure_grace,
             **self.master_log_kwargs(masked),
             deferred_at=time.time(),
+            max_container_restarts=self.max_container_restarts,
         )
 
     @contextlib.contextmanager
@@ -169,7 +201,7 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
         if job is None or (target.uid and job["metadata"].get("uid") != target.uid):
             yield  # nothing to follow: the poke says what became of the job
             return
-        WandbHook(self.wandb_conn_id).mask_api_key()  # the follower masks what this process knows
+        self.wandb_hook.mask_api_key()  # the follower masks what this process knows
         follower = MasterLogFollower.for_job(
             self.hook, job, self.log, self.master_log_max_lines, self.master_log_max_bytes
         )
@@ -195,9 +227,11 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
                 self._last_progress = progress
                 self.log.info("%s", progress)
         result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
+        if result is None and counts_restarts(job, target):
+            result = self._judge_restarts(job, target)
         if result is None:
             return False
-        self._report(result, context["ti"].try_number)
+        self._report(result, context)
         return True
 
     def _unread(self, target: WaitTarget, exc: Exception) -> bool:
@@ -227,9 +261,27 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
         except Exception as exc:  # this process remembers; a later poke tries again
             self.log.warning("Could not record the whole gang on the job: %s", exc)
 
+    def _judge_restarts(self, job: dict[str, Any], target: WaitTarget) -> WaitResult | None:
+        """A crash loop, as ``restart_check.verdict`` finds one: judged with the running job's
+        pods, then again on a fresh GET of the job and of its pods, since it deletes the job;
+        ``None`` otherwise and when they cannot be read."""
+        try:
+            pods = self.hook.list_job_pods(target.name, target.namespace)
+            result = judge(
+                job, target, time.time(), gang_seen_whole=self._gang_seen_whole, pods=pods
+            )
+            if result is None or result.outcome is not Outcome.CRASH_LOOP:
+                return None  # anything else is the next poke's to say
+            job = self.hook.get_job(target.name, target.namespace)
+            pods = self.hook.list_job_pods(target.name, target.namespace)
+        except Exception as exc:  # the budget never fails a poke on its own reads
+            self.log.warning("Could not read the job's pods for their restarts (%s)", exc)
+            return None
+        return judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole, pods=pods)
+
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's verdict into the task's outcome."""
-        return self._report(WaitResult.from_event(event), context["ti"].try_number)
+        return self._report(WaitResult.from_event(event), context)
 
     def _remember(self, job: dict[str, Any] | None) -> None:
         """Pin the submission first seen, so a job recreated under its name is not it."""
@@ -239,18 +291,34 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             self._job = job_ref(job)
             self.job_uid = self.job_uid or self._job["uid"]
 
-    def _report(self, result: WaitResult, try_number: int) -> dict[str, Any]:
+    def _report(self, result: WaitResult, context: Context) -> dict[str, Any]:
+        """Clean up as ``on_finish_action`` says, report to the W&B run, succeed or fail."""
         # The failure report shows pod logs, which may echo the key the pods were given.
-        WandbHook(self.wandb_conn_id).mask_api_key()
+        self.wandb_hook.mask_api_key()
         if result.uid:
             self._job = result.job_ref()
-        job_report.mark_reported(self.hook, result, try_number, self.log)
+        job_report.mark_reported(self.hook, result, context["ti"].try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
+        job = job_report.fetch_finished_job(self.hook, result, self.log)
+        run = self._wandb_run(job, context)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
+            usage = job_report.log_gpu_seconds(self.hook, job, self.log)  # before a delete
+            context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
             if deletes:
                 self._delete_job()
-            return {**result.job_ref(), "phase": result.phase}
+            summary = self.read_summary(run) if run and self.wandb_summary_keys else None
+            if summary is not None:
+                context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
+            if run:
+                self.link_back(context, run, "success")
+            if self.outlets:  # the same record as the operator's (docs/assets.md)
+                facts = JobFacts.from_job(job or {"metadata": result.job_ref()})
+                annotate_outlet_events(
+                    context, self.outlets, asset_extra(facts, run or {}, summary, usage)
+                )
+            summary_part = {"wandb_summary": summary} if summary is not None else {}
+            return {**result.job_ref(), **(run or {}), **summary_part, "phase": result.phase}
         error = job_report.report_failure(
             self.hook,
             result,
@@ -258,9 +326,28 @@ class VolcanoJobSensor(VolcanoConnectionMixin, PodLogMixin, BaseSensorOperator):
             log_lines=self.log_lines,
             task_log=self.log,
         )
+        if run:
+            self.link_back(context, run, result.outcome.value)
         if result.outcome is Outcome.TIMEOUT:  # a sensor's timeout is never retried
             raise AirflowSensorTimeout(str(error)) from error
         raise error
+
+    def _wandb_run(self, job: dict[str, Any] | None, context: Context) -> dict[str, Any] | None:
+        """The W&B run the job wrote to (pushed to XCom for the button), if it names one."""
+        run_id = self.wandb_run_id or (wandb_run_of(job) if job else None)
+        if not run_id:
+            return None
+        hook = self.best_effort_wandb_hook
+        entity, project = self.wandb_entity or hook.entity, self.wandb_project or hook.project
+        url = (
+            wandb_urls.run_url(hook.base_url, entity, project, run_id)
+            if entity and project
+            else None
+        )
+        run = {XCOM_RUN_ID: run_id, XCOM_RUN_URL: url}
+        for key, value in run.items():
+            context["ti"].xcom_push(key=key, value=value)
+        return run
 
     def _delete_job(self) -> None:
         if self._job:

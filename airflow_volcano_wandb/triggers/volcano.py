@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_volcano_wandb import airflow_compat
+from airflow_volcano_wandb import airflow_compat, restart_check
 from airflow_volcano_wandb.judge import (
     WaitTarget,
     gang_is_whole,
@@ -86,6 +86,7 @@ class VolcanoJobTrigger(BaseTrigger):
         (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
     :param deferred_at: when the task deferred to this trigger (epoch seconds): it fires no
         sooner than ``defer_settle_seconds()`` later. ``None``: not deferred (the sync wait).
+    :param max_container_restarts: the restart budget (``restart_check``); ``None``: none.
     """
 
     def __init__(
@@ -109,6 +110,7 @@ class VolcanoJobTrigger(BaseTrigger):
         master_log_max_bytes: int = DEFAULT_MAX_BYTES,
         masked_secrets: list[dict[str, Any]] | None = None,
         deferred_at: float | None = None,
+        max_container_restarts: int | None = None,
     ) -> None:
         super().__init__()
         self.job_name = job_name
@@ -130,6 +132,7 @@ class VolcanoJobTrigger(BaseTrigger):
         self.master_log_max_bytes = master_log_max_bytes
         self.masked_secrets = list(masked_secrets or [])
         self.deferred_at = deferred_at
+        self.max_container_restarts = max_container_restarts
         self._fired = False
         self._last_progress = ""
         self._progress_changed = asyncio.Event()  # wakes the master-log follow
@@ -162,6 +165,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 "master_log_max_bytes": self.master_log_max_bytes,
                 "masked_secrets": self.masked_secrets,
                 "deferred_at": self.deferred_at,
+                "max_container_restarts": self.max_container_restarts,
             },
         )
 
@@ -185,6 +189,7 @@ class VolcanoJobTrigger(BaseTrigger):
             uid=self.job_uid,
             pending_timeout=self.pending_timeout,
             deadline=self.deadline,
+            max_container_restarts=self.max_container_restarts,
         )
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -301,7 +306,9 @@ class VolcanoJobTrigger(BaseTrigger):
             await self._mark_gang_whole(watcher, job)
             self._log_progress(job)
         result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
-        if result is None or result.outcome not in _CONFIRMED_OUTCOMES or fresh:
+        if result is None:  # a running job's pods may be crash-looping (confirmed there)
+            return await restart_check.verdict(watcher, job, target, self.log)
+        if result.outcome not in _CONFIRMED_OUTCOMES or fresh:
             return result
         confirmed = await self._fetch(watcher)
         if confirmed is _UNKNOWN:  # never destroy on a guess: wait, and read again

@@ -258,6 +258,48 @@ def test_on_failure_pods_are_restarted_not_failed(api, volcano_namespace: str) -
     assert status.last_state.terminated.exit_code == 5
 
 
+def test_a_missing_secret_key_ref_holds_the_container_like_a_kubelet(
+    api, volcano_namespace: str
+) -> None:
+    # A kubelet cannot create a container whose required secretKeyRef does not resolve: it
+    # waits in CreateContainerConfigError, on its node, until the Secret appears.
+    job = simple_job(volcano_namespace, "keyless", annotations={DURATION_ANNOTATION: "600"})
+    container = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]
+    container["env"] = [
+        {"name": "PLAIN", "value": "x"},
+        {
+            "name": "MAYBE",
+            "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k", "optional": True}},
+        },
+        {"name": "KEY", "valueFrom": {"secretKeyRef": {"name": "the-key", "key": "api-key"}}},
+    ]
+    create_job(api, job)
+
+    def waiting() -> client.V1ContainerStateWaiting | None:
+        pods = job_pods(api, volcano_namespace, "keyless")
+        statuses = pods[0].status.container_statuses if pods else None
+        return statuses[0].state.waiting if statuses and statuses[0].state.waiting else None
+
+    state = wait_for("CreateContainerConfigError", waiting)
+    assert state.reason == "CreateContainerConfigError"
+    assert state.message == 'secret "the-key" not found'
+    (pod,) = job_pods(api, volcano_namespace, "keyless")
+    assert pod.spec.node_name and pod.status.phase == "Pending"  # placed: it holds its node
+    assert job_phase(api, volcano_namespace, "keyless") == "Pending"
+
+    core = client.CoreV1Api(api)
+    secret = client.V1Secret(metadata=client.V1ObjectMeta(name="the-key"), string_data={"k": "v"})
+    core.create_namespaced_secret(volcano_namespace, secret)
+
+    def wrong_key() -> bool:
+        state = waiting()
+        return bool(state and state.message.startswith("couldn't find key api-key"))
+
+    wait_for("the missing key named", wrong_key)
+    core.patch_namespaced_secret("the-key", volcano_namespace, {"stringData": {"api-key": "v"}})
+    wait_for("Running", lambda: job_phase(api, volcano_namespace, "keyless") == "Running")
+
+
 def _unschedulable_condition(api, ns: str) -> dict[str, Any] | None:
     for group in podgroups(api, ns):
         for cond in group.get("status", {}).get("conditions") or []:

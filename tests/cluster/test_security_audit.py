@@ -12,11 +12,17 @@ log (Metadata level). The W&B connection holds a marked key, unique to this run:
   Secret through ``wandb_api_key_secret``): the same flows;
 - ``volcano_pytorch_manual`` as the trigger form runs it: submit, then the deferrable sensor.
 
-Then the key is searched for, plain and base64, in every file Airflow wrote (task logs, the
-triggerer's trigger logs, component logs, the metadata DB with its XComs and rendered template
-fields), in every Volcano job and pod the runs created (as last seen) and in the namespaces'
-events: 0 hits. The same search finds it where it belongs (positive controls): in the data of
-the key's Secrets, and in a pod's log read from Kubernetes directly.
+The pods print the key in each form a log may carry it: plain, base64, and the ``Basic``
+credentials the W&B client sends. Then the key is searched for, in all three forms, in every
+file Airflow wrote (task logs, the triggerer's trigger logs, component logs, the metadata DB
+with its XComs and rendered template fields), in every Volcano job (status included), pod and
+ConfigMap the runs' namespaces held (as last seen), in the key Secrets' metadata and in the
+namespaces' events: 0 hits. The same search finds it where it belongs (positive controls): in
+the data of the key's Secrets, and in a pod's log read from Kubernetes directly.
+
+A finished job's key Secret goes with the job: the Secrets of the jobs deleted after success
+are gone, deleted by Kubernetes' garbage collector (the audit log says so), and every key
+Secret left is owned by a job that still exists.
 
 The audit log gives the (resource, verb) set each account used; it must equal its Role in the
 manifest, both ways, and the doctor's list.
@@ -40,6 +46,8 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb import permissions
+from airflow_volcano_wandb.api_key_secret import secret_ref
+from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
 from airflow_volcano_wandb.permissions import Permission
 from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
@@ -55,6 +63,12 @@ K8S = REPO / "docker" / "k8s"
 MANAGED, EXTERNAL = "avw_security_managed_key", "avw_security_external_key"
 MANUAL = "volcano_pytorch_manual"
 ARTIFACTS = REPO / "test-artifacts" / "security"
+#: What the pods print (tests/dags/avw_security.py), as every task log must show it.
+PRINTED_MASKED = (
+    "[sim] env WANDB_API_KEY=***",
+    "[sim] env WANDB_API_KEY in base64: ***",
+    "[sim] http send: Authorization: Basic ***",
+)
 
 
 @dataclass
@@ -71,11 +85,19 @@ class Audited:
     task_log_text: str
     followed_log_text: str  # the triggerer's log of the task that follows the master's log
     wandb_upserts: list[dict[str, Any]]  # what the provider wrote into W&B (the link-back)
+    runs: dict[str, str]  # DAG id -> its run's id
+    live_jobs: dict[str, set[str]]  # namespace -> uids of the jobs left at the end
     states: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def _forms(key: str) -> dict[str, str]:
-    return {"plain": key, "base64": base64.b64encode(key.encode()).decode()}
+    """The key as a log may carry it (written out here, not taken from ``key_forms``, so that
+    a form the product forgets is still searched for)."""
+    return {
+        "plain": key,
+        "base64": base64.b64encode(key.encode()).decode(),
+        "basic": base64.b64encode(f"api:{key}".encode()).decode(),
+    }
 
 
 def _hits(key: str, text: str) -> list[str]:
@@ -120,6 +142,30 @@ def _service_account(
     namespace = cluster.create_namespace(f"sec-{Path(manifest).stem}")
     _apply_rbac(admin, namespace, manifest=K8S / manifest)
     return namespace, _token_kubeconfig(admin, cluster.kubeconfig, namespace, out)
+
+
+def _config_maps(admin: client.ApiClient, namespace: str) -> Recorder:
+    return Recorder(client.CoreV1Api(admin).list_namespaced_config_map, namespace)
+
+
+def _job_uids(admin: client.ApiClient, namespace: str) -> set[str]:
+    jobs = client.CustomObjectsApi(admin).list_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs"
+    )
+    return {job["metadata"]["uid"] for job in jobs["items"]}
+
+
+def _orphaned_key_secrets(admin: client.ApiClient, namespace: str) -> list[str]:
+    """Key Secrets none of whose owner jobs exists any more (the garbage collector's to do)."""
+    live = _job_uids(admin, namespace)
+    secrets_ = client.CoreV1Api(admin).list_namespaced_secret(
+        namespace, label_selector=MANAGED_SELECTOR
+    )
+    return [
+        s.metadata.name
+        for s in secrets_.items
+        if not {ref.uid for ref in s.metadata.owner_references or []} & live
+    ]
 
 
 def _trigger_and_wait(stack: AirflowStack, dag_id: str, conf: dict[str, Any]) -> str:
@@ -192,7 +238,11 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
     recorders = {
         f"{kind} in {ns}": make(admin, ns)
         for ns in (managed_ns, external_ns)
-        for kind, make in (("jobs", Recorder.jobs), ("pods", Recorder.pods))
+        for kind, make in (
+            ("jobs", Recorder.jobs),
+            ("pods", Recorder.pods),
+            ("configmaps", _config_maps),
+        )
     }
     try:
         stack.start(timeout=900)
@@ -238,6 +288,13 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
             objects[f"{what}: {name}"] = admin.sanitize_for_serialization(obj)
     core = client.CoreV1Api(admin)
     for ns in (managed_ns, external_ns):
+        wait_for(
+            lambda n=ns: not _orphaned_key_secrets(admin, n),
+            120,
+            f"the garbage collector to delete the key Secrets of {ns}'s deleted jobs",
+        )
+    live_jobs = {ns: _job_uids(admin, ns) for ns in (managed_ns, external_ns)}
+    for ns in (managed_ns, external_ns):
         for event in core.list_namespaced_event(ns).items:
             objects[f"event in {ns}: {event.metadata.name}"] = admin.sanitize_for_serialization(
                 event
@@ -248,6 +305,9 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         for s in core.list_namespaced_secret(ns).items
         if s.type == "Opaque"
     ]
+    # Who holds a key Secret, and what it says about itself, must not hold the key.
+    for secret in key_secrets:
+        objects[f"secret metadata: {secret['metadata']['name']}"] = secret["metadata"]
     # What W&B would store from the link-back must not hold the key either.
     for i, upsert in enumerate(standin.upserts):
         objects[f"W&B run write {i}"] = upsert
@@ -263,6 +323,8 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         task_log_text=task_log_text,
         followed_log_text=followed_log_text,
         wandb_upserts=list(standin.upserts),
+        runs=runs,
+        live_jobs=live_jobs,
         states=states,
     )
     for ns in (managed_ns, external_ns):
@@ -284,10 +346,12 @@ def test_the_flows_ran_as_intended(audited: Audited) -> None:
     text = audited.task_log_text
     # DEBUG was on, the client's own included: it logged the API's response bodies.
     assert "response body" in text
-    # The pods' printed key reached the task logs (success tail, failure reports), masked.
-    assert text.count("[sim] env WANDB_API_KEY=***") >= 3, text[-3000:]
-    # ...and the triggerer's live follow of the master log, which never holds the key.
-    assert "[sim] env WANDB_API_KEY=***" in audited.followed_log_text
+    # The pods' printed key, in each form, reached the task logs (success tail, failure
+    # reports), masked, and so did the triggerer's live follow of the master log, which never
+    # holds the key.
+    for line in PRINTED_MASKED:
+        assert text.count(line) >= 3, (line, text[-3000:])
+        assert line in audited.followed_log_text, line
     assert "reattach" in text.lower()
     # The link-back wrote each online run's Airflow task into W&B (here, the stand-in).
     assert any("airflow" in json.dumps(u.get("config", "")) for u in audited.wandb_upserts)
@@ -315,7 +379,72 @@ def test_the_search_finds_the_key_where_it_belongs(audited: Audited) -> None:
     for secret in audited.secrets:
         if secret["metadata"]["name"] in holding:
             assert _hits(audited.key, json.dumps(secret["data"])) == ["base64"]
-    assert _hits(audited.key, audited.admin_pod_log) == ["plain"]
+    assert _hits(audited.key, audited.admin_pod_log) == ["plain", "base64", "basic"]
+
+
+def test_the_key_is_in_no_config_map_annotation_event_message_or_job_status(
+    audited: Audited,
+) -> None:
+    """The places a key could be written by mistake, named: each was searched and is clean."""
+    searched: dict[str, list[str]] = {
+        "config map": [],
+        "annotation": [],
+        "event message": [],
+        "job status": [],
+    }
+    for what, obj in audited.objects.items():
+        if what.startswith("configmaps in "):
+            searched["config map"].append(json.dumps(obj))
+        if what.startswith("event in "):
+            searched["event message"].append(str(obj.get("message")))
+        if what.startswith("jobs in "):
+            searched["job status"].append(json.dumps(obj.get("status")))
+        if what.startswith(("jobs in ", "pods in ", "configmaps in ")):
+            searched["annotation"].append(json.dumps(obj["metadata"].get("annotations")))
+        if what.startswith("secret metadata: "):
+            searched["annotation"].append(json.dumps(obj.get("annotations")))
+    for place, texts in searched.items():
+        assert texts, f"no {place} was searched"
+        assert not [t for t in texts if _hits(audited.key, t)], place
+
+
+def test_a_finished_jobs_key_secret_is_gone_with_the_job(audited: Audited) -> None:
+    """Deleted after success, the job takes its key Secret along (its owner reference); a
+    kept job, failed or still running, keeps its own."""
+    namespace = audited.namespaces["rbac.yaml"]
+    name = {
+        task: secret_ref(TaskInstanceIdentity(MANAGED, task, audited.runs[MANAGED])).name
+        for task in ("succeed", "follow", "fail", "hold")
+    }
+    left = {s["metadata"]["name"]: s for s in audited.secrets}
+    collected = _collected_by_the_garbage_collector(audited.audit_log, namespace)
+    for task in ("succeed", "follow"):
+        assert name[task] not in left, task
+        assert name[task] in collected, task  # it existed, and went with its job
+    for task in ("fail", "hold"):
+        owners = {ref["uid"] for ref in left[name[task]]["metadata"]["ownerReferences"]}
+        assert owners & audited.live_jobs[namespace], task
+    for secret in left.values():
+        if secret["metadata"]["name"].startswith("avw-wandb-key-"):
+            owners = {ref["uid"] for ref in secret["metadata"]["ownerReferences"]}
+            assert owners & audited.live_jobs[namespace], secret["metadata"]["name"]
+
+
+def _collected_by_the_garbage_collector(audit_log: Path, namespace: str) -> set[str]:
+    """Names of the Secrets of ``namespace`` that Kubernetes' garbage collector deleted."""
+    names = set()
+    for line in audit_log.read_text().splitlines():
+        event = json.loads(line)
+        ref = event.get("objectRef") or {}
+        if (
+            event["verb"] == "delete"
+            and ref.get("resource") == "secrets"
+            and ref.get("namespace") == namespace
+            and "garbage-collector" in event.get("userAgent", "")
+            and (event.get("responseStatus") or {}).get("code") == 200
+        ):
+            names.add(ref["name"])
+    return names
 
 
 def _used(audit_log: Path, namespace: str) -> tuple[set[Permission], set[Permission]]:

@@ -3,8 +3,9 @@
 Two DAGs, one per Role:
 
 - ``avw_security_managed_key``: the operator writes the key's Secret (``rbac.yaml``). Every
-  pod prints its ``WANDB_API_KEY`` (a trainer that dumps its environment), so wherever Airflow
-  shows a pod's log the key would appear unless it is masked;
+  pod prints its ``WANDB_API_KEY`` (a trainer that dumps its environment), plain, in base64
+  and as the ``Basic`` credentials the W&B client sends (``testing/cluster/podlogs.py``), so
+  wherever Airflow shows a pod's log the key would appear unless every form is masked;
 - ``avw_security_external_key``: the DAG names a Secret of its own (``wandb_api_key_secret``,
   ``rbac-external-key-secret.yaml``) through the ``kubernetes_external`` connection. Airflow
   never holds that key, so it could not mask it: these pods do not print it.
@@ -118,8 +119,10 @@ def _dag(dag_id: str) -> DAG:
 
 with _dag("avw_security_managed_key") as managed_key_dag:
     _flows(print_key=True)
-    # The triggerer follows the master's log (it prints the key): long enough to be followed.
-    _operator("follow", _template(20), deferrable=True, follow_master_log=True)
+    # The triggerer follows the master's log (it prints the key): long enough to be followed
+    # even by a loaded triggerer (one started its trigger's first read 28 s late, after a 20 s
+    # job had ended, and the followed log showed nothing to search).
+    _operator("follow", _template(60), deferrable=True, follow_master_log=True)
     # Runs for ten minutes; the test clears it, and the next try reattaches to the job and
     # refreshes the key's Secret (create refused, read its metadata, patch).
     _operator("hold", _template(600), wait_for_completion=False)

@@ -39,6 +39,51 @@ def test_manual_dag_submits_and_the_sensor_waits_then_leaves_nothing_behind(
     wait_until(lambda: not list_jobs(api, volcano_namespace), 60, what="the job deleted")
 
 
+def test_manual_dag_sensor_reports_to_the_wandb_run_as_the_operator_would_against_wandb_standin(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
+):
+    """The UI's path (submit, then a deferrable sensor) gets what a scheduled DAG's operator
+    gets: the W&B run's summary in XCom, the task and its outcome written into the run, and
+    the run's URL for the "W&B Run" button, on the sensor too."""
+    monkeypatch.setenv(MANUAL_NAMESPACES, volcano_namespace)
+    summary = {"eval/accuracy": 0.875, "eval/loss": 0.31}
+    with WandbStandin(api_key=API_KEY, any_run_summary=summary) as standin:
+        standin_url = standin.url
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_WANDB_DEFAULT",
+            json.dumps(
+                {
+                    "conn_type": "wandb",
+                    "host": standin.url,
+                    "password": API_KEY,
+                    "extra": {"entity": "airflow", "project": "volcano-ddp"},
+                }
+            ),
+        )
+        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        dag_run, tis = run_dag(
+            "volcano_pytorch_manual",
+            file="volcano_pytorch_manual.py",
+            namespace=volcano_namespace,
+            gpus_per_worker=1,
+        )
+        values = xcoms("volcano_pytorch_manual", dag_run.run_id)
+        run_id = values["submit.wandb_run_id"]
+        run = standin.run("airflow", "volcano-ddp", run_id)
+    assert tis == {"submit": ("success", 1), "wait": ("success", 1)}
+    assert values["wait.wandb_run_id"] == run_id
+    url = f"{standin_url}/airflow/volcano-ddp/runs/{run_id}"
+    assert values["submit.wandb_run_url"] == values["wait.wandb_run_url"] == url
+    assert values["wait.wandb_summary"] == summary
+    usage = values["wait.gpu_seconds"]  # what the run cost, per rank (1 GPU each)
+    assert sorted(usage) == ["master-0", "worker-0"], usage
+    assert all(seconds > 0 for seconds in usage.values()), usage
+    assert run is not None, "the sensor never read or wrote the run"
+    record = run.config.get("airflow") or {}
+    assert (record.get("task_id"), record.get("outcome")) == ("wait", "success"), run.config
+    assert "airflow-success" in run.tags, run.tags
+
+
 def test_manual_dag_refuses_a_namespace_outside_its_allow_list_before_submitting(
     airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
 ):

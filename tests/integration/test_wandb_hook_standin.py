@@ -21,6 +21,7 @@ import yaml
 
 from airflow_volcano_wandb import wandb_backlink
 from airflow_volcano_wandb.hooks import WandbHook
+from airflow_volcano_wandb.key_forms import key_forms
 from airflow_volcano_wandb.wandb_run import AirflowRunContext
 from tests.wandb_standin import WandbStandin
 
@@ -105,6 +106,20 @@ def test_get_run_summary_against_wandb_standin(standin: WandbStandin, conn_id: s
     assert "Run" in standin.operations()
     (run_request,) = [r for r in standin.requests if r.operation == "Run"]
     assert run_request.variables == {"entity": ENTITY, "project": PROJECT, "name": RUN_ID}
+
+
+def test_the_sdks_credentials_are_a_form_every_masker_knows_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    """The W&B SDK sends ``Basic base64("api:" + key)``: ``key_forms`` has it, and the hook
+    has Airflow mask it, so a trainer's HTTP debug log shows no usable credential."""
+    from airflow_volcano_wandb.airflow_compat import redact
+
+    WandbHook(conn_id).get_run_summary(RUN_ID)
+    (run_request,) = [r for r in standin.requests if r.operation == "Run"]
+    sent = run_request.headers["Authorization"]
+    assert sent == f"Basic {key_forms(API_KEY)[2]}"
+    assert redact(f"send: Authorization: {sent}") == "send: Authorization: Basic ***"
 
 
 def test_get_run_summary_selected_keys_against_wandb_standin(

@@ -6,9 +6,10 @@ real submit path against it:
 1. apiserver down before the first call: the task fails after bounded retries (seconds, not
    minutes) with an error that says the API server could not be reached and that nothing
    was submitted; once the apiserver is back, the retry submits one job, which completes;
-2. apiserver lost between storing the W&B key's Secret and creating the job: the task fails
-   the same way; the Secret left behind carries the task instance's labels, and the retry
-   adopts it (one Secret, owned by the one job, so it goes with the job).
+2. apiserver lost between creating the job and making it the owner of the W&B key's Secret
+   (written before the job, so the pods have their key): the task fails the same way; the
+   Secret, without an owner yet, carries the task instance's labels, and the retry reattaches
+   and adopts it (one Secret, owned by the one job, so it goes with the job).
 """
 
 from __future__ import annotations
@@ -123,8 +124,8 @@ def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_conne
     core = client.CoreV1Api(api)
     identity = TaskInstanceIdentity(DAG_ID, "train", "r2")
     (job,) = list_jobs(api, namespace)  # left for the retry: its outcome is not reported
-    secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
-    assert secrets == []  # the key never existed without an owner
+    (secret,) = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+    assert not secret.metadata.owner_references  # written before the job, not yet owned
 
     # Not waited out: a job created the moment the apiserver went away may stay Pending for
     # good (Volcano 1.14's job controller misses a PodGroup created during its outage), which

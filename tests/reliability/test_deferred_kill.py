@@ -34,7 +34,10 @@ from tests.reliability.airflow_runs import Run, start_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(900)]
 
-GONE_WITHIN = 15.0  # seconds from the kill to no job and no pod
+# Seconds from the kill to no job and no pod: far below the job's own 600 s, so the job went
+# by the kill (the trigger first asks Airflow whether the task left deferred, a round trip
+# through the triggerer's supervisor that takes seconds on a loaded 2-core machine).
+GONE_WITHIN = 60.0
 
 
 @pytest.fixture(scope="module")

@@ -14,6 +14,11 @@ Then the retry (try 2, deferrable: it stops where the trigger would take over) r
 test process. Over 50 trials: exactly one job per task instance, the retry's trigger waits on
 that very job (0 duplicates), and every job on the cluster is one some retry waits on
 (0 orphans). The W&B key's Secret ends up single and owned by the job, so it goes with it.
+
+And when no retry ever comes (``retries=0``): a job whose submitter was SIGKILLed the moment
+its create returned has its key all the same (the Secret is written before the job), so its
+pods start instead of waiting in ``CreateContainerConfigError``, on their GPUs, for ever. The
+local cluster holds back a pod whose ``secretKeyRef`` does not resolve, as a kubelet does.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from tests.reliability.support import (
     execute_operator,
     list_jobs,
     operator,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -123,4 +129,41 @@ def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
     assert {j["metadata"]["uid"] for j in jobs} == set(waited_on.values())  # 0 orphans
     assert found_by_retry["after/reattached"] == TRIALS // 2
     print("first-try outcomes:", dict(found_by_retry))
+    api.close()
+
+
+def test_a_job_whose_submitter_dies_right_after_its_create_never_waits_for_its_key(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    api = volcano_cluster.api_client()
+    core = client.CoreV1Api(api)
+    status = _first_try_killed(namespace, "no-retry", "after", 0.0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+    (job,) = list_jobs(api, namespace)
+    name = job["metadata"]["name"]
+
+    def waiting_for_config() -> list[str]:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={name}")
+        return [
+            f"{pod.metadata.name}: {s.state.waiting.message}"
+            for pod in pods.items
+            for s in pod.status.container_statuses or []
+            if s.state.waiting and s.state.waiting.reason == "CreateContainerConfigError"
+        ]
+
+    # No try will come to write the key: the pods must start with what exists now.
+    wait_until(
+        lambda: (
+            waiting_for_config()
+            or (list_jobs(api, namespace)[0].get("status") or {}).get("state", {}).get("phase")
+            == "Running"
+        ),
+        60,
+        what="the job Running, or a pod waiting for its key",
+    )
+    assert waiting_for_config() == []
+    identity = TaskInstanceIdentity(DAG_ID, "train", "no-retry")
+    (secret,) = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+    assert set(secret.data) == {"api-key"}
     api.close()

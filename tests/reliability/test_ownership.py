@@ -96,7 +96,7 @@ def test_two_deployments_never_touch_each_others_jobs(
 
 
 def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
 ):
     namespace = volcano_namespace
     admin = volcano_cluster.api_client()
@@ -113,6 +113,8 @@ def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
             StubTaskInstance(DAG_ID, "train", run_id, try_number=2),
         )
         assert new.job_uid == old.job_uid  # reattached, not resubmitted
+        for trigger in (old, new):  # each try's task was killed (cleared), as Airflow says
+            as_in_a_triggerer(trigger, monkeypatch, task_left=True)
         asyncio.run(old.on_kill())  # the cleared try's on_kill arrives late
         jobs = [j for j in list_jobs(admin, namespace) if j["metadata"]["uid"] == new.job_uid]
         if not jobs or jobs[0]["metadata"].get("deletionTimestamp"):

@@ -7,7 +7,10 @@
 - A job of the same name owned by another task instance: the retry refuses with a message
   naming the owner, and leaves that job and its W&B key Secret alone.
 - The apiserver refuses the job outright (here Volcano's webhook: no such queue): the Secret
-  this try wrote for the W&B key is deleted again, not left holding the key.
+  this try wrote for the W&B key before the create is collected, not left holding the key.
+- A fixed job name (``job_name=``): the job of a failed try was reported and stays (failed
+  jobs stay for inspection), so the retry's create meets it. The retry replaces it (a
+  confirmed delete, then the create) and succeeds; the key Secret ends up owned by the new job.
 """
 
 from __future__ import annotations
@@ -19,8 +22,12 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
-from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from tests.integration.jobs import SIM_DURATION, seed_template
+from airflow_volcano_wandb.ownership import (
+    IDENTITY_LABEL,
+    REPORTED_ANNOTATION,
+    TaskInstanceIdentity,
+)
+from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability.support import (
     GROUP,
     VERSION,
@@ -28,6 +35,7 @@ from tests.reliability.support import (
     execute_operator,
     list_jobs,
     operator,
+    wait_until,
 )
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -119,7 +127,15 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
         )
     assert "belongs to avw_rel_edge/other/r1" in str(failure.value)
     assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [theirs.job_uid]
-    # Their Secret (it could hold another team's key) was neither rewritten nor deleted.
+    # The Secret this try wrote before its create goes; theirs (it could hold another team's
+    # key) was neither rewritten nor deleted.
+    wait_until(
+        lambda: (
+            len(core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items) == 1
+        ),
+        60,
+        what="this try's key Secret collected",
+    )
     (after,) = core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items
     assert after.metadata.name == their_secret.metadata.name
     assert after.metadata.resource_version == their_secret.metadata.resource_version
@@ -142,8 +158,50 @@ def test_a_job_the_apiserver_refuses_leaves_no_key_secret_behind(
     api = volcano_cluster.api_client()
     assert list_jobs(api, namespace) == []
     identity = TaskInstanceIdentity("avw_rel_edge", "train", "refused")
-    secrets = client.CoreV1Api(api).list_namespaced_secret(
-        namespace, label_selector=identity.selector()
+    core = client.CoreV1Api(api)
+    # Written before the create; after the refusal, the garbage collector takes it.
+    wait_until(
+        lambda: (
+            not core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+        ),
+        60,
+        what="the refused job's key Secret collected",
     )
-    assert secrets.items == []  # written before the create, withdrawn after the refusal
+    api.close()
+
+
+def test_a_retry_replaces_the_reported_failed_job_of_a_fixed_name(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    namespace = volcano_namespace
+    api = volcano_cluster.api_client()
+    fixed = {"namespace": namespace, "job_name": "fixed-name", "replicas": {"worker": 0}}
+    with pytest.raises(AirflowException):
+        execute_operator(
+            operator(template=failing_template(after="1"), **fixed),
+            StubTaskInstance("avw_rel_edge", "train", "fixed", try_number=1),
+        )
+    (failed,) = list_jobs(api, namespace)
+    assert failed["metadata"]["annotations"][REPORTED_ANNOTATION] == "1"
+
+    retry = execute_operator(
+        operator(
+            template=seed_template(master={SIM_DURATION: "1"}), on_finish_action="keep", **fixed
+        ),
+        StubTaskInstance("avw_rel_edge", "train", "fixed", try_number=2),
+    )
+    assert retry["name"] == "fixed-name" and retry["uid"] != failed["metadata"]["uid"]
+    (job,) = list_jobs(api, namespace)
+    assert job["metadata"]["uid"] == retry["uid"]
+    assert job["status"]["state"]["phase"] == "Completed"
+    identity = TaskInstanceIdentity("avw_rel_edge", "train", "fixed")
+    core = client.CoreV1Api(api)
+
+    def key_secret_owners():
+        secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+        return [[o.uid for o in s.metadata.owner_references or []] for s in secrets]
+
+    wait_until(
+        lambda: key_secret_owners() == [[retry["uid"]]], 60, what="one key Secret, the new job's"
+    )
     api.close()

@@ -1,5 +1,6 @@
-"""api_key_secret.store_for_job against a scripted Secret store: an earlier try's Secret may
-be garbage-collected with its deleted job at any moment, also between our read and patch."""
+"""api_key_secret against a scripted Secret store: an earlier try's Secret may be
+garbage-collected with its deleted job at any moment, also between our read and patch; the
+Secret is written before a job is created (``prepare``) and owned by it after."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from airflow_volcano_wandb.api_key_secret import (
     STORE_ATTEMPTS,
     SecretOwnedElsewhereError,
+    abandon,
+    prepare,
     secret_body,
     store_for_job,
 )
@@ -25,10 +28,21 @@ class SecretStore:
     """One namespace's Secrets; ``collect_before`` deletes the Secret just before that call
     (``"get"`` or ``"patch"``) the given number of times, as the garbage collector may."""
 
-    def __init__(self, existing: dict[str, Any] | None, collect_before: str = "", times: int = 1):
+    def __init__(
+        self,
+        existing: dict[str, Any] | None,
+        collect_before: str = "",
+        times: int = 1,
+        jobs: tuple[dict, ...] = (),
+    ):
         self.secrets = {} if existing is None else {existing["metadata"]["name"]: existing}
         self.collect_before, self.times = collect_before, times
+        self.jobs = {j["metadata"]["name"]: j for j in jobs}  # the live jobs
         self.calls: list[str] = []
+
+    def get_job(self, name: str, namespace: str) -> dict | None:
+        self.calls.append("get_job")
+        return self.jobs.get(name)
 
     def _maybe_collect(self, call: str) -> None:
         if call == self.collect_before and self.times > 0:
@@ -54,9 +68,13 @@ class SecretStore:
         self._maybe_collect("patch")
         if name not in self.secrets:
             return None
-        self.secrets[name]["metadata"]["ownerReferences"] = patch["metadata"]["ownerReferences"]
-        self.secrets[name]["stringData"] = patch["stringData"]
-        return self.secrets[name]["metadata"]
+        secret = self.secrets[name]
+        if "ownerReferences" in patch.get("metadata", {}):  # a strategic merge by uid
+            owners = {r["uid"]: r for r in secret["metadata"]["ownerReferences"]}
+            owners.update({r["uid"]: r for r in patch["metadata"]["ownerReferences"]})
+            secret["metadata"]["ownerReferences"] = list(owners.values())
+        secret["stringData"] = patch.get("stringData", secret["stringData"])
+        return secret["metadata"]
 
 
 def _owner_uids(store: SecretStore) -> list[list[str]]:
@@ -105,3 +123,60 @@ def test_someone_elses_secret_is_never_touched() -> None:
         store_for_job(store, IDENTITY, NEW_JOB, "new-key")
     assert "patch" not in store.calls
     assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "their-key"}]
+
+
+def test_before_a_job_the_secret_is_written_without_an_owner() -> None:
+    store = SecretStore(None)
+    prepare(store, IDENTITY, "ns", "key")
+    assert store.calls == ["create"]
+    assert _owner_uids(store) == [[]]
+    store_for_job(store, IDENTITY, NEW_JOB, "key")  # the job, once created, becomes its owner
+    assert _owner_uids(store) == [["uid-new"]]
+
+
+def test_a_secret_a_live_job_owns_gets_the_new_key_and_keeps_its_owner() -> None:
+    store = SecretStore(secret_body(IDENTITY, OLD_JOB, "old-key"), jobs=(OLD_JOB,))
+    prepare(store, IDENTITY, "ns", "new-key")
+    assert store.calls == ["create", "get", "get_job", "patch"]
+    assert _owner_uids(store) == [["uid-old"]]
+    assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "new-key"}]
+
+
+def test_a_secret_whose_owners_are_gone_is_waited_out_and_created_afresh() -> None:
+    # The earlier job was just deleted: the collector takes its Secret, whatever is written
+    # into it meanwhile. Patching it would leave the new job without its key.
+    store = SecretStore(secret_body(IDENTITY, OLD_JOB, "old-key"))  # OLD_JOB is gone
+    gets = {"n": 0}
+    real_get = store.get_secret_metadata
+
+    def get_then_collected(name: str, namespace: str) -> dict | None:
+        gets["n"] += 1
+        if gets["n"] == 2:  # the collector gets there while we wait
+            store.secrets.clear()
+        return real_get(name, namespace)
+
+    store.get_secret_metadata = get_then_collected  # type: ignore[method-assign]
+    prepare(store, IDENTITY, "ns", "new-key")
+    assert "patch" not in store.calls and store.calls[-1] == "create"
+    assert _owner_uids(store) == [[]]
+    assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "new-key"}]
+
+
+def test_someone_elses_secret_refuses_the_submission_before_any_job() -> None:
+    other = secret_body(IDENTITY, OLD_JOB, "their-key")
+    other["metadata"]["labels"] = TaskInstanceIdentity("other", "t", "r").labels()
+    store = SecretStore(other)
+    with pytest.raises(SecretOwnedElsewhereError):
+        prepare(store, IDENTITY, "ns", "new-key")
+    assert "patch" not in store.calls
+
+
+def test_a_refused_jobs_secret_gets_an_owner_that_does_not_exist() -> None:
+    # The provider may not delete Secrets: the garbage collector deletes a dependent whose
+    # owners are all absent (proven on the cluster by the refused-job test).
+    store = SecretStore(None)
+    prepare(store, IDENTITY, "ns", "key")
+    abandon(store, IDENTITY, "ns")
+    ((owner,),) = [s["metadata"]["ownerReferences"] for s in store.secrets.values()]
+    assert owner["kind"] == "Job"
+    assert owner["uid"] not in {"uid-old", "uid-new"}

@@ -30,6 +30,9 @@ PURE = [
     "job_facts.py",
     "wandb_backlink.py",
     "log_lines.py",
+    "restart_budget.py",
+    "secret_digest.py",
+    "key_forms.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (

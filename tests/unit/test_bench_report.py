@@ -26,3 +26,13 @@ def test_a_partial_run_reports_the_figures_it_has(key):
     assert "## 3. Operator overhead" in report
     assert ("`render_job`" in report) is (key == "render_ms")
     assert ("job created" in report) is (key == "submit_overhead_s")
+
+
+def test_the_odd_paths_block_shows_the_crash_loop_figure():
+    crash = {"crash_loop_detect_s": 4.5, "crash_loop_run": {"task_state": "failed"}}
+    crash["crash_loop_run"]["max_container_restarts"] = 3
+    results = {"odd_paths": crash, "meta": META}
+    results["goals"] = run_all.goals(results)
+    report = run_all.markdown(results)
+    assert "## Odd paths" in report and "`crash_loop_detect_s`: 4.5 s" in report
+    assert "restart_false_timeouts" not in report

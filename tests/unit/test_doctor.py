@@ -150,3 +150,24 @@ def test_an_unreachable_cluster_is_one_failing_line():
     assert result.detail == (
         "cannot query the API server: ConnectionRefusedError: [Errno 111] Connection refused"
     )
+
+
+def test_the_identity_is_named_and_a_service_account_read_from_it():
+    worker = "system:serviceaccount:airflow:airflow-worker"
+    assert doctor.service_account_of(worker) == ("airflow", "airflow-worker")
+    assert doctor.service_account_of("kubernetes-admin") is None
+    assert doctor.check_identity(worker).detail == (
+        "service account 'airflow-worker' of namespace 'airflow'"
+    )
+    assert doctor.check_identity(None).status == WARN
+
+
+def test_a_missing_binding_names_the_account_to_bind():
+    """Airflow's Helm chart runs workers as accounts of their own, in Airflow's namespace: the
+    hint says which one the RoleBinding in the jobs' namespace must name."""
+    result = doctor.check_permissions(
+        {}, "wandb", identity="system:serviceaccount:airflow:airflow-triggerer"
+    )
+    assert result.status == FAIL
+    assert "name 'airflow-triggerer', namespace 'airflow'" in result.hint
+    assert "rbac-helm-binding.example.yaml" in result.hint

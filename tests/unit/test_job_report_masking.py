@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import base64
+import json
 import logging
 import secrets
 
 from airflow_volcano_wandb import job_report
 from airflow_volcano_wandb.airflow_compat import mask_secret
+from airflow_volcano_wandb.hooks import WandbHook
 
 
 class _PodLogs:
@@ -44,3 +47,22 @@ def test_a_pod_log_line_carrying_the_key_is_logged_masked(caplog):
     logged = [r.getMessage() for r in caplog.records]
     assert any("WANDB_API_KEY=***" in message for message in logged), logged
     assert not any(key in message for message in logged)
+
+
+def test_the_keys_encoded_forms_are_logged_masked_once_the_hook_registered_it(caplog, monkeypatch):
+    """A failure tail of a trainer that logs its W&B client's headers: the ``Basic``
+    credentials and the base64 key are masked, as registered by ``mask_api_key``."""
+    key = "avwtest" + secrets.token_hex(16)
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WANDB_REPORT_MASK", json.dumps({"conn_type": "wandb", "password": key})
+    )
+    assert WandbHook("wandb_report_mask").mask_api_key() == key
+    basic = base64.b64encode(f"api:{key}".encode()).decode()
+    encoded = base64.b64encode(key.encode()).decode()
+    job = {"metadata": {"name": "j", "namespace": "ns"}, "spec": {"tasks": [{"name": "master"}]}}
+    line = f"send: Authorization: Basic {basic} key64={encoded}"
+    with caplog.at_level(logging.INFO):
+        job_report.log_master_tail(_PodLogs(line), job, 10, logging.getLogger("t"))
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "send: Authorization: Basic *** key64=***" in logged, logged
+    assert basic not in logged and encoded not in logged

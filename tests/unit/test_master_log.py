@@ -11,6 +11,7 @@ import pytest
 
 from airflow_volcano_wandb import master_log
 from airflow_volcano_wandb.judge import WaitTarget
+from airflow_volcano_wandb.key_forms import key_forms
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.secret_digest import SecretDigest
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
@@ -72,10 +73,10 @@ def test_the_operator_parameters_reach_the_serialized_trigger():
     classpath, kwargs = op._trigger(masked=[KEY, None], deferred=True).serialize()
     assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
     assert kwargs["master_log_max_bytes"] == 2048
-    # The key's digest travels to the triggerer; the key does not.
-    assert len(kwargs["masked_secrets"]) == 1
-    assert KEY not in json.dumps(kwargs)
-    assert SecretDigest.from_json(kwargs["masked_secrets"][0]).matches(KEY)
+    # A digest of each of the key's forms travels to the triggerer; no form of it does.
+    digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
+    assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
+    assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
     module, _, name = classpath.rpartition(".")
     again = getattr(importlib.import_module(module), name)(**kwargs)
     assert again.serialize() == (classpath, kwargs)
@@ -96,8 +97,9 @@ def test_the_sensor_follows_too_with_its_connection_key_masked(monkeypatch):
     target = WaitTarget(name="j", namespace="ns", uid="u", pending_timeout=None, deadline=None)
     kwargs = sensor._trigger(target).serialize()[1]
     assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
-    assert KEY not in json.dumps(kwargs)
-    assert SecretDigest.from_json(kwargs["masked_secrets"][0]).matches(KEY)
+    digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
+    assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
+    assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
     off = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
     assert off._trigger(target).serialize()[1]["follow_master_log"] is False
 
@@ -210,6 +212,18 @@ def test_a_trainer_that_prints_its_key_has_it_masked():
     hook, log = _Hook([_pod()], [stream]), LineLog()
     _follow(hook, log, masked=(SecretDigest.of(KEY),))
     assert log.lines == ["[j-master-0] WANDB_API_KEY=*** rank=0"]
+
+
+def test_the_keys_base64_and_basic_credentials_are_masked_too():
+    """What the operator hands the trigger (a digest per form) masks each form it prints."""
+    _, b64, basic = key_forms(KEY)
+    lines = f"2026-01-01T00:00:01Z key64={b64}\n2026-01-01T00:00:02Z Authorization: Basic {basic}\n"
+    stream = _Stream([lines.encode()], True)
+    hook, log = _Hook([_pod()], [stream]), LineLog()
+    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", follow_master_log=True)
+    digests = [SecretDigest.from_json(d) for d in op.master_log_kwargs([KEY])["masked_secrets"]]
+    _follow(hook, log, masked=tuple(digests))
+    assert log.lines == ["[j-master-0] key64=***", "[j-master-0] Authorization: Basic ***"]
 
 
 def test_a_change_of_the_job_wakes_a_follow_waiting_for_the_master_pod(monkeypatch):

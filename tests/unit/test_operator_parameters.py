@@ -11,9 +11,16 @@ from airflow.sdk import DAG
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.wandb_run import WandbRunMixin
 
-PARAMETER_CLASSES = (VolcanoPyTorchJobOperator, JobTemplateMixin, WandbRunMixin, PodLogMixin)
+PARAMETER_CLASSES = (
+    VolcanoPyTorchJobOperator,
+    JobTemplateMixin,
+    WandbRunMixin,
+    PodLogMixin,
+    RestartBudgetMixin,
+)
 
 
 def _own_parameters(cls: type) -> list[str]:

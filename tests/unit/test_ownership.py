@@ -80,3 +80,37 @@ def test_selector_matching_for_the_watch_of_managed_jobs():
     assert selector_matches(MANAGED_SELECTOR, managed)
     assert not selector_matches(MANAGED_SELECTOR, foreign)
     assert selector_matches(None, foreign) and selector_matches("", {"metadata": {}})
+
+
+def test_only_an_earlier_tries_reported_job_of_this_very_task_instance_is_replaceable():
+    from airflow_volcano_wandb.ownership import IDENTITY_ANNOTATION, replaceable_past
+
+    mine = TaskInstanceIdentity(*TI)
+
+    def reported(identity, by="1"):
+        meta = {
+            "name": "fixed",
+            "uid": "u",
+            "labels": identity.labels(),
+            "annotations": {**identity.annotations(1), REPORTED_ANNOTATION: by},
+        }
+        return {"metadata": meta}
+
+    assert replaceable_past(reported(mine), mine, try_number=2)
+    # Not reported: the submit/reattach rule decides, never this one.
+    unreported = reported(mine)
+    del unreported["metadata"]["annotations"][REPORTED_ANNOTATION]
+    assert not replaceable_past(unreported, mine, try_number=2)
+    # Reported by this try or a later one: a metadata DB reset or a twin deployment.
+    assert not replaceable_past(reported(mine, by="2"), mine, try_number=2)
+    assert not replaceable_past(reported(mine, by="3"), mine, try_number=2)
+    # Another task instance, another deployment of the same one.
+    other = TaskInstanceIdentity("dag", "other", TI[2])
+    assert not replaceable_past(reported(other), mine, try_number=2)
+    prod = TaskInstanceIdentity(*TI, deployment="prod")
+    assert not replaceable_past(reported(prod), mine, try_number=2)
+    assert not replaceable_past(reported(mine), prod, try_number=2)
+    # The hash label alone is not enough: the exact identity must be written on it too.
+    forged = reported(mine)
+    forged["metadata"]["annotations"][IDENTITY_ANNOTATION] = other.key
+    assert not replaceable_past(forged, mine, try_number=2)

@@ -115,9 +115,20 @@ def test_manual_dag_allow_lists_come_from_the_deployments_config(monkeypatch):
     with pytest.raises(ParamValidationError, match="'kube-system' is not one of"):
         namespace.resolve("kube-system")
 
+    image = dag.params.get_param("image_uri")
+    assert (
+        image.resolve("ghcr.io/example/volcano-ddp-mlp:v2") == "ghcr.io/example/volcano-ddp-mlp:v2"
+    )
+    with pytest.raises(ParamValidationError, match="does not match"):
+        image.resolve("evil.example/miner:latest")  # refused by the form, before any run
+
     monkeypatch.setenv("AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES", "team-a, team-b")
     monkeypatch.setenv("AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES", "registry.example/ml/*")
+    with pytest.raises(ValueError, match=r"default_image .* matches none of allowed_images"):
+        load_dag(path, "volcano_pytorch_manual")
+    monkeypatch.setenv("AIRFLOW__VOLCANO_PYTORCH_MANUAL__DEFAULT_IMAGE", "registry.example/ml/a:1")
     dag = load_dag(path, "volcano_pytorch_manual")
+    assert dag.params.get_param("image_uri").value == "registry.example/ml/a:1"
     namespace, submit = dag.params.get_param("namespace"), dag.get_task("submit")
     assert (namespace.value, namespace.schema["enum"]) == ("team-a", ["team-a", "team-b"])
     assert submit.allowed_namespaces == ["team-a", "team-b"]
@@ -125,6 +136,11 @@ def test_manual_dag_allow_lists_come_from_the_deployments_config(monkeypatch):
     assert namespace.resolve("team-b") == "team-b"
     with pytest.raises(ParamValidationError):
         namespace.resolve("wandb")
+
+    exact = "registry.example/ml/a:1, registry.example/ml/b:2"
+    monkeypatch.setenv("AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES", exact)
+    image = load_dag(path, "volcano_pytorch_manual").params.get_param("image_uri")
+    assert image.schema["enum"] == ["registry.example/ml/a:1", "registry.example/ml/b:2"]
 
 
 def test_airflow_env_is_isolated():

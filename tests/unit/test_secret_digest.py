@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
 
+from airflow_volcano_wandb.key_forms import key_forms
 from airflow_volcano_wandb.secret_digest import MASK, SecretDigest, mask_secrets
 
 KEY = "0123456789abcdef0123456789abcdef01234567"
@@ -69,3 +71,40 @@ def test_each_digest_of_one_key_has_its_own_salt(digest):
     again = SecretDigest.of(KEY)
     assert (again.salt, again.sha256) != (digest.salt, digest.sha256)
     assert again.matches(KEY) and digest.matches(KEY)
+
+
+# ---- the key's encoded forms (key_forms), masked by their digests ------------------------
+B64 = base64.b64encode(KEY.encode()).decode()
+BASIC = base64.b64encode(f"api:{KEY}".encode()).decode()  # what the W&B client sends
+
+
+def test_the_forms_are_the_key_its_base64_and_the_clients_basic_credentials():
+    assert key_forms(KEY) == (KEY, B64, BASIC)
+    # Padding (and "/") are no characters of a key's words: base64 needs words of its own.
+    assert B64.endswith("=") and BASIC.endswith("=")
+
+
+@pytest.mark.parametrize(
+    ("line", "masked"),
+    [
+        (f"Authorization: Basic {BASIC}", f"Authorization: Basic {MASK}"),
+        (f"{{'Authorization': 'Basic {BASIC}'}}", f"{{'Authorization': 'Basic {MASK}'}}"),
+        (
+            f"send: b'Authorization: Basic {BASIC}\\r\\n'",
+            f"send: b'Authorization: Basic {MASK}\\r\\n'",
+        ),
+        (f'"data": {{"api-key": "{B64}"}}', f'"data": {{"api-key": "{MASK}"}}'),
+        (f"WANDB_API_KEY_BASE64={B64}", f"WANDB_API_KEY_BASE64={MASK}"),
+        (f"{KEY} {B64} Basic {BASIC}", f"{MASK} {MASK} Basic {MASK}"),
+        (f"path/{KEY}/x", f"path/{MASK}/x"),  # the key itself, still by its own words
+    ],
+)
+def test_every_form_is_masked_by_its_digest(line, masked):
+    digests = [SecretDigest.of(form) for form in key_forms(KEY)]
+    assert mask_secrets(line, digests) == masked
+
+
+def test_the_keys_digest_alone_does_not_mask_its_encodings(digest):
+    """Why the task sends a digest of each form: the triggerer cannot derive them."""
+    line = f"Authorization: Basic {BASIC}"
+    assert mask_secrets(line, [digest]) == line

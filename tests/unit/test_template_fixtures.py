@@ -43,6 +43,7 @@ def test_chief_replica_roles_and_typed_args() -> None:
         macros={**MACROS, "epochs": 3, "lr": 0.001},
         replicas={"replica": "8"},
         env=[SECRET],
+        allowed_secrets=["wandb"],
     )
     assert job["metadata"]["name"] == "ddp-ddp-mlp-1"
     assert job["metadata"]["annotations"] == {"wandb.ai/author": "airflow"}
@@ -68,6 +69,7 @@ def test_svc_gpu_template() -> None:
         macros={**MACROS, "batch_size": 64},
         replicas={"worker": 3},
         env=[SECRET, {"name": "NCCL_DEBUG", "value": "WARN"}],
+        allowed_secrets=["wandb"],
         pod_annotations={"sim.airflow-volcano-wandb.io/duration": "30s"},
     )
     assert job["spec"]["plugins"]["svc"] == ["--publish-not-ready-addresses=true"]

@@ -203,7 +203,7 @@ def test_env_list_form_carries_secret_refs() -> None:
     }
     given = [secret, {"name": "WANDB_RUN_ID", "value": "k3x9p2qa"}]
     before = copy.deepcopy(given)
-    job = render(env=given)
+    job = render(env=given, allowed_secrets=["wandb"])
     env = containers(job, "worker")[0]["env"]
     assert env == before
     assert env[0]["valueFrom"] is not secret["valueFrom"] and given == before
@@ -416,7 +416,7 @@ def test_missing_scheduler_name_defaults_to_volcano() -> None:
     del template["spec"]["schedulerName"]
     assert render(template)["spec"]["schedulerName"] == "volcano"
     template["spec"]["schedulerName"] = "custom"
-    assert render(template)["spec"]["schedulerName"] == "custom"
+    assert render(template, allowed_schedulers=["custom"])["spec"]["schedulerName"] == "custom"
 
 
 def test_add_master_policy_must_be_a_bool() -> None:

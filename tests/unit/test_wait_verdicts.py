@@ -14,6 +14,7 @@ from airflow_volcano_wandb.judge import (
     GANG_WHOLE_ANNOTATION,
     WaitTarget,
     gang_is_whole,
+    gang_was_whole,
     gang_whole_mark,
     judge,
     needs_gang_whole_mark,
@@ -140,6 +141,20 @@ def test_a_gang_marked_whole_never_gets_a_pending_timeout_whoever_judges_it(late
     """A triggerer restarted, a retry reattaching, a reschedule poke: no memory, the mark."""
     assert judge(marked_whole(later), TARGET, T0 + 10**5) is None
     assert judge(later, TARGET, T0 + 10**5).outcome is Outcome.PENDING_TIMEOUT  # unmarked
+
+
+@pytest.mark.parametrize(("min_available", "was_whole"), [(3, True), (1, False)])
+def test_volcanos_running_condition_shows_a_whole_gang_only_when_the_gang_is_every_rank(
+    min_available, was_whole
+):
+    """No waiter saw it (all were restarted): Volcano's own record still tells, when its
+    ``minAvailable`` is the world size (then Running means every rank ran)."""
+    lost = job("Running", running={"master": 1, "worker": 1})
+    lost["spec"]["minAvailable"] = min_available
+    lost["status"]["conditions"] = [{"status": "Pending"}, {"status": "Running"}]
+    assert gang_was_whole(lost) is was_whole
+    verdict = judge(lost, TARGET, T0 + 10**5)
+    assert (verdict is None) is was_whole
 
 
 def test_a_lost_rank_of_a_gang_that_was_whole_is_reported_as_restarting():

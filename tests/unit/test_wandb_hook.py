@@ -108,6 +108,8 @@ def test_api_key_is_registered_with_the_masker(monkeypatch: pytest.MonkeyPatch) 
     assert redact(f"key={secret}") == "key=***"
     encoded = base64.b64encode(secret.encode()).decode()  # as a Secret's data carries it
     assert redact(f'"data": {{"api-key": "{encoded}"}}') == '"data": {"api-key": "***"}'
+    basic = base64.b64encode(f"api:{secret}".encode()).decode()  # as the W&B client sends it
+    assert redact(f"Authorization: Basic {basic}") == "Authorization: Basic ***"
 
 
 def test_mask_api_key_registers_the_key_quietly(monkeypatch, caplog) -> None:
@@ -120,6 +122,7 @@ def test_mask_api_key_registers_the_key_quietly(monkeypatch, caplog) -> None:
     assert redact(f"WANDB_API_KEY={secret}") == "WANDB_API_KEY=***"
     encoded = base64.b64encode(secret.encode()).decode()
     assert redact(encoded) == "***"
+    assert redact(base64.b64encode(f"api:{secret}".encode()).decode()) == "***"
     assert hook.api_key == secret and hook.mask_api_key() == secret  # loaded once
     assert WandbHook("wandb_not_defined").mask_api_key() is None
     assert WandbHook(None).mask_api_key() is None

@@ -8,12 +8,21 @@ pod is scheduled, appends a line whenever a container exits, and creates the pod
 
 A pod annotated ``PRINT_ENV_ANNOTATION: "NAME,..."`` also prints those environment variables,
 ``secretKeyRef`` ones resolved from their Secret as the kubelet would: a trainer that dumps its
-environment, for tests that the W&B key is masked wherever Airflow shows pod logs.
+environment, for tests that the W&B key is masked wherever Airflow shows pod logs. Each value
+is printed in the three forms a log may carry a W&B key in: as is, in base64, and as the HTTP
+basic credentials the W&B client sends (``Authorization: Basic base64("api:" + value)``, as a
+trainer's HTTP debug log prints them), so a masker that misses a form leaves it to be found.
+
+The same watcher holds back a pod whose ``secretKeyRef`` does not resolve, as a kubelet does
+(``CreateContainerConfigError``; see ``secret_refs``): no log is written before it starts.
 
 For tests of log following: ``LOG_LINES_ANNOTATION: "N"`` prints N numbered lines at start;
 ``SPLIT_LINE_ANNOTATION: "text"`` prints a line in two writes a second apart (a CRI partial
 entry, then its end), so a follower receives it in two chunks; and a restarted container
 prints its start lines again, in the same file (the follower sees a replay plus new lines).
+What the container printed between its last two starts (its exit line included) is also
+copied to a file of its own, served as the ``previous=true`` log, as the kubelet serves the
+log of the container instance before the running one.
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
+from airflow_volcano_wandb.testing.cluster.secret_refs import SecretRefGate
 
 DURATION_ANNOTATION = "sim.airflow-volcano-wandb.io/duration"
 EXIT_CODE_ANNOTATION = "sim.airflow-volcano-wandb.io/exit-code"
@@ -53,6 +63,10 @@ def _env(container: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container.get("env") or [] if "name" in e}
 
 
+def _base64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
 def _secret_value(kube: Kube, namespace: str, ref: dict[str, Any]) -> str:
     secret = kube.get_or_none(f"/api/v1/namespaces/{namespace}/secrets/{ref.get('name')}")
     data = (secret or {}).get("data") or {}
@@ -67,21 +81,28 @@ class PodLogWriter:
         self.root = root
         # uid -> (container name -> number of exits already written)
         self._seen: dict[str, dict[str, int]] = {}
+        # uid -> (container name -> offset in its log file where the running instance began)
+        self._instance_start: dict[str, dict[str, int]] = {}
 
-    def _file(self, pod: dict[str, Any], container: str) -> Path:
+    def _file(self, pod: dict[str, Any], container: str, previous: bool = False) -> Path:
         meta = pod["metadata"]
-        return self.root / meta["namespace"] / meta["name"] / meta["uid"] / f"{container}.log"
+        name = f"{container}.previous.log" if previous else f"{container}.log"
+        return self.root / meta["namespace"] / meta["name"] / meta["uid"] / name
 
-    def handle(self, kind: str, pod: dict[str, Any]) -> None:
+    def handle(self, kind: str, pod: dict[str, Any], may_start: bool = True) -> None:
+        """Write or extend the pod's logs; none before its containers ``may_start``."""
         meta = pod["metadata"]
         uid = meta["uid"]
         if kind == "DELETED":
             self._seen.pop(uid, None)
+            self._instance_start.pop(uid, None)
             shutil.rmtree(self.root / meta["namespace"] / meta["name"] / uid, ignore_errors=True)
             return
         if not pod.get("spec", {}).get("nodeName"):
             return
         if uid not in self._seen:
+            if not may_start:  # its Secret references do not resolve yet (secret_refs)
+                return
             self._start(pod)
         self._record_exits(pod)
 
@@ -118,8 +139,16 @@ class PodLogWriter:
                 timer = threading.Timer(SPLIT_LINE_DELAY, _append, (path, _cri_line(split[half:])))
                 timer.daemon = True
                 timer.start()
-            logs.append({"containers": [container["name"]], "logsFile": str(path), "follow": True})
+            logs.append(
+                {
+                    "containers": [container["name"]],
+                    "logsFile": str(path),
+                    "previousLogsFile": str(self._file(pod, container["name"], previous=True)),
+                    "follow": True,
+                }
+            )
         self._seen[meta["uid"]] = {}
+        self._instance_start[meta["uid"]] = {}
         body = {
             "apiVersion": "kwok.x-k8s.io/v1alpha1",
             "kind": "Logs",
@@ -150,7 +179,11 @@ class PodLogWriter:
                 value = (
                     _secret_value(self.kube, meta["namespace"], ref) if ref else var.get("value")
                 )
-                lines.append(f"[sim] env {name}={value}")
+                lines += [
+                    f"[sim] env {name}={value}",
+                    f"[sim] env {name} in base64: {_base64(value or '')}",
+                    f"[sim] http send: Authorization: Basic {_base64(f'api:{value}')}",
+                ]
         return lines
 
     def _record_exits(self, pod: dict[str, Any]) -> None:
@@ -169,27 +202,46 @@ class PodLogWriter:
                 f"[sim] container {name} exited with code "
                 f"{term.get('exitCode', '?')} ({term.get('reason', '')})"
             )
+            path = self._file(pod, name)
+            _append(path, text)
             if "running" in status["state"]:  # restarted: a new process, its start lines
-                text += _cri_line(
-                    f"[sim] container {name} restarted (restart {status.get('restartCount', 0)})"
+                self._keep_previous(pod, name, path)
+                _append(
+                    path,
+                    _cri_line(
+                        f"[sim] container {name} restarted "
+                        f"(restart {status.get('restartCount', 0)})"
+                    ),
                 )
-            _append(self._file(pod, name), text)
             written[name] = exits
+
+    def _keep_previous(self, pod: dict[str, Any], container: str, path: Path) -> None:
+        """Copy what the instance that just exited printed to the container's previous log."""
+        starts = self._instance_start.setdefault(pod["metadata"]["uid"], {})
+        if not path.exists():
+            return
+        text = path.read_bytes()
+        self._file(pod, container, previous=True).write_bytes(text[starts.get(container, 0) :])
+        starts[container] = len(text)
 
 
 def run(kube: Kube, root: Path) -> None:
-    """List then watch all pods forever, re-listing whenever the watch ends."""
+    """List then watch all pods forever, re-listing whenever the watch ends; hold back pods
+    whose Secret references do not resolve (``secret_refs``)."""
     writer = PodLogWriter(kube, root)
+    gate = SecretRefGate(kube)
+    threading.Thread(target=gate.recheck_forever, name="secret-refs", daemon=True).start()
     while True:
         try:
             listing = kube.get("/api/v1/pods", timeout=30)
             for pod in listing.get("items", []):
-                writer.handle("ADDED", pod)
+                writer.handle("ADDED", pod, gate.may_start("ADDED", pod))
             version = listing["metadata"]["resourceVersion"]
             for event in kube.watch("/api/v1/pods", version):
                 if event.get("type") == "ERROR":
                     break
-                writer.handle(event["type"], event["object"])
+                kind, pod = event["type"], event["object"]
+                writer.handle(kind, pod, gate.may_start(kind, pod))
         except Exception as err:  # the apiserver restarting must not end the component
             print(f"podlogs: watch interrupted: {err!r}", file=sys.stderr, flush=True)
             time.sleep(1)

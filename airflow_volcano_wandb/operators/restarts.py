@@ -1,0 +1,43 @@
+"""How often a job's containers may restart in place before the task gives up on it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_volcano_wandb.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+
+
+class RestartBudgetMixin(BaseOperator):
+    """The restart budget of the operator and the sensor (``restart_budget``).
+
+    Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
+    trainer inside its pod and the Volcano job stays ``Running``: without a budget, a trainer
+    that crashes at every start holds its GPUs until ``execution_timeout``. While the job
+    runs, the wait also reads its pods (one LIST per wake: each change of the job and each
+    ``poll_interval``) and counts their containers' restarts as Kubernetes Jobs and Kubeflow's
+    ``runPolicy.backoffLimit`` do: every container of every live pod, over all ranks.
+
+    :param max_container_restarts: past this many restarts the task fails with
+        ``TrainerCrashLoopError`` (naming the rank, the container and its last exit code and
+        reason; the log of the container before its restart is in the task log) and the job
+        is deleted, once a fresh read of the job and its pods confirms it. ``0``: the first
+        restart fails the task; ``None``: restarts are not counted. The default, 3, fails a
+        rank that crashes at every start within minutes (the kubelet waits 10 s, 20 s, 40 s,
+        80 s between its restarts) and lets a small gang recover from one crash of each rank.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_container_restarts: int | None = DEFAULT_MAX_CONTAINER_RESTARTS,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        budget = max_container_restarts
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+            raise TypeError(f"max_container_restarts must be an int or None, not {budget!r}")
+        if budget is not None and budget < 0:
+            raise ValueError(f"max_container_restarts must be 0 or more, not {budget}")
+        self.max_container_restarts = budget

@@ -1,0 +1,172 @@
+"""The restart budget: how many times a job's containers may restart in place.
+
+Pure. Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
+trainer in its pod, the pod stays ``Running``, and so does the Volcano job: its status shows
+no restarts at all, only the pods' ``containerStatuses`` do. A trainer that crashes at every
+start would hold its GPUs until ``execution_timeout``. This module counts the restarts of a
+job's pods the way Kubernetes Jobs and Kubeflow's ``runPolicy.backoffLimit`` count them (the
+``restartCount`` of every container of every live pod, summed over all ranks) and, past the
+budget, names the container that took the count there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+#: The default ``max_container_restarts``. The kubelet waits 10 s before the first restart
+#: and doubles the wait up to 5 minutes, so a rank that crashes at every start is restarted
+#: for the 4th time (past 3) about 10+20+40+80 = 150 s after its first crash, plus its start-up
+#: time at each try: the task fails within minutes. When every rank crashes (the seed's master
+#: and worker both fail on the same bug), the count passes 3 in the second round of restarts,
+#: about half a minute in. One restart of each rank of a small gang (a transient fault the
+#: trainer recovers from) stays within it.
+DEFAULT_MAX_CONTAINER_RESTARTS = 3
+
+#: Pod phases whose restarts count, as Kubernetes Jobs count them: a pod that has ended (or
+#: is gone) is no longer restarting.
+LIVE_POD_PHASES = ("Pending", "Running")
+
+
+@dataclass(frozen=True)
+class CrashLoop:
+    """The container whose restart took the job's restarts past the budget, and its last exit.
+
+    ``rank`` is the pod's place in the job (``worker-1``: Volcano's task and index);
+    ``restarts`` is the count over all ranks, ``container_restarts`` this container's own.
+    """
+
+    pod: str
+    rank: str
+    container: str
+    restarts: int
+    budget: int
+    container_restarts: int
+    exit_code: int | None = None
+    reason: str = ""
+
+    @property
+    def task(self) -> str:
+        """The rank's Volcano task (``worker``): Volcano names pods ``<job>-<task>-<index>``."""
+        task, _, index = self.rank.rpartition("-")
+        return task if index.isdigit() else ""
+
+    def describe(self) -> str:
+        """One sentence for the task log and the exception."""
+        if self.exit_code is None:
+            exit_text = "no exit recorded"
+        else:
+            exit_text = f"last exit code {self.exit_code}" + (
+                f" ({self.reason})" if self.reason else ""
+            )
+        return (
+            f"rank {self.rank} (pod {self.pod}) container {self.container} restarted "
+            f"{self.container_restarts} time(s), {exit_text}; the job's containers restarted "
+            f"{self.restarts} time(s) in all, past max_container_restarts={self.budget}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> CrashLoop:
+        """Read back a ``to_dict`` (e.g. from a trigger event); raises on anything else."""
+        exit_code = data.get("exit_code")
+        return cls(
+            pod=str(data["pod"]),
+            rank=str(data["rank"]),
+            container=str(data["container"]),
+            restarts=int(data["restarts"]),
+            budget=int(data["budget"]),
+            container_restarts=int(data["container_restarts"]),
+            exit_code=None if exit_code is None else int(exit_code),
+            reason=str(data.get("reason") or ""),
+        )
+
+
+def job_pods(pods: Iterable[Mapping[str, Any]], job_uid: str | None) -> list[Mapping[str, Any]]:
+    """The pods of this submission (owned by ``job_uid``) that are live and not being deleted:
+    the pods of an earlier job of the same name, or of a Volcano restart being torn down, are
+    not this job's restarts."""
+    live = []
+    for pod in pods:
+        metadata = pod.get("metadata") or {}
+        owners = {ref.get("uid") for ref in metadata.get("ownerReferences") or []}
+        if job_uid and job_uid not in owners:
+            continue
+        if metadata.get("deletionTimestamp"):
+            continue
+        if (pod.get("status") or {}).get("phase") not in LIVE_POD_PHASES:
+            continue
+        live.append(pod)
+    return live
+
+
+def total_restarts(pods: Iterable[Mapping[str, Any]]) -> int:
+    """The restarts of every container (init containers too) of ``pods``, summed."""
+    return sum(restart_count for _, _, restart_count in _container_statuses(pods))
+
+
+def crash_loop(
+    pods: Iterable[Mapping[str, Any]],
+    budget: int | None,
+    *,
+    job_name: str,
+    job_uid: str | None = None,
+) -> CrashLoop | None:
+    """The crash loop that the job's restarts show, or ``None`` while they are within budget.
+
+    Past the budget means more restarts than ``budget`` (``0``: the first restart is too many;
+    ``None``: no budget). The container named is the one that restarted most (the first pod
+    by name among equals): it is the crash-looping rank, the others at most followed it.
+
+    :param pods: the job's pods as the API returns them (a fresh list, not a cached one).
+    :param budget: ``max_container_restarts``.
+    :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
+    :param job_uid: the submission whose pods count (``None``: every pod given).
+    """
+    if budget is None:
+        return None
+    live = job_pods(pods, job_uid)
+    total = total_restarts(live)
+    if total <= budget:
+        return None
+    pod, status, restarts = min(
+        _container_statuses(live),
+        key=lambda entry: (-entry[2], _name(entry[0]), str(entry[1].get("name") or "")),
+    )
+    terminated = (status.get("state") or {}).get("terminated") or (
+        status.get("lastState") or {}
+    ).get("terminated")
+    exit_code = (terminated or {}).get("exitCode")
+    return CrashLoop(
+        pod=_name(pod),
+        rank=rank_of(_name(pod), job_name),
+        container=str(status.get("name") or ""),
+        restarts=total,
+        budget=budget,
+        container_restarts=restarts,
+        exit_code=None if exit_code is None else int(exit_code),
+        reason=str((terminated or {}).get("reason") or ""),
+    )
+
+
+def rank_of(pod: str, job_name: str) -> str:
+    """A pod's place in its job (``master-0``), from Volcano's ``<job>-<task>-<index>`` name."""
+    prefix = f"{job_name}-"
+    return pod[len(prefix) :] if job_name and pod.startswith(prefix) else pod
+
+
+def _container_statuses(
+    pods: Iterable[Mapping[str, Any]],
+) -> Iterable[tuple[Mapping[str, Any], Mapping[str, Any], int]]:
+    for pod in pods:
+        status = pod.get("status") or {}
+        for key in ("initContainerStatuses", "containerStatuses"):
+            for container in status.get(key) or []:
+                yield pod, container, int(container.get("restartCount") or 0)
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name") or "")

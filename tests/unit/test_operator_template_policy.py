@@ -1,0 +1,97 @@
+"""The operator's template policy: fail-closed by default, relaxed only by the DAG.
+
+Rendering only (``JobTemplateMixin.render``): nothing here reaches a cluster.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.api_key_secret import secret_ref
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.template import DEFAULT_ALLOWED_SCHEDULERS
+from tests.hostile_templates import CASES, OTHER_TASK_KEY_SECRET, OTHER_TEAM_SECRET, seed
+from tests.reliability.support import StubTaskInstance, context_for
+
+IDENTITY = TaskInstanceIdentity("d", "train", "r")
+OWN_KEY = secret_ref(IDENTITY).name
+
+
+class KeyedWandbHook:
+    """The W&B hook's connection values, with a key: the operator then owns a key Secret."""
+
+    api_key = "k" * 40
+    entity = project = base_url = None
+
+
+def render(template: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+    op = VolcanoPyTorchJobOperator(
+        task_id="train",
+        template=template,
+        image_uri="registry.example.com/team-a/train:1",
+        namespace="team-a",
+        wandb_entity="e",
+        wandb_project="p",
+        **kwargs,
+    )
+    hook: Any = KeyedWandbHook()
+    spec = op.wandb_spec(context_for(StubTaskInstance("d", "train", "r")), IDENTITY, hook, 1)
+    return op.render(spec, hook, labels={}, annotations={}, default_namespace=lambda: None)
+
+
+def mounting(secret: str) -> dict[str, Any]:
+    template = seed()
+    pod = template["spec"]["tasks"][1]["template"]["spec"]
+    pod["volumes"] = [{"name": "key", "secret": {"secretName": secret}}]
+    return template
+
+
+def test_the_runs_own_key_secret_is_allowed_and_no_other() -> None:
+    job = render(mounting(OWN_KEY))
+    env = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]
+    assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {
+        "name": OWN_KEY, "key": "api-key"}}} in env  # fmt: skip
+    with pytest.raises(AirflowException, match="nothing was submitted") as info:
+        render(mounting(OTHER_TASK_KEY_SECRET))
+    assert "spec.tasks[1].template.spec.volumes[0].secret.secretName" in str(info.value)
+    assert f"Secret {OTHER_TASK_KEY_SECRET!r} is not in allowed_secrets ({OWN_KEY})" in str(
+        info.value
+    )
+
+
+def test_wandb_api_key_secret_is_allowed_in_place_of_the_own_key() -> None:
+    render(mounting("team-a-wandb"), wandb_api_key_secret=("team-a-wandb", "api-key"))
+    with pytest.raises(AirflowException, match="allowed_secrets"):
+        render(mounting(OWN_KEY), wandb_api_key_secret=("team-a-wandb", "api-key"))
+
+
+def test_allowed_secrets_reaches_the_renderer() -> None:
+    render(mounting(OTHER_TEAM_SECRET), allowed_secrets=[OTHER_TEAM_SECRET])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_every_hostile_template_is_refused_by_the_operators_defaults(case: Any) -> None:
+    # No queue or priority class list by default: anything goes, as for images.
+    lists = {
+        "allowed_queues": ["default", "team-a"],
+        "allowed_priority_classes": ["team-a-batch"],
+        "allowed_secrets": [],
+        "allowed_schedulers": list(DEFAULT_ALLOWED_SCHEDULERS),
+    }
+    kwargs: dict[str, Any] = {"macros": {"stolen_secret": OTHER_TEAM_SECRET}}
+    if case.argument in ("allowed_queues", "allowed_priority_classes"):
+        kwargs[case.argument] = lists[case.argument]
+    with pytest.raises(AirflowException) as info:
+        render(case.template(), **kwargs)
+    assert case.field in str(info.value)
+    render(case.template(), **{**kwargs, case.argument: [*lists[case.argument], case.value]})
+
+
+def test_the_volcano_queue_parameter_is_checked_against_allowed_queues() -> None:
+    with pytest.raises(AirflowException, match=r"spec\.queue"):
+        render(seed(), volcano_queue="team-b", allowed_queues=["team-a"])
+    assert render(seed(), volcano_queue="team-a", allowed_queues=["team-a"])["spec"]["queue"]
