@@ -94,6 +94,7 @@ def _image_param() -> Param:
         )
     return Param(DEFAULT_IMAGE, minLength=1, pattern=f"^(?:{choices})$", **common)
 
+
 # The queue template: the DAG's own unless the deployment configures another (a path in the
 # DAG folder, or the template as YAML/JSON text); `make demo REAL_PODS=1` sets one that places
 # every rank on the local cluster's real node.
