@@ -229,8 +229,10 @@ def progress_line(job: Mapping[str, Any], *, gang_seen_whole: bool = False) -> s
     status = interpret(job)
     line = status.progress()
     was_whole = gang_seen_whole or gang_was_whole(job)
+    # Completing, Aborting and Terminating take ranks down on purpose: nothing is restarting.
+    restarting = status.phase in ("Running", "Pending", "Restarting")
     lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")
-    if was_whole and not status.terminal and lost_ranks:
+    if was_whole and restarting and lost_ranks:
         lost = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())
         line += " - restarting: the gang was whole"
         line += f" and lost ranks ({lost})" if lost else ""

@@ -163,6 +163,8 @@ def test_a_lost_rank_of_a_gang_that_was_whole_is_reported_as_restarting():
     line = progress_line(lost)
     assert line.startswith("Running: master 1/1, worker 1/2")
     assert "restarting" in line and "worker 1/2" in line and "PodEvicted: worker-1 evicted" in line
+    completing = marked_whole(job("Completing", running={"master": 1}))  # CompleteJob's doing
+    assert "restarting" not in progress_line(completing)
     never_whole = job("Running", running={"master": 1, "worker": 1})
     assert "restarting" not in progress_line(never_whole)
     assert "restarting" in progress_line(never_whole, gang_seen_whole=True)
