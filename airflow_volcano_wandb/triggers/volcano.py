@@ -14,6 +14,7 @@ from airflow.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_volcano_wandb import airflow_compat
+from airflow_volcano_wandb.cleanup import kill_deletes
 from airflow_volcano_wandb.job_status import interpret
 from airflow_volcano_wandb.judge import WaitTarget, gang_is_whole, judge, timed_out
 from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
@@ -382,11 +383,6 @@ class VolcanoJobTrigger(BaseTrigger):
                 self.job_name,
             )
 
-    async def _delete_on_kill(self) -> None:
-        self.log.info(
-            "Task killed while deferred: deleting Volcano job %s/%s", self.namespace, self.job_name
-        )
-        await self._delete_job()
 
     @staticmethod
     async def _shielded(work: Coroutine[Any, Any, None]) -> None:
@@ -400,8 +396,9 @@ class VolcanoJobTrigger(BaseTrigger):
         task.add_done_callback(_deletions.discard)
         await asyncio.shield(task)
 
-    async def _delete_job(self) -> None:
-        """Delete the job unless a newer try adopted it (see ``ownership.may_delete``)."""
+    async def _delete_on_kill(self) -> None:
+        """Delete the job unless a newer try adopted it (see ``ownership.may_delete``) or it
+        has ended already (``cleanup.kill_deletes``)."""
         try:
             await _kubernetes_side()
             hook = self.hook()
@@ -409,6 +406,11 @@ class VolcanoJobTrigger(BaseTrigger):
                 job = await hook.get_job(self.job_name, self.namespace)
                 if not may_delete(job, self.job_uid, self.try_number):
                     return
+                where = f"{self.namespace}/{self.job_name}"
+                if not kill_deletes(job):
+                    self.log.info("Task killed while deferred: Volcano job %s ended, left", where)
+                    return
+                self.log.info("Task killed while deferred: deleting Volcano job %s", where)
                 version = job["metadata"].get("resourceVersion")
                 if await hook.delete_job(
                     self.job_name, self.namespace, uid=self.job_uid, resource_version=version

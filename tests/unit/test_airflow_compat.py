@@ -92,7 +92,7 @@ def _trigger(monkeypatch, left: bool | None, **kwargs) -> tuple[VolcanoJobTrigge
     async def task_left(ti) -> bool | None:
         return left
 
-    monkeypatch.setattr(trigger, "_delete_job", delete_job)
+    monkeypatch.setattr(trigger, "_delete_on_kill", delete_job)
     monkeypatch.setattr(airflow_compat, "task_left_deferral", task_left)
     return trigger, deleted
 
