@@ -104,9 +104,20 @@ def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(
     first = run.watched.live_uids()
     assert len(first) == 1
     time.sleep(3)
-    acted = time.time()
-    run.stack.clear(run.dag_id, run.run_id, ["train"])
-    # The first try's job goes (the next try may already have submitted its own).
+    # The DAG is paused while the clear lands, so the next try waits for the old one's kill.
+    # Unpaused, two schedulers on PostgreSQL start it within seconds: before the old trigger's
+    # on_kill, and then it adopts the running job (a reattach, which
+    # test_lifecycle_airflow.py's clear-while-deferred accepts); here the kill itself is
+    # under test.
+    paused = f"/dags/{run.dag_id}"
+    run.stack.api("PATCH", paused, json={"is_paused": True})
+    try:
+        acted = time.time()
+        run.stack.clear(run.dag_id, run.run_id, ["train"])
+        # The first try's job is being deleted; the next try may start meanwhile.
+        wait_for(lambda: first[0] not in _live(run), 120, "the first job's deletion")
+    finally:
+        run.stack.api("PATCH", paused, json={"is_paused": False})
     wait_for(lambda: first[0] not in run.watched.live_uids(), 120, "the first job deleted")
     assert time.time() - acted < GONE_WITHIN + 5
     # The next try submits a new job and waits on it: it did not reattach to the dying one.
@@ -121,6 +132,15 @@ def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(
     acted = time.time()
     run.stack.api("PATCH", run.ti_path, json={"new_state": "failed"})
     assert _wait_gone(run, acted, "mark failed after clear") < GONE_WITHIN
+
+
+def _live(run: Run) -> list[str]:
+    """The uids of the run's jobs that are not being deleted."""
+    return [
+        j["metadata"]["uid"]
+        for j in run.watched.jobs()
+        if not j["metadata"].get("deletionTimestamp")
+    ]
 
 
 def test_dag_run_timeout_deletes_the_job(runs):
