@@ -383,7 +383,6 @@ class VolcanoJobTrigger(BaseTrigger):
                 self.job_name,
             )
 
-
     @staticmethod
     async def _shielded(work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` to its end even when the awaiting task is cancelled meanwhile.
