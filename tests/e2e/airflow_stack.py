@@ -35,6 +35,7 @@ from airflow_volcano_wandb.testing.cluster.process import free_ports
 from tests.e2e.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[2]
+HOST_MODULE, HOST_ENV = "avw_stack_host", "AVW_STACK_HOST"
 
 T = TypeVar("T")
 
@@ -117,6 +118,7 @@ class AirflowStack:
     detached: bool = False
     api_port: int = field(init=False)
     _log_ports: dict[str, int] = field(init=False)
+    _common_log_ports: dict[str, int] = field(init=False)
     postgres: PostgresServer = field(init=False)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     #: Components stopped on purpose (``kill``) until ``start_again``: not "exited".
@@ -127,11 +129,13 @@ class AirflowStack:
 
     def __post_init__(self) -> None:
         self.components = component_names(self.schedulers, self.triggerers)
-        # Each scheduler serves its task logs, each triggerer its trigger logs, on a port of
-        # its own. Picked together, so all are distinct.
-        servers = [c for c in self.components if command_of(c) in ("scheduler", "triggerer")]
-        self.api_port, *log_ports = free_ports(1 + len(servers))
-        self._log_ports = dict(zip(servers, log_ports, strict=True))
+        # The first scheduler serves its task logs and the first triggerer its trigger logs on
+        # the ports every component (the API server too) is told; any further one on a port
+        # of its own. Picked together, so all are distinct.
+        extra = [c for c in self.components[1:] if command_of(c) != c]
+        self.api_port, worker_port, trigger_port, *extra_ports = free_ports(3 + len(extra))
+        self._log_ports = dict(zip(extra, extra_ports, strict=True))
+        self._common_log_ports = {"WORKER": worker_port, "TRIGGER": trigger_port}
         if self.postgres_dir is None:
             self._own_postgres_dir = True
             self.postgres_dir = Path(tempfile.mkdtemp(prefix="avw-postgres-"))
@@ -172,6 +176,11 @@ class AirflowStack:
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                 # Task and trigger logs next to the components' logs (kept after the test).
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.log_dir / "tasks"),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self._common_log_ports["WORKER"]),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self._common_log_ports["TRIGGER"]),
+                # Each scheduler and triggerer is a host of its own, as in a deployment
+                # (host_of): Airflow's jobs and the trigger logs' suffixes tell them apart.
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{HOST_MODULE}.hostname",
                 "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
                     {"conn_type": "kubernetes", "extra": {"kube_config_path": str(self.kubeconfig)}}
                 ),
@@ -192,6 +201,11 @@ class AirflowStack:
         self.postgres.initialize()
         self.postgres.start()
         env = self.env()  # once: the secrets must be the same in every component
+        # Imported by the components from their cwd (``python -m`` puts it first on sys.path).
+        (self.home / f"{HOST_MODULE}.py").write_text(
+            "import os\n\n\ndef hostname():\n"
+            f"    return os.environ.get({HOST_ENV!r}, '127.0.0.1')\n"
+        )
         self._env = env
         with open(self.log_dir / "db-migrate.log", "wb") as log:
             subprocess.run(
@@ -207,8 +221,20 @@ class AirflowStack:
             self._spawn(component, "wb")
         wait_for(self._api_ready, timeout, "the Airflow API server", interval=1)
 
+    def host_of(self, component: str) -> str:
+        """The host name a component reports to Airflow: a loopback address of its own for
+        each scheduler and triggerer (its log server answers there), 127.0.0.1 else."""
+        numbered = [c for c in self.components if command_of(c) in ("scheduler", "triggerer")]
+        return f"127.0.0.{2 + numbered.index(component)}" if component in numbered else "127.0.0.1"
+
+    def component_of_job(self, job_id: int) -> str:
+        """The scheduler or triggerer component that runs Airflow job ``job_id``."""
+        job = next(j for j in self.api("GET", "/jobs")["jobs"] if j["id"] == job_id)
+        return next(c for c in self.components if self.host_of(c) == job["hostname"])
+
     def _spawn(self, component: str, log_mode: str) -> None:
         env = dict(self._env)
+        env[HOST_ENV] = self.host_of(component)
         if component in self._log_ports:
             kind = "WORKER" if command_of(component) == "scheduler" else "TRIGGER"
             env[f"AIRFLOW__LOGGING__{kind}_LOG_SERVER_PORT"] = str(self._log_ports[component])

@@ -1,7 +1,8 @@
 """A deferred task killed by a person, or timed out by Airflow: its Volcano job goes at once.
 
-A real Airflow 3 (API server, scheduler, DAG processor, triggerer; ``tests/e2e/airflow_stack``)
-runs the DAGs of ``tests/reliability/dags`` on the shared local cluster. Four runs start
+A real Airflow 3 shaped for HA (PostgreSQL, API server, two schedulers, DAG processor, two
+triggerers; ``tests/reliability/airflow_runs.ha_stack``) runs the DAGs of
+``tests/reliability/dags`` on the shared local cluster. Four runs start
 together, each in a namespace of its own, each with a job that would run for 10 minutes:
 
 - marked failed through the REST API while deferred: the triggerer cancels the trigger as a
@@ -180,8 +181,10 @@ def test_a_restarted_triggerer_takes_the_wait_over_and_leaves_the_job_alone(stac
 
     First gracefully (SIGTERM, as in a deploy: the triggerer cancels its triggers on the way
     out), then by a crash (SIGKILL: the new triggerer takes the trigger over once the dead
-    one misses its heartbeats). Neither may touch the job; each time a new triggerer resumes
-    the wait, and the task succeeds when the job completes: one job, one try.
+    one misses its heartbeats). The stack runs two triggerers: the one running the trigger
+    is restarted, and the other or the restarted one takes it. Neither may touch the job;
+    each time a new triggerer resumes the wait, and the task succeeds when the job
+    completes: one job, one try.
     """
     api = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "200"}, worker={SIM_DURATION: "200"})
@@ -193,7 +196,7 @@ def test_a_restarted_triggerer_takes_the_wait_over_and_leaves_the_job_alone(stac
             before = wait_for(
                 lambda: (run.ti()["trigger"] or {}).get("triggerer_id"), 60, "a triggerer"
             )
-            stack.restart("triggerer", sig)
+            stack.restart(stack.component_of_job(before), sig)  # the one running it
             wait_for(
                 lambda b=before: (run.ti()["trigger"] or {}).get("triggerer_id") not in (None, b),
                 180,

@@ -172,7 +172,7 @@ def _spread(
     trials += [start(i) for i in range(half, count)]
     b_ids = _wait_assigned(trials[-(count - half) :], "the second half deferred and on B")
     [a_id], [b_id] = set(a_ids.values()), set(b_ids.values())
-    assert a_id != b_id
+    assert (stack.component_of_job(a_id), stack.component_of_job(b_id)) == (A, B)
     return a_id, b_id
 
 
