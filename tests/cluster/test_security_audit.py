@@ -13,10 +13,10 @@ log (Metadata level). The W&B connection holds a marked key, unique to this run:
 - ``volcano_pytorch_manual`` as the trigger form runs it: submit, then the deferrable sensor.
 
 Then the key is searched for, plain and base64, in every file Airflow wrote (task logs, the
-triggerer's trigger logs, component logs, the metadata DB with its XComs and rendered template
-fields), in every Volcano job and pod the runs created (as last seen) and in the namespaces'
-events: 0 hits. The same search finds it where it belongs (positive controls): in the data of
-the key's Secrets, and in a pod's log read from Kubernetes directly.
+triggerer's trigger logs, component logs, the metadata DB dumped as SQL with its XComs and
+rendered template fields), in every Volcano job and pod the runs created (as last seen) and in
+the namespaces' events: 0 hits. The same search finds it where it belongs (positive controls):
+in the data of the key's Secrets, and in a pod's log read from Kubernetes directly.
 
 The audit log gives the (resource, verb) set each account used; it must equal its Role in the
 manifest, both ways, and the doctor's list.
@@ -227,6 +227,8 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
             for p in task_logs
             if "task_id=follow" in str(p) and ".trigger." in p.name
         )
+        # The metadata DB as text (its XComs, rendered fields, connections), searched below.
+        stack.postgres.dump(home / "metadata.sql")
     finally:
         stack.stop()
         standin.stop()
@@ -291,6 +293,9 @@ def test_the_flows_ran_as_intended(audited: Audited) -> None:
     assert "reattach" in text.lower()
     # The link-back wrote each online run's Airflow task into W&B (here, the stand-in).
     assert any("airflow" in json.dumps(u.get("config", "")) for u in audited.wandb_upserts)
+    # The metadata DB was searched as text, XComs and rendered fields included.
+    [dump] = [p.read_text(errors="replace") for p in audited.files if p.name == "metadata.sql"]
+    assert "COPY public.xcom " in dump and "COPY public.rendered_task_instance_fields " in dump
 
 
 def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None:

@@ -229,6 +229,24 @@ class PostgresServer:
         finally:
             conn.close()
 
+    def dump(self, path: Path, database: str = DATABASE) -> None:
+        """Write ``database`` as plain SQL to ``path`` (``pg_dump``): every value readable as
+        text, also those PostgreSQL keeps compressed on disk."""
+        with path.open("wb") as out:
+            subprocess.run(
+                [
+                    str(bindir() / "pg_dump"),
+                    "--host=127.0.0.1",
+                    f"--port={self.port}",
+                    f"--username={ROLE}",
+                    "--no-password",
+                    database,
+                ],
+                check=True,
+                stdout=out,
+                stderr=subprocess.PIPE,
+            )
+
     def pid(self) -> int | None:
         """The running server's pid (its ``postmaster.pid``), whoever started it."""
         try:
