@@ -26,7 +26,7 @@ from kubernetes import client, config
 from tests.e2e.airflow_stack import REPO, AirflowStack
 from tests.e2e.postgres import PostgresServer
 
-NAMESPACE = "wandb"  # the manual DAG's default namespace (dags/volcano_pytorch_manual.py)
+NAMESPACE = "airflow-up"  # the manual DAG's namespace here (the tests create "wandb" themselves)
 
 
 def _stack(state_dir: Path, cluster_dir: Path) -> AirflowStack:
