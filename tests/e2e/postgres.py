@@ -40,6 +40,10 @@ SETTINGS = {
     "fsync": "off",
     "synchronous_commit": "off",
     "full_page_writes": "off",
+    # For the post-mortem in postgres.log: lock waits past deadlock_timeout (1 s), slow
+    # statements.
+    "log_lock_waits": "on",
+    "log_min_duration_statement": "5000",
 }
 
 

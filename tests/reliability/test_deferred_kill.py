@@ -105,20 +105,22 @@ def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(
     first = run.watched.live_uids()
     assert len(first) == 1
     time.sleep(3)
-    # The DAG is paused while the clear lands, so the next try waits for the old one's kill.
-    # Unpaused, two schedulers on PostgreSQL start it within seconds: before the old trigger's
-    # on_kill, and then it adopts the running job (a reattach, which
-    # test_lifecycle_airflow.py's clear-while-deferred accepts); here the kill itself is
-    # under test.
-    paused = f"/dags/{run.dag_id}"
-    run.stack.api("PATCH", paused, json={"is_paused": True})
+    # No pool slot is free while the clear lands, so the next try waits for the old one's
+    # kill. Airflow cancels the old trigger only once the scheduler has scheduled the next try
+    # (a cleared task's state is NULL, which its trigger clean-up skips), and two schedulers
+    # on PostgreSQL then start that try within seconds: before the old trigger's on_kill, and
+    # it adopts the running job (a reattach, which test_lifecycle_airflow.py's
+    # clear-while-deferred accepts). Here the kill itself is under test.
+    pool = "/pools/default_pool"
+    slots = run.stack.api("GET", pool)["slots"]
+    run.stack.api("PATCH", pool, json={"slots": 0})
     try:
         acted = time.time()
         run.stack.clear(run.dag_id, run.run_id, ["train"])
         # The first try's job is being deleted; the next try may start meanwhile.
         wait_for(lambda: first[0] not in _live(run), 120, "the first job's deletion")
     finally:
-        run.stack.api("PATCH", paused, json={"is_paused": False})
+        run.stack.api("PATCH", pool, json={"slots": slots})
     wait_for(lambda: first[0] not in run.watched.live_uids(), 120, "the first job deleted")
     assert time.time() - acted < GONE_WITHIN + 5
     # The next try submits a new job and waits on it: it did not reattach to the dying one.
