@@ -230,6 +230,8 @@ def test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted(
             120,
             "A to cancel the triggers B took over",
         )
+        live = {t.run.run_id: t.run.watched.live_uids() for t in trials}
+        assert live == uids, "a job was deleted by the handover"
         watched_by = {t.run.run_id: _running_on(stack, t.run) for t in still_deferred}
         assert watched_by == {t.run.run_id: {b_id} for t in still_deferred}
         # The other jobs end at once, while A's on_kill may still be asking for the state:
