@@ -57,7 +57,7 @@ FOREVER = "3600"  # seconds: every job runs until the test ends it
 
 @dataclass
 class Trial:
-    """One DAG run, the outcome its job will have, and what happened to it."""
+    """One DAG run and the outcome its job will have when the test ends it."""
 
     run: Run
     fails: bool
@@ -110,7 +110,7 @@ def _wait_assigned(trials: list[Trial], what: str, timeout: float = 600) -> dict
     return wait_for(assigned, timeout, what, interval=1)
 
 
-def _verdicts(trials: list[Trial], api) -> Verdicts:
+def _verdicts(trials: list[Trial]) -> Verdicts:
     """After every task ended: deletions, duplicates and wrong outcomes."""
     deleted = duplicates = 0
     wrong = []
@@ -241,7 +241,7 @@ def test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted(
         for trial in still_deferred:
             trial.wait_ended()
         assert {t.run.run_id: t.run.watched.live_uids() for t in trials} == uids
-        verdicts = _verdicts(trials, cluster_api)
+        verdicts = _verdicts(trials)
         figures = {
             "jobs": HANDOVER_JOBS,
             "triggerers": 2,
@@ -315,7 +315,7 @@ def test_a_killed_triggerer_a_killed_scheduler_and_a_database_restart_keep_every
         stack.check_alive()
 
         assert {t.run.run_id: t.run.watched.live_uids() for t in trials} == uids
-        verdicts = _verdicts(trials, cluster_api)
+        verdicts = _verdicts(trials)
         print(f"faults: {verdicts}")
         assert verdicts == Verdicts(len(trials), 0, 0, []), asdict(verdicts)
         assert not _deletions_logged(stack, trials)
