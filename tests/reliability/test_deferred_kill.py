@@ -113,14 +113,14 @@ def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(
     # clear-while-deferred accepts). Here the kill itself is under test.
     pool = "/pools/default_pool"
     slots = run.stack.api("GET", pool)["slots"]
-    run.stack.api("PATCH", pool, json={"slots": 0})
+    run.stack.api("PATCH", pool, params={"update_mask": "slots"}, json={"slots": 0})
     try:
         acted = time.time()
         run.stack.clear(run.dag_id, run.run_id, ["train"])
         # The first try's job is being deleted; the next try may start meanwhile.
         wait_for(lambda: first[0] not in _live(run), 120, "the first job's deletion")
     finally:
-        run.stack.api("PATCH", pool, json={"slots": slots})
+        run.stack.api("PATCH", pool, params={"update_mask": "slots"}, json={"slots": slots})
     wait_for(lambda: first[0] not in run.watched.live_uids(), 120, "the first job deleted")
     assert time.time() - acted < GONE_WITHIN + 5
     # The next try submits a new job and waits on it: it did not reattach to the dying one.
