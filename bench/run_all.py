@@ -24,7 +24,10 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    at once, then again as retries (bench/sweep_burst.py): submit p50/p99, duplicates, 429s;
    then their wait by the provider's trigger and by 2 s polling (watch connections, req/min);
 8. live_progress (issue 15): --live-jobs (100) waiting triggers with master log following
-   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py).
+   off vs on: CPU seconds and RSS of the triggerer process (bench/live_progress.py);
+9. handover (issue 26): --handover-jobs (20) deferred jobs over two triggerers of a
+   production-shaped Airflow, one frozen past its health-check threshold: jobs deleted,
+   wrong verdicts, triggers reassigned, takeover time (bench/handover.py runs the HA trial).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -63,6 +66,7 @@ from common import (
     reads,
     summary,
 )
+from handover import handover, handover_goals, md_handover
 from live_progress import live_progress, md_live_progress
 
 from airflow_volcano_wandb.job_status import FAILURE_PHASES
@@ -718,6 +722,7 @@ def markdown(r: dict) -> str:
         ("outage", md_outage),
         ("sweep_burst", md_sweep),
         ("live_progress", md_live_progress),
+        ("handover", md_handover),
     )
     for key, section in sections:
         if key in r:
@@ -983,6 +988,7 @@ def goals(r: dict) -> list[str]:
             f"(median {w['median']} s, p99 {w['p99']} s vs observer)"
         )
     out += namespace_goals(r.get("namespace_scale")) + outage_goals(r.get("outage"))
+    out += handover_goals(r.get("handover"))
     prov = [x for x in r.get("triggerer_scale", []) if x["waiter"] == "provider"]
     if prov:
         conns = {x["watch_connections"] for x in prov}
@@ -1009,6 +1015,7 @@ SCENARIOS = (
     "outage",
     "sweep_burst",
     "live_progress",
+    "handover",
 )
 
 
@@ -1029,6 +1036,7 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--live-jobs", type=int, default=100, help="jobs followed (or not)")
     parser.add_argument("--live-lines", type=int, default=200, help="log lines per master")
     parser.add_argument("--live-runs", type=int, default=3, help="runs per side, for medians")
+    parser.add_argument("--handover-jobs", type=int, default=20, help="deferred jobs handed over")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
         "--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {SCENARIOS}"
@@ -1050,6 +1058,7 @@ def parse_options() -> argparse.Namespace:
         options.outage_s, options.outage_waiting = 20.0, 20
         options.sweep_tasks = 10
         options.live_jobs, options.live_runs = 20, 1
+        options.handover_jobs = 4
     options.only = set(options.only.split(","))
     unknown = options.only - set(SCENARIOS)
     if unknown:
@@ -1107,6 +1116,9 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "outage" in options.only:
         results["outage"] = outage(cluster, env, work, options.outage_waiting, options.outage_s)
         say(f"outage: {results['outage']}")
+    if "handover" in options.only:
+        results["handover"] = handover(options.cluster_dir, options.handover_jobs, say)
+        say(f"handover: {results['handover']}")
 
 
 def latency_figures(lat: dict) -> dict:
