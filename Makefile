@@ -4,10 +4,11 @@ PY ?= python3.11
 VENV ?= .venv
 STATE ?= $(CURDIR)/.state
 CLUSTER_DIR ?= $(STATE)/cluster
+AIRFLOW_DIR ?= $(STATE)/airflow
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv dist demo test test-unit test-long test-real-pods test-lifecycle test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status bench clean
+.PHONY: venv dist demo test test-unit test-long test-real-pods test-lifecycle test-ha test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -27,12 +28,25 @@ cluster-down:
 cluster-status:
 	$(BIN)/python -m airflow_volcano_wandb.testing.cluster status --state-dir $(CLUSTER_DIR)
 
+# The tests' production-shaped Airflow beside the local cluster, to try the example DAGs in its
+# UI: PostgreSQL, the API server, two schedulers, the DAG processor and two triggerers, detached,
+# in $(AIRFLOW_DIR) (tests/e2e/airflow_up.py). PostgreSQL is Debian's (install-system-deps.sh).
+airflow-up: cluster-up
+	scripts/install-system-deps.sh
+	$(BIN)/python -m tests.e2e.airflow_up up --state-dir $(AIRFLOW_DIR) --cluster-dir $(CLUSTER_DIR)
+
+airflow-down:
+	$(BIN)/python -m tests.e2e.airflow_up down --state-dir $(AIRFLOW_DIR)
+
+airflow-status:
+	$(BIN)/python -m tests.e2e.airflow_up status --state-dir $(AIRFLOW_DIR)
+
 demo: cluster-up
 	$(BIN)/python scripts/demo.py --cluster-dir $(CLUSTER_DIR) --state-dir $(STATE) $(if $(REAL_PODS),--real-pods)
 
 # The whole suite: unit tests, the local-cluster integration tests (the fixture starts the
 # cluster, building it on first use) and the end-to-end Airflow + browser test (Debian's
-# chromium, installed by scripts/install-system-deps.sh when missing).
+# chromium and postgresql, installed by scripts/install-system-deps.sh when missing).
 test: venv
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
@@ -47,6 +61,13 @@ test-long: venv
 # docs/local-cluster.md) runs the trainer image built here. Not in `make test` or CI.
 test-real-pods: venv
 	AVW_CLUSTER_REAL_NODE=1 $(BIN)/python -m pytest -m real_pods tests/realpods
+
+# The HA trials at full size (not in CI: about 10 minutes): 20 deferred jobs handed from a
+# frozen triggerer to the other one, and the faults (tests/reliability/test_ha_airflow.py).
+# `make test` runs them with 4 jobs.
+test-ha: venv
+	scripts/install-system-deps.sh
+	AVW_HANDOVER_JOBS=20 $(BIN)/python -m pytest tests/reliability/test_ha_airflow.py
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit
@@ -87,5 +108,5 @@ test-compat-ci:
 bench: cluster-up
 	$(BIN)/python bench/run_all.py --cluster-dir $(CLUSTER_DIR)
 
-clean: cluster-down
+clean: airflow-down cluster-down
 	rm -rf $(VENV) $(STATE)

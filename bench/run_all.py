@@ -29,6 +29,9 @@ Measures, each side by side with polling baselines in the same run (issue 8):
    restart_false_timeouts, pending timeouts of whole gangs over 20 restarts of every trigger
    with evictions in flight; fixed_name_retries_ok, a retry under a fixed job_name after a
    failed try.
+10. handover (issue 26): --handover-jobs (20) deferred jobs over two triggerers of a
+    production-shaped Airflow, one frozen past its health-check threshold: jobs deleted,
+    wrong verdicts, triggers reassigned, takeover time (bench/handover.py runs the HA trial).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -67,6 +70,7 @@ from common import (
     reads,
     summary,
 )
+from handover import handover, handover_goals, md_handover
 from live_progress import live_progress, md_live_progress
 
 from airflow_volcano_wandb.job_status import FAILURE_PHASES
@@ -724,6 +728,7 @@ def markdown(r: dict) -> str:
         ("sweep_burst", md_sweep),
         ("live_progress", md_live_progress),
         ("odd_paths", md_odd_paths),
+        ("handover", md_handover),
     )
     shown: set = set()
     for key, section in sections:
@@ -1014,6 +1019,7 @@ def goals(r: dict) -> list[str]:
             f"(median {w['median']} s, p99 {w['p99']} s vs observer)"
         )
     out += namespace_goals(r.get("namespace_scale")) + outage_goals(r.get("outage"))
+    out += handover_goals(r.get("handover"))
     prov = [x for x in r.get("triggerer_scale", []) if x["waiter"] == "provider"]
     if prov:
         conns = {x["watch_connections"] for x in prov}
@@ -1041,6 +1047,7 @@ SCENARIOS = (
     "sweep_burst",
     "live_progress",
     "odd_paths",
+    "handover",
 )
 
 
@@ -1061,6 +1068,7 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--live-jobs", type=int, default=100, help="jobs followed (or not)")
     parser.add_argument("--live-lines", type=int, default=200, help="log lines per master")
     parser.add_argument("--live-runs", type=int, default=3, help="runs per side, for medians")
+    parser.add_argument("--handover-jobs", type=int, default=20, help="deferred jobs handed over")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
         "--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {SCENARIOS}"
@@ -1082,6 +1090,7 @@ def parse_options() -> argparse.Namespace:
         options.outage_s, options.outage_waiting = 20.0, 20
         options.sweep_tasks = 10
         options.live_jobs, options.live_runs = 20, 1
+        options.handover_jobs = 4
     options.only = set(options.only.split(","))
     unknown = options.only - set(SCENARIOS)
     if unknown:
@@ -1142,6 +1151,9 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "odd_paths" in options.only:
         results["odd_paths"] = odd_paths(cluster, env, work, options.quick)
         say(f"odd_paths: {results['odd_paths']}")
+    if "handover" in options.only:
+        results["handover"] = handover(options.cluster_dir, options.handover_jobs, say)
+        say(f"handover: {results['handover']}")
 
 
 def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:

@@ -1,10 +1,16 @@
 #!/usr/bin/env bash
-# System packages the end-to-end test needs: Debian's Chromium and its chromedriver (the test
-# drives the distribution's browser; nothing is downloaded by Selenium or Playwright).
-# Idempotent: does nothing when both are already installed. Needs root (or sudo).
+# System packages the Airflow-run tests need: Debian's Chromium and its chromedriver (the
+# browser test drives the distribution's browser; nothing is downloaded by Selenium or
+# Playwright) and Debian's PostgreSQL (the metadata DB of the test Airflow stacks, started by
+# tests/e2e/postgres.py as a plain process in a state dir; the package's own cluster service
+# is not used).
+# Idempotent: does nothing when all are already installed. Needs root (or sudo).
 set -euo pipefail
 
-if [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]]; then
+packages=()
+[[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]] || packages+=(chromium chromium-driver)
+compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || packages+=(postgresql)
+if [[ ${#packages[@]} -eq 0 ]]; then
     exit 0
 fi
 
@@ -13,13 +19,16 @@ if [[ $(id -u) -ne 0 ]]; then
     if command -v sudo >/dev/null; then
         SUDO="sudo"
     else
-        echo "install-system-deps: need root to install chromium and chromium-driver" >&2
+        echo "install-system-deps: need root to install ${packages[*]}" >&2
         exit 1
     fi
 fi
 
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
-$SUDO apt-get install -y -q --no-install-recommends chromium chromium-driver
+# policy-rc.d-less containers: the postgresql package may try to start its own cluster; the
+# tests never use it.
+$SUDO apt-get install -y -q --no-install-recommends "${packages[@]}"
 /usr/bin/chromium --version
 /usr/bin/chromedriver --version
+ls -d /usr/lib/postgresql/*/bin/postgres

@@ -15,6 +15,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb import airflow_compat
+from airflow_volcano_wandb.cleanup import kill_deletes
 from airflow_volcano_wandb.ownership import may_delete
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 
@@ -37,7 +38,6 @@ async def _delete_if_task_left(trigger: VolcanoJobTrigger) -> None:
         left = await airflow_compat.task_left_deferral(trigger.task_instance)
     where = f"Volcano job {trigger.namespace}/{trigger.job_name}"
     if left:
-        trigger.log.info("Task killed while deferred: deleting %s", where)
         await delete_job(trigger)
     elif left is False:
         trigger.log.info(
@@ -67,8 +67,12 @@ async def _shielded(work: Coroutine[Any, Any, None]) -> None:
 
 
 async def delete_job(trigger: VolcanoJobTrigger) -> None:
-    """Delete the trigger's job unless a newer try adopted it (``ownership.may_delete``)."""
+    """Delete the trigger's job of a killed task, unless a newer try adopted it
+    (``ownership.may_delete``) or it has ended already (``cleanup.kill_deletes``: a stale
+    trigger's on_kill may read the task's state only after the triggerer that took over saw
+    the job end and the task resumed)."""
     name, namespace = trigger.job_name, trigger.namespace
+    where = f"Volcano job {namespace}/{name}"
     try:
         await kubernetes_side()
         hook = trigger.hook()
@@ -76,6 +80,10 @@ async def delete_job(trigger: VolcanoJobTrigger) -> None:
             job = await hook.get_job(name, namespace)
             if not may_delete(job, trigger.job_uid, trigger.try_number):
                 return
+            if not kill_deletes(job):
+                trigger.log.info("Task killed while deferred: %s ended, left", where)
+                return
+            trigger.log.info("Task killed while deferred: deleting %s", where)
             version = job["metadata"].get("resourceVersion")
             if await hook.delete_job(
                 name, namespace, uid=trigger.job_uid, resource_version=version

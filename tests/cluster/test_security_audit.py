@@ -15,10 +15,11 @@ log (Metadata level). The W&B connection holds a marked key, unique to this run:
 The pods print the key in each form a log may carry it: plain, base64, and the ``Basic``
 credentials the W&B client sends. Then the key is searched for, in all three forms, in every
 file Airflow wrote (task logs, the triggerer's trigger logs, component logs, the metadata DB
-with its XComs and rendered template fields), in every Volcano job (status included), pod and
-ConfigMap the runs' namespaces held (as last seen), in the key Secrets' metadata and in the
-namespaces' events: 0 hits. The same search finds it where it belongs (positive controls): in
-the data of the key's Secrets, and in a pod's log read from Kubernetes directly.
+dumped as SQL with its XComs and rendered template fields), in every Volcano job (status
+included), pod and ConfigMap the runs' namespaces held (as last seen), in the key Secrets'
+metadata and in the namespaces' events: 0 hits. The same search finds it where it belongs
+(positive controls): in the data of the key's Secrets, and in a pod's log read from
+Kubernetes directly.
 
 A finished job's key Secret goes with the job: the Secrets of the jobs deleted after success
 are gone, deleted by Kubernetes' garbage collector (the audit log says so), and every key
@@ -277,6 +278,8 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
             for p in task_logs
             if "task_id=follow" in str(p) and ".trigger." in p.name
         )
+        # The metadata DB as text (its XComs, rendered fields, connections), searched below.
+        stack.postgres.dump(home / "metadata.sql")
     finally:
         stack.stop()
         standin.stop()
@@ -355,6 +358,9 @@ def test_the_flows_ran_as_intended(audited: Audited) -> None:
     assert "reattach" in text.lower()
     # The link-back wrote each online run's Airflow task into W&B (here, the stand-in).
     assert any("airflow" in json.dumps(u.get("config", "")) for u in audited.wandb_upserts)
+    # The metadata DB was searched as text, XComs and rendered fields included.
+    [dump] = [p.read_text(errors="replace") for p in audited.files if p.name == "metadata.sql"]
+    assert "COPY public.xcom " in dump and "COPY public.rendered_task_instance_fields " in dump
 
 
 def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None:

@@ -1,9 +1,13 @@
-"""A real Airflow 3 for the end-to-end test: metadata DB, API server, scheduler, DAG processor
-and triggerer, each a child process with its own process group, in a private AIRFLOW_HOME.
+"""A real Airflow 3 for the end-to-end and reliability tests, shaped like a production one: a
+PostgreSQL metadata DB (``tests/e2e/postgres.py``), the API server, one or more schedulers
+(LocalExecutor), the DAG processor and one or more triggerers, each a child process with its
+own process group, in a private AIRFLOW_HOME. The provider is imported as installed (the
+venv's package and its entry points), never from the checkout.
 
 Nothing here is shared with the in-process tests' Airflow (``tests/conftest.py`` points
-``AIRFLOW_HOME`` at a temp dir of its own): every ``AIRFLOW*`` variable of the pytest process
-is dropped from the children's environment and replaced by this stack's own.
+``AIRFLOW_HOME`` at a temp dir of its own, with SQLite for ``dag.test()``): every ``AIRFLOW*``
+variable of the pytest process is dropped from the children's environment and replaced by
+this stack's own.
 """
 
 from __future__ import annotations
@@ -12,10 +16,13 @@ import contextlib
 import ctypes
 import json
 import os
+import re
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -25,9 +32,10 @@ from typing import Any, TypeVar
 import httpx
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
+from tests.e2e.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parents[2]
-COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer")
+HOST_MODULE, HOST_ENV = "avw_stack_host", "AVW_STACK_HOST"
 
 T = TypeVar("T")
 
@@ -50,6 +58,25 @@ def _die_with_parent() -> None:
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def component_names(schedulers: int = 1, triggerers: int = 1) -> tuple[str, ...]:
+    """The components of a stack: the second scheduler is ``scheduler-2``, and so on."""
+
+    def numbered(command: str, count: int) -> list[str]:
+        return [command if n == 1 else f"{command}-{n}" for n in range(1, count + 1)]
+
+    return (
+        "api-server",
+        *numbered("scheduler", schedulers),
+        "dag-processor",
+        *numbered("triggerer", triggerers),
+    )
+
+
+def command_of(component: str) -> str:
+    """The ``airflow`` command a component runs (``triggerer-2`` runs ``triggerer``)."""
+    return re.sub(r"-\d+$", "", component)
 
 
 def wait_for(probe: Callable[[], T | None], timeout: float, what: str, interval: float = 1.0) -> T:
@@ -80,16 +107,42 @@ class AirflowStack:
     dags_folder: Path = REPO / "dags"
     #: More environment for every component (e.g. the manual DAG's allow-list, log levels).
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: More environment for one component (e.g. ``{"triggerer": {...}}``).
+    component_env: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: High availability: schedulers (each with its LocalExecutor) and triggerers side by side.
+    schedulers: int = 1
+    triggerers: int = 1
+    #: The PostgreSQL state dir; by default a temp dir of its own, removed by ``stop()``.
+    postgres_dir: Path | None = None
+    #: Components outlive this process (``make airflow-up``), their pids in ``home/run``.
+    detached: bool = False
     api_port: int = field(init=False)
-    _worker_log_port: int = field(init=False)
-    _trigger_log_port: int = field(init=False)
+    _log_ports: dict[str, int] = field(init=False)
+    _common_log_ports: dict[str, int] = field(init=False)
+    postgres: PostgresServer = field(init=False)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    #: Components stopped on purpose (``kill``) until ``start_again``: not "exited".
+    stopped: set[str] = field(default_factory=set)
     _token: str | None = None
     _env: dict[str, str] = field(default_factory=dict)
+    _own_postgres_dir: bool = False
 
     def __post_init__(self) -> None:
-        # Picked together, so the three are distinct.
-        self.api_port, self._worker_log_port, self._trigger_log_port = free_ports(3)
+        self.components = component_names(self.schedulers, self.triggerers)
+        # The first scheduler serves its task logs and the first triggerer its trigger logs on
+        # the ports every component (the API server too) is told; any further one on a port
+        # of its own. Picked together, so all are distinct.
+        extra = [c for c in self.components[1:] if command_of(c) != c]
+        self.api_port, worker_port, trigger_port, *extra_ports = free_ports(3 + len(extra))
+        self._log_ports = dict(zip(extra, extra_ports, strict=True))
+        self._common_log_ports = {"WORKER": worker_port, "TRIGGER": trigger_port}
+        if self.postgres_dir is None:
+            self._own_postgres_dir = True
+            self.postgres_dir = Path(tempfile.mkdtemp(prefix="avw-postgres-"))
+            self.postgres_dir.chmod(0o711)  # PostgreSQL's own user must get through (as root)
+        self.postgres = PostgresServer(
+            self.postgres_dir / "server", log_dir=self.log_dir, detached=self.detached
+        )
 
     @property
     def base_url(self) -> str:
@@ -113,7 +166,7 @@ class AirflowStack:
                 "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
                 "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
                 "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP": "airflow_volcano_wandb.*",
-                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{self.home / 'airflow.db'}",
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": self.postgres.url(),
                 "AIRFLOW__API__HOST": "127.0.0.1",
                 "AIRFLOW__API__PORT": str(self.api_port),
                 "AIRFLOW__API__BASE_URL": self.base_url,
@@ -123,8 +176,11 @@ class AirflowStack:
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
                 # Task and trigger logs next to the components' logs (kept after the test).
                 "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.log_dir / "tasks"),
-                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self._worker_log_port),
-                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self._trigger_log_port),
+                "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self._common_log_ports["WORKER"]),
+                "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self._common_log_ports["TRIGGER"]),
+                # Each scheduler and triggerer is a host of its own, as in a deployment
+                # (host_of): Airflow's jobs and the trigger logs' suffixes tell them apart.
+                "AIRFLOW__CORE__HOSTNAME_CALLABLE": f"{HOST_MODULE}.hostname",
                 "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
                     {"conn_type": "kubernetes", "extra": {"kube_config_path": str(self.kubeconfig)}}
                 ),
@@ -139,10 +195,17 @@ class AirflowStack:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self, timeout: float = 240) -> None:
-        """Migrate the DB, start the four components, wait until the API server answers."""
+        """Start PostgreSQL, migrate the DB, start the components, wait for the API server."""
         self.home.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
+        self.postgres.initialize()
+        self.postgres.start()
         env = self.env()  # once: the secrets must be the same in every component
+        # Imported by the components from their cwd (``python -m`` puts it first on sys.path).
+        (self.home / f"{HOST_MODULE}.py").write_text(
+            "import os\n\n\ndef hostname():\n"
+            f"    return os.environ.get({HOST_ENV!r}, '127.0.0.1')\n"
+        )
         self._env = env
         with open(self.log_dir / "db-migrate.log", "wb") as log:
             subprocess.run(
@@ -154,15 +217,32 @@ class AirflowStack:
                 check=True,
                 timeout=timeout,
             )
-        for component in COMPONENTS:
+        for component in self.components:
             self._spawn(component, "wb")
         wait_for(self._api_ready, timeout, "the Airflow API server", interval=1)
 
+    def host_of(self, component: str) -> str:
+        """The host name a component reports to Airflow: a loopback address of its own for
+        each scheduler and triggerer (its log server answers there), 127.0.0.1 else."""
+        numbered = [c for c in self.components if command_of(c) in ("scheduler", "triggerer")]
+        return f"127.0.0.{2 + numbered.index(component)}" if component in numbered else "127.0.0.1"
+
+    def component_of_job(self, job_id: int) -> str:
+        """The scheduler or triggerer component that runs Airflow job ``job_id``."""
+        job = next(j for j in self.api("GET", "/jobs")["jobs"] if j["id"] == job_id)
+        return next(c for c in self.components if self.host_of(c) == job["hostname"])
+
     def _spawn(self, component: str, log_mode: str) -> None:
+        env = dict(self._env)
+        env[HOST_ENV] = self.host_of(component)
+        if component in self._log_ports:
+            kind = "WORKER" if command_of(component) == "scheduler" else "TRIGGER"
+            env[f"AIRFLOW__LOGGING__{kind}_LOG_SERVER_PORT"] = str(self._log_ports[component])
+        env.update(self.component_env.get(component, {}))
         log = open(self.log_dir / f"{component}.log", log_mode)  # noqa: SIM115 (kept open)
-        self.procs[component] = subprocess.Popen(
-            [sys.executable, "-m", "airflow", component],
-            env=self._env,
+        self.procs[component] = proc = subprocess.Popen(
+            [sys.executable, "-m", "airflow", command_of(component)],
+            env=env,
             # Not the repo: ``python -m`` puts the cwd first on sys.path, and the
             # components must import the provider as installed.
             cwd=self.home,
@@ -170,14 +250,21 @@ class AirflowStack:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,  # its own process group: stop() ends its children too
-            preexec_fn=_die_with_parent,
+            preexec_fn=None if self.detached else _die_with_parent,
         )
         log.close()
+        run = self.home / "run"
+        run.mkdir(exist_ok=True)
+        (run / f"{component}.pid").write_text(f"{proc.pid}\n")
 
-    def restart(self, component: str, sig: int = signal.SIGTERM, grace: float = 60) -> None:
-        """Stop one component's process group with ``sig`` (SIGKILL after ``grace`` s) and
-        start it again; its log goes on in the same file."""
+    def send_signal(self, component: str, sig: int) -> None:
+        """Send ``sig`` to a component's whole process group (e.g. SIGSTOP, SIGCONT)."""
+        os.killpg(self.procs[component].pid, sig)
+
+    def kill(self, component: str, sig: int = signal.SIGTERM, grace: float = 60) -> None:
+        """Stop one component's process group with ``sig`` (SIGKILL after ``grace`` s)."""
         proc = self.procs[component]
+        self.stopped.add(component)
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, sig)
         try:
@@ -186,16 +273,25 @@ class AirflowStack:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
+
+    def start_again(self, component: str) -> None:
+        """Start a stopped component again (a supervisor's restart); its log goes on."""
         self._spawn(component, "ab")
+        self.stopped.discard(component)
+
+    def restart(self, component: str, sig: int = signal.SIGTERM, grace: float = 60) -> None:
+        """:meth:`kill` one component, then :meth:`start_again` it."""
+        self.kill(component, sig, grace)
+        self.start_again(component)
 
     def _api_ready(self) -> bool:
         self.check_alive()
         return httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=5).status_code == 200
 
-    def check_alive(self, components: Iterable[str] = COMPONENTS) -> None:
-        for name in components:
+    def check_alive(self, components: Iterable[str] | None = None) -> None:
+        for name in self.components if components is None else components:
             proc = self.procs.get(name)
-            if proc is not None and proc.poll() is not None:
+            if proc is not None and proc.poll() is not None and name not in self.stopped:
                 tail = self.log_tail(name)
                 raise RuntimeError(f"airflow {name} exited with {proc.returncode}:\n{tail}")
 
@@ -206,8 +302,12 @@ class AirflowStack:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
 
     def stop(self, grace: float = 15) -> None:
-        """SIGTERM every component's process group, then SIGKILL what is left."""
+        """SIGTERM every component's process group, then SIGKILL what is left; then stop
+        PostgreSQL (and remove its temp dir, unless it was given)."""
         for proc in self.procs.values():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGCONT)  # a frozen one must hear the SIGTERM
+
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
         deadline = time.monotonic() + grace
@@ -220,6 +320,9 @@ class AirflowStack:
                 os.killpg(proc.pid, signal.SIGKILL)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
+        self.postgres.stop()
+        if self._own_postgres_dir:
+            shutil.rmtree(self.postgres_dir, ignore_errors=True)
 
     # -- REST API ----------------------------------------------------------------------------
 
@@ -231,48 +334,29 @@ class AirflowStack:
             self._token = resp.json()["access_token"]
         return self._token
 
-    def api(self, method: str, path: str, *, retry: bool | None = None, **kwargs: Any) -> Any:
-        # SQLite lets one writer in at a time: with the scheduler, triggerer and DAG processor
-        # writing too, the API server sometimes answers 500 "Database error" (locked). An
-        # idempotent call is tried again; a POST only when the caller says it may be (its
-        # failed transaction was rolled back, but a POST may create something twice).
-        attempts = 5 if (method.upper() != "POST" if retry is None else retry) else 1
+    def api(self, method: str, path: str, **kwargs: Any) -> Any:
         extra_headers = kwargs.pop("headers", {})
-        for attempt in range(attempts):
-            resp = httpx.request(
-                method,
-                f"{self.base_url}/api/v2{path}",
-                headers={"Authorization": f"Bearer {self.token()}", **extra_headers},
-                timeout=120,  # 30 s was exceeded on a loaded machine
-                **kwargs,
-            )
-            if resp.status_code != 500 or "Database error" not in resp.text:
-                break
-            time.sleep(1 + attempt)
+        resp = httpx.request(
+            method,
+            f"{self.base_url}/api/v2{path}",
+            headers={"Authorization": f"Bearer {self.token()}", **extra_headers},
+            timeout=120,  # 30 s was exceeded on a loaded machine
+            **kwargs,
+        )
         if resp.status_code >= 400:
             raise ApiError(resp.status_code, f"{method} {path}: {resp.status_code} {resp.text}")
         return resp.json() if resp.content else None
 
     def trigger(self, dag_id: str, run_id: str, conf: dict[str, Any]) -> None:
-        """Start a run named ``run_id``, trying again when SQLite was locked.
-
-        The run id makes the retry safe: a create whose answer was lost but which landed
-        makes the next attempt answer 409, and the run is there.
-        """
+        """Start a run of ``dag_id`` named ``run_id``."""
         body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
-        try:
-            self.api("POST", f"/dags/{dag_id}/dagRuns", retry=True, json=body)
-        except ApiError as err:
-            if err.status != 409:
-                raise
-            self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
+        self.api("POST", f"/dags/{dag_id}/dagRuns", json=body)
 
     def clear(self, dag_id: str, run_id: str, task_ids: list[Any], **options: Any) -> Any:
-        """Clear task instances of a run (their next try starts); safe to try again."""
+        """Clear task instances of a run (their next try starts)."""
         return self.api(
             "POST",
             f"/dags/{dag_id}/clearTaskInstances",
-            retry=True,  # a rolled-back clear changed nothing; a second clear is harmless
             json={
                 "dry_run": False,
                 "dag_run_id": run_id,

@@ -1,5 +1,5 @@
 """End to end: a real Airflow 3 (API server, scheduler, DAG processor, triggerer, LocalExecutor,
-SQLite metadata DB) runs ``dags/volcano_pytorch_manual.py`` on the local Volcano cluster, and
+PostgreSQL metadata DB) runs ``dags/volcano_pytorch_manual.py`` on the local Volcano cluster, and
 Debian's headless Chromium checks the Airflow UI.
 
 The run is triggered through Airflow's REST API with ``{"worker_replicas": 3}``. To make the

@@ -103,6 +103,18 @@ def submit_job(
     )
 
 
+def end_master(api: k8s.ApiClient, namespace: str) -> None:
+    """End the namespace's master pods now: their simulated run is cut to 1 s, which KWOK
+    applies at once, so a test ends a long job exactly when it wants (its exit code stays)."""
+    core = k8s.CoreV1Api(api)
+    pods = core.list_namespaced_pod(namespace, label_selector="volcano.sh/task-spec=master").items
+    assert pods, f"no master pod to end in {namespace}"
+    for pod in pods:
+        core.patch_namespaced_pod(
+            pod.metadata.name, namespace, {"metadata": {"annotations": {SIM_DURATION: "1"}}}
+        )
+
+
 def list_pods(api: k8s.ApiClient, namespace: str) -> list[k8s.V1Pod]:
     return k8s.CoreV1Api(api).list_namespaced_pod(namespace).items
 

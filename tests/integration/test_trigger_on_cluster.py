@@ -14,6 +14,7 @@ from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.integration.jobs import (
     as_in_a_triggerer,
+    end_master,
     list_jobs,
     list_pods,
     submit_job,
@@ -184,6 +185,38 @@ def test_on_kill_of_a_trigger_handed_over_leaves_the_job_running(cluster, monkey
     (left,) = [j for j in list_jobs(api, namespace) if j["metadata"]["name"] == name]
     assert left["metadata"]["uid"] == job["metadata"]["uid"]
     assert not left["metadata"].get("deletionTimestamp")
+
+
+def test_on_kill_of_a_stale_trigger_whose_job_ended_leaves_the_job(cluster, monkeypatch):
+    """A handed-over trigger's on_kill that reads the task's state only after the new
+    triggerer's trigger saw the job end (its task resumed: no longer deferred) must not take
+    that for a kill. A kill stops training; an ended job has none to stop (HA trial:
+    tests/reliability/test_ha_airflow.py)."""
+    api, namespace = cluster
+    job = submit_job(api, namespace, "ended-elsewhere", master_seconds=600)
+    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+
+    async def wait_then_cancel():
+        trigger = VolcanoJobTrigger(
+            job_name="ended-elsewhere", namespace=namespace, job_uid=job["metadata"]["uid"]
+        )
+        as_in_a_triggerer(trigger, monkeypatch, task_left=True)
+        await _wait_then_cancel(trigger)
+        return trigger
+
+    trigger = asyncio.run(wait_then_cancel())
+    end_master(api, namespace)  # meanwhile, the job ends (and the other triggerer fires)
+    wait_until(lambda: _phase(api, namespace) == "Completed", 60, what="the job completed")
+    asyncio.run(trigger.on_kill())
+    time.sleep(3)  # a deletion, had one been sent, is seen by now
+    (left,) = list_jobs(api, namespace)
+    assert left["metadata"]["uid"] == job["metadata"]["uid"]
+    assert not left["metadata"].get("deletionTimestamp")
+
+
+def _phase(api, namespace: str) -> str | None:
+    jobs = list_jobs(api, namespace)
+    return ((jobs[0].get("status") or {}).get("state") or {}).get("phase") if jobs else None
 
 
 def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster, monkeypatch):

@@ -1,13 +1,16 @@
 """A real Airflow for the reliability tests, and DAG runs followed through its REST API.
 
-``running_stack`` starts the e2e stack (``tests/e2e/airflow_stack``: API server, scheduler,
-DAG processor, triggerer) on the shared local cluster; ``start_run`` triggers a DAG with its
-job in a namespace of its own, which ``Watched`` polls in the background.
+``running_stack`` starts the e2e stack (``tests/e2e/airflow_stack``) shaped for high
+availability, as a production deployment runs it: PostgreSQL, the API server, two schedulers
+(LocalExecutor), the DAG processor and two triggerers, on the shared local cluster;
+``start_run`` triggers a DAG with its job in a namespace of its own, which ``Watched`` polls in
+the background.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import tempfile
@@ -185,6 +188,12 @@ class Run:
 
 
 MANUAL_DAG = "volcano_pytorch_manual"
+#: Deferred jobs of the handover trial (tests/reliability/test_ha_airflow.py): 4 in the
+#: default suite, 20 in ``make test-ha``.
+HANDOVER_JOBS = int(os.environ.get("AVW_HANDOVER_JOBS", "4"))
+#: A triggerer whose heartbeat is older than this loses its triggers to a healthy one (the
+#: default is 30 s; the handover trial freezes one past it).
+TRIGGERER_HEALTH_CHECK_THRESHOLD = 15
 
 
 class ReliabilityStack(AirflowStack):
@@ -200,6 +209,28 @@ class ReliabilityStack(AirflowStack):
         return env
 
 
+def ha_stack(**kwargs: Any) -> ReliabilityStack:
+    """Two schedulers and two triggerers, the way an HA deployment runs them.
+
+    The first triggerer takes at most half of the handover trial's jobs (its capacity), so
+    the trial can place half on each; the second keeps Airflow's default capacity, so it can
+    take all of them over.
+    """
+    ha_env = {
+        "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(
+            TRIGGERER_HEALTH_CHECK_THRESHOLD
+        ),
+        # Two schedulers, each with its LocalExecutor, share two cores: two task processes each.
+        "AIRFLOW__CORE__PARALLELISM": "2",
+    }
+    return ReliabilityStack(
+        schedulers=2,
+        triggerers=2,
+        component_env={"triggerer": {"AIRFLOW__TRIGGERER__CAPACITY": str(HANDOVER_JOBS // 2)}},
+        **{**kwargs, "extra_env": {**ha_env, **kwargs.get("extra_env", {})}},
+    )
+
+
 def _raise_on_sigterm(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
@@ -212,7 +243,7 @@ def running_stack(
     home = Path(tempfile.mkdtemp(prefix="avw-rel-airflow-"))
     log_dir = ARTIFACTS / name
     shutil.rmtree(log_dir, ignore_errors=True)
-    stack = ReliabilityStack(
+    stack = ha_stack(
         home=home,
         log_dir=log_dir,
         kubeconfig=volcano_cluster.kubeconfig,

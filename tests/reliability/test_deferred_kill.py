@@ -1,7 +1,8 @@
 """A deferred task killed by a person, or timed out by Airflow: its Volcano job goes at once.
 
-A real Airflow 3 (API server, scheduler, DAG processor, triggerer; ``tests/e2e/airflow_stack``)
-runs the DAGs of ``tests/reliability/dags`` on the shared local cluster. Four runs start
+A real Airflow 3 shaped for HA (PostgreSQL, API server, two schedulers, DAG processor, two
+triggerers; ``tests/reliability/airflow_runs.ha_stack``) runs the DAGs of
+``tests/reliability/dags`` on the shared local cluster. Four runs start
 together, each in a namespace of its own, each with a job that would run for 10 minutes:
 
 - marked failed through the REST API while deferred: the triggerer cancels the trigger as a
@@ -107,9 +108,22 @@ def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(
     first = run.watched.live_uids()
     assert len(first) == 1
     time.sleep(3)
-    acted = time.time()
-    run.stack.clear(run.dag_id, run.run_id, ["train"])
-    # The first try's job goes (the next try may already have submitted its own).
+    # No pool slot is free while the clear lands, so the next try waits for the old one's
+    # kill. Airflow cancels the old trigger only once the scheduler has scheduled the next try
+    # (a cleared task's state is NULL, which its trigger clean-up skips), and two schedulers
+    # on PostgreSQL then start that try within seconds: before the old trigger's on_kill, and
+    # it adopts the running job (a reattach, which test_lifecycle_airflow.py's
+    # clear-while-deferred accepts). Here the kill itself is under test.
+    pool = "/pools/default_pool"
+    slots = run.stack.api("GET", pool)["slots"]
+    run.stack.api("PATCH", pool, params={"update_mask": "slots"}, json={"slots": 0})
+    try:
+        acted = time.time()
+        run.stack.clear(run.dag_id, run.run_id, ["train"])
+        # The first try's job is being deleted; the next try may start meanwhile.
+        wait_for(lambda: first[0] not in _live(run), 120, "the first job's deletion")
+    finally:
+        run.stack.api("PATCH", pool, params={"update_mask": "slots"}, json={"slots": slots})
     wait_for(lambda: first[0] not in run.watched.live_uids(), 120, "the first job deleted")
     assert time.time() - acted < GONE_WITHIN + 5
     # The next try submits a new job and waits on it: it did not reattach to the dying one.
@@ -124,6 +138,15 @@ def test_cleared_while_deferred_deletes_the_job_and_the_next_try_submits_afresh(
     acted = time.time()
     run.stack.api("PATCH", run.ti_path, json={"new_state": "failed"})
     assert _wait_gone(run, acted, "mark failed after clear") < GONE_WITHIN
+
+
+def _live(run: Run) -> list[str]:
+    """The uids of the run's jobs that are not being deleted."""
+    return [
+        j["metadata"]["uid"]
+        for j in run.watched.jobs()
+        if not j["metadata"].get("deletionTimestamp")
+    ]
 
 
 def test_dag_run_timeout_deletes_the_job(runs):
@@ -163,8 +186,10 @@ def test_a_restarted_triggerer_takes_the_wait_over_and_leaves_the_job_alone(stac
 
     First gracefully (SIGTERM, as in a deploy: the triggerer cancels its triggers on the way
     out), then by a crash (SIGKILL: the new triggerer takes the trigger over once the dead
-    one misses its heartbeats). Neither may touch the job; each time a new triggerer resumes
-    the wait, and the task succeeds when the job completes: one job, one try.
+    one misses its heartbeats). The stack runs two triggerers: the one running the trigger
+    is restarted, and the other or the restarted one takes it. Neither may touch the job;
+    each time a new triggerer resumes the wait, and the task succeeds when the job
+    completes: one job, one try.
     """
     api = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "200"}, worker={SIM_DURATION: "200"})
@@ -176,7 +201,7 @@ def test_a_restarted_triggerer_takes_the_wait_over_and_leaves_the_job_alone(stac
             before = wait_for(
                 lambda: (run.ti()["trigger"] or {}).get("triggerer_id"), 60, "a triggerer"
             )
-            stack.restart("triggerer", sig)
+            stack.restart(stack.component_of_job(before), sig)  # the one running it
             wait_for(
                 lambda b=before: (run.ti()["trigger"] or {}).get("triggerer_id") not in (None, b),
                 180,

@@ -1,7 +1,8 @@
 """One job per intent, through a real Airflow: clears retrain, deployments stay apart.
 
-A real Airflow 3 (``reliability_airflow``: API server, scheduler, DAG processor, triggerer)
-runs the DAGs on the shared local cluster, each run in a namespace of its own:
+A real Airflow 3 (``reliability_airflow``: PostgreSQL, API server, two schedulers, DAG
+processor, two triggerers) runs the DAGs on the shared local cluster, each run in a namespace
+of its own:
 
 - a successful task (``on_finish_action="keep"``) is cleared: its next try submits a new job
   that trains, and the old, reported job is neither reused nor touched;
@@ -48,7 +49,7 @@ from tests.reliability.support import list_jobs
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1800)]
 
 REPEATS = int(os.environ.get("AVW_LIFECYCLE_REPEATS", "2"))
-BATCH = 4  # runs cleared together: LocalExecutor parallelism is 4
+BATCH = 4  # runs cleared together: two schedulers, each with LocalExecutor parallelism 2
 # Not shorter: a job that ends within seconds of the deferral races Airflow's scheduler, which
 # may then take the worker's stale defer-exit "success" for a task killed externally and fail
 # it (apache/airflow#67287, #72716; seen here on 3.3.2 with the try re-queued).

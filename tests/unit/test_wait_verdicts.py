@@ -199,6 +199,29 @@ def test_the_cleanup_rule(outcome, action, deletes):
     assert cleanup.deletes_job(outcome, action) is deletes
 
 
+@pytest.mark.parametrize(
+    ("phase", "deletes"),
+    [
+        ("", True),
+        ("Pending", True),
+        ("Running", True),
+        ("Restarting", True),
+        ("Completing", True),
+        ("Completed", False),
+        ("Failed", False),
+        ("Aborted", False),
+        ("Terminated", False),
+    ],
+)
+def test_a_kill_deletes_only_a_job_that_has_not_ended(phase, deletes):
+    """A stale trigger's on_kill may run after its job ended and its task resumed (a second
+    triggerer took the wait over): that is not a kill of running training."""
+    job = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
+    if phase:
+        job["status"] = {"state": {"phase": phase}}
+    assert cleanup.kill_deletes(job) is deletes
+
+
 def test_an_unknown_on_finish_action_is_refused():
     with pytest.raises(ValueError, match="on_finish_action"):
         cleanup.check_on_finish_action("shred")

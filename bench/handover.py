@@ -1,0 +1,71 @@
+"""handover (issue 26): a triggerer frozen past its health-check threshold while N deferred jobs
+are spread over two triggerers, on a production-shaped Airflow (PostgreSQL, two schedulers, two
+triggerers).
+
+The driver is the HA trial itself, ``tests/reliability/test_ha_airflow.py``'s handover test,
+run as a program (pytest in a child process, ``AVW_HANDOVER_JOBS`` jobs, on this cluster): the
+benchmark imports nothing from ``tests/``. The trial writes its figures to
+``test-artifacts/reliability/handover.json``; they are read back here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from common import REPO
+
+TRIAL = (
+    "tests/reliability/test_ha_airflow.py"
+    "::test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted"
+)
+FIGURES = REPO / "test-artifacts" / "reliability" / "handover.json"
+
+
+def handover(cluster_dir: Path, jobs: int, say: Callable[[str], None]) -> dict[str, Any]:
+    """Run the trial with ``jobs`` deferred jobs; its figures, and whether it passed."""
+    FIGURES.unlink(missing_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update(AVW_HANDOVER_JOBS=str(jobs), AVW_CLUSTER_STATE_DIR=str(cluster_dir.resolve()))
+    say(f"handover: {jobs} deferred jobs over two triggerers ({TRIAL})")
+    argv = [sys.executable, "-m", "pytest", TRIAL, "-q", "-p", "no:cacheprovider"]
+    proc = subprocess.run(argv, cwd=REPO, env=env, check=False)
+    if not FIGURES.exists():
+        return {"jobs": jobs, "trial_passed": False, "error": f"pytest exited {proc.returncode}"}
+    return {**json.loads(FIGURES.read_text()), "trial_passed": proc.returncode == 0}
+
+
+def md_handover(r: dict) -> list[str]:
+    h = r["handover"]
+    if "error" in h:
+        return ["## Handover between triggerers", "", f"The trial did not run: {h['error']}."]
+    return [
+        "## Handover between triggerers",
+        "",
+        f"{h['jobs']} deferred jobs, half on each of {h['triggerers']} triggerers; one frozen "
+        f"(SIGSTOP) for {h['frozen_s']} s, past `triggerer_health_check_threshold` (15 s); "
+        f"{h['ended_while_frozen']} of its jobs ended meanwhile, the rest right after the thaw.",
+        "",
+        "| jobs | triggerers | frozen_s | takeover_s | reassigned | jobs_deleted "
+        "| wrong_verdicts | duplicates | trial |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {h['jobs']} | {h['triggerers']} | {h['frozen_s']} | {h['takeover_s']} "
+        f"| {h['reassigned']} | {h['jobs_deleted']} | {h['wrong_verdicts']} "
+        f"| {h['duplicates']} | {'passed' if h['trial_passed'] else 'FAILED'} |",
+    ]
+
+
+def handover_goals(h: dict | None) -> list[str]:
+    if not h or "error" in h:
+        return [f"handover: did not run ({h['error']})"] if h else []
+    kept = h["jobs_deleted"] == 0 and h["wrong_verdicts"] == 0 and h["duplicates"] == 0
+    return [
+        f"a triggerer handover deletes no job and every verdict is right: "
+        f"{'met' if kept else 'MISSED'} ({h['jobs_deleted']} deleted, {h['wrong_verdicts']} "
+        f"wrong, {h['duplicates']} duplicates of {h['jobs']}; takeover {h['takeover_s']} s)"
+    ]
