@@ -19,7 +19,7 @@ from typing import Any
 
 from airflow_volcano_wandb._template.errors import Path, error_at
 from airflow_volcano_wandb._template.structure import all_containers
-from airflow_volcano_wandb._template.values import show
+from airflow_volcano_wandb._template.values import dig, indexed, show
 
 PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
 LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
@@ -88,19 +88,6 @@ _LIFECYCLE_HANDLERS = ("postStart", "preStop")
 Problems = list[tuple[Path, str]]
 
 
-def _get(node: Any, *keys: str) -> Any:
-    """``node[k1][k2]...``, or ``None`` where a level is missing or not a mapping."""
-    for key in keys:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
-def _items(node: Any) -> list[tuple[int, Any]]:
-    return list(enumerate(node)) if isinstance(node, list) else []
-
-
 def _is_set(value: Any) -> bool:
     # Anything but unset/false counts, so a mistyped "true" is refused rather than waved on.
     return value is not None and value is not False
@@ -120,21 +107,21 @@ class _Checker:
         for key in _HOST_NAMESPACES:
             if _is_set(spec.get(key)):
                 self.add((*spath, key), "must be unset or false: it shares the node's namespace")
-        for i, volume in _items(spec.get("volumes")):
-            if _get(volume, "hostPath") is not None:
+        for i, volume in indexed(spec.get("volumes")):
+            if dig(volume, "hostPath") is not None:
                 self.add((*spath, "volumes", i, "hostPath"), "hostPath volumes are not allowed")
-        context = _get(spec, "securityContext")
+        context = dig(spec, "securityContext")
         cpath = (*spath, "securityContext")
         self.security_context(context, cpath)
-        for i, sysctl in _items(_get(context, "sysctls")):
-            name = _get(sysctl, "name")
+        for i, sysctl in indexed(dig(context, "sysctls")):
+            name = dig(sysctl, "name")
             if name not in SAFE_SYSCTLS:
                 self.add(
                     (*cpath, "sysctls", i, "name"),
                     f"sysctl {name!r} is not one of the safe sysctls "
                     f"{', '.join(sorted(SAFE_SYSCTLS))}",
                 )
-        annotations = _get(metadata, "annotations")
+        annotations = dig(metadata, "annotations")
         for key, value in annotations.items() if isinstance(annotations, dict) else ():
             if (
                 isinstance(key, str)
@@ -150,28 +137,28 @@ class _Checker:
 
     def security_context(self, context: Any, path: Path) -> None:
         """The checks a pod's and a container's securityContext share."""
-        if _is_set(_get(context, "windowsOptions", "hostProcess")):
+        if _is_set(dig(context, "windowsOptions", "hostProcess")):
             self.add(
                 (*path, "windowsOptions", "hostProcess"),
                 "must be unset or false: a HostProcess container runs on the node",
             )
-        selinux = _get(context, "seLinuxOptions")
-        if _get(selinux, "type") not in SELINUX_TYPES | {None}:
+        selinux = dig(context, "seLinuxOptions")
+        if dig(selinux, "type") not in SELINUX_TYPES | {None}:
             self.add(
                 (*path, "seLinuxOptions", "type"),
-                f"SELinux type {_get(selinux, 'type')!r} is not one of "
+                f"SELinux type {dig(selinux, 'type')!r} is not one of "
                 f"{', '.join(sorted(t for t in SELINUX_TYPES if t))}",
             )
         for key in ("user", "role"):
-            if _get(selinux, key) not in ("", None):
+            if dig(selinux, key) not in ("", None):
                 self.add((*path, "seLinuxOptions", key), f"a custom SELinux {key} is not allowed")
-        seccomp = _get(context, "seccompProfile", "type")
+        seccomp = dig(context, "seccompProfile", "type")
         if seccomp is not None and seccomp not in BASELINE_SECCOMP:
             self.add(
                 (*path, "seccompProfile", "type"),
                 f"seccomp profile {seccomp!r} is not allowed; use RuntimeDefault or Localhost",
             )
-        apparmor = _get(context, "appArmorProfile", "type")
+        apparmor = dig(context, "appArmorProfile", "type")
         if apparmor is not None and apparmor not in APPARMOR_TYPES:
             self.add(
                 (*path, "appArmorProfile", "type"),
@@ -181,28 +168,28 @@ class _Checker:
     def baseline_container(
         self, container: dict[str, Any], path: Path, user_namespace: bool
     ) -> None:
-        context = _get(container, "securityContext")
+        context = dig(container, "securityContext")
         cpath = (*path, "securityContext")
         self.security_context(context, cpath)
-        if _is_set(_get(context, "privileged")):
+        if _is_set(dig(context, "privileged")):
             self.add((*cpath, "privileged"), "must be unset or false")
         # An unmasked /proc exposes the node's only when the pod shares the node's user
         # namespace, so baseline allows it in a user namespace; restricted never does (as
         # the local kube-apiserver's PodSecurity v0.35 decides).
-        if _get(context, "procMount") not in (None, "Default") and (
+        if dig(context, "procMount") not in (None, "Default") and (
             self.level == RESTRICTED or not user_namespace
         ):
             self.add((*cpath, "procMount"), "must be unset or Default (a masked /proc)")
         allowed = RESTRICTED_CAPABILITIES if self.level == RESTRICTED else BASELINE_CAPABILITIES
-        for i, capability in _items(_get(context, "capabilities", "add")):
+        for i, capability in indexed(dig(context, "capabilities", "add")):
             if capability not in allowed:
                 self.add(
                     (*cpath, "capabilities", "add", i),
                     f"capability {capability!r} may not be added; allowed: "
                     f"{', '.join(sorted(allowed))}",
                 )
-        for i, port in _items(container.get("ports")):
-            if _get(port, "hostPort") not in (None, 0):
+        for i, port in indexed(container.get("ports")):
+            if dig(port, "hostPort") not in (None, 0):
                 self.add((*path, "ports", i, "hostPort"), "must be unset or 0")
         for probe in _PROBES:
             for handler in ("httpGet", "tcpSocket"):
@@ -213,13 +200,13 @@ class _Checker:
 
     def no_host(self, container: dict[str, Any], keys: tuple[str, ...], path: Path) -> None:
         # A probe or hook aimed at another host turns the kubelet into a request forwarder.
-        if _get(container, *keys, "host") not in (None, ""):
+        if dig(container, *keys, "host") not in (None, ""):
             self.add((*path, *keys, "host"), "must be unset: the kubelet would connect elsewhere")
 
     # --- restricted ----------------------------------------------------------------------
     def restricted(self, spec: dict[str, Any], path: Path, user_namespace: bool) -> None:
         spath = (*path, "spec")
-        for i, volume in _items(spec.get("volumes")):
+        for i, volume in indexed(spec.get("volumes")):
             for key in volume if isinstance(volume, dict) else ():
                 if key != "name" and key not in RESTRICTED_VOLUME_SOURCES and key != "hostPath":
                     self.add(
@@ -227,22 +214,22 @@ class _Checker:
                         f"volume type {key!r} is not allowed; allowed: "
                         f"{', '.join(sorted(RESTRICTED_VOLUME_SOURCES))}",
                     )
-        pod = _get(spec, "securityContext")
+        pod = dig(spec, "securityContext")
         ppath = (*spath, "securityContext")
         # Linux-only settings do not apply to a pod that declares itself Windows.
-        linux = _get(spec, "os", "name") != "windows"
+        linux = dig(spec, "os", "name") != "windows"
         # Root in a user namespace is not root on the node.
         root_checked = not user_namespace
-        pod_non_root = _get(pod, "runAsNonRoot")
+        pod_non_root = dig(pod, "runAsNonRoot")
         if root_checked and pod_non_root is not None and pod_non_root is not True:
             self.add((*ppath, "runAsNonRoot"), "must be true")
-        if root_checked and _get(pod, "runAsUser") == 0:
+        if root_checked and dig(pod, "runAsUser") == 0:
             self.add((*ppath, "runAsUser"), "must not be 0 (root)")
-        pod_seccomp = _get(pod, "seccompProfile", "type")
+        pod_seccomp = dig(pod, "seccompProfile", "type")
         for cpath, container in all_containers(spec, spath):
-            context = _get(container, "securityContext")
+            context = dig(container, "securityContext")
             xpath = (*cpath, "securityContext")
-            non_root = _get(context, "runAsNonRoot")
+            non_root = dig(context, "runAsNonRoot")
             if (
                 root_checked
                 and non_root is not True
@@ -252,19 +239,19 @@ class _Checker:
                     (*xpath, "runAsNonRoot"),
                     "must be true (here or in the pod's securityContext)",
                 )
-            if root_checked and _get(context, "runAsUser") == 0:
+            if root_checked and dig(context, "runAsUser") == 0:
                 self.add((*xpath, "runAsUser"), "must not be 0 (root)")
             if not linux:
                 continue
-            if _get(context, "allowPrivilegeEscalation") is not False:
+            if dig(context, "allowPrivilegeEscalation") is not False:
                 self.add((*xpath, "allowPrivilegeEscalation"), "must be false")
-            seccomp = _get(context, "seccompProfile", "type")
+            seccomp = dig(context, "seccompProfile", "type")
             if seccomp is None and pod_seccomp not in BASELINE_SECCOMP:
                 self.add(
                     (*xpath, "seccompProfile", "type"),
                     "must be RuntimeDefault or Localhost (here or in the pod's securityContext)",
                 )
-            drop = _get(context, "capabilities", "drop")
+            drop = dig(context, "capabilities", "drop")
             if not isinstance(drop, list) or "ALL" not in drop:
                 self.add((*xpath, "capabilities", "drop"), "must include ALL")
 

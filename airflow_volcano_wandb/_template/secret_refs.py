@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_volcano_wandb._template.errors import Path
 from airflow_volcano_wandb._template.structure import all_containers, pod_spec
-from airflow_volcano_wandb._template.values import show
+from airflow_volcano_wandb._template.values import dig, indexed, show
 
 Problems = list[tuple[Path, str]]
 
@@ -35,18 +35,6 @@ VOLUME_SECRET_REFERENCES: dict[str, tuple[tuple[str, ...], str]] = {
 }
 
 
-def _get(node: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(key)
-    return node
-
-
-def _items(node: Any) -> list[tuple[int, Any]]:
-    return list(enumerate(node)) if isinstance(node, list) else []
-
-
 def _name(reference: Any, key: str) -> Any:
     """The Secret a reference names; a reference that is not a mapping is itself returned,
     so it is refused rather than skipped."""
@@ -60,25 +48,25 @@ def references(spec: Any, spec_path: Path) -> Iterator[tuple[Path, Any]]:
     if not isinstance(spec, dict):
         return
     for cpath, container in all_containers(spec, spec_path):
-        for i, entry in _items(container.get("env")):
-            ref = _get(entry, "valueFrom", "secretKeyRef")
+        for i, entry in indexed(container.get("env")):
+            ref = dig(entry, "valueFrom", "secretKeyRef")
             if ref is not None:
                 yield (*cpath, "env", i, "valueFrom", "secretKeyRef", "name"), _name(ref, "name")
-        for i, source in _items(container.get("envFrom")):
-            ref = _get(source, "secretRef")
+        for i, source in indexed(container.get("envFrom")):
+            ref = dig(source, "secretRef")
             if ref is not None:
                 yield (*cpath, "envFrom", i, "secretRef", "name"), _name(ref, "name")
-    for i, volume in _items(spec.get("volumes")):
+    for i, volume in indexed(spec.get("volumes")):
         vpath = (*spec_path, "volumes", i)
         for source, (where, key) in VOLUME_SECRET_REFERENCES.items():
-            ref = _get(volume, source, *where)
+            ref = dig(volume, source, *where)
             if ref is not None:
                 yield (*vpath, source, *where, key), _name(ref, key)
-        for j, projection in _items(_get(volume, "projected", "sources")):
-            ref = _get(projection, "secret")
+        for j, projection in indexed(dig(volume, "projected", "sources")):
+            ref = dig(projection, "secret")
             if ref is not None:
                 yield (*vpath, "projected", "sources", j, "secret", "name"), _name(ref, "name")
-    for i, ref in _items(spec.get("imagePullSecrets")):
+    for i, ref in indexed(spec.get("imagePullSecrets")):
         yield (*spec_path, "imagePullSecrets", i, "name"), _name(ref, "name")
 
 
@@ -89,7 +77,7 @@ def env_secret_names(env: Mapping[str, Any] | Sequence[Any]) -> frozenset[str]:
     return frozenset(
         name
         for entry in env
-        if isinstance(name := _name(_get(entry, "valueFrom", "secretKeyRef"), "name"), str)
+        if isinstance(name := _name(dig(entry, "valueFrom", "secretKeyRef"), "name"), str)
     )
 
 

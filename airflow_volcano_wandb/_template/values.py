@@ -129,3 +129,18 @@ def as_int(value: Any, path: Path, what: str, *, maximum: int | None = None) -> 
     if value > INT64_MAX:
         raise error_at(path, f"{what} is too large")
     return value
+
+
+def dig(node: Any, *keys: str) -> Any:
+    """``node[k1][k2]...``, or ``None`` where a level is missing or not a mapping: for reading
+    a template that validation has not vouched for yet."""
+    for key in keys:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(key)
+    return node
+
+
+def indexed(node: Any) -> list[tuple[int, Any]]:
+    """``(index, item)`` of a list, or nothing when ``node`` is not a list."""
+    return list(enumerate(node)) if isinstance(node, list) else []

@@ -21,6 +21,18 @@ API_KEY = "standin" + "0123456789abcdef" * 3
 MANUAL_NAMESPACES = "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES"
 
 
+def _use_standin(monkeypatch, standin: WandbStandin) -> None:
+    """The ``wandb_default`` connection points at the stand-in, with its key."""
+    connection = {
+        "conn_type": "wandb",
+        "host": standin.url,
+        "password": API_KEY,
+        "extra": {"entity": "airflow", "project": "volcano-ddp"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WANDB_DEFAULT", json.dumps(connection))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+
+
 def test_manual_dag_submits_and_the_sensor_waits_then_leaves_nothing_behind(
     airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, capfd, monkeypatch
 ):
@@ -49,18 +61,7 @@ def test_manual_dag_sensor_reports_to_the_wandb_run_as_the_operator_would_agains
     summary = {"eval/accuracy": 0.875, "eval/loss": 0.31}
     with WandbStandin(api_key=API_KEY, any_run_summary=summary) as standin:
         standin_url = standin.url
-        monkeypatch.setenv(
-            "AIRFLOW_CONN_WANDB_DEFAULT",
-            json.dumps(
-                {
-                    "conn_type": "wandb",
-                    "host": standin.url,
-                    "password": API_KEY,
-                    "extra": {"entity": "airflow", "project": "volcano-ddp"},
-                }
-            ),
-        )
-        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        _use_standin(monkeypatch, standin)
         dag_run, tis = run_dag(
             "volcano_pytorch_manual",
             file="volcano_pytorch_manual.py",
@@ -127,18 +128,7 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_offered_against_w
     api = volcano_cluster.api_client()
     with WandbStandin(api_key=API_KEY, any_run_summary=accuracy) as standin:
         standin_url = standin.url
-        monkeypatch.setenv(
-            "AIRFLOW_CONN_WANDB_DEFAULT",
-            json.dumps(
-                {
-                    "conn_type": "wandb",
-                    "host": standin.url,
-                    "password": API_KEY,
-                    "extra": {"entity": "airflow", "project": "volcano-ddp"},
-                }
-            ),
-        )
-        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        _use_standin(monkeypatch, standin)
         with Recorder.jobs(api, volcano_namespace) as recorded:
             dag_run, tis = run_dag(
                 "volcano_pytorch_sweep",
