@@ -222,6 +222,9 @@ def ha_stack(**kwargs: Any) -> ReliabilityStack:
         ),
         # Two schedulers, each with its LocalExecutor, share two cores: two task processes each.
         "AIRFLOW__CORE__PARALLELISM": "2",
+        # A deferred task counts as active: 16 (the defaults) left 4 of 20 handover runs unstarted.
+        "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": "64",
+        "AIRFLOW__CORE__MAX_ACTIVE_TASKS_PER_DAG": "64",
     }
     return ReliabilityStack(
         schedulers=2,
