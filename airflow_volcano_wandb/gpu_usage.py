@@ -4,6 +4,8 @@ A rank's GPU-seconds are its pod's GPUs (``<vendor>/gpu`` limits of its containe
 seconds from the pod's start (``status.startTime``) to its containers' last end
 (``finishedAt``), or to ``now`` for a container still running. A pod that never started
 cost nothing. Ranks are named by their pod's Volcano suffix (``master-0``, ``worker-2``).
+Only pods still there are counted: Volcano keeps a completed job's succeeded and failed pods,
+but removes ranks still running when the master's ``CompleteJob`` fired.
 """
 
 from __future__ import annotations
