@@ -238,7 +238,7 @@ class WandbRunMixin(WandbReportMixin):
 
 def run_context(context: Context) -> wandb_run.AirflowRunContext:
     """The task instance, as the W&B run is told about it."""
-    ti, logical_date = context["ti"], getattr(context["dag_run"], "logical_date", None)
+    ti, logical_date = context["ti"], getattr(context.get("dag_run"), "logical_date", None)
     return wandb_run.AirflowRunContext(
         dag_id=ti.dag_id,
         dag_run_id=ti.run_id,

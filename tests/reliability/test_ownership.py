@@ -29,6 +29,7 @@ from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from tests.integration.jobs import SIM_DURATION, as_in_a_triggerer, seed_template
 from tests.reliability.support import (
     StubTaskInstance,
+    context_for,
     execute_operator,
     list_jobs,
     operator,
@@ -223,7 +224,7 @@ def test_a_sensor_that_gives_up_deletes_its_job(
     )
     ti = StubTaskInstance(DAG_ID, "wait", f"sensor-{ending}")
     with pytest.raises(AirflowSensorTimeout if not unplaceable else AirflowException) as ended:
-        sensor.execute({"ti": ti, "task_instance": ti})
+        sensor.execute(context_for(ti))
     if unplaceable:
         assert "worker 0/1" in str(ended.value)
     nothing_left(admin, namespace, f"the sensor's job after {ending}")
