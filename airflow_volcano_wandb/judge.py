@@ -119,41 +119,41 @@ def judge(
         uid = target.uid or status.uid
         loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
     if loop is not None:
-        return WaitResult(
-            outcome=Outcome.CRASH_LOOP,
-            name=status.name,
-            namespace=status.namespace,
-            uid=status.uid,
-            phase=status.phase,
-            retry_count=status.retry_count,
-            crash_loop=loop,
-            message=f"Volcano job {status.namespace}/{status.name} is crash-looping: "
-            + loop.describe(),
-        )
+        message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "
+        return _ending(status, Outcome.CRASH_LOOP, message + loop.describe(), crash_loop=loop)
     if target.pending_timeout is not None:
         waited = gang_wait_seconds(job, status, now, gang_seen_whole=gang_seen_whole)
         if waited is not None and waited >= target.pending_timeout:
             unplaced = unplaced_ranks(status)
             missing = ", ".join(f"{task} {count}" for task, count in unplaced.items())
-            return WaitResult(
-                outcome=Outcome.PENDING_TIMEOUT,
-                name=status.name,
-                namespace=status.namespace,
-                uid=status.uid,
-                phase=status.phase,
-                retry_count=status.retry_count,
-                unplaced=unplaced,
-                message=(
-                    f"Volcano job {status.namespace}/{status.name} did not have every rank "
-                    f"placed and running within pending_timeout={target.pending_timeout:g}s "
-                    f"(phase {status.phase or 'none'}"
-                    + (f"; ranks started: {missing}" if missing else "")
-                    + ")"
-                ),
+            message = (
+                f"Volcano job {status.namespace}/{status.name} did not have every rank "
+                f"placed and running within pending_timeout={target.pending_timeout:g}s "
+                f"(phase {status.phase or 'none'}"
+                + (f"; ranks started: {missing}" if missing else "")
+                + ")"
             )
+            return _ending(status, Outcome.PENDING_TIMEOUT, message, unplaced=unplaced)
     if target.deadline is not None and now >= target.deadline:
-        return timed_out(target, status)
+        message = (
+            f"Gave up waiting on Volcano job {target.namespace}/{target.name}: "
+            "execution_timeout reached"
+        )
+        uid = status.uid or target.uid or ""
+        return _ending(status, Outcome.TIMEOUT, message, uid=uid, retry_count=0)
     return None
+
+
+def _ending(status: JobStatus, outcome: Outcome, message: str, **fields: Any) -> WaitResult:
+    """The wait's end with ``outcome``, for a job that is still there as ``status`` shows it."""
+    seen = {
+        "name": status.name,
+        "namespace": status.namespace,
+        "uid": status.uid,
+        "phase": status.phase,
+        "retry_count": status.retry_count,
+    }
+    return WaitResult(outcome=outcome, message=message, **{**seen, **fields})
 
 
 def counts_restarts(job: Mapping[str, Any] | None, target: WaitTarget) -> bool:
@@ -162,21 +162,6 @@ def counts_restarts(job: Mapping[str, Any] | None, target: WaitTarget) -> bool:
     if job is None or target.max_container_restarts is None:
         return False
     return interpret(job).phase == "Running"
-
-
-def timed_out(target: WaitTarget, status: JobStatus | None = None) -> WaitResult:
-    """The result for Airflow's ``execution_timeout`` running out."""
-    return WaitResult(
-        outcome=Outcome.TIMEOUT,
-        name=target.name,
-        namespace=target.namespace,
-        uid=(status.uid if status else "") or target.uid or "",
-        phase=status.phase if status else "",
-        message=(
-            f"Gave up waiting on Volcano job {target.namespace}/{target.name}: "
-            "execution_timeout reached"
-        ),
-    )
 
 
 def gang_is_whole(job: Mapping[str, Any] | None) -> bool:

@@ -302,8 +302,9 @@ class VolcanoJobTrigger(BaseTrigger):
         """Judge ``job``; a verdict that deletes or fails, judged on a cached copy, is judged
         again on a fresh GET (a watch outage may have hidden the job's real end)."""
         if job is not None:
-            self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
-            await self._mark_gang_whole(watcher, job)
+            if not self._gang_seen_whole and gang_is_whole(job):  # once per trigger
+                self._gang_seen_whole = True
+                await self._mark_gang_whole(watcher, job)
             self._log_progress(job)
         result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
         if result is None:  # a running job's pods may be crash-looping (confirmed there)
@@ -319,17 +320,11 @@ class VolcanoJobTrigger(BaseTrigger):
         """Record on the job, once, that its gang was whole (``judge.GANG_WHOLE_ANNOTATION``):
         a later waiter (after a restart or a handover, a reattaching retry, a poke) reads it,
         so a rank lost afterwards is never taken for a gang that was never placed."""
-        if not needs_gang_whole_mark(job):
-            return
-        try:
-            await watcher.annotate(job, gang_whole_mark(time.time()))
-        except Exception as exc:  # the memory still holds in this trigger; a later look retries
-            self.log.warning(
-                "Could not record the whole gang on Volcano job %s/%s: %s",
-                self.namespace,
-                self.job_name,
-                exc,
-            )
+        if needs_gang_whole_mark(job):
+            try:
+                await watcher.annotate(job, gang_whole_mark(time.time()))
+            except Exception as exc:  # this trigger remembers; the next one looks again
+                self.log.warning("Could not record the whole gang on the job: %s", exc)
 
     def _direct_read_due(self, watcher: NamespaceJobWatcher) -> bool:
         """Whether the failing watch calls for reading the job directly now."""
