@@ -10,6 +10,7 @@ server-side dry run, so the API server validates them without anything being per
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -79,6 +80,12 @@ def rbac_namespace(admin: client.ApiClient, volcano_namespace: str) -> str:
             rbac.create_namespaced_role_binding(volcano_namespace, doc)
         else:
             raise AssertionError(f"unexpected kind {kind} in rbac.yaml")
+    # The authorizer learns new Roles and RoleBindings from its informers, a moment later
+    # (longer on a loaded machine): wait until the binding is in effect, then ask.
+    deadline = time.monotonic() + 30
+    while not _allowed(admin, volcano_namespace, NEEDED[0], volcano_namespace):
+        assert time.monotonic() < deadline, "rbac.yaml's RoleBinding never took effect"
+        time.sleep(0.2)
     return volcano_namespace
 
 
