@@ -76,8 +76,11 @@ def test_manual_dag_sensor_reports_to_the_wandb_run_as_the_operator_would_agains
     url = f"{standin_url}/airflow/volcano-ddp/runs/{run_id}"
     assert values["submit.wandb_run_url"] == values["wait.wandb_run_url"] == url
     assert values["wait.wandb_summary"] == summary
-    usage = values["wait.gpu_seconds"]  # what the run cost, per rank (1 GPU each)
-    assert sorted(usage) == ["master-0", "worker-0"], usage
+    # What the run cost, per rank (1 GPU each). The master's completion ends the job, so its
+    # pod is always counted; Volcano removes a worker still running at that moment, and a
+    # worker is counted only when it ended first (gpu_usage's documented rule).
+    usage = values["wait.gpu_seconds"]
+    assert "master-0" in usage and set(usage) <= {"master-0", "worker-0"}, usage
     assert all(seconds > 0 for seconds in usage.values()), usage
     assert run is not None, "the sensor never read or wrote the run"
     record = run.config.get("airflow") or {}
