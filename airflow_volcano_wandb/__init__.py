@@ -7,7 +7,10 @@ __version__ = "0.1.0"
 
 def get_provider_info() -> dict:
     """Describe this provider to Airflow (its ``apache_airflow_provider`` entry point)."""
-    from airflow_volcano_wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
+    from airflow_volcano_wandb.wandb.connection_form import (
+        WANDB_CONN_FIELDS,
+        WANDB_UI_FIELD_BEHAVIOUR,
+    )
 
     return {
         "package-name": "airflow-volcano-wandb",

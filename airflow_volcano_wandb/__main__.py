@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from airflow_volcano_wandb import doctor
+from airflow_volcano_wandb.cli import doctor
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
-from airflow_volcano_wandb.diagnostics import Classification, FailureKind
-from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
 
 class VolcanoJobError(AirflowException):

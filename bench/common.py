@@ -27,7 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity  # noqa: E402
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import manifests  # noqa: E402
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError  # noqa: E402

@@ -87,7 +87,7 @@ def _count_hook_calls() -> None:
 
 def _count_shown_lines() -> None:
     """Count the master log lines the triggers show (each goes through the per-job cap)."""
-    from airflow_volcano_wandb.log_lines import LogCap
+    from airflow_volcano_wandb.logs.log_lines import LogCap
 
     original = LogCap.admit
 
@@ -148,7 +148,7 @@ def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: 
 
 async def first_sync(started: float, printed: list[bool]) -> None:
     """Record when every shared watch first has its complete LIST in (and say SYNCED)."""
-    from airflow_volcano_wandb import job_watcher
+    from airflow_volcano_wandb.wait import job_watcher
 
     while True:
         watchers = list(job_watcher._watchers.values())
@@ -161,7 +161,7 @@ async def first_sync(started: float, printed: list[bool]) -> None:
 
 def watch_connects() -> int:
     """List+watch (re)connections the shared watchers made so far."""
-    from airflow_volcano_wandb import job_watcher
+    from airflow_volcano_wandb.wait import job_watcher
 
     return sum(w.connects for w in job_watcher._watchers.values())
 
@@ -171,8 +171,8 @@ async def drive(options: argparse.Namespace) -> dict:
     from airflow.jobs.triggerer_job_runner import TriggerRunner
     from airflow.models.trigger import Trigger
 
-    from airflow_volcano_wandb import job_watcher
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger  # noqa: F401  (imported before
+    from airflow_volcano_wandb.wait import job_watcher
     from bench.polling_trigger import PollingVolcanoJobTrigger  # noqa: F401  the RSS baseline)
 
     jobs = load_jobs(options.jobs_file, options.jobs)

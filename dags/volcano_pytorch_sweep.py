@@ -20,9 +20,9 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
-from airflow_volcano_wandb import sweep
 from airflow_volcano_wandb.airflow_compat import AirflowSkipException
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.wandb import sweep
 
 # The retraining DAG's model: volcano_pytorch_promote, scheduled on it, decides what is promoted.
 MODEL = Asset("volcano_pytorch_model")

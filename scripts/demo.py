@@ -27,7 +27,7 @@ from typing import Any
 
 import yaml
 
-from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
+from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, wandb_offline
 from airflow_volcano_wandb.testing.cluster import placement as real_node

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from airflow_volcano_wandb.permissions import Permission
+from airflow_volcano_wandb.cli.permissions import Permission
 
 K8S = Path(__file__).resolve().parents[1] / "docker" / "k8s"
 

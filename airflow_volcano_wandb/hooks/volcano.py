@@ -36,7 +36,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     permission_error,
     to_dict,
 )
-from airflow_volcano_wandb.ownership import may_delete
+from airflow_volcano_wandb.job.ownership import may_delete
 
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 

@@ -11,7 +11,6 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_volcano_wandb import wandb_run
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.template import (
@@ -21,8 +20,9 @@ from airflow_volcano_wandb.template import (
     TemplateError,
     render_job,
 )
-from airflow_volcano_wandb.wandb_env import container_env, macro_values
-from airflow_volcano_wandb.wandb_queue_ref import is_queue_ref
+from airflow_volcano_wandb.wandb import wandb_run
+from airflow_volcano_wandb.wandb.wandb_env import container_env, macro_values
+from airflow_volcano_wandb.wandb.wandb_queue_ref import is_queue_ref
 
 DEFAULT_FINISHED_JOB_TTL = 7 * 24 * 3600
 

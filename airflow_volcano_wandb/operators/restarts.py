@@ -6,7 +6,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_volcano_wandb.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
 
 
 class RestartBudgetMixin(BaseOperator):

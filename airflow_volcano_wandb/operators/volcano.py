@@ -14,23 +14,25 @@ from airflow.configuration import conf
 from airflow.sdk import Context
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from airflow_volcano_wandb import api_key_secret, cleanup, job_report, submission, wandb_run
 from airflow_volcano_wandb.airflow_compat import AirflowException, task_state_store
-from airflow_volcano_wandb.cleanup import OnFinishAction
-from airflow_volcano_wandb.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
-from airflow_volcano_wandb.job_status import interpret, job_ref
+from airflow_volcano_wandb.job import api_key_secret, cleanup, submission
+from airflow_volcano_wandb.job.cleanup import OnFinishAction
+from airflow_volcano_wandb.job.deployment import configured_deployment, warn_of_other_deployments
+from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
-from airflow_volcano_wandb.operators.wandb_run import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
-from airflow_volcano_wandb.outcome import WaitResult
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity, wandb_run_of
-from airflow_volcano_wandb.sync_wait import wait_in_process
+from airflow_volcano_wandb.operators.sync_wait import wait_in_process
+from airflow_volcano_wandb.operators.wandb_report import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
+from airflow_volcano_wandb.wait import job_report
+from airflow_volcano_wandb.wait.job_status import interpret, job_ref
+from airflow_volcano_wandb.wait.outcome import WaitResult
+from airflow_volcano_wandb.wandb import wandb_run
 
 XCOM_JOB = "volcano_job"
 

@@ -11,17 +11,34 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import BaseSensorOperator, Context
 
-from airflow_volcano_wandb import cleanup, job_report, wandb_urls
 from airflow_volcano_wandb.airflow_compat import (
     AirflowSensorTimeout,
     AirflowTaskTimeout,
 )
-from airflow_volcano_wandb.cleanup import OnFinishAction
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
-from airflow_volcano_wandb.job_status import job_ref
-from airflow_volcano_wandb.judge import (
+from airflow_volcano_wandb.job import cleanup
+from airflow_volcano_wandb.job.cleanup import OnFinishAction
+from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
+from airflow_volcano_wandb.job.ownership import wandb_run_of
+from airflow_volcano_wandb.links.wandb import WandbRunLink
+from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
+from airflow_volcano_wandb.operators.assets import annotate_outlet_events
+from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
+from airflow_volcano_wandb.operators.wandb_report import (
+    XCOM_RUN_ID,
+    XCOM_RUN_URL,
+    XCOM_SUMMARY,
+    WandbReportMixin,
+)
+from airflow_volcano_wandb.triggers.volcano import (
+    DEFAULT_WATCH_FAILURE_GRACE,
+    VolcanoJobTrigger,
+)
+from airflow_volcano_wandb.wait import job_report
+from airflow_volcano_wandb.wait.job_status import job_ref
+from airflow_volcano_wandb.wait.judge import (
     WaitTarget,
     counts_restarts,
     gang_is_whole,
@@ -30,23 +47,8 @@ from airflow_volcano_wandb.judge import (
     needs_gang_whole_mark,
     progress_line,
 )
-from airflow_volcano_wandb.links.wandb import WandbRunLink
-from airflow_volcano_wandb.log_follower import MasterLogFollower
-from airflow_volcano_wandb.operators.assets import annotate_outlet_events
-from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
-from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
-from airflow_volcano_wandb.operators.wandb_run import (
-    XCOM_RUN_ID,
-    XCOM_RUN_URL,
-    XCOM_SUMMARY,
-    WandbReportMixin,
-)
-from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import wandb_run_of
-from airflow_volcano_wandb.triggers.volcano import (
-    DEFAULT_WATCH_FAILURE_GRACE,
-    VolcanoJobTrigger,
-)
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wandb import wandb_urls
 
 
 class VolcanoJobSensor(

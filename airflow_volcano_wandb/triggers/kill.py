@@ -15,8 +15,8 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb import airflow_compat
-from airflow_volcano_wandb.cleanup import kill_deletes
-from airflow_volcano_wandb.ownership import may_delete
+from airflow_volcano_wandb.job.cleanup import kill_deletes
+from airflow_volcano_wandb.job.ownership import may_delete
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 
 if TYPE_CHECKING:

@@ -12,8 +12,14 @@ from typing import TYPE_CHECKING, Any
 from airflow.configuration import conf
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_volcano_wandb import airflow_compat, restart_check
-from airflow_volcano_wandb.judge import (
+from airflow_volcano_wandb import airflow_compat
+from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, selector_matches
+from airflow_volcano_wandb.logs.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
+from airflow_volcano_wandb.logs.secret_digest import SecretDigest
+from airflow_volcano_wandb.triggers import kill
+from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
+from airflow_volcano_wandb.wait import restart_check
+from airflow_volcano_wandb.wait.judge import (
     WaitTarget,
     gang_is_whole,
     gang_whole_mark,
@@ -21,12 +27,7 @@ from airflow_volcano_wandb.judge import (
     needs_gang_whole_mark,
     progress_line,
 )
-from airflow_volcano_wandb.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, selector_matches
-from airflow_volcano_wandb.secret_digest import SecretDigest
-from airflow_volcano_wandb.triggers import kill
-from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
@@ -48,7 +49,7 @@ def defer_settle_seconds() -> float:
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-    from airflow_volcano_wandb.job_watcher import NamespaceJobWatcher, Subscription
+    from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher, Subscription
 
 
 class VolcanoJobTrigger(BaseTrigger):

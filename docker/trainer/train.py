@@ -15,7 +15,7 @@ and ``eval/accuracy`` on a held-out set (same teacher, different inputs) means s
 chance is ``1 / classes``, a trained model gets well above it.
 
 The image installs only torch and wandb, so this file must not import the provider package;
-``AIRFLOW_ENV_TO_CONFIG`` mirrors ``airflow_volcano_wandb.wandb_env.airflow_config_from_env``
+``AIRFLOW_ENV_TO_CONFIG`` mirrors ``airflow_volcano_wandb.wandb.wandb_env.airflow_config_from_env``
 and a test keeps the two in sync. Docs: ``docs/trainer.md``.
 
 The W&B API key (``WANDB_API_KEY``, from a Secret) is read by the wandb SDK only; this file

@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb.permissions import EXTERNAL_KEY_SECRET_PERMISSIONS, REQUIRED_PERMISSIONS
+from airflow_volcano_wandb.cli.permissions import (
+    EXTERNAL_KEY_SECRET_PERMISSIONS,
+    REQUIRED_PERMISSIONS,
+)
 from tests.reliability.test_rbac_service_account import (
     RBAC,
     SA,

@@ -21,7 +21,7 @@ import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from airflow_volcano_wandb.permissions import REQUIRED_PERMISSIONS
+from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS
 from airflow_volcano_wandb.testing.pytest_plugin import VolcanoCluster
 
 pytestmark = pytest.mark.cluster

@@ -46,10 +46,10 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb import permissions
-from airflow_volcano_wandb.api_key_secret import secret_ref
-from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
-from airflow_volcano_wandb.permissions import Permission
+from airflow_volcano_wandb.cli import permissions
+from airflow_volcano_wandb.cli.permissions import Permission
+from airflow_volcano_wandb.job.api_key_secret import secret_ref
+from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
 from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
 from airflow_volcano_wandb.testing.recorder import Recorder

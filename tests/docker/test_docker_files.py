@@ -18,7 +18,7 @@ import pytest
 import yaml
 from packaging.requirements import Requirement
 
-from airflow_volcano_wandb.permissions import REQUIRED_PERMISSIONS
+from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS
 from airflow_volcano_wandb.versions import AIRFLOW_VERSION
 
 REPO = Path(__file__).resolve().parents[2]

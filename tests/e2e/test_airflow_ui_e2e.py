@@ -28,8 +28,8 @@ from urllib.parse import quote
 import pytest
 
 from airflow_volcano_wandb.testing.recorder import Recorder
-from airflow_volcano_wandb.wandb_run import deterministic_run_id
-from airflow_volcano_wandb.wandb_urls import run_url
+from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id
+from airflow_volcano_wandb.wandb.wandb_urls import run_url
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.e2e.cluster_probe import get_job, nodes_cordoned, pod_env
 

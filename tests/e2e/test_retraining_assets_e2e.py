@@ -26,7 +26,7 @@ from urllib.parse import quote
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb.wandb_run import deterministic_run_id, run_url
+from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id, run_url
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.wandb_standin import WandbStandin
 

@@ -10,7 +10,7 @@ import runpy
 
 import pytest
 
-from airflow_volcano_wandb.ownership import MAP_INDEX_LABEL
+from airflow_volcano_wandb.job.ownership import MAP_INDEX_LABEL
 from tests.integration.jobs import REPO, list_jobs, run_dag, wait_until, xcoms
 from tests.wandb_standin import WandbStandin
 

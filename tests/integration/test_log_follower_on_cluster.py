@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from airflow_volcano_wandb.log_follower import MasterLogFollower
+from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
 from tests.integration.jobs import submit_job, wait_until
 from tests.line_log import LineLog
 

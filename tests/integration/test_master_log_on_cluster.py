@@ -13,8 +13,8 @@ import contextlib
 import pytest
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb import master_log
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.logs import master_log
 from airflow_volcano_wandb.testing.cluster.podlogs import (
     LOG_LINES_ANNOTATION,
     SPLIT_LINE_ANNOTATION,

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from airflow_volcano_wandb.ownership import IDENTITY_ANNOTATION, REPORTED_ANNOTATION
+from airflow_volcano_wandb.job.ownership import IDENTITY_ANNOTATION, REPORTED_ANNOTATION
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,

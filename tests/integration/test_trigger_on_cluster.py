@@ -9,9 +9,9 @@ import time
 import pytest
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb import job_watcher
-from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
+from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+from airflow_volcano_wandb.wait import job_watcher
 from tests.integration.jobs import (
     as_in_a_triggerer,
     end_master,

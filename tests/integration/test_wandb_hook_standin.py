@@ -19,10 +19,10 @@ import pytest
 import wandb
 import yaml
 
-from airflow_volcano_wandb import wandb_backlink
 from airflow_volcano_wandb.hooks import WandbHook
-from airflow_volcano_wandb.key_forms import key_forms
-from airflow_volcano_wandb.wandb_run import AirflowRunContext
+from airflow_volcano_wandb.logs.key_forms import key_forms
+from airflow_volcano_wandb.wandb import wandb_backlink
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext
 from tests.wandb_standin import WandbStandin
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check

@@ -7,8 +7,8 @@ import json
 import pytest
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb.api_key_secret import secret_ref
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.job.api_key_secret import secret_ref
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, list_jobs, run_dag, seed_template, wait_until
 
 pytestmark = pytest.mark.cluster

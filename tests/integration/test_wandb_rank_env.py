@@ -18,14 +18,14 @@ from pathlib import Path
 
 import wandb  # noqa: F401  (a dependency: missing it must fail, not skip)
 
-from airflow_volcano_wandb.wandb_env import container_env
-from airflow_volcano_wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+from airflow_volcano_wandb.wandb.wandb_env import container_env
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
 
 NAIVE_TRAINER = textwrap.dedent(
     """
     import os
     import wandb
-    from airflow_volcano_wandb.wandb_env import airflow_config_from_env
+    from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env
 
     # Deliberately naive: every rank calls wandb.init() and logs.
     run = wandb.init(config={"airflow": airflow_config_from_env(os.environ), "lr": 0.1})

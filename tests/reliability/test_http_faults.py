@@ -24,7 +24,7 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.hooks import volcano as volcano_hooks
-from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
 from airflow_volcano_wandb.testing.http_faults import HttpFaultProxy
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template

@@ -32,7 +32,7 @@ from collections import Counter
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     StubTaskInstance,

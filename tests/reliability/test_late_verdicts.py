@@ -22,8 +22,8 @@ from datetime import timedelta
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb.judge import GANG_WHOLE_ANNOTATION
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION
 from tests.integration.jobs import SIM_DURATION, custom, seed_template
 from tests.reliability.support import (
     StubTaskInstance,

@@ -35,7 +35,7 @@ from pathlib import Path
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb.ownership import (
+from airflow_volcano_wandb.job.ownership import (
     DEPLOYMENT_LABEL,
     MANAGED_SELECTOR,
     REPORTED_ANNOTATION,

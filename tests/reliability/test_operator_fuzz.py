@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from airflow_volcano_wandb.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from tests.hostile import hostile_text
 from tests.integration.jobs import seed_template
 from tests.reliability.support import StubTaskInstance, context_for, operator

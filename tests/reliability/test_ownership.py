@@ -18,7 +18,7 @@ import asyncio
 import pytest
 from kubernetes import client
 
-from airflow_volcano_wandb.ownership import (
+from airflow_volcano_wandb.job.ownership import (
     DEPLOYMENT_LABEL,
     MANAGED_SELECTOR,
     REPORTED_ANNOTATION,

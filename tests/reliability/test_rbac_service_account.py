@@ -26,10 +26,10 @@ import pytest
 import yaml
 from kubernetes import client
 
-from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-from airflow_volcano_wandb.ownership import MANAGED_BY, MANAGED_BY_LABEL
+from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
+from airflow_volcano_wandb.wait import job_watcher
 from tests.integration.jobs import (
     SIM_DURATION,
     failing_template,

@@ -22,7 +22,7 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
-from airflow_volcano_wandb.ownership import (
+from airflow_volcano_wandb.job.ownership import (
     IDENTITY_LABEL,
     REPORTED_ANNOTATION,
     TaskInstanceIdentity,

@@ -34,7 +34,7 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
+from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     StubTaskInstance,

@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
-from airflow_volcano_wandb.ownership import INTENT_LABEL, MAP_INDEX_LABEL, WANDB_RUN_LABEL
+from airflow_volcano_wandb.job.ownership import INTENT_LABEL, MAP_INDEX_LABEL, WANDB_RUN_LABEL
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.integration.jobs import SIM_DURATION, seed_template

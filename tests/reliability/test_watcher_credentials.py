@@ -19,8 +19,8 @@ import pytest
 import yaml
 from kubernetes import client
 
-from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.wait import job_watcher
 from tests.integration.jobs import submit_job
 from tests.reliability.support import GROUP, VERSION, kubernetes_conn_env
 

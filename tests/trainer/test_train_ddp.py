@@ -31,8 +31,8 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
-from airflow_volcano_wandb.wandb_env import airflow_config_from_env, container_env
-from airflow_volcano_wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "docker" / "trainer" / "train.py"

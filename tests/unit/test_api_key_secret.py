@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from airflow_volcano_wandb.api_key_secret import (
+from airflow_volcano_wandb.hooks.kubernetes_api import SecretExistsError
+from airflow_volcano_wandb.job.api_key_secret import (
     STORE_ATTEMPTS,
     SecretOwnedElsewhereError,
     abandon,
@@ -16,8 +17,7 @@ from airflow_volcano_wandb.api_key_secret import (
     secret_body,
     store_for_job,
 )
-from airflow_volcano_wandb.hooks.kubernetes_api import SecretExistsError
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 
 IDENTITY = TaskInstanceIdentity("dag", "train", "run-1")
 OLD_JOB = {"metadata": {"name": "wandb-job-a", "namespace": "ns", "uid": "uid-old"}}

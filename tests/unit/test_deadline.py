@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from airflow_volcano_wandb.deadline import call_within
+from airflow_volcano_wandb.wandb.deadline import call_within
 
 
 def test_the_answer_in_time_is_returned() -> None:

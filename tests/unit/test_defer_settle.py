@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 
-from airflow_volcano_wandb.judge import WaitTarget
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_DEFER_SETTLE_SECONDS,
     defer_settle_seconds,
 )
+from airflow_volcano_wandb.wait.judge import WaitTarget
 
 
 def _operator() -> VolcanoPyTorchJobOperator:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_volcano_wandb import diagnostics
+from airflow_volcano_wandb.wait import diagnostics
 
 
 def pod(name, task, *, exit_code=None, waiting=None, phase="Running", reason=None):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_volcano_wandb import doctor, permissions
-from airflow_volcano_wandb.doctor import FAIL, OK, WARN
-from airflow_volcano_wandb.permissions import REQUIRED_PERMISSIONS, Permission
+from airflow_volcano_wandb.cli import doctor, permissions
+from airflow_volcano_wandb.cli.doctor import FAIL, OK, WARN
+from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS, Permission
 from tests.rbac_manifests import role_permissions
 
 SERVED = {

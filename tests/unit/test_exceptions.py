@@ -8,8 +8,8 @@ import pytest
 
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
-from airflow_volcano_wandb.diagnostics import Classification, ContainerFailure, FailureKind
-from airflow_volcano_wandb.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.diagnostics import Classification, ContainerFailure, FailureKind
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
 
 def _result(outcome: Outcome) -> WaitResult:

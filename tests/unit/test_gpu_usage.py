@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from airflow_volcano_wandb.gpu_usage import describe, gpu_seconds
+from airflow_volcano_wandb.job.gpu_usage import describe, gpu_seconds
 
 NOW = 1_800_000_000.0
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_volcano_wandb.job_facts import JobFacts, asset_extra
+from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from tests.unit.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[2]

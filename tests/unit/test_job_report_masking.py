@@ -7,9 +7,9 @@ import json
 import logging
 import secrets
 
-from airflow_volcano_wandb import job_report
 from airflow_volcano_wandb.airflow_compat import mask_secret
 from airflow_volcano_wandb.hooks import WandbHook
+from airflow_volcano_wandb.wait import job_report
 
 
 class _PodLogs:

@@ -7,8 +7,8 @@ import logging
 import pytest
 from openlineage.client.serde import Serde
 
-from airflow_volcano_wandb.job_facts import JobFacts
-from airflow_volcano_wandb.lineage import (
+from airflow_volcano_wandb.job.job_facts import JobFacts
+from airflow_volcano_wandb.job.lineage import (
     ArtifactRef,
     operator_lineage,
     read_artifacts,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from airflow_volcano_wandb.log_follower import MasterLogFollower
+from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
 from tests.line_log import LineLog
 
 

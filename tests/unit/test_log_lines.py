@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_volcano_wandb.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
+from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
 
 
 def _join(chunks: list[bytes]) -> list[str]:

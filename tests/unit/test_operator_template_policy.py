@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
-from airflow_volcano_wandb.api_key_secret import secret_ref
+from airflow_volcano_wandb.job.api_key_secret import secret_ref
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from airflow_volcano_wandb.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.template import DEFAULT_ALLOWED_SCHEDULERS
 from tests.hostile_templates import CASES, OTHER_TASK_KEY_SECRET, OTHER_TEAM_SECRET, seed
 from tests.reliability.support import StubTaskInstance, context_for

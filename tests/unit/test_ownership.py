@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_volcano_wandb.ownership import (
+from airflow_volcano_wandb.job.ownership import (
     DEPLOYMENT_LABEL,
     INTENT_LABEL,
     REPORTED_ANNOTATION,
@@ -15,7 +15,7 @@ from airflow_volcano_wandb.ownership import (
     next_intent,
     owner_try,
 )
-from airflow_volcano_wandb.wandb_run import deterministic_run_id
+from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id
 
 TI = ("dag", "train", "scheduled__2026-11-30T00:00:00+00:00")
 
@@ -73,7 +73,7 @@ def test_a_fresh_submission_never_takes_the_intent_of_a_reported_job():
 
 
 def test_selector_matching_for_the_watch_of_managed_jobs():
-    from airflow_volcano_wandb.ownership import MANAGED_SELECTOR, selector_matches
+    from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, selector_matches
 
     managed = {"metadata": {"labels": TaskInstanceIdentity(*TI).labels()}}
     foreign = {"metadata": {"labels": {"app": "x"}}}
@@ -83,7 +83,7 @@ def test_selector_matching_for_the_watch_of_managed_jobs():
 
 
 def test_only_an_earlier_tries_reported_job_of_this_very_task_instance_is_replaceable():
-    from airflow_volcano_wandb.ownership import IDENTITY_ANNOTATION, replaceable_past
+    from airflow_volcano_wandb.job.ownership import IDENTITY_ANNOTATION, replaceable_past
 
     mine = TaskInstanceIdentity(*TI)
 

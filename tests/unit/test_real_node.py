@@ -75,7 +75,7 @@ def test_a_docker_archive_lists_its_layers_in_order_with_their_digests(tmp_path)
 
 def test_a_placed_template_meets_the_operators_default_pod_security_level():
     """The W&B files go through a claim: a ``hostPath`` in the pod would be refused."""
-    from airflow_volcano_wandb._template.pod_security import DEFAULT_LEVEL, violations
+    from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL, violations
 
     placed = placement.place_on_real_node(yaml.safe_load(TEMPLATE.read_text()))
     for task in placed["spec"]["tasks"]:

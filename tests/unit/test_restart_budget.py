@@ -15,19 +15,20 @@ from pathlib import Path
 import pytest
 import yaml
 
-from airflow_volcano_wandb import cleanup, exceptions
-from airflow_volcano_wandb.judge import WaitTarget, counts_restarts, judge
+from airflow_volcano_wandb import exceptions
+from airflow_volcano_wandb.job import cleanup
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from airflow_volcano_wandb.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.restart_budget import (
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
+from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+from airflow_volcano_wandb.wait.judge import WaitTarget, counts_restarts, judge
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.restart_budget import (
     DEFAULT_MAX_CONTAINER_RESTARTS,
     CrashLoop,
     crash_loop,
     rank_of,
     total_restarts,
 )
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
-from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from tests.airflow_compat import dag_bag
 from tests.unit.test_wait_verdicts import T0, job
 

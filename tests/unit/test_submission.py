@@ -6,8 +6,8 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError
-from airflow_volcano_wandb.ownership import REPORTED_ANNOTATION
-from airflow_volcano_wandb.submission import Decision, decide, refused_outright
+from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
+from airflow_volcano_wandb.job.submission import Decision, decide, refused_outright
 
 
 def job(phase: str, deleting: bool = False) -> dict:
@@ -74,7 +74,7 @@ class DictStore(dict):
 
 
 def test_the_task_state_store_remembers_exactly_the_job_reference():
-    from airflow_volcano_wandb.submission import STATE_STORE_KEY, recall, remember
+    from airflow_volcano_wandb.job.submission import STATE_STORE_KEY, recall, remember
 
     store = DictStore()
     assert recall(store) is None
@@ -87,7 +87,7 @@ def test_the_task_state_store_remembers_exactly_the_job_reference():
 
 
 def test_a_failing_task_state_store_falls_back_to_the_labels(caplog):
-    from airflow_volcano_wandb.submission import recall, remember
+    from airflow_volcano_wandb.job.submission import recall, remember
 
     assert recall(BrokenStore()) is None
     remember(BrokenStore(), {"name": "j", "namespace": "ns", "uid": "u"})  # does not raise

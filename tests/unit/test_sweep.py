@@ -8,7 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_volcano_wandb.sweep import Metric, SweepError, best, expand_kwargs, metric_of, points
+from airflow_volcano_wandb.wandb.sweep import (
+    Metric,
+    SweepError,
+    best,
+    expand_kwargs,
+    metric_of,
+    points,
+)
 
 GRID = {
     "method": "grid",

@@ -7,8 +7,8 @@ import copy
 import pytest
 import yaml
 
-from airflow_volcano_wandb._template.pod_security import violations
 from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, TemplateError
+from airflow_volcano_wandb.template.pod_security import violations
 from tests.unit.template_cases import FIXTURES, MACROS, SEED
 from tests.unit.template_cases import render_job as render_without_torchrun
 

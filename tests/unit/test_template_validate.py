@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_volcano_wandb import naming
+from airflow_volcano_wandb.job import naming
 from airflow_volcano_wandb.template import TemplateError
 from tests.unit.template_cases import MACROS, render_job
 

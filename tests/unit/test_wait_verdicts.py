@@ -8,9 +8,9 @@ from datetime import datetime
 
 import pytest
 
-from airflow_volcano_wandb import cleanup
-from airflow_volcano_wandb.job_status import interpret
-from airflow_volcano_wandb.judge import (
+from airflow_volcano_wandb.job import cleanup
+from airflow_volcano_wandb.wait.job_status import interpret
+from airflow_volcano_wandb.wait.judge import (
     GANG_WHOLE_ANNOTATION,
     WaitTarget,
     gang_is_whole,
@@ -21,7 +21,7 @@ from airflow_volcano_wandb.judge import (
     progress_line,
     unplaced_ranks,
 )
-from airflow_volcano_wandb.outcome import Outcome, WaitResult, WaitResultError
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult, WaitResultError
 
 CREATED = "2026-11-29T10:00:00Z"
 T0 = datetime.fromisoformat("2026-11-29T10:00:00+00:00").timestamp()

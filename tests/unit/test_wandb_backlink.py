@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from airflow_volcano_wandb.wandb_backlink import RunFields, airflow_record, with_backlink
-from airflow_volcano_wandb.wandb_run import AirflowRunContext
+from airflow_volcano_wandb.wandb.wandb_backlink import RunFields, airflow_record, with_backlink
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext
 
 TASK = AirflowRunContext(
     dag_id="d", dag_run_id="r", task_id="t", try_number=1, task_url="http://a/t"

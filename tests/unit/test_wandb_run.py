@@ -1,4 +1,4 @@
-"""Unit tests for the pure W&B run identity and env contract (airflow_volcano_wandb.wandb_run).
+"""Unit tests for the pure W&B run identity and env contract (wandb/wandb_run.py).
 
 Where the contract is "the wandb SDK will read this env as X", the test feeds the env to the
 installed SDK's own ``Settings.update_from_env_vars`` rather than restating the SDK's rules.
@@ -12,16 +12,20 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_volcano_wandb.wandb_env import airflow_config_from_env, container_env, macro_values
-from airflow_volcano_wandb.wandb_queue_ref import WandbQueueRef, is_queue_ref, parse_queue_ref
-from airflow_volcano_wandb.wandb_run import (
+from airflow_volcano_wandb.wandb.wandb_env import (
+    airflow_config_from_env,
+    container_env,
+    macro_values,
+)
+from airflow_volcano_wandb.wandb.wandb_queue_ref import WandbQueueRef, is_queue_ref, parse_queue_ref
+from airflow_volcano_wandb.wandb.wandb_run import (
     AirflowRunContext,
     SecretKeyRef,
     WandbRunSpec,
     default_run_group,
     deterministic_run_id,
 )
-from airflow_volcano_wandb.wandb_urls import app_url, run_url
+from airflow_volcano_wandb.wandb.wandb_urls import app_url, run_url
 
 CTX = AirflowRunContext(
     dag_id="retrain",

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pendulum
 from airflow.sdk import DAG
 
-from airflow_volcano_wandb import sweep
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.wandb import sweep
 
 SWEEP = {"method": "grid", "parameters": {"lr": {"values": [0.01, 0.05, 0.1]}}}
 

@@ -1,0 +1,329 @@
+"""``python -m airflow_volcano_wandb doctor``: is this cluster and these connections ready?
+
+Checks, against the cluster the Airflow Kubernetes connection points at, everything the
+provider relies on: Volcano's CRDs are served, its admission webhooks are registered, the
+Volcano queue exists and is ``Open``, the connection's identity holds every permission of
+``docker/k8s/rbac.yaml``'s Role (with ``--external-key-secret``: of the narrower
+``rbac-external-key-secret.yaml``, no Secret access), and the W&B connection has an API key
+(or is absent, which only offline runs tolerate).
+
+The checks are pure functions over objects fetched once (``doctor_reads.fetch``, which also
+asks who the connection acts as, so a missing RoleBinding's hint names the account to bind);
+only that module and :func:`main` do I/O, so every verdict and hint is unit-tested without a
+cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_volcano_wandb.cli.permissions import (
+    EXTERNAL_KEY_SECRET_PERMISSIONS,
+    REQUIRED_PERMISSIONS,
+    SECRET_PERMISSIONS,
+    Permission,
+)
+from airflow_volcano_wandb.versions import VOLCANO_VERSION
+
+if TYPE_CHECKING:
+    from airflow_volcano_wandb.cli.doctor_reads import Observed
+
+OK, WARN, FAIL = "OK", "WARN", "FAIL"
+
+VOLCANO_INSTALL_HINT = (
+    f"install Volcano {VOLCANO_VERSION}: helm repo add volcano-sh "
+    f"https://volcano-sh.github.io/helm-charts && helm install volcano volcano-sh/volcano "
+    f"-n volcano-system --create-namespace --version {VOLCANO_VERSION.removeprefix('v')}"
+)
+
+# (group/version, resource) of every Volcano API the provider calls.
+REQUIRED_APIS: tuple[tuple[str, str], ...] = (
+    ("batch.volcano.sh/v1alpha1", "jobs"),
+    ("scheduling.volcano.sh/v1beta1", "podgroups"),
+    ("scheduling.volcano.sh/v1beta1", "queues"),
+)
+
+
+@dataclass(frozen=True)
+class Result:
+    """One line of the report."""
+
+    name: str
+    status: str
+    detail: str
+    hint: str = ""
+
+    def line(self) -> str:
+        text = f"{self.status:4}  {self.name}: {self.detail}"
+        return f"{text}\n      fix: {self.hint}" if self.hint and self.status != OK else text
+
+
+# -- pure checks -----------------------------------------------------------------------------
+
+
+def check_apis(served: Mapping[str, Iterable[str]]) -> Result:
+    """``served``: group/version -> resource names the API server's discovery lists."""
+    missing = [
+        f"{resource}.{gv.split('/')[0]}"
+        for gv, resource in REQUIRED_APIS
+        if resource not in set(served.get(gv, ()))
+    ]
+    if missing:
+        return Result(
+            "Volcano CRDs", FAIL, "not served: " + ", ".join(missing), VOLCANO_INSTALL_HINT
+        )
+    return Result("Volcano CRDs", OK, "jobs, podgroups and queues are served")
+
+
+def _covers_volcano_jobs(configuration: Mapping[str, Any]) -> bool:
+    for webhook in configuration.get("webhooks") or ():
+        for rule in webhook.get("rules") or ():
+            groups, resources = rule.get("apiGroups") or (), rule.get("resources") or ()
+            if ("batch.volcano.sh" in groups or "*" in groups) and (
+                "jobs" in resources or "*" in resources
+            ):
+                return True
+    return False
+
+
+def check_webhooks(
+    mutating: Sequence[Mapping[str, Any]] | None, validating: Sequence[Mapping[str, Any]] | None
+) -> Result:
+    """Webhook configurations (``None``: this identity may not list them)."""
+    name = "Volcano admission webhooks"
+    if mutating is None or validating is None:
+        # The least-privilege Role is namespaced on purpose, so this is not the setup's fault.
+        return Result(
+            name,
+            WARN,
+            "this identity may not list webhook configurations (expected for the "
+            "least-privilege Role); run doctor once with an admin connection",
+        )
+    missing = [
+        kind
+        for kind, configurations in (("mutating", mutating), ("validating", validating))
+        if not any(_covers_volcano_jobs(c) for c in configurations)
+    ]
+    if missing:
+        return Result(
+            name,
+            FAIL,
+            "no " + " or ".join(missing) + " webhook for jobs.batch.volcano.sh: jobs would "
+            "not be defaulted/validated the way Volcano expects",
+            VOLCANO_INSTALL_HINT + " (the chart registers the webhooks)",
+        )
+    return Result(name, OK, "mutating and validating webhooks for jobs.batch.volcano.sh exist")
+
+
+def check_queue(name: str, queue: Mapping[str, Any] | None, readable: bool = True) -> Result:
+    """The Volcano queue jobs are submitted to (``queue`` is ``None`` when it does not exist)."""
+    title = f"Volcano queue {name!r}"
+    if not readable:
+        return Result(
+            title,
+            WARN,
+            "this identity may not read queues (cluster-scoped); run doctor with an admin "
+            "connection to check it",
+        )
+    if queue is None:
+        return Result(
+            title,
+            FAIL,
+            "does not exist",
+            "create it (kind: Queue, apiVersion: scheduling.volcano.sh/v1beta1) or set the "
+            "template's spec.queue to an existing one (kubectl get queues)",
+        )
+    state = (queue.get("status") or {}).get("state")
+    if state != "Open":
+        return Result(
+            title,
+            FAIL,
+            f"state is {state or 'unknown'}, jobs would stay Pending",
+            f"open it: vcctl queue operate --name {name} --action open",
+        )
+    return Result(title, OK, "exists and is Open")
+
+
+def check_namespace(namespace: str, exists: bool | None) -> Result:
+    """``exists`` is ``None`` when this identity may not read namespaces (cluster-scoped)."""
+    title = f"namespace {namespace!r}"
+    if exists is None:
+        # A namespaced Role cannot read its own Namespace object; the RBAC check below shows
+        # the namespace is usable.
+        return Result(title, OK, "not readable by this identity (expected for a namespaced Role)")
+    if not exists:
+        return Result(
+            title,
+            FAIL,
+            "does not exist: every submission would fail",
+            f"kubectl create namespace {namespace} (or docker/k8s/namespace.yaml), or pass "
+            f"--namespace",
+        )
+    return Result(title, OK, "exists")
+
+
+def service_account_of(identity: str | None) -> tuple[str, str] | None:
+    """``(namespace, name)`` of a pod's service account user name, else ``None``."""
+    parts = (identity or "").split(":")
+    if len(parts) == 4 and parts[:2] == ["system", "serviceaccount"]:
+        return parts[2], parts[3]
+    return None
+
+
+def check_identity(identity: str | None) -> Result:
+    """Who the connection acts as: whom the RoleBinding must name."""
+    title = "identity"
+    if not identity:
+        return Result(title, WARN, "the apiserver did not say (SelfSubjectReview unavailable)")
+    account = service_account_of(identity)
+    if account:
+        return Result(title, OK, f"service account {account[1]!r} of namespace {account[0]!r}")
+    return Result(title, OK, identity)
+
+
+def check_permissions(
+    allowed: Mapping[Permission, bool],
+    namespace: str,
+    external_key_secret: bool = False,
+    identity: str | None = None,
+) -> Result:
+    """``allowed``: the SelfSubjectAccessReview verdict for each permission asked about.
+
+    :param allowed: verdicts for at least the permissions of the Role being checked.
+    :param namespace: where jobs run.
+    :param external_key_secret: check ``rbac-external-key-secret.yaml``'s Role (no Secret
+        access, for DAGs that pass ``wandb_api_key_secret``) instead of ``rbac.yaml``'s; a
+        Secret permission that is granted all the same is a warning: it is not needed.
+    """
+    title = f"RBAC in namespace {namespace!r}"
+    manifest = "rbac-external-key-secret.yaml" if external_key_secret else "rbac.yaml"
+    required = EXTERNAL_KEY_SECRET_PERMISSIONS if external_key_secret else REQUIRED_PERMISSIONS
+    denied = [str(p) for p in required if not allowed.get(p, False)]
+    if denied:
+        account = service_account_of(identity)
+        whom = (
+            f"a subject kind ServiceAccount, name {account[1]!r}, namespace {account[0]!r} (the "
+            "Helm chart's worker and triggerer accounts: rbac-helm-binding.example.yaml)"
+            if account
+            else (identity or "this identity")
+        )
+        return Result(
+            title,
+            FAIL,
+            f"denied {len(denied)} of {len(required)}: " + ", ".join(denied),
+            f"apply docker/k8s/{manifest} to {namespace!r} and bind its Role to {whom}",
+        )
+    if external_key_secret:
+        unneeded = [str(p) for p in SECRET_PERMISSIONS if allowed.get(p, False)]
+        if unneeded:
+            return Result(
+                title,
+                WARN,
+                f"all {len(required)} permissions of {manifest} granted, and also "
+                + ", ".join(unneeded)
+                + ": not needed when every DAG passes wandb_api_key_secret",
+                f"bind docker/k8s/{manifest}'s Role instead of rbac.yaml's",
+            )
+    return Result(title, OK, f"all {len(required)} permissions of {manifest} granted")
+
+
+def check_wandb(conn_id: str, exists: bool, has_api_key: bool, offline: bool) -> Result:
+    """The W&B connection; ``offline`` is ``WANDB_MODE`` being ``offline``/``disabled`` here."""
+    title = f"W&B connection {conn_id!r}"
+    if has_api_key:
+        return Result(title, OK, "has an API key")
+    if offline:
+        return Result(title, OK, "no API key, fine: WANDB_MODE is offline here")
+    if not exists:
+        return Result(
+            title,
+            WARN,
+            "not defined: runs must use WANDB_MODE=offline (or wandb_mode='offline')",
+            f"to log to W&B, create {conn_id!r} (type wandb) with the API key as password",
+        )
+    return Result(
+        title,
+        FAIL,
+        "defined but has no API key: online runs cannot authenticate",
+        "put the API key in the connection's password, or run with WANDB_MODE=offline",
+    )
+
+
+def unreachable(conn_id: str, error: Exception) -> Result:
+    """The cluster could not be asked at all: no other check can run."""
+    return Result(
+        f"Kubernetes connection {conn_id!r}",
+        FAIL,
+        f"cannot query the API server: {type(error).__name__}: {error}".splitlines()[0],
+        "check the connection's kubeconfig, context or in-cluster setting and that the API "
+        "server is reachable from here",
+    )
+
+
+def exit_code(results: Iterable[Result]) -> int:
+    return 1 if any(r.status == FAIL for r in results) else 0
+
+
+def evaluate(
+    observed: Observed,
+    queue: str,
+    wandb_conn_id: str,
+    offline: bool,
+    external_key_secret: bool = False,
+) -> list[Result]:
+    """Every check's verdict, in report order.
+
+    :param observed: what :func:`fetch` read.
+    :param queue: the Volcano queue jobs go to.
+    :param wandb_conn_id: the W&B connection's id.
+    :param offline: ``WANDB_MODE`` is offline here.
+    :param external_key_secret: judge RBAC against ``rbac-external-key-secret.yaml``.
+    """
+    return [
+        check_apis(observed.served),
+        check_webhooks(observed.mutating, observed.validating),
+        check_queue(queue, observed.queue, observed.queue_readable),
+        check_namespace(observed.namespace, observed.namespace_exists),
+        check_identity(observed.identity),
+        check_permissions(
+            observed.allowed, observed.namespace, external_key_secret, observed.identity
+        ),
+        check_wandb(wandb_conn_id, observed.wandb_exists, observed.wandb_has_key, offline),
+    ]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conn-id", default="kubernetes_default", help="Kubernetes connection")
+    parser.add_argument(
+        "--namespace", default=None, help="where jobs run (default: the connection's, else default)"
+    )
+    parser.add_argument("--wandb-conn-id", default="wandb_default", help="W&B connection")
+    parser.add_argument("--queue", default="default", help="the Volcano queue jobs go to")
+    parser.add_argument(
+        "--external-key-secret",
+        action="store_true",
+        help="the DAGs pass wandb_api_key_secret: check the narrower Role of "
+        "docker/k8s/rbac-external-key-secret.yaml (no Secret access) instead of rbac.yaml's",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from airflow_volcano_wandb.cli.doctor_reads import fetch
+
+    try:
+        observed = fetch(args.conn_id, args.namespace, args.wandb_conn_id, args.queue)
+    except Exception as err:  # any failure to reach the cluster is the report, not a traceback
+        print(unreachable(args.conn_id, err).line())
+        return 1
+    offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled")
+    results = evaluate(observed, args.queue, args.wandb_conn_id, offline, args.external_key_secret)
+    print(f"doctor: connection {args.conn_id!r}, namespace {observed.namespace!r}")
+    for result in results:
+        print(result.line())
+    code = exit_code(results)
+    print("doctor: " + ("all checks passed" if code == 0 else "some checks FAILED"))
+    return code

@@ -1,0 +1,157 @@
+"""What ``doctor`` reads from the cluster and Airflow, as the connection's identity.
+
+The I/O half of ``doctor``: :func:`fetch` reads everything once into :class:`Observed`, and
+the pure checks in ``doctor.py`` judge it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_volcano_wandb.cli.doctor import REQUIRED_APIS
+from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS, Permission
+
+
+@dataclass
+class Observed:
+    """Everything the checks look at, fetched from the cluster and Airflow."""
+
+    namespace: str
+    served: dict[str, list[str]]
+    mutating: list[dict[str, Any]] | None
+    validating: list[dict[str, Any]] | None
+    queue: dict[str, Any] | None
+    queue_readable: bool
+    namespace_exists: bool | None
+    allowed: dict[Permission, bool]
+    wandb_exists: bool
+    wandb_has_key: bool
+    #: Who the connection acts as (``system:serviceaccount:<ns>:<name>`` for a pod's), if
+    #: the apiserver would say.
+    identity: str | None = None
+
+
+def _get(api: Any, path: str) -> dict[str, Any] | None:
+    """GET a path as JSON; ``None`` on 404 (403 and anything else raise)."""
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return api.call_api(
+            path,
+            "GET",
+            response_types_map={200: "object"},
+            auth_settings=["BearerToken"],
+            _return_http_data_only=True,
+            _request_timeout=15,
+        )
+    except ApiException as err:
+        if err.status == 404:
+            return None
+        raise
+
+
+def _forbidden(err: Exception) -> bool:
+    return getattr(err, "status", None) in (401, 403)
+
+
+def _served(api: Any) -> dict[str, list[str]]:
+    served = {}
+    for gv in {gv for gv, _ in REQUIRED_APIS}:
+        listing = _get(api, f"/apis/{gv}")
+        served[gv] = [r["name"] for r in (listing or {}).get("resources", [])]
+    return served
+
+
+def _webhooks(api: Any, kind: str) -> list[dict[str, Any]] | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        listing = _get(api, f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations")
+    except ApiException as err:
+        if _forbidden(err):
+            return None
+        raise
+    return (listing or {}).get("items", [])
+
+
+def _queue(api: Any, name: str) -> tuple[dict[str, Any] | None, bool]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return _get(api, f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}"), True
+    except ApiException as err:
+        if _forbidden(err):
+            return None, False
+        raise
+
+
+def _namespace_exists(api: Any, namespace: str) -> bool | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        return _get(api, f"/api/v1/namespaces/{namespace}") is not None
+    except ApiException as err:
+        if _forbidden(err):
+            return None
+        raise
+
+
+def _allowed(api: Any, namespace: str) -> dict[Permission, bool]:
+    from kubernetes import client
+
+    authz = client.AuthorizationV1Api(api)
+    allowed = {}
+    for permission in REQUIRED_PERMISSIONS:
+        review = client.V1SelfSubjectAccessReview(
+            spec=client.V1SelfSubjectAccessReviewSpec(
+                resource_attributes=client.V1ResourceAttributes(
+                    namespace=namespace,
+                    group=permission.group,
+                    resource=permission.resource,
+                    subresource=permission.subresource or None,
+                    verb=permission.verb,
+                )
+            )
+        )
+        allowed[permission] = bool(authz.create_self_subject_access_review(review).status.allowed)
+    return allowed
+
+
+def _identity(api: Any) -> str | None:
+    """The connection's user name, from a SelfSubjectReview (any identity may ask)."""
+    from kubernetes import client
+
+    try:
+        review = client.AuthenticationV1Api(api).create_self_subject_review(
+            client.V1SelfSubjectReview()
+        )
+    except Exception:  # an older apiserver, or none: the other checks still say enough
+        return None
+    return review.status.user_info.username if review.status and review.status.user_info else None
+
+
+def fetch(conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str) -> Observed:
+    """Read what the checks need, as the connection's identity."""
+    from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
+
+    from airflow_volcano_wandb.hooks.wandb import WandbHook
+
+    hook = KubernetesHook(conn_id=conn_id)
+    namespace = namespace or hook.get_namespace() or "default"
+    wandb = WandbHook(wandb_conn_id)
+    with hook.get_conn() as api:
+        queue_object, queue_readable = _queue(api, queue)
+        return Observed(
+            namespace=namespace,
+            served=_served(api),
+            mutating=_webhooks(api, "mutating"),
+            validating=_webhooks(api, "validating"),
+            queue=queue_object,
+            queue_readable=queue_readable,
+            namespace_exists=_namespace_exists(api, namespace),
+            allowed=_allowed(api, namespace),
+            wandb_exists=wandb.connection is not None,
+            wandb_has_key=wandb.api_key is not None,
+            identity=_identity(api),
+        )

@@ -1,0 +1,56 @@
+"""What a finished job's GPUs cost, per rank (pure): GPU-seconds from each pod's run time.
+
+A rank's GPU-seconds are its pod's GPUs (``<vendor>/gpu`` limits of its containers) times the
+seconds from the pod's start (``status.startTime``) to its containers' last end
+(``finishedAt``), or to ``now`` for a container still running. A pod that never started
+cost nothing. Ranks are named by their pod's Volcano suffix (``master-0``, ``worker-2``).
+Only pods still there are counted: Volcano keeps a completed job's succeeded and failed pods,
+but removes ranks still running when the master's ``CompleteJob`` fired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+
+from airflow_volcano_wandb.template.gpus import pod_gpus
+
+
+def _epoch(timestamp: str | None) -> float | None:
+    if not timestamp:
+        return None
+    return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
+
+
+def _rank(pod: Mapping[str, Any], job_name: str) -> str:
+    name = str((pod.get("metadata") or {}).get("name") or "")
+    return name.removeprefix(f"{job_name}-") if job_name else name
+
+
+def _ended(pod: Mapping[str, Any], now: float) -> float:
+    ends = []
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        terminated = (status.get("state") or {}).get("terminated")
+        ends.append(_epoch(terminated.get("finishedAt")) if terminated else now)
+    return max((end for end in ends if end is not None), default=now)
+
+
+def gpu_seconds(pods: Iterable[Mapping[str, Any]], job_name: str, now: float) -> dict[str, float]:
+    """GPU-seconds per rank of the job's pods, rounded to a tenth of a second."""
+    usage: dict[str, float] = {}
+    for pod in pods:
+        started = _epoch((pod.get("status") or {}).get("startTime"))
+        if started is None:
+            continue
+        seconds = max(0.0, _ended(pod, now) - started)
+        usage[_rank(pod, job_name)] = round(seconds * pod_gpus(pod), 1)
+    return dict(sorted(usage.items()))
+
+
+def describe(usage: Mapping[str, float]) -> str:
+    """One line for the task log: per rank, the total and GPU-hours."""
+    total = sum(usage.values())
+    ranks = ", ".join(f"{rank} {seconds:g}" for rank, seconds in usage.items())
+    hours = f"{total / 3600:.3f} GPU-hours"
+    return f"GPU-seconds: {ranks or 'no rank started'} (total {total:g} s = {hours})"

@@ -1,0 +1,1 @@
+"""Pod logs in a task log: whole lines, the master's log followed, the W&B key masked."""

@@ -1,0 +1,228 @@
+"""Follow a job's master log into a deferred task's log, from the triggerer.
+
+Opt-in per job (``follow_master_log``): the shared job watch (``job_watcher``) is untouched,
+and each following trigger holds one log stream of its own. So a triggerer with a thousand
+waiting jobs does not open a thousand streams, at most ``max_concurrent_log_follows``
+(``[volcano_wandb]`` in airflow.cfg) run at once per triggerer; the others wait for a slot.
+
+What follows the master (rank 0) pod's first container:
+
+- Lines are joined across chunks and capped per job (``log_lines``); each is logged as
+  ``[<pod>] <line>``.
+- Until the master pod has started, the pod is looked at again whenever the trigger sees the
+  job's progress change (a rank placed or started), and every ``RECHECK_SECONDS`` besides.
+- The kubelet ends a follow stream when the container exits. The pod is then looked at
+  again: a restarted container (``restartCount`` grew) or a replacement pod is followed
+  again. A stream that stays silent for ``RECHECK_SECONDS`` is checked the same way, since a
+  stream may also outlive its container (a proxy that never closes it). A reopened stream
+  replays the container's log: lines up to the last timestamp shown are skipped.
+- Nothing here decides the wait: errors are logged and the follow retried, and the trigger
+  cancels the follow when it fires or is cancelled.
+
+Imported off the event loop by the trigger (it needs the Kubernetes clients).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from airflow.configuration import conf
+
+from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
+from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
+from airflow_volcano_wandb.template import master_task_name
+from airflow_volcano_wandb.wait.diagnostics import task_of
+
+#: Follows at once per triggerer when ``[volcano_wandb] max_concurrent_log_follows`` is unset.
+DEFAULT_MAX_CONCURRENT_FOLLOWS = 50
+#: Seconds between looks at the master pod while there is nothing to stream, and how long a
+#: stream may stay silent before the pod is checked for a restart.
+RECHECK_SECONDS = 30.0
+STARTED_PHASES = ("Running", "Succeeded", "Failed")
+
+_slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+@functools.cache
+def max_concurrent_follows() -> int:
+    """Read once per process: every trigger of a triggerer shares one limit."""
+    return max(
+        1,
+        conf.getint(
+            "volcano_wandb", "max_concurrent_log_follows", fallback=DEFAULT_MAX_CONCURRENT_FOLLOWS
+        ),
+    )
+
+
+@contextlib.asynccontextmanager
+async def follow_slot(log: logging.Logger | Any, what: str) -> AsyncIterator[None]:
+    """One of the event loop's follow slots, said once in the log when it has to wait."""
+    loop = asyncio.get_running_loop()
+    slots = _slots.get(loop)
+    if slots is None:
+        slots = _slots[loop] = asyncio.Semaphore(max_concurrent_follows())
+    if slots.locked():
+        log.info(
+            "Waiting for a free master-log follow (at most %d at once per triggerer) for %s",
+            max_concurrent_follows(),
+            what,
+        )
+    async with slots:
+        yield
+
+
+async def follow_master_log(
+    hook_factory: Callable[[], AsyncVolcanoHook],
+    job_name: str,
+    namespace: str,
+    log: logging.Logger | Any,
+    max_lines: int,
+    max_bytes: int,
+    masked: Sequence[SecretDigest] = (),
+    job_changed: asyncio.Event | None = None,
+) -> None:
+    """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
+    caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
+    a follow still waiting for the master pod look again at once."""
+    async with follow_slot(log, f"{namespace}/{job_name}"):
+        cap = LogCap(max_lines, max_bytes)
+        await _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed).run()
+
+
+def _key(pod: dict) -> tuple[str, int]:
+    """Which container incarnation: the pod's uid and its first container's restarts."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    container = _container(pod)
+    restarts = next((s.get("restartCount", 0) for s in statuses if s["name"] == container), 0)
+    return pod["metadata"]["uid"], int(restarts)
+
+
+def _container(pod: dict) -> str:
+    return pod["spec"]["containers"][0]["name"]
+
+
+def _running(pod: dict) -> bool:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    container = _container(pod)
+    return any(s["name"] == container and "running" in (s.get("state") or {}) for s in statuses)
+
+
+class _MasterLog:
+    def __init__(
+        self,
+        hook_factory: Callable[[], AsyncVolcanoHook],
+        job_name: str,
+        namespace: str,
+        log: logging.Logger | Any,
+        cap: LogCap,
+        masked: Sequence[SecretDigest],
+        job_changed: asyncio.Event | None,
+    ) -> None:
+        self._hook_factory = hook_factory
+        self._job_name = job_name
+        self._namespace = namespace
+        self._log = log
+        self._cap = cap
+        self._masked = tuple(masked)
+        self._job_changed = job_changed or asyncio.Event()
+        self._seen: dict[str, SeenLines] = {}  # per pod uid
+        self._streamed: tuple[str, int] | None = None
+        self._failures = 0
+        self._done = False
+
+    async def run(self) -> None:
+        while not (self._done or self._cap.reached):
+            try:
+                hook = self._hook_factory()  # fresh credentials on every retry
+                async with hook.get_conn() as api:
+                    await self._follow(hook, api)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                # The first failure of a run is worth a warning; repeats would flood the log.
+                self._log.log(
+                    logging.WARNING if self._failures == 0 else logging.DEBUG,
+                    "Following the master log of %s/%s failed (%s); retrying in %.0fs",
+                    self._namespace,
+                    self._job_name,
+                    exc,
+                    RECHECK_SECONDS,
+                )
+                self._failures += 1
+                await asyncio.sleep(RECHECK_SECONDS)
+
+    async def _follow(self, hook: AsyncVolcanoHook, api: Any) -> None:
+        job = await hook.read_job(api, self._job_name, self._namespace)
+        master = master_task_name(job) if job is not None else None
+        if master is None:
+            self._log.debug("No master task in %s/%s to follow", self._namespace, self._job_name)
+            self._done = True
+            return
+        while not self._cap.reached:
+            self._job_changed.clear()  # before the look: a change after it wakes the wait below
+            pod = await self._master_pod(hook, api, master)
+            if pod is not None and (_key(pod) != self._streamed or _running(pod)):
+                if self._streamed is not None and _key(pod) != self._streamed:
+                    self._log.info(
+                        "Following the log of %s again: %s",
+                        pod["metadata"]["name"],
+                        "a new pod" if _key(pod)[0] != self._streamed[0] else "it restarted",
+                    )
+                self._streamed = _key(pod)
+                await self._stream(hook, api, pod, master)
+                self._failures = 0
+                await asyncio.sleep(1)  # a stream cut at once must not be reopened in a loop
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._job_changed.wait(), RECHECK_SECONDS)
+
+    async def _master_pod(self, hook: AsyncVolcanoHook, api: Any, master: str) -> dict | None:
+        pods = await hook.list_job_pods(api, self._job_name, self._namespace)
+        started = [
+            p
+            for p in pods
+            if task_of(p) == master and (p.get("status") or {}).get("phase") in STARTED_PHASES
+        ]
+        return min(started, key=lambda p: p["metadata"]["name"], default=None)  # rank 0 first
+
+    async def _stream(self, hook: AsyncVolcanoHook, api: Any, pod: dict, master: str) -> None:
+        """Show the pod's new lines until the stream ends or the container was replaced."""
+        name, uid = pod["metadata"]["name"], pod["metadata"]["uid"]
+        seen = self._seen.setdefault(uid, SeenLines())
+        seen.reopened()
+        joiner = LineJoiner()
+        response = await hook.open_pod_log(api, name, self._namespace, _container(pod))
+        try:
+            while not self._cap.reached:
+                try:
+                    chunk = await asyncio.wait_for(response.content.readany(), RECHECK_SECONDS)
+                except TimeoutError:
+                    current = await self._master_pod(hook, api, master)
+                    if current is None or _key(current) != self._streamed:
+                        return
+                    continue
+                if not chunk:
+                    self._show(name, seen, joiner.flush())
+                    return
+                self._show(name, seen, joiner.feed(chunk))
+        finally:
+            response.close()
+
+    def _show(self, pod: str, seen: SeenLines, lines: list[str]) -> None:
+        for line in lines:
+            stamp, text = split_timestamp(line)
+            if not seen.is_new(stamp):
+                continue
+            text = mask_secrets(text, self._masked)
+            shown, notice = self._cap.admit(text)
+            if shown or notice:
+                self._log.info("[%s] %s", pod, text if shown else notice)

@@ -1,0 +1,52 @@
+"""Sync mode: run the trigger's watch in the task's own process, with the master log streamed."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_volcano_wandb.airflow_compat import AirflowTaskTimeout
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+from airflow_volcano_wandb.wait import job_report
+from airflow_volcano_wandb.wait.job_status import job_ref
+from airflow_volcano_wandb.wait.outcome import WaitResult
+
+
+class WaitEndedWithoutResult(RuntimeError):
+    """The trigger's generator ended without an event (a bug, never a verdict)."""
+
+
+def wait_in_process(
+    hook: VolcanoHook,
+    trigger: VolcanoJobTrigger,
+    job: Mapping[str, Any],
+    task_log: logging.Logger | Any,
+) -> WaitResult:
+    """The same wait the triggerer would run, here; the master's log goes to the task log."""
+    trigger._log = task_log  # progress lines belong in the task log
+    trigger.follow_master_log = False  # the thread below follows it, with the trigger's caps
+    follower = MasterLogFollower.for_job(
+        hook, dict(job), task_log, trigger.master_log_max_lines, trigger.master_log_max_bytes
+    )
+    follower.start()
+    try:
+        return WaitResult.from_event(asyncio.run(_first_event(trigger)))
+    except AirflowTaskTimeout:
+        # Airflow's execution_timeout, armed at the task's start, fires before the trigger's
+        # own deadline: a job that ended meanwhile (say, during a watch outage) is its end.
+        ended = job_report.ended_meanwhile(hook, job_ref(job), task_log)
+        if ended is None:
+            raise
+        return ended
+    finally:
+        follower.stop()
+
+
+async def _first_event(trigger: VolcanoJobTrigger) -> dict[str, Any]:
+    async for event in trigger.run():
+        return event.payload
+    raise WaitEndedWithoutResult(f"the wait on {trigger.namespace}/{trigger.job_name} ended")

@@ -1,0 +1,37 @@
+"""Render a W&B Launch queue template into the Volcano Job one run submits (the public API).
+
+:func:`render_job` is the whole API (``render.py``); the stages it runs live beside it, one
+concept per module. See ``docs/templates.md``.
+"""
+
+from airflow_volcano_wandb.template.render import (
+    BUILTIN_MACROS,
+    DEFAULT_ALLOWED_SCHEDULERS,
+    DEFAULT_MAX_REPLICAS,
+    DEFAULT_POD_SECURITY,
+    DEFAULT_SCHEDULER_NAME,
+    DEFAULT_SHM_SIZE,
+    POD_SECURITY_LEVELS,
+    RunEnv,
+    TemplateError,
+    TemplateSource,
+    load_template,
+    master_task_name,
+    render_job,
+)
+
+__all__ = [
+    "BUILTIN_MACROS",
+    "DEFAULT_ALLOWED_SCHEDULERS",
+    "DEFAULT_MAX_REPLICAS",
+    "DEFAULT_POD_SECURITY",
+    "DEFAULT_SCHEDULER_NAME",
+    "DEFAULT_SHM_SIZE",
+    "POD_SECURITY_LEVELS",
+    "RunEnv",
+    "TemplateError",
+    "TemplateSource",
+    "load_template",
+    "master_task_name",
+    "render_job",
+]

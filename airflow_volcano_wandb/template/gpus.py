@@ -1,0 +1,61 @@
+"""What a job's gang asks of the cluster's GPUs, and the per-DAG cap on it (pure).
+
+A pod's GPUs are the extended resources named ``<vendor>/gpu`` (``nvidia.com/gpu``,
+``amd.com/gpu``) in its containers' limits; Kubernetes requires requests of an extended
+resource to equal its limits, so limits say it all. Init containers run before the others
+and release what they held, so they do not add to the pod's GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_volcano_wandb.template.errors import Path
+
+
+def is_gpu_resource(name: str) -> bool:
+    """Whether a resource name is a GPU (``nvidia.com/gpu``, ``amd.com/gpu``...)."""
+    return name.endswith("/gpu")
+
+
+def pod_gpus(pod_template: Mapping[str, Any]) -> int:
+    """GPUs one pod of this template holds: the sum over its containers' GPU limits."""
+    total = 0
+    for container in (pod_template.get("spec") or {}).get("containers") or []:
+        limits = (container.get("resources") or {}).get("limits") or {}
+        for name, value in limits.items():
+            if is_gpu_resource(str(name)) and str(value).isdigit():
+                total += int(value)
+    return total
+
+
+def gang_gpus(tasks: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
+    """Per task: ``(replicas, GPUs per pod)``."""
+    return {
+        str(task.get("name")): (
+            int(task.get("replicas") or 0),
+            pod_gpus(task.get("template") or {}),
+        )
+        for task in tasks
+    }
+
+
+def gpu_budget_problems(
+    tasks: Sequence[Mapping[str, Any]], max_total_gpus: int
+) -> list[tuple[Path, str]]:
+    """The job refused when its gang asks for more than ``max_total_gpus`` GPUs in all."""
+    per_task = gang_gpus(tasks)
+    total = sum(replicas * gpus for replicas, gpus in per_task.values())
+    if total <= max_total_gpus:
+        return []
+    shares = ", ".join(
+        f"{name} {replicas}x{gpus}" for name, (replicas, gpus) in per_task.items() if gpus
+    )
+    return [
+        (
+            ("spec", "tasks"),
+            f"the gang asks for {total} GPUs in all ({shares}), more than "
+            f"max_total_gpus={max_total_gpus}",
+        )
+    ]

@@ -1,0 +1,270 @@
+"""Per-run overrides, applied after macros. Each has one merge rule, documented in
+``docs/templates.md`` and on :func:`airflow_volcano_wandb.template.render_job`."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_volcano_wandb.job import naming
+from airflow_volcano_wandb.template.errors import Path, error_at
+from airflow_volcano_wandb.template.structure import (
+    iter_containers,
+    main_container,
+    pod_metadata,
+    pod_spec,
+    task_index,
+)
+from airflow_volcano_wandb.template.values import (
+    as_int,
+    as_text,
+    clone,
+    copy_json,
+    has_wide_int,
+    show,
+    type_name,
+)
+
+# Kubernetes resource.Quantity, as the CRD's OpenAPI schema spells it.
+QUANTITY = re.compile(
+    r"(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
+    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?\Z"
+)
+_ENV_KEYS = frozenset({"name", "value", "valueFrom"})
+_RESOURCE_KEYS = ("limits", "requests")
+
+
+def _mapping(value: Any, path: Path, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise error_at(path, f"{what} must be a mapping, not {type_name(value)}")
+    return value
+
+
+def _task(tasks: list[dict[str, Any]], index: dict[str, int], name: Any, path: Path) -> int:
+    if name not in index:
+        raise error_at(
+            path, f"no task named {show(name)}; the template's tasks are {', '.join(index)}"
+        )
+    return index[name]
+
+
+def apply_replicas(
+    tasks: list[dict[str, Any]], replicas: Mapping[str, Any], max_replicas: int
+) -> None:
+    """Set ``replicas`` of the named tasks (ints or digit strings, 0..max_replicas)."""
+    index = task_index(tasks)
+    for name, value in _mapping(replicas, ("replicas",), "replicas").items():
+        i = _task(tasks, index, name, ("replicas", name))
+        tasks[i]["replicas"] = as_int(
+            value, ("replicas", name), f"replicas of task {name!r}", maximum=max_replicas
+        )
+
+
+def _image(value: Any, path: Path) -> str:
+    if not isinstance(value, str) or not value.strip() or value != value.strip():
+        raise error_at(
+            path, f"an image must be a non-empty string without spaces, got {show(value)}"
+        )
+    return value
+
+
+def apply_image(tasks: list[dict[str, Any]], image: str | Mapping[str, Any]) -> None:
+    """A string sets the image of every container of every task (init containers, typically
+    helper images, are left alone); a mapping sets the main container of the named tasks."""
+    if isinstance(image, str):
+        image = _image(image, ("image",))
+        for i, task in enumerate(tasks):
+            for path, container in iter_containers(task, ("spec", "tasks", i)):
+                if path[-2] == "containers":
+                    container["image"] = image
+        return
+    index = task_index(tasks)
+    for name, value in _mapping(image, ("image",), "image").items():
+        i = _task(tasks, index, name, ("image", name))
+        main_container(tasks[i], ("spec", "tasks", i))[1]["image"] = _image(value, ("image", name))
+
+
+def _env_entries(env: Mapping[str, Any] | Sequence[Any]) -> list[dict[str, Any]]:
+    if isinstance(env, Mapping):
+        items: list[Any] = [{"name": k, "value": v} for k, v in env.items()]
+    elif isinstance(env, Sequence) and not isinstance(env, str | bytes):
+        items = list(env)
+    else:
+        raise error_at(("env",), f"env must be a mapping or a list, not {type_name(env)}")
+    entries: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items):
+        path: Path = ("env", i)
+        if not isinstance(item, Mapping):
+            raise error_at(path, f"an env entry must be a mapping, not {type_name(item)}")
+        name = item.get("name")
+        if isinstance(name, str):
+            path = ("env", name)
+        if not isinstance(name, str) or not name or "=" in name:
+            raise error_at(
+                path, f"env name must be a non-empty string without '=', got {show(name)}"
+            )
+        if name in seen:
+            raise error_at(path, "the env override names this variable twice")
+        seen.add(name)
+        extra = set(item) - _ENV_KEYS
+        if extra:
+            raise error_at(path, f"unexpected key(s) {sorted(map(str, extra))}")
+        if ("value" in item) == ("valueFrom" in item):
+            raise error_at(path, "give exactly one of 'value' and 'valueFrom'")
+        if "value" in item:
+            entries.append({"name": name, "value": as_text(item["value"], path, "env value")})
+        else:
+            value_from = copy_json(_mapping(item["valueFrom"], path, "valueFrom"), path)
+            if has_wide_int(value_from):
+                raise error_at(path, "valueFrom holds an integer outside int64")
+            entries.append({"name": name, "valueFrom": value_from})
+    return entries
+
+
+def apply_env(tasks: list[dict[str, Any]], env: Mapping[str, Any] | Sequence[Any]) -> None:
+    """Merge env into every container (not init containers) of every task, by name: an
+    override replaces the template's entry in place, new names are appended in order."""
+    entries = _env_entries(env)
+    for i, task in enumerate(tasks):
+        for path, container in iter_containers(task, ("spec", "tasks", i)):
+            if path[-2] != "containers":
+                continue
+            current = container.setdefault("env", [])
+            if not isinstance(current, list):
+                raise error_at((*path, "env"), "must be a list")
+            positions = {e.get("name"): j for j, e in enumerate(current) if isinstance(e, dict)}
+            for entry in entries:
+                copy = clone(entry)
+                if entry["name"] in positions:
+                    current[positions[entry["name"]]] = copy
+                else:
+                    positions[entry["name"]] = len(current)
+                    current.append(copy)
+
+
+def check_quantity(value: Any, path: Path) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise error_at(path, f"a quantity must be a number or a string, got {show(value)}")
+    if isinstance(value, str) and not QUANTITY.match(value):
+        raise error_at(path, f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2Gi, 1)")
+    if not isinstance(value, str) and (
+        (isinstance(value, float) and not math.isfinite(value)) or value < 0 or has_wide_int(value)
+    ):
+        raise error_at(path, f"a quantity must be a finite number >= 0, got {show(value)}")
+
+
+def apply_resources(tasks: list[dict[str, Any]], resources: Mapping[str, Any]) -> None:
+    """Merge ``{"limits": {...}, "requests": {...}}`` into the main container of each named
+    task, per resource name; a ``None`` quantity removes that resource."""
+    index = task_index(tasks)
+    for name, value in _mapping(resources, ("resources",), "resources").items():
+        path: Path = ("resources", name)
+        i = _task(tasks, index, name, path)
+        value = _mapping(value, path, f"resources of task {name!r}")
+        unknown = set(value) - set(_RESOURCE_KEYS)
+        if unknown:
+            raise error_at(
+                path, f"only limits and requests can be overridden, got {sorted(unknown)}"
+            )
+        cpath, container = main_container(tasks[i], ("spec", "tasks", i))
+        current = container.setdefault("resources", {})
+        if not isinstance(current, dict):
+            raise error_at((*cpath, "resources"), "must be a mapping")
+        for kind in _RESOURCE_KEYS:
+            if kind not in value:
+                continue
+            merged = current.setdefault(kind, {})
+            if not isinstance(merged, dict):
+                raise error_at((*cpath, "resources", kind), "must be a mapping")
+            for resource, quantity in _mapping(value[kind], (*path, kind), kind).items():
+                if quantity is None:
+                    merged.pop(resource, None)
+                else:
+                    check_quantity(quantity, (*path, kind, resource))
+                    merged[resource] = quantity
+            if not merged:
+                del current[kind]
+
+
+def apply_container_list(
+    tasks: list[dict[str, Any]], key: str, overrides: Mapping[str, Any]
+) -> None:
+    """Replace ``command`` or ``args`` of the main container of each named task."""
+    index = task_index(tasks)
+    for name, value in _mapping(overrides, (key,), key).items():
+        path: Path = (key, name)
+        i = _task(tasks, index, name, path)
+        if isinstance(value, str | bytes) or not isinstance(value, Sequence):
+            raise error_at(path, f"{key} must be a list of strings, not {type_name(value)}")
+        items = [as_text(item, (*path, j), f"{key} item") for j, item in enumerate(value)]
+        main_container(tasks[i], ("spec", "tasks", i))[1][key] = items
+
+
+def _string_map(values: Any, path: Path, *, labels: bool) -> dict[str, str]:
+    out = {}
+    for key, value in _mapping(values, path, path[0]).items():
+        if not naming.is_qualified_name(key):
+            raise error_at((*path, str(key)), f"{show(key)} is not a valid label/annotation key")
+        text = as_text(value, (*path, key), "value")
+        if labels and not naming.is_label_value(text):
+            # Overrides come from code (the operator), which can call naming.label_value;
+            # rewriting them here would break the selectors that code builds from them.
+            raise error_at(
+                (*path, key),
+                f"{text!r} is not a valid label value (use naming.label_value to make one)",
+            )
+        out[key] = text
+    return out
+
+
+def merge_metadata(target: dict[str, Any], key: str, values: dict[str, str], path: Path) -> None:
+    current = target.setdefault(key, {})
+    if not isinstance(current, dict):
+        raise error_at((*path, key), "must be a mapping")
+    current.update(values)
+
+
+def apply_metadata(
+    job: dict[str, Any],
+    tasks: list[dict[str, Any]],
+    *,
+    labels: Any,
+    annotations: Any,
+    pod_labels: Any,
+    pod_annotations: Any,
+) -> None:
+    """Merge labels/annotations into the job's metadata and pod_labels/pod_annotations into
+    every task's pod template metadata; the override wins on equal keys."""
+    metadata = job["metadata"]
+    if labels is not None:
+        merge_metadata(
+            metadata, "labels", _string_map(labels, ("labels",), labels=True), ("metadata",)
+        )
+    if annotations is not None:
+        values = _string_map(annotations, ("annotations",), labels=False)
+        merge_metadata(metadata, "annotations", values, ("metadata",))
+    for key, given, is_labels in (
+        ("labels", pod_labels, True),
+        ("annotations", pod_annotations, False),
+    ):
+        if given is None:
+            continue
+        values = _string_map(given, (f"pod_{key}",), labels=is_labels)
+        for i, task in enumerate(tasks):
+            path: Path = ("spec", "tasks", i)
+            merge_metadata(pod_metadata(task, path), key, values, (*path, "template", "metadata"))
+
+
+def apply_service_account(tasks: list[dict[str, Any]], name: Any) -> None:
+    """Run every pod as ``name``: set ``serviceAccountName`` and drop the deprecated
+    ``serviceAccount`` alias, so no other account is left in the pod template."""
+    if not naming.is_dns1123_subdomain(name):
+        raise error_at(("service_account",), f"{show(name)} is not a valid service account name")
+    for task in tasks:
+        spec = pod_spec(task)
+        if spec is not None:
+            spec.pop("serviceAccount", None)
+            spec["serviceAccountName"] = name

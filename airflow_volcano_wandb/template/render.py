@@ -1,0 +1,382 @@
+"""Render a W&B Launch queue template into the Volcano Job one run submits.
+
+Pure: no Airflow, no HTTP, no Kubernetes client. :func:`render_job` is the whole API; the
+stages live in :mod:`airflow_volcano_wandb.template`, one concept per module:
+
+1. ``load``: path, YAML/JSON string, dict or W&B queue config -> the Job mapping.
+2. ``macros``: a fresh copy with ``${name}`` filled in, structurally.
+3. ``normalize``: typed values in string-only fields become text; counts become ints.
+4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata.
+5. ``gang``: ``minAvailable`` follows the new replica counts where it meant "all".
+6. ``volcano``: the master-policy contract of the ``pytorch`` plugin.
+7. ``naming``: a valid, deterministic job name that leaves room for pod names.
+8. ``torchrun``: the ``PET_*`` env ``torchrun`` reads, and a memory-backed ``/dev/shm``, on
+   the ``pytorch`` plugin's ranks (after naming: the master's address uses the job name).
+9. ``validate``: everything Volcano would reject, reported with JSON paths.
+10. ``policy``: what this deployment refuses (``pod_security``: the Pod Security Standards;
+   ``allow_lists``: images, namespace, service accounts, scheduler, Volcano queue, priority
+   classes; ``secret_refs``: the Secrets pods name), reported together with JSON paths.
+
+See ``docs/templates.md`` for the rules with examples.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any, NamedTuple, Union
+
+from airflow_volcano_wandb.job import naming
+from airflow_volcano_wandb.template import gang as gang_sizes
+from airflow_volcano_wandb.template import overrides, secret_refs, torchrun, volcano
+from airflow_volcano_wandb.template.errors import TemplateError, error_at, errors_at
+from airflow_volcano_wandb.template.load import load_template as _load
+from airflow_volcano_wandb.template.macros import BUILTIN_MACROS, substitute
+from airflow_volcano_wandb.template.normalize import normalize
+from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL, LEVELS
+from airflow_volcano_wandb.template.policy import Policy
+from airflow_volcano_wandb.template.structure import check_shape, task_index
+from airflow_volcano_wandb.template.validate import validate
+from airflow_volcano_wandb.template.values import copy_json, show, type_name
+
+__all__ = [
+    "BUILTIN_MACROS",
+    "DEFAULT_ALLOWED_SCHEDULERS",
+    "DEFAULT_MAX_REPLICAS",
+    "DEFAULT_POD_SECURITY",
+    "DEFAULT_SCHEDULER_NAME",
+    "DEFAULT_SHM_SIZE",
+    "POD_SECURITY_LEVELS",
+    "RunEnv",
+    "TemplateError",
+    "TemplateSource",
+    "load_template",
+    "master_task_name",
+    "render_job",
+]
+
+DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
+DEFAULT_SCHEDULER_NAME = "volcano"
+#: Only Volcano's scheduler keeps the gang together and the job inside its queue's quota.
+DEFAULT_ALLOWED_SCHEDULERS = (DEFAULT_SCHEDULER_NAME,)
+DEFAULT_SHM_SIZE = torchrun.DEFAULT_SHM_SIZE
+DEFAULT_POD_SECURITY = DEFAULT_LEVEL
+POD_SECURITY_LEVELS = LEVELS
+
+#: What a template may be given as (see :func:`render_job`).
+TemplateSource = Union[str, bytes, "os.PathLike[str]", Mapping[str, Any]]
+
+
+class RunEnv(NamedTuple):
+    """Env the provider owns (the W&B run's identity): applied after ``env``, so it wins.
+
+    The master task (see :func:`master_task_name`) gets ``master``; every other task
+    ``others``. Each is ``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}``.
+    """
+
+    master: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+    others: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+
+
+def load_template(template: TemplateSource) -> dict[str, Any]:
+    """Load a template without rendering it: a fresh copy of the Volcano Job, macros intact.
+
+    Useful to show a template or read its task names before a run has values for its macros.
+    """
+    return copy_json(_load(template), (), "template")
+
+
+def master_task_name(job: Mapping[str, Any]) -> str | None:
+    """The task that plays master in a (rendered) job: the ``--master`` task of its ``pytorch``
+    or ``mpi`` plugin (default ``master``) when that task exists, else the first task; ``None``
+    when the job has no named tasks. The operator gives this task ownership of the W&B run."""
+    spec = job.get("spec") if isinstance(job, Mapping) else None
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("tasks"), list):
+        return None
+    names = [
+        t["name"]
+        for t in spec["tasks"]
+        if isinstance(t, Mapping) and isinstance(t.get("name"), str)
+    ]
+    plugins = spec.get("plugins")
+    for plugin in volcano.ROLE_PLUGINS:
+        arguments = plugins.get(plugin) if isinstance(plugins, Mapping) else None
+        if isinstance(arguments, list):
+            master = volcano.plugin_roles(arguments)[0]["master"]
+            if master in names:
+                return master
+    return names[0] if names else None
+
+
+def _set_name(job: dict[str, Any], name: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise error_at(
+            ("name",),
+            f"the job name override must be a non-empty string, not {type_name(name)} {show(name)}",
+        )
+    job["metadata"]["name"] = name
+
+
+def _set_namespace(
+    job: dict[str, Any],
+    namespace: Any,
+    template_namespace_allowed: bool,
+    allowed_namespaces: tuple[str, ...] | None,
+) -> str:
+    """Apply the namespace rule (``docs/templates.md``); return where the final namespace
+    came from, for messages.
+
+    The argument always wins. A namespace from the template is a choice made by whoever
+    edits the W&B queue, so it is honoured only when this deployment said so, by
+    ``template_namespace_allowed`` or by an allow-list (which is then checked).
+    """
+    if namespace is not None:
+        if not isinstance(namespace, str):
+            raise error_at(("namespace",), f"must be a string, not {type_name(namespace)}")
+        job["metadata"]["namespace"] = namespace
+        return "namespace="
+    chosen = job["metadata"].get("namespace")
+    if chosen is not None and not template_namespace_allowed and allowed_namespaces is None:
+        raise error_at(
+            ("metadata", "namespace"),
+            f"the template chooses namespace {show(chosen)}, which it may not: pass namespace=, "
+            "allowed_namespaces=[...] or template_namespace_allowed=True",
+        )
+    return "the template"
+
+
+def _fit_job_name(job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int) -> None:
+    name = job["metadata"].get("name")
+    if not isinstance(name, str) or not name:
+        raise error_at(
+            ("metadata", "name"),
+            "the job needs a name (set metadata.name in the "
+            "template, e.g. wandb-job-${run_id}, or pass name=...)",
+        )
+    task_names = [t["name"] for t in tasks]
+    if not all(naming.is_dns1123_label(t) for t in task_names):
+        return  # validation reports the task names; a budget computed from them means nothing
+    try:
+        job["metadata"]["name"] = naming.fit_job_name(name, task_names, max_replicas)
+    except ValueError as exc:
+        raise error_at(("metadata", "name"), str(exc)) from None
+
+
+def _run_env_secrets(run_env: RunEnv | None) -> frozenset[str]:
+    if run_env is None:
+        return frozenset()
+    return secret_refs.env_secret_names(run_env.master) | secret_refs.env_secret_names(
+        run_env.others
+    )
+
+
+def _apply_run_env(job: dict[str, Any], tasks: list[dict[str, Any]], run_env: RunEnv) -> None:
+    master = master_task_name(job)
+    for task in tasks:
+        overrides.apply_env([task], run_env.master if task["name"] == master else run_env.others)
+
+
+def _master_policy(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+    plugins = job["spec"].get("plugins")
+    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
+    if not isinstance(arguments, list):
+        return
+    roles, _ = volcano.plugin_roles(arguments)
+    index = task_index(tasks)
+    if roles["master"] in index:
+        i = index[roles["master"]]
+        volcano.ensure_master_policy(tasks[i], ("spec", "tasks", i))
+
+
+def render_job(
+    template: TemplateSource,
+    *,
+    macros: Mapping[str, Any],
+    replicas: Mapping[str, int | str] | None = None,
+    image: str | Mapping[str, str] | None = None,
+    env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    resources: Mapping[str, Mapping[str, Any]] | None = None,
+    command: Mapping[str, Sequence[Any]] | None = None,
+    args: Mapping[str, Sequence[Any]] | None = None,
+    labels: Mapping[str, Any] | None = None,
+    annotations: Mapping[str, Any] | None = None,
+    pod_labels: Mapping[str, Any] | None = None,
+    pod_annotations: Mapping[str, Any] | None = None,
+    namespace: str | None = None,
+    name: str | None = None,
+    queue: str | None = None,
+    add_master_policy: bool = True,
+    max_replicas: int = DEFAULT_MAX_REPLICAS,
+    run_env: RunEnv | None = None,
+    gang: str = "all_ranks",
+    pod_security: str = DEFAULT_POD_SECURITY,
+    allowed_images: Sequence[str] | None = None,
+    allowed_namespaces: Sequence[str] | None = None,
+    template_namespace_allowed: bool = False,
+    service_account: str | None = None,
+    allowed_service_accounts: Collection[str] | None = None,
+    torchrun_env: bool = True,
+    shm_size: str | None = DEFAULT_SHM_SIZE,
+    allowed_secrets: Collection[str] | None = None,
+    allowed_schedulers: Collection[str] | None = DEFAULT_ALLOWED_SCHEDULERS,
+    allowed_queues: Collection[str] | None = None,
+    allowed_priority_classes: Collection[str] | None = None,
+    max_total_gpus: int | None = None,
+) -> dict[str, Any]:
+    """Turn a queue template and this run's values into the Volcano Job to submit.
+
+    :param template: a ``Path`` or one-line ``str`` naming a ``.yaml``/``.yml``/``.json`` file,
+        a YAML or JSON string, or a mapping (never modified); any of them may be a W&B
+        queue config ``{"resource_args": {"kubernetes": <job>}}``.
+    :param macros: values for ``${name}``: the built-ins (:data:`BUILTIN_MACROS`) and any others.
+        A string that is exactly ``${name}`` takes the value with its type; inside a
+        longer string it is formatted as text (``true``/``false``, digits, float repr).
+        ``$${name}`` gives a literal ``${name}``.
+    :param replicas: task name -> replicas (int or digit string), 0..``max_replicas``.
+    :param image: one image for every container of every task, or task name -> image for the
+        task's main container (the one named like the task, else the first).
+    :param env: ``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}`` merged by name
+        into every container (not init containers); the override wins. Numbers and
+        booleans are formatted as text.
+    :param resources: task name -> ``{"limits": {...}, "requests": {...}}`` merged per resource
+        into the main container; a ``None`` quantity removes the resource.
+    :param command: task name -> list, replacing the main container's command.
+    :param args: task name -> list, replacing the main container's args.
+    :param labels: merged into the job's labels (override wins).
+    :param annotations: merged into the job's annotations (override wins).
+    :param pod_labels: merged into every task's pod template labels.
+    :param pod_annotations: merged into every task's pod template annotations.
+    :param namespace: replaces ``metadata.namespace``. Without it, a namespace the template
+        sets is an error unless ``template_namespace_allowed`` or ``allowed_namespaces`` is
+        given.
+    :param name: replaces ``metadata.name``. The name, like the template's, is made valid if
+        it is not (see :func:`naming.fit_job_name`), so read the final name from the result.
+    :param queue: replaces ``spec.queue``.
+    :param add_master_policy: when the ``pytorch`` plugin is used, give its master task
+        ``TaskCompleted -> CompleteJob`` if missing, so the job completes with the master.
+    :param max_replicas: upper bound for any task's replicas; also sizes the pod-name budget.
+    :param run_env: env the provider owns, per master/other task (:class:`RunEnv`); merged
+        last, so a template's or ``env``'s entry of the same name is replaced.
+    :param gang: ``all_ranks`` (default) raises ``spec.minAvailable`` of a ``pytorch``-plugin
+        job to its world size (master and worker replicas), so no rank starts before all
+        can; ``template`` keeps the template's value (for elastic trainers).
+    :param pod_security: the Pod Security Standards level every pod template must meet:
+        ``privileged`` (no checks), ``baseline`` or ``restricted``.
+    :param allowed_images: fnmatch patterns (``registry.example.com/team/*``); every rendered
+        container image, init and ephemeral containers too, must match one. ``None``:
+        any image.
+    :param allowed_namespaces: exact names; the final namespace must be one of them, and a
+        template namespace on the list is honoured. ``None``: no list.
+    :param template_namespace_allowed: honour the template's ``metadata.namespace`` when no
+        ``namespace`` is given, even without ``allowed_namespaces``.
+    :param service_account: set ``serviceAccountName`` on every pod template (and drop the
+        deprecated ``serviceAccount``).
+    :param allowed_service_accounts: the accounts pod templates may name. ``None``: only
+        ``service_account``, so with neither, a template may not name an account.
+    :param torchrun_env: give every container of the ``pytorch`` plugin's master and worker
+        tasks the env ``torchrun`` reads (``PET_NNODES``, ``PET_NODE_RANK``,
+        ``PET_NPROC_PER_NODE`` from the container's GPU limit, ``PET_MASTER_ADDR``,
+        ``PET_MASTER_PORT``); entries the container has already are kept. Also enables
+        Volcano's ``hcclrank`` plugin, whose pod annotation carries the node rank.
+    :param shm_size: ``sizeLimit`` of a memory-backed ``emptyDir`` mounted at ``/dev/shm`` in
+        those containers (unless one mounts something there already); ``None``: none.
+    :param allowed_secrets: exact names of the Secrets pod templates may name (``env``
+        ``secretKeyRef``, ``envFrom``, ``secret``, ``projected`` and driver volumes,
+        ``imagePullSecrets``), whatever set them (template, macro, ``env``). The Secrets
+        ``run_env`` reads (the run's own key) are always allowed. ``None``: no others.
+    :param allowed_schedulers: the ``schedulerName`` values the job and its pod templates may
+        have; by default only ``volcano`` (another scheduler ignores the gang and the queue's
+        quota). ``None``: any.
+    :param allowed_queues: exact names; the final ``spec.queue`` (``default`` when unset, as
+        Volcano fills it) must be one of them. ``None``: any.
+    :param allowed_priority_classes: exact names; every ``priorityClassName`` (the job's and
+        the pod templates') must be one of them. ``None``: any.
+    :param max_total_gpus: the most GPUs (``<vendor>/gpu`` limits, over every pod of every
+        task) the job may ask for in all, e.g. a cap on what a Trigger form can ask;
+        ``None``: no cap.
+
+    :returns: the Volcano Job as a new plain dict (JSON types only).
+    :raises TemplateError: with the JSON path of every offending field.
+    """
+    if gang not in gang_sizes.GANG_MODES:
+        raise error_at(
+            ("gang",), f"must be one of {', '.join(gang_sizes.GANG_MODES)}, not {show(gang)}"
+        )
+    if type(max_replicas) is not int or max_replicas < 1:
+        raise TemplateError(f"max_replicas must be a positive integer, got {show(max_replicas)}")
+    if not isinstance(add_master_policy, bool):
+        raise TemplateError("add_master_policy must be True or False")
+    if not isinstance(template_namespace_allowed, bool):
+        raise TemplateError("template_namespace_allowed must be True or False")
+    if not isinstance(torchrun_env, bool):
+        raise TemplateError("torchrun_env must be True or False")
+    policy = Policy.from_arguments(
+        pod_security=pod_security,
+        allowed_images=allowed_images,
+        allowed_namespaces=allowed_namespaces,
+        service_account=service_account,
+        allowed_service_accounts=allowed_service_accounts,
+        allowed_secrets=allowed_secrets,
+        provider_secrets=_run_env_secrets(run_env),
+        allowed_schedulers=allowed_schedulers,
+        allowed_queues=allowed_queues,
+        allowed_priority_classes=allowed_priority_classes,
+        max_total_gpus=max_total_gpus,
+    )
+
+    job, wide_ints = substitute(_load(template), macros)
+    tasks = check_shape(job)
+    normalize(job, tasks)
+    replicas_before = gang_sizes.replica_counts(tasks)
+
+    if name is not None:
+        _set_name(job, name)
+    namespace_source = _set_namespace(job, namespace, template_namespace_allowed, policy.namespaces)
+    if queue is not None:
+        if not isinstance(queue, str) or not queue:
+            raise error_at(("queue",), f"must be a non-empty string, not {show(queue)}")
+        job["spec"]["queue"] = queue
+    if replicas is not None:
+        overrides.apply_replicas(tasks, replicas, max_replicas)
+    if image is not None:
+        overrides.apply_image(tasks, image)
+    if env is not None:
+        overrides.apply_env(tasks, env)
+    if run_env is not None:
+        _apply_run_env(job, tasks, run_env)
+    if resources is not None:
+        overrides.apply_resources(tasks, resources)
+    if command is not None:
+        overrides.apply_container_list(tasks, "command", command)
+    if args is not None:
+        overrides.apply_container_list(tasks, "args", args)
+    if service_account is not None:
+        overrides.apply_service_account(tasks, service_account)
+    overrides.apply_metadata(
+        job,
+        tasks,
+        labels=labels,
+        annotations=annotations,
+        pod_labels=pod_labels,
+        pod_annotations=pod_annotations,
+    )
+
+    gang_sizes.rescale(job, tasks, replicas_before)
+    if gang == "all_ranks":
+        gang_sizes.gang_all_ranks(job, tasks)
+    if add_master_policy:
+        _master_policy(job, tasks)
+    if not job["spec"].get("schedulerName"):
+        job["spec"]["schedulerName"] = DEFAULT_SCHEDULER_NAME
+    _fit_job_name(job, tasks, max_replicas)
+    if torchrun_env:
+        torchrun.apply_torchrun_env(job, tasks)
+    torchrun.apply_shm(job, tasks, shm_size)
+    validate(job, tasks, max_replicas, wide_ints)
+    problems = policy.problems(job, tasks, namespace_source)
+    if problems:
+        raise errors_at(
+            problems,
+            f"the rendered Volcano Job breaks the security policy ({len(problems)} problem(s))",
+        )
+    return job

@@ -1,0 +1,172 @@
+"""What ``torchrun`` needs on every rank of a ``pytorch``-plugin job, and a real ``/dev/shm``.
+
+Volcano's ``pytorch`` plugin gives each pod ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``
+and ``RANK`` (one process per pod). ``torchrun`` (``torch.distributed.run``) reads its own
+options from ``PET_*`` env instead, and needs them on every node: ``PET_NNODES``,
+``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``.
+
+All but one are the same for every pod of a task, so they are written into the pod template.
+The node rank is per pod, and Kubernetes cannot derive it from the plugin's ``RANK``: a
+``$(RANK)`` reference only sees variables defined *before* it, and the plugin appends its
+env after the template's. Volcano's ``hcclrank`` plugin (v1.14) writes each pod's rank into
+the pod annotation ``hccl/rankIndex`` (the plugin's ``RANK`` when set, else the master's
+replicas plus the pod's index: the same number), so ``PET_NODE_RANK`` reads that annotation
+through the downward API, and this stage enables ``hcclrank`` with the job's master and
+worker task names. The plugin does nothing else.
+
+Pure; see docs/templates.md ("torchrun and /dev/shm").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_volcano_wandb.template import volcano
+from airflow_volcano_wandb.template.errors import error_at
+from airflow_volcano_wandb.template.structure import task_index
+from airflow_volcano_wandb.template.values import show
+
+RANK_PLUGIN = "hcclrank"
+RANK_ANNOTATION = "hccl/rankIndex"
+DEFAULT_PORT = 23456  # the pytorch plugin's default --port
+SHM_VOLUME = "avw-dshm"
+SHM_PATH = "/dev/shm"
+#: ``/dev/shm`` for PyTorch pods, memory-backed: the container runtime's default of 64 MiB is
+#: too small for DataLoader workers and NCCL's shared-memory transport.
+DEFAULT_SHM_SIZE = "1Gi"
+
+
+def pytorch_roles(job: dict[str, Any]) -> tuple[dict[str, str], list[Any]] | None:
+    """The ``pytorch`` plugin's master/worker task names and its arguments, or ``None``."""
+    plugins = job["spec"].get("plugins")
+    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
+    if not isinstance(arguments, list):
+        return None
+    return volcano.plugin_roles(arguments)[0], arguments
+
+
+def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+    """Give every container of the master and worker tasks the ``PET_*`` env (an entry the
+    container already has, from the template or ``env``, is kept) and enable ``hcclrank``."""
+    found = pytorch_roles(job)
+    if found is None:
+        return
+    roles, arguments = found
+    index = task_index(tasks)
+    ranked = [tasks[index[role]] for role in (roles["master"], roles["worker"]) if role in index]
+    if roles["master"] not in index:
+        return  # validation reports the missing master task
+    nnodes = sum(int(t.get("replicas") or 0) for t in ranked)
+    common = {
+        "PET_NNODES": str(nnodes),
+        "PET_MASTER_ADDR": _master_addr(job, tasks[index[roles["master"]]], roles["master"]),
+        "PET_MASTER_PORT": str(_port(arguments)),
+    }
+    for task in ranked:
+        spec = (task.get("template") or {}).get("spec") or {}
+        for container in spec.get("containers") or []:
+            if not isinstance(container, dict):
+                continue
+            env = container.setdefault("env", [])
+            if not isinstance(env, list):
+                continue  # validation reports it
+            have = {e.get("name") for e in env if isinstance(e, dict)}
+            wanted: dict[str, Any] = {
+                **common,
+                "PET_NPROC_PER_NODE": str(_gpus(container) or 1),
+                "PET_NODE_RANK": {
+                    "fieldRef": {"fieldPath": f"metadata.annotations['{RANK_ANNOTATION}']"}
+                },
+            }
+            for name, value in wanted.items():
+                if name in have:
+                    continue
+                key = "valueFrom" if isinstance(value, dict) else "value"
+                env.append({"name": name, key: value})
+    plugins = job["spec"]["plugins"]
+    if RANK_PLUGIN not in plugins:
+        plugins[RANK_PLUGIN] = [f"--master={roles['master']}", f"--worker={roles['worker']}"]
+
+
+def apply_shm(job: dict[str, Any], tasks: list[dict[str, Any]], size: str | None) -> None:
+    """Mount a memory-backed ``emptyDir`` of ``size`` at ``/dev/shm`` in every container of the
+    ``pytorch`` plugin's tasks, unless the container mounts something there already.
+
+    :param size: the volume's ``sizeLimit`` (a Kubernetes quantity, e.g. ``"2Gi"``); ``None``
+        adds nothing.
+    """
+    if size is None:
+        return
+    if not isinstance(size, str) or not size.strip():
+        raise error_at(("shm_size",), f"must be a quantity such as '1Gi' or None, not {show(size)}")
+    found = pytorch_roles(job)
+    if found is None:
+        return
+    roles = found[0]
+    index = task_index(tasks)
+    for role in (roles["master"], roles["worker"]):
+        if role not in index:
+            continue
+        i = index[role]
+        spec = (tasks[i].get("template") or {}).get("spec")
+        if not isinstance(spec, dict):
+            continue
+        containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
+        needing = [c for c in containers if not _mounts(c, SHM_PATH)]
+        if not needing:
+            continue
+        volumes = spec.setdefault("volumes", [])
+        if not isinstance(volumes, list):
+            continue  # validation reports it
+        if any(isinstance(v, dict) and v.get("name") == SHM_VOLUME for v in volumes):
+            raise error_at(
+                ("spec", "tasks", i, "template", "spec", "volumes"),
+                f"a volume is already named {SHM_VOLUME!r}, the name the provider gives "
+                "/dev/shm: rename it, or pass shm_size=None",
+            )
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": size}})
+        for container in needing:
+            mounts = container.setdefault("volumeMounts", [])
+            if isinstance(mounts, list):
+                mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
+
+
+def _mounts(container: dict[str, Any], path: str) -> bool:
+    mounts = container.get("volumeMounts")
+    return isinstance(mounts, list) and any(
+        isinstance(m, dict) and str(m.get("mountPath") or "").rstrip("/") == path for m in mounts
+    )
+
+
+def _gpus(container: dict[str, Any]) -> int:
+    """GPUs the container is given (any ``<vendor>/gpu`` limit, e.g. ``nvidia.com/gpu``)."""
+    limits = (container.get("resources") or {}).get("limits") or {}
+    total = 0
+    for name, value in limits.items() if isinstance(limits, dict) else ():
+        if str(name).endswith("/gpu") and str(value).isdigit():
+            total += int(value)
+    return total
+
+
+def _port(arguments: list[Any]) -> int:
+    """The plugin's ``--port`` (as Go's flag package reads it), else its default."""
+    for i, argument in enumerate(arguments):
+        if not isinstance(argument, str):
+            continue
+        flag, has_value, value = argument.lstrip("-").partition("=")
+        if flag == "port" and argument.startswith("-"):
+            if not has_value and i + 1 < len(arguments):
+                value = str(arguments[i + 1])
+            if value.isdigit():
+                return int(value)
+    return DEFAULT_PORT
+
+
+def _master_addr(job: dict[str, Any], master: dict[str, Any], master_name: str) -> str:
+    """The master pod's DNS name as the plugin computes ``MASTER_ADDR``: its hostname (the
+    template's, else ``<job>-<master>-0``) and subdomain (the template's, else the job's
+    name, which Volcano's ``svc`` plugin makes a headless service of)."""
+    name = job["metadata"]["name"]
+    spec = (master.get("template") or {}).get("spec") or {}
+    host = spec.get("hostname") or f"{name}-{master_name}-0"
+    return f"{host}.{spec.get('subdomain') or name}"

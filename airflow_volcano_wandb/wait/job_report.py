@@ -1,0 +1,275 @@
+"""Tell a person how a wait ended: fetch the job's pods, PodGroups, events and logs, explain.
+
+The I/O edge of ``diagnostics``: it reads through ``VolcanoHook`` and lets the pure module
+explain. Diagnostics are a courtesy: every function here is best-effort, so a failing read
+(a pod already gone, a Role without ``events``) shortens the report, never changes the task's
+outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from airflow_volcano_wandb import exceptions
+from airflow_volcano_wandb.airflow_compat import redact
+from airflow_volcano_wandb.exceptions import VolcanoJobError
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.job import gpu_usage
+from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
+from airflow_volcano_wandb.wait import diagnostics
+from airflow_volcano_wandb.wait.job_status import Verdict, interpret
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+
+log = logging.getLogger(__name__)
+
+
+def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[dict]) -> set[str]:
+    names = {str(job["metadata"].get("name", ""))} | diagnostics.pod_names(job)
+    names |= {p["metadata"]["name"] for p in pods}
+    names |= {pg["metadata"]["name"] for pg in podgroups}
+    return names
+
+
+def unschedulable_reason(hook: VolcanoHook, job: Mapping[str, Any]) -> str:
+    """Volcano's own words for why the gang is not placed, or ``""``."""
+    meta = job["metadata"]
+    namespace = meta["namespace"]
+    podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
+    pods = hook.list_job_pods(meta["name"], namespace)
+    events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
+    return diagnostics.unschedulable_reason(podgroups, events)
+
+
+def explain_end(
+    hook: VolcanoHook,
+    result: WaitResult,
+    job: Mapping[str, Any] | None,
+    log_lines: int,
+    task_log: logging.Logger | Any,
+) -> tuple[str, diagnostics.Classification | None]:
+    """The message a failed wait raises with, and what caused it; the full report (failed
+    containers, log tails, warning events) goes to ``task_log``.
+
+    ``job`` is the job as last read (``None`` once deleted: then the result's own message
+    is all there is). Never raises: a report that cannot be fetched is logged as such, and the
+    cause is then ``None`` (the outcome alone decides the exception).
+    """
+    message = result.message
+    if result.outcome is Outcome.CRASH_LOOP:
+        last_words = _report_crash_loop(hook, result, job, log_lines, task_log)
+        if last_words:
+            message += f"; its last log line before the restart: {last_words}"
+        return message, None  # the verdict names the container: nothing to classify
+    if job is None or result.outcome not in (Outcome.PENDING_TIMEOUT, Outcome.FAILED):
+        return message, None
+    try:
+        meta = job["metadata"]
+        namespace = meta["namespace"]
+        pods = hook.list_job_pods(meta["name"], namespace)
+        podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
+        events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
+        never_started = result.outcome is Outcome.PENDING_TIMEOUT
+        cause = diagnostics.classify(job, pods, events, never_started=never_started)
+        if never_started:
+            if cause.failure is not None:  # placed, but its image cannot be pulled
+                return f"{message}: {cause.failure.describe()}", cause
+            reason = diagnostics.unschedulable_reason(podgroups, events)
+            return f"{message}: {reason or 'Volcano gave no reason'}", cause
+        master = diagnostics.master_pod(pods, job)
+        failures = diagnostics.container_failures(pods, diagnostics.task_of(master or {}) or None)
+        logs = {
+            name: _masked_pod_log(hook, name, namespace, log_lines)
+            for name in diagnostics.pods_worth_a_log(failures, master)
+        }
+        report = diagnostics.failure_report(failures, logs, events, log_lines)
+        for line in report:
+            task_log.error("%s", line)
+        first = cause.failure.describe() if cause.failure is not None else None
+        if first or report:
+            message += f"; first cause: {first or report[0]}"
+        return message, cause
+    except Exception as exc:
+        task_log.warning("Could not gather the job's diagnostics (%s)", exc)
+        return message, None
+
+
+def _report_crash_loop(
+    hook: VolcanoHook,
+    result: WaitResult,
+    job: Mapping[str, Any] | None,
+    log_lines: int,
+    task_log: logging.Logger | Any,
+) -> str:
+    """Log the crash loop: the crash-looping container's failure, its log from before its
+    last restart (``previous=True``: the running one has only just started again) and the
+    job's warning events; return that log's last line (masked), or ``""``. Best-effort, like
+    every report."""
+    loop = result.crash_loop
+    if loop is None:
+        return ""
+    try:
+        pods = hook.list_job_pods(result.name, result.namespace)
+        failures = [f for f in diagnostics.container_failures(pods) if f.pod == loop.pod]
+        previous = hook.read_pod_log(
+            loop.pod, result.namespace, log_lines, container=loop.container, previous=True
+        )
+        previous = str(redact(previous))
+        job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
+        events = hook.list_events(result.namespace, _involved_names(job, pods, []))
+        title = f"{loop.pod} container {loop.container} before its last restart"
+        for line in diagnostics.failure_report(failures, {title: previous}, events, log_lines):
+            task_log.error("%s", line)
+    except Exception as exc:
+        task_log.warning("Could not gather the crash loop's diagnostics (%s)", exc)
+        return ""
+    lines = [line for line in previous.splitlines() if line.strip()]
+    return lines[-1].strip() if lines else ""
+
+
+def report_failure(
+    hook: VolcanoHook,
+    result: WaitResult,
+    *,
+    delete_job: Callable[[], None] | None,
+    log_lines: int,
+    task_log: logging.Logger | Any,
+) -> VolcanoJobError:
+    """Clean up after a failed wait, then explain it: the exception to fail the task with
+    (its class names the cause, see ``exceptions``).
+
+    ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
+    for a timeout (nothing to read), and right *after* them for a failed or crash-looping
+    job, whose pods' logs are the report, and for a gang not placed in time, whose pods tell
+    an image that cannot be pulled from a lack of resources (no logs are read then, so it is
+    a few quick reads); it runs even if the diagnostics fail.
+    """
+    delete_first = result.outcome not in (
+        Outcome.FAILED,
+        Outcome.PENDING_TIMEOUT,
+        Outcome.CRASH_LOOP,
+    )
+    if delete_job is not None and delete_first:
+        delete_job()
+    try:
+        job = None
+        if result.outcome.job_state_known and result.uid:
+            job = hook.get_job(result.name, result.namespace)
+            if job is not None and job["metadata"].get("uid") != result.uid:
+                job = None
+        message, cause = explain_end(hook, result, job, log_lines, task_log)
+    except Exception as exc:
+        task_log.warning("Could not gather the job's diagnostics (%s)", exc)
+        message, cause = result.message, None
+    finally:
+        if delete_job is not None and not delete_first:
+            delete_job()
+    error = exceptions.for_failure(result, message, cause)
+    task_log.info("Failing with %s", type(error).__name__)
+    return error
+
+
+def ended_meanwhile(
+    hook: VolcanoHook, job: Mapping[str, str], task_log: logging.Logger | Any = log
+) -> WaitResult | None:
+    """For a wait that ran out of time: the job's own end, if the apiserver shows one now.
+
+    A job that completed during a watch outage just before the deadline did not time out: its
+    real outcome is reported (and it is not deleted as a timed-out one). ``None`` when it
+    still runs, is gone, is another submission now, or cannot be read (then the timeout
+    stands).
+    """
+    try:
+        current = hook.get_job(job["name"], job["namespace"])
+    except Exception as exc:
+        task_log.warning("Could not read job %s once the wait timed out (%s)", job["name"], exc)
+        return None
+    if current is None or (job.get("uid") and current["metadata"].get("uid") != job["uid"]):
+        return None
+    status = interpret(current)
+    if status.verdict in (Verdict.WAIT, Verdict.DELETED):
+        return None
+    task_log.info("The wait timed out, but the job has ended: %s", status.explain())
+    return WaitResult.from_status(status)
+
+
+def fetch_finished_job(
+    hook: VolcanoHook, result: WaitResult, task_log: logging.Logger | Any
+) -> dict[str, Any] | None:
+    """The succeeded job as it is now, for its log tail and its facts; ``None`` (with a
+    warning) when it cannot be read: the job succeeded, so reading it may not fail the task."""
+    try:
+        return hook.get_job(result.name, result.namespace)
+    except Exception as exc:
+        task_log.warning("Could not read job %s after it succeeded (%s)", result.name, exc)
+        return None
+
+
+def _masked_pod_log(hook: VolcanoHook, pod: str, namespace: str, log_lines: int) -> str:
+    """A pod's log tail with every secret this process knows already masked.
+
+    Masked here, before it is logged, because a task's log records also travel outside the
+    task's own masked log file (Airflow's supervisor can copy them to the scheduler's or
+    worker's stdout), and a trainer may print its environment, API key included.
+    """
+    return str(redact(hook.read_pod_log(pod, namespace, log_lines)))
+
+
+def log_master_tail(
+    hook: VolcanoHook, job: Mapping[str, Any] | None, log_lines: int, task_log: Any
+) -> None:
+    """Show the master's last log lines (deferrable mode streams nothing while waiting)."""
+    if job is None:
+        return
+    meta = job["metadata"]
+    try:
+        master = diagnostics.master_pod(hook.list_job_pods(meta["name"], meta["namespace"]), job)
+        if master is None:
+            return
+        pod_name = master["metadata"]["name"]
+        for line in _masked_pod_log(hook, pod_name, meta["namespace"], log_lines).splitlines():
+            task_log.info("[%s] %s", pod_name, line)
+    except Exception as exc:
+        task_log.warning("Could not read the master's log (%s)", exc)
+
+
+#: The XCom of a succeeded task with its job's GPU-seconds per rank.
+XCOM_GPU_SECONDS = "gpu_seconds"
+
+
+def log_gpu_seconds(
+    hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
+) -> dict[str, float] | None:
+    """The finished job's GPU-seconds per rank (``gpu_usage``), logged; ``None`` when its pods
+    cannot be read (a report, never a reason to fail)."""
+    if job is None:
+        return None
+    meta = job["metadata"]
+    try:
+        pods = hook.list_job_pods(meta["name"], meta["namespace"])
+    except Exception as exc:
+        task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
+        return None
+    usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time())
+    task_log.info("%s", gpu_usage.describe(usage))
+    return usage
+
+
+def mark_reported(
+    hook: VolcanoHook, result: WaitResult, try_number: int, task_log: logging.Logger | Any
+) -> None:
+    """Record on the job that ``try_number`` reported its outcome (best-effort).
+
+    A reported job is a past result: a later try (a cleared task) submits afresh instead of
+    counting it. A lost watch is no outcome of the job, and a deleted job has nothing to mark.
+    """
+    if not result.outcome.job_state_known or result.outcome is Outcome.DELETED or not result.uid:
+        return
+    try:
+        hook.set_job_annotations(
+            result.name, result.namespace, result.uid, {REPORTED_ANNOTATION: str(try_number)}
+        )
+    except Exception as exc:
+        task_log.warning("Could not mark job %s as reported (%s)", result.name, exc)

@@ -1,0 +1,233 @@
+"""Judge a job at a moment: keep waiting, or end the wait with an outcome.
+
+Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) call
+:func:`judge` with the job as the apiserver or the watch last showed it, so the two can never
+disagree about what a job, a timeout or a half-placed gang means.
+
+A PyTorch DDP job with a static world size makes progress only when every rank runs, so
+``pending_timeout`` measures the time until *every* rank is placed and running, not only
+until Volcano calls the job ``Running`` (a gang with a ``minAvailable`` below the world size
+is ``Running`` with the master alone, which then blocks in ``init_process_group``).
+
+``pending_timeout`` means "never fully placed since submission". Whether the gang was ever
+whole must survive a triggerer restart, a handover, a retry that reattaches and a
+reschedule-mode poke, none of which keeps a waiter's memory: so it is read from the job
+(:func:`gang_was_whole`): Volcano's own ``Running`` condition when ``minAvailable`` covers
+every rank, else :data:`GANG_WHOLE_ANNOTATION`, which the first waiter to see the whole gang
+writes on the job (:func:`needs_gang_whole_mark`). A rank lost after that is Volcano's to
+restore: the wait reports it as restarting (:func:`progress_line`), never as a pending timeout.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from airflow_volcano_wandb.job.ownership import DOMAIN
+from airflow_volcano_wandb.wait.job_status import JobStatus, interpret
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.restart_budget import crash_loop
+
+#: Pod phases that mean a rank was placed on a node and started.
+STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
+#: When a waiter first saw every rank of the job placed and running (UTC, ISO 8601).
+GANG_WHOLE_ANNOTATION = f"{DOMAIN}/gang-whole-at"
+
+
+@dataclass(frozen=True)
+class WaitTarget:
+    """The job a wait is about, and the limits it is held to."""
+
+    name: str
+    namespace: str
+    #: The uid of the submission waited on; a job of that name with another uid is not it.
+    uid: str | None = None
+    pending_timeout: float | None = None
+    #: Wall-clock epoch seconds at which Airflow's ``execution_timeout`` is reached.
+    deadline: float | None = None
+    #: The restart budget over all ranks (``restart_budget``); ``None``: restarts are not
+    #: counted.
+    max_container_restarts: int | None = None
+
+
+def unplaced_ranks(status: JobStatus) -> dict[str, str]:
+    """Tasks with ranks not yet started, as ``{"worker": "1/3"}`` (started/replicas)."""
+    unplaced = {}
+    for task, replicas in status.replicas.items():
+        counts = status.pods_by_task.get(task, {})
+        started = sum(counts.get(phase, 0) for phase in STARTED_POD_PHASES)
+        if started < replicas:
+            unplaced[task] = f"{started}/{replicas}"
+    return unplaced
+
+
+def gang_wait_seconds(
+    job: Mapping[str, Any] | None, status: JobStatus, now: float, *, gang_seen_whole: bool = False
+) -> float | None:
+    """How long the job has waited for its whole gang, or ``None`` when it is not waiting.
+
+    ``Pending`` counts from the phase's transition (a restart of a gang never whole starts the
+    clock again). ``Running`` with ranks missing counts from the job's creation, or from its
+    last transition after a restart. Once the whole gang has been seen running
+    (``gang_seen_whole``, or the job's :data:`GANG_WHOLE_ANNOTATION`), nothing is a placement
+    wait any more: a rank lost later (evicted, preempted, being replaced) is Volcano's to
+    restore, and only ``execution_timeout`` bounds that.
+    """
+    if job is None or status.terminal or gang_seen_whole or gang_was_whole(job):
+        return None
+    metadata = job.get("metadata") or {}
+    if status.phase in ("", "Pending"):
+        since = status.transition_time or metadata.get("creationTimestamp")
+    elif status.phase == "Running" and unplaced_ranks(status):
+        since = status.transition_time if status.retry_count else metadata.get("creationTimestamp")
+    else:
+        return None
+    if not since:
+        return None
+    return now - _epoch(str(since))
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def judge(
+    job: Mapping[str, Any] | None,
+    target: WaitTarget,
+    now: float,
+    *,
+    gang_seen_whole: bool = False,
+    pods: Sequence[Mapping[str, Any]] | None = None,
+) -> WaitResult | None:
+    """The wait's result if it ends now, else ``None``.
+
+    ``job`` is the latest copy known to be current (``None``: it does not exist). A job of the
+    target's name but another uid counts as the target deleted. ``pods``, read after ``job``
+    when :func:`counts_restarts` says so, are held to the target's restart budget.
+    """
+    if job is not None and target.uid and (job.get("metadata") or {}).get("uid") != target.uid:
+        job = None
+    status = interpret(job, name=target.name, namespace=target.namespace)
+    if status.terminal:
+        result = WaitResult.from_status(status)
+        return result if target.uid is None else _with_uid(result, target.uid)
+    loop = None
+    if pods is not None and counts_restarts(job, target):
+        uid = target.uid or status.uid
+        loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
+    if loop is not None:
+        message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "
+        return _ending(status, Outcome.CRASH_LOOP, message + loop.describe(), crash_loop=loop)
+    if target.pending_timeout is not None:
+        waited = gang_wait_seconds(job, status, now, gang_seen_whole=gang_seen_whole)
+        if waited is not None and waited >= target.pending_timeout:
+            unplaced = unplaced_ranks(status)
+            missing = ", ".join(f"{task} {count}" for task, count in unplaced.items())
+            message = (
+                f"Volcano job {status.namespace}/{status.name} did not have every rank "
+                f"placed and running within pending_timeout={target.pending_timeout:g}s "
+                f"(phase {status.phase or 'none'}"
+                + (f"; ranks started: {missing}" if missing else "")
+                + ")"
+            )
+            return _ending(status, Outcome.PENDING_TIMEOUT, message, unplaced=unplaced)
+    if target.deadline is not None and now >= target.deadline:
+        message = (
+            f"Gave up waiting on Volcano job {target.namespace}/{target.name}: "
+            "execution_timeout reached"
+        )
+        uid = status.uid or target.uid or ""
+        return _ending(status, Outcome.TIMEOUT, message, uid=uid, retry_count=0)
+    return None
+
+
+def _ending(status: JobStatus, outcome: Outcome, message: str, **fields: Any) -> WaitResult:
+    """The wait's end with ``outcome``, for a job that is still there as ``status`` shows it."""
+    seen = {
+        "name": status.name,
+        "namespace": status.namespace,
+        "uid": status.uid,
+        "phase": status.phase,
+        "retry_count": status.retry_count,
+    }
+    return WaitResult(outcome=outcome, message=message, **{**seen, **fields})
+
+
+def counts_restarts(job: Mapping[str, Any] | None, target: WaitTarget) -> bool:
+    """Whether the waiter should read the job's pods for their restarts now: only a running job
+    restarts containers in place, and only a target with a budget counts them."""
+    if job is None or target.max_container_restarts is None:
+        return False
+    return interpret(job).phase == "Running"
+
+
+def gang_is_whole(job: Mapping[str, Any] | None) -> bool:
+    """Whether every rank of the job is placed and running right now."""
+    if job is None:
+        return False
+    status = interpret(job)
+    return status.phase == "Running" and not unplaced_ranks(status)
+
+
+def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
+    """Whether a waiter has recorded on the job that its gang was once whole."""
+    annotations = ((job or {}).get("metadata") or {}).get("annotations") or {}
+    return GANG_WHOLE_ANNOTATION in annotations
+
+
+def gang_was_whole(job: Mapping[str, Any] | None) -> bool:
+    """Whether the job itself shows that its gang was whole at some time since submission.
+
+    Either a waiter's mark, or Volcano's own record: a ``Running`` condition of a job whose
+    ``minAvailable`` covers every rank (the provider's default gang), since Volcano calls such
+    a job Running only once all of its ranks are. With a smaller ``minAvailable`` (the seed's
+    own, ``gang="template"``) Running says nothing about the other ranks: only the mark does.
+    """
+    if job is None:
+        return False
+    if gang_marked_whole(job):
+        return True
+    world_size = sum(interpret(job).replicas.values())
+    if not world_size or int((job.get("spec") or {}).get("minAvailable") or 0) < world_size:
+        return False
+    conditions = (job.get("status") or {}).get("conditions") or []
+    return any((condition or {}).get("status") == "Running" for condition in conditions)
+
+
+def needs_gang_whole_mark(job: Mapping[str, Any] | None) -> bool:
+    """Whether the waiter looking at ``job`` should write :data:`GANG_WHOLE_ANNOTATION` now."""
+    return gang_is_whole(job) and not gang_marked_whole(job)
+
+
+def gang_whole_mark(now: float) -> dict[str, str]:
+    """The annotation that records the gang whole at ``now`` (epoch seconds)."""
+    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {GANG_WHOLE_ANNOTATION: stamp}
+
+
+def progress_line(job: Mapping[str, Any], *, gang_seen_whole: bool = False) -> str:
+    """The task log's line for the job now; a gang that was whole and lost a rank says that
+    Volcano is restarting it, with Volcano's own reason when it gives one."""
+    status = interpret(job)
+    line = status.progress()
+    was_whole = gang_seen_whole or gang_was_whole(job)
+    # Completing, Aborting and Terminating take ranks down on purpose: nothing is restarting.
+    restarting = status.phase in ("Running", "Pending", "Restarting")
+    lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")
+    if was_whole and restarting and lost_ranks:
+        lost = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())
+        line += " - restarting: the gang was whole"
+        line += f" and lost ranks ({lost})" if lost else ""
+        cause = ": ".join(part for part in (status.reason, status.message) if part)
+        line += f"; Volcano: {cause}" if cause else "; Volcano is replacing them"
+    return line
+
+
+def _with_uid(result: WaitResult, uid: str) -> WaitResult:
+    # A deleted job has no uid of its own any more; the result still names the one waited on.
+    if result.uid:
+        return result
+    return dataclasses.replace(result, uid=uid)

@@ -1,0 +1,130 @@
+"""How a wait on a Volcano job ends: one vocabulary for the trigger, the operator and the sensor.
+
+Pure. ``job_status.Verdict`` says what a job's own status means (wait, succeeded, failed,
+deleted); an :class:`Outcome` says why a *wait* ended, which also covers endings the job's
+status cannot tell: a pending timeout, Airflow's execution timeout, a watch that stayed down.
+A :class:`WaitResult` is the one serialisable record of that ending; it crosses the
+triggerer-to-worker boundary as a trigger event and is validated when it comes back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+from airflow_volcano_wandb.wait.job_status import JobStatus, Verdict
+from airflow_volcano_wandb.wait.restart_budget import CrashLoop
+
+
+class Outcome(str, Enum):
+    """Why a wait on a job ended."""
+
+    SUCCEEDED = "succeeded"
+    #: Volcano ended the job badly: ``Failed``, ``Terminated`` or ``Aborted``.
+    FAILED = "failed"
+    #: The job was deleted (or replaced) by someone else while it was waited on.
+    DELETED = "deleted"
+    #: Not every rank was placed and running within ``pending_timeout``.
+    PENDING_TIMEOUT = "pending_timeout"
+    #: Airflow's ``execution_timeout`` was reached.
+    TIMEOUT = "timeout"
+    #: The job's containers restarted in place more often than ``max_container_restarts``
+    #: (``restart_budget``); the job itself still ran, restarting a trainer that kept failing.
+    CRASH_LOOP = "crash_loop"
+    #: The API could not be listed or watched for longer than the grace; the job's state is
+    #: unknown, so it is never deleted for this.
+    WATCH_LOST = "watch_lost"
+
+    @property
+    def succeeded(self) -> bool:
+        return self is Outcome.SUCCEEDED
+
+    @property
+    def job_state_known(self) -> bool:
+        """Whether the ending was read from the job itself (confirmed by the apiserver)."""
+        return self is not Outcome.WATCH_LOST
+
+
+_FROM_VERDICT = {
+    Verdict.SUCCEEDED: Outcome.SUCCEEDED,
+    Verdict.FAILED: Outcome.FAILED,
+    Verdict.DELETED: Outcome.DELETED,
+}
+
+
+class WaitResultError(ValueError):
+    """A trigger event that is not a wait result of this provider."""
+
+
+@dataclass(frozen=True)
+class WaitResult:
+    """The end of one wait: what happened to which job, in one sentence."""
+
+    outcome: Outcome
+    name: str
+    namespace: str
+    uid: str
+    message: str
+    phase: str = ""
+    retry_count: int = 0
+    #: Tasks with ranks not placed and running, e.g. ``{"worker": "0/2"}`` (pending timeout).
+    unplaced: Mapping[str, str] = field(default_factory=dict)
+    #: The container that took the restarts past the budget (``Outcome.CRASH_LOOP`` only).
+    crash_loop: CrashLoop | None = None
+
+    @classmethod
+    def from_status(
+        cls, status: JobStatus, outcome: Outcome | None = None, message: str | None = None
+    ) -> WaitResult:
+        """The result for a job read through ``job_status``; its verdict unless told otherwise."""
+        if outcome is None:
+            if not status.terminal:
+                raise ValueError(f"job {status.name} is still waiting; it has no outcome")
+            outcome = _FROM_VERDICT[status.verdict]
+        return cls(
+            outcome=outcome,
+            name=status.name,
+            namespace=status.namespace,
+            uid=status.uid,
+            message=message or status.explain(),
+            phase=status.phase,
+            retry_count=status.retry_count,
+        )
+
+    def to_event(self) -> dict[str, Any]:
+        """The JSON-safe payload of a trigger event."""
+        event = asdict(self)
+        event["outcome"] = self.outcome.value
+        event["unplaced"] = dict(self.unplaced)
+        event["crash_loop"] = self.crash_loop.to_dict() if self.crash_loop else None
+        return event
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> WaitResult:
+        """Read a trigger event back, refusing anything that is not one of ours."""
+        if not isinstance(event, Mapping):
+            raise WaitResultError(f"a wait result must be a mapping, not {type(event).__name__}")
+        try:
+            outcome = Outcome(event["outcome"])
+            result = cls(
+                outcome=outcome,
+                name=str(event["name"]),
+                namespace=str(event["namespace"]),
+                uid=str(event.get("uid") or ""),
+                message=str(event["message"]),
+                phase=str(event.get("phase") or ""),
+                retry_count=int(event.get("retry_count") or 0),
+                unplaced={str(k): str(v) for k, v in (event.get("unplaced") or {}).items()},
+                crash_loop=(
+                    CrashLoop.from_dict(event["crash_loop"]) if event.get("crash_loop") else None
+                ),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise WaitResultError(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc
+        return result
+
+    def job_ref(self) -> dict[str, str]:
+        """The job this result is about, as the ``volcano_job`` XCom shows it."""
+        return {"name": self.name, "namespace": self.namespace, "uid": self.uid}

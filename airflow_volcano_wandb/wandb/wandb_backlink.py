@@ -1,0 +1,150 @@
+"""The link from a W&B run back to the Airflow task that ran it, written by the provider.
+
+Without it, the run knows its Airflow task only if the training script copies
+``AVW_AIRFLOW_TASK_URL`` into its config. Here the provider writes it itself, through the W&B
+public API, when the task ends: the run's config gets an ``airflow`` entry (task URL, DAG, run,
+task and try ids, the Airflow outcome), its tags ``airflow`` and ``airflow-<outcome>``, and its
+notes one line with the task URL.
+
+Pure, except :func:`link_back`, which is handed the hook that does the writing and never lets a
+failure reach the task: the link is a courtesy, the task's outcome is the job's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext
+
+CONFIG_KEY = "airflow"
+TAG = "airflow"
+OUTCOME_TAG_PREFIX = "airflow-"
+NOTES_MARKER = "Airflow task:"
+
+
+@dataclass(frozen=True)
+class RunFields:
+    """The editable fields of a W&B run the link touches.
+
+    :param config: the run's config, plain values (as ``wandb.Api().run(...).config``).
+    :param tags: the run's tags.
+    :param notes: the run's notes (its description in the UI).
+    """
+
+    config: Mapping[str, Any] = field(default_factory=dict)
+    tags: Sequence[str] = ()
+    notes: str | None = None
+
+
+def airflow_record(ctx: AirflowRunContext, outcome: str) -> dict[str, Any]:
+    """The ``airflow`` config entry: where the run came from and how the task ended.
+
+    The keys are those the trainer writes from the env (``wandb_run.airflow_config_from_env``),
+    plus ``outcome``, so both writers agree on one entry.
+
+    :param ctx: the task instance.
+    :param outcome: the Airflow outcome, e.g. ``success``, ``failed``, ``pending_timeout``.
+    """
+    return {
+        "task_url": ctx.task_url,
+        "dag_id": ctx.dag_id,
+        "run_id": ctx.dag_run_id,
+        "task_id": ctx.task_id,
+        "map_index": ctx.map_index,
+        "try_number": ctx.try_number,
+        "logical_date": ctx.logical_date,
+        "outcome": outcome,
+    }
+
+
+def with_backlink(fields: RunFields, ctx: AirflowRunContext, outcome: str) -> RunFields:
+    """The run's fields with the Airflow link written in, everything else kept.
+
+    Written again by a later try, it replaces what the earlier one wrote: one ``airflow``
+    config entry, one outcome tag, one notes line.
+
+    :param fields: the run's fields as read from W&B.
+    :param ctx: the task instance.
+    :param outcome: the Airflow outcome.
+    """
+    written = fields.config.get(CONFIG_KEY)
+    kept = dict(written) if isinstance(written, Mapping) else {}
+    config = {**fields.config, CONFIG_KEY: {**kept, **airflow_record(ctx, outcome)}}
+    tags = [t for t in fields.tags if not t.startswith(OUTCOME_TAG_PREFIX)]
+    for tag in (TAG, f"{OUTCOME_TAG_PREFIX}{outcome}"[:64]):  # W&B's tag limit: 64 characters
+        if tag not in tags:
+            tags.append(tag)
+    line = f"{NOTES_MARKER} {ctx.task_url or ctx.dag_id + '/' + ctx.task_id} "
+    line += f"(DAG run {ctx.dag_run_id}, try {ctx.try_number}: {outcome})"
+    kept = [old for old in (fields.notes or "").splitlines() if not old.startswith(NOTES_MARKER)]
+    notes = "\n".join([*[k for k in kept if k.strip()], line])
+    return RunFields(config=config, tags=tags, notes=notes)
+
+
+class RunEditor(Protocol):
+    """What :func:`link_back` needs of the W&B hook."""
+
+    def edit_run(
+        self,
+        run_id: str,
+        *,
+        entity: str | None,
+        project: str | None,
+        edit: Callable[[RunFields], RunFields],
+    ) -> None: ...
+
+
+def link_back(
+    hook: RunEditor,
+    ctx: AirflowRunContext,
+    outcome: str,
+    *,
+    run_id: str,
+    entity: str | None,
+    project: str | None,
+    mode: str | None,
+    has_key: bool,
+    log: logging.Logger | Any,
+) -> bool:
+    """Write the Airflow link into the run; best-effort, one log line whatever happens.
+
+    :param hook: the W&B hook (``WandbHook``).
+    :param ctx: the task instance.
+    :param outcome: the Airflow outcome.
+    :param run_id: the W&B run id.
+    :param entity: the run's entity (``None``: the connection's, then the key's user).
+    :param project: the run's project.
+    :param mode: the run's ``wandb_mode``; ``offline`` and ``disabled`` runs are not on a server.
+    :param has_key: whether the connection has an API key (without one nothing can be written).
+    :param log: the task's logger.
+    :return: whether the link was written.
+    """
+    if mode in ("offline", "disabled") or not has_key:
+        why = f"W&B mode is {mode}" if mode in ("offline", "disabled") else "no W&B API key"
+        log.info(
+            "%s: the Airflow task is not linked from the W&B run %s (the trainer still gets "
+            "AVW_AIRFLOW_TASK_URL)",
+            why,
+            run_id,
+        )
+        return False
+    try:
+        hook.edit_run(
+            run_id,
+            entity=entity,
+            project=project,
+            edit=lambda fields: with_backlink(fields, ctx, outcome),
+        )
+    except Exception as exc:  # the link must never change the task's outcome
+        log.warning(
+            "Could not write the Airflow link into W&B run %s (%s: %s)",
+            run_id,
+            type(exc).__name__,
+            exc,
+        )
+        return False
+    log.info("W&B run %s now links to this task (outcome %s)", run_id, outcome)
+    return True

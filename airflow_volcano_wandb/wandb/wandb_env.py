@@ -1,0 +1,167 @@
+"""What a training container is told about its W&B run and its Airflow task (pure).
+
+The env every container of the job gets (``container_env``), the W&B Launch macros a run
+fills (``macro_values``), and the way back: a trainer turns its env into the run's config
+(``airflow_config_from_env``). ``docs/wandb.md`` is the user-facing description.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
+from airflow_volcano_wandb.wandb.wandb_urls import is_default_base_url, normalise_url
+
+# Kubernetes env values are strings; these are the names the trainer reads.
+ENV_RANK_MODE = "AVW_WANDB_RANK_MODE"
+ENV_TASK_URL = "AVW_AIRFLOW_TASK_URL"
+
+
+def container_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str, Any]]:
+    """Return the Kubernetes ``env`` entries for one container of the job.
+
+    Every container of every task gets the shared part (project, entity, group, job type, tags,
+    base URL, resume policy, the Airflow context, the API key as a ``secretKeyRef``). What
+    differs between the master task and the others depends on ``spec.rank_mode``:
+
+    ``"master"`` (default)
+        The master task's containers get ``WANDB_RUN_ID`` and ``WANDB_NAME`` (and
+        ``WANDB_MODE`` when ``spec.mode`` is set). Every other container gets
+        ``WANDB_MODE=disabled``, so even a script that calls ``wandb.init()`` on every rank
+        starts exactly one run: rank 0's, which the Volcano pytorch plugin places in the
+        master task.
+    ``"shared"``
+        Every container gets ``WANDB_RUN_ID``, ``WANDB_NAME`` and ``WANDB_MODE=shared``
+        (W&B's multi-writer mode). ``WANDB_X_PRIMARY`` is ``true`` in the master task only,
+        ``WANDB_X_UPDATE_FINISH_STATE=false`` keeps workers from marking the run finished, and
+        ``WANDB_X_LABEL`` is the pod name (Downward API), unique per replica, so the UI tells
+        apart each pod's system metrics and console output. A trainer may replace it with a
+        rank label (``rank-$RANK``) by passing ``settings=wandb.Settings(x_label=...)``.
+
+    The API key is never a literal value: without ``spec.api_key_secret`` no
+    ``WANDB_API_KEY`` entry is produced at all.
+    """
+    env: list[dict[str, Any]] = []
+
+    def put(name: str, value: str | int | None) -> None:
+        if value is not None:
+            env.append({"name": name, "value": str(value)})
+
+    put("WANDB_PROJECT", spec.project)
+    put("WANDB_ENTITY", spec.entity)
+    put("WANDB_RUN_GROUP", spec.group)
+    put("WANDB_JOB_TYPE", spec.job_type)
+    if spec.tags:
+        put("WANDB_TAGS", ",".join(spec.tags))
+    if not is_default_base_url(spec.base_url):
+        put("WANDB_BASE_URL", normalise_url(spec.base_url or ""))
+    put("WANDB_RESUME", "allow")
+    # Every container, like the group: a silent rank's env still says which sweep it serves.
+    put("WANDB_SWEEP_ID", spec.sweep_id)
+
+    if spec.mode == "disabled":
+        # Disabled wins everywhere: no rank may reach W&B, whatever the rank mode.
+        put("WANDB_MODE", "disabled")
+        if is_master_task or spec.rank_mode == "shared":
+            put("WANDB_RUN_ID", spec.run_id)
+            put("WANDB_NAME", spec.run_name)
+    elif spec.rank_mode == "shared":
+        put("WANDB_MODE", "shared")
+        put("WANDB_RUN_ID", spec.run_id)
+        put("WANDB_NAME", spec.run_name)
+        put("WANDB_X_PRIMARY", "true" if is_master_task else "false")
+        if not is_master_task:
+            put("WANDB_X_UPDATE_FINISH_STATE", "false")
+        env.append(
+            {
+                "name": "WANDB_X_LABEL",
+                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
+            }
+        )
+    elif is_master_task:
+        put("WANDB_MODE", spec.mode)
+        put("WANDB_RUN_ID", spec.run_id)
+        put("WANDB_NAME", spec.run_name)
+    else:
+        put("WANDB_MODE", "disabled")
+
+    if spec.api_key_secret is not None:
+        env.append(
+            {
+                "name": "WANDB_API_KEY",
+                "valueFrom": {
+                    "secretKeyRef": {
+                        "name": spec.api_key_secret.name,
+                        "key": spec.api_key_secret.key,
+                    }
+                },
+            }
+        )
+
+    ctx = spec.airflow
+    if ctx is not None:
+        put("AIRFLOW_CTX_DAG_ID", ctx.dag_id)
+        put("AIRFLOW_CTX_DAG_RUN_ID", ctx.dag_run_id)
+        put("AIRFLOW_CTX_TASK_ID", ctx.task_id)
+        put("AIRFLOW_CTX_TRY_NUMBER", ctx.try_number)
+        if ctx.map_index >= 0:
+            put("AIRFLOW_CTX_MAP_INDEX", ctx.map_index)
+        put("AIRFLOW_CTX_LOGICAL_DATE", ctx.logical_date)
+        put(ENV_TASK_URL, ctx.task_url)
+    put(ENV_RANK_MODE, spec.rank_mode)
+
+    taken = {entry["name"] for entry in env}
+    for name, value in spec.extra_env.items():
+        if name not in taken:
+            put(name, value)
+    return env
+
+
+def macro_values(spec: WandbRunSpec, *, author: str | None = None) -> dict[str, str]:
+    """Return the W&B Launch run macros this spec fills, as strings.
+
+    ``${run_id}``, ``${run_name}``, ``${entity_name}``, ``${project_name}`` and ``${author}``.
+    An unknown entity, project or author is left out rather than guessed, so the template
+    renderer can report the macro as unfilled instead of silently writing an empty string.
+    """
+    values = {"run_id": spec.run_id, "run_name": spec.run_name or spec.run_id}
+    if spec.entity:
+        values["entity_name"] = spec.entity
+    if spec.project:
+        values["project_name"] = spec.project
+    if author:
+        values["author"] = author
+    return values
+
+
+_AIRFLOW_ENV_TO_CONFIG = {
+    "AIRFLOW_CTX_DAG_ID": "dag_id",
+    "AIRFLOW_CTX_DAG_RUN_ID": "run_id",
+    "AIRFLOW_CTX_TASK_ID": "task_id",
+    "AIRFLOW_CTX_TRY_NUMBER": "try_number",
+    "AIRFLOW_CTX_MAP_INDEX": "map_index",
+    "AIRFLOW_CTX_LOGICAL_DATE": "logical_date",
+    ENV_TASK_URL: "task_url",
+}
+
+
+def airflow_config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Return the Airflow context from a pod's env as a dict for the W&B run config.
+
+    A trainer calls ``wandb.init(config={"airflow": airflow_config_from_env(os.environ)})``;
+    keys whose env var is absent are left out. ``try_number`` and ``map_index`` are ints.
+    """
+    config: dict[str, Any] = {}
+    for env_name, key in _AIRFLOW_ENV_TO_CONFIG.items():
+        value = environ.get(env_name)
+        if value is None or value == "":
+            continue
+        if key in ("try_number", "map_index"):
+            try:
+                config[key] = int(value)
+            except ValueError:
+                config[key] = value
+        else:
+            config[key] = value
+    return config
