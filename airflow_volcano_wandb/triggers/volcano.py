@@ -244,7 +244,7 @@ class VolcanoJobTrigger(BaseTrigger):
         nothing it does (or fails to do) can delay or change the wait."""
         if not self.follow_master_log:
             return None
-        master_log = await kubernetes_side("master_log")
+        master_log = await kubernetes_side("airflow_volcano_wandb.logs.master_log")
         return asyncio.create_task(
             master_log.follow_master_log(
                 self.hook,

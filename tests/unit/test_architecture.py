@@ -1,4 +1,10 @@
-"""The import graph: pure modules stay pure, and nothing outside tests/ imports tests/."""
+"""The layout's rules (docs/architecture.md), read from the code's imports.
+
+Three layers cut across the concept folders: pure modules (no Airflow, HTTP or Kubernetes
+client, and only other pure modules of the provider), the I/O edges (``hooks/`` and the
+modules that call them), and the Airflow shells (``operators/``, ``sensors/``,
+``triggers/``, ``links/``), which nothing below them imports. Imports never form a loop.
+"""
 
 from __future__ import annotations
 
@@ -9,48 +15,89 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "airflow_volcano_wandb"
+NAME = PACKAGE.name
+
+ROOT_MODULES = {"__init__.py", "__main__.py", "exceptions.py", "versions.py", "airflow_compat.py"}
+CONCEPT_FOLDERS = {"template", "job", "wait", "logs", "wandb", "cli"}
+SHELLS = ("operators", "sensors", "triggers", "links")
 
 # Modules that must know nothing of Airflow, HTTP or a Kubernetes client.
 PURE = [
-    "template.py",
-    "_template",
-    "naming.py",
-    "job_status.py",
-    "judge.py",
-    "outcome.py",
-    "cleanup.py",
-    "ownership.py",
-    "diagnostics.py",
-    "permissions.py",
-    "wandb_run.py",
-    "wandb_env.py",
-    "wandb_urls.py",
-    "wandb_queue_ref.py",
-    "sweep.py",
-    "job_facts.py",
-    "wandb_backlink.py",
-    "log_lines.py",
-    "restart_budget.py",
-    "secret_digest.py",
-    "key_forms.py",
+    "template",
+    "job/naming.py",
+    "job/ownership.py",
+    "job/cleanup.py",
+    "job/job_facts.py",
+    "job/gpu_usage.py",
+    "wait/job_status.py",
+    "wait/judge.py",
+    "wait/outcome.py",
+    "wait/diagnostics.py",
+    "wait/restart_budget.py",
+    "logs/log_lines.py",
+    "logs/key_forms.py",
+    "logs/secret_digest.py",
+    "wandb/wandb_run.py",
+    "wandb/wandb_env.py",
+    "wandb/wandb_urls.py",
+    "wandb/wandb_queue_ref.py",
+    "wandb/wandb_backlink.py",
+    "wandb/sweep.py",
+    "wandb/deadline.py",
+    "wandb/connection_form.py",
+    "cli/permissions.py",
+    "versions.py",
+]
+# The I/O edges outside hooks/: they call the hooks, so a hook importing one would loop back.
+EDGES = [
+    "job/submission.py",
+    "job/api_key_secret.py",
+    "job/deployment.py",
+    "wait/job_watcher.py",
+    "wait/job_report.py",
+    "wait/restart_check.py",
+    "logs/log_follower.py",
+    "logs/master_log.py",
+    "cli",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
-IO_MODULES = (
-    "airflow_volcano_wandb.hooks",
-    "airflow_volcano_wandb.operators",
-    "airflow_volcano_wandb.sensors",
-    "airflow_volcano_wandb.triggers",
-)
 
 
-def imports(path: Path) -> set[str]:
+def imports(path: Path, *, runtime_only: bool = False) -> set[str]:
+    """Modules ``path`` imports; ``from pkg import mod`` counts ``pkg.mod`` when it is one."""
+    tree = ast.parse(path.read_text())
+    skipped: set[int] = set()
+    if runtime_only:  # an import only a type checker runs is no dependency at run time
+        for node in ast.walk(tree):
+            if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING"):
+                skipped |= {id(child) for child in ast.walk(node)}
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module)
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}"
+                if module_path(dotted) is not None:
+                    names.add(dotted)
     return names
+
+
+def module_path(dotted: str) -> Path | None:
+    if not dotted.startswith(NAME):
+        return None
+    base = REPO.joinpath(*dotted.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def product_files() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if "testing" not in p.relative_to(PACKAGE).parts)
 
 
 def files(entry: str) -> list[Path]:
@@ -58,15 +105,77 @@ def files(entry: str) -> list[Path]:
     return sorted(path.rglob("*.py")) if path.is_dir() else [path]
 
 
+def pure_files() -> set[Path]:
+    return {path for entry in PURE for path in files(entry)}
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(PACKAGE))
+
+
+def test_the_root_keeps_only_the_package_face_and_what_every_layer_shares():
+    loose = {p.name for p in PACKAGE.glob("*.py")} - ROOT_MODULES
+    assert loose == set(), "a module belongs in the folder of its concept"
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    assert folders == CONCEPT_FOLDERS | set(SHELLS) | {"hooks", "testing"}
+
+
 @pytest.mark.parametrize("entry", PURE)
-def test_pure_modules_import_no_io(entry):
+def test_pure_modules_import_no_io_and_only_pure_modules(entry):
+    pure = pure_files()
     for path in files(entry):
+        bad = set()
+        for name in imports(path):
+            target = module_path(name)
+            if name.split(".")[0] in IMPURE_ROOTS or (target is not None and target not in pure):
+                bad.add(name)
+        # A package's face is checked as the files it hands names on from.
+        bad = {name for name in bad if module_path(name).name != "__init__.py"}
+        assert not bad, f"{rel(path)} imports {sorted(bad)}"
+
+
+def test_hooks_only_call_the_api_and_import_no_edge_above_them():
+    edges = {path for entry in EDGES for path in files(entry)}
+    for path in files("hooks"):
+        bad = {name for name in imports(path) if module_path(name) in edges}
+        assert not bad, f"{rel(path)} imports {sorted(bad)}"
+
+
+def test_nothing_below_the_airflow_shells_imports_them():
+    for path in product_files():
+        if rel(path).split("/")[0] in SHELLS:
+            continue
         bad = {
-            name
-            for name in imports(path)
-            if name.split(".")[0] in IMPURE_ROOTS or name.startswith(IO_MODULES)
+            name for name in imports(path) if name.startswith(tuple(f"{NAME}.{s}" for s in SHELLS))
         }
-        assert not bad, f"{path.relative_to(REPO)} imports {sorted(bad)}"
+        assert not bad, f"{rel(path)} imports the shells {sorted(bad)}"
+
+
+def test_imports_never_form_a_loop():
+    graph = {
+        path: {
+            target
+            for name in imports(path, runtime_only=True)
+            if (target := module_path(name)) is not None
+            and target != path
+            and target.name != "__init__.py"  # a package face only hands names on
+        }
+        for path in product_files()
+    }
+    done: set[Path] = set()
+
+    def visit(path: Path, trail: list[Path]) -> None:
+        if path in trail:
+            loop = [*trail[trail.index(path) :], path]
+            raise AssertionError("import loop: " + " -> ".join(rel(p) for p in loop))
+        if path in done:
+            return
+        for target in sorted(graph.get(path, ())):
+            visit(target, [*trail, path])
+        done.add(path)
+
+    for path in sorted(graph):
+        visit(path, [])
 
 
 @pytest.mark.parametrize("folder", ["airflow_volcano_wandb", "bench", "scripts", "dags"])
@@ -79,10 +188,5 @@ def test_nothing_outside_the_tests_imports_them(folder):
 def test_the_airflow_shell_and_the_rooms_stay_small():
     """The operator stays a thin shell; a room that grows past ~400 lines holds two concepts."""
     assert len((PACKAGE / "operators" / "volcano.py").read_text().splitlines()) < 300
-    product = [p for p in PACKAGE.rglob("*.py") if "testing" not in p.relative_to(PACKAGE).parts]
-    too_big = {
-        str(p.relative_to(PACKAGE)): n
-        for p in product
-        if (n := len(p.read_text().splitlines())) > 420
-    }
+    too_big = {rel(p): n for p in product_files() if (n := len(p.read_text().splitlines())) > 420}
     assert too_big == {}
