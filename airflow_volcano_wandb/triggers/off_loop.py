@@ -8,8 +8,8 @@ from types import ModuleType
 
 
 async def kubernetes_side(module: str = "airflow_volcano_wandb.wait.job_watcher") -> ModuleType:
-    """``wait.job_watcher`` (or ``logs.master_log``), with the Kubernetes clients it needs, imported off
-    the event loop.
+    """``wait.job_watcher`` (or ``logs.master_log``), with the Kubernetes clients it needs,
+    imported off the event loop.
 
     The triggerer imports a trigger's module inside its event loop, so the trigger modules
     import nothing that is not loaded there already: importing the Kubernetes clients takes
