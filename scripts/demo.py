@@ -114,7 +114,7 @@ def main() -> int:
         # The manual DAG only submits to namespaces the deployment allows (docs/security.md).
         "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": args.namespace,
         # `airflow dags test` runs the trigger in its own process: no defer-exit race to wait
-        # out (README, Troubleshooting).
+        # out (docs/troubleshooting.md).
         "AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS": "0",
     }
     api = _api(kubeconfig)
