@@ -4,7 +4,7 @@ The provider runs on Airflow 3.0, 3.1, 3.2 and 3.3 (the Task SDK releases; the e
 releases tested are in :mod:`.versions`). The shells import the Airflow names that moved
 between those minors from here, and ask here whether a capability exists; where an older
 minor lacks one, the provider does the best that minor allows and says so once
-(:func:`warn_once`). The README's "Airflow compatibility" table lists the same differences.
+(:func:`warn_once`). docs/compatibility.md lists the same differences.
 
 - Exceptions moved from ``airflow.exceptions`` to ``airflow.sdk.exceptions`` (all of them by
   3.2); ``BaseHook`` and ``conf`` into ``airflow.sdk`` in 3.1; the secrets masker's public

@@ -24,7 +24,7 @@ COREDNS_VERSION = "v1.15.0"
 AIRFLOW_VERSION = "3.3.2"
 #: Every Airflow 3 minor the provider supports (pyproject.toml: >=3.0), with the patch release
 #: ``make test-compat`` tests it on (its unit tests and the manual DAG on the local cluster).
-#: What each older minor lacks is in ``airflow_compat.py`` and the README's compatibility table.
+#: What each older minor lacks is in ``airflow_compat.py`` and docs/compatibility.md.
 #: The oldest minor the package allows: the oldest whose ``make test-compat`` passes (CI runs
 #: it: ``make test-compat-ci``).
 AIRFLOW_FLOOR = "3.0"
