@@ -5,8 +5,8 @@ that catches ``AirflowException`` keeps working; an Airflow 3.3 ``ExceptionRetry
 match the cause instead of the message, e.g. retry a preempted job after a delay but fail an
 out-of-memory one at once (see ``dags/volcano_pytorch_retraining.py`` and docs/reliability.md).
 
-What caused a failure is decided by ``diagnostics.classify`` (pure) from the job, its pods and
-events; :func:`for_failure` turns that into the exception to raise.
+What caused a failure is decided by ``wait.diagnostics.classify`` (pure) from the job, its pods
+and events; ``wait.failure_exception.for_failure`` turns that into the exception to raise.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
-from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
 
 class VolcanoJobError(AirflowException):
@@ -114,62 +112,3 @@ class JobDeletedError(VolcanoJobError):
 
 class JobTimeoutError(AirflowTaskTimeout, VolcanoJobError):
     """The task's ``execution_timeout`` was reached while the job ran (the job is deleted)."""
-
-
-_BY_KIND: dict[FailureKind, type[VolcanoJobError]] = {
-    FailureKind.UNSCHEDULABLE: JobUnschedulableError,
-    FailureKind.PREEMPTED: JobPreemptedError,
-    FailureKind.IMAGE_PULL: ImagePullError,
-    FailureKind.OOM_KILLED: OOMKilledError,
-    FailureKind.EXIT_CODE: TrainerExitError,
-    FailureKind.JOB_FAILED: JobFailedError,
-}
-
-_BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
-    Outcome.FAILED: JobFailedError,
-    Outcome.PENDING_TIMEOUT: JobUnschedulableError,
-    Outcome.DELETED: JobDeletedError,
-    Outcome.WATCH_LOST: ApiserverUnreachableError,
-    Outcome.TIMEOUT: JobTimeoutError,
-    Outcome.CRASH_LOOP: TrainerCrashLoopError,
-}
-
-
-def for_failure(
-    result: WaitResult, message: str, classification: Classification | None = None
-) -> VolcanoJobError:
-    """The exception a failed wait raises.
-
-    :param result: how the wait ended.
-    :param message: the sentence to raise with.
-    :param classification: what the job's pods and events say caused it (``None`` when they
-        could not be read: the outcome alone decides then).
-    """
-    job = result.job_ref() if result.uid else None
-    if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
-        loop = result.crash_loop
-        return TrainerCrashLoopError(
-            message,
-            job=job,
-            pod=loop.pod,
-            task=loop.task,
-            container=loop.container,
-            reason=loop.reason,
-            exit_code=loop.exit_code,
-            restarts=loop.restarts,
-        )
-    if result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT) or classification is None:
-        return _BY_OUTCOME[result.outcome](message, job=job)
-    cls = _BY_KIND[classification.kind]
-    failure = classification.failure
-    if failure is None or not issubclass(cls, ContainerError):
-        return cls(message, job=job)
-    return cls(
-        message,
-        job=job,
-        pod=failure.pod,
-        task=failure.task,
-        container=failure.container,
-        reason=failure.reason,
-        exit_code=failure.exit_code,
-    )

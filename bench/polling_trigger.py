@@ -15,7 +15,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-from airflow_volcano_wandb.wait.job_status import interpret
+from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.wait.outcome import WaitResult
 
 

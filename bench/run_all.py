@@ -73,13 +73,13 @@ from common import (
 from handover import handover, handover_goals, md_handover
 from live_progress import live_progress, md_live_progress
 
+from airflow_volcano_wandb.job.job_status import FAILURE_PHASES
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, MAP_INDEX_LABEL
 from airflow_volcano_wandb.testing.faults import (
     start_component,
     stop_component,
     wait_apiserver_ready,
 )
-from airflow_volcano_wandb.wait.job_status import FAILURE_PHASES
 
 RESULTS = REPO / "bench" / "results"
 PY = sys.executable

@@ -32,11 +32,9 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     SecretExistsError,
     api_retry,
     foreground_delete,
-    log,
     permission_error,
     to_dict,
 )
-from airflow_volcano_wandb.job.ownership import may_delete
 
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
 
@@ -202,32 +200,6 @@ class VolcanoHook(KubernetesHook):
             if exc.status in (404, 422):  # gone, or another job (another uid) now
                 return None
             raise
-
-    def delete_job_if_owned(
-        self, job: Mapping[str, str], try_number: int | None, task_log: Any = log
-    ) -> None:
-        """Delete this submission unless a newer try adopted it; log, never raise.
-
-        For cleanup paths (kills, timeouts): the job is read, judged by
-        ``ownership.may_delete``, and deleted with the read's resourceVersion as a
-        precondition, so an adoption in between makes the delete fail and the check repeat.
-        """
-        name, namespace = job["name"], job["namespace"]
-        try:
-            for _ in range(3):
-                current = self.get_job(name, namespace)
-                if not may_delete(current, job.get("uid"), try_number):
-                    if current is not None:
-                        task_log.info(
-                            "Volcano job %s/%s is a newer try's; left alone", namespace, name
-                        )
-                    return
-                version = current["metadata"].get("resourceVersion")
-                if self.delete_job(name, namespace, uid=job.get("uid"), resource_version=version):
-                    task_log.info("Deleted Volcano job %s/%s", namespace, name)
-                    return
-        except Exception:
-            task_log.exception("Could not delete Volcano job %s/%s", namespace, name)
 
     def wait_job_gone(self, name: str, namespace: str, timeout: float = 120) -> None:
         """Block until the job object is gone (foreground deletion waits for its pods)."""

@@ -17,13 +17,13 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
-from airflow_volcano_wandb.job.lineage import ArtifactRef
-from airflow_volcano_wandb.logs.key_forms import key_forms
 from airflow_volcano_wandb.template import TemplateError, load_template
 from airflow_volcano_wandb.wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
 from airflow_volcano_wandb.wandb.deadline import call_within
+from airflow_volcano_wandb.wandb.key_forms import key_forms
 from airflow_volcano_wandb.wandb.wandb_backlink import RunFields
 from airflow_volcano_wandb.wandb.wandb_queue_ref import parse_queue_ref
+from airflow_volcano_wandb.wandb.wandb_run import ArtifactRef
 from airflow_volcano_wandb.wandb.wandb_urls import is_default_base_url, run_url
 
 if TYPE_CHECKING:

@@ -20,25 +20,13 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
 from airflow_volcano_wandb.job.job_facts import JobFacts
+from airflow_volcano_wandb.wandb.wandb_run import ArtifactRef
 
 DEFAULT_WANDB_HOST = "api.wandb.ai"
-
-
-@dataclass(frozen=True)
-class ArtifactRef:
-    """One W&B artifact version as lineage names it.
-
-    :param qualified_name: ``<entity>/<project>/<name>:v<version>``.
-    :param type: the artifact type, e.g. ``dataset`` or ``model``.
-    """
-
-    qualified_name: str
-    type: str
 
 
 class ArtifactReader(Protocol):

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_volcano_wandb.job.naming import is_label_value, label_value
+from airflow_volcano_wandb.template.naming import is_label_value, label_value
 
 DOMAIN = "airflow-volcano-wandb.io"
 MANAGED_BY = "airflow-volcano-wandb"

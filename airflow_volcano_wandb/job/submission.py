@@ -33,6 +33,8 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     api_message,
 )
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.job import job_status
+from airflow_volcano_wandb.job.job_status import Verdict
 from airflow_volcano_wandb.job.ownership import (
     TRY_NUMBER_ANNOTATION,
     TaskInstanceIdentity,
@@ -43,8 +45,6 @@ from airflow_volcano_wandb.job.ownership import (
     replaceable_past,
     reported_by,
 )
-from airflow_volcano_wandb.wait import job_status
-from airflow_volcano_wandb.wait.job_status import Verdict
 
 log = logging.getLogger(__name__)
 #: The W&B run spec rendered with a job body; this module only passes it along.

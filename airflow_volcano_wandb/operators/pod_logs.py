@@ -7,9 +7,9 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_volcano_wandb.logs.key_forms import key_forms
 from airflow_volcano_wandb.logs.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
+from airflow_volcano_wandb.wandb.key_forms import key_forms
 
 
 class PodLogMixin(BaseOperator):

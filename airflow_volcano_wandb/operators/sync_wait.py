@@ -9,10 +9,10 @@ from typing import Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowTaskTimeout
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.job.job_status import job_ref
 from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import job_report
-from airflow_volcano_wandb.wait.job_status import job_ref
 from airflow_volcano_wandb.wait.outcome import WaitResult
 
 

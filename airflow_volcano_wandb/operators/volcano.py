@@ -17,10 +17,10 @@ from urllib3.exceptions import HTTPError as Urllib3Error
 from airflow_volcano_wandb.airflow_compat import AirflowException, task_state_store
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.job import api_key_secret, cleanup, submission
-from airflow_volcano_wandb.job.cleanup import OnFinishAction
+from airflow_volcano_wandb.job import api_key_secret, deletion, submission
 from airflow_volcano_wandb.job.deployment import configured_deployment, warn_of_other_deployments
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
+from airflow_volcano_wandb.job.job_status import interpret, job_ref
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
@@ -29,8 +29,8 @@ from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
 from airflow_volcano_wandb.operators.wandb_report import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
-from airflow_volcano_wandb.wait import job_report
-from airflow_volcano_wandb.wait.job_status import interpret, job_ref
+from airflow_volcano_wandb.wait import cleanup, job_report
+from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wandb import wandb_run
 
@@ -282,7 +282,7 @@ class VolcanoPyTorchJobOperator(
 
     def _delete_job(self) -> None:
         if self._job:
-            self.hook.delete_job_if_owned(self._job, self._try_number, self.log)
+            deletion.delete_if_owned(self.hook, self._job, self._try_number, self.log)
 
     def on_kill(self) -> None:
         """The task was killed while waiting in sync mode: delete the job and its pods."""

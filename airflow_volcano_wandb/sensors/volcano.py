@@ -17,9 +17,9 @@ from airflow_volcano_wandb.airflow_compat import (
 )
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.job import cleanup
-from airflow_volcano_wandb.job.cleanup import OnFinishAction
+from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
+from airflow_volcano_wandb.job.job_status import job_ref
 from airflow_volcano_wandb.job.ownership import wandb_run_of
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
@@ -36,8 +36,8 @@ from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_WATCH_FAILURE_GRACE,
     VolcanoJobTrigger,
 )
-from airflow_volcano_wandb.wait import job_report
-from airflow_volcano_wandb.wait.job_status import job_ref
+from airflow_volcano_wandb.wait import cleanup, job_report
+from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.judge import (
     WaitTarget,
     counts_restarts,
@@ -353,7 +353,7 @@ class VolcanoJobSensor(
 
     def _delete_job(self) -> None:
         if self._job:
-            self.hook.delete_job_if_owned(self._job, None, self.log)
+            deletion.delete_if_owned(self.hook, self._job, None, self.log)
 
     def on_kill(self) -> None:
         """Killed while poking: the job must not run on unwatched."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_volcano_wandb.job import naming
+from airflow_volcano_wandb.template import naming
 from airflow_volcano_wandb.template.errors import Path
 from airflow_volcano_wandb.template.structure import iter_containers
 from airflow_volcano_wandb.template.values import as_int, as_text

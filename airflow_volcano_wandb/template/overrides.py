@@ -8,7 +8,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_volcano_wandb.job import naming
+from airflow_volcano_wandb.template import naming
 from airflow_volcano_wandb.template.errors import Path, error_at
 from airflow_volcano_wandb.template.structure import (
     iter_containers,

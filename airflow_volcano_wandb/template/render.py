@@ -26,9 +26,8 @@ import os
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple, Union
 
-from airflow_volcano_wandb.job import naming
 from airflow_volcano_wandb.template import gang as gang_sizes
-from airflow_volcano_wandb.template import overrides, secret_refs, torchrun, volcano
+from airflow_volcano_wandb.template import naming, overrides, secret_refs, torchrun, volcano
 from airflow_volcano_wandb.template.errors import TemplateError, error_at, errors_at
 from airflow_volcano_wandb.template.load import load_template as _load
 from airflow_volcano_wandb.template.macros import BUILTIN_MACROS, substitute

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow_volcano_wandb.job import naming
-from airflow_volcano_wandb.template import volcano
+from airflow_volcano_wandb.template import naming, volcano
 from airflow_volcano_wandb.template.errors import Path, TemplateError, errors_at
 from airflow_volcano_wandb.template.overrides import check_quantity
 from airflow_volcano_wandb.template.structure import CONTAINER_LISTS

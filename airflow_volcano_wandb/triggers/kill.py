@@ -15,8 +15,8 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb import airflow_compat
-from airflow_volcano_wandb.job.cleanup import kill_deletes
-from airflow_volcano_wandb.job.ownership import may_delete
+from airflow_volcano_wandb.job import deletion
+from airflow_volcano_wandb.job.deletion import Deletion
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 
 if TYPE_CHECKING:
@@ -67,8 +67,8 @@ async def _shielded(work: Coroutine[Any, Any, None]) -> None:
 
 
 async def delete_job(trigger: VolcanoJobTrigger) -> None:
-    """Delete the trigger's job of a killed task, unless a newer try adopted it
-    (``ownership.may_delete``) or it has ended already (``cleanup.kill_deletes``: a stale
+    """Delete the trigger's job of a killed task, unless a newer try adopted it or it has
+    ended already (``deletion.decide`` with ``kill=True``: a stale
     trigger's on_kill may read the task's state only after the triggerer that took over saw
     the job end and the task resumed)."""
     name, namespace = trigger.job_name, trigger.namespace
@@ -78,10 +78,10 @@ async def delete_job(trigger: VolcanoJobTrigger) -> None:
         hook = trigger.hook()
         for _ in range(3):
             job = await hook.get_job(name, namespace)
-            if not may_delete(job, trigger.job_uid, trigger.try_number):
-                return
-            if not kill_deletes(job):
+            step = deletion.decide(job, trigger.job_uid, trigger.try_number, kill=True)
+            if step is Deletion.ENDED:
                 trigger.log.info("Task killed while deferred: %s ended, left", where)
+            if step is not Deletion.DELETE:
                 return
             trigger.log.info("Task killed while deferred: deleting %s", where)
             version = job["metadata"].get("resourceVersion")

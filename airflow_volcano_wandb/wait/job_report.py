@@ -13,14 +13,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import gpu_usage
+from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
-from airflow_volcano_wandb.wait import diagnostics
-from airflow_volcano_wandb.wait.job_status import Verdict, interpret
+from airflow_volcano_wandb.wait import diagnostics, failure_exception
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
 log = logging.getLogger(__name__)
@@ -166,7 +165,7 @@ def report_failure(
     finally:
         if delete_job is not None and not delete_first:
             delete_job()
-    error = exceptions.for_failure(result, message, cause)
+    error = failure_exception.for_failure(result, message, cause)
     task_log.info("Failing with %s", type(error).__name__)
     return error
 

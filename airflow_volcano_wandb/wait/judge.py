@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_volcano_wandb.job.job_status import JobStatus, interpret
 from airflow_volcano_wandb.job.ownership import DOMAIN
-from airflow_volcano_wandb.wait.job_status import JobStatus, interpret
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
 

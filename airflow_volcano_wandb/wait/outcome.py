@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_volcano_wandb.wait.job_status import JobStatus, Verdict
+from airflow_volcano_wandb.job.job_status import JobStatus, Verdict
 from airflow_volcano_wandb.wait.restart_budget import CrashLoop
 
 

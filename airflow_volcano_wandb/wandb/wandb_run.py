@@ -102,6 +102,18 @@ class SecretKeyRef(NamedTuple):
 
 
 @dataclass(frozen=True)
+class ArtifactRef:
+    """One W&B artifact version a run used or logged (lineage's inputs and outputs).
+
+    :param qualified_name: ``<entity>/<project>/<name>:v<version>``.
+    :param type: the artifact type, e.g. ``dataset`` or ``model``.
+    """
+
+    qualified_name: str
+    type: str
+
+
+@dataclass(frozen=True)
 class AirflowRunContext:
     """The Airflow task instance a W&B run belongs to, as the trainer will see it."""
 

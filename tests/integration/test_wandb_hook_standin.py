@@ -20,8 +20,8 @@ import wandb
 import yaml
 
 from airflow_volcano_wandb.hooks import WandbHook
-from airflow_volcano_wandb.logs.key_forms import key_forms
 from airflow_volcano_wandb.wandb import wandb_backlink
+from airflow_volcano_wandb.wandb.key_forms import key_forms
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext
 from tests.wandb_standin import WandbStandin
 

@@ -1,9 +1,10 @@
 """The layout's rules (docs/architecture.md), read from the code's imports.
 
-Three layers cut across the concept folders: pure modules (no Airflow, HTTP or Kubernetes
-client, and only other pure modules of the provider), the I/O edges (``hooks/`` and the
-modules that call them), and the Airflow shells (``operators/``, ``sensors/``,
-``triggers/``, ``links/``), which nothing below them imports. Imports never form a loop.
+The folders stand in one order, and a folder imports only folders below it. Three layers cut
+across the concept folders: pure modules (no Airflow, HTTP or Kubernetes client, and only
+other pure modules of the provider), the I/O edges (``hooks/`` and the modules that call
+them), and the Airflow shells (``operators/``, ``sensors/``, ``triggers/``, ``links/``),
+which nothing below them imports. Imports never form a loop.
 """
 
 from __future__ import annotations
@@ -21,21 +22,38 @@ ROOT_MODULES = {"__init__.py", "__main__.py", "exceptions.py", "versions.py", "a
 CONCEPT_FOLDERS = {"template", "job", "wait", "logs", "wandb", "cli"}
 SHELLS = ("operators", "sensors", "triggers", "links")
 
+# The rooms from the ground up; each imports only rooms below it (links stands with the
+# shells: an operator's extra link).
+FLOORS = [
+    ("versions", "airflow_compat"),
+    ("exceptions",),
+    ("wandb",),
+    ("template",),
+    ("hooks",),
+    ("job",),
+    ("wait",),
+    ("logs",),
+    ("cli", "links"),
+    ("triggers",),
+    ("operators",),
+    ("sensors",),
+    ("__main__", "__init__"),
+]
+
 # Modules that must know nothing of Airflow, HTTP or a Kubernetes client.
 PURE = [
     "template",
-    "job/naming.py",
     "job/ownership.py",
-    "job/cleanup.py",
+    "job/job_status.py",
     "job/job_facts.py",
     "job/gpu_usage.py",
-    "wait/job_status.py",
+    "wait/cleanup.py",
     "wait/judge.py",
     "wait/outcome.py",
     "wait/diagnostics.py",
     "wait/restart_budget.py",
     "logs/log_lines.py",
-    "logs/key_forms.py",
+    "wandb/key_forms.py",
     "logs/secret_digest.py",
     "wandb/wandb_run.py",
     "wandb/wandb_env.py",
@@ -139,6 +157,27 @@ def test_hooks_only_call_the_api_and_import_no_edge_above_them():
     for path in files("hooks"):
         bad = {name for name in imports(path) if module_path(name) in edges}
         assert not bad, f"{rel(path)} imports {sorted(bad)}"
+
+
+def _room(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else path.stem
+
+
+def test_every_folder_imports_only_the_folders_below_it():
+    floor = {room: level for level, rooms in enumerate(FLOORS) for room in rooms}
+    assert set(floor) >= {_room(p) for p in product_files()}, "a new room needs its floor"
+    upward = set()
+    for path in product_files():
+        here = _room(path)
+        for name in imports(path, runtime_only=True):
+            target = module_path(name)
+            if target is None or (target.parent == PACKAGE and target.name == "__init__.py"):
+                continue
+            there = _room(target)
+            if there != here and floor[there] >= floor[here]:
+                upward.add(f"{rel(path)} -> {rel(target)}")
+    assert upward == set()
 
 
 def test_nothing_below_the_airflow_shells_imports_them():

@@ -8,6 +8,7 @@ import pytest
 
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
+from airflow_volcano_wandb.wait import failure_exception
 from airflow_volcano_wandb.wait.diagnostics import Classification, ContainerFailure, FailureKind
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
@@ -27,7 +28,7 @@ def _result(outcome: Outcome) -> WaitResult:
     ],
 )
 def test_every_outcome_has_a_class_and_each_is_an_airflow_exception(outcome, cls):
-    error = exceptions.for_failure(_result(outcome), "m")
+    error = failure_exception.for_failure(_result(outcome), "m")
     assert type(error) is cls and isinstance(error, AirflowException)
     assert error.job == {"name": "j", "namespace": "ns", "uid": "u1"}
 
@@ -38,7 +39,7 @@ def test_the_timeout_is_airflows_task_timeout_too():
 
 def test_a_container_cause_carries_its_exit_code_task_and_pod_and_survives_pickling():
     failure = ContainerFailure("j-master-0", "master", "master", 3, "Error")
-    error = exceptions.for_failure(
+    error = failure_exception.for_failure(
         _result(Outcome.FAILED), "m", Classification(FailureKind.EXIT_CODE, failure)
     )
     assert type(error) is exceptions.TrainerExitError
@@ -48,7 +49,7 @@ def test_a_container_cause_carries_its_exit_code_task_and_pod_and_survives_pickl
 
 def test_distinct_causes_are_distinct_classes():
     classes = {
-        exceptions.for_failure(_result(Outcome.FAILED), "m", Classification(k)).__class__
+        failure_exception.for_failure(_result(Outcome.FAILED), "m", Classification(k)).__class__
         for k in FailureKind
     }
     assert len(classes) == len(FailureKind)

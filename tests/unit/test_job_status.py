@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_volcano_wandb.wait.job_status import (
+from airflow_volcano_wandb.job.job_status import (
     FAILURE_PHASES,
     SUCCESS_PHASES,
     WAIT_PHASES,

@@ -10,12 +10,12 @@ import json
 import pytest
 
 from airflow_volcano_wandb.logs import master_log
-from airflow_volcano_wandb.logs.key_forms import key_forms
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait.judge import WaitTarget
+from airflow_volcano_wandb.wandb.key_forms import key_forms
 from tests.line_log import LineLog
 
 KEY = "0123456789abcdef0123456789abcdef01234567"

@@ -1,4 +1,4 @@
-"""airflow_volcano_wandb.job.naming: deterministic, valid Kubernetes names."""
+"""airflow_volcano_wandb.template.naming: deterministic, valid Kubernetes names."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_volcano_wandb.job import naming
+from airflow_volcano_wandb.template import naming
 
 DNS1123 = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
 DNS1035 = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?\Z")

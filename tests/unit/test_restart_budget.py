@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb import exceptions
-from airflow_volcano_wandb.job import cleanup
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+from airflow_volcano_wandb.wait import cleanup, failure_exception
 from airflow_volcano_wandb.wait.judge import WaitTarget, counts_restarts, judge
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import (
@@ -169,7 +169,7 @@ def test_a_crash_loop_round_trips_through_a_trigger_event():
 
 def test_a_crash_loop_raises_trainer_crash_loop_error_naming_the_container():
     result = judge(job("Running", running={"master": 1}), TARGET, T0, pods=CRASHING)
-    error = exceptions.for_failure(result, "m")
+    error = failure_exception.for_failure(result, "m")
     assert type(error) is exceptions.TrainerCrashLoopError
     assert isinstance(error, exceptions.ContainerError)
     assert (error.pod, error.task, error.container) == ("j-master-0", "master", "pytorch")

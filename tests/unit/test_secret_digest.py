@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from airflow_volcano_wandb.logs.key_forms import key_forms
 from airflow_volcano_wandb.logs.secret_digest import MASK, SecretDigest, mask_secrets
+from airflow_volcano_wandb.wandb.key_forms import key_forms
 
 KEY = "0123456789abcdef0123456789abcdef01234567"
 

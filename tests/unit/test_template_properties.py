@@ -12,8 +12,7 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from airflow_volcano_wandb.job import naming
-from airflow_volcano_wandb.template import TemplateError
+from airflow_volcano_wandb.template import TemplateError, naming
 from tests.hostile import hostile_text
 from tests.unit.template_cases import render_job
 

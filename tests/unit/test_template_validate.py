@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from airflow_volcano_wandb.job import naming
-from airflow_volcano_wandb.template import TemplateError
+from airflow_volcano_wandb.template import TemplateError, naming
 from tests.unit.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[2]

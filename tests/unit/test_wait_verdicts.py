@@ -8,8 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from airflow_volcano_wandb.job import cleanup
-from airflow_volcano_wandb.wait.job_status import interpret
+from airflow_volcano_wandb.job.job_status import interpret
+from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.judge import (
     GANG_WHOLE_ANNOTATION,
     WaitTarget,
@@ -197,29 +197,6 @@ def test_the_deadline_ends_the_wait_as_a_timeout():
 )
 def test_the_cleanup_rule(outcome, action, deletes):
     assert cleanup.deletes_job(outcome, action) is deletes
-
-
-@pytest.mark.parametrize(
-    ("phase", "deletes"),
-    [
-        ("", True),
-        ("Pending", True),
-        ("Running", True),
-        ("Restarting", True),
-        ("Completing", True),
-        ("Completed", False),
-        ("Failed", False),
-        ("Aborted", False),
-        ("Terminated", False),
-    ],
-)
-def test_a_kill_deletes_only_a_job_that_has_not_ended(phase, deletes):
-    """A stale trigger's on_kill may run after its job ended and its task resumed (a second
-    triggerer took the wait over): that is not a kill of running training."""
-    job = {"metadata": {"name": "j", "namespace": "ns", "uid": "u"}}
-    if phase:
-        job["status"] = {"state": {"phase": phase}}
-    assert cleanup.kill_deletes(job) is deletes
 
 
 def test_an_unknown_on_finish_action_is_refused():

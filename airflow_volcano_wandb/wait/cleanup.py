@@ -1,5 +1,4 @@
-"""What happens to a job when the wait on it ends: the ``on_finish_action`` rule, and what a
-kill of a deferred task deletes.
+"""What happens to a job when the wait on it ends: the ``on_finish_action`` rule.
 
 Pure. The operator and the sensor both apply :func:`deletes_job`, so a job is kept or deleted
 by the same rule whichever of them waited.
@@ -7,10 +6,8 @@ by the same rule whichever of them waited.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Literal
 
-from airflow_volcano_wandb.wait import job_status
 from airflow_volcano_wandb.wait.outcome import Outcome
 
 OnFinishAction = Literal["delete", "delete_succeeded", "keep"]
@@ -38,14 +35,3 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
     if outcome is Outcome.FAILED:
         return on_finish_action == "delete"
     return False  # DELETED: gone already; WATCH_LOST: state unknown
-
-
-def kill_deletes(job: Mapping[str, Any]) -> bool:
-    """Whether a kill of the deferred task deletes ``job`` as a fresh read shows it.
-
-    A kill stops training: only a job that still runs goes. One that has ended was seen to end
-    by a wait, perhaps the one a second triggerer took over while this trigger was stale (its
-    ``on_kill`` then reads the task's state only after the task resumed), and is left to the
-    task that reports it and to ``on_finish_action``.
-    """
-    return not job_status.interpret(job).terminal

@@ -1,0 +1,78 @@
+"""Which exception a failed wait raises: its outcome, and the cause the job's pods show."""
+
+from __future__ import annotations
+
+from airflow_volcano_wandb.exceptions import (
+    ApiserverUnreachableError,
+    ContainerError,
+    ImagePullError,
+    JobDeletedError,
+    JobFailedError,
+    JobPreemptedError,
+    JobTimeoutError,
+    JobUnschedulableError,
+    OOMKilledError,
+    TrainerCrashLoopError,
+    TrainerExitError,
+    VolcanoJobError,
+)
+from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+
+_BY_KIND: dict[FailureKind, type[VolcanoJobError]] = {
+    FailureKind.UNSCHEDULABLE: JobUnschedulableError,
+    FailureKind.PREEMPTED: JobPreemptedError,
+    FailureKind.IMAGE_PULL: ImagePullError,
+    FailureKind.OOM_KILLED: OOMKilledError,
+    FailureKind.EXIT_CODE: TrainerExitError,
+    FailureKind.JOB_FAILED: JobFailedError,
+}
+
+_BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
+    Outcome.FAILED: JobFailedError,
+    Outcome.PENDING_TIMEOUT: JobUnschedulableError,
+    Outcome.DELETED: JobDeletedError,
+    Outcome.WATCH_LOST: ApiserverUnreachableError,
+    Outcome.TIMEOUT: JobTimeoutError,
+    Outcome.CRASH_LOOP: TrainerCrashLoopError,
+}
+
+
+def for_failure(
+    result: WaitResult, message: str, classification: Classification | None = None
+) -> VolcanoJobError:
+    """The exception a failed wait raises.
+
+    :param result: how the wait ended.
+    :param message: the sentence to raise with.
+    :param classification: what the job's pods and events say caused it (``None`` when they
+        could not be read: the outcome alone decides then).
+    """
+    job = result.job_ref() if result.uid else None
+    if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
+        loop = result.crash_loop
+        return TrainerCrashLoopError(
+            message,
+            job=job,
+            pod=loop.pod,
+            task=loop.task,
+            container=loop.container,
+            reason=loop.reason,
+            exit_code=loop.exit_code,
+            restarts=loop.restarts,
+        )
+    if result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT) or classification is None:
+        return _BY_OUTCOME[result.outcome](message, job=job)
+    cls = _BY_KIND[classification.kind]
+    failure = classification.failure
+    if failure is None or not issubclass(cls, ContainerError):
+        return cls(message, job=job)
+    return cls(
+        message,
+        job=job,
+        pod=failure.pod,
+        task=failure.task,
+        container=failure.container,
+        reason=failure.reason,
+        exit_code=failure.exit_code,
+    )
