@@ -11,28 +11,40 @@ says which.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Coroutine
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from airflow_volcano_wandb import airflow_compat
 from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.job.deletion import Deletion
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 
-if TYPE_CHECKING:
-    from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+
+class StoppedTrigger(Protocol):
+    """What a stop needs of the trigger: its job, its task instance, a hook and its log."""
+
+    job_name: str
+    namespace: str
+    job_uid: str | None
+    try_number: int | None
+    task_instance: Any
+    log: logging.Logger
+
+    def hook(self) -> Any: ...
+
 
 # Deletions run on even if on_kill is cancelled; the loop only keeps weak references to tasks.
 _deletions: set[asyncio.Future] = set()
 
 
-async def stop_waiting(trigger: VolcanoJobTrigger) -> None:
+async def stop_waiting(trigger: StoppedTrigger) -> None:
     """The trigger was stopped before it fired: delete its job if, and only if, its task was
     killed; the deletion runs to its end even if the caller is cancelled meanwhile."""
     await _shielded(_delete_if_task_left(trigger))
 
 
-async def _delete_if_task_left(trigger: VolcanoJobTrigger) -> None:
+async def _delete_if_task_left(trigger: StoppedTrigger) -> None:
     left = None
     if trigger.task_instance is not None:  # None: run in-process, with no Airflow to ask
         left = await airflow_compat.task_left_deferral(trigger.task_instance)
@@ -66,7 +78,7 @@ async def _shielded(work: Coroutine[Any, Any, None]) -> None:
     await asyncio.shield(task)
 
 
-async def delete_job(trigger: VolcanoJobTrigger) -> None:
+async def delete_job(trigger: StoppedTrigger) -> None:
     """Delete the trigger's job of a killed task, unless a newer try adopted it or it has
     ended already (``deletion.decide`` with ``kill=True``: a stale
     trigger's on_kill may read the task's state only after the triggerer that took over saw
