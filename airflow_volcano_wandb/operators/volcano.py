@@ -27,7 +27,7 @@ from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
-from airflow_volcano_wandb.operators.wandb_report import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
+from airflow_volcano_wandb.operators.wandb import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction

@@ -26,7 +26,7 @@ from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
-from airflow_volcano_wandb.operators.wandb_report import (
+from airflow_volcano_wandb.operators.wandb import (
     XCOM_RUN_ID,
     XCOM_RUN_URL,
     XCOM_SUMMARY,

@@ -4,8 +4,9 @@
 concept per module. See ``docs/templates.md``.
 """
 
+from airflow_volcano_wandb.template.errors import TemplateError
+from airflow_volcano_wandb.template.macros import BUILTIN_MACROS
 from airflow_volcano_wandb.template.render import (
-    BUILTIN_MACROS,
     DEFAULT_ALLOWED_SCHEDULERS,
     DEFAULT_MAX_REPLICAS,
     DEFAULT_POD_SECURITY,
@@ -13,7 +14,6 @@ from airflow_volcano_wandb.template.render import (
     DEFAULT_SHM_SIZE,
     POD_SECURITY_LEVELS,
     RunEnv,
-    TemplateError,
     TemplateSource,
     load_template,
     master_task_name,

@@ -30,29 +30,13 @@ from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import naming, overrides, secret_refs, torchrun, volcano
 from airflow_volcano_wandb.template.errors import TemplateError, error_at, errors_at
 from airflow_volcano_wandb.template.load import load_template as _load
-from airflow_volcano_wandb.template.macros import BUILTIN_MACROS, substitute
+from airflow_volcano_wandb.template.macros import substitute
 from airflow_volcano_wandb.template.normalize import normalize
 from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL, LEVELS
 from airflow_volcano_wandb.template.policy import Policy
 from airflow_volcano_wandb.template.structure import check_shape, task_index
 from airflow_volcano_wandb.template.validate import validate
 from airflow_volcano_wandb.template.values import copy_json, show, type_name
-
-__all__ = [
-    "BUILTIN_MACROS",
-    "DEFAULT_ALLOWED_SCHEDULERS",
-    "DEFAULT_MAX_REPLICAS",
-    "DEFAULT_POD_SECURITY",
-    "DEFAULT_SCHEDULER_NAME",
-    "DEFAULT_SHM_SIZE",
-    "POD_SECURITY_LEVELS",
-    "RunEnv",
-    "TemplateError",
-    "TemplateSource",
-    "load_template",
-    "master_task_name",
-    "render_job",
-]
 
 DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
 DEFAULT_SCHEDULER_NAME = "volcano"

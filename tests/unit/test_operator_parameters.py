@@ -12,7 +12,7 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
-from airflow_volcano_wandb.operators.wandb_report import WandbRunMixin
+from airflow_volcano_wandb.operators.wandb import WandbRunMixin
 
 PARAMETER_CLASSES = (
     VolcanoPyTorchJobOperator,
