@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.permissions import (
     EXTERNAL_KEY_SECRET_PERMISSIONS,
+    REQUIRED_APIS,
     REQUIRED_PERMISSIONS,
     SECRET_PERMISSIONS,
     Permission,
@@ -38,13 +39,6 @@ VOLCANO_INSTALL_HINT = (
     f"install Volcano {VOLCANO_VERSION}: helm repo add volcano-sh "
     f"https://volcano-sh.github.io/helm-charts && helm install volcano volcano-sh/volcano "
     f"-n volcano-system --create-namespace --version {VOLCANO_VERSION.removeprefix('v')}"
-)
-
-# (group/version, resource) of every Volcano API the provider calls.
-REQUIRED_APIS: tuple[tuple[str, str], ...] = (
-    ("batch.volcano.sh/v1alpha1", "jobs"),
-    ("scheduling.volcano.sh/v1beta1", "podgroups"),
-    ("scheduling.volcano.sh/v1beta1", "queues"),
 )
 
 

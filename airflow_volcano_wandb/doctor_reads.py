@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_volcano_wandb.doctor import REQUIRED_APIS
-from airflow_volcano_wandb.permissions import REQUIRED_PERMISSIONS, Permission
+from airflow_volcano_wandb.permissions import REQUIRED_APIS, REQUIRED_PERMISSIONS, Permission
 
 
 @dataclass
