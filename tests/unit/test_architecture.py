@@ -33,6 +33,7 @@ PURE = [
     "restart_budget.py",
     "secret_digest.py",
     "key_forms.py",
+    "volcano_install.py",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
 IO_MODULES = (
