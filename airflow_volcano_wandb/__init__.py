@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 
 def get_provider_info() -> dict:
     """Describe this provider to Airflow (its ``apache_airflow_provider`` entry point)."""
+    from airflow_volcano_wandb.versions import VOLCANO_VERSION
     from airflow_volcano_wandb.wandb.connection_form import (
         WANDB_CONN_FIELDS,
         WANDB_UI_FIELD_BEHAVIOUR,
@@ -91,6 +92,19 @@ def get_provider_info() -> dict:
                         "type": "integer",
                         "example": "100",
                         "default": "50",
+                    },
+                    "volcano_version": {
+                        "description": "The Volcano release jobs are rendered for (e.g. "
+                        "v1.12.2): a job names only the job plugins that release has, since "
+                        "Volcano's admission webhook refuses unknown ones. Volcano hcclrank, "
+                        "which gives torchrun its node rank, needs v1.12.3 or newer; the "
+                        "oldest release supported is v1.7.0. An operator's volcano_version "
+                        "wins. `python -m airflow_volcano_wandb doctor` compares it with the "
+                        "cluster's.",
+                        "version_added": "0.1.0",
+                        "type": "string",
+                        "example": "v1.12.2",
+                        "default": VOLCANO_VERSION,
                     },
                     "defer_settle_seconds": {
                         "description": "A deferred task's trigger fires no sooner than this "

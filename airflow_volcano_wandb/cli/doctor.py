@@ -2,10 +2,11 @@
 
 Checks, against the cluster the Airflow Kubernetes connection points at, everything the
 provider relies on: Volcano's CRDs are served, its admission webhooks are registered, the
-Volcano queue exists and is ``Open``, the connection's identity holds every permission of
-``docker/k8s/rbac.yaml``'s Role (with ``--external-key-secret``: of the narrower
-``rbac-external-key-secret.yaml``, no Secret access), and the W&B connection has an API key
-(or is absent, which only offline runs tolerate).
+Volcano release installed has every plugin jobs are rendered with (``[volcano_wandb]
+volcano_version``), the Volcano queue exists and is ``Open``, the connection's identity holds
+every permission of ``docker/k8s/rbac.yaml``'s Role (with ``--external-key-secret``: of the
+narrower ``rbac-external-key-secret.yaml``, no Secret access), and the W&B connection has an
+API key (or is absent, which only offline runs tolerate).
 
 The checks are pure functions over objects fetched once (``doctor_reads.fetch``, which also
 asks who the connection acts as, so a missing RoleBinding's hint names the account to bind);
@@ -23,9 +24,23 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.cli.permissions import (
     EXTERNAL_KEY_SECRET_PERMISSIONS,
+    REQUIRED_APIS,
     REQUIRED_PERMISSIONS,
     SECRET_PERMISSIONS,
     Permission,
+)
+from airflow_volcano_wandb.cli.volcano_install import (
+    VOLCANO_IMAGES,
+    installed_volcano_image,
+    repository_and_tag,
+)
+from airflow_volcano_wandb.template.plugins import (
+    Version,
+    VersionError,
+    parse_version,
+    plugins_in,
+    show_version,
+    target_version,
 )
 from airflow_volcano_wandb.versions import VOLCANO_VERSION
 
@@ -38,13 +53,6 @@ VOLCANO_INSTALL_HINT = (
     f"install Volcano {VOLCANO_VERSION}: helm repo add volcano-sh "
     f"https://volcano-sh.github.io/helm-charts && helm install volcano volcano-sh/volcano "
     f"-n volcano-system --create-namespace --version {VOLCANO_VERSION.removeprefix('v')}"
-)
-
-# (group/version, resource) of every Volcano API the provider calls.
-REQUIRED_APIS: tuple[tuple[str, str], ...] = (
-    ("batch.volcano.sh/v1alpha1", "jobs"),
-    ("scheduling.volcano.sh/v1beta1", "podgroups"),
-    ("scheduling.volcano.sh/v1beta1", "queues"),
 )
 
 
@@ -117,6 +125,75 @@ def check_webhooks(
             VOLCANO_INSTALL_HINT + " (the chart registers the webhooks)",
         )
     return Result(name, OK, "mutating and validating webhooks for jobs.batch.volcano.sh exist")
+
+
+def check_volcano_version(
+    target: str, deployments: Sequence[Mapping[str, Any]] | None, namespace: str
+) -> Result:
+    """The installed Volcano against the release jobs are rendered for.
+
+    :param target: ``[volcano_wandb] volcano_version``.
+    :param deployments: the Deployments of ``namespace`` (``None``: this identity may not list
+        them).
+    :param namespace: where Volcano is installed.
+    """
+    title = "Volcano version"
+    hint = "set [volcano_wandb] volcano_version (or an operator's volcano_version) to {}"
+    try:
+        wanted = target_version(target)
+    except VersionError as err:
+        return Result(title, FAIL, f"[volcano_wandb] volcano_version: {err}", hint.format("it"))
+    rendered = f"jobs are rendered for {show_version(wanted)}"
+    if deployments is None:
+        return Result(
+            title,
+            WARN,
+            f"the installed release is unknown: this identity may not list Deployments in "
+            f"{namespace!r} (expected for the least-privilege Role); {rendered}",
+            "run doctor once with an admin connection",
+        )
+    image = installed_volcano_image(deployments)
+    if image is None:
+        return Result(
+            title,
+            WARN,
+            f"the installed release is unknown: no {' or '.join(VOLCANO_IMAGES)} Deployment in "
+            f"{namespace!r}; {rendered}",
+            "pass --volcano-namespace where Volcano is installed",
+        )
+    try:
+        installed = parse_version(repository_and_tag(image)[1])
+    except VersionError:
+        return Result(
+            title,
+            WARN,
+            f"the installed release is unknown: image {image} names none; {rendered}",
+            hint.format("the release that image was built from"),
+        )
+    return _compare_releases(installed, wanted, rendered, hint.format(show_version(installed)))
+
+
+def _compare_releases(installed: Version, wanted: Version, rendered: str, hint: str) -> Result:
+    title = "Volcano version"
+    detail = f"installed {show_version(installed)}, {rendered}"
+    missing = plugins_in(wanted) - plugins_in(installed)
+    if "hcclrank" in missing:
+        # The renderer adds hcclrank to every PyTorch job: the webhook would refuse them all.
+        return Result(
+            title, FAIL, f"{detail}: its admission webhook would refuse every PyTorch job", hint
+        )
+    if missing:
+        return Result(
+            title,
+            WARN,
+            f"{detail}: a template naming {', '.join(sorted(missing))} would be refused",
+            hint,
+        )
+    if "hcclrank" in plugins_in(installed) - plugins_in(wanted):
+        return Result(
+            title, WARN, f"{detail}: torchrun gets no PET_NODE_RANK (no hcclrank plugin)", hint
+        )
+    return Result(title, OK, detail)
 
 
 def check_queue(name: str, queue: Mapping[str, Any] | None, readable: bool = True) -> Result:
@@ -286,6 +363,9 @@ def evaluate(
     return [
         check_apis(observed.served),
         check_webhooks(observed.mutating, observed.validating),
+        check_volcano_version(
+            observed.volcano_target, observed.volcano_deployments, observed.volcano_namespace
+        ),
         check_queue(queue, observed.queue, observed.queue_readable),
         check_namespace(observed.namespace, observed.namespace_exists),
         check_identity(observed.identity),
@@ -304,6 +384,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wandb-conn-id", default="wandb_default", help="W&B connection")
     parser.add_argument("--queue", default="default", help="the Volcano queue jobs go to")
     parser.add_argument(
+        "--volcano-namespace",
+        default="volcano-system",
+        help="where Volcano is installed (its Deployments' image tag names its release)",
+    )
+    parser.add_argument(
         "--external-key-secret",
         action="store_true",
         help="the DAGs pass wandb_api_key_secret: check the narrower Role of "
@@ -315,7 +400,9 @@ def main(args: argparse.Namespace) -> int:
     from airflow_volcano_wandb.cli.doctor_reads import fetch
 
     try:
-        observed = fetch(args.conn_id, args.namespace, args.wandb_conn_id, args.queue)
+        observed = fetch(
+            args.conn_id, args.namespace, args.wandb_conn_id, args.queue, args.volcano_namespace
+        )
     except Exception as err:  # any failure to reach the cluster is the report, not a traceback
         print(unreachable(args.conn_id, err).line())
         return 1

@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_volcano_wandb.cli.doctor import REQUIRED_APIS
-from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS, Permission
+from airflow_volcano_wandb.cli.permissions import REQUIRED_APIS, REQUIRED_PERMISSIONS, Permission
 
 
 @dataclass
@@ -27,6 +26,12 @@ class Observed:
     allowed: dict[Permission, bool]
     wandb_exists: bool
     wandb_has_key: bool
+    #: ``[volcano_wandb] volcano_version``: the release jobs are rendered for.
+    volcano_target: str
+    #: Where Volcano is installed, and its Deployments (``None``: this identity may not list
+    #: them).
+    volcano_namespace: str
+    volcano_deployments: list[dict[str, Any]] | None
     #: Who the connection acts as (``system:serviceaccount:<ns>:<name>`` for a pod's), if
     #: the apiserver would say.
     identity: str | None = None
@@ -68,6 +73,18 @@ def _webhooks(api: Any, kind: str) -> list[dict[str, Any]] | None:
 
     try:
         listing = _get(api, f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations")
+    except ApiException as err:
+        if _forbidden(err):
+            return None
+        raise
+    return (listing or {}).get("items", [])
+
+
+def _deployments(api: Any, namespace: str) -> list[dict[str, Any]] | None:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        listing = _get(api, f"/apis/apps/v1/namespaces/{namespace}/deployments")
     except ApiException as err:
         if _forbidden(err):
             return None
@@ -131,11 +148,14 @@ def _identity(api: Any) -> str | None:
     return review.status.user_info.username if review.status and review.status.user_info else None
 
 
-def fetch(conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str) -> Observed:
+def fetch(
+    conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str, volcano_namespace: str
+) -> Observed:
     """Read what the checks need, as the connection's identity."""
     from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
     from airflow_volcano_wandb.hooks.wandb import WandbHook
+    from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
 
     hook = KubernetesHook(conn_id=conn_id)
     namespace = namespace or hook.get_namespace() or "default"
@@ -153,5 +173,8 @@ def fetch(conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str) -
             allowed=_allowed(api, namespace),
             wandb_exists=wandb.connection is not None,
             wandb_has_key=wandb.api_key is not None,
+            volcano_target=configured_volcano_version(),
+            volcano_namespace=volcano_namespace,
+            volcano_deployments=_deployments(api, volcano_namespace),
             identity=_identity(api),
         )

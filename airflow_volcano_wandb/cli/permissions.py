@@ -1,4 +1,5 @@
-"""What the provider's Kubernetes identity must be allowed, in its namespace (pure).
+"""What the provider needs of the cluster: the Volcano APIs it calls, and what its Kubernetes
+identity must be allowed in its namespace (pure).
 
 The one list the RBAC manifests, ``doctor`` and the audit-log test are held to.
 """
@@ -6,6 +7,13 @@ The one list the RBAC manifests, ``doctor`` and the audit-log test are held to.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: (group/version, resource) of every Volcano API the provider calls.
+REQUIRED_APIS: tuple[tuple[str, str], ...] = (
+    ("batch.volcano.sh/v1alpha1", "jobs"),
+    ("scheduling.volcano.sh/v1beta1", "podgroups"),
+    ("scheduling.volcano.sh/v1beta1", "queues"),
+)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
 from airflow_volcano_wandb.template import (
     DEFAULT_ALLOWED_SCHEDULERS,
     DEFAULT_SHM_SIZE,
@@ -96,6 +97,10 @@ class JobTemplateMixin(BaseOperator):
     :param finished_job_ttl: seconds a finished job may stay before Volcano deletes it
         (``spec.ttlSecondsAfterFinished``, unless the template sets one); default 7 days, so
         kept jobs and their Secrets do not pile up. ``None``: no limit.
+    :param volcano_version: the Volcano release the cluster runs (``v1.12.2``): the job names
+        only plugins it has (before v1.12.3, no ``hcclrank``, so no ``PET_NODE_RANK``).
+        ``None``: ``[volcano_wandb] volcano_version``, by default the release the provider is
+        tested with. See docs/templates.md.
     """
 
     template_fields: Sequence[str] = (
@@ -147,6 +152,7 @@ class JobTemplateMixin(BaseOperator):
         max_replicas: int = 1024,
         max_total_gpus: int | None = None,
         finished_job_ttl: int | None = DEFAULT_FINISHED_JOB_TTL,
+        volcano_version: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -165,6 +171,7 @@ class JobTemplateMixin(BaseOperator):
         self.allowed_priority_classes = allowed_priority_classes
         self.max_replicas, self.finished_job_ttl = max_replicas, finished_job_ttl
         self.max_total_gpus = max_total_gpus
+        self.volcano_version = volcano_version
 
     def render(
         self,
@@ -213,6 +220,7 @@ class JobTemplateMixin(BaseOperator):
                 allowed_queues=self.allowed_queues,
                 allowed_priority_classes=self.allowed_priority_classes,
                 max_total_gpus=self.max_total_gpus,
+                volcano_version=self.volcano_version or configured_volcano_version(),
                 run_env=RunEnv(
                     master=container_env(spec, is_master_task=True),
                     others=container_env(spec, is_master_task=False),

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import naming, overrides, secret_refs, torchrun, volcano
+from airflow_volcano_wandb.template import plugins as releases
 from airflow_volcano_wandb.template.errors import TemplateError, error_at, errors_at
 from airflow_volcano_wandb.template.load import load_template as _load
 from airflow_volcano_wandb.template.macros import substitute
@@ -37,6 +38,7 @@ from airflow_volcano_wandb.template.policy import Policy
 from airflow_volcano_wandb.template.structure import check_shape, task_index
 from airflow_volcano_wandb.template.validate import validate
 from airflow_volcano_wandb.template.values import copy_json, show, type_name
+from airflow_volcano_wandb.versions import VOLCANO_VERSION
 
 DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
 DEFAULT_SCHEDULER_NAME = "volcano"
@@ -45,6 +47,8 @@ DEFAULT_ALLOWED_SCHEDULERS = (DEFAULT_SCHEDULER_NAME,)
 DEFAULT_SHM_SIZE = torchrun.DEFAULT_SHM_SIZE
 DEFAULT_POD_SECURITY = DEFAULT_LEVEL
 POD_SECURITY_LEVELS = LEVELS
+#: The Volcano release jobs are rendered for unless told: the one the local cluster builds.
+DEFAULT_VOLCANO_VERSION = VOLCANO_VERSION
 
 #: What a template may be given as (see :func:`render_job`).
 TemplateSource = Union[str, bytes, "os.PathLike[str]", Mapping[str, Any]]
@@ -205,6 +209,7 @@ def render_job(
     allowed_queues: Collection[str] | None = None,
     allowed_priority_classes: Collection[str] | None = None,
     max_total_gpus: int | None = None,
+    volcano_version: str = DEFAULT_VOLCANO_VERSION,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -259,8 +264,9 @@ def render_job(
     :param torchrun_env: give every container of the ``pytorch`` plugin's master and worker
         tasks the env ``torchrun`` reads (``PET_NNODES``, ``PET_NODE_RANK``,
         ``PET_NPROC_PER_NODE`` from the container's GPU limit, ``PET_MASTER_ADDR``,
-        ``PET_MASTER_PORT``); entries the container has already are kept. Also enables
-        Volcano's ``hcclrank`` plugin, whose pod annotation carries the node rank.
+        ``PET_MASTER_PORT``); entries the container has already are kept. Where
+        ``volcano_version`` has Volcano's ``hcclrank`` plugin, also enables it and sets
+        ``PET_NODE_RANK`` from the pod annotation it writes.
     :param shm_size: ``sizeLimit`` of a memory-backed ``emptyDir`` mounted at ``/dev/shm`` in
         those containers (unless one mounts something there already); ``None``: none.
     :param allowed_secrets: exact names of the Secrets pod templates may name (``env``
@@ -277,6 +283,10 @@ def render_job(
     :param max_total_gpus: the most GPUs (``<vendor>/gpu`` limits, over every pod of every
         task) the job may ask for in all, e.g. a cap on what a Trigger form can ask;
         ``None``: no cap.
+    :param volcano_version: the Volcano release the job is for (``v1.14.1``, ``1.13``; the
+        oldest is ``v1.7.0``, the first with the ``pytorch`` plugin): the renderer adds only
+        plugins it has, and a template naming one it lacks is an error at
+        ``spec.plugins.<name>``, as its admission webhook would refuse the job.
 
     :returns: the Volcano Job as a new plain dict (JSON types only).
     :raises TemplateError: with the JSON path of every offending field.
@@ -293,6 +303,10 @@ def render_job(
         raise TemplateError("template_namespace_allowed must be True or False")
     if not isinstance(torchrun_env, bool):
         raise TemplateError("torchrun_env must be True or False")
+    try:
+        target = releases.target_version(volcano_version)
+    except releases.VersionError as exc:
+        raise error_at(("volcano_version",), str(exc)) from None
     policy = Policy.from_arguments(
         pod_security=pod_security,
         allowed_images=allowed_images,
@@ -353,9 +367,11 @@ def render_job(
         job["spec"]["schedulerName"] = DEFAULT_SCHEDULER_NAME
     _fit_job_name(job, tasks, max_replicas)
     if torchrun_env:
-        torchrun.apply_torchrun_env(job, tasks)
+        torchrun.apply_torchrun_env(
+            job, tasks, rank_plugin=torchrun.RANK_PLUGIN in releases.plugins_in(target)
+        )
     torchrun.apply_shm(job, tasks, shm_size)
-    validate(job, tasks, max_replicas, wide_ints)
+    validate(job, tasks, max_replicas, wide_ints, target)
     problems = policy.problems(job, tasks, namespace_source)
     if problems:
         raise errors_at(

@@ -8,11 +8,14 @@ options from ``PET_*`` env instead, and needs them on every node: ``PET_NNODES``
 All but one are the same for every pod of a task, so they are written into the pod template.
 The node rank is per pod, and Kubernetes cannot derive it from the plugin's ``RANK``: a
 ``$(RANK)`` reference only sees variables defined *before* it, and the plugin appends its
-env after the template's. Volcano's ``hcclrank`` plugin (v1.14) writes each pod's rank into
-the pod annotation ``hccl/rankIndex`` (the plugin's ``RANK`` when set, else the master's
-replicas plus the pod's index: the same number), so ``PET_NODE_RANK`` reads that annotation
-through the downward API, and this stage enables ``hcclrank`` with the job's master and
-worker task names. The plugin does nothing else.
+env after the template's. Volcano's ``hcclrank`` plugin (since v1.12.3, ``plugins.py``) writes
+each pod's rank into the pod annotation ``hccl/rankIndex`` (the plugin's ``RANK`` when set,
+else the master's replicas plus the pod's index: the same number), so ``PET_NODE_RANK`` reads
+that annotation through the downward API, and this stage enables ``hcclrank`` with the job's
+master and worker task names. The plugin does nothing else. A target Volcano without it gets
+no ``PET_NODE_RANK`` (nothing in the pod's metadata holds the rank then): a multi-node
+``torchrun`` there takes ``--node-rank=$(RANK)`` in its args, which Kubernetes expands from
+the whole env, the plugin's ``RANK`` included.
 
 Pure; see docs/templates.md ("torchrun and /dev/shm").
 """
@@ -45,9 +48,13 @@ def pytorch_roles(job: dict[str, Any]) -> tuple[dict[str, str], list[Any]] | Non
     return volcano.plugin_roles(arguments)[0], arguments
 
 
-def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]], rank_plugin: bool) -> None:
     """Give every container of the master and worker tasks the ``PET_*`` env (an entry the
-    container already has, from the template or ``env``, is kept) and enable ``hcclrank``."""
+    container already has, from the template or ``env``, is kept).
+
+    :param rank_plugin: the target Volcano has ``hcclrank``: enable it and read
+        ``PET_NODE_RANK`` from its annotation; else set no ``PET_NODE_RANK``.
+    """
     found = pytorch_roles(job)
     if found is None:
         return
@@ -71,20 +78,18 @@ def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None
             if not isinstance(env, list):
                 continue  # validation reports it
             have = {e.get("name") for e in env if isinstance(e, dict)}
-            wanted: dict[str, Any] = {
-                **common,
-                "PET_NPROC_PER_NODE": str(_gpus(container) or 1),
-                "PET_NODE_RANK": {
+            wanted: dict[str, Any] = {**common, "PET_NPROC_PER_NODE": str(_gpus(container) or 1)}
+            if rank_plugin:
+                wanted["PET_NODE_RANK"] = {
                     "fieldRef": {"fieldPath": f"metadata.annotations['{RANK_ANNOTATION}']"}
-                },
-            }
+                }
             for name, value in wanted.items():
                 if name in have:
                     continue
                 key = "valueFrom" if isinstance(value, dict) else "value"
                 env.append({"name": name, key: value})
     plugins = job["spec"]["plugins"]
-    if RANK_PLUGIN not in plugins:
+    if rank_plugin and RANK_PLUGIN not in plugins:
         plugins[RANK_PLUGIN] = [f"--master={roles['master']}", f"--worker={roles['worker']}"]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from airflow_volcano_wandb.template import naming, volcano
+from airflow_volcano_wandb.template import plugins as releases
 from airflow_volcano_wandb.template.errors import Path, TemplateError, errors_at
 from airflow_volcano_wandb.template.overrides import check_quantity
 from airflow_volcano_wandb.template.structure import CONTAINER_LISTS
@@ -20,8 +21,9 @@ Problems = list[tuple[Path, str]]
 
 
 class _Checker:
-    def __init__(self, max_replicas: int) -> None:
+    def __init__(self, max_replicas: int, target: releases.Version) -> None:
         self.max_replicas = max_replicas
+        self.target = target
         self.problems: Problems = []
 
     def add(self, path: Path, message: str) -> None:
@@ -253,10 +255,18 @@ class _Checker:
             return
         by_name = {t["name"]: t for t in tasks}
         for name, arguments in plugins.items():
-            if name not in volcano.PLUGINS:
+            if name not in releases.PLUGIN_SINCE:
                 self.add(
                     (*path, name),
-                    f"unknown Volcano plugin; known: {', '.join(sorted(volcano.PLUGINS))}",
+                    f"unknown Volcano plugin; known: {', '.join(sorted(releases.PLUGIN_SINCE))}",
+                )
+            elif name not in releases.plugins_in(self.target):
+                self.add(
+                    (*path, name),
+                    f"Volcano {releases.show_version(self.target)} has no {name} plugin (it "
+                    f"came in {releases.show_version(releases.PLUGIN_SINCE[name])}), so its "
+                    "admission webhook would refuse the job: remove the plugin, or target the "
+                    "cluster's release (volcano_version, [volcano_wandb] volcano_version)",
                 )
             if not isinstance(arguments, list) or not all(isinstance(a, str) for a in arguments):
                 self.add((*path, name), "plugin arguments must be a list of strings")
@@ -317,14 +327,19 @@ def _resolve(job: dict[str, Any], path: Path) -> tuple[bool, Any]:
 
 
 def validate(
-    job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int, wide: list[Path]
+    job: dict[str, Any],
+    tasks: list[dict[str, Any]],
+    max_replicas: int,
+    wide: list[Path],
+    target: releases.Version,
 ) -> None:
     """Raise one :class:`TemplateError` listing every problem found in the rendered job.
 
     ``wide`` lists where macros inserted integers beyond int64; the template's own numbers
     and the overrides' were checked when they were copied, so only these need a look.
+    ``target`` is the Volcano release the job is for: it must have every plugin named.
     """
-    check = _Checker(max_replicas)
+    check = _Checker(max_replicas, target)
     check.metadata(job.get("metadata"), ("metadata",))
     namespace = job["metadata"].get("namespace")
     if namespace is not None:

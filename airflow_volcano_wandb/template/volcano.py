@@ -1,10 +1,10 @@
-"""What Volcano v1.14.1 accepts: policy events and actions, job plugins and their arguments.
+"""What Volcano v1.14.1 accepts: policy events and actions, and the arguments of job plugins.
 
 Sources (volcano.sh/volcano v1.14.1): the admission webhook's ``policyEventMap`` and
 ``policyActionMap`` in ``pkg/webhooks/admission/jobs/validate/util.go`` (the bus API defines
-more events and actions, but marks the rest internal and the webhook rejects them), the plugin
-registry in ``pkg/controllers/job/plugins/factory.go``, and the ``pytorch``/``mpi`` plugins'
-flag sets (``--master``, default ``master``; ``--worker``, default ``worker``).
+more events and actions, but marks the rest internal and the webhook rejects them), and the
+``pytorch``/``mpi`` plugins' flag sets (``--master``, default ``master``; ``--worker``, default
+``worker``). Which plugins each release registers is ``plugins.py``'s table.
 """
 
 from __future__ import annotations
@@ -43,8 +43,6 @@ POLICY_ACTIONS = frozenset(
 )
 #: Internal actions the admission webhook rejects.
 INTERNAL_ACTIONS = frozenset({"SyncJob", "EnqueueJob", "SyncQueue", "OpenQueue", "CloseQueue"})
-#: Job plugins Volcano's controller registers.
-PLUGINS = frozenset({"ssh", "env", "svc", "tensorflow", "mpi", "pytorch", "hcclrank", "ray"})
 #: Plugins whose ``--master``/``--worker`` arguments name tasks.
 ROLE_PLUGINS = ("pytorch", "mpi")
 DEFAULT_ROLES = {"master": "master", "worker": "worker"}

@@ -22,6 +22,7 @@ from airflow_volcano_wandb.cli.permissions import (
     EXTERNAL_KEY_SECRET_PERMISSIONS,
     REQUIRED_PERMISSIONS,
 )
+from airflow_volcano_wandb.versions import VOLCANO_VERSION
 from tests.reliability.test_rbac_service_account import (
     RBAC,
     SA,
@@ -41,6 +42,7 @@ def _doctor(
     queue: str = "default",
     wandb_key: str | None = None,
     external_key_secret: bool = False,
+    volcano_version: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     env = {
         **os.environ,
@@ -50,6 +52,9 @@ def _doctor(
     }
     env.pop("WANDB_MODE", None)  # the doctor must judge the W&B connection, not offline mode
     env.pop("AIRFLOW_CONN_WANDB_DEFAULT", None)
+    env.pop("AIRFLOW__VOLCANO_WANDB__VOLCANO_VERSION", None)
+    if volcano_version is not None:
+        env["AIRFLOW__VOLCANO_WANDB__VOLCANO_VERSION"] = volcano_version
     if wandb_key is not None:
         env["AIRFLOW_CONN_WANDB_DEFAULT"] = json.dumps(
             {"conn_type": "wandb", "password": wandb_key}
@@ -79,7 +84,36 @@ def test_a_complete_setup_passes(airflow_db, volcano_cluster, volcano_namespace)
     assert _line(result.stdout, f"namespace '{volcano_namespace}'").startswith("OK")
     assert _line(result.stdout, "RBAC in namespace").startswith("OK"), result.stdout
     assert _line(result.stdout, "W&B connection 'wandb_default'").startswith("OK  ")
+    # The cluster runs the release versions.py names, the default target.
+    assert _line(result.stdout, "Volcano version") == (
+        f"OK    Volcano version: installed {VOLCANO_VERSION}, jobs are rendered for "
+        f"{VOLCANO_VERSION}"
+    )
     assert "all checks passed" in result.stdout
+
+
+def test_a_target_older_than_the_installed_volcano_is_a_warning(
+    airflow_db, volcano_cluster, volcano_namespace
+):
+    result = _doctor(
+        volcano_cluster.kubeconfig, volcano_namespace, wandb_key="k" * 40, volcano_version="1.12.2"
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _line(result.stdout, "Volcano version") == (
+        f"WARN  Volcano version: installed {VOLCANO_VERSION}, jobs are rendered for v1.12.2: "
+        "torchrun gets no PET_NODE_RANK (no hcclrank plugin)"
+    )
+    assert f"volcano_version) to {VOLCANO_VERSION}" in result.stdout
+
+
+def test_a_target_that_is_no_release_fails(airflow_db, volcano_cluster, volcano_namespace):
+    result = _doctor(
+        volcano_cluster.kubeconfig, volcano_namespace, wandb_key="k" * 40, volcano_version="v2"
+    )
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert _line(result.stdout, "Volcano version").startswith(
+        "FAIL  Volcano version: [volcano_wandb] volcano_version: 'v2' is not a Volcano version"
+    )
 
 
 def test_a_namespace_that_does_not_exist_fails_on_its_line(airflow_db, volcano_cluster):
@@ -132,6 +166,11 @@ def test_the_least_privilege_service_account_passes(airflow_db, service_account,
     # Cluster-scoped objects are beyond a namespaced Role: said, not failed.
     assert _line(result.stdout, "Volcano admission webhooks").startswith("WARN")
     assert _line(result.stdout, "Volcano queue").startswith("WARN")
+    assert _line(result.stdout, "Volcano version") == (
+        "WARN  Volcano version: the installed release is unknown: this identity may not list "
+        "Deployments in 'volcano-system' (expected for the least-privilege Role); jobs are "
+        f"rendered for {VOLCANO_VERSION}"
+    )
 
 
 def test_a_service_account_without_its_role_fails_on_rbac(

@@ -51,3 +51,41 @@ def test_every_rank_gets_its_node_rank_the_master_address_and_a_memory_dev_shm(
         "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
     )
     api.close()
+
+
+def test_a_job_rendered_for_volcano_before_hcclrank_is_admitted_and_completes(
+    kubernetes_connection, volcano_cluster, volcano_namespace
+):
+    """Rendered for v1.12.2 (no hcclrank): the job names only plugins that release has, the
+    webhook admits it, and it completes through the master policy; no pod reads a rank
+    annotation nobody writes."""
+    namespace, api = volcano_namespace, volcano_cluster.api_client()
+    op = operator(
+        template=seed_template(master={SIM_DURATION: "5"}, worker={SIM_DURATION: "600"}),
+        namespace=namespace,
+        replicas={"worker": 2},
+        volcano_version="v1.12.2",
+        wait_for_completion=False,
+    )
+    job = execute_operator(op, StubTaskInstance("avw_old_volcano", "train", "r1"))
+    jobs = k8s.CustomObjectsApi(api)
+
+    def stored() -> dict:
+        return jobs.get_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
+        )
+
+    assert set(stored()["spec"]["plugins"]) == {"pytorch", "svc"}
+    wait_until(lambda: len(list_pods(api, namespace)) == 3, 120, what="three pods")
+    for pod in list_pods(api, namespace):
+        (container,) = pod.spec.containers
+        env = {e.name: e for e in container.env}
+        assert "hccl/rankIndex" not in (pod.metadata.annotations or {}), pod.metadata.name
+        assert "PET_NODE_RANK" not in env
+        assert env["PET_NNODES"].value == env["WORLD_SIZE"].value == "3"
+    wait_until(
+        lambda: (stored().get("status") or {}).get("state", {}).get("phase") == "Completed",
+        120,
+        what="the job to complete",
+    )
+    api.close()

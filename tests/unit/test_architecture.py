@@ -64,6 +64,7 @@ PURE = [
     "wandb/deadline.py",
     "wandb/connection_form.py",
     "cli/permissions.py",
+    "cli/volcano_install.py",
     "versions.py",
 ]
 # The I/O edges outside hooks/: they call the hooks, so a hook importing one would loop back.

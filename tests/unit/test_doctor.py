@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_volcano_wandb.cli import doctor, permissions
+from airflow_volcano_wandb.cli import doctor, permissions, volcano_install
 from airflow_volcano_wandb.cli.doctor import FAIL, OK, WARN
 from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS, Permission
 from tests.rbac_manifests import role_permissions
@@ -171,3 +171,68 @@ def test_a_missing_binding_names_the_account_to_bind():
     assert result.status == FAIL
     assert "name 'airflow-triggerer', namespace 'airflow'" in result.hint
     assert "rbac-helm-binding.example.yaml" in result.hint
+
+
+def _deployment(*images: str) -> dict:
+    containers = [{"name": f"c{i}", "image": image} for i, image in enumerate(images)]
+    return {"spec": {"template": {"spec": {"containers": containers}}}}
+
+
+HELM = [
+    _deployment("docker.io/volcanosh/vc-controller-manager:v1.12.1"),
+    _deployment("docker.io/volcanosh/vc-webhook-manager:v1.11.0@sha256:" + "0" * 64),
+]
+
+
+@pytest.mark.parametrize(
+    ("image", "expected"),
+    [
+        ("volcanosh/vc-webhook-manager:v1.14.1", ("volcanosh/vc-webhook-manager", "v1.14.1")),
+        ("reg:5000/volcanosh/vc-webhook-manager", ("reg:5000/volcanosh/vc-webhook-manager", "")),
+        ("reg:5000/vc-webhook-manager:1.13@sha256:ab", ("reg:5000/vc-webhook-manager", "1.13")),
+    ],
+)
+def test_an_images_tag_is_read_past_registry_ports_and_digests(image, expected):
+    assert volcano_install.repository_and_tag(image) == expected
+
+
+def test_the_webhooks_image_names_the_installed_release_before_the_controllers():
+    assert volcano_install.installed_volcano_image(HELM).endswith(":v1.11.0@sha256:" + "0" * 64)
+    assert volcano_install.installed_volcano_image(HELM[:1]).endswith(":v1.12.1")
+    assert volcano_install.installed_volcano_image([_deployment("nginx:1.27")]) is None
+
+
+@pytest.mark.parametrize(
+    ("target", "installed", "status", "says"),
+    [
+        ("v1.14.1", "v1.14.1", OK, "installed v1.14.1, jobs are rendered for v1.14.1"),
+        ("v1.13.0", "v1.14.1", OK, "installed v1.14.1, jobs are rendered for v1.13.0"),
+        ("v1.14.1", "v1.11.0", FAIL, "would refuse every PyTorch job"),
+        ("v1.13.0", "v1.12.3", WARN, "a template naming ray would be refused"),
+        ("v1.11.0", "v1.14.1", WARN, "torchrun gets no PET_NODE_RANK"),
+    ],
+)
+def test_the_installed_volcano_against_the_target(target, installed, status, says):
+    webhook = _deployment(f"docker.io/volcanosh/vc-webhook-manager:{installed}")
+    result = doctor.check_volcano_version(target, [webhook], "volcano-system")
+    assert (result.status, says in result.detail) == (status, True), result.detail
+    if status != OK:
+        assert result.hint.endswith(f"volcano_version) to {installed}")
+
+
+def test_an_unknown_installed_release_is_said_once_and_does_not_fail():
+    for deployments, says in [
+        (None, "may not list Deployments in 'volcano-system'"),
+        ([], "no vc-webhook-manager or vc-controller-manager Deployment"),
+        ([_deployment("volcanosh/vc-webhook-manager:latest")], ":latest names none"),
+    ]:
+        result = doctor.check_volcano_version("v1.14.1", deployments, "volcano-system")
+        assert result.status == WARN
+        assert says in result.detail
+        assert result.detail.endswith("jobs are rendered for v1.14.1")
+
+
+def test_a_target_that_is_no_supported_release_fails():
+    result = doctor.check_volcano_version("v1.6.0", HELM, "volcano-system")
+    assert result.status == FAIL
+    assert "older than the oldest supported release, v1.7.0" in result.detail

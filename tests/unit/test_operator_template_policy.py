@@ -95,3 +95,17 @@ def test_the_volcano_queue_parameter_is_checked_against_allowed_queues() -> None
     with pytest.raises(AirflowException, match=r"spec\.queue"):
         render(seed(), volcano_queue="team-b", allowed_queues=["team-a"])
     assert render(seed(), volcano_queue="team-a", allowed_queues=["team-a"])["spec"]["queue"]
+
+
+def test_the_target_volcano_comes_from_the_config_unless_the_dag_names_one(monkeypatch) -> None:
+    """``[volcano_wandb] volcano_version`` chooses the plugins; a DAG's ``volcano_version``
+    wins; a template naming a plugin the target lacks fails before submission."""
+    assert "hcclrank" in render(seed())["spec"]["plugins"]  # the default: this provider's
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__VOLCANO_VERSION", "v1.11.2")
+    assert "hcclrank" not in render(seed())["spec"]["plugins"]
+    assert "hcclrank" in render(seed(), volcano_version="v1.13.0")["spec"]["plugins"]
+    template = seed()
+    template["spec"]["plugins"]["hcclrank"] = []
+    with pytest.raises(AirflowException, match="nothing was submitted") as info:
+        render(template)
+    assert "spec.plugins.hcclrank: Volcano v1.11.2 has no hcclrank plugin" in str(info.value)

@@ -24,6 +24,7 @@ from typing import Any
 from airflow_volcano_wandb.testing.cluster import build, image, manifests, node, process
 from airflow_volcano_wandb.testing.cluster.certs import PKI, ensure_pki
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError
+from airflow_volcano_wandb.versions import VOLCANO_VERSION
 
 # Stop order: everything that talks to the apiserver first, etcd last.
 START_ORDER = (
@@ -499,6 +500,10 @@ def up(
         kube.create(
             "/api/v1/namespaces",
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "volcano-system"}},
+        )
+        kube.apply(
+            "/apis/apps/v1/namespaces/volcano-system/deployments",
+            manifests.volcano_release_record(VOLCANO_VERSION),
         )
         for index in range(nodes):
             kube.create("/api/v1/nodes", manifests.node(index, gpus_per_node))

@@ -152,6 +152,30 @@ def webhook_configurations(port: int, pki: PKI) -> list[tuple[str, dict[str, Any
     return out
 
 
+def volcano_release_record(version: str) -> dict[str, Any]:
+    """The Deployment a Helm install of Volcano has for its admission webhook, with no replicas.
+
+    The harness runs ``vc-webhook-manager`` as a local process, so nothing in the API would
+    name its release; this zero-replica record carries the chart's image (whose tag is the
+    release built) so that ``doctor`` reads the installed version as on a real cluster.
+    """
+    labels = {"app": "volcano-admission"}
+    image = f"docker.io/volcanosh/vc-webhook-manager:{version}"
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "volcano-admission", "namespace": "volcano-system", "labels": labels},
+        "spec": {
+            "replicas": 0,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "admission", "image": image}]},
+            },
+        },
+    }
+
+
 def node(index: int, gpus: int, cpu: str = "64", memory: str = "512Gi") -> dict[str, Any]:
     """A fake GPU node. Node status may be set on create; KWOK then marks it Ready."""
     name = f"kwok-gpu-node-{index}"
