@@ -47,7 +47,7 @@ import yaml  # noqa: E402
 from common import GROUP, SIM_DURATION, VERSION, Cluster, parse_k8s_time  # noqa: E402
 
 from airflow_volcano_wandb.judge import GANG_WHOLE_ANNOTATION  # noqa: E402
-from airflow_volcano_wandb.testing.jobs import (  # noqa: E402
+from test_support.jobs import (  # noqa: E402
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     with_pod_annotations,
@@ -269,7 +269,7 @@ def crash_loop_detect(cluster: Cluster) -> dict:
     from airflow.utils.session import create_session
 
     from airflow_volcano_wandb.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
-    from airflow_volcano_wandb.testing.jobs import (
+    from test_support.jobs import (
         DURATION_ANNOTATION,
         EXIT_CODE_ANNOTATION,
         load_dag,

@@ -28,7 +28,7 @@ from typing import Any
 import yaml
 
 from airflow_volcano_wandb import sweep
-from airflow_volcano_wandb.testing.jobs import DURATION_ANNOTATION, with_pod_annotations
+from test_support.jobs import DURATION_ANNOTATION, with_pod_annotations
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"

@@ -24,7 +24,7 @@ from airflow.sdk import DAG
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.testing.cluster.podlogs import PRINT_ENV_ANNOTATION
-from airflow_volcano_wandb.testing.jobs import (
+from test_support.jobs import (
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     with_pod_annotations,

@@ -20,7 +20,7 @@ from kubernetes import client, config
 
 from airflow_volcano_wandb import job_watcher
 from airflow_volcano_wandb.ownership import IDENTITY_LABEL
-from airflow_volcano_wandb.testing import faults
+from test_support import faults
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability.support import (
     GROUP,

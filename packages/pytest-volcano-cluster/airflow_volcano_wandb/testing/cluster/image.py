@@ -28,8 +28,9 @@ from pathlib import Path
 
 from airflow_volcano_wandb.testing.cluster import build
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-TRAINER_DIR = REPO_ROOT / "docker" / "trainer"
+# The recipe is the checkout's docker/trainer (this file is under
+# packages/pytest-volcano-cluster/ in it): real-pod images are built from a clone of the repo.
+TRAINER_DIR = Path(__file__).resolve().parents[5] / "docker" / "trainer"
 TRAINER_IMAGE = "avw-trainer:rootless"
 PAUSE_IMAGE = "avw-pause:1"
 SUITE = "bookworm"
