@@ -6,12 +6,14 @@ STATE ?= $(CURDIR)/.state
 CLUSTER_DIR ?= $(STATE)/cluster
 AIRFLOW_DIR ?= $(STATE)/airflow
 BIN := $(VENV)/bin
+# The local cluster's own distribution (pytest-volcano-cluster), the provider's `testing` extra.
+HARNESS := packages/pytest-volcano-cluster
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
 .PHONY: venv dist demo test test-unit test-long test-real-pods test-lifecycle test-ha test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
-$(BIN)/activate: pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
+$(BIN)/activate: pyproject.toml $(HARNESS)/pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
 	scripts/bootstrap-venv.sh $(PY) $(VENV) dev,testing,train
 	@touch $@
 
@@ -83,9 +85,11 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The sdist and wheel users install (the package is not on PyPI yet), in dist/.
+# The sdists and wheels users install (not on PyPI yet), in dist/: the provider, and the local
+# cluster with its pytest fixture ($(HARNESS)).
 dist:
 	"$$(scripts/uv-path.sh $(PY))" build --python $(PY) --out-dir dist .
+	"$$(scripts/uv-path.sh $(PY))" build --python $(PY) --out-dir dist $(HARNESS)
 
 # Build the sdist and wheel and check the installed WHEEL (not this checkout) in a fresh venv;
 # with AVW_CLUSTER_STATE_DIR naming a running cluster, also run the manual DAG on it.

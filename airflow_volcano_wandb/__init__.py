@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# airflow_volcano_wandb.testing (the local cluster and its pytest plugin) is another
+# distribution's, pytest-volcano-cluster (packages/ in the repo). Installed from wheels both
+# land in one directory; installed editable each is its own source path, which this joins.
+__path__ = __import__("pkgutil").extend_path(__path__, __name__)
+
 __version__ = "0.1.0"
 
 

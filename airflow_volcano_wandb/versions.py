@@ -1,7 +1,8 @@
 """The versions this provider targets and is tested with: the one place they are written.
 
-The local cluster builds exactly these releases (``testing/cluster/build.py`` reads them, and a
-unit test checks the Go module pins under ``testing/cluster/go/`` agree), ``doctor`` names the
+The local cluster (``airflow_volcano_wandb.testing.cluster``, distribution
+pytest-volcano-cluster) builds exactly these releases (its ``build.py`` reads them, and a unit
+test checks the Go module pins under its ``go/`` agree), ``doctor`` names the
 Volcano release in its hints, and docstrings that cite Volcano behaviour refer to this release.
 
 Volcano is 1.14.1, not 1.15: 1.15.0 needs ``volcano.sh/apis`` changes newer than any release
@@ -18,7 +19,7 @@ ETCD_VERSION = "v3.6.5"
 VOLCANO_VERSION = "v1.14.1"
 #: KWOK, which simulates the nodes and what happens inside pods.
 KWOK_VERSION = "v0.8.0"
-#: CoreDNS, the real node's cluster DNS (testing/cluster/go/coredns).
+#: CoreDNS, the real node's cluster DNS (the cluster's go/coredns module).
 COREDNS_VERSION = "v1.15.0"
 #: The Airflow release the provider is developed and fully tested with (the project venv).
 AIRFLOW_VERSION = "3.3.2"

@@ -31,7 +31,7 @@ from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity  # noqa: E4
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import manifests  # noqa: E402
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError  # noqa: E402
-from airflow_volcano_wandb.testing.jobs import EXIT_CODE_ANNOTATION  # noqa: E402
+from test_support.jobs import EXIT_CODE_ANNOTATION  # noqa: E402
 
 GROUP, VERSION, PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
 SIM_DURATION = "sim.airflow-volcano-wandb.io/duration"

@@ -59,7 +59,7 @@ def main() -> None:
 
     import yaml
 
-    from airflow_volcano_wandb.testing.jobs import (
+    from test_support.jobs import (
         DURATION_ANNOTATION,
         load_dag,
         with_pod_annotations,

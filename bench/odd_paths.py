@@ -46,12 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import yaml  # noqa: E402
 from common import GROUP, SIM_DURATION, VERSION, Cluster, parse_k8s_time  # noqa: E402
 
-from airflow_volcano_wandb.testing.jobs import (  # noqa: E402
+from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION  # noqa: E402
+from test_support.jobs import (  # noqa: E402
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     with_pod_annotations,
 )
-from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION  # noqa: E402
 
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 
@@ -268,13 +268,13 @@ def crash_loop_detect(cluster: Cluster) -> dict:
     from airflow.models import TaskInstance
     from airflow.utils.session import create_session
 
-    from airflow_volcano_wandb.testing.jobs import (
+    from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+    from test_support.jobs import (
         DURATION_ANNOTATION,
         EXIT_CODE_ANNOTATION,
         load_dag,
         with_pod_annotations,
     )
-    from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
 
     os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS"] = "0"  # this child's wait only
     namespace = cluster.create_namespace("bench-odd-crash-loop")

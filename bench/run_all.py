@@ -75,7 +75,7 @@ from live_progress import live_progress, md_live_progress
 
 from airflow_volcano_wandb.job.job_status import FAILURE_PHASES
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, MAP_INDEX_LABEL
-from airflow_volcano_wandb.testing.faults import (
+from test_support.faults import (
     start_component,
     stop_component,
     wait_apiserver_ready,

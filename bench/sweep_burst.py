@@ -27,8 +27,8 @@ from typing import Any
 
 import yaml
 
-from airflow_volcano_wandb.testing.jobs import DURATION_ANNOTATION, with_pod_annotations
 from airflow_volcano_wandb.wandb import sweep
+from test_support.jobs import DURATION_ANNOTATION, with_pod_annotations
 
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"

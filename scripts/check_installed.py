@@ -1,14 +1,17 @@
-"""Checks run by scripts/check-wheel.sh inside the venv the wheel was installed into.
+"""Checks run by scripts/check-wheel.sh inside the venv the wheels were installed into.
 
 Run from a temporary directory (``python -`` with this file on stdin), so the checkout is not
-on ``sys.path`` and everything below comes from the installed wheel.
+on ``sys.path`` and everything below comes from the installed wheels: ``provider`` with the
+provider's wheel alone, then ``cluster`` once the local cluster's wheel is added.
 
-usage: python - DAGS_FOLDER < scripts/check_installed.py
+usage: python - provider DAGS_FOLDER < scripts/check_installed.py
+       python - cluster < scripts/check_installed.py
 """
 
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import sysconfig
 from importlib import resources
@@ -41,12 +44,28 @@ def check(condition: bool, what: str) -> None:
     print(f"check-wheel: ok: {what}")
 
 
-def main(dags_folder: Path) -> None:
+def from_site(module: str) -> bool:
+    """Whether ``module`` is imported from the venv's site-packages (a wheel), not a checkout."""
+    site = Path(sysconfig.get_paths()["purelib"]).resolve()
+    path = Path(importlib.import_module(module).__file__).resolve()
+    return path.is_relative_to(site)
+
+
+def check_provider(dags_folder: Path) -> None:
     import airflow_volcano_wandb
 
-    site = Path(sysconfig.get_paths()["purelib"]).resolve()
-    installed = Path(airflow_volcano_wandb.__file__).resolve()
-    check(installed.is_relative_to(site), f"the package is imported from the wheel ({installed})")
+    check(from_site("airflow_volcano_wandb"), "the package is imported from the wheel")
+    check(
+        importlib.util.find_spec("airflow_volcano_wandb.testing") is None,
+        "the provider alone has no airflow_volcano_wandb.testing",
+    )
+    # Other plugins come with the provider's dependencies (anyio's): none of this project's.
+    plugins = [
+        e.value
+        for e in entry_points(group="pytest11")
+        if e.dist.name == "airflow-volcano-wandb" or e.value.startswith("airflow_volcano_wandb")
+    ]
+    check(not plugins, f"the provider alone registers no pytest plugin {plugins}")
 
     (entry,) = [
         e
@@ -83,14 +102,6 @@ def main(dags_folder: Path) -> None:
         "ProvidersManager discovers the wandb connection type",
     )
 
-    cluster_pkg = resources.files("airflow_volcano_wandb.testing.cluster")
-    missing = [p for p in PACKAGE_DATA if not cluster_pkg.joinpath(p).is_file()]
-    check(
-        not missing,
-        "the wheel holds the cluster's Go modules and KWOK stages"
-        + (f": missing {missing}" if missing else ""),
-    )
-
     from airflow.dag_processing.dagbag import DagBag
 
     bag = DagBag(dag_folder=str(dags_folder))
@@ -101,5 +112,29 @@ def main(dags_folder: Path) -> None:
     check(set(bag.dag_ids) == EXAMPLE_DAGS, f"the example DAGs are found: {sorted(bag.dag_ids)}")
 
 
+def check_cluster() -> None:
+    check(
+        from_site("airflow_volcano_wandb.testing.cluster"),
+        "airflow_volcano_wandb.testing.cluster is imported from the cluster's wheel",
+    )
+    check(from_site("airflow_volcano_wandb"), "beside the provider's own package")
+    cluster_pkg = resources.files("airflow_volcano_wandb.testing.cluster")
+    missing = [p for p in PACKAGE_DATA if not cluster_pkg.joinpath(p).is_file()]
+    check(
+        not missing,
+        "the cluster's wheel holds its Go modules and KWOK stages"
+        + (f": missing {missing}" if missing else ""),
+    )
+
+    (plugin,) = [e for e in entry_points(group="pytest11") if e.name == "volcano_cluster"]
+    check(
+        plugin.dist.name == "pytest-volcano-cluster" and plugin.load().volcano_cluster is not None,
+        "the cluster's wheel registers the volcano_cluster fixture",
+    )
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    if sys.argv[1] == "provider":
+        check_provider(Path(sys.argv[2]))
+    else:
+        check_cluster()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The provider on every supported Airflow 3 minor: for each minor, a venv of its own with the
-# built WHEEL (not an editable install) and that minor's patch release from versions.py
-# (AIRFLOW_COMPAT_RELEASES), then the unit tests and the manual example DAG (`airflow dags
+# built WHEELs of the provider and of the local cluster (not editable installs) and that
+# minor's patch release from versions.py (AIRFLOW_COMPAT_RELEASES), then the unit tests and the manual example DAG (`airflow dags
 # test`, its sensor deferrable, via scripts/demo.py) on the running local cluster.
 #
 # The venvs are kept in ~/.cache/airflow-volcano-wandb/compat/<minor> and built when absent (or
@@ -10,7 +10,7 @@
 # out (`--exclude-newer`, AIRFLOW_COMPAT_CUTOFFS), except the few packages that must be newer
 # (AIRFLOW_COMPAT_CUTOFF_EXEMPTIONS, each only up to its own date). The Airflow release is
 # installed through an override, so a minor below the package's floor (pyproject) can be tested
-# before the floor is lowered. Each run reinstalls the freshly built wheel.
+# before the floor is lowered. Each run reinstalls the freshly built wheels.
 # Every minor runs even when one fails; the exit code is 1 when any failed.
 # COMPAT_UNIT_ONLY=1: only the venv and the unit tests, no cluster (reported as such, never as
 # passed).
@@ -53,9 +53,13 @@ for minor in $MINORS; do
 done
 
 UV=$("$REPO/scripts/uv-path.sh" "$PY")
-say "building the wheel"
+say "building the wheels"
 "$UV" build -q --wheel --python "$PY" --out-dir "$WORK/dist" "$REPO"
-WHEEL=$(echo "$WORK"/dist/*.whl)
+"$UV" build -q --wheel --python "$PY" --out-dir "$WORK/dist" "$REPO/packages/pytest-volcano-cluster"
+WHEEL=$(echo "$WORK"/dist/airflow_volcano_wandb-*.whl)
+# The `testing` extra's distribution, the local cluster (the DAG run's cluster tools and the
+# tests' fixture): not on a registry, so given as its wheel.
+HARNESS_WHEEL=$(echo "$WORK"/dist/pytest_volcano_cluster-*.whl)
 cp -r "$REPO/dags" "$WORK/dags"  # as a user copies them, with their templates/
 
 unset PYTHONPATH AIRFLOW_HOME AIRFLOW_CONN_KUBERNETES_DEFAULT AIRFLOW_CONN_WANDB_DEFAULT
@@ -82,8 +86,10 @@ for minor in $MINORS; do
     echo "apache-airflow==$release" >"$WORK/override-$minor.txt"
     # shellcheck disable=SC2086  # EXEMPT holds zero or more options
     "$UV" pip install -q --python "$python" --reinstall-package airflow-volcano-wandb \
+        --reinstall-package pytest-volcano-cluster \
         --exclude-newer "${CUTOFF[$minor]}" ${EXEMPT[$minor]} \
-        --override "$WORK/override-$minor.txt" "$WHEEL[dev,testing]" "apache-airflow==$release"
+        --override "$WORK/override-$minor.txt" "$WHEEL[dev,testing]" "$HARNESS_WHEEL" \
+        "apache-airflow==$release"
     echo "$resolution" >"$venv/avw-resolution"
     say "[$minor] Airflow $(installed), venv ready after $((SECONDS - started)) s"
 

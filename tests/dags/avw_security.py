@@ -24,7 +24,10 @@ from airflow.sdk import DAG
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.testing.cluster.podlogs import PRINT_ENV_ANNOTATION
-from airflow_volcano_wandb.testing.jobs import (
+
+# The repo's test support, importable by the Airflow components that parse this file from a
+# copied DAG folder: the project venv has the checkout on sys.path (scripts/bootstrap-venv.sh).
+from test_support.jobs import (
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     with_pod_annotations,

@@ -10,12 +10,12 @@ from typing import Any
 import yaml
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb.testing.jobs import (
+from test_support.jobs import (
     DURATION_ANNOTATION,
     EXIT_CODE_ANNOTATION,
     with_pod_annotations,
 )
-from airflow_volcano_wandb.testing.jobs import load_dag as load_dag_file
+from test_support.jobs import load_dag as load_dag_file
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"

@@ -10,7 +10,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
+from test_support.faults import FaultProxy, kubeconfig_for_server
 from tests.e2e.airflow_stack import REPO, AirflowStack
 from tests.reliability.airflow_runs import DAGS, running_stack
 from tests.reliability.support import kubernetes_conn_env

@@ -22,7 +22,7 @@ from kubernetes import client, config
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
-from airflow_volcano_wandb.testing import faults
+from test_support import faults
 from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.support import (
     StubTaskInstance,

@@ -19,8 +19,8 @@ import pytest
 from kubernetes import client, config
 
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL
-from airflow_volcano_wandb.testing import faults
 from airflow_volcano_wandb.wait import job_watcher
+from test_support import faults
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability.support import (
     GROUP,

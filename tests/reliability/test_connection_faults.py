@@ -1,6 +1,6 @@
 """Connection faults between the provider and the apiserver, through a TCP fault proxy.
 
-``airflow_volcano_wandb.testing.faults.FaultProxy`` sits between the provider (its kubeconfig
+``test_support.faults.FaultProxy`` sits between the provider (its kubeconfig
 points at the proxy) and the shared local cluster's apiserver; TLS passes through untouched.
 
 - Resets and latency while three triggers wait: every connection is reset (RST) again and

@@ -1,6 +1,6 @@
 """Throttling and gateway answers (429, 503) from the apiserver, and an answer that never comes.
 
-``airflow_volcano_wandb.testing.http_faults.HttpFaultProxy`` terminates TLS in front of the
+``test_support.http_faults.HttpFaultProxy`` terminates TLS in front of the
 shared local cluster's apiserver and answers chosen requests itself, exactly as a throttling
 apiserver (429 with Retry-After) or a gateway (503) would:
 
@@ -25,8 +25,8 @@ from kubernetes import client
 
 from airflow_volcano_wandb.hooks import volcano as volcano_hooks
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from airflow_volcano_wandb.testing.faults import FaultProxy, kubeconfig_for_server
-from airflow_volcano_wandb.testing.http_faults import HttpFaultProxy
+from test_support.faults import FaultProxy, kubeconfig_for_server
+from test_support.http_faults import HttpFaultProxy
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability.support import (
     StubTaskInstance,

@@ -209,7 +209,7 @@ DAG_TEST = """
 import json, sys
 from pathlib import Path
 import pendulum
-from airflow_volcano_wandb.testing.jobs import load_dag
+from test_support.jobs import load_dag
 day = pendulum.datetime(2026, 1, 1, tz="UTC")
 run = load_dag(Path(sys.argv[1]), "avw_rel_keep").test(
     run_after=day, logical_date=day, run_conf=json.loads(sys.argv[2])

@@ -136,7 +136,7 @@ def test_the_root_keeps_only_the_package_face_and_what_every_layer_shares():
     loose = {p.name for p in PACKAGE.glob("*.py")} - ROOT_MODULES
     assert loose == set(), "a module belongs in the folder of its concept"
     folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert folders == CONCEPT_FOLDERS | set(SHELLS) | {"hooks", "testing"}
+    assert folders == CONCEPT_FOLDERS | set(SHELLS) | {"hooks"}
 
 
 @pytest.mark.parametrize("entry", PURE)

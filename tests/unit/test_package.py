@@ -43,6 +43,38 @@ def test_every_module_the_provider_info_names_imports():
         assert getattr(importlib.import_module(module), name)
 
 
+def test_the_provider_registers_no_pytest_plugin():
+    """Installing the provider must load nothing into its users' pytest runs: the local
+    cluster's fixture comes with its own distribution, pytest-volcano-cluster."""
+    from importlib.metadata import distribution
+
+    groups = {e.group for e in distribution("airflow-volcano-wandb").entry_points}
+    assert groups == {"apache_airflow_provider"}
+
+
+def test_the_cluster_distribution_registers_the_volcano_cluster_fixture():
+    from importlib.metadata import entry_points
+
+    plugins = [
+        (e.dist.name, e.value)
+        for e in entry_points(group="pytest11")
+        if e.name == "volcano_cluster"
+    ]
+    assert plugins == [("pytest-volcano-cluster", "airflow_volcano_wandb.testing.pytest_plugin")]
+
+
+def test_the_testing_extra_is_the_cluster_distribution_of_the_same_release():
+    """The cluster fills in the provider's package and builds its versions.py: one release."""
+    from importlib.metadata import requires, version
+
+    release = version("airflow-volcano-wandb")
+    assert version("pytest-volcano-cluster") == release
+    assert f'pytest-volcano-cluster=={release}; extra == "testing"' in requires(
+        "airflow-volcano-wandb"
+    )
+    assert f"airflow-volcano-wandb=={release}" in requires("pytest-volcano-cluster")
+
+
 def test_public_names_are_stable():
     from airflow_volcano_wandb.hooks import VolcanoHook, WandbHook
     from airflow_volcano_wandb.links import WandbRunLink
@@ -101,7 +133,7 @@ def test_manual_dag_params_make_a_usable_trigger_form():
 
 def test_manual_dag_allow_lists_come_from_the_deployments_config(monkeypatch):
     """Not from the form, nor from a Variable a UI user may edit: the Airflow configuration."""
-    from airflow_volcano_wandb.testing.jobs import load_dag
+    from test_support.jobs import load_dag
     from tests.airflow_compat import param_validation_error
 
     ParamValidationError = param_validation_error()

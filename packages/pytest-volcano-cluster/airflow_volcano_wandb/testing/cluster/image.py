@@ -28,8 +28,7 @@ from pathlib import Path
 
 from airflow_volcano_wandb.testing.cluster import build
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
-TRAINER_DIR = REPO_ROOT / "docker" / "trainer"
+TRAINER_RECIPE = Path("docker", "trainer")
 TRAINER_IMAGE = "avw-trainer:rootless"
 PAUSE_IMAGE = "avw-pause:1"
 SUITE = "bookworm"
@@ -56,9 +55,21 @@ def images_dir() -> Path:
     return path
 
 
+def trainer_dir() -> Path:
+    """The trainer's recipe, ``docker/trainer`` of a checkout of the repo (no wheel holds it):
+    the checkout this file is in (an editable install, under packages/pytest-volcano-cluster/),
+    else the working directory (the wheels in a venv used from the repo root: make test-compat).
+    """
+    parents = Path(__file__).resolve().parents
+    for root in (*parents[5:6], Path.cwd()):
+        if (root / TRAINER_RECIPE).is_dir():
+            return root / TRAINER_RECIPE
+    raise FileNotFoundError(f"no {TRAINER_RECIPE}: build the trainer image in a checkout")
+
+
 def pip_requirements() -> list[str]:
     """``requirements.txt`` without comments and without torch (Debian's is used)."""
-    lines = (TRAINER_DIR / "requirements.txt").read_text().splitlines()
+    lines = (trainer_dir() / "requirements.txt").read_text().splitlines()
     specs = [line.split("#", 1)[0].strip() for line in lines]
     return [s for s in specs if s and not s.replace(" ", "").startswith(TORCH_SPEC_PREFIXES)]
 
@@ -163,7 +174,7 @@ def base_layer_path() -> Path:
 
 
 def _base_key() -> str:
-    requirements = (TRAINER_DIR / "requirements.txt").read_bytes()
+    requirements = (trainer_dir() / "requirements.txt").read_bytes()
     return _digest(requirements, " ".join(DEBIAN_PACKAGES).encode(), SUITE.encode())
 
 
@@ -227,7 +238,7 @@ def write_docker_archive(
 def trainer_image() -> Path:
     """The trainer image's docker-archive tar, built unless cached; returns its path."""
     base_key = _base_key()
-    train_py = (TRAINER_DIR / "train.py").read_bytes()
+    train_py = (trainer_dir() / "train.py").read_bytes()
     out = images_dir() / f"trainer-{_digest(base_key.encode(), train_py)}.tar"
     if out.exists():
         return out

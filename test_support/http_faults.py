@@ -1,10 +1,10 @@
 """An HTTP fault proxy in front of a local cluster's apiserver: forged 429/503 answers.
 
-:class:`~airflow_volcano_wandb.testing.faults.FaultProxy` passes TLS through untouched, so it
+:class:`~test_support.faults.FaultProxy` passes TLS through untouched, so it
 can break connections but cannot answer a request. :class:`HttpFaultProxy` terminates TLS
 with the cluster's own apiserver certificate (valid for 127.0.0.1 and signed by the CA the
 cluster's kubeconfig already trusts), so a kubeconfig only needs the proxy's URL
-(:func:`~airflow_volcano_wandb.testing.faults.kubeconfig_for_server`). Every request is
+(:func:`~test_support.faults.kubeconfig_for_server`). Every request is
 forwarded to the apiserver as the cluster's admin and its answer streamed back, so watches
 work through it. Rules make it answer chosen requests itself, as a throttling apiserver
 (API Priority and Fairness, ``--max-requests-inflight``) or a load balancer would::
