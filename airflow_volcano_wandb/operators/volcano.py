@@ -5,29 +5,26 @@ A thin Airflow shell over the rooms of docs/architecture.md.
 
 from __future__ import annotations
 
-import dataclasses
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.configuration import conf
 from airflow.sdk import Context
-from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb.airflow_compat import AirflowException, task_state_store
-from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.job import api_key_secret, deletion, submission
-from airflow_volcano_wandb.job.deployment import configured_deployment, warn_of_other_deployments
+from airflow_volcano_wandb.job import deletion, submission
+from airflow_volcano_wandb.job.deployment import configured_deployment
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
-from airflow_volcano_wandb.job.job_status import interpret, job_ref
-from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
+from airflow_volcano_wandb.job.job_status import interpret
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
-from airflow_volcano_wandb.operators.wandb import RUN_XCOMS, XCOM_SUMMARY, WandbRunMixin
+from airflow_volcano_wandb.operators.wandb import WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
@@ -126,17 +123,21 @@ class VolcanoPyTorchJobOperator(
                 default_namespace=self.hook.get_namespace,
             )
 
-        api_key = None if self.wandb_api_key_secret else wandb_hook.api_key
-        store = task_state_store(context)  # Airflow >= 3.3: kept across tries
-        spec, job = self._submit(render, identity, api_key, store)
-        if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:  # reattached: its run
-            spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
-        run = {"wandb_run_id": spec.run_id, "wandb_run_url": spec.url}
+        rendered = render(self._try_number or 1)  # bad input fails here, before any API client
+        spec, job = submission.submit_for_try(
+            self.hook,
+            rendered,
+            render,
+            identity,
+            try_number=self._try_number or 1,
+            reattach=self.reattach_on_restart,
+            api_key=None if self.wandb_api_key_secret else wandb_hook.api_key,
+            on_job=self._known,
+            store=task_state_store(context),  # Airflow >= 3.3: kept across tries
+            task_log=self.log,
+        )
         ti.xcom_push(key=XCOM_JOB, value=self._job)
-        for key, value in zip(RUN_XCOMS, (spec.run_id, spec.url), strict=True):
-            ti.xcom_push(key=key, value=value)
-        if spec.url:
-            self.log.info("W&B run: %s", spec.url)
+        run = self.publish_run(ti, spec, job)
 
         status = interpret(job)
         if status.terminal:  # only a Completed job is ever reused
@@ -161,57 +162,8 @@ class VolcanoPyTorchJobOperator(
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
         self._try_number = context["ti"].try_number
         if run is None:  # dag.test() resumes without the deferral's kwargs: ask XCom
-            ti = context["ti"]
-            # map_indexes: a mapped task's own values, not a list of every map index's.
-            run = {
-                key: ti.xcom_pull(task_ids=self.task_id, key=key, map_indexes=ti.map_index)
-                for key in RUN_XCOMS
-            }
+            run = self.pulled_run(context["ti"])
         return self._report(context, WaitResult.from_event(event), dict(run))
-
-    def _submit(
-        self,
-        render: Callable[[int], tuple[wandb_run.WandbRunSpec, dict[str, Any]]],
-        identity: TaskInstanceIdentity,
-        api_key: str | None,
-        store: Any = None,
-    ) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
-        """This try's spec and job: reattached (task state store, then labels) or submitted."""
-        try_number = self._try_number or 1
-        spec, body = render(try_number)  # bad input fails here, before any API client exists
-        hook, namespace = self.hook, body["metadata"]["namespace"]
-        key = api_key_secret.Handover(hook, identity, namespace, api_key, self.log)
-        try:
-            if not identity.deployment:
-                warn_of_other_deployments(hook, namespace, self.log)
-            spec, job, created = submission.submit_for_try(
-                hook,
-                (spec, body),
-                render,
-                identity,
-                try_number=try_number,
-                reattach=self.reattach_on_restart,
-                store=store,
-                before_create=key.prepare,
-                task_log=self.log,
-            )
-            self._job = job_ref(job)
-            submission.remember(store, self._job, self.log)
-            key.give_to(job, created=created, withdraw=self._delete_job)
-        except submission.SubmissionError as exc:  # no job: its key's Secret goes too
-            key.abandon()
-            refused = isinstance(exc, submission.RefusedError)
-            raise (JobRefusedError if refused else AirflowException)(str(exc)) from exc
-        except api_key_secret.KeyNotDeliveredError as exc:
-            raise AirflowException(str(exc)) from exc
-        except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
-            raise ApiserverUnreachableError(
-                f"Submission failed: could not reach the Kubernetes API at "
-                f"{hook.api_client.configuration.host} ({type(exc).__name__}: {exc}). If the "
-                "job was created before the connection was lost, the next try finds it and "
-                "reattaches; otherwise nothing was submitted."
-            ) from exc
-        return spec, job
 
     def _trigger(self, masked: Sequence[str | None], deferred: bool) -> VolcanoJobTrigger:
         """The wait, ``deferred`` or run here; ``masked`` secrets are masked in its log."""
@@ -255,21 +207,14 @@ class VolcanoPyTorchJobOperator(
                     job_report.log_master_tail(hook, job, self.log_lines, self.log)
             if deletes:
                 self._delete_job()
-            summary = self.read_summary(run) if self.wandb_summary_keys else None
-            if summary is not None:
-                context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
-                self._summary = summary
+            summary = self._summary = self.push_summary(context["ti"], run)
             self.link_back(context, run, "success")
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
                 annotate_outlet_events(
                     context, self.outlets, asset_extra(self._facts, run, summary, usage)
                 )
-            return {
-                **result.job_ref(),
-                **run,
-                **({"wandb_summary": summary} if summary is not None else {}),
-                "phase": result.phase,
-            }
+            summary_part = {"wandb_summary": summary} if summary is not None else {}
+            return {**result.job_ref(), **run, **summary_part, "phase": result.phase}
         error = job_report.report_failure(
             hook,
             result,
@@ -279,6 +224,9 @@ class VolcanoPyTorchJobOperator(
         )
         self.link_back(context, run, result.outcome.value)
         raise error  # its class names the cause, for retry policies
+
+    def _known(self, job: dict[str, str]) -> None:
+        self._job = job
 
     def _delete_job(self) -> None:
         if self._job:

@@ -8,6 +8,7 @@ operator's parameters and the task instance into them.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -17,7 +18,7 @@ from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import api_key_secret, lineage
 from airflow_volcano_wandb.job.job_facts import JobFacts
-from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.wandb import wandb_backlink, wandb_run
 
@@ -92,6 +93,14 @@ class WandbReportMixin(BaseOperator):
         except Exception as exc:
             self.log.warning("Could not read the W&B run's summary (%s); pushing {}", exc)
             return {}
+
+    def push_summary(self, ti: Any, run: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The summary metrics asked for, read and pushed to XCom; None when none are."""
+        if not self.wandb_summary_keys:
+            return None
+        summary = self.read_summary(run)
+        ti.xcom_push(key=XCOM_SUMMARY, value=summary)
+        return summary
 
     def link_back(self, context: Context, run: Mapping[str, Any], outcome: str) -> None:
         """Write this task and its outcome into the W&B run; never fails the task."""
@@ -189,6 +198,30 @@ class WandbRunMixin(WandbReportMixin):
             )
         except ValueError as exc:
             raise AirflowException(f"Invalid W&B settings: {exc}") from exc
+
+    def publish_run(
+        self, ti: Any, spec: wandb_run.WandbRunSpec, job: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The run the job writes to, pushed to XCom; returned as ``run`` (keyed as pushed).
+
+        A reattached job keeps the run it was submitted with, whatever this try rendered.
+        """
+        if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:
+            spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
+        run = dict(zip(RUN_XCOMS, (spec.run_id, spec.url), strict=True))
+        for key, value in run.items():
+            ti.xcom_push(key=key, value=value)
+        if spec.url:
+            self.log.info("W&B run: %s", spec.url)
+        return run
+
+    def pulled_run(self, ti: Any) -> dict[str, Any]:
+        """The ``run`` :meth:`publish_run` pushed, read back from XCom."""
+        # map_indexes: a mapped task's own values, not a list of every map index's.
+        return {
+            key: ti.xcom_pull(task_ids=self.task_id, key=key, map_indexes=ti.map_index)
+            for key in RUN_XCOMS
+        }
 
     def _no_api_key(self) -> None:
         no_key = (

@@ -45,6 +45,7 @@ PURE = [
     "template",
     "job/ownership.py",
     "job/job_status.py",
+    "job/submission_plan.py",
     "job/job_facts.py",
     "job/gpu_usage.py",
     "wait/cleanup.py",
@@ -227,6 +228,6 @@ def test_nothing_outside_the_tests_imports_them(folder):
 
 def test_the_airflow_shell_and_the_rooms_stay_small():
     """The operator stays a thin shell; a room that grows past ~400 lines holds two concepts."""
-    assert len((PACKAGE / "operators" / "volcano.py").read_text().splitlines()) < 300
+    assert len((PACKAGE / "operators" / "volcano.py").read_text().splitlines()) < 250
     too_big = {rel(p): n for p in product_files() if (n := len(p.read_text().splitlines())) > 420}
     assert too_big == {}

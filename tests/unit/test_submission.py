@@ -1,4 +1,5 @@
-"""The submit/reattach rule for a job already carrying this task instance's identity (pure)."""
+"""Submission's edges that need no cluster: which API errors mean no job was made, and the
+task state store (the plan itself: test_submission_plan.py)."""
 
 from __future__ import annotations
 
@@ -6,33 +7,7 @@ import pytest
 from kubernetes.client.rest import ApiException
 
 from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError
-from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
-from airflow_volcano_wandb.job.submission import Decision, decide, refused_outright
-
-
-def job(phase: str, deleting: bool = False) -> dict:
-    meta = {"name": "j", "namespace": "ns", "uid": "u"}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-11-29T10:00:00Z"
-    return {"metadata": meta, "status": {"state": {"phase": phase}}}
-
-
-@pytest.mark.parametrize(
-    ("phase", "deleting", "reattach", "decision"),
-    [
-        ("Running", False, True, Decision.REUSE),
-        ("Pending", False, True, Decision.REUSE),
-        ("Running", False, False, Decision.REPLACE),
-        ("Completed", False, False, Decision.REUSE),
-        ("Failed", False, True, Decision.REPLACE),
-        ("Aborted", False, True, Decision.REPLACE),
-        ("Terminated", False, True, Decision.REPLACE),
-        ("Running", True, True, Decision.WAIT_GONE),
-        ("Completed", True, True, Decision.WAIT_GONE),
-    ],
-)
-def test_decide(phase, deleting, reattach, decision):
-    assert decide(job(phase, deleting), reattach=reattach) is decision
+from airflow_volcano_wandb.job.submission import refused_outright
 
 
 @pytest.mark.parametrize(
@@ -49,13 +24,6 @@ def test_decide(phase, deleting, reattach, decision):
 )
 def test_refused_outright_only_when_no_job_can_exist(exc, refused):
     assert refused_outright(exc) is refused
-
-
-def test_a_reported_job_is_a_past_result_whatever_its_phase():
-    for phase in ("Completed", "Failed", "Running"):
-        reported = job(phase)
-        reported["metadata"]["annotations"] = {REPORTED_ANNOTATION: "1"}
-        assert decide(reported, reattach=True) is Decision.PAST
 
 
 class BrokenStore:
