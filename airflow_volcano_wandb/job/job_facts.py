@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_volcano_wandb.job.job_status import replicas_by_task
 from airflow_volcano_wandb.template import master_task_name
 
 
@@ -44,10 +45,8 @@ class JobFacts:
         """
         metadata = job.get("metadata") or {}
         images: dict[str, str] = {}
-        replicas: dict[str, int] = {}
         for task in (job.get("spec") or {}).get("tasks") or []:
             name = str(task.get("name") or "")
-            replicas[name] = int(task.get("replicas", 1))
             containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
             if containers and containers[0].get("image"):
                 images[name] = str(containers[0]["image"])
@@ -56,7 +55,7 @@ class JobFacts:
             namespace=str(metadata.get("namespace") or ""),
             uid=str(metadata.get("uid") or ""),
             images=images,
-            replicas=replicas,
+            replicas=replicas_by_task(job),
             master_task=master_task_name(job),
         )
 
