@@ -26,6 +26,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     PLURAL,
     PODGROUP_GROUP,
     PODGROUP_VERSION,
+    QUEUE_RESOURCE,
     SYNC_CALL_TIMEOUT,
     VERSION,
     JobExistsError,
@@ -287,6 +288,31 @@ class VolcanoHook(KubernetesHook):
                 for ref in (pg.get("metadata") or {}).get("ownerReferences") or []
             )
         ]
+
+    @api_retry
+    def get_queue(self, name: str) -> dict | None:
+        """The Volcano queue (cluster-scoped), or ``None`` when it does not exist."""
+        try:
+            return self._call(
+                "get",
+                QUEUE_RESOURCE,
+                "",
+                self.custom_object_client.get_cluster_custom_object,
+                PODGROUP_GROUP,
+                PODGROUP_VERSION,
+                "queues",
+                name,
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    @api_retry
+    def list_nodes(self) -> list[dict]:
+        """Every node of the cluster (cluster-scoped)."""
+        nodes = self._call("list", "nodes", "", self.core_v1_client.list_node)
+        return [to_dict(self.api_client, node) for node in nodes.items]
 
     def _secret_call(
         self, verb: str, namespace: str, path: str, method: str, **kwargs: Any
