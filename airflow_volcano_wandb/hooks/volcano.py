@@ -102,18 +102,21 @@ class VolcanoHook(KubernetesHook):
     @api_retry
     def get_job(self, name: str, namespace: str) -> dict | None:
         """The job, or ``None`` when it does not exist."""
+        return self._get_or_none(
+            "jobs.batch.volcano.sh",
+            namespace,
+            self.custom_object_client.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+        )
+
+    def _get_or_none(self, resource: str, namespace: str, fn, *args: Any) -> dict | None:
+        """What a GET answers, or ``None`` on 404 (no such object)."""
         try:
-            return self._call(
-                "get",
-                "jobs.batch.volcano.sh",
-                namespace,
-                self.custom_object_client.get_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-            )
+            return self._call("get", resource, namespace, fn, *args)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -292,21 +295,15 @@ class VolcanoHook(KubernetesHook):
     @api_retry
     def get_queue(self, name: str) -> dict | None:
         """The Volcano queue (cluster-scoped), or ``None`` when it does not exist."""
-        try:
-            return self._call(
-                "get",
-                QUEUE_RESOURCE,
-                "",
-                self.custom_object_client.get_cluster_custom_object,
-                PODGROUP_GROUP,
-                PODGROUP_VERSION,
-                "queues",
-                name,
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        return self._get_or_none(
+            QUEUE_RESOURCE,
+            "",
+            self.custom_object_client.get_cluster_custom_object,
+            PODGROUP_GROUP,
+            PODGROUP_VERSION,
+            "queues",
+            name,
+        )
 
     @api_retry
     def list_nodes(self) -> list[dict]:
