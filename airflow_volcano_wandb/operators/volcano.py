@@ -192,7 +192,7 @@ class VolcanoPyTorchJobOperator(
                 try_number=try_number,
                 reattach=self.reattach_on_restart,
                 store=store,
-                before_create=key.prepare,
+                before_create=self.fit_checked(hook, body, key.prepare),
                 task_log=self.log,
             )
             self._job = job_ref(job)
