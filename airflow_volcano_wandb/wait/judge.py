@@ -1,8 +1,9 @@
 """Judge a job at a moment: keep waiting, or end the wait with an outcome.
 
-Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) call
-:func:`judge` with the job as the apiserver or the watch last showed it, so the two can never
-disagree about what a job, a timeout or a half-placed gang means.
+Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) judge
+the job as the apiserver or the watch last showed it (through ``step.look``), so the two can
+never disagree about what a job, a timeout or a half-placed gang means. A job's status is
+read once per look (:func:`see`); every question here asks that :class:`Seen`.
 
 A PyTorch DDP job with a static world size makes progress only when every rank runs, so
 ``pending_timeout`` measures the time until *every* rank is placed and running, not only
