@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from airflow_volcano_wandb.versions import VOLCANO_VERSION
+
 # airflow_volcano_wandb.testing (the local cluster and its pytest plugin) is another
 # distribution's, pytest-volcano-cluster (packages/ in the repo). Installed from wheels both
 # land in one directory; installed editable each is its own source path, which this joins.
@@ -9,60 +11,82 @@ __path__ = __import__("pkgutil").extend_path(__path__, __name__)
 
 __version__ = "0.1.0"
 
+#: The ``[volcano_wandb]`` options, as ``airflow config list`` and the docs show them.
+_OPTIONS = {
+    "deployment": {
+        "description": "A name for this Airflow deployment (e.g. staging, "
+        "prod). It is part of every job's identity labels, name and W&B run "
+        "id, so deployments that share a namespace, or an Airflow whose "
+        "metadata DB was reset, never reattach to, delete or count each "
+        "other's jobs.",
+        "version_added": "0.1.0",
+        "type": "string",
+        "example": "prod",
+        "default": "",
+    },
+    "max_concurrent_log_follows": {
+        "description": "At most this many master logs followed at once per "
+        "triggerer, for deferred tasks with follow_master_log=True; the "
+        "others wait for a free slot. Read once per triggerer process.",
+        "version_added": "0.1.0",
+        "type": "integer",
+        "example": "100",
+        "default": "50",
+    },
+    "volcano_version": {
+        "description": "The Volcano release jobs are rendered for (e.g. "
+        "v1.12.2): a job names only the job plugins that release has, since "
+        "Volcano's admission webhook refuses unknown ones. Volcano hcclrank, "
+        "which gives torchrun its node rank, needs v1.12.3 or newer; the "
+        "oldest release supported is v1.7.0. An operator's volcano_version "
+        "wins. `python -m airflow_volcano_wandb doctor` compares it with the "
+        "cluster's.",
+        "version_added": "0.1.0",
+        "type": "string",
+        "example": "v1.12.2",
+        "default": VOLCANO_VERSION,
+    },
+    "defer_settle_seconds": {
+        "description": "A deferred task's trigger fires no sooner than this "
+        "many seconds after the deferral. Airflow up to 3.3.2 fails a deferred "
+        "task whose trigger fires before the scheduler has processed the "
+        "deferring worker's exit (apache/airflow#67287, #72716), which a job "
+        "ending within seconds of the deferral meets. 0 turns the wait off: "
+        "for an Airflow without that race, or airflow dags test, which runs "
+        "the trigger in its own process. Read by the triggerer.",
+        "version_added": "0.1.0",
+        "type": "float",
+        "example": "0",
+        "default": "15",
+    },
+}
+
+_INTEGRATIONS = {"Volcano": "https://volcano.sh/", "Weights & Biases": "https://docs.wandb.ai/"}
+#: Which modules of each kind serve which integration.
+_MODULES = {
+    "operators": {"Volcano": "volcano"},
+    "sensors": {"Volcano": "volcano"},
+    "hooks": {"Volcano": "volcano", "Weights & Biases": "wandb"},
+    "triggers": {"Volcano": "volcano"},
+}
+
 
 def get_provider_info() -> dict:
     """Describe this provider to Airflow (its ``apache_airflow_provider`` entry point)."""
-    from airflow_volcano_wandb.versions import VOLCANO_VERSION
     from airflow_volcano_wandb.wandb.connection_form import (
         WANDB_CONN_FIELDS,
         WANDB_UI_FIELD_BEHAVIOUR,
     )
 
-    return {
+    info: dict = {
         "package-name": "airflow-volcano-wandb",
         "name": "Volcano + Weights & Biases",
         "description": "Submit Volcano PyTorch jobs from W&B Launch queue templates and link them "
         "to their W&B runs.",
         "versions": [__version__],
         "integrations": [
-            {
-                "integration-name": "Volcano",
-                "external-doc-url": "https://volcano.sh/",
-                "tags": ["software"],
-            },
-            {
-                "integration-name": "Weights & Biases",
-                "external-doc-url": "https://docs.wandb.ai/",
-                "tags": ["software"],
-            },
-        ],
-        "operators": [
-            {
-                "integration-name": "Volcano",
-                "python-modules": ["airflow_volcano_wandb.operators.volcano"],
-            }
-        ],
-        "sensors": [
-            {
-                "integration-name": "Volcano",
-                "python-modules": ["airflow_volcano_wandb.sensors.volcano"],
-            }
-        ],
-        "hooks": [
-            {
-                "integration-name": "Volcano",
-                "python-modules": ["airflow_volcano_wandb.hooks.volcano"],
-            },
-            {
-                "integration-name": "Weights & Biases",
-                "python-modules": ["airflow_volcano_wandb.hooks.wandb"],
-            },
-        ],
-        "triggers": [
-            {
-                "integration-name": "Volcano",
-                "python-modules": ["airflow_volcano_wandb.triggers.volcano"],
-            }
+            {"integration-name": name, "external-doc-url": url, "tags": ["software"]}
+            for name, url in _INTEGRATIONS.items()
         ],
         "connection-types": [
             {
@@ -77,54 +101,13 @@ def get_provider_info() -> dict:
         "config": {
             "volcano_wandb": {
                 "description": "Volcano + Weights & Biases provider.",
-                "options": {
-                    "deployment": {
-                        "description": "A name for this Airflow deployment (e.g. staging, "
-                        "prod). It is part of every job's identity labels, name and W&B run "
-                        "id, so deployments that share a namespace, or an Airflow whose "
-                        "metadata DB was reset, never reattach to, delete or count each "
-                        "other's jobs.",
-                        "version_added": "0.1.0",
-                        "type": "string",
-                        "example": "prod",
-                        "default": "",
-                    },
-                    "max_concurrent_log_follows": {
-                        "description": "At most this many master logs followed at once per "
-                        "triggerer, for deferred tasks with follow_master_log=True; the "
-                        "others wait for a free slot. Read once per triggerer process.",
-                        "version_added": "0.1.0",
-                        "type": "integer",
-                        "example": "100",
-                        "default": "50",
-                    },
-                    "volcano_version": {
-                        "description": "The Volcano release jobs are rendered for (e.g. "
-                        "v1.12.2): a job names only the job plugins that release has, since "
-                        "Volcano's admission webhook refuses unknown ones. Volcano hcclrank, "
-                        "which gives torchrun its node rank, needs v1.12.3 or newer; the "
-                        "oldest release supported is v1.7.0. An operator's volcano_version "
-                        "wins. `python -m airflow_volcano_wandb doctor` compares it with the "
-                        "cluster's.",
-                        "version_added": "0.1.0",
-                        "type": "string",
-                        "example": "v1.12.2",
-                        "default": VOLCANO_VERSION,
-                    },
-                    "defer_settle_seconds": {
-                        "description": "A deferred task's trigger fires no sooner than this "
-                        "many seconds after the deferral. Airflow up to 3.3.2 fails a deferred "
-                        "task whose trigger fires before the scheduler has processed the "
-                        "deferring worker's exit (apache/airflow#67287, #72716), which a job "
-                        "ending within seconds of the deferral meets. 0 turns the wait off: "
-                        "for an Airflow without that race, or airflow dags test, which runs "
-                        "the trigger in its own process. Read by the triggerer.",
-                        "version_added": "0.1.0",
-                        "type": "float",
-                        "example": "0",
-                        "default": "15",
-                    },
-                },
+                "options": _OPTIONS,
             }
         },
     }
+    for kind, modules in _MODULES.items():
+        info[kind] = [
+            {"integration-name": name, "python-modules": [f"airflow_volcano_wandb.{kind}.{module}"]}
+            for name, module in modules.items()
+        ]
+    return info

@@ -101,6 +101,12 @@ class JobRefusedError(VolcanoJobError):
     permission: a 4xx answer); nothing was submitted and the same request will fail again."""
 
 
+class JobWontFitError(JobRefusedError):
+    """The job can never be placed (``job.fit``): its gang asks more than its Volcano queue's
+    capability, or more than the nodes have; it failed before anything was submitted, and the
+    same request will fail again. The message names the resource and the numbers."""
+
+
 class ApiserverUnreachableError(VolcanoJobError):
     """The Kubernetes API could not be reached, or watched for longer than
     ``watch_failure_grace``. The job was left alone: a retry reattaches to it."""

@@ -1,5 +1,5 @@
-"""What the provider needs of the cluster: the Volcano APIs it calls, and what its Kubernetes
-identity must be allowed in its namespace (pure).
+"""What the provider needs of the cluster: the Volcano APIs it calls, what its Kubernetes
+identity must be allowed in its namespace, and what it may optionally read cluster-wide (pure).
 
 The one list the RBAC manifests, ``doctor`` and the audit-log test are held to.
 """
@@ -53,4 +53,10 @@ SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
 # The Role of docker/k8s/rbac-external-key-secret.yaml (tests/unit/test_doctor.py keeps it so).
 EXTERNAL_KEY_SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
     p for p in REQUIRED_PERMISSIONS if p not in SECRET_PERMISSIONS
+)
+# Optional, cluster-wide: the fit check's reads (a namespaced Role cannot grant them), the
+# ClusterRole of docker/k8s/rbac-fit-check.yaml. Without them the check is skipped, not failed.
+FIT_CHECK_PERMISSIONS: tuple[Permission, ...] = (
+    *_permissions("scheduling.volcano.sh", "queues", "get list"),
+    *_permissions("", "nodes", "list"),
 )

@@ -21,6 +21,9 @@ JOBS_RESOURCE = f"{PLURAL}.{GROUP}"  # as RBAC and error messages name it
 PODGROUP_GROUP = "scheduling.volcano.sh"
 PODGROUP_VERSION = "v1beta1"
 JOB_NAME_LABEL = "volcano.sh/job-name"
+QUEUE_RESOURCE = f"queues.{PODGROUP_GROUP}"
+#: The optional read-only ClusterRole the fit check reads queues and nodes with.
+FIT_CHECK_CLUSTER_ROLE = "docker/k8s/rbac-fit-check.yaml"
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
 # no FIN) would keep a trigger waiting forever.
@@ -112,12 +115,26 @@ api_retry = tenacity.retry(
 
 
 def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -> Exception:
-    """Turn a 403 into an error that says exactly which permission is missing."""
+    """Turn a 403 into an error that says exactly which permission is missing.
+
+    ``namespace`` is ``""`` for a cluster-scoped resource (nodes, Volcano queues), which only
+    a ClusterRole can grant.
+    """
     if isinstance(exc, ApiException | AsyncApiException) and exc.status == 403:
+        where, grant = (
+            (
+                f"in namespace '{namespace}'",
+                "the Role bound to this connection's identity (see docker/k8s/rbac.yaml)",
+            )
+            if namespace
+            else (
+                "cluster-wide",
+                f"a ClusterRole bound to this connection's identity (see {FIT_CHECK_CLUSTER_ROLE})",
+            )
+        )
         return KubernetesPermissionError(
-            f"Kubernetes denied '{verb}' on '{resource}' in namespace '{namespace}'. "
-            f"Grant it in the Role bound to this connection's identity "
-            f"(see docker/k8s/rbac.yaml). API said: {api_message(exc)}"
+            f"Kubernetes denied '{verb}' on '{resource}' {where}. Grant it in {grant}. "
+            f"API said: {api_message(exc)}"
         )
     return exc
 

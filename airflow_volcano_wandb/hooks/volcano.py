@@ -26,6 +26,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     PLURAL,
     PODGROUP_GROUP,
     PODGROUP_VERSION,
+    QUEUE_RESOURCE,
     SYNC_CALL_TIMEOUT,
     VERSION,
     JobExistsError,
@@ -101,18 +102,21 @@ class VolcanoHook(KubernetesHook):
     @api_retry
     def get_job(self, name: str, namespace: str) -> dict | None:
         """The job, or ``None`` when it does not exist."""
+        return self._get_or_none(
+            "jobs.batch.volcano.sh",
+            namespace,
+            self.custom_object_client.get_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            PLURAL,
+            name,
+        )
+
+    def _get_or_none(self, resource: str, namespace: str, fn, *args: Any) -> dict | None:
+        """What a GET answers, or ``None`` on 404 (no such object)."""
         try:
-            return self._call(
-                "get",
-                "jobs.batch.volcano.sh",
-                namespace,
-                self.custom_object_client.get_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-            )
+            return self._call("get", resource, namespace, fn, *args)
         except ApiException as exc:
             if exc.status == 404:
                 return None
@@ -287,6 +291,25 @@ class VolcanoHook(KubernetesHook):
                 for ref in (pg.get("metadata") or {}).get("ownerReferences") or []
             )
         ]
+
+    @api_retry
+    def get_queue(self, name: str) -> dict | None:
+        """The Volcano queue (cluster-scoped), or ``None`` when it does not exist."""
+        return self._get_or_none(
+            QUEUE_RESOURCE,
+            "",
+            self.custom_object_client.get_cluster_custom_object,
+            PODGROUP_GROUP,
+            PODGROUP_VERSION,
+            "queues",
+            name,
+        )
+
+    @api_retry
+    def list_nodes(self) -> list[dict]:
+        """Every node of the cluster (cluster-scoped)."""
+        nodes = self._call("list", "nodes", "", self.core_v1_client.list_node)
+        return [to_dict(self.api_client, node) for node in nodes.items]
 
     def _secret_call(
         self, verb: str, namespace: str, path: str, method: str, **kwargs: Any

@@ -13,7 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_volcano_wandb.job.job_status import replicas_by_task
 from airflow_volcano_wandb.template import master_task_name
+from airflow_volcano_wandb.template.torchrun import processes_per_pod
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,8 @@ class JobFacts:
     :param images: the first container's image per Volcano task, in template order.
     :param replicas: replicas per Volcano task, in template order.
     :param master_task: the task that runs rank 0 (the ``pytorch`` plugin's master), if known.
+    :param processes: processes per Volcano task: its replicas times the processes each pod
+        starts (``PET_NPROC_PER_NODE``, one per GPU under ``torchrun``; else one per pod).
     """
 
     name: str
@@ -34,6 +38,7 @@ class JobFacts:
     images: Mapping[str, str] = field(default_factory=dict)
     replicas: Mapping[str, int] = field(default_factory=dict)
     master_task: str | None = None
+    processes: Mapping[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_job(cls, job: Mapping[str, Any]) -> JobFacts:
@@ -44,11 +49,13 @@ class JobFacts:
         """
         metadata = job.get("metadata") or {}
         images: dict[str, str] = {}
-        replicas: dict[str, int] = {}
+        replicas = replicas_by_task(job)
+        processes: dict[str, int] = {}
         for task in (job.get("spec") or {}).get("tasks") or []:
             name = str(task.get("name") or "")
-            replicas[name] = int(task.get("replicas", 1))
             containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
+            per_pod = processes_per_pod(containers[0]) if containers else 1
+            processes[name] = replicas.get(name, 0) * per_pod
             if containers and containers[0].get("image"):
                 images[name] = str(containers[0]["image"])
         return cls(
@@ -58,6 +65,7 @@ class JobFacts:
             images=images,
             replicas=replicas,
             master_task=master_task_name(job),
+            processes=processes,
         )
 
     @property
@@ -69,8 +77,9 @@ class JobFacts:
 
     @property
     def world_size(self) -> int:
-        """Pods in the job (every rank of every task)."""
-        return sum(self.replicas.values())
+        """Processes in the job, as ``torch.distributed`` counts its world: with 8 GPUs per
+        pod under ``torchrun`` that is pods times 8."""
+        return sum(self.processes.values())
 
 
 def asset_extra(
@@ -101,5 +110,6 @@ def asset_extra(
         "image": facts.image,
         "images": dict(facts.images),
         "replicas": dict(facts.replicas),
+        "world_size": facts.world_size,
         "gpu_seconds": dict(gpu_seconds or {}),
     }

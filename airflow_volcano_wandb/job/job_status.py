@@ -114,7 +114,7 @@ def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str =
         message=str(state.get("message") or ""),
         retry_count=int(status.get("retryCount") or 0),
         transition_time=state.get("lastTransitionTime"),
-        replicas=_replicas_by_task(job),
+        replicas=replicas_by_task(job),
         pods_by_task=_pods_by_task(status),
     )
 
@@ -129,7 +129,9 @@ def _verdict_for(phase: str) -> Verdict:
     return Verdict.WAIT
 
 
-def _replicas_by_task(job: Mapping[str, Any]) -> dict[str, int]:
+def replicas_by_task(job: Mapping[str, Any]) -> dict[str, int]:
+    """Each named task's replicas, in template order. The API omits a zero ``replicas`` (an
+    ``int32`` with ``omitempty``), so a missing count is 0, not 1."""
     tasks = (job.get("spec") or {}).get("tasks") or []
     return {str(t.get("name")): int(t.get("replicas") or 0) for t in tasks if t.get("name")}
 

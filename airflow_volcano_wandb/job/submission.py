@@ -125,6 +125,7 @@ def submit_for_try(
     api_key: str | None,
     on_job: Callable[[dict[str, str]], None],
     store: Any = None,
+    fit_check: Callable[[], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any]]:
     """This try's run spec and job: reattached or submitted, remembered, holding the key.
@@ -135,9 +136,17 @@ def submit_for_try(
     :param on_job: told the job's reference as soon as the job exists (from then on the
         operator's ``on_kill`` deletes it).
     :param store: the task state store, or None where Airflow has none.
+    :param fit_check: judges, right before a create (never for a reattached job), whether the
+        job can be placed; raises when it never can.
     """
     namespace = rendered[1]["metadata"]["namespace"]
     key = api_key_secret.Handover(hook, identity, namespace, api_key, task_log)
+
+    def before_create() -> None:
+        if fit_check is not None:
+            fit_check()
+        key.prepare()
+
     try:
         if not identity.deployment:
             warn_of_other_deployments(hook, namespace, task_log)
@@ -149,7 +158,7 @@ def submit_for_try(
             try_number=try_number,
             reattach=reattach,
             store=store,
-            before_create=key.prepare,
+            before_create=before_create,
             task_log=task_log,
         )
         ref = job_ref(job)

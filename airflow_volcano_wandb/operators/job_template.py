@@ -12,7 +12,10 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job import fit
+from airflow_volcano_wandb.job.fit_check import check_fit
 from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
 from airflow_volcano_wandb.template import (
     DEFAULT_ALLOWED_SCHEDULERS,
@@ -101,6 +104,17 @@ class JobTemplateMixin(BaseOperator):
         only plugins it has (before v1.12.3, no ``hcclrank``, so no ``PET_NODE_RANK``).
         ``None``: ``[volcano_wandb] volcano_version``, by default the release the provider is
         tested with. See docs/templates.md.
+    :param fit_check: before the job is created, compare its gang (every rank's GPUs, CPU and
+        memory requests) with its Volcano queue's ``capability``, ``deserved`` and
+        ``allocated`` and with the nodes' allocatable resources. ``fail`` (default): a job
+        that can never be placed (more than the queue's cap, a pod larger than every node, a
+        gang larger than all nodes together) fails at once with ``JobWontFitError``, nothing
+        submitted; ``warn``: that is only logged and the job is submitted (an autoscaled
+        cluster may yet add the nodes; a queue's cap stays a cap, so the job will pend until
+        ``pending_timeout``); ``off``: nothing is read. Either way a job that fits but not now
+        (its queue's capacity in use) is logged and waited for. Queues and nodes are
+        cluster-scoped: without the optional ClusterRole of docker/k8s/rbac-fit-check.yaml
+        the task log says once what was skipped. See docs/operator.md.
     """
 
     template_fields: Sequence[str] = (
@@ -153,6 +167,7 @@ class JobTemplateMixin(BaseOperator):
         max_total_gpus: int | None = None,
         finished_job_ttl: int | None = DEFAULT_FINISHED_JOB_TTL,
         volcano_version: str | None = None,
+        fit_check: str = "fail",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -172,6 +187,8 @@ class JobTemplateMixin(BaseOperator):
         self.max_replicas, self.finished_job_ttl = max_replicas, finished_job_ttl
         self.max_total_gpus = max_total_gpus
         self.volcano_version = volcano_version
+        fit.check_mode(fit_check)
+        self.fit_check = fit_check
 
     def render(
         self,
@@ -233,3 +250,17 @@ class JobTemplateMixin(BaseOperator):
         if self.finished_job_ttl is not None:
             body["spec"].setdefault("ttlSecondsAfterFinished", int(self.finished_job_ttl))
         return body
+
+    def fit_checked(self, hook: VolcanoHook, body: Mapping[str, Any]) -> Callable[[], None]:
+        """Judge once whether ``body`` fits (``fit_check``). The submission calls it right
+        before a create, so a reattached job is never judged (the queue's ``allocated`` would
+        count the job itself)."""
+        judged = False
+
+        def check() -> None:
+            nonlocal judged
+            if not judged:
+                check_fit(hook, body, self.fit_check, self.log)
+                judged = True
+
+        return check

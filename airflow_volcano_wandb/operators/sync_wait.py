@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -28,9 +29,10 @@ def wait_in_process(
 ) -> WaitResult:
     """The same wait the triggerer would run, here; the master's log goes to the task log."""
     trigger._log = task_log  # progress lines belong in the task log
-    trigger.follow_master_log = False  # the thread below follows it, with the trigger's caps
+    spec = trigger.spec  # the thread below follows the master log, with the trigger's caps
+    trigger.spec = dataclasses.replace(spec, follow_master_log=False)
     follower = MasterLogFollower.for_job(
-        hook, dict(job), task_log, trigger.master_log_max_lines, trigger.master_log_max_bytes
+        hook, dict(job), task_log, spec.master_log_max_lines, spec.master_log_max_bytes
     )
     follower.start()
     try:

@@ -36,18 +36,11 @@ from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_WATCH_FAILURE_GRACE,
     VolcanoJobTrigger,
 )
-from airflow_volcano_wandb.wait import cleanup, job_report
+from airflow_volcano_wandb.wait import cleanup, job_report, step_io
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
-from airflow_volcano_wandb.wait.judge import (
-    WaitTarget,
-    counts_restarts,
-    gang_is_whole,
-    gang_whole_mark,
-    judge,
-    needs_gang_whole_mark,
-    progress_line,
-)
+from airflow_volcano_wandb.wait.judge import WaitTarget, judge
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wandb import wandb_urls
 
 
@@ -135,8 +128,7 @@ class VolcanoJobSensor(
         self.on_finish_action, self.delete_on_kill = on_finish_action, delete_on_kill
         self.wandb_run_id, self.watch_failure_grace = wandb_run_id, watch_failure_grace
         self._failing_since: float | None = None
-        self._last_progress = ""
-        self._gang_seen_whole = False
+        self._memory = WaitMemory()  # of this process: each rescheduled poke starts afresh
         self._job: dict[str, str] | None = None
 
     def _target(self) -> WaitTarget:
@@ -221,16 +213,10 @@ class VolcanoJobSensor(
             return self._unread(target, exc)
         self._failing_since = None
         self._remember(job)
-        if job is not None and (not target.uid or job["metadata"].get("uid") == target.uid):
-            self._gang_seen_whole = self._gang_seen_whole or gang_is_whole(job)
-            self._mark_gang_whole(job)
-            progress = progress_line(job, gang_seen_whole=self._gang_seen_whole)
-            if progress != self._last_progress:
-                self._last_progress = progress
-                self.log.info("%s", progress)
-        result = judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole)
-        if result is None and counts_restarts(job, target):
-            result = self._judge_restarts(job, target)
+        # The trigger's step, over the sync hook: the same lines, gang mark and verdicts.
+        self._memory, result = step_io.take_step_sync(
+            self.hook, job, target, self._memory, self.log
+        )
         if result is None:
             return False
         self._report(result, context)
@@ -249,37 +235,6 @@ class VolcanoJobSensor(
             f"Could not read {where} for {self.watch_failure_grace:g}s: {exc}. The job was "
             "left untouched; the next try waits on it again."
         ) from exc
-
-    def _mark_gang_whole(self, job: dict[str, Any]) -> None:
-        """Record on the job, once, that its gang was whole (see ``judge.py``): a later poke
-        in another process, or a retry, then never takes a lost rank for a gang never placed."""
-        if not needs_gang_whole_mark(job):
-            return
-        try:
-            meta = job["metadata"]
-            self.hook.set_job_annotations(
-                meta["name"], meta["namespace"], meta["uid"], gang_whole_mark(time.time())
-            )
-        except Exception as exc:  # this process remembers; a later poke tries again
-            self.log.warning("Could not record the whole gang on the job: %s", exc)
-
-    def _judge_restarts(self, job: dict[str, Any], target: WaitTarget) -> WaitResult | None:
-        """A crash loop, as ``restart_check.verdict`` finds one: judged with the running job's
-        pods, then again on a fresh GET of the job and of its pods, since it deletes the job;
-        ``None`` otherwise and when they cannot be read."""
-        try:
-            pods = self.hook.list_job_pods(target.name, target.namespace)
-            result = judge(
-                job, target, time.time(), gang_seen_whole=self._gang_seen_whole, pods=pods
-            )
-            if result is None or result.outcome is not Outcome.CRASH_LOOP:
-                return None  # anything else is the next poke's to say
-            job = self.hook.get_job(target.name, target.namespace)
-            pods = self.hook.list_job_pods(target.name, target.namespace)
-        except Exception as exc:  # the budget never fails a poke on its own reads
-            self.log.warning("Could not read the job's pods for their restarts (%s)", exc)
-            return None
-        return judge(job, target, time.time(), gang_seen_whole=self._gang_seen_whole, pods=pods)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's verdict into the task's outcome."""

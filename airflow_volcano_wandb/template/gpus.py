@@ -19,15 +19,28 @@ def is_gpu_resource(name: str) -> bool:
     return name.endswith("/gpu")
 
 
+def container_gpus(container: Mapping[str, Any]) -> int:
+    """GPUs one container is given: the sum of its ``<vendor>/gpu`` limits (a limit that is
+    not a whole number counts as none here; validation refuses it)."""
+    limits = (container.get("resources") or {}).get("limits") or {}
+    if not isinstance(limits, Mapping):
+        return 0
+    return sum(
+        int(value)
+        for name, value in limits.items()
+        if is_gpu_resource(str(name)) and is_gpu_count(value)
+    )
+
+
+def is_gpu_count(value: Any) -> bool:
+    """Whether a GPU limit is a whole number, as Kubernetes requires of extended resources."""
+    return not isinstance(value, bool) and str(value).isdigit()
+
+
 def pod_gpus(pod_template: Mapping[str, Any]) -> int:
     """GPUs one pod of this template holds: the sum over its containers' GPU limits."""
-    total = 0
-    for container in (pod_template.get("spec") or {}).get("containers") or []:
-        limits = (container.get("resources") or {}).get("limits") or {}
-        for name, value in limits.items():
-            if is_gpu_resource(str(name)) and str(value).isdigit():
-                total += int(value)
-    return total
+    containers = (pod_template.get("spec") or {}).get("containers") or []
+    return sum(container_gpus(c) for c in containers if isinstance(c, Mapping))
 
 
 def gang_gpus(tasks: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:

@@ -3,13 +3,12 @@
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_volcano_wandb.template import naming
 from airflow_volcano_wandb.template.errors import Path, error_at
+from airflow_volcano_wandb.template.quantity import check_quantity
 from airflow_volcano_wandb.template.structure import (
     iter_containers,
     main_container,
@@ -27,11 +26,6 @@ from airflow_volcano_wandb.template.values import (
     type_name,
 )
 
-# Kubernetes resource.Quantity, as the CRD's OpenAPI schema spells it.
-QUANTITY = re.compile(
-    r"(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|"
-    r"([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?\Z"
-)
 _ENV_KEYS = frozenset({"name", "value", "valueFrom"})
 _RESOURCE_KEYS = ("limits", "requests")
 
@@ -143,17 +137,6 @@ def apply_env(tasks: list[dict[str, Any]], env: Mapping[str, Any] | Sequence[Any
                 else:
                     positions[entry["name"]] = len(current)
                     current.append(copy)
-
-
-def check_quantity(value: Any, path: Path) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise error_at(path, f"a quantity must be a number or a string, got {show(value)}")
-    if isinstance(value, str) and not QUANTITY.match(value):
-        raise error_at(path, f"{value!r} is not a Kubernetes quantity (e.g. 500m, 2Gi, 1)")
-    if not isinstance(value, str) and (
-        (isinstance(value, float) and not math.isfinite(value)) or value < 0 or has_wide_int(value)
-    ):
-        raise error_at(path, f"a quantity must be a finite number >= 0, got {show(value)}")
 
 
 def apply_resources(tasks: list[dict[str, Any]], resources: Mapping[str, Any]) -> None:

@@ -26,6 +26,7 @@ from typing import Any
 
 from airflow_volcano_wandb.template import volcano
 from airflow_volcano_wandb.template.errors import error_at
+from airflow_volcano_wandb.template.gpus import container_gpus
 from airflow_volcano_wandb.template.structure import task_index
 from airflow_volcano_wandb.template.values import show
 
@@ -37,6 +38,31 @@ SHM_PATH = "/dev/shm"
 #: ``/dev/shm`` for PyTorch pods, memory-backed: the container runtime's default of 64 MiB is
 #: too small for DataLoader workers and NCCL's shared-memory transport.
 DEFAULT_SHM_SIZE = "1Gi"
+NPROC_ENV = "PET_NPROC_PER_NODE"
+#: What ``torchrun --nproc-per-node`` accepts besides a positive count: it counts the devices.
+NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
+
+
+def is_nproc(value: str) -> bool:
+    """Whether ``torchrun`` can start this many processes per pod (a template or ``env=`` may
+    set ``PET_NPROC_PER_NODE`` itself; validation refuses anything else)."""
+    return (value.isdigit() and int(value) > 0) or value in NPROC_WORDS
+
+
+def processes_per_pod(container: dict[str, Any]) -> int:
+    """The processes a pod of this (main) container starts, as its ``PET_NPROC_PER_NODE``
+    says: a count as given; ``gpu`` or ``auto`` count the container's GPUs. Without the
+    variable (or with a value only the node knows, ``cpu``, ``xpu``, ``valueFrom``) it is the
+    ``pytorch`` plugin's one process per pod."""
+    env = container.get("env")
+    for entry in env if isinstance(env, list) else ():
+        if isinstance(entry, dict) and entry.get("name") == NPROC_ENV:
+            value = str(entry.get("value") or "")
+            if value.isdigit() and int(value) > 0:
+                return int(value)
+            if value in ("gpu", "auto"):
+                return container_gpus(container) or 1
+    return 1
 
 
 def pytorch_roles(job: dict[str, Any]) -> tuple[dict[str, str], list[Any]] | None:
@@ -78,7 +104,7 @@ def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]], rank_pl
             if not isinstance(env, list):
                 continue  # validation reports it
             have = {e.get("name") for e in env if isinstance(e, dict)}
-            wanted: dict[str, Any] = {**common, "PET_NPROC_PER_NODE": str(_gpus(container) or 1)}
+            wanted: dict[str, Any] = {**common, NPROC_ENV: str(container_gpus(container) or 1)}
             if rank_plugin:
                 wanted["PET_NODE_RANK"] = {
                     "fieldRef": {"fieldPath": f"metadata.annotations['{RANK_ANNOTATION}']"}
@@ -141,16 +167,6 @@ def _mounts(container: dict[str, Any], path: str) -> bool:
     return isinstance(mounts, list) and any(
         isinstance(m, dict) and str(m.get("mountPath") or "").rstrip("/") == path for m in mounts
     )
-
-
-def _gpus(container: dict[str, Any]) -> int:
-    """GPUs the container is given (any ``<vendor>/gpu`` limit, e.g. ``nvidia.com/gpu``)."""
-    limits = (container.get("resources") or {}).get("limits") or {}
-    total = 0
-    for name, value in limits.items() if isinstance(limits, dict) else ():
-        if str(name).endswith("/gpu") and str(value).isdigit():
-            total += int(value)
-    return total
 
 
 def _port(arguments: list[Any]) -> int:

@@ -13,8 +13,10 @@ from typing import Any
 from airflow_volcano_wandb.template import naming, volcano
 from airflow_volcano_wandb.template import plugins as releases
 from airflow_volcano_wandb.template.errors import Path, TemplateError, errors_at
-from airflow_volcano_wandb.template.overrides import check_quantity
+from airflow_volcano_wandb.template.gpus import is_gpu_count, is_gpu_resource
+from airflow_volcano_wandb.template.quantity import check_quantity
 from airflow_volcano_wandb.template.structure import CONTAINER_LISTS
+from airflow_volcano_wandb.template.torchrun import NPROC_ENV, NPROC_WORDS, is_nproc
 from airflow_volcano_wandb.template.values import INT64_MAX, INT64_MIN, show, type_name
 
 Problems = list[tuple[Path, str]]
@@ -192,12 +194,15 @@ class _Checker:
                 ):
                     continue
                 for resource, quantity in values.items():
+                    qpath = (*path, "resources", kind, resource)
                     try:
-                        check_quantity(quantity, (*path, "resources", kind, resource))
+                        check_quantity(quantity, qpath)
                     except TemplateError as exc:
-                        self.problems.append(
-                            ((*path, "resources", kind, resource), exc.problems[0][1])
-                        )
+                        self.problems.append((qpath, exc.problems[0][1]))
+                        continue
+                    # Kubernetes only hands out whole GPUs, and PET_NPROC_PER_NODE counts them.
+                    if is_gpu_resource(str(resource)) and not is_gpu_count(quantity):
+                        self.add(qpath, f"must be a whole number of GPUs, found {show(quantity)}")
 
     def env(self, env: Any, path: Path) -> None:
         if env is None or not self.kind(env, path, list, "a list"):
@@ -211,7 +216,17 @@ class _Checker:
             if "value" in entry and "valueFrom" in entry:
                 self.add((*path, i), "give either value or valueFrom, not both")
             if "value" in entry:
-                self.kind(entry["value"], (*path, i, "value"), str, "a string")
+                value = entry["value"]
+                if (
+                    self.kind(value, (*path, i, "value"), str, "a string")
+                    and name == NPROC_ENV
+                    and not is_nproc(value)
+                ):
+                    self.add(
+                        (*path, i, "value"),
+                        f"{NPROC_ENV} must be a positive number of processes or one of "
+                        f"{', '.join(NPROC_WORDS)}, found {show(value)}",
+                    )
             if "valueFrom" in entry:
                 self.kind(entry["valueFrom"], (*path, i, "valueFrom"), dict, "a mapping")
 

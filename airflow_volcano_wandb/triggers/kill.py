@@ -24,10 +24,16 @@ from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 class StoppedTrigger(Protocol):
     """What a stop needs of the trigger: its job, its task instance, a hook and its log."""
 
-    job_name: str
-    namespace: str
-    job_uid: str | None
-    try_number: int | None
+    # Read-only: the trigger's fields are a frozen ``WaitSpec``.
+    @property
+    def job_name(self) -> str: ...
+    @property
+    def namespace(self) -> str: ...
+    @property
+    def job_uid(self) -> str | None: ...
+    @property
+    def try_number(self) -> int | None: ...
+
     task_instance: Any
     log: logging.Logger
 

@@ -1,8 +1,9 @@
 """Judge a job at a moment: keep waiting, or end the wait with an outcome.
 
-Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) call
-:func:`judge` with the job as the apiserver or the watch last showed it, so the two can never
-disagree about what a job, a timeout or a half-placed gang means.
+Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) judge
+the job as the apiserver or the watch last showed it (through ``step.look``), so the two can
+never disagree about what a job, a timeout or a half-placed gang means. A job's status is
+read once per look (:func:`see`); every question here asks that :class:`Seen`.
 
 A PyTorch DDP job with a static world size makes progress only when every rank runs, so
 ``pending_timeout`` measures the time until *every* rank is placed and running, not only
@@ -53,6 +54,25 @@ class WaitTarget:
     max_container_restarts: int | None = None
 
 
+@dataclass(frozen=True)
+class Seen:
+    """A job as read, with its status interpreted once: what every question below asks."""
+
+    #: The job (``None``: it does not exist, or it is another submission than the target's).
+    job: Mapping[str, Any] | None
+    status: JobStatus
+
+
+def see(job: Mapping[str, Any] | None, target: WaitTarget | None = None) -> Seen:
+    """``job`` as the wait on ``target`` sees it: a job of the target's name but another uid
+    counts as the target deleted."""
+    if target is None:
+        return Seen(job, interpret(job))
+    if job is not None and target.uid and (job.get("metadata") or {}).get("uid") != target.uid:
+        job = None
+    return Seen(job, interpret(job, name=target.name, namespace=target.namespace))
+
+
 def unplaced_ranks(status: JobStatus) -> dict[str, str]:
     """Tasks with ranks not yet started, as ``{"worker": "1/3"}`` (started/replicas)."""
     unplaced = {}
@@ -64,9 +84,7 @@ def unplaced_ranks(status: JobStatus) -> dict[str, str]:
     return unplaced
 
 
-def gang_wait_seconds(
-    job: Mapping[str, Any] | None, status: JobStatus, now: float, *, gang_seen_whole: bool = False
-) -> float | None:
+def gang_wait_seconds(seen: Seen, now: float, *, gang_seen_whole: bool = False) -> float | None:
     """How long the job has waited for its whole gang, or ``None`` when it is not waiting.
 
     ``Pending`` counts from the phase's transition (a restart of a gang never whole starts the
@@ -76,7 +94,8 @@ def gang_wait_seconds(
     wait any more: a rank lost later (evicted, preempted, being replaced) is Volcano's to
     restore, and only ``execution_timeout`` bounds that.
     """
-    if job is None or status.terminal or gang_seen_whole or gang_was_whole(job):
+    job, status = seen.job, seen.status
+    if job is None or status.terminal or gang_seen_whole or gang_was_whole(seen):
         return None
     metadata = job.get("metadata") or {}
     if status.phase in ("", "Pending"):
@@ -108,21 +127,31 @@ def judge(
     target's name but another uid counts as the target deleted. ``pods``, read after ``job``
     when :func:`counts_restarts` says so, are held to the target's restart budget.
     """
-    if job is not None and target.uid and (job.get("metadata") or {}).get("uid") != target.uid:
-        job = None
-    status = interpret(job, name=target.name, namespace=target.namespace)
+    return judge_seen(see(job, target), target, now, gang_seen_whole=gang_seen_whole, pods=pods)
+
+
+def judge_seen(
+    seen: Seen,
+    target: WaitTarget,
+    now: float,
+    *,
+    gang_seen_whole: bool = False,
+    pods: Sequence[Mapping[str, Any]] | None = None,
+) -> WaitResult | None:
+    """:func:`judge` of a job already seen (:func:`see`)."""
+    status = seen.status
     if status.terminal:
         result = WaitResult.from_status(status)
         return result if target.uid is None else _with_uid(result, target.uid)
     loop = None
-    if pods is not None and counts_restarts(job, target):
+    if pods is not None and counts_restarts(seen, target):
         uid = target.uid or status.uid
         loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
     if loop is not None:
         message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "
         return _ending(status, Outcome.CRASH_LOOP, message + loop.describe(), crash_loop=loop)
     if target.pending_timeout is not None:
-        waited = gang_wait_seconds(job, status, now, gang_seen_whole=gang_seen_whole)
+        waited = gang_wait_seconds(seen, now, gang_seen_whole=gang_seen_whole)
         if waited is not None and waited >= target.pending_timeout:
             unplaced = unplaced_ranks(status)
             missing = ", ".join(f"{task} {count}" for task, count in unplaced.items())
@@ -156,20 +185,17 @@ def _ending(status: JobStatus, outcome: Outcome, message: str, **fields: Any) ->
     return WaitResult(outcome=outcome, message=message, **{**seen, **fields})
 
 
-def counts_restarts(job: Mapping[str, Any] | None, target: WaitTarget) -> bool:
+def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
     """Whether the waiter should read the job's pods for their restarts now: only a running job
     restarts containers in place, and only a target with a budget counts them."""
-    if job is None or target.max_container_restarts is None:
+    if seen.job is None or target.max_container_restarts is None:
         return False
-    return interpret(job).phase == "Running"
+    return seen.status.phase == "Running"
 
 
-def gang_is_whole(job: Mapping[str, Any] | None) -> bool:
+def gang_is_whole(seen: Seen) -> bool:
     """Whether every rank of the job is placed and running right now."""
-    if job is None:
-        return False
-    status = interpret(job)
-    return status.phase == "Running" and not unplaced_ranks(status)
+    return seen.status.phase == "Running" and not unplaced_ranks(seen.status)
 
 
 def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
@@ -178,7 +204,7 @@ def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
     return GANG_WHOLE_ANNOTATION in annotations
 
 
-def gang_was_whole(job: Mapping[str, Any] | None) -> bool:
+def gang_was_whole(seen: Seen) -> bool:
     """Whether the job itself shows that its gang was whole at some time since submission.
 
     Either a waiter's mark, or Volcano's own record: a ``Running`` condition of a job whose
@@ -186,20 +212,21 @@ def gang_was_whole(job: Mapping[str, Any] | None) -> bool:
     a job Running only once all of its ranks are. With a smaller ``minAvailable`` (the seed's
     own, ``gang="template"``) Running says nothing about the other ranks: only the mark does.
     """
+    job = seen.job
     if job is None:
         return False
     if gang_marked_whole(job):
         return True
-    world_size = sum(interpret(job).replicas.values())
+    world_size = sum(seen.status.replicas.values())
     if not world_size or int((job.get("spec") or {}).get("minAvailable") or 0) < world_size:
         return False
     conditions = (job.get("status") or {}).get("conditions") or []
     return any((condition or {}).get("status") == "Running" for condition in conditions)
 
 
-def needs_gang_whole_mark(job: Mapping[str, Any] | None) -> bool:
-    """Whether the waiter looking at ``job`` should write :data:`GANG_WHOLE_ANNOTATION` now."""
-    return gang_is_whole(job) and not gang_marked_whole(job)
+def needs_gang_whole_mark(seen: Seen) -> bool:
+    """Whether the waiter looking at the job should write :data:`GANG_WHOLE_ANNOTATION` now."""
+    return gang_is_whole(seen) and not gang_marked_whole(seen.job)
 
 
 def gang_whole_mark(now: float) -> dict[str, str]:
@@ -208,12 +235,12 @@ def gang_whole_mark(now: float) -> dict[str, str]:
     return {GANG_WHOLE_ANNOTATION: stamp}
 
 
-def progress_line(job: Mapping[str, Any], *, gang_seen_whole: bool = False) -> str:
+def progress_line(seen: Seen, *, gang_seen_whole: bool = False) -> str:
     """The task log's line for the job now; a gang that was whole and lost a rank says that
     Volcano is restarting it, with Volcano's own reason when it gives one."""
-    status = interpret(job)
+    status = seen.status
     line = status.progress()
-    was_whole = gang_seen_whole or gang_was_whole(job)
+    was_whole = gang_seen_whole or gang_was_whole(seen)
     # Completing, Aborting and Terminating take ranks down on purpose: nothing is restarting.
     restarting = status.phase in ("Running", "Pending", "Restarting")
     lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")

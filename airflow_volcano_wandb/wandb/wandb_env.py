@@ -42,80 +42,91 @@ def container_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str,
     The API key is never a literal value: without ``spec.api_key_secret`` no
     ``WANDB_API_KEY`` entry is produced at all.
     """
-    env: list[dict[str, Any]] = []
+    env = [
+        *_shared_env(spec),
+        *_rank_env(spec, is_master_task=is_master_task),
+        *_api_key_env(spec),
+        *_airflow_env(spec),
+    ]
+    taken = {entry["name"] for entry in env}
+    env += _values({name: value for name, value in spec.extra_env.items() if name not in taken})
+    return env
 
-    def put(name: str, value: str | int | None) -> None:
-        if value is not None:
-            env.append({"name": name, "value": str(value)})
 
-    put("WANDB_PROJECT", spec.project)
-    put("WANDB_ENTITY", spec.entity)
-    put("WANDB_RUN_GROUP", spec.group)
-    put("WANDB_JOB_TYPE", spec.job_type)
-    if spec.tags:
-        put("WANDB_TAGS", ",".join(spec.tags))
-    if not is_default_base_url(spec.base_url):
-        put("WANDB_BASE_URL", normalise_url(spec.base_url or ""))
-    put("WANDB_RESUME", "allow")
-    # Every container, like the group: a silent rank's env still says which sweep it serves.
-    put("WANDB_SWEEP_ID", spec.sweep_id)
+EnvValues = dict[str, "str | int | None"]
 
+
+def _values(values: EnvValues) -> list[dict[str, Any]]:
+    """Plain ``env`` entries, in order; an unset (``None``) value is left out."""
+    return [
+        {"name": name, "value": str(value)} for name, value in values.items() if value is not None
+    ]
+
+
+def _shared_env(spec: WandbRunSpec) -> list[dict[str, Any]]:
+    base_url = None if is_default_base_url(spec.base_url) else normalise_url(spec.base_url or "")
+    return _values(
+        {
+            "WANDB_PROJECT": spec.project,
+            "WANDB_ENTITY": spec.entity,
+            "WANDB_RUN_GROUP": spec.group,
+            "WANDB_JOB_TYPE": spec.job_type,
+            "WANDB_TAGS": ",".join(spec.tags) if spec.tags else None,
+            "WANDB_BASE_URL": base_url,
+            "WANDB_RESUME": "allow",
+            # Every container, like the group: a silent rank's env still says which sweep it
+            # serves.
+            "WANDB_SWEEP_ID": spec.sweep_id,
+        }
+    )
+
+
+def _rank_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str, Any]]:
+    run = {"WANDB_RUN_ID": spec.run_id, "WANDB_NAME": spec.run_name}
     if spec.mode == "disabled":
         # Disabled wins everywhere: no rank may reach W&B, whatever the rank mode.
-        put("WANDB_MODE", "disabled")
-        if is_master_task or spec.rank_mode == "shared":
-            put("WANDB_RUN_ID", spec.run_id)
-            put("WANDB_NAME", spec.run_name)
-    elif spec.rank_mode == "shared":
-        put("WANDB_MODE", "shared")
-        put("WANDB_RUN_ID", spec.run_id)
-        put("WANDB_NAME", spec.run_name)
-        put("WANDB_X_PRIMARY", "true" if is_master_task else "false")
-        if not is_master_task:
-            put("WANDB_X_UPDATE_FINISH_STATE", "false")
-        env.append(
-            {
-                "name": "WANDB_X_LABEL",
-                "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}},
-            }
-        )
-    elif is_master_task:
-        put("WANDB_MODE", spec.mode)
-        put("WANDB_RUN_ID", spec.run_id)
-        put("WANDB_NAME", spec.run_name)
-    else:
-        put("WANDB_MODE", "disabled")
+        named = is_master_task or spec.rank_mode == "shared"
+        return _values({"WANDB_MODE": "disabled", **(run if named else {})})
+    if spec.rank_mode == "shared":
+        label = {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
+        return [
+            *_values(
+                {
+                    "WANDB_MODE": "shared",
+                    **run,
+                    "WANDB_X_PRIMARY": "true" if is_master_task else "false",
+                    "WANDB_X_UPDATE_FINISH_STATE": None if is_master_task else "false",
+                }
+            ),
+            {"name": "WANDB_X_LABEL", "valueFrom": label},
+        ]
+    if is_master_task:
+        return _values({"WANDB_MODE": spec.mode, **run})
+    return _values({"WANDB_MODE": "disabled"})
 
-    if spec.api_key_secret is not None:
-        env.append(
-            {
-                "name": "WANDB_API_KEY",
-                "valueFrom": {
-                    "secretKeyRef": {
-                        "name": spec.api_key_secret.name,
-                        "key": spec.api_key_secret.key,
-                    }
-                },
-            }
-        )
 
+def _api_key_env(spec: WandbRunSpec) -> list[dict[str, Any]]:
+    ref = spec.api_key_secret
+    if ref is None:
+        return []
+    key_ref = {"secretKeyRef": {"name": ref.name, "key": ref.key}}
+    return [{"name": "WANDB_API_KEY", "valueFrom": key_ref}]
+
+
+def _airflow_env(spec: WandbRunSpec) -> list[dict[str, Any]]:
     ctx = spec.airflow
+    context: EnvValues = {}
     if ctx is not None:
-        put("AIRFLOW_CTX_DAG_ID", ctx.dag_id)
-        put("AIRFLOW_CTX_DAG_RUN_ID", ctx.dag_run_id)
-        put("AIRFLOW_CTX_TASK_ID", ctx.task_id)
-        put("AIRFLOW_CTX_TRY_NUMBER", ctx.try_number)
-        if ctx.map_index >= 0:
-            put("AIRFLOW_CTX_MAP_INDEX", ctx.map_index)
-        put("AIRFLOW_CTX_LOGICAL_DATE", ctx.logical_date)
-        put(ENV_TASK_URL, ctx.task_url)
-    put(ENV_RANK_MODE, spec.rank_mode)
-
-    taken = {entry["name"] for entry in env}
-    for name, value in spec.extra_env.items():
-        if name not in taken:
-            put(name, value)
-    return env
+        context = {
+            "AIRFLOW_CTX_DAG_ID": ctx.dag_id,
+            "AIRFLOW_CTX_DAG_RUN_ID": ctx.dag_run_id,
+            "AIRFLOW_CTX_TASK_ID": ctx.task_id,
+            "AIRFLOW_CTX_TRY_NUMBER": ctx.try_number,
+            "AIRFLOW_CTX_MAP_INDEX": ctx.map_index if ctx.map_index >= 0 else None,
+            "AIRFLOW_CTX_LOGICAL_DATE": ctx.logical_date,
+            ENV_TASK_URL: ctx.task_url,
+        }
+    return _values({**context, ENV_RANK_MODE: spec.rank_mode})
 
 
 def macro_values(spec: WandbRunSpec, *, author: str | None = None) -> dict[str, str]:

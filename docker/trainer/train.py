@@ -3,9 +3,11 @@
 This is the seed tutorial's example job (W&B Launch on Volcano), made to read the env the
 provider's operator and Volcano's ``pytorch`` plugin put into every container:
 
-* ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE`` (set by the pytorch plugin) drive
-  ``torch.distributed.init_process_group(init_method="env://")``; gloo on CPU, nccl when CUDA
-  is available. Without ``WORLD_SIZE`` > 1 it trains as a single process.
+* ``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE`` (set by the pytorch plugin, one
+  process per pod; or by ``torchrun``, one per GPU, which ``launch.py`` starts when the pod has
+  several) drive ``torch.distributed.init_process_group``; gloo on CPU, nccl when CUDA is
+  available, each process on the GPU its ``LOCAL_RANK`` names. Without ``WORLD_SIZE`` > 1 it
+  trains as a single process.
 * ``WANDB_*`` and ``AVW_WANDB_RANK_MODE`` decide which ranks talk to W&B (see
   :func:`wandb_plan`), and the ``AIRFLOW_CTX_*`` / ``AVW_AIRFLOW_TASK_URL`` env becomes the
   ``airflow`` dict of the run config, so the W&B run names the Airflow task that started it.
@@ -94,10 +96,13 @@ class DistInfo:
 
     rank: int
     world_size: int
+    """Processes in the job: pods, or pods times ``torchrun``'s processes per pod."""
     local_rank: int
     backend: str | None
     """``None`` when running as a single process (no process group)."""
     device: torch.device
+    local_world_size: int = 1
+    """Processes in this pod (``torchrun``'s ``LOCAL_WORLD_SIZE``)."""
 
     @property
     def distributed(self) -> bool:
@@ -182,7 +187,8 @@ def dist_info(environ: Mapping[str, str], backend: str) -> DistInfo:
     """Read rank and world size; pick the backend and device."""
     world_size = int(environ.get("WORLD_SIZE") or 1)
     rank = int(environ.get("RANK") or 0)
-    # Volcano runs one process per pod, so LOCAL_RANK is usually absent and 0 is right.
+    # torchrun sets LOCAL_RANK (this process's GPU in the pod); the plugin alone runs one
+    # process per pod and sets none, so 0 is right there.
     local_rank = int(environ.get("LOCAL_RANK") or 0)
     if not 0 <= rank < max(world_size, 1):
         raise SystemExit(f"RANK={rank} is outside WORLD_SIZE={world_size}")
@@ -196,6 +202,7 @@ def dist_info(environ: Mapping[str, str], backend: str) -> DistInfo:
         local_rank=local_rank,
         backend=backend if world_size > 1 else None,
         device=device or torch.device("cpu"),
+        local_world_size=int(environ.get("LOCAL_WORLD_SIZE") or 1),
     )
 
 
@@ -287,6 +294,7 @@ def start_wandb(
     config: dict[str, Any] = {
         **asdict(params),
         "world_size": info.world_size,
+        "processes_per_pod": info.local_world_size,
         "backend": info.backend or "none",
         "device": info.device.type,
         "rank_mode": "shared" if plan.shared else "master",

@@ -1,7 +1,7 @@
 """Static checks of ``docker/``: what the Dockerfiles run, and the Kubernetes manifests.
 
 No Docker engine exists here, so the Dockerfiles are never built; these tests pin down what
-they would run so that ``tests/trainer`` (which runs ``python train.py`` directly) and the
+they would run so that ``tests/trainer`` (which runs ``python launch.py`` directly) and the
 project's own install test the same thing. ``tests/cluster/test_rbac_manifest.py`` applies the
 RBAC manifest to the local cluster and asks its real authorizer.
 """
@@ -50,11 +50,12 @@ def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
     return pairs
 
 
-def test_trainer_dockerfile_runs_train_py_with_python() -> None:
+def test_trainer_dockerfile_runs_the_launcher_beside_train_py() -> None:
     steps = _instructions(DOCKER / "trainer" / "Dockerfile")
     (entrypoint,) = [json.loads(arg) for word, arg in steps if word == "ENTRYPOINT"]
-    assert entrypoint == ["python", "/app/train.py"]
-    assert ("COPY", "train.py /app/train.py") in steps
+    # launch.py finds train.py beside itself, so both land in /app.
+    assert entrypoint == ["python", "/app/launch.py"]
+    assert ("COPY", "launch.py train.py /app/") in steps
     args = dict(arg.split("=", 1) for word, arg in steps if word == "ARG" and "=" in arg)
     assert args["PYTHON_VERSION"] == "3.11" and args["TORCH_VARIANT"] == "cpu"
     (base,) = [arg for word, arg in steps if word == "FROM"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
+from airflow_volcano_wandb.job.job_facts import JobFacts
 from tests.integration.jobs import SIM_DURATION, list_pods, seed_template, wait_until
 from tests.reliability.support import StubTaskInstance, execute_operator, operator
 
@@ -48,6 +49,50 @@ def test_every_rank_gets_its_node_rank_the_master_address_and_a_memory_dev_shm(
         ranks.add(rank)
     assert ranks == {"0", "1", "2"}
     k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
+    )
+    api.close()
+
+
+def test_a_job_with_two_gpus_per_pod_is_admitted_and_every_pod_starts_two_processes(
+    kubernetes_connection, volcano_cluster, volcano_namespace
+):
+    """2 GPUs in every rank, the master's too (one backend for all): Volcano admits and places
+    the gang, each pod's env tells the image's launcher to start 2 processes, and the job's
+    facts count a world of 3 pods x 2."""
+    namespace, api = volcano_namespace, volcano_cluster.api_client()
+    gpus = {"limits": {"nvidia.com/gpu": "2"}}
+    op = operator(
+        template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
+        namespace=namespace,
+        replicas={"worker": 2},
+        container_resources={"master": gpus, "worker": gpus},
+        wait_for_completion=False,
+    )
+    job = execute_operator(op, StubTaskInstance("avw_two_gpus", "train", "r1"))
+    jobs = k8s.CustomObjectsApi(api)
+
+    def stored() -> dict:
+        return jobs.get_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
+        )
+
+    wait_until(
+        lambda: (stored().get("status") or {}).get("state", {}).get("phase") == "Running",
+        120,
+        what="the gang to run",
+    )
+    pods = list_pods(api, namespace)
+    assert len(pods) == 3
+    for pod in pods:
+        assert pod.spec.node_name, f"{pod.metadata.name} was not placed"
+        (container,) = pod.spec.containers
+        assert container.resources.limits["nvidia.com/gpu"] == "2"
+        env = {e.name: e.value for e in container.env}
+        assert env["PET_NPROC_PER_NODE"] == "2", pod.metadata.name
+        assert env["WORLD_SIZE"] == env["PET_NNODES"] == "3"  # the plugin counts pods
+    assert JobFacts.from_job(stored()).world_size == 6  # torch.distributed counts processes
+    jobs.delete_namespaced_custom_object(
         "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
     )
     api.close()

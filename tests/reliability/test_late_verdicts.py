@@ -142,7 +142,7 @@ def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_
             60,
             what="the job Completed",
         )
-        await asyncio.sleep(max(0.0, trigger.deadline - time.time()) + 3)
+        await asyncio.sleep(max(0.0, trigger.spec.deadline - time.time()) + 3)
         proxy.set_pass()
         return await waiting
 

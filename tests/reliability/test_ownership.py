@@ -185,7 +185,7 @@ def test_a_killed_deferred_sensor_deletes_its_job(
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({"ti": ti, "task_instance": ti})
     trigger = deferred.value.trigger
-    assert trigger.job_uid == submitted["uid"] and trigger.delete_on_kill
+    assert trigger.job_uid == submitted["uid"] and trigger.spec.delete_on_kill
     as_in_a_triggerer(trigger, monkeypatch, task_left=True)
     asyncio.run(trigger.on_kill())  # what the triggerer runs when the task is killed
     nothing_left(admin, namespace, "the deferred sensor's job")

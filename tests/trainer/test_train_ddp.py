@@ -36,6 +36,7 @@ from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRe
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "docker" / "trainer" / "train.py"
+LAUNCH_PY = TRAIN_PY.with_name("launch.py")  # the image's ENTRYPOINT
 # What the pods would read from the W&B key Secret; must never show up in any output.
 FAKE_API_KEY = "avwtest0fake0key0d5a1c3e9b7f2a4c6e8d0b1f3a5c7"
 RUN_TIMEOUT_S = 600  # generous: 2 cores shared with a Go build; a normal run takes ~30 s
@@ -406,7 +407,7 @@ def test_airflow_config_matches_provider(train_module: ModuleType) -> None:
     assert train_module.airflow_config({}) == {}
 
 
-def _rendered_rank_env(name: str) -> dict[str, list[dict[str, Any]]]:
+def _rendered_rank_env(name: str, **options: Any) -> dict[str, list[dict[str, Any]]]:
     """The env entries the renderer gives the seed's master and worker container (1 worker)."""
     from airflow_volcano_wandb.template import render_job
 
@@ -423,8 +424,8 @@ def _rendered_rank_env(name: str) -> dict[str, list[dict[str, Any]]]:
         replicas={"worker": 1},
         name=name,
         namespace="wandb",
+        **options,
     )
-    assert job["spec"]["plugins"]["hcclrank"] == ["--master=master", "--worker=worker"]
     return {t["name"]: t["template"]["spec"]["containers"][0]["env"] for t in job["spec"]["tasks"]}
 
 
@@ -448,6 +449,7 @@ def test_the_trainer_runs_under_torchrun_with_the_rendered_pet_env(tmp_path: Pat
     (plus the pytorch plugin's), train together over gloo; rank 0 owns the one W&B run."""
     _require_torch()
     rendered = _rendered_rank_env("ddp")
+    assert all(any(e["name"] == "PET_NODE_RANK" for e in env) for env in rendered.values())
     pet = {name: {e["name"]: e.get("value") for e in env} for name, env in rendered.items()}
     for task in ("master", "worker"):
         assert pet[task]["PET_NNODES"] == "2" and pet[task]["PET_NPROC_PER_NODE"] == "1"
@@ -513,3 +515,68 @@ def test_ranks_that_disagree_on_the_backend_fail_fast_naming_them(tmp_path: Path
         assert "ranks disagree on the torch.distributed backend (rank 0: gloo, rank 1: nccl)" in (
             result.output
         ), result.output[-3000:]
+
+
+def test_the_image_entrypoint_runs_one_process_per_gpu_on_every_volcano(tmp_path: Path) -> None:
+    """Two "pods" with 2 GPUs each, rendered for Volcano v1.12.2 (no ``hcclrank``, so no
+    ``PET_NODE_RANK``), each started as the image starts it (``python launch.py``) with only
+    the env a pod would have: 4 processes train together over gloo (torch sees no GPU here),
+    the world counts processes, and only global rank 0 (master pod, local rank 0) writes W&B."""
+    _require_torch()
+    gpus = {"limits": {"nvidia.com/gpu": "2"}}
+    rendered = _rendered_rank_env(
+        "ddp", resources={"master": gpus, "worker": gpus}, volcano_version="v1.12.2"
+    )
+    spec = WandbRunSpec.for_task_instance(AIRFLOW_CTX, project="p", entity="e", mode="offline")
+    (port,) = free_ports(1)
+    procs = []
+    for node_rank, task in enumerate(("master", "worker")):
+        pet = _torchrun_env(rendered[task], node_rank, port)
+        assert pet["PET_NPROC_PER_NODE"] == "2" and "PET_NODE_RANK" not in pet
+        env = {
+            **_base_env(tmp_path),
+            **_resolve(container_env(spec, is_master_task=task == "master"), f"ddp-{task}-0"),
+            # The pytorch plugin's one-process-per-pod env, on the same port as in a pod.
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": "2",
+            "RANK": str(node_rank),
+            "TRAIN_EPOCHS": "2",
+            **pet,
+        }
+        log = tmp_path / f"{task}.log"
+        with log.open("w") as out:
+            procs.append(
+                (
+                    subprocess.Popen(
+                        [sys.executable, str(LAUNCH_PY)],
+                        cwd=tmp_path,
+                        env=env,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    ),
+                    log,
+                )
+            )
+    results = []
+    try:
+        for node_rank, (proc, log) in enumerate(procs):
+            code = proc.wait(timeout=RUN_TIMEOUT_S)
+            results.append(RankResult(node_rank, code, log.read_text()))
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                proc.kill()
+    _assert_ok(results)
+    master, worker = (r.output for r in results)
+    assert "avw-launch: PET_NPROC_PER_NODE=2 PET_NODE_RANK=1: -m torch.distributed.run" in worker
+    # Global ranks 0-1 in the master pod, 2-3 in the worker pod, all in one world of 4.
+    for rank, output in ((0, master), (1, master), (2, worker), (3, worker)):
+        assert f"[rank {rank}/4] epoch 2/2" in output, output[-3000:]
+    assert "[rank 0/4] device=cpu wandb=on" in master
+    assert "[rank 1/4] device=cpu wandb=off" in master  # the master pod's second process
+    assert "wandb=on" not in worker
+    (run_dir,) = _run_dirs(tmp_path)
+    config = _load_run(run_dir).config
+    assert (config["world_size"], config["processes_per_pod"]) == (4, 2)
+    _assert_key_never_leaked(tmp_path, results)

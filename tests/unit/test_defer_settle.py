@@ -29,7 +29,7 @@ def test_the_operator_bounds_a_deferred_wait_and_not_its_own():
     before = time.time()
     deferred = _operator()._trigger(masked=[], deferred=True).serialize()[1]
     assert before <= deferred["deferred_at"] <= time.time()
-    assert _operator()._trigger(masked=[], deferred=False).deferred_at is None  # sync: no race
+    assert _operator()._trigger(masked=[], deferred=False).spec.deferred_at is None  # sync: no race
 
 
 def test_the_sensor_bounds_its_deferred_wait():

@@ -32,6 +32,12 @@ def test_the_doctors_lists_are_exactly_the_roles(manifest, permissions):
     assert len(permissions) == len(in_yaml)  # no duplicates
 
 
+def test_the_fit_checks_optional_reads_are_exactly_its_cluster_role():
+    in_yaml = role_permissions("rbac-fit-check.yaml", kind="ClusterRole")
+    assert set(permissions.FIT_CHECK_PERMISSIONS) == in_yaml
+    assert len(permissions.FIT_CHECK_PERMISSIONS) == len(in_yaml)
+
+
 def test_apis_ok_when_served():
     assert doctor.check_apis(SERVED).status == OK
 

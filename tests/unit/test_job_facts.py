@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
+from airflow_volcano_wandb.job.job_status import interpret
 from tests.unit.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,3 +83,13 @@ def test_promotion_only_on_improvement(retraining) -> None:
     better = {**extra, "wandb_summary": {"eval/accuracy": 0.95}}
     assert retraining.promotion(better, first)["accuracy"] == 0.95
     assert retraining.promotion({**extra, "wandb_summary": {}}, None) is None
+
+
+def test_a_task_read_back_without_replicas_has_none_as_the_job_status_reads_it():
+    """The API omits a zero count; the asset event and the wait must agree it is 0."""
+    job = {
+        "metadata": {"name": "j"},
+        "spec": {"tasks": [{"name": "master", "replicas": 1}, {"name": "worker"}]},
+    }
+    assert JobFacts.from_job(job).replicas == {"master": 1, "worker": 0}
+    assert interpret(job).replicas == {"master": 1, "worker": 0}

@@ -22,6 +22,7 @@ FACTS = JobFacts(
     {"master": "img:1", "worker": "img:1"},
     {"master": 1, "worker": 4},
     "master",
+    {"master": 8, "worker": 32},  # 8 processes per pod under torchrun
 )
 RUN = {"wandb_run_id": "abc", "wandb_run_url": "https://wandb.ai/e/p/runs/abc"}
 
@@ -44,7 +45,7 @@ def test_facets_and_datasets() -> None:
         "namespace": "ml",
         "image": "img:1",
         "replicas": {"master": 1, "worker": 4},
-        "worldSize": 5,
+        "worldSize": 40,
     }
     assert job["_producer"] and job["_schemaURL"]
     wandb = Serde.to_dict(lineage.run_facets["wandb_run"])

@@ -334,6 +334,7 @@ def test_the_trigger_logs_progress_once_per_change_of_phase_or_placed_ranks():
     trigger = VolcanoJobTrigger(job_name="j", namespace="ns")
     log = LineLog()
     trigger._log = log
+    calls = JobCallsSeen()
     for state in (
         job("Pending", {"Pending": 1}, {"Pending": 2}),
         job("Pending", {"Running": 1}, {"Pending": 2}),
@@ -342,7 +343,7 @@ def test_the_trigger_logs_progress_once_per_change_of_phase_or_placed_ranks():
         job("Running", {"Running": 1}, {"Running": 2}),
         job("Completed", {"Succeeded": 1}, {"Succeeded": 2}),
     ):
-        trigger._log_progress(state)
+        _look(trigger, calls, state)
     assert log.lines == [
         "Pending: master 0/1, worker 0/2",
         "Pending: master 1/1, worker 0/2",
@@ -359,12 +360,30 @@ def test_the_trigger_wakes_the_follow_when_the_progress_changes():
         "spec": {"tasks": [{"name": "master", "replicas": 1}]},
         "status": {"state": {"phase": "Pending"}},
     }
-    trigger._log_progress(job)
+    calls = JobCallsSeen()
+    _look(trigger, calls, job)
     assert trigger._progress_changed.is_set()
     trigger._progress_changed.clear()
-    trigger._log_progress(job)  # the same progress again: nothing new to look for
+    _look(trigger, calls, job)  # the same progress again: nothing new to look for
     assert not trigger._progress_changed.is_set()
     running = {"master": {"phase": {"Running": 1}}}
     job["status"] = {"state": {"phase": "Running"}, "taskStatusCount": running}
-    trigger._log_progress(job)
+    _look(trigger, calls, job)
     assert trigger._progress_changed.is_set()
+    assert calls.marks == 1  # the whole gang marked once, on the first look that saw it
+
+
+class JobCallsSeen:
+    """The trigger's calls for one look (``step_io.JobCalls``): only the gang mark is made."""
+
+    def __init__(self) -> None:
+        self.marks = 0
+
+    async def annotate(self, job: dict, annotations: dict) -> bool:
+        self.marks += 1
+        return True
+
+
+def _look(trigger: VolcanoJobTrigger, calls: JobCallsSeen, job: dict) -> None:
+    """One step of the trigger on ``job`` as its watch shows it, without a cluster."""
+    asyncio.run(trigger._step(calls, job, trigger.spec.target(), fresh=True))

@@ -20,7 +20,7 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception
-from airflow_volcano_wandb.wait.judge import WaitTarget, counts_restarts, judge
+from airflow_volcano_wandb.wait.judge import WaitTarget, counts_restarts, judge, see
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import (
     DEFAULT_MAX_CONTAINER_RESTARTS,
@@ -146,10 +146,11 @@ def test_the_judge_ends_the_wait_of_a_running_job_past_its_budget():
 
 def test_the_judge_counts_restarts_only_of_a_running_job_with_a_budget():
     running = job("Running", running={"master": 1, "worker": 2})
-    assert counts_restarts(running, TARGET)
-    assert not counts_restarts(job("Pending"), TARGET)
-    assert not counts_restarts(None, TARGET)
-    assert not counts_restarts(running, WaitTarget(name="j", namespace="ns", uid="u-1"))
+    assert counts_restarts(see(running, TARGET), TARGET)
+    assert not counts_restarts(see(job("Pending"), TARGET), TARGET)
+    assert not counts_restarts(see(None, TARGET), TARGET)
+    no_budget = WaitTarget(name="j", namespace="ns", uid="u-1")
+    assert not counts_restarts(see(running, no_budget), no_budget)
     assert judge(job("Completing"), TARGET, T0, pods=CRASHING) is None
 
 
@@ -201,7 +202,7 @@ def test_the_operator_and_the_sensor_hand_their_budget_to_the_serialized_trigger
 
 
 def test_a_trigger_serialised_before_the_budget_existed_counts_no_restarts():
-    assert VolcanoJobTrigger(job_name="j", namespace="ns").max_container_restarts is None
+    assert VolcanoJobTrigger(job_name="j", namespace="ns").spec.max_container_restarts is None
 
 
 @pytest.mark.parametrize(

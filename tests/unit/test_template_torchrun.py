@@ -7,6 +7,7 @@ import copy
 import pytest
 import yaml
 
+from airflow_volcano_wandb.job.job_facts import JobFacts
 from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, TemplateError
 from airflow_volcano_wandb.template.pod_security import violations
 from tests.unit.template_cases import FIXTURES, MACROS, SEED
@@ -98,3 +99,66 @@ def test_jobs_without_the_pytorch_plugin_are_left_alone():
     extra = {"epochs": 3, "lr": 0.001, "batch_size": 64, "np": 3, "shards": 4}
     job = render_job(FIXTURES / "plain-tasks.json", macros={**MACROS, **extra})
     assert "PET_NNODES" not in repr(job) and "avw-dshm" not in repr(job)
+
+
+_ROLES = ("master", "worker")
+
+
+def _nproc_and_world(job):
+    """Each role's ``PET_NPROC_PER_NODE`` and the world size the job's facts report."""
+    nproc = {task: _env(_containers(job, task)[1][0])["PET_NPROC_PER_NODE"] for task in _ROLES}
+    return nproc, JobFacts.from_job(job).world_size
+
+
+@pytest.mark.parametrize(
+    ("gpus", "nproc", "world_size"),
+    [(None, "1", 4), (1, "1", 4), ("8", "8", 32)],  # 4 ranks; "8" as a trigger form sends it
+)
+def test_every_rank_starts_one_process_per_gpu_and_the_world_counts_them(gpus, nproc, world_size):
+    limits = {"limits": {"nvidia.com/gpu": gpus}}
+    job = render_job(
+        SEED, macros=MACROS, replicas={"worker": 3}, resources={t: limits for t in _ROLES}
+    )
+    assert _nproc_and_world(job) == ({"master": nproc, "worker": nproc}, world_size)
+
+
+def test_a_template_nproc_is_what_the_world_counts():
+    job = render_job(
+        SEED,
+        macros=MACROS,
+        replicas={"worker": 2},
+        resources={"worker": {"limits": {"amd.com/gpu": 4}}},
+        env={"PET_NPROC_PER_NODE": "gpu"},  # torchrun counts the pod's GPUs itself
+    )
+    assert _nproc_and_world(job) == ({"master": "gpu", "worker": "gpu"}, 1 + 2 * 4)
+    plain = render_job(SEED, macros=MACROS, resources={"worker": {"limits": {"nvidia.com/gpu": 8}}})
+    plain_off = render_job(
+        SEED,
+        macros=MACROS,
+        resources={"worker": {"limits": {"nvidia.com/gpu": 8}}},
+        torchrun_env=False,
+    )
+    # No PET env: the plugin's one process per pod, whatever the pod's GPUs.
+    assert JobFacts.from_job(plain).world_size == 9
+    assert JobFacts.from_job(plain_off).world_size == 2
+
+
+@pytest.mark.parametrize("gpus", ["500m", "1.5", "2Gi"])
+def test_a_gpu_limit_that_is_not_whole_gpus_is_an_error_naming_it(gpus):
+    with pytest.raises(TemplateError) as refused:
+        render_job(SEED, macros=MACROS, resources={"worker": {"limits": {"nvidia.com/gpu": gpus}}})
+    assert refused.value.problems == (
+        (
+            'spec.tasks[1].template.spec.containers[0].resources.limits["nvidia.com/gpu"]',
+            f"must be a whole number of GPUs, found {gpus!r}",
+        ),
+    )
+
+
+@pytest.mark.parametrize("nproc", ["0", "-2", "eight", "8 GPUs", ""])
+def test_a_pet_nproc_torchrun_cannot_start_is_an_error_naming_it(nproc):
+    with pytest.raises(TemplateError) as refused:
+        render_job(SEED, macros=MACROS, env={"PET_NPROC_PER_NODE": nproc})
+    paths = [path for path, _ in refused.value.problems]
+    assert paths == [f"spec.tasks[{i}].template.spec.containers[0].env[0].value" for i in (0, 1)]
+    assert "PET_NPROC_PER_NODE must be a positive number of processes" in str(refused.value)

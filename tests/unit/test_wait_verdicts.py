@@ -19,6 +19,7 @@ from airflow_volcano_wandb.wait.judge import (
     judge,
     needs_gang_whole_mark,
     progress_line,
+    see,
     unplaced_ranks,
 )
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult, WaitResultError
@@ -102,7 +103,7 @@ def test_a_running_job_with_ranks_missing_is_still_waiting_for_its_gang():
 
 def test_a_whole_gang_is_not_pending_and_a_later_lost_rank_is_volcanos_to_restore():
     whole = job("Running", running={"master": 1, "worker": 2})
-    assert gang_is_whole(whole) and judge(whole, TARGET, T0 + 10_000) is None
+    assert gang_is_whole(see(whole)) and judge(whole, TARGET, T0 + 10_000) is None
     lost_one = job("Running", running={"master": 1, "worker": 1})
     assert judge(lost_one, TARGET, T0 + 10_000, gang_seen_whole=True) is None
 
@@ -122,10 +123,10 @@ def marked_whole(current: dict) -> dict:
 
 def test_the_whole_gang_is_marked_once_and_the_mark_is_a_timestamp():
     whole = job("Running", running={"master": 1, "worker": 2})
-    assert needs_gang_whole_mark(whole)
+    assert needs_gang_whole_mark(see(whole))
     assert gang_whole_mark(T0 + 5) == {GANG_WHOLE_ANNOTATION: "2026-11-29T10:00:05Z"}
-    assert not needs_gang_whole_mark(marked_whole(whole))
-    assert not needs_gang_whole_mark(job("Running", running={"master": 1}))
+    assert not needs_gang_whole_mark(see(marked_whole(whole)))
+    assert not needs_gang_whole_mark(see(job("Running", running={"master": 1})))
 
 
 @pytest.mark.parametrize(
@@ -152,7 +153,7 @@ def test_volcanos_running_condition_shows_a_whole_gang_only_when_the_gang_is_eve
     lost = job("Running", running={"master": 1, "worker": 1})
     lost["spec"]["minAvailable"] = min_available
     lost["status"]["conditions"] = [{"status": "Pending"}, {"status": "Running"}]
-    assert gang_was_whole(lost) is was_whole
+    assert gang_was_whole(see(lost)) is was_whole
     verdict = judge(lost, TARGET, T0 + 10**5)
     assert (verdict is None) is was_whole
 
@@ -160,14 +161,14 @@ def test_volcanos_running_condition_shows_a_whole_gang_only_when_the_gang_is_eve
 def test_a_lost_rank_of_a_gang_that_was_whole_is_reported_as_restarting():
     lost = marked_whole(job("Running", running={"master": 1, "worker": 1}))
     lost["status"]["state"].update(reason="PodEvicted", message="worker-1 evicted")
-    line = progress_line(lost)
+    line = progress_line(see(lost))
     assert line.startswith("Running: master 1/1, worker 1/2")
     assert "restarting" in line and "worker 1/2" in line and "PodEvicted: worker-1 evicted" in line
     completing = marked_whole(job("Completing", running={"master": 1}))  # CompleteJob's doing
-    assert "restarting" not in progress_line(completing)
+    assert "restarting" not in progress_line(see(completing))
     never_whole = job("Running", running={"master": 1, "worker": 1})
-    assert "restarting" not in progress_line(never_whole)
-    assert "restarting" in progress_line(never_whole, gang_seen_whole=True)
+    assert "restarting" not in progress_line(see(never_whole))
+    assert "restarting" in progress_line(see(never_whole), gang_seen_whole=True)
 
 
 def test_no_pending_timeout_means_waiting_for_ever_on_placement():

@@ -1,16 +1,16 @@
 """Build the trainer image (and the node's pause image) without a Docker engine or registry.
 
 The trainer image follows ``docker/trainer``'s recipe: the pip packages of
-``docker/trainer/requirements.txt`` (every line but ``torch``) over a Debian bookworm root
-file system, whose Python is the same 3.11 as the Dockerfile's ``python:3.11-slim``, and the same
-``train.py`` as the entry point, run as uid 1000 with ``WANDB_DIR=/tmp``. One difference,
-forced by the machines this runs on: PyTorch's CPU wheel index is not reachable from them (only
-PyPI and Debian are), and PyPI's Linux wheels bring several GB of CUDA libraries, so torch is
-Debian's own ``python3-torch`` (CPU, 1.13) instead of the CPU wheel the Dockerfile installs;
-``DEBIAN_PACKAGES`` names it. The root file system is made by ``mmdebstrap`` from Debian's
-packages and written as a docker-archive tar (``manifest.json`` + config + one layer per
-step) that ``ctr images import`` reads; both are cached under
-``~/.cache/airflow-volcano-wandb/images`` by the hash of their inputs.
+``docker/trainer/requirements.txt`` (every line but ``torch``) over a Debian bookworm root file
+system, whose Python is the same 3.11 as the Dockerfile's ``python:3.11-slim``, and the same
+``launch.py`` (beside ``train.py``) as the entry point, run as uid 1000 with
+``WANDB_DIR=/tmp``. One difference, forced by the machines this runs on: PyTorch's CPU wheel
+index is not reachable from them (only PyPI and Debian are), and PyPI's Linux wheels bring
+several GB of CUDA libraries, so torch is Debian's own ``python3-torch`` (CPU, 1.13) instead of
+the CPU wheel the Dockerfile installs; ``DEBIAN_PACKAGES`` names it. The root file system is
+made by ``mmdebstrap`` from Debian's packages and written as a docker-archive tar
+(``manifest.json`` + config + one layer per step) that ``ctr images import`` reads; both are
+cached under ``~/.cache/airflow-volcano-wandb/images`` by the hash of their inputs.
 """
 
 from __future__ import annotations
@@ -238,12 +238,12 @@ def write_docker_archive(
 def trainer_image() -> Path:
     """The trainer image's docker-archive tar, built unless cached; returns its path."""
     base_key = _base_key()
-    train_py = (trainer_dir() / "train.py").read_bytes()
-    out = images_dir() / f"trainer-{_digest(base_key.encode(), train_py)}.tar"
+    launch_py, train_py = ((trainer_dir() / n).read_bytes() for n in ("launch.py", "train.py"))
+    out = images_dir() / f"trainer-{_digest(base_key.encode(), launch_py, train_py)}.tar"
     if out.exists():
         return out
     base = _base_layer(base_key)
-    app = _file_layer({"app/train.py": (train_py, 0o644)})
+    app = _file_layer({"app/launch.py": (launch_py, 0o644), "app/train.py": (train_py, 0o644)})
     config = {
         # The Dockerfile's ENV, WORKDIR, USER and ENTRYPOINT.
         "Env": [
@@ -253,7 +253,7 @@ def trainer_image() -> Path:
         ],
         "WorkingDir": "/app",
         "User": str(TRAINER_UID),
-        "Entrypoint": ["python3", "/app/train.py"],
+        "Entrypoint": ["python3", "/app/launch.py"],
     }
     write_docker_archive(out, TRAINER_IMAGE, [base, app], config)
     for stale in images_dir().glob("trainer-*.tar"):  # 1.4 GB each: keep the newest only

@@ -1,0 +1,95 @@
+"""One look at a job while waiting on it: what to log, what to write, what the judge says.
+
+Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) look
+at the job through :func:`look`, and ``step_io`` carries out what it asks for, so the two
+never disagree about a progress line, the gang-whole mark or a verdict. The job's status is
+interpreted once per look (``judge.see``), whatever the look asks of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_volcano_wandb.wait.judge import (
+    Seen,
+    WaitTarget,
+    counts_restarts,
+    gang_is_whole,
+    gang_whole_mark,
+    judge_seen,
+    needs_gang_whole_mark,
+    progress_line,
+    see,
+)
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+
+# Verdicts that end in a deletion or a failed task: judged on a cached copy, they are judged
+# again on a fresh read first (a watch outage may have hidden the job's real end).
+CONFIRMED_OUTCOMES = frozenset(
+    {Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT}
+)
+
+
+@dataclass(frozen=True)
+class WaitMemory:
+    """What one waiter remembers between its looks at the job."""
+
+    #: It saw every rank placed and running (the job's mark may not show on a cached copy yet,
+    #: or could not be written).
+    gang_seen_whole: bool = False
+    #: The last progress line it logged.
+    progress: str = ""
+
+
+@dataclass(frozen=True)
+class Look:
+    """What one look at the job decided."""
+
+    seen: Seen
+    #: The waiter's memory after this look.
+    memory: WaitMemory
+    #: The progress line to log, when it changed.
+    progress: str | None
+    #: The gang-whole annotation to write on the job (``judge.GANG_WHOLE_ANNOTATION``).
+    mark: dict[str, str] | None
+    #: The judge's result without the pods.
+    result: WaitResult | None
+    #: The wait goes on unless the pods, read now, show a crash loop (the restart budget).
+    read_pods: bool
+
+
+def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, now: float) -> Look:
+    """The look at ``job`` (as read: ``None`` when it does not exist) of a waiter whose memory
+    is ``memory``.
+
+    The mark is asked for once per waiter, the first time it sees the gang whole on a job not
+    marked yet: a later waiter (after a restart, a handover, a retry, a rescheduled poke) reads
+    the job again and writes it if it is still missing.
+    """
+    seen = see(job, target)
+    gang_seen_whole, line, mark = memory.gang_seen_whole, memory.progress, None
+    if seen.job is not None:
+        if not gang_seen_whole and gang_is_whole(seen):
+            gang_seen_whole = True
+            mark = gang_whole_mark(now) if needs_gang_whole_mark(seen) else None
+        line = progress_line(seen, gang_seen_whole=gang_seen_whole)
+    result = judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
+    return Look(
+        seen=seen,
+        memory=WaitMemory(gang_seen_whole=gang_seen_whole, progress=line),
+        progress=line if line != memory.progress else None,
+        mark=mark,
+        result=result,
+        read_pods=result is None and counts_restarts(seen, target),
+    )
+
+
+def crash_loop(
+    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
+) -> WaitResult | None:
+    """The judge's ``CRASH_LOOP`` for the job and its ``pods`` (read after it); ``None`` for
+    anything else, which the waiter's next plain look is to say."""
+    result = judge_seen(seen, target, now, pods=pods)
+    return result if result is not None and result.outcome is Outcome.CRASH_LOOP else None

@@ -1,0 +1,156 @@
+"""One step of a wait, carried out: the look (``step.look``), then its write and its reads.
+
+The trigger runs :func:`take_step` over its shared watch (``NamespaceJobWatcher`` has the
+calls :class:`JobCalls` names), the sensor's poke over the sync hook (:func:`take_step_sync`),
+so both log the same lines and reach the same verdicts.
+
+The restart budget: a crash-looping trainer under ``restartPolicy: OnFailure`` changes
+nothing in the Volcano job's status, so the shared job watch never sees it. While the job runs
+(and has a budget), each step reads the job's pods (one label-selected LIST) and ``judge``
+holds them to the budget. A crash loop ends the wait (and deletes the job) only after a fresh
+GET of the job and a fresh LIST of its pods, read after the verdict, show it again. The
+trigger's ``max_container_restarts`` defaults to ``None`` (not counted), unlike the
+operator's and the sensor's: a trigger serialised by a release without the budget keeps
+waiting as it did.
+
+Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
+triggerer's event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Mapping
+from typing import Any, Protocol
+
+from airflow_volcano_wandb.wait.judge import WaitTarget, judge, see
+from airflow_volcano_wandb.wait.outcome import WaitResult
+from airflow_volcano_wandb.wait.step import CONFIRMED_OUTCOMES, Look, WaitMemory, crash_loop, look
+
+#: The apiserver could not be asked: neither a job nor its absence.
+UNKNOWN: Any = object()
+
+
+class JobCalls(Protocol):
+    """The calls a step makes about the job waited on; any of them may raise."""
+
+    async def fetch(self, name: str) -> dict | None: ...
+
+    async def list_pods(self, job_name: str) -> list[dict]: ...
+
+    async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any: ...
+
+
+async def take_step(
+    calls: JobCalls,
+    job: Mapping[str, Any] | None,
+    target: WaitTarget,
+    memory: WaitMemory,
+    log: logging.Logger | Any,
+    *,
+    fresh: bool,
+) -> tuple[WaitMemory, WaitResult | None]:
+    """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
+    log its progress, mark its gang whole, judge it (with its pods for the restart budget).
+    A verdict that deletes or fails, judged on a cached copy, is judged again on a fresh read.
+
+    :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
+    """
+    view = look(job, target, memory, time.time())
+    if view.progress is not None:
+        log.info("%s", view.progress)
+    if view.mark is not None and view.seen.job is not None:
+        try:
+            await calls.annotate(view.seen.job, view.mark)
+        except Exception as exc:  # this waiter remembers; the next one looks again
+            log.warning("Could not record the whole gang on the job: %s", exc)
+    if view.read_pods:
+        return view.memory, await _crash_loop(calls, view, target, log)
+    result = view.result
+    if result is None or fresh or result.outcome not in CONFIRMED_OUTCOMES:
+        return view.memory, result
+    confirmed = await fetch(calls, target, log)
+    if confirmed is UNKNOWN:  # never destroy on a guess: wait, and read again
+        return view.memory, None
+    whole = view.memory.gang_seen_whole
+    return view.memory, judge(confirmed, target, time.time(), gang_seen_whole=whole)
+
+
+def take_step_sync(
+    hook: Any,
+    job: Mapping[str, Any] | None,
+    target: WaitTarget,
+    memory: WaitMemory,
+    log: logging.Logger | Any,
+) -> tuple[WaitMemory, WaitResult | None]:
+    """:func:`take_step` in a task's own process, over the sync ``VolcanoHook``, for a job just
+    read from the apiserver."""
+    calls = _SyncHookCalls(hook, target.namespace)
+    return asyncio.run(take_step(calls, job, target, memory, log, fresh=True))
+
+
+async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) -> Any:
+    """The job from the apiserver (``None``: it does not exist, or not this submission);
+    :data:`UNKNOWN` when the apiserver could not be asked."""
+    try:
+        job = await calls.fetch(target.name)
+    except Exception as exc:
+        log.warning("Could not read Volcano job %s/%s: %s", target.namespace, target.name, exc)
+        return UNKNOWN
+    ours = job is not None and (not target.uid or job["metadata"].get("uid") == target.uid)
+    return job if ours else None
+
+
+async def _crash_loop(
+    calls: JobCalls, view: Look, target: WaitTarget, log: logging.Logger | Any
+) -> WaitResult | None:
+    """``CRASH_LOOP`` when the pods read now show one, and a fresh GET of the job and a fresh
+    LIST of its pods show it again; ``None`` (wait on) otherwise, and when they cannot be read."""
+    pods = await _pods(calls, target, log)
+    if pods is None or crash_loop(view.seen, target, pods, time.time()) is None:
+        return None
+    fresh = await fetch(calls, target, log)
+    if fresh is UNKNOWN:
+        return None
+    pods = await _pods(calls, target, log)
+    if pods is None:
+        return None
+    return crash_loop(see(fresh, target), target, pods, time.time())
+
+
+async def _pods(
+    calls: JobCalls, target: WaitTarget, log: logging.Logger | Any
+) -> list[dict] | None:
+    try:
+        return await calls.list_pods(target.name)
+    except Exception as exc:
+        # The budget is a bound on a failing job, not the wait's source of truth: a read that
+        # fails leaves the job to the next look, which reads again.
+        log.warning(
+            "Could not read the pods of Volcano job %s/%s for their restarts: %s",
+            target.namespace,
+            target.name,
+            exc,
+        )
+        return None
+
+
+class _SyncHookCalls:
+    """``JobCalls`` over the sync hook (blocking is fine: the loop is the step's own)."""
+
+    def __init__(self, hook: Any, namespace: str) -> None:
+        self.hook, self.namespace = hook, namespace
+
+    async def fetch(self, name: str) -> dict | None:
+        return self.hook.get_job(name, self.namespace)
+
+    async def list_pods(self, job_name: str) -> list[dict]:
+        return self.hook.list_job_pods(job_name, self.namespace)
+
+    async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any:
+        meta = job["metadata"]
+        return self.hook.set_job_annotations(
+            meta["name"], meta["namespace"], meta["uid"], annotations
+        )
