@@ -49,6 +49,11 @@ def e2e_real_airflow(
     return {**figures, "trial_passed": proc.returncode == 0}
 
 
+def _planned(e: dict) -> str:
+    planned = e.get("planned", e["tasks"])
+    return "" if planned == e["tasks"] else f" of {planned} planned (cut short)"
+
+
 def _row(label: str, kind: dict) -> str:
     c, t = kind["completed_to_success_s"], kind["task_s"]
     return (
@@ -72,7 +77,8 @@ def md_e2e_real_airflow(r: dict) -> list[str]:
     return [
         title,
         "",
-        f"{e['tasks']} deferred tasks (waves of {e['wave']}) on a production-shaped Airflow: "
+        f"{e['tasks']} deferred tasks{_planned(e)} (waves of {e['wave']}) on a "
+        "production-shaped Airflow: "
         f"PostgreSQL, {e['schedulers']} schedulers (LocalExecutor), {e['triggerers']} "
         f"triggerers; `defer_settle_seconds` {settle:g} s. Job `Completed` (seen by a watch) to "
         "the task's `end_date`:",
