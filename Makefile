@@ -65,11 +65,14 @@ test-real-pods: venv
 	AVW_CLUSTER_REAL_NODE=1 $(BIN)/python -m pytest -m real_pods tests/realpods
 
 # The HA trials at full size (not in CI: about 10 minutes): 20 deferred jobs handed from a
-# frozen triggerer to the other one, and the faults (tests/reliability/test_ha_airflow.py).
-# `make test` runs them with 4 jobs.
+# frozen triggerer to the other one, and the faults (tests/reliability/test_ha_airflow.py);
+# the watches and request rate of two triggerers with 2 and then 20 waiting jobs
+# (tests/reliability/test_ha_watch_load.py: counted in the apiserver's audit log, so a cluster
+# this target starts writes one). `make test` runs them with 4 jobs, and 2 then 8.
 test-ha: venv
 	scripts/install-system-deps.sh
-	AVW_HANDOVER_JOBS=20 $(BIN)/python -m pytest tests/reliability/test_ha_airflow.py
+	AVW_HANDOVER_JOBS=20 AVW_WATCH_LOAD_JOBS=2,20 AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest \
+		tests/reliability/test_ha_airflow.py tests/reliability/test_ha_watch_load.py
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit

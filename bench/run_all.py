@@ -32,6 +32,10 @@ Measures, each side by side with polling baselines in the same run (issue 8):
 10. handover (issue 26): --handover-jobs (20) deferred jobs over two triggerers of a
     production-shaped Airflow, one frozen past its health-check threshold: jobs deleted,
     wrong verdicts, triggers reassigned, takeover time (bench/handover.py runs the HA trial).
+11. e2e_real_airflow (issue 26): --e2e-real-tasks (50) deferred tasks through the real
+    scheduler and triggerer of the same production-shaped Airflow: job Completed to task
+    success, p50/p99, jobs that end at once (inside defer_settle_seconds) apart from jobs that
+    end after it (bench/e2e_real_airflow.py runs tests/reliability/test_e2e_real_airflow.py).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -70,6 +74,7 @@ from common import (
     reads,
     summary,
 )
+from e2e_real_airflow import e2e_real_airflow, e2e_real_airflow_goals, md_e2e_real_airflow
 from handover import handover, handover_goals, md_handover
 from live_progress import live_progress, md_live_progress
 
@@ -729,6 +734,7 @@ def markdown(r: dict) -> str:
         ("live_progress", md_live_progress),
         ("odd_paths", md_odd_paths),
         ("handover", md_handover),
+        ("e2e_real_airflow", md_e2e_real_airflow),
     )
     shown: set = set()
     for key, section in sections:
@@ -1020,6 +1026,7 @@ def goals(r: dict) -> list[str]:
         )
     out += namespace_goals(r.get("namespace_scale")) + outage_goals(r.get("outage"))
     out += handover_goals(r.get("handover"))
+    out += e2e_real_airflow_goals(r.get("e2e_real_airflow"))
     prov = [x for x in r.get("triggerer_scale", []) if x["waiter"] == "provider"]
     if prov:
         conns = {x["watch_connections"] for x in prov}
@@ -1048,6 +1055,7 @@ SCENARIOS = (
     "live_progress",
     "odd_paths",
     "handover",
+    "e2e_real_airflow",
 )
 
 
@@ -1069,6 +1077,10 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--live-lines", type=int, default=200, help="log lines per master")
     parser.add_argument("--live-runs", type=int, default=3, help="runs per side, for medians")
     parser.add_argument("--handover-jobs", type=int, default=20, help="deferred jobs handed over")
+    parser.add_argument(
+        "--e2e-real-tasks", type=int, default=50, help="deferred tasks through the real Airflow"
+    )
+    parser.add_argument("--e2e-real-wave", type=int, default=10, help="tasks started together")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
         "--only", default=",".join(SCENARIOS), help=f"comma-separated subset of {SCENARIOS}"
@@ -1091,6 +1103,7 @@ def parse_options() -> argparse.Namespace:
         options.sweep_tasks = 10
         options.live_jobs, options.live_runs = 20, 1
         options.handover_jobs = 4
+        options.e2e_real_tasks, options.e2e_real_wave = 6, 6
     options.only = set(options.only.split(","))
     unknown = options.only - set(SCENARIOS)
     if unknown:
@@ -1103,7 +1116,8 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "render" in options.only:
         say("render_job")
         results["render_ms"] = render(repeat=500)
-    if options.only - {"render"}:
+    # render needs no Airflow DB; handover and e2e_real_airflow start an Airflow of their own.
+    if options.only - {"render", "handover", "e2e_real_airflow"}:
         say("airflow db migrate")
         subprocess.run(
             [PY, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True
@@ -1154,6 +1168,11 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
     if "handover" in options.only:
         results["handover"] = handover(options.cluster_dir, options.handover_jobs, say)
         say(f"handover: {results['handover']}")
+    if "e2e_real_airflow" in options.only:
+        results["e2e_real_airflow"] = e2e_real_airflow(
+            options.cluster_dir, options.e2e_real_tasks, options.e2e_real_wave, say
+        )
+        say(f"e2e_real_airflow: {results['e2e_real_airflow']}")
 
 
 def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:

@@ -10,6 +10,7 @@ the background.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import signal
@@ -26,6 +27,7 @@ from urllib.parse import quote
 import httpx
 from kubernetes import client
 
+from test_support.apiserver_audit import kubeconfig_as
 from tests.e2e.airflow_stack import REPO, AirflowStack, ApiError, wait_for
 from tests.reliability.support import list_jobs
 
@@ -194,6 +196,10 @@ HANDOVER_JOBS = int(os.environ.get("AVW_HANDOVER_JOBS", "4"))
 #: A triggerer whose heartbeat is older than this loses its triggers to a healthy one (the
 #: default is 30 s; the handover trial freezes one past it).
 TRIGGERER_HEALTH_CHECK_THRESHOLD = 15
+#: Each triggerer talks to the apiserver as a user of its own (a client certificate of the
+#: local cluster's CA, in ``system:masters`` like the admin), so the apiserver's audit log
+#: tells their requests apart (trial 4, ``test_ha_watch_load.py``).
+TRIGGERER_USERS = {"triggerer": "avw-ha-triggerer-a", "triggerer-2": "avw-ha-triggerer-b"}
 
 
 class ReliabilityStack(AirflowStack):
@@ -209,13 +215,24 @@ class ReliabilityStack(AirflowStack):
         return env
 
 
-def ha_stack(**kwargs: Any) -> ReliabilityStack:
+def ha_stack(
+    triggerer_kubeconfigs: dict[str, Path] | None = None, **kwargs: Any
+) -> ReliabilityStack:
     """Two schedulers and two triggerers, the way an HA deployment runs them.
 
     The first triggerer takes at most half of the handover trial's jobs (its capacity), so
     the trial can place half on each; the second keeps Airflow's default capacity, so it can
-    take all of them over.
+    take all of them over. ``triggerer_kubeconfigs`` gives a triggerer a kubeconfig of its own
+    (``kubernetes_default`` there), by component name.
     """
+    component_env: dict[str, dict[str, str]] = {
+        "triggerer": {"AIRFLOW__TRIGGERER__CAPACITY": str(HANDOVER_JOBS // 2)}
+    }
+    for component, kubeconfig in (triggerer_kubeconfigs or {}).items():
+        conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
+        component_env.setdefault(component, {})["AIRFLOW_CONN_KUBERNETES_DEFAULT"] = json.dumps(
+            conn
+        )
     ha_env = {
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(
             TRIGGERER_HEALTH_CHECK_THRESHOLD
@@ -229,9 +246,23 @@ def ha_stack(**kwargs: Any) -> ReliabilityStack:
     return ReliabilityStack(
         schedulers=2,
         triggerers=2,
-        component_env={"triggerer": {"AIRFLOW__TRIGGERER__CAPACITY": str(HANDOVER_JOBS // 2)}},
+        component_env=component_env,
         **{**kwargs, "extra_env": {**ha_env, **kwargs.get("extra_env", {})}},
     )
+
+
+def triggerer_kubeconfigs(volcano_cluster, folder: Path) -> dict[str, Path]:
+    """A kubeconfig for each triggerer, as its user of ``TRIGGERER_USERS``; none when the
+    cluster's CA key is not at hand (then both are the admin, and trial 4 is skipped)."""
+    pki = Path(volcano_cluster.state_dir) / "pki"
+    if not (pki / "ca.key").exists():
+        return {}
+    return {
+        component: kubeconfig_as(
+            volcano_cluster.kubeconfig, pki, user, folder / f"{component}.kubeconfig"
+        )
+        for component, user in TRIGGERER_USERS.items()
+    }
 
 
 def _raise_on_sigterm(signum, frame):
@@ -247,6 +278,7 @@ def running_stack(
     log_dir = ARTIFACTS / name
     shutil.rmtree(log_dir, ignore_errors=True)
     stack = ha_stack(
+        triggerer_kubeconfigs=triggerer_kubeconfigs(volcano_cluster, home),
         home=home,
         log_dir=log_dir,
         kubeconfig=volcano_cluster.kubeconfig,

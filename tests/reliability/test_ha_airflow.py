@@ -23,7 +23,9 @@ with its own job's outcome, on its first try. The runs use ``avw_rel_keep``
    0 jobs deleted, 0 duplicates, every verdict right.
 
 The third trial, a user's mark-failed and clear of a deferred task still deleting its job on
-this stack, is ``tests/reliability/test_deferred_kill.py`` (same session stack).
+this stack, is ``tests/reliability/test_deferred_kill.py`` (same session stack); the fourth,
+one watch per triggerer per namespace and requests per job flat with the number of waiting
+jobs, is ``tests/reliability/test_ha_watch_load.py``.
 """
 
 from __future__ import annotations

@@ -36,3 +36,38 @@ def test_the_odd_paths_block_shows_the_crash_loop_figure():
     report = run_all.markdown(results)
     assert "## Odd paths" in report and "`crash_loop_detect_s`: 4.5 s" in report
     assert "restart_false_timeouts" not in report
+
+
+def _kind(runs: float, p50: float, p99: float) -> dict:
+    timing = {"n": 25, "p50": p50, "p99": p99, "min": p50, "max": p99}
+    return {"job_runs_s": runs, "completed_to_success_s": timing, "task_s": timing}
+
+
+def test_a_run_of_only_e2e_real_airflow_reports_it_with_the_settle_apart():
+    figures = {
+        "tasks": 50,
+        "wave": 10,
+        "defer_settle_seconds": 15.0,
+        "schedulers": 2,
+        "triggerers": 2,
+        "wall_s": 600.0,
+        "wrong": [],
+        "ends_at_once": _kind(1.0, 14.0, 20.0),
+        "ends_after_settle": _kind(45.0, 3.0, 6.0),
+        "all": {"completed_to_success_s": {"n": 50, "p50": 8.0, "p99": 20.0}},
+        "trial_passed": True,
+    }
+    results = {"e2e_real_airflow": figures, "meta": META}
+    results["goals"] = run_all.goals(results)
+    report = run_all.markdown(results)
+    assert "## End to end through the real scheduler and triggerer" in report
+    assert "| end at once (inside the settle) | 1 s | 14.0 s | 20.0 s |" in report
+    assert "The settle's cost at the median: 11.0 s" in report
+    assert "## 3. Operator overhead" not in report
+
+
+def test_an_e2e_real_airflow_run_that_did_not_run_says_why():
+    results = {"e2e_real_airflow": {"tasks": 50, "error": "pytest exited 1"}, "meta": META}
+    results["goals"] = run_all.goals(results)
+    report = run_all.markdown(results)
+    assert "The driver did not run: pytest exited 1." in report
