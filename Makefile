@@ -49,10 +49,12 @@ demo: cluster-up
 # The whole suite: unit tests, the local-cluster integration tests (the fixture starts the
 # cluster, building it on first use) and the end-to-end Airflow + browser test (Debian's
 # chromium and postgresql, installed by scripts/install-system-deps.sh when missing).
+# The cluster the suite starts writes the apiserver's audit log: the security audit and the
+# watch-load trial read who asked for what from it.
 test: venv
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest
+	AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest
 
 # Tests too long for `make test` (marked `long`): a mapped sweep killed and cleared per map
 # index on a real scheduler and triggerer.

@@ -253,7 +253,7 @@ def ha_stack(
 
 def triggerer_kubeconfigs(volcano_cluster, folder: Path) -> dict[str, Path]:
     """A kubeconfig for each triggerer, as its user of ``TRIGGERER_USERS``; none when the
-    cluster's CA key is not at hand (then both are the admin, and trial 4 is skipped)."""
+    cluster's CA key is not at hand (then both are the admin, and trial 4 fails)."""
     pki = Path(volcano_cluster.state_dir) / "pki"
     if not (pki / "ca.key").exists():
         return {}
