@@ -105,6 +105,7 @@ def test_an_unschedulable_gang_fails_with_volcanos_reason_and_is_deleted(mode, c
     )
     out = _output(capfd)
     assert tis["train"][0] == "failed"
+    assert "Fit check: the job can never be placed as things stand" in out  # warned, submitted
     assert "placed and running within pending_timeout" in out
     assert "Insufficient nvidia.com/gpu" in out or "Unschedulable" in out, out[-5000:]
     wait_until(lambda: not list_jobs(api, namespace), 60, what="job deleted")
