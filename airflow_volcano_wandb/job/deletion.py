@@ -12,10 +12,13 @@ from __future__ import annotations
 import enum
 import logging
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.job import job_status
 from airflow_volcano_wandb.job.ownership import may_delete
+
+if TYPE_CHECKING:  # the trigger's kill imports this module on the event loop: no clients
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 log = logging.getLogger(__name__)
 
@@ -52,20 +55,8 @@ def decide(
     return Deletion.DELETE
 
 
-class JobDeleter(Protocol):
-    def get_job(self, name: str, namespace: str) -> dict[str, Any] | None: ...
-
-    def delete_job(
-        self,
-        name: str,
-        namespace: str,
-        uid: str | None = None,
-        resource_version: str | None = None,
-    ) -> bool: ...
-
-
 def delete_if_owned(
-    hook: JobDeleter, job: Mapping[str, str], try_number: int | None, task_log: Any = log
+    hook: VolcanoHook, job: Mapping[str, str], try_number: int | None, task_log: Any = log
 ) -> None:
     """Delete this submission unless a newer try adopted it; log, never raise."""
     name, namespace, uid = job["name"], job["namespace"], job.get("uid")
