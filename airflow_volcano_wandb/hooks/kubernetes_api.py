@@ -12,6 +12,7 @@ import tenacity
 from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
+from kubernetes_asyncio.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 GROUP = "batch.volcano.sh"
@@ -161,3 +162,33 @@ def foreground_delete(client_module: Any, uid: str | None, resource_version: str
     return client_module.V1DeleteOptions(
         propagation_policy="Foreground", preconditions=preconditions
     )
+
+
+def describe_failure(exc: BaseException, verb: str, namespace: str) -> str:
+    """What went wrong with a list or watch of the namespace's jobs, in words for a log."""
+    what = f"{verb} of Volcano jobs ({JOBS_RESOURCE}) in namespace '{namespace}'"
+    if isinstance(exc, AsyncApiException):
+        if exc.status == 401:
+            return (
+                f"Kubernetes refused this connection's credentials (HTTP 401) on the {what}: "
+                "the token or client certificate is invalid or has expired"
+            )
+        if exc.status == 403:
+            return str(permission_error(exc, verb, JOBS_RESOURCE, namespace))
+        if exc.status == 404:
+            return (
+                f"The Volcano Job CRD ({JOBS_RESOURCE}, {VERSION}) is not served by this "
+                f"cluster (HTTP 404 on the {what}): is Volcano installed?"
+            )
+        if exc.status == 410:
+            return f"The {what} expired between pages (HTTP 410); listing again from the start"
+        if exc.status == 429:
+            return f"Kubernetes throttled the {what} (HTTP 429): {api_message(exc)}"
+        return f"The {what} failed with HTTP {exc.status}: {api_message(exc)}"
+    if isinstance(exc, ConfigException | FileNotFoundError):
+        return f"Could not load the Kubernetes configuration for the {what}: {exc}"
+    if isinstance(exc, TimeoutError):
+        return f"The Kubernetes API did not answer the {what} in time"
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return f"Could not reach the Kubernetes API for the {what} ({type(exc).__name__}: {exc})"
+    return f"The {what} failed ({type(exc).__name__}: {exc})"

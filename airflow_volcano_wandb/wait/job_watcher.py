@@ -37,14 +37,11 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config.config_exception import ConfigException
 
 from airflow_volcano_wandb.hooks.kubernetes_api import (
     JOBS_RESOURCE,
-    VERSION,
-    api_message,
+    describe_failure,
     is_transient,
     permission_error,
     retry_after_seconds,
@@ -338,36 +335,6 @@ class NamespaceJobWatcher:
                 return resource_version, True
             raise
         return resource_version, False
-
-
-def describe_failure(exc: BaseException, verb: str, namespace: str) -> str:
-    """What went wrong with a list or watch of the namespace's jobs, in words for a log."""
-    what = f"{verb} of Volcano jobs ({JOBS_RESOURCE}) in namespace '{namespace}'"
-    if isinstance(exc, ApiException):
-        if exc.status == 401:
-            return (
-                f"Kubernetes refused this connection's credentials (HTTP 401) on the {what}: "
-                "the token or client certificate is invalid or has expired"
-            )
-        if exc.status == 403:
-            return str(permission_error(exc, verb, JOBS_RESOURCE, namespace))
-        if exc.status == 404:
-            return (
-                f"The Volcano Job CRD ({JOBS_RESOURCE}, {VERSION}) is not served by this "
-                f"cluster (HTTP 404 on the {what}): is Volcano installed?"
-            )
-        if exc.status == 410:
-            return f"The {what} expired between pages (HTTP 410); listing again from the start"
-        if exc.status == 429:
-            return f"Kubernetes throttled the {what} (HTTP 429): {api_message(exc)}"
-        return f"The {what} failed with HTTP {exc.status}: {api_message(exc)}"
-    if isinstance(exc, ConfigException | FileNotFoundError):
-        return f"Could not load the Kubernetes configuration for the {what}: {exc}"
-    if isinstance(exc, TimeoutError):
-        return f"The Kubernetes API did not answer the {what} in time"
-    if isinstance(exc, aiohttp.ClientError | OSError):
-        return f"Could not reach the Kubernetes API for the {what} ({type(exc).__name__}: {exc})"
-    return f"The {what} failed ({type(exc).__name__}: {exc})"
 
 
 def _without_managed_fields(obj: dict) -> dict:

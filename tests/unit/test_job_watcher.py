@@ -18,9 +18,9 @@ import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
-from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError
+from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError, describe_failure
 from airflow_volcano_wandb.wait import job_watcher
-from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher, describe_failure
+from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher
 
 NS = "team"
 
