@@ -6,10 +6,15 @@ the pure checks in ``doctor.py`` judge it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_volcano_wandb.cli.permissions import REQUIRED_APIS, REQUIRED_PERMISSIONS, Permission
+from airflow_volcano_wandb.cli.permissions import (
+    FIT_CHECK_PERMISSIONS,
+    REQUIRED_APIS,
+    REQUIRED_PERMISSIONS,
+    Permission,
+)
 
 
 @dataclass
@@ -35,6 +40,8 @@ class Observed:
     #: Who the connection acts as (``system:serviceaccount:<ns>:<name>`` for a pod's), if
     #: the apiserver would say.
     identity: str | None = None
+    #: The optional cluster-wide reads of the fit check (queues, nodes).
+    fit_check_allowed: dict[Permission, bool] = field(default_factory=dict)
 
 
 def _get(api: Any, path: str) -> dict[str, Any] | None:
@@ -114,12 +121,15 @@ def _namespace_exists(api: Any, namespace: str) -> bool | None:
         raise
 
 
-def _allowed(api: Any, namespace: str) -> dict[Permission, bool]:
+def _allowed(
+    api: Any, namespace: str | None, permissions: tuple[Permission, ...] = REQUIRED_PERMISSIONS
+) -> dict[Permission, bool]:
+    """Whether the identity holds each permission, in ``namespace`` (``None``: cluster-wide)."""
     from kubernetes import client
 
     authz = client.AuthorizationV1Api(api)
     allowed = {}
-    for permission in REQUIRED_PERMISSIONS:
+    for permission in permissions:
         review = client.V1SelfSubjectAccessReview(
             spec=client.V1SelfSubjectAccessReviewSpec(
                 resource_attributes=client.V1ResourceAttributes(
@@ -177,4 +187,5 @@ def fetch(
             volcano_namespace=volcano_namespace,
             volcano_deployments=_deployments(api, volcano_namespace),
             identity=_identity(api),
+            fit_check_allowed=_allowed(api, None, FIT_CHECK_PERMISSIONS),
         )

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_volcano_wandb.cli import doctor, permissions, volcano_install
-from airflow_volcano_wandb.cli.doctor import FAIL, OK, WARN
+from airflow_volcano_wandb.cli import doctor, permissions, report, volcano_checks, volcano_install
 from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS, Permission
+from airflow_volcano_wandb.cli.report import FAIL, OK, WARN
 from tests.rbac_manifests import role_permissions
 
 SERVED = {
@@ -39,11 +39,11 @@ def test_the_fit_checks_optional_reads_are_exactly_its_cluster_role():
 
 
 def test_apis_ok_when_served():
-    assert doctor.check_apis(SERVED).status == OK
+    assert volcano_checks.check_apis(SERVED).status == OK
 
 
 def test_apis_name_what_is_missing_and_how_to_install_volcano():
-    result = doctor.check_apis({"batch.volcano.sh/v1alpha1": ["jobs"]})
+    result = volcano_checks.check_apis({"batch.volcano.sh/v1alpha1": ["jobs"]})
     assert result.status == FAIL
     assert "podgroups.scheduling.volcano.sh, queues.scheduling.volcano.sh" in result.detail
     assert "helm install volcano volcano-sh/volcano" in result.hint
@@ -53,15 +53,17 @@ def test_apis_name_what_is_missing_and_how_to_install_volcano():
 def test_webhooks_need_a_mutating_and_a_validating_one_for_jobs():
     jobs = _webhook_config("batch.volcano.sh", "jobs")
     pods = _webhook_config("", "pods")
-    assert doctor.check_webhooks([jobs], [pods, jobs]).status == OK
-    result = doctor.check_webhooks([pods], [jobs])
+    assert volcano_checks.check_webhooks([jobs], [pods, jobs]).status == OK
+    result = volcano_checks.check_webhooks([pods], [jobs])
     assert result.status == FAIL
     assert result.detail.startswith("no mutating webhook")
-    assert doctor.check_webhooks([], []).detail.startswith("no mutating or validating webhook")
+    assert volcano_checks.check_webhooks([], []).detail.startswith(
+        "no mutating or validating webhook"
+    )
 
 
 def test_webhooks_unreadable_is_a_warning_not_a_failure():
-    assert doctor.check_webhooks(None, None).status == WARN
+    assert volcano_checks.check_webhooks(None, None).status == WARN
 
 
 @pytest.mark.parametrize(
@@ -74,12 +76,12 @@ def test_webhooks_unreadable_is_a_warning_not_a_failure():
     ],
 )
 def test_queue(queue, status, words):
-    result = doctor.check_queue("default", queue)
+    result = volcano_checks.check_queue("default", queue)
     assert (result.status, words in result.detail) == (status, True)
 
 
 def test_queue_unreadable_is_a_warning():
-    assert doctor.check_queue("default", None, readable=False).status == WARN
+    assert volcano_checks.check_queue("default", None, readable=False).status == WARN
 
 
 @pytest.mark.parametrize(("exists", "status"), [(True, OK), (None, OK), (False, FAIL)])
@@ -136,17 +138,17 @@ def test_wandb(exists, has_key, offline, status):
 
 
 def test_exit_code_fails_only_on_a_failure():
-    warn = doctor.Result("a", WARN, "x", "y")
-    fail = doctor.Result("b", FAIL, "x", "y")
-    assert doctor.exit_code([warn]) == 0
-    assert doctor.exit_code([warn, fail]) == 1
+    warn = report.Result("a", WARN, "x", "y")
+    fail = report.Result("b", FAIL, "x", "y")
+    assert report.exit_code([warn]) == 0
+    assert report.exit_code([warn, fail]) == 1
 
 
 def test_a_line_carries_the_hint_unless_ok():
-    assert doctor.Result("a", FAIL, "broken", "do this").line() == (
+    assert report.Result("a", FAIL, "broken", "do this").line() == (
         "FAIL  a: broken\n      fix: do this"
     )
-    assert doctor.Result("a", OK, "fine", "do this").line() == "OK    a: fine"
+    assert report.Result("a", OK, "fine", "do this").line() == "OK    a: fine"
 
 
 def test_an_unreachable_cluster_is_one_failing_line():
@@ -220,7 +222,7 @@ def test_the_webhooks_image_names_the_installed_release_before_the_controllers()
 )
 def test_the_installed_volcano_against_the_target(target, installed, status, says):
     webhook = _deployment(f"docker.io/volcanosh/vc-webhook-manager:{installed}")
-    result = doctor.check_volcano_version(target, [webhook], "volcano-system")
+    result = volcano_checks.check_volcano_version(target, [webhook], "volcano-system")
     assert (result.status, says in result.detail) == (status, True), result.detail
     if status != OK:
         assert result.hint.endswith(f"volcano_version) to {installed}")
@@ -232,13 +234,23 @@ def test_an_unknown_installed_release_is_said_once_and_does_not_fail():
         ([], "no vc-webhook-manager or vc-controller-manager Deployment"),
         ([_deployment("volcanosh/vc-webhook-manager:latest")], ":latest names none"),
     ]:
-        result = doctor.check_volcano_version("v1.14.1", deployments, "volcano-system")
+        result = volcano_checks.check_volcano_version("v1.14.1", deployments, "volcano-system")
         assert result.status == WARN
         assert says in result.detail
         assert result.detail.endswith("jobs are rendered for v1.14.1")
 
 
 def test_a_target_that_is_no_supported_release_fails():
-    result = doctor.check_volcano_version("v1.6.0", HELM, "volcano-system")
+    result = volcano_checks.check_volcano_version("v1.6.0", HELM, "volcano-system")
     assert result.status == FAIL
     assert "older than the oldest supported release, v1.7.0" in result.detail
+
+
+def test_the_fit_checks_cluster_wide_reads_are_optional_and_said_when_missing():
+    granted = dict.fromkeys(permissions.FIT_CHECK_PERMISSIONS, True)
+    assert doctor.check_fit_check(granted).status == OK
+    missing = {**granted, permissions.FIT_CHECK_PERMISSIONS[-1]: False}
+    result = doctor.check_fit_check(missing)
+    assert result.status == WARN  # optional: never a FAIL, so the exit code stays 0
+    assert "list nodes" in result.detail and "rbac-fit-check.yaml" in result.hint
+    assert doctor.check_fit_check({}).status == WARN  # not asked: not granted
