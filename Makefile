@@ -22,6 +22,7 @@ venv: $(BIN)/activate
 # REAL_PODS=1: the cluster gets the real node (docs/local-cluster.md) and the demo trains there.
 REAL_PODS ?=
 cluster-up: venv
+	$(if $(REAL_PODS),scripts/install-system-deps.sh --real-node)
 	$(BIN)/python -m airflow_volcano_wandb.testing.cluster up --state-dir $(CLUSTER_DIR) $(if $(REAL_PODS),--real-node)
 
 cluster-down:

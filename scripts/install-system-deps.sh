@@ -4,12 +4,21 @@
 # Playwright) and Debian's PostgreSQL (the metadata DB of the test Airflow stacks, started by
 # tests/e2e/postgres.py as a plain process in a state dir; the package's own cluster service
 # is not used).
+# With --real-node, what the cluster's real kubelet node needs instead (docs/local-cluster.md):
+# containerd and runc, the CNI plugins, and mmdebstrap, which builds the trainer image.
 # Idempotent: does nothing when all are already installed. Needs root (or sudo).
 set -euo pipefail
 
 packages=()
-[[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]] || packages+=(chromium chromium-driver)
-compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || packages+=(postgresql)
+if [[ ${1:-} == --real-node ]]; then
+    [[ -x /usr/bin/containerd && -x /usr/sbin/runc ]] || packages+=(containerd runc)
+    [[ -x /usr/lib/cni/bridge && -x /usr/lib/cni/host-local ]] ||
+        packages+=(containernetworking-plugins)
+    [[ -x /usr/bin/mmdebstrap ]] || packages+=(mmdebstrap)
+else
+    [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]] || packages+=(chromium chromium-driver)
+    compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || packages+=(postgresql)
+fi
 if [[ ${#packages[@]} -eq 0 ]]; then
     exit 0
 fi
@@ -29,6 +38,3 @@ $SUDO apt-get update -q
 # policy-rc.d-less containers: the postgresql package may try to start its own cluster; the
 # tests never use it.
 $SUDO apt-get install -y -q --no-install-recommends "${packages[@]}"
-/usr/bin/chromium --version
-/usr/bin/chromedriver --version
-ls -d /usr/lib/postgresql/*/bin/postgres
