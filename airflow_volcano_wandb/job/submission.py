@@ -125,7 +125,7 @@ def submit_for_try(
     api_key: str | None,
     on_job: Callable[[dict[str, str]], None],
     store: Any = None,
-    fit_check: Callable[[], None] | None = None,
+    fit_check: Callable[[VolcanoHook], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any]]:
     """This try's run spec and job: reattached or submitted, remembered, holding the key.
@@ -144,7 +144,7 @@ def submit_for_try(
 
     def before_create() -> None:
         if fit_check is not None:
-            fit_check()
+            fit_check(hook)
         key.prepare()
 
     try:

@@ -251,13 +251,13 @@ class JobTemplateMixin(BaseOperator):
             body["spec"].setdefault("ttlSecondsAfterFinished", int(self.finished_job_ttl))
         return body
 
-    def fit_checked(self, hook: VolcanoHook, body: Mapping[str, Any]) -> Callable[[], None]:
-        """Judge once whether ``body`` fits (``fit_check``). The submission calls it right
-        before a create, so a reattached job is never judged (the queue's ``allocated`` would
-        count the job itself)."""
+    def fit_checked(self, body: Mapping[str, Any]) -> Callable[[VolcanoHook], None]:
+        """Judge once, with the submission's hook, whether ``body`` fits (``fit_check``). The
+        submission calls it right before a create, so a reattached job is never judged (the
+        queue's ``allocated`` would count the job itself)."""
         judged = False
 
-        def check() -> None:
+        def check(hook: VolcanoHook) -> None:
             nonlocal judged
             if not judged:
                 check_fit(hook, body, self.fit_check, self.log)

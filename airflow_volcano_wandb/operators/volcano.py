@@ -134,7 +134,7 @@ class VolcanoPyTorchJobOperator(
             api_key=None if self.wandb_api_key_secret else wandb_hook.api_key,
             on_job=self._known,
             store=task_state_store(context),  # Airflow >= 3.3: kept across tries
-            fit_check=self.fit_checked(self.hook, rendered[1]),
+            fit_check=self.fit_checked(rendered[1]),
             task_log=self.log,
         )
         ti.xcom_push(key=XCOM_JOB, value=self._job)

@@ -191,6 +191,7 @@ def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
             "worker": "ghcr.io/example/volcano-ddp-mlp:latest",
         },
         "replicas": {"master": 1, "worker": 2},
+        "world_size": 3,  # processes: one per CPU pod
     }
     (ARTIFACTS / "asset-event.json").write_text(json.dumps(event, indent=2))
 

@@ -83,6 +83,10 @@ TEMPLATE["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"] = [
 TEMPLATE["metadata"].setdefault("annotations", {})["note"] = "value: ${user_value}"
 
 
+# The stand-in serves no queues or nodes; the fit check has tests of its own (test_fit*).
+NO_FIT_CHECK = "off"
+
+
 class Recorder:
     """Stands in for the Kubernetes API: records every call; create returns the job."""
 
@@ -145,7 +149,11 @@ def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recor
     recorder.calls.clear()
     ti = StubTaskInstance("avw_rel_fuzz", "train", "manual__fuzz")
     op = operator(
-        template=copy.deepcopy(TEMPLATE), wandb_conn_id=None, wait_for_completion=False, **kwargs
+        template=copy.deepcopy(TEMPLATE),
+        wandb_conn_id=None,
+        wait_for_completion=False,
+        fit_check=NO_FIT_CHECK,
+        **kwargs,
     )
     try:
         op.execute(context_for(ti))
@@ -217,7 +225,11 @@ def test_hostile_text_in_free_text_fields_is_submitted_verbatim(recorder, kwargs
     recorder.calls.clear()
     ti = StubTaskInstance("avw_rel_fuzz", "train", "manual__fuzz")
     op = operator(
-        template=copy.deepcopy(TEMPLATE), wandb_conn_id=None, wait_for_completion=False, **kwargs
+        template=copy.deepcopy(TEMPLATE),
+        wandb_conn_id=None,
+        wait_for_completion=False,
+        fit_check=NO_FIT_CHECK,
+        **kwargs,
     )
     try:
         op.execute(context_for(ti))
