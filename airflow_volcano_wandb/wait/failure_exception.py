@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_volcano_wandb.exceptions import (
     ApiserverUnreachableError,
     ContainerError,
@@ -51,28 +53,22 @@ def for_failure(
     job = result.job_ref() if result.uid else None
     if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
         loop = result.crash_loop
-        return TrainerCrashLoopError(
-            message,
-            job=job,
-            pod=loop.pod,
-            task=loop.task,
-            container=loop.container,
-            reason=loop.reason,
-            exit_code=loop.exit_code,
-            restarts=loop.restarts,
-        )
+        return TrainerCrashLoopError(message, job=job, restarts=loop.restarts, **_where(loop))
     if result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT) or classification is None:
         return _BY_OUTCOME[result.outcome](message, job=job)
     cls = _BY_KIND[classification.kind]
     failure = classification.failure
     if failure is None or not issubclass(cls, ContainerError):
         return cls(message, job=job)
-    return cls(
-        message,
-        job=job,
-        pod=failure.pod,
-        task=failure.task,
-        container=failure.container,
-        reason=failure.reason,
-        exit_code=failure.exit_code,
-    )
+    return cls(message, job=job, **_where(failure))
+
+
+def _where(container: Any) -> dict[str, Any]:
+    """Which pod, task and container failed, and how: a ``ContainerError``'s fields."""
+    return {
+        "pod": container.pod,
+        "task": container.task,
+        "container": container.container,
+        "reason": container.reason,
+        "exit_code": container.exit_code,
+    }

@@ -119,22 +119,10 @@ def audited_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
     state_dir = Path(tempfile.mkdtemp(prefix="avw-audit-cluster-"))
     info = local_cluster.up(state_dir, nodes=2, audit_log=True)
     try:
-        yield _handle(info)
+        yield VolcanoCluster.from_info(info, owned=True)
     finally:
         local_cluster.down(state_dir)
         shutil.rmtree(state_dir, ignore_errors=True)
-
-
-def _handle(info: local_cluster.ClusterInfo) -> VolcanoCluster:
-    return VolcanoCluster(
-        state_dir=info.state_dir,
-        kubeconfig=info.kubeconfig,
-        server=info.server,
-        nodes=info.nodes,
-        gpus_per_node=info.gpus_per_node,
-        owned=True,
-        audit_log=info.audit_log,
-    )
 
 
 def _service_account(

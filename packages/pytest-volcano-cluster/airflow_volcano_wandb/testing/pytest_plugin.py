@@ -52,6 +52,21 @@ class VolcanoCluster:
     real_node: bool = False
     _namespaces: list[str] = field(default_factory=list)
 
+    @classmethod
+    def from_info(cls, info: ClusterInfo, *, owned: bool) -> VolcanoCluster:
+        """A handle on the cluster ``cluster.up`` answered with; ``owned``: stopped by its
+        fixture."""
+        return cls(
+            state_dir=info.state_dir,
+            kubeconfig=info.kubeconfig,
+            server=info.server,
+            nodes=info.nodes,
+            gpus_per_node=info.gpus_per_node,
+            owned=owned,
+            audit_log=info.audit_log,
+            real_node=info.real_node,
+        )
+
     def api_client(self) -> ApiClient:
         """A new ``kubernetes.client.ApiClient`` for the admin kubeconfig."""
         from kubernetes import config
@@ -115,19 +130,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _info_to_cluster(info: ClusterInfo, owned: bool) -> VolcanoCluster:
-    return VolcanoCluster(
-        state_dir=info.state_dir,
-        kubeconfig=info.kubeconfig,
-        server=info.server,
-        nodes=info.nodes,
-        gpus_per_node=info.gpus_per_node,
-        owned=owned,
-        audit_log=info.audit_log,
-        real_node=info.real_node,
-    )
-
-
 @pytest.fixture(scope="session")
 def volcano_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
     # Imported here: installing the provider loads this plugin into every pytest run of its
@@ -137,7 +139,7 @@ def volcano_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
     reuse = os.environ.get(STATE_DIR_ENV)
     if reuse and local_cluster.is_running(Path(reuse)):
         # Someone else owns it (e.g. `make cluster-up`): use it, never stop it.
-        yield _info_to_cluster(local_cluster.up(Path(reuse)), owned=False)
+        yield VolcanoCluster.from_info(local_cluster.up(Path(reuse)), owned=False)
         return
 
     option: Any = request.config.getoption("--volcano-cluster-dir")
@@ -152,7 +154,7 @@ def volcano_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
         real_node=bool(os.environ.get(local_cluster.REAL_NODE_ENV)),
     )
     try:
-        yield _info_to_cluster(info, owned=True)
+        yield VolcanoCluster.from_info(info, owned=True)
     finally:
         if not keep:
             local_cluster.down(state_dir)
