@@ -29,7 +29,6 @@ from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.wandb import (
     XCOM_RUN_ID,
     XCOM_RUN_URL,
-    XCOM_SUMMARY,
     WandbReportMixin,
 )
 from airflow_volcano_wandb.triggers.volcano import (
@@ -264,9 +263,7 @@ class VolcanoJobSensor(
             context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
             if deletes:
                 self._delete_job()
-            summary = self.read_summary(run) if run and self.wandb_summary_keys else None
-            if summary is not None:
-                context["ti"].xcom_push(key=XCOM_SUMMARY, value=summary)
+            summary = self.push_summary(context["ti"], run) if run else None
             if run:
                 self.link_back(context, run, "success")
             if self.outlets:  # the same record as the operator's (docs/assets.md)
