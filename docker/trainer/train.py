@@ -216,17 +216,18 @@ def join_process_group(info: DistInfo, environ: Mapping[str, str], timeout: dt.t
     addr, port = environ["MASTER_ADDR"], int(environ["MASTER_PORT"])
     # Under torchrun its agent already serves the store at MASTER_ADDR:MASTER_PORT.
     agent_store = environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    store: Any = dist.TCPStore(
-        addr,
-        port,
-        info.world_size,
-        is_master=info.rank == 0 and not agent_store,
-        timeout=timeout,
-    )
+    hosts_store = info.rank == 0 and not agent_store
+    store: Any = dist.TCPStore(addr, port, info.world_size, is_master=hosts_store, timeout=timeout)
     store = dist.PrefixStore(f"avw/{environ.get('TORCHELASTIC_RESTART_COUNT') or 0}", store)
     assert info.backend is not None
     store.set(f"backend/{info.rank}", info.backend)
     backends = {r: store.get(f"backend/{r}").decode() for r in range(info.world_size)}
+    # The store dies with the rank that hosts it: if that rank exits on a disagreement before
+    # the others have read every backend, they see a closed connection instead of the reason.
+    if hosts_store:
+        store.wait([f"read/{r}" for r in range(1, info.world_size)])
+    else:
+        store.set(f"read/{info.rank}", "1")
     if len(set(backends.values())) > 1:
         ranks = ", ".join(f"rank {r}: {b}" for r, b in backends.items())
         raise SystemExit(
