@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 HARNESS := packages/pytest-volcano-cluster
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: venv dist demo test test-unit test-long test-real-pods test-lifecycle test-ha test-compat test-compat-ci lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
+.PHONY: venv dist demo test test-unit test-long test-real-pods test-lifecycle test-ha test-compat test-compat-ci screenshots lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml $(HARNESS)/pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -76,6 +76,14 @@ test-ha: venv
 	scripts/install-system-deps.sh
 	AVW_HANDOVER_JOBS=20 AVW_WATCH_LOAD_JOBS=2,20 AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest \
 		tests/reliability/test_ha_airflow.py tests/reliability/test_ha_watch_load.py
+
+# The README's pictures of the Airflow UI, from the end-to-end test's real browser (Chromium):
+# the trigger form, the W&B link of the task instance and the wait task's log.
+SCREENSHOTS := 01-trigger-form 04-task-instance-wandb-link 05-wait-task-log-master-lines
+screenshots: venv
+	scripts/install-system-deps.sh
+	$(BIN)/python -m pytest tests/e2e/test_airflow_ui_e2e.py
+	$(foreach shot,$(SCREENSHOTS),cp test-artifacts/e2e/$(shot).png docs/images/$(shot).png;)
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit

@@ -104,7 +104,11 @@ def airflow(volcano_cluster, artifacts, e2e_namespace) -> Iterator[AirflowStack]
         log_dir=log_dir,
         kubeconfig=volcano_cluster.kubeconfig,
         wandb_conn=WANDB_CONN,
-        extra_env={"AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": e2e_namespace},
+        extra_env={
+            "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": e2e_namespace,
+            # The DAG's opt-in: the master's lines in the wait task's log (a screenshot shows it).
+            "AIRFLOW__VOLCANO_PYTORCH_MANUAL__FOLLOW_MASTER_LOG": "True",
+        },
     )
     # A SIGTERM (e.g. a CI timeout) must still run the teardowns below: raise instead of dying.
     previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
@@ -213,8 +217,13 @@ def _task_log(run: E2ERun, task_id: str, try_number: int = 1) -> list[dict[str, 
 
 
 def _trigger_lines(lines: list[dict[str, Any]]) -> list[str]:
-    """What the VolcanoJobTrigger itself logged, in the triggerer."""
-    return [str(line["event"]) for line in lines if line.get("logger") == TRIGGER_CLASSPATH]
+    """What the VolcanoJobTrigger itself logged, in the triggerer: not the master's lines it
+    relays (``[<pod>] <line>``), which may come in any order around its verdict."""
+    return [
+        str(line["event"])
+        for line in lines
+        if line.get("logger") == TRIGGER_CLASSPATH and not str(line["event"]).startswith("[")
+    ]
 
 
 def _text(lines: list[dict[str, Any]]) -> str:
@@ -377,6 +386,25 @@ def test_task_instance_page_shows_the_wandb_run_link(
     assert href == e2e_run.expected_wandb_url()
 
 
+def test_the_wait_tasks_log_shows_the_masters_lines(
+    e2e_run: E2ERun, browser, artifacts: Path, screenshot_on_failure
+) -> None:
+    """Followed from the triggerer, the master's lines reach the wait task's log, in the API
+    and on the task instance's Logs tab."""
+    from tests.e2e import ui
+
+    (master,) = e2e_run.pods_by_task["master"]
+    prefix = f"[{master.metadata.name}] "
+    followed = [str(line["event"]) for line in e2e_run.wait_log]
+    assert any(event.startswith(prefix) for event in followed), _text(e2e_run.wait_log)[-4000:]
+
+    shown = ui.task_log_text(
+        browser, e2e_run.stack.base_url, DAG_ID, e2e_run.dag_run_id, "wait", prefix
+    )
+    browser.save_screenshot(str(artifacts / "05-wait-task-log-master-lines.png"))
+    assert prefix in shown
+
+
 def test_screenshots_were_written(artifacts: Path) -> None:
     names = sorted(p.name for p in artifacts.glob("0*.png"))
     assert names == [
@@ -384,6 +412,7 @@ def test_screenshots_were_written(artifacts: Path) -> None:
         "02-trigger-form-1000-clamped.png",
         "03-trigger-form-1000-refused.png",
         "04-task-instance-wandb-link.png",
+        "05-wait-task-log-master-lines.png",
     ]
     for name in names:
         assert (artifacts / name).stat().st_size > 10_000, name

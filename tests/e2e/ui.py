@@ -180,3 +180,20 @@ def extra_link_href(
     )
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
     return link.get_attribute("href")
+
+
+def task_log_text(
+    driver: WebDriver, base_url: str, dag_id: str, dag_run_id: str, task_id: str, expected: str
+) -> str:
+    """Open the task instance's page (Airflow 3.3 opens it on its Logs tab); return the page's
+    text once ``expected`` is in it, scrolled so the first line holding it is in view."""
+    driver.get(f"{base_url}/dags/{dag_id}/runs/{dag_run_id}/tasks/{task_id}")
+    line = _wait(
+        driver,
+        lambda d: _displayed(
+            d.find_elements(By.XPATH, f"//*[contains(text(), {json.dumps(expected)})]")
+        ),
+        f"{expected!r} in the task's log",
+    )
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", line)
+    return driver.find_element(By.TAG_NAME, "body").text

@@ -59,11 +59,20 @@ def test_readme_is_a_front_door():
     assert len(lines) <= 200, f"README.md has {len(lines)} lines; move detail into docs/"
     headings = [line for line in prose(README.read_text()) if line.startswith("## ")]
     assert headings == [
+        "## What you see in Airflow",
         "## Install into an existing Airflow",
         "## Connecting a real cluster",
         "## Worked example",
         "## Documentation",
     ]
+
+
+def test_readme_shows_the_airflow_ui_in_pictures_that_exist():
+    pictures = re.findall(r"!\[[^\]]+\]\(([^)\s]+)\)", README.read_text())
+    assert pictures, "the README shows what a user sees in the Airflow UI"
+    for picture in pictures:
+        data = (ROOT / picture).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000, picture
 
 
 def test_readme_links_every_doc_page():
