@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_volcano_wandb.template import naming
@@ -251,3 +252,46 @@ def apply_service_account(tasks: list[dict[str, Any]], name: Any) -> None:
         if spec is not None:
             spec.pop("serviceAccount", None)
             spec["serviceAccountName"] = name
+
+
+@dataclass(frozen=True)
+class TaskOverrides:
+    """What this run changes in the template's tasks (:func:`render_job`'s parameters of the
+    same names); ``None`` leaves the template's own."""
+
+    replicas: Mapping[str, Any] | None = None
+    image: str | Mapping[str, Any] | None = None
+    env: Mapping[str, Any] | Sequence[Any] | None = None
+    resources: Mapping[str, Any] | None = None
+    command: Mapping[str, Sequence[Any]] | None = None
+    args: Mapping[str, Sequence[Any]] | None = None
+    service_account: Any = None
+    labels: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
+    pod_labels: Mapping[str, Any] | None = None
+    pod_annotations: Mapping[str, Any] | None = None
+
+    def apply(self, job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int) -> None:
+        """Apply each override given, with its own merge rule."""
+        if self.replicas is not None:
+            apply_replicas(tasks, self.replicas, max_replicas)
+        if self.image is not None:
+            apply_image(tasks, self.image)
+        if self.env is not None:
+            apply_env(tasks, self.env)
+        if self.resources is not None:
+            apply_resources(tasks, self.resources)
+        if self.command is not None:
+            apply_container_list(tasks, "command", self.command)
+        if self.args is not None:
+            apply_container_list(tasks, "args", self.args)
+        if self.service_account is not None:
+            apply_service_account(tasks, self.service_account)
+        apply_metadata(
+            job,
+            tasks,
+            labels=self.labels,
+            annotations=self.annotations,
+            pod_labels=self.pod_labels,
+            pod_annotations=self.pod_annotations,
+        )

@@ -28,20 +28,20 @@ from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import naming, overrides, secret_refs, torchrun, volcano
-from airflow_volcano_wandb.template import plugins as releases
-from airflow_volcano_wandb.template.errors import TemplateError, error_at, errors_at
+from airflow_volcano_wandb.template.errors import errors_at
 from airflow_volcano_wandb.template.load import load_template as _load
 from airflow_volcano_wandb.template.macros import substitute
 from airflow_volcano_wandb.template.normalize import normalize
+from airflow_volcano_wandb.template.placement import Placement
 from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL, LEVELS
 from airflow_volcano_wandb.template.policy import Policy
-from airflow_volcano_wandb.template.structure import check_shape, task_index
+from airflow_volcano_wandb.template.shaping import DEFAULT_SCHEDULER_NAME, Shaping
+from airflow_volcano_wandb.template.structure import check_shape
 from airflow_volcano_wandb.template.validate import validate
-from airflow_volcano_wandb.template.values import copy_json, show, type_name
+from airflow_volcano_wandb.template.values import copy_json
 from airflow_volcano_wandb.versions import VOLCANO_VERSION
 
 DEFAULT_MAX_REPLICAS = naming.DEFAULT_MAX_REPLICAS
-DEFAULT_SCHEDULER_NAME = "volcano"
 #: Only Volcano's scheduler keeps the gang together and the job inside its queue's quota.
 DEFAULT_ALLOWED_SCHEDULERS = (DEFAULT_SCHEDULER_NAME,)
 DEFAULT_SHM_SIZE = torchrun.DEFAULT_SHM_SIZE
@@ -95,60 +95,6 @@ def master_task_name(job: Mapping[str, Any]) -> str | None:
     return names[0] if names else None
 
 
-def _set_name(job: dict[str, Any], name: Any) -> None:
-    if not isinstance(name, str) or not name:
-        raise error_at(
-            ("name",),
-            f"the job name override must be a non-empty string, not {type_name(name)} {show(name)}",
-        )
-    job["metadata"]["name"] = name
-
-
-def _set_namespace(
-    job: dict[str, Any],
-    namespace: Any,
-    template_namespace_allowed: bool,
-    allowed_namespaces: tuple[str, ...] | None,
-) -> str:
-    """Apply the namespace rule (``docs/templates.md``); return where the final namespace
-    came from, for messages.
-
-    The argument always wins. A namespace from the template is a choice made by whoever
-    edits the W&B queue, so it is honoured only when this deployment said so, by
-    ``template_namespace_allowed`` or by an allow-list (which is then checked).
-    """
-    if namespace is not None:
-        if not isinstance(namespace, str):
-            raise error_at(("namespace",), f"must be a string, not {type_name(namespace)}")
-        job["metadata"]["namespace"] = namespace
-        return "namespace="
-    chosen = job["metadata"].get("namespace")
-    if chosen is not None and not template_namespace_allowed and allowed_namespaces is None:
-        raise error_at(
-            ("metadata", "namespace"),
-            f"the template chooses namespace {show(chosen)}, which it may not: pass namespace=, "
-            "allowed_namespaces=[...] or template_namespace_allowed=True",
-        )
-    return "the template"
-
-
-def _fit_job_name(job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int) -> None:
-    name = job["metadata"].get("name")
-    if not isinstance(name, str) or not name:
-        raise error_at(
-            ("metadata", "name"),
-            "the job needs a name (set metadata.name in the "
-            "template, e.g. wandb-job-${run_id}, or pass name=...)",
-        )
-    task_names = [t["name"] for t in tasks]
-    if not all(naming.is_dns1123_label(t) for t in task_names):
-        return  # validation reports the task names; a budget computed from them means nothing
-    try:
-        job["metadata"]["name"] = naming.fit_job_name(name, task_names, max_replicas)
-    except ValueError as exc:
-        raise error_at(("metadata", "name"), str(exc)) from None
-
-
 def _run_env_secrets(run_env: RunEnv | None) -> frozenset[str]:
     if run_env is None:
         return frozenset()
@@ -161,18 +107,6 @@ def _apply_run_env(job: dict[str, Any], tasks: list[dict[str, Any]], run_env: Ru
     master = master_task_name(job)
     for task in tasks:
         overrides.apply_env([task], run_env.master if task["name"] == master else run_env.others)
-
-
-def _master_policy(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
-    plugins = job["spec"].get("plugins")
-    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
-    if not isinstance(arguments, list):
-        return
-    roles, _ = volcano.plugin_roles(arguments)
-    index = task_index(tasks)
-    if roles["master"] in index:
-        i = index[roles["master"]]
-        volcano.ensure_master_policy(tasks[i], ("spec", "tasks", i))
 
 
 def render_job(
@@ -291,22 +225,28 @@ def render_job(
     :returns: the Volcano Job as a new plain dict (JSON types only).
     :raises TemplateError: with the JSON path of every offending field.
     """
-    if gang not in gang_sizes.GANG_MODES:
-        raise error_at(
-            ("gang",), f"must be one of {', '.join(gang_sizes.GANG_MODES)}, not {show(gang)}"
-        )
-    if type(max_replicas) is not int or max_replicas < 1:
-        raise TemplateError(f"max_replicas must be a positive integer, got {show(max_replicas)}")
-    if not isinstance(add_master_policy, bool):
-        raise TemplateError("add_master_policy must be True or False")
-    if not isinstance(template_namespace_allowed, bool):
-        raise TemplateError("template_namespace_allowed must be True or False")
-    if not isinstance(torchrun_env, bool):
-        raise TemplateError("torchrun_env must be True or False")
-    try:
-        target = releases.target_version(volcano_version)
-    except releases.VersionError as exc:
-        raise error_at(("volcano_version",), str(exc)) from None
+    shaping = Shaping.checked(
+        gang=gang,
+        add_master_policy=add_master_policy,
+        max_replicas=max_replicas,
+        torchrun_env=torchrun_env,
+        shm_size=shm_size,
+        volcano_version=volcano_version,
+    )
+    placement = Placement(name, namespace, queue, template_namespace_allowed)
+    task_overrides = overrides.TaskOverrides(
+        replicas=replicas,
+        image=image,
+        env=env,
+        resources=resources,
+        command=command,
+        args=args,
+        service_account=service_account,
+        labels=labels,
+        annotations=annotations,
+        pod_labels=pod_labels,
+        pod_annotations=pod_annotations,
+    )
     policy = Policy.from_arguments(
         pod_security=pod_security,
         allowed_images=allowed_images,
@@ -320,58 +260,29 @@ def render_job(
         allowed_priority_classes=allowed_priority_classes,
         max_total_gpus=max_total_gpus,
     )
+    return _render(template, macros, placement, task_overrides, run_env, shaping, policy)
 
+
+def _render(
+    template: TemplateSource,
+    macros: Mapping[str, Any],
+    placement: Placement,
+    task_overrides: overrides.TaskOverrides,
+    run_env: RunEnv | None,
+    shaping: Shaping,
+    policy: Policy,
+) -> dict[str, Any]:
+    """The stages, in order (the module's docstring), with every argument already checked."""
     job, wide_ints = substitute(_load(template), macros)
     tasks = check_shape(job)
     normalize(job, tasks)
     replicas_before = gang_sizes.replica_counts(tasks)
-
-    if name is not None:
-        _set_name(job, name)
-    namespace_source = _set_namespace(job, namespace, template_namespace_allowed, policy.namespaces)
-    if queue is not None:
-        if not isinstance(queue, str) or not queue:
-            raise error_at(("queue",), f"must be a non-empty string, not {show(queue)}")
-        job["spec"]["queue"] = queue
-    if replicas is not None:
-        overrides.apply_replicas(tasks, replicas, max_replicas)
-    if image is not None:
-        overrides.apply_image(tasks, image)
-    if env is not None:
-        overrides.apply_env(tasks, env)
+    namespace_source = placement.apply(job, policy.namespaces)
+    task_overrides.apply(job, tasks, shaping.max_replicas)
     if run_env is not None:
         _apply_run_env(job, tasks, run_env)
-    if resources is not None:
-        overrides.apply_resources(tasks, resources)
-    if command is not None:
-        overrides.apply_container_list(tasks, "command", command)
-    if args is not None:
-        overrides.apply_container_list(tasks, "args", args)
-    if service_account is not None:
-        overrides.apply_service_account(tasks, service_account)
-    overrides.apply_metadata(
-        job,
-        tasks,
-        labels=labels,
-        annotations=annotations,
-        pod_labels=pod_labels,
-        pod_annotations=pod_annotations,
-    )
-
-    gang_sizes.rescale(job, tasks, replicas_before)
-    if gang == "all_ranks":
-        gang_sizes.gang_all_ranks(job, tasks)
-    if add_master_policy:
-        _master_policy(job, tasks)
-    if not job["spec"].get("schedulerName"):
-        job["spec"]["schedulerName"] = DEFAULT_SCHEDULER_NAME
-    _fit_job_name(job, tasks, max_replicas)
-    if torchrun_env:
-        torchrun.apply_torchrun_env(
-            job, tasks, rank_plugin=torchrun.RANK_PLUGIN in releases.plugins_in(target)
-        )
-    torchrun.apply_shm(job, tasks, shm_size)
-    validate(job, tasks, max_replicas, wide_ints, target)
+    shaping.apply(job, tasks, replicas_before)
+    validate(job, tasks, shaping.max_replicas, wide_ints, shaping.target)
     problems = policy.problems(job, tasks, namespace_source)
     if problems:
         raise errors_at(

@@ -235,3 +235,18 @@ def test_the_airflow_shell_and_the_rooms_stay_small():
     assert len((PACKAGE / "operators" / "volcano.py").read_text().splitlines()) < 250
     too_big = {rel(p): n for p in product_files() if (n := len(p.read_text().splitlines())) > 420}
     assert too_big == {}
+
+
+def test_no_function_is_longer_than_80_lines_of_code():
+    """Docstrings aside (``render_job`` documents its public keyword parameters in full)."""
+    too_long = {}
+    for path in product_files():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            first, *rest = node.body
+            documented = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+            start = rest[0].lineno if documented and rest else first.lineno
+            if (length := node.end_lineno - start + 1) > 80:
+                too_long[f"{rel(path)}:{node.name}"] = length
+    assert too_long == {}
