@@ -4,7 +4,8 @@ Every cleanup path (a failed or timed-out wait, a kill in sync mode, a sensor ki
 poking, a deferred task's kill in the triggerer) reads the job, decides with :func:`decide`
 and deletes with the read's ``resourceVersion`` as a precondition, so a newer try adopting
 the job in between makes the delete fail and the read repeat. :func:`delete_if_owned` is
-that loop for the sync hook; the trigger's kill runs the same steps on the async hook.
+that loop for the sync hook (``kill=True`` for a kill in sync mode or of a poking sensor); the
+trigger's kill runs the same steps on the async hook.
 """
 
 from __future__ import annotations
@@ -56,16 +57,29 @@ def decide(
 
 
 def delete_if_owned(
-    hook: VolcanoHook, job: Mapping[str, str], try_number: int | None, task_log: Any = log
+    hook: VolcanoHook,
+    job: Mapping[str, str],
+    try_number: int | None,
+    task_log: Any = log,
+    *,
+    kill: bool = False,
 ) -> None:
-    """Delete this submission unless a newer try adopted it; log, never raise."""
+    """Delete this submission unless a newer try adopted it (or, for a ``kill``, it has ended,
+    as the trigger's kill decides); log, never raise."""
     name, namespace, uid = job["name"], job["namespace"], job.get("uid")
     try:
         for _ in range(ATTEMPTS):
             current = hook.get_job(name, namespace)
-            step = decide(current, uid, try_number, kill=False)
+            step = decide(current, uid, try_number, kill=kill)
             if step is Deletion.NEWER_TRY:
                 task_log.info("Volcano job %s/%s is a newer try's; left alone", namespace, name)
+            if step is Deletion.ENDED:
+                task_log.info(
+                    "Volcano job %s/%s has ended; a kill stops only a running job, so it is "
+                    "left for the task instance to report",
+                    namespace,
+                    name,
+                )
             if step is not Deletion.DELETE:
                 return
             version = current["metadata"].get("resourceVersion")

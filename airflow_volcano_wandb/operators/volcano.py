@@ -229,13 +229,13 @@ class VolcanoPyTorchJobOperator(
     def _known(self, job: dict[str, str]) -> None:
         self._job = job
 
-    def _delete_job(self) -> None:
+    def _delete_job(self, *, kill: bool = False) -> None:
         if self._job:
-            deletion.delete_if_owned(self.hook, self._job, self._try_number, self.log)
+            deletion.delete_if_owned(self.hook, self._job, self._try_number, self.log, kill=kill)
 
     def on_kill(self) -> None:
-        """The task was killed while waiting in sync mode: delete the job and its pods."""
-        self._delete_job()
+        """Killed while waiting in sync mode: delete the job and its pods, unless it ended."""
+        self._delete_job(kill=True)
 
 
 def _seconds(value: float | str | None) -> float | None:

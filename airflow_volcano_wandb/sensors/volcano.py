@@ -303,11 +303,11 @@ class VolcanoJobSensor(
             context["ti"].xcom_push(key=key, value=value)
         return run
 
-    def _delete_job(self) -> None:
+    def _delete_job(self, *, kill: bool = False) -> None:
         if self._job:
-            deletion.delete_if_owned(self.hook, self._job, None, self.log)
+            deletion.delete_if_owned(self.hook, self._job, None, self.log, kill=kill)
 
     def on_kill(self) -> None:
-        """Killed while poking: the job must not run on unwatched."""
+        """Killed while poking: the job must not run on unwatched (one that ended is left)."""
         if self.delete_on_kill:
-            self._delete_job()
+            self._delete_job(kill=True)

@@ -159,6 +159,34 @@ def test_a_killed_sensor_deletes_its_job(
     admin.close()
 
 
+def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+):
+    """A kill stops training: the operator's (sync mode) and a poking sensor's kill delete a
+    job that still runs, but leave one that has ended for the task instance to report, as the
+    trigger's kill does."""
+    namespace = volcano_namespace
+    admin = volcano_cluster.api_client()
+    op = operator(template=quick_template(), namespace=namespace, wait_for_completion=False)
+    submitted = execute_operator(op, StubTaskInstance(DAG_ID, "submit", "ended-kill"))
+    sensor = VolcanoJobSensor(
+        task_id="wait", job_name=submitted["name"], namespace=namespace, poke_interval=1
+    )
+    sensor.poke({"ti": StubTaskInstance(DAG_ID, "wait", "ended-kill")})
+
+    def completed() -> bool:
+        jobs = list_jobs(admin, namespace)
+        return bool(jobs) and jobs[0]["status"]["state"]["phase"] == "Completed"
+
+    wait_until(completed, 60, what="the job completed")
+    op.on_kill()
+    sensor.on_kill()
+    (job,) = list_jobs(admin, namespace)
+    assert job["metadata"]["uid"] == submitted["uid"]
+    assert not job["metadata"].get("deletionTimestamp")
+    admin.close()
+
+
 def test_a_killed_deferred_sensor_deletes_its_job(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
 ):
