@@ -1,4 +1,6 @@
-"""Follow a job's master log into a deferred task's log, from the triggerer.
+"""Follow a job's master log into a task's log: from the triggerer while the task is deferred,
+in the task's own process while it waits there (sync mode: the trigger's wait runs in-process,
+follow included; a poking sensor: :class:`MasterLogThread`). One follow, wherever it runs.
 
 Opt-in per job (``follow_master_log``): the shared job watch (``job_watcher``) is untouched,
 and each following trigger holds one log stream of its own. So a triggerer with a thousand
@@ -20,6 +22,10 @@ What follows the master (rank 0) pod's first container:
   cancels the follow when it fires or is cancelled.
 
 Imported off the event loop by the trigger (it needs the Kubernetes clients).
+
+:class:`MasterLogThread` is the sync wrapper: the same follow on an event loop of its own
+thread, which ``stop()`` cancels at once (a follow stream returns only when a line arrives or
+the container ends, and a task whose wait is over must wait for neither).
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
@@ -226,3 +233,70 @@ class _MasterLog:
             shown, notice = self._cap.admit(text)
             if shown or notice:
                 self._log.info("[%s] %s", pod, text if shown else notice)
+
+
+class MasterLogThread(threading.Thread):
+    """:func:`follow_master_log` on an event loop of its own, for a task waiting in its own
+    process; ``stop()`` cancels it and returns within ``STOP_WAIT`` seconds.
+
+    No watch tells this follow that the job moved on, so while it waits for the master pod it
+    looks again every ``LOOK_SECONDS`` (the trigger wakes its follow on each progress change).
+    """
+
+    STOP_WAIT = 5.0
+    LOOK_SECONDS = 2.0
+
+    def __init__(
+        self,
+        hook_factory: Callable[[], AsyncVolcanoHook],
+        job_name: str,
+        namespace: str,
+        log: logging.Logger | Any,
+        max_lines: int,
+        max_bytes: int,
+        masked: Sequence[SecretDigest] = (),
+    ) -> None:
+        super().__init__(name=f"master-log-{namespace}-{job_name}", daemon=True)
+        self._follow = functools.partial(
+            follow_master_log, hook_factory, job_name, namespace, log, max_lines, max_bytes, masked
+        )
+        self._loop = asyncio.new_event_loop()
+        self._task: asyncio.Task | None = None
+        self._stopped = False
+
+    def run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._task = self._loop.create_task(self._follow_looking_again())
+            if self._stopped:  # stop() came before the task existed
+                self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                self._loop.run_until_complete(self._task)
+        finally:
+            self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+            self._loop.close()
+
+    async def _follow_looking_again(self) -> None:
+        job_changed = asyncio.Event()
+
+        async def look_again() -> None:
+            while True:
+                await asyncio.sleep(self.LOOK_SECONDS)
+                job_changed.set()
+
+        ticker = asyncio.create_task(look_again())
+        try:
+            await self._follow(job_changed=job_changed)
+        finally:
+            ticker.cancel()
+
+    def stop(self) -> None:
+        """Cancel the follow (its stream is closed as it unwinds) and wait for the thread."""
+        self._stopped = True
+        with contextlib.suppress(RuntimeError):  # the loop already closed: nothing to cancel
+            self._loop.call_soon_threadsafe(self._cancel)
+        self.join(timeout=self.STOP_WAIT)
+
+    def _cancel(self) -> None:
+        if self._task is not None:
+            self._task.cancel()

@@ -17,7 +17,8 @@ class PodLogMixin(BaseOperator):
 
     While the job runs, the master (rank 0) pod's log: always in sync mode, in deferrable
     mode only when asked, since each follow holds a stream in the triggerer (see
-    docs/architecture.md). When it ends, the tail of the pods' logs.
+    docs/architecture.md); the same follow (``logs/master_log.py``) either way. When it
+    ends, the tail of the pods' logs.
 
     :param follow_master_log: while deferred, the triggerer also follows the master pod's
         log into the task log (``[<pod>] <line>``), following a restarted container or a
@@ -46,15 +47,23 @@ class PodLogMixin(BaseOperator):
         self.master_log_max_bytes = master_log_max_bytes
         self.log_lines = log_lines
 
-    def master_log_kwargs(self, masked: Iterable[str | None] = ()) -> dict[str, Any]:
-        """The trigger's arguments for the master log, with digests of the ``masked`` W&B
-        keys to mask in it, in each of their forms (``key_forms``: the triggerer's log masker
-        does not know them, and may not be told)."""
-        forms = [form for key in masked if key for form in key_forms(key)]
-        digests = [SecretDigest.of(f).to_json() for f in forms] if self.follow_master_log else []
+    def master_log_kwargs(
+        self, masked: Iterable[str | None] = (), *, follow: bool | None = None
+    ) -> dict[str, Any]:
+        """The trigger's arguments for the master log (followed when ``follow``, by default
+        when ``follow_master_log`` says so), with digests of the ``masked`` W&B keys to mask
+        in it."""
+        follow = self.follow_master_log if follow is None else follow
+        digests = [d.to_json() for d in masked_digests(masked)] if follow else []
         return {
-            "follow_master_log": self.follow_master_log,
+            "follow_master_log": follow,
             "master_log_max_lines": self.master_log_max_lines,
             "master_log_max_bytes": self.master_log_max_bytes,
             "masked_secrets": digests,
         }
+
+
+def masked_digests(keys: Iterable[str | None]) -> list[SecretDigest]:
+    """Digests of the W&B ``keys`` in each of their forms (``key_forms``), for a follow to
+    mask: the triggerer's log masker does not know them, and may not be told."""
+    return [SecretDigest.of(form) for key in keys if key for form in key_forms(key)]

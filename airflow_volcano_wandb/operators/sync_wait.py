@@ -1,9 +1,8 @@
-"""Sync mode: run the trigger's watch in the task's own process, with the master log streamed."""
+"""Sync mode: run the trigger's wait in the task's own process, master-log follow included."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -11,7 +10,6 @@ from typing import Any
 from airflow_volcano_wandb.airflow_compat import AirflowTaskTimeout
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.job_status import job_ref
-from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
@@ -27,14 +25,9 @@ def wait_in_process(
     job: Mapping[str, Any],
     task_log: logging.Logger | Any,
 ) -> WaitResult:
-    """The same wait the triggerer would run, here; the master's log goes to the task log."""
-    trigger._log = task_log  # progress lines belong in the task log
-    spec = trigger.spec  # the thread below follows the master log, with the trigger's caps
-    trigger.spec = dataclasses.replace(spec, follow_master_log=False)
-    follower = MasterLogFollower.for_job(
-        hook, dict(job), task_log, spec.master_log_max_lines, spec.master_log_max_bytes
-    )
-    follower.start()
+    """The same wait the triggerer would run, here: its progress lines and (when it follows
+    it, as the operator's does in sync mode) the master's log go to the task log."""
+    trigger._log = task_log
     try:
         return WaitResult.from_event(asyncio.run(_first_event(trigger)))
     except AirflowTaskTimeout:
@@ -44,8 +37,6 @@ def wait_in_process(
         if ended is None:
             raise
         return ended
-    finally:
-        follower.stop()
 
 
 async def _first_event(trigger: VolcanoJobTrigger) -> dict[str, Any]:

@@ -181,7 +181,7 @@ class VolcanoPyTorchJobOperator(
             poll_interval=self.poll_interval,
             watch_failure_grace=self.watch_failure_grace,
             try_number=self._try_number,
-            **self.master_log_kwargs(masked),
+            **self.master_log_kwargs(masked, follow=self.follow_master_log or not deferred),
             deferred_at=time.time() if deferred else None,
             max_container_restarts=self.max_container_restarts,
         )

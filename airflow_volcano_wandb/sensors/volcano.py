@@ -22,9 +22,8 @@ from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import job_ref
 from airflow_volcano_wandb.job.ownership import wandb_run_of
 from airflow_volcano_wandb.links.wandb import WandbRunLink
-from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
-from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
+from airflow_volcano_wandb.operators.pod_logs import PodLogMixin, masked_digests
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.wandb import (
     XCOM_RUN_ID,
@@ -194,9 +193,19 @@ class VolcanoJobSensor(
         if job is None or (target.uid and job["metadata"].get("uid") != target.uid):
             yield  # nothing to follow: the poke says what became of the job
             return
-        self.wandb_hook.mask_api_key()  # the follower masks what this process knows
-        follower = MasterLogFollower.for_job(
-            self.hook, job, self.log, self.master_log_max_lines, self.master_log_max_bytes
+        # The async follow's imports (the asyncio Kubernetes client) only when it runs.
+        from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+        from airflow_volcano_wandb.logs.master_log import MasterLogThread
+
+        key = self.wandb_hook.mask_api_key()  # masked by this process's masker, and the follow
+        follower = MasterLogThread(
+            lambda: AsyncVolcanoHook(**self.connection_kwargs()),
+            target.name,
+            target.namespace,
+            self.log,
+            self.master_log_max_lines,
+            self.master_log_max_bytes,
+            masked_digests([key]),
         )
         follower.start()
         try:

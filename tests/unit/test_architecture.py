@@ -80,7 +80,6 @@ EDGES = [
     "wait/job_watcher.py",
     "wait/job_report.py",
     "wait/step_io.py",
-    "logs/log_follower.py",
     "logs/master_log.py",
     "cli",
 ]

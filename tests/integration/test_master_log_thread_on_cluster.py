@@ -1,7 +1,8 @@
-"""The sync wait's master-log follower on the real cluster: its stop() must not wait.
+"""The master-log follow in a task's own thread (a poking sensor) on the real cluster: it shows
+the master's lines, and its stop() does not wait for the next one.
 
-A follow stream returns only when a line arrives or the container ends. A task whose job has
-ended must not wait for either: ``stop()`` wakes the follower's blocked read at once.
+A follow stream returns only when a line arrives or the container ends. A task whose wait is
+over must wait for neither: ``stop()`` cancels the follow's blocked read at once.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ import threading
 
 import pytest
 
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from airflow_volcano_wandb.logs.log_follower import MasterLogFollower
+from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.logs.master_log import MasterLogThread
 from tests.integration.jobs import submit_job, wait_until
 from tests.line_log import LineLog
 
@@ -24,14 +25,17 @@ def test_stop_ends_a_silent_follow_without_waiting_for_a_line(
     api = volcano_cluster.api_client()
     submit_job(api, volcano_namespace, "followed", master_seconds=600)
     log = LineLog()
-    follower = MasterLogFollower(VolcanoHook(), "followed", volcano_namespace, "master", log)
+    follower = MasterLogThread(
+        AsyncVolcanoHook, "followed", volcano_namespace, log, max_lines=100, max_bytes=100_000
+    )
     follower.start()
     # The simulated container prints its start lines, then nothing for ten minutes.
     wait_until(lambda: any("running for 600s" in line for line in log.lines), 90, what="log")
+    assert any(line.startswith("[followed-master-0] ") for line in log.lines), log.lines
 
     stopper = threading.Thread(target=follower.stop)
     stopper.start()
-    stopper.join(timeout=15)  # a silent stream would hold close() for a minute or more
+    stopper.join(timeout=15)  # a silent stream would hold its read for a minute or more
     assert not stopper.is_alive(), "stop() waited for the next log line"
     assert not follower.is_alive()
     api.close()
