@@ -37,6 +37,7 @@ from packaging.version import Version
 try:  # Airflow >= 3.2: every exception the provider raises or catches is in the Task SDK.
     from airflow.sdk.exceptions import (
         AirflowException,
+        AirflowFailException,
         AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
@@ -46,6 +47,7 @@ try:  # Airflow >= 3.2: every exception the provider raises or catches is in the
 except ImportError:  # 3.0 and 3.1 raise and catch the core ones.
     from airflow.exceptions import (  # type: ignore[no-redef]
         AirflowException,
+        AirflowFailException,
         AirflowNotFoundException,
         AirflowSensorTimeout,
         AirflowSkipException,
@@ -80,6 +82,7 @@ __all__ = [
     "TASK_STATE_STORE",
     "TRIGGER_ON_KILL",
     "AirflowException",
+    "AirflowFailException",
     "AirflowNotFoundException",
     "AirflowSensorTimeout",
     "AirflowSkipException",

@@ -14,7 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
+from airflow_volcano_wandb.airflow_compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowTaskTimeout,
+)
 
 
 class VolcanoJobError(AirflowException):
@@ -89,6 +93,18 @@ class TrainerCrashLoopError(ContainerError):
     def __init__(self, message: str, *, restarts: int = 0, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
         self.restarts = restarts
+
+
+class StoppedFromWandbError(AirflowFailException, ContainerError):
+    """The job's W&B run was stopped from the W&B UI or API (the seed's way to cancel a
+    training): a rank's trainer exited with the stop code (``wait.wandb_stop``, docs/trainer.md);
+    the job is deleted.
+
+    An ``AirflowFailException``, so the task fails without a retry whatever ``retries`` or a
+    retry policy say: a retry would start again what a person chose to stop (clear the task to
+    train again). ``task``, ``pod``, ``container`` and ``exit_code`` name the stopped rank
+    when its pod could still be read.
+    """
 
 
 class JobFailedError(VolcanoJobError):

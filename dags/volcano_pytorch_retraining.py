@@ -65,7 +65,8 @@ def training_retry_policy() -> Any:
                 reason="a retry would fail the same way: fix the resources, image or template",
             ),
         ],
-        # Anything else (a trainer exit code, a deleted job) uses retries=2 and retry_delay.
+        # Anything else (a trainer exit code, a deleted job) uses retries=2 and retry_delay,
+        # except a run stopped from W&B (StoppedFromWandbError), which is never retried.
     )
 
 

@@ -13,7 +13,13 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
 - ``query RunInputArtifacts`` and ``query RunOutputArtifacts`` (``Run.used_artifacts()`` and
   ``Run.logged_artifacts()``, one page);
 - ``mutation UpsertBucket`` (``Run.update()``: config, tags and notes, then the summary), which
-  changes the stored run and is kept in :attr:`WandbStandin.upserts`.
+  changes the stored run and is kept in :attr:`WandbStandin.upserts`;
+- ``query RunResumeStatus`` (``wandb.init(resume="allow")``: always a new run);
+- ``POST /files/<entity>/<project>/<run>/file_stream``, where an online run (``wandb.init``
+  against this stand-in) sends its history, logs and heartbeats. The answer carries the run's
+  stop flag (``{"stopped": true}`` once :meth:`WandbStandin.stop_run` was called): that is how
+  wandb-core 0.31 learns that a run was stopped in the W&B UI, and the SDK then calls the run's
+  ``stop_fn``. Of what a request sends, the names of its files are kept (as its ``variables``).
 
 Any other operation gets a GraphQL error naming it, and is recorded, so a test fails loudly if
 the SDK starts sending something this stand-in does not know. Requests without the expected
@@ -34,6 +40,7 @@ from typing import Any
 __all__ = ["RecordedRequest", "WandbStandin"]
 
 _OPERATION_RE = re.compile(r"\b(query|mutation)\s+(\w+)")
+_FILE_STREAM_RE = re.compile(r"^/files/([^/]+)/([^/]+)/([^/]+)/file_stream$")
 LAUNCH_PROJECT = "model-registry"  # where W&B keeps Launch queues (LAUNCH_DEFAULT_PROJECT)
 
 
@@ -113,6 +120,7 @@ class WandbStandin:
         #: The variables of every ``UpsertBucket`` mutation received, in order.
         self.upserts: list[dict[str, Any]] = []
         self._runs: dict[tuple[str, str, str], _Run] = {}
+        self._stopped: set[tuple[str, str, str]] = set()
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._configs: dict[tuple[str, str], _Queue] = {}
         self._lock = threading.Lock()
@@ -175,6 +183,17 @@ class WandbStandin:
         self._queues[(entity, name)] = queue
         if config_id is not None:
             self._configs[(entity, config_id)] = queue
+
+    def stop_run(self, entity: str, project: str, run_id: str) -> None:
+        """Stop the run as the W&B UI's "Stop run" button does: its file stream answers
+        ``stopped`` from now on."""
+        with self._lock:
+            self._stopped.add((entity, project, run_id))
+
+    def file_streams(self, run_id: str) -> list[RecordedRequest]:
+        """The file stream requests of a run (by id) received so far."""
+        with self._lock:
+            return [r for r in self.requests if r.path.endswith(f"/{run_id}/file_stream")]
 
     def run(self, entity: str, project: str, run_id: str) -> _Run | None:
         """A run as the stand-in now stores it (after any ``UpsertBucket``)."""
@@ -260,6 +279,10 @@ class WandbStandin:
         )
         with self._lock:
             self.requests.append(record)
+        stream = _FILE_STREAM_RE.match(path)
+        if stream is not None:
+            record.variables = {"files": sorted(request.get("files") or {})}
+            return self._file_stream(record, (stream[1], stream[2], stream[3]))
         if path.rstrip("/") != "/graphql":
             record.status = 404
             return 404, {"errors": [{"message": f"stand-in: no route {path}"}]}
@@ -274,6 +297,13 @@ class WandbStandin:
             }
         return 200, {"data": handler(record.variables)}
 
+    def _file_stream(self, record: RecordedRequest, run: tuple[str, str, str]) -> tuple[int, Any]:
+        if record.basic_auth_password != self.api_key:
+            record.status = 401
+            return 401, {"errors": [{"message": "stand-in: wrong or missing API key"}]}
+        with self._lock:
+            return 200, {"stopped": run in self._stopped}
+
     def _op_Viewer(self, variables: dict[str, Any]) -> dict[str, Any]:
         return {
             "viewer": {
@@ -283,6 +313,18 @@ class WandbStandin:
                 "email": f"{self.viewer_entity}@example.invalid",
                 "flags": "{}",
                 "teams": {"edges": []},
+            }
+        }
+
+    def _op_RunResumeStatus(self, variables: dict[str, Any]) -> dict[str, Any]:
+        # wandb.init(resume="allow") asks first; every run it starts here is a new one.
+        entity = variables.get("entity") or self.viewer_entity
+        return {
+            "model": {
+                "id": "UHJvamVjdDo3",
+                "name": variables.get("project"),
+                "entity": {"id": "RW50aXR5OjE=", "name": entity},
+                "bucket": None,
             }
         }
 

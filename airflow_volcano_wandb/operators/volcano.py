@@ -24,7 +24,7 @@ from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
-from airflow_volcano_wandb.operators.wandb import WandbRunMixin
+from airflow_volcano_wandb.operators.wandb import XCOM_RUN_URL, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
@@ -222,6 +222,7 @@ class VolcanoPyTorchJobOperator(
             delete_job=self._delete_job if deletes else None,
             log_lines=self.log_lines,
             task_log=self.log,
+            run_url=run.get(XCOM_RUN_URL),
         )
         self.link_back(context, run, result.outcome.value)
         raise error  # its class names the cause, for retry policies

@@ -288,6 +288,7 @@ class VolcanoJobSensor(
             delete_job=self._delete_job if deletes else None,
             log_lines=self.log_lines,
             task_log=self.log,
+            run_url=(run or {}).get(XCOM_RUN_URL),
         )
         if run:
             self.link_back(context, run, result.outcome.value)

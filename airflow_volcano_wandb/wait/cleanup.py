@@ -24,11 +24,18 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
 
     A job that overstayed ``pending_timeout`` or Airflow's ``execution_timeout``, or that
     crash-loops past ``max_container_restarts``, holds GPUs without training (a crash loop
-    never ends by itself under ``OnFailure``), so it goes whatever the action. A job whose
+    never ends by itself under ``OnFailure``), so it goes whatever the action; so does a job
+    whose W&B run was stopped from W&B: a person asked for it to end, and under ``OnFailure``
+    the kubelet would only restart the stopped trainer. A job whose
     state is unknown (the watch was lost) is never deleted: it may be hours into a run. A
     failed job stays for ``kubectl describe`` unless the action is ``delete``.
     """
-    if outcome in (Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT, Outcome.CRASH_LOOP):
+    if outcome in (
+        Outcome.PENDING_TIMEOUT,
+        Outcome.TIMEOUT,
+        Outcome.CRASH_LOOP,
+        Outcome.STOPPED_FROM_WANDB,
+    ):
         return True
     if outcome is Outcome.SUCCEEDED:
         return on_finish_action in ("delete", "delete_succeeded")

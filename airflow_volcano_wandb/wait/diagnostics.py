@@ -12,6 +12,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_volcano_wandb.template import master_task_name
+from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE
 
 TASK_LABELS = ("volcano.sh/task-spec", "volcano.sh/task-name")
 
@@ -144,6 +145,8 @@ class FailureKind(str, Enum):
     IMAGE_PULL = "image_pull"
     #: A rank's container was killed for running out of memory.
     OOM_KILLED = "oom_killed"
+    #: A rank's trainer exited because its W&B run was stopped from W&B (``wandb_stop``).
+    STOPPED_FROM_WANDB = "stopped_from_wandb"
     #: A rank's container exited non-zero (or is stuck for a reason of its own).
     EXIT_CODE = "exit_code"
     #: Volcano ended the job and no pod or event says why any more.
@@ -176,8 +179,9 @@ def classify(
     """Why the job failed (``never_started``: why its gang was not placed in time).
 
     Pure. The most specific cause wins, in this order: an image that cannot be pulled, a rank
-    preempted or evicted (its containers' exit codes are the kill's, not the trainer's), a
-    container killed for memory, any other non-zero exit; else the job-level kind.
+    whose W&B run was stopped from W&B (its exit ended the others), a rank preempted or
+    evicted (its containers' exit codes are the kill's, not the trainer's), a container killed
+    for memory, any other non-zero exit; else the job-level kind.
 
     :param job: the Volcano job as last read (``None`` when gone).
     :param pods: its pods, as plain dicts.
@@ -191,6 +195,9 @@ def classify(
         return Classification(FailureKind.IMAGE_PULL, pulls[0])
     if never_started:
         return Classification(FailureKind.UNSCHEDULABLE)
+    for failure in failures:
+        if failure.exit_code == STOPPED_FROM_WANDB_EXIT_CODE:
+            return Classification(FailureKind.STOPPED_FROM_WANDB, failure)
     evicted = _evicted(job, pods, events)
     if evicted is not None:
         return Classification(FailureKind.PREEMPTED, evicted)

@@ -14,6 +14,7 @@ from airflow_volcano_wandb.exceptions import (
     JobTimeoutError,
     JobUnschedulableError,
     OOMKilledError,
+    StoppedFromWandbError,
     TrainerCrashLoopError,
     TrainerExitError,
     VolcanoJobError,
@@ -26,6 +27,7 @@ _BY_KIND: dict[FailureKind, type[VolcanoJobError]] = {
     FailureKind.PREEMPTED: JobPreemptedError,
     FailureKind.IMAGE_PULL: ImagePullError,
     FailureKind.OOM_KILLED: OOMKilledError,
+    FailureKind.STOPPED_FROM_WANDB: StoppedFromWandbError,
     FailureKind.EXIT_CODE: TrainerExitError,
     FailureKind.JOB_FAILED: JobFailedError,
 }
@@ -37,11 +39,19 @@ _BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
     Outcome.WATCH_LOST: ApiserverUnreachableError,
     Outcome.TIMEOUT: JobTimeoutError,
     Outcome.CRASH_LOOP: TrainerCrashLoopError,
+    Outcome.STOPPED_FROM_WANDB: StoppedFromWandbError,
 }
+
+# Outcomes whose exception the job's pods refine (the cause ``diagnostics.classify`` names).
+_CLASSIFIED = (Outcome.FAILED, Outcome.PENDING_TIMEOUT, Outcome.STOPPED_FROM_WANDB)
 
 
 def for_failure(
-    result: WaitResult, message: str, classification: Classification | None = None
+    result: WaitResult,
+    message: str,
+    classification: Classification | None = None,
+    *,
+    run_url: str | None = None,
 ) -> VolcanoJobError:
     """The exception a failed wait raises.
 
@@ -49,14 +59,27 @@ def for_failure(
     :param message: the sentence to raise with.
     :param classification: what the job's pods and events say caused it (``None`` when they
         could not be read: the outcome alone decides then).
+    :param run_url: the job's W&B run, named in the message of a run stopped from W&B (its
+        page there says who stopped it; the trainer is told only that it was).
     """
+    error = _for_failure(result, message, classification)
+    if run_url and isinstance(error, StoppedFromWandbError):
+        return _for_failure(result, f"{message}; the W&B run: {run_url}", classification)
+    return error
+
+
+def _for_failure(
+    result: WaitResult, message: str, classification: Classification | None
+) -> VolcanoJobError:
     job = result.job_ref() if result.uid else None
     if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
         loop = result.crash_loop
         return TrainerCrashLoopError(message, job=job, restarts=loop.restarts, **_where(loop))
-    if result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT) or classification is None:
+    if result.outcome not in _CLASSIFIED or classification is None:
         return _BY_OUTCOME[result.outcome](message, job=job)
     cls = _BY_KIND[classification.kind]
+    if result.outcome is Outcome.STOPPED_FROM_WANDB:  # the pods only say which rank
+        cls = StoppedFromWandbError
     failure = classification.failure
     if failure is None or not issubclass(cls, ContainerError):
         return cls(message, job=job)

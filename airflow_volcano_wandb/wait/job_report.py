@@ -24,6 +24,9 @@ from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
 log = logging.getLogger(__name__)
 
+# The outcomes whose job's pods, PodGroups and events are read for the cause and the report.
+_CLASSIFIED = (Outcome.PENDING_TIMEOUT, Outcome.FAILED, Outcome.STOPPED_FROM_WANDB)
+
 
 def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[dict]) -> set[str]:
     names = {str(job["metadata"].get("name", ""))} | diagnostics.pod_names(job)
@@ -62,7 +65,7 @@ def explain_end(
         if last_words:
             message += f"; its last log line before the restart: {last_words}"
         return message, None  # the verdict names the container: nothing to classify
-    if job is None or result.outcome not in (Outcome.PENDING_TIMEOUT, Outcome.FAILED):
+    if job is None or result.outcome not in _CLASSIFIED:
         return message, None
     try:
         meta = job["metadata"]
@@ -135,9 +138,13 @@ def report_failure(
     delete_job: Callable[[], None] | None,
     log_lines: int,
     task_log: logging.Logger | Any,
+    run_url: str | None = None,
 ) -> VolcanoJobError:
     """Clean up after a failed wait, then explain it: the exception to fail the task with
     (its class names the cause, see ``exceptions``).
+
+    ``run_url`` (the job's W&B run, when known) is named in the message of a run stopped from
+    W&B: its page there says who stopped it, which the trainer is not told.
 
     ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
     for a timeout (nothing to read), and right *after* them for a failed or crash-looping
@@ -145,11 +152,7 @@ def report_failure(
     an image that cannot be pulled from a lack of resources (no logs are read then, so it is
     a few quick reads); it runs even if the diagnostics fail.
     """
-    delete_first = result.outcome not in (
-        Outcome.FAILED,
-        Outcome.PENDING_TIMEOUT,
-        Outcome.CRASH_LOOP,
-    )
+    delete_first = result.outcome not in (*_CLASSIFIED, Outcome.CRASH_LOOP)
     if delete_job is not None and delete_first:
         delete_job()
     try:
@@ -165,7 +168,7 @@ def report_failure(
     finally:
         if delete_job is not None and not delete_first:
             delete_job()
-    error = failure_exception.for_failure(result, message, cause)
+    error = failure_exception.for_failure(result, message, cause, run_url=run_url)
     task_log.info("Failing with %s", type(error).__name__)
     return error
 

@@ -31,6 +31,8 @@ from airflow_volcano_wandb.job.job_status import JobStatus, interpret
 from airflow_volcano_wandb.job.ownership import DOMAIN
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
+from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
+from airflow_volcano_wandb.wait.wandb_stop import stopped_rank
 
 #: Pod phases that mean a rank was placed on a node and started.
 STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
@@ -125,7 +127,8 @@ def judge(
 
     ``job`` is the latest copy known to be current (``None``: it does not exist). A job of the
     target's name but another uid counts as the target deleted. ``pods``, read after ``job``
-    when :func:`counts_restarts` says so, are held to the target's restart budget.
+    when :func:`counts_restarts` says so, are held to the target's restart budget, after a
+    look for a rank stopped from W&B (``wandb_stop``: a stop explains the restarts it causes).
     """
     return judge_seen(see(job, target), target, now, gang_seen_whole=gang_seen_whole, pods=pods)
 
@@ -146,6 +149,10 @@ def judge_seen(
     loop = None
     if pods is not None and counts_restarts(seen, target):
         uid = target.uid or status.uid
+        stopped = stopped_rank(pods, job_name=status.name, job_uid=uid)
+        if stopped is not None:
+            message = describe_stop(status.namespace, status.name, stopped)
+            return _ending(status, Outcome.STOPPED_FROM_WANDB, message)
         loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
     if loop is not None:
         message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "

@@ -33,6 +33,9 @@ class Outcome(str, Enum):
     #: The job's containers restarted in place more often than ``max_container_restarts``
     #: (``restart_budget``); the job itself still ran, restarting a trainer that kept failing.
     CRASH_LOOP = "crash_loop"
+    #: A rank's trainer exited with the code that says its W&B run was stopped from the W&B UI
+    #: or API (``wandb_stop``); the job still ran (restarting it in place) or Volcano ended it.
+    STOPPED_FROM_WANDB = "stopped_from_wandb"
     #: The API could not be listed or watched for longer than the grace; the job's state is
     #: unknown, so it is never deleted for this.
     WATCH_LOST = "watch_lost"

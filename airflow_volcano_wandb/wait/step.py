@@ -25,6 +25,9 @@ from airflow_volcano_wandb.wait.judge import (
 )
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
+# Verdicts that only the job's pods show, each confirmed by a fresh GET and a fresh LIST.
+POD_OUTCOMES = frozenset({Outcome.CRASH_LOOP, Outcome.STOPPED_FROM_WANDB})
+
 # Verdicts that end in a deletion or a failed task: judged on a cached copy, they are judged
 # again on a fresh read first (a watch outage may have hidden the job's real end).
 CONFIRMED_OUTCOMES = frozenset(
@@ -56,7 +59,8 @@ class Look:
     mark: dict[str, str] | None
     #: The judge's result without the pods.
     result: WaitResult | None
-    #: The wait goes on unless the pods, read now, show a crash loop (the restart budget).
+    #: The wait goes on unless the pods, read now, show a crash loop (the restart budget) or
+    #: a rank stopped from W&B (:data:`POD_OUTCOMES`).
     read_pods: bool
 
 
@@ -86,10 +90,11 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
     )
 
 
-def crash_loop(
+def pods_verdict(
     seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> WaitResult | None:
-    """The judge's ``CRASH_LOOP`` for the job and its ``pods`` (read after it); ``None`` for
-    anything else, which the waiter's next plain look is to say."""
+    """The judge's verdict from the job's ``pods`` (read after it): a crash loop or a rank
+    stopped from W&B (:data:`POD_OUTCOMES`); ``None`` for anything else, which the waiter's
+    next plain look is to say."""
     result = judge_seen(seen, target, now, pods=pods)
-    return result if result is not None and result.outcome is Outcome.CRASH_LOOP else None
+    return result if result is not None and result.outcome in POD_OUTCOMES else None

@@ -7,8 +7,10 @@ so both log the same lines and reach the same verdicts.
 The restart budget: a crash-looping trainer under ``restartPolicy: OnFailure`` changes
 nothing in the Volcano job's status, so the shared job watch never sees it. While the job runs
 (and has a budget), each step reads the job's pods (one label-selected LIST) and ``judge``
-holds them to the budget. A crash loop ends the wait (and deletes the job) only after a fresh
-GET of the job and a fresh LIST of its pods, read after the verdict, show it again. The
+holds them to the budget. The same read shows a rank that exited because its W&B run was
+stopped from W&B (``wandb_stop``; the kubelet restarts it in place too). A crash loop or a
+stop ends the wait (and deletes the job) only after a fresh GET of the job and a fresh LIST of
+its pods, read after the verdict, show it again. The
 trigger's ``max_container_restarts`` defaults to ``None`` (not counted), unlike the
 operator's and the sensor's: a trigger serialised by a release without the budget keeps
 waiting as it did.
@@ -27,7 +29,7 @@ from typing import Any, Protocol
 
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wait.step import CONFIRMED_OUTCOMES, Look, WaitMemory, crash_loop, look
+from airflow_volcano_wandb.wait.step import CONFIRMED_OUTCOMES, Look, WaitMemory, look, pods_verdict
 
 #: The apiserver could not be asked: neither a job nor its absence.
 UNKNOWN: Any = object()
@@ -67,7 +69,7 @@ async def take_step(
         except Exception as exc:  # this waiter remembers; the next one looks again
             log.warning("Could not record the whole gang on the job: %s", exc)
     if view.read_pods:
-        return view.memory, await _crash_loop(calls, view, target, log)
+        return view.memory, await _pods_verdict(calls, view, target, log)
     result = view.result
     if result is None or fresh or result.outcome not in CONFIRMED_OUTCOMES:
         return view.memory, result
@@ -103,13 +105,14 @@ async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) 
     return job if ours else None
 
 
-async def _crash_loop(
+async def _pods_verdict(
     calls: JobCalls, view: Look, target: WaitTarget, log: logging.Logger | Any
 ) -> WaitResult | None:
-    """``CRASH_LOOP`` when the pods read now show one, and a fresh GET of the job and a fresh
-    LIST of its pods show it again; ``None`` (wait on) otherwise, and when they cannot be read."""
+    """``CRASH_LOOP`` or ``STOPPED_FROM_WANDB`` when the pods read now show it, and a fresh
+    GET of the job and a fresh LIST of its pods show it again; ``None`` (wait on) otherwise,
+    and when they cannot be read."""
     pods = await _pods(calls, target, log)
-    if pods is None or crash_loop(view.seen, target, pods, time.time()) is None:
+    if pods is None or pods_verdict(view.seen, target, pods, time.time()) is None:
         return None
     fresh = await fetch(calls, target, log)
     if fresh is UNKNOWN:
@@ -117,7 +120,7 @@ async def _crash_loop(
     pods = await _pods(calls, target, log)
     if pods is None:
         return None
-    return crash_loop(see(fresh, target), target, pods, time.time())
+    return pods_verdict(see(fresh, target), target, pods, time.time())
 
 
 async def _pods(

@@ -26,6 +26,7 @@ never reads, logs or prints it, and prints env values only from an allow-list.
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import datetime as dt
 import json
@@ -33,6 +34,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -60,6 +62,13 @@ RANK_MODE_ENV = "AVW_WANDB_RANK_MODE"
 RANK_MODES = ("master", "shared")
 # WANDB_MODE values under which nothing reaches a W&B server; shared mode needs one.
 _LOCAL_WANDB_MODES = {"offline", "dryrun", "disabled"}
+
+#: The exit code of a rank whose W&B run was stopped from the W&B UI or API (docs/trainer.md).
+#: The provider raises ``StoppedFromWandbError`` for it; the value must stay equal to
+#: ``airflow_volcano_wandb.wait.wandb_stop.STOPPED_FROM_WANDB_EXIT_CODE`` (tests/trainer checks
+#: it). It is none of Python's (1, 2), the shell's (126-128), a signal's (128+N) or the
+#: sysexits range (64-78), so no other ending of the trainer can be mistaken for a stop.
+STOPPED_FROM_WANDB_EXIT_CODE = 86
 
 # Only these env names are ever echoed to the log; WANDB_API_KEY is deliberately absent.
 _PRINTABLE_ENV = (
@@ -311,9 +320,12 @@ def start_wandb(
         "tags": _env_list(environ.get("WANDB_TAGS")),
         "resume": "allow",
     }
+    # The SDK asks the server every 15 s whether the run was stopped (online runs only) and
+    # calls stop_fn when it was: see stop_from_wandb.
+    settings: dict[str, Any] = {"stop_fn": stop_from_wandb}
     if plan.shared:
         primary = info.rank == 0
-        kwargs["settings"] = wandb.Settings(
+        settings.update(
             mode="shared",
             x_primary=primary,
             x_label=f"rank-{info.rank}",
@@ -325,6 +337,7 @@ def start_wandb(
             kwargs["config"] = config
     else:
         kwargs["config"] = config
+    kwargs["settings"] = wandb.Settings(**settings)
     run = wandb.init(**kwargs)
     # Log against our own step counter: shared mode ignores wandb.log(step=...).
     run.define_metric("train/step")
@@ -464,6 +477,21 @@ def train(params: HyperParams, info: DistInfo, run: Any) -> dict[str, float]:
     return summary
 
 
+# Set by stop_from_wandb: the KeyboardInterrupt that follows is W&B's stop, not a Ctrl-C.
+_STOPPED_FROM_WANDB = threading.Event()
+
+
+def stop_from_wandb() -> None:
+    """The W&B SDK's ``stop_fn``: the run was stopped from the W&B UI or API.
+
+    Called on the SDK's own thread. It records the stop and interrupts the main thread (as the
+    SDK's default does), so :func:`main` finishes the W&B run and exits with
+    :data:`STOPPED_FROM_WANDB_EXIT_CODE`, which the provider tells from any other failure.
+    """
+    _STOPPED_FROM_WANDB.set()
+    _thread.interrupt_main()
+
+
 def _terminate(signum: int, _frame: Any) -> None:
     # Volcano aborts a job by deleting its pods (SIGTERM); turning that into SystemExit lets
     # the finally block finish the W&B run with an exit code instead of leaving it "running".
@@ -509,6 +537,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         exit_code = exc.code if isinstance(exc.code, int) else 1
         raise
+    except KeyboardInterrupt:
+        if not _STOPPED_FROM_WANDB.is_set():
+            raise
+        exit_code = STOPPED_FROM_WANDB_EXIT_CODE
+        url = getattr(run, "url", None) or environ.get("WANDB_RUN_ID") or "the run"
+        say(
+            info,
+            f"the W&B run was stopped from the W&B UI or API ({url}): exiting with code "
+            f"{exit_code}",
+        )
     finally:
         if run is not None:
             run.finish(exit_code=exit_code)

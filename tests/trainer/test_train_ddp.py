@@ -31,8 +31,10 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
+from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE
 from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+from tests.wandb_standin import WandbStandin
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "docker" / "trainer" / "train.py"
@@ -580,3 +582,67 @@ def test_the_image_entrypoint_runs_one_process_per_gpu_on_every_volcano(tmp_path
     config = _load_run(run_dir).config
     assert (config["world_size"], config["processes_per_pod"]) == (4, 2)
     _assert_key_never_leaked(tmp_path, results)
+
+
+def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
+    tmp_path: Path, train_module: ModuleType
+) -> None:
+    """The seed's "stop" button: an online run against the W&B stand-in is stopped while it
+    trains (the stand-in's file stream answers ``stopped``, as W&B's does), the SDK calls the
+    trainer's ``stop_fn``, and the trainer finishes the run and exits with the documented code
+    the provider turns into ``StoppedFromWandbError``."""
+    spec = WandbRunSpec.for_task_instance(
+        AIRFLOW_CTX,
+        project="volcano-demo",
+        entity="ml-team",
+        mode="online",
+        api_key_secret=SecretKeyRef("wandb-job-key", "api-key"),
+    )
+    with WandbStandin(api_key=FAKE_API_KEY) as standin:
+        env = {
+            **_base_env(tmp_path),
+            **_resolve(container_env(spec, is_master_task=True), "job-master-0"),
+            "WANDB_BASE_URL": standin.url,
+            "TRAIN_EPOCHS": "1000000",  # trains until it is stopped
+        }
+        log = tmp_path / "rank-0.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, str(TRAIN_PY)],
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        try:
+            # Stopped once it trains: its first history has reached the file stream.
+            deadline = time.monotonic() + RUN_TIMEOUT_S
+
+            def streamed_history() -> bool:
+                streams = standin.file_streams(spec.run_id)
+                return any("wandb-history.jsonl" in r.variables["files"] for r in streams)
+
+            while not streamed_history():
+                assert proc.poll() is None, log.read_text()[-4000:]
+                assert time.monotonic() < deadline, "the run never streamed its history"
+                time.sleep(0.5)
+            standin.stop_run("ml-team", "volcano-demo", spec.run_id)
+            code = proc.wait(timeout=RUN_TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        output = log.read_text()
+        streams = [r.status for r in standin.file_streams(spec.run_id)]
+        unauthorized = [r.path for r in standin.requests if r.status == 401]
+    assert code == train_module.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE, (
+        f"exited {code}:\n{output[-4000:]}"
+    )
+    assert "stopped from the W&B UI or API" in output and "AVW_TRAIN_RESULT" not in output
+    assert set(streams) == {200} and unauthorized == [], (streams, unauthorized)
+    assert FAKE_API_KEY not in output
+
+
+def test_the_trainer_and_the_provider_agree_on_the_stop_exit_code(train_module: ModuleType) -> None:
+    assert train_module.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE

@@ -1,0 +1,63 @@
+"""A W&B run stopped from the W&B UI or API, as the job's pods show it.
+
+Pure. The seed cancels a training by stopping its run in W&B. The trainer's W&B client learns
+of the stop, finishes the run and exits with :data:`STOPPED_FROM_WANDB_EXIT_CODE`
+(docs/trainer.md: the example trainer's contract, which a trainer of one's own can follow).
+Only the ranks that run W&B see the stop: the master in the default rank mode, every rank in
+``shared`` mode.
+
+Under the seed's ``restartPolicy: OnFailure`` the kubelet restarts the stopped trainer in its
+pod, so neither the pod nor the Volcano job fails (Volcano's ``exitCode`` policies act only on
+a failed pod): the waiter finds the stop in the pods it reads for the restart budget
+(``step_io``), as the container's current or last termination. A template whose failed pod
+ends the job shows it in ``diagnostics.classify`` instead. Either way the task fails with
+``StoppedFromWandbError``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+
+#: The exit code of a trainer whose W&B run was stopped from the W&B UI or API. Kept equal to
+#: ``STOPPED_FROM_WANDB_EXIT_CODE`` in ``docker/trainer/train.py`` (tests/trainer checks it);
+#: it is none of Python's, the shell's, a signal's (128+N) or the sysexits range (64-78).
+STOPPED_FROM_WANDB_EXIT_CODE = 86
+
+#: What the task log and the exception say about who stopped the run: the W&B client is told
+#: only *that* the run was stopped, not by whom (the run's page in W&B shows that).
+STOPPED_BY = "stopped from the W&B UI or API"
+
+
+def stopped_rank(
+    pods: Iterable[Mapping[str, Any]], *, job_name: str, job_uid: str | None = None
+) -> str | None:
+    """The first rank (``master-0``, by pod name) of the job's live pods whose container
+    exited with :data:`STOPPED_FROM_WANDB_EXIT_CODE`, now or before its last restart; ``None``
+    when none did.
+
+    :param pods: the job's pods as the API returns them.
+    :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
+    :param job_uid: the submission whose pods count (``None``: every pod given).
+    """
+    for pod in sorted(job_pods(pods, job_uid), key=_name):
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            for state in (status.get("state"), status.get("lastState")):
+                terminated = (state or {}).get("terminated") or {}
+                if terminated.get("exitCode") == STOPPED_FROM_WANDB_EXIT_CODE:
+                    return rank_of(_name(pod), job_name)
+    return None
+
+
+def _name(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("metadata") or {}).get("name") or "")
+
+
+def describe(namespace: str, name: str, rank: str) -> str:
+    """The sentence a wait ended by a stop ends with."""
+    return (
+        f"Volcano job {namespace}/{name} was {STOPPED_BY}: rank {rank} exited with code "
+        f"{STOPPED_FROM_WANDB_EXIT_CODE}, the trainer's answer to a stopped W&B run"
+    )
