@@ -41,8 +41,8 @@ class VolcanoPyTorchJobOperator(
 
     The job comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
     :class:`.wandb_run.WandbRunMixin` (and what is reported to it from ``WandbReportMixin``),
-    the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget from
-    :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
+    the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget and stall
+    timeout from :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
@@ -184,6 +184,7 @@ class VolcanoPyTorchJobOperator(
             **self.master_log_kwargs(masked),
             deferred_at=time.time() if deferred else None,
             max_container_restarts=self.max_container_restarts,
+            stall_timeout=self.stall_timeout,
         )
 
     def _report(

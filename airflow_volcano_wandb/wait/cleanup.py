@@ -23,12 +23,18 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
     """Whether the job goes when the wait ends with ``outcome``.
 
     A job that overstayed ``pending_timeout`` or Airflow's ``execution_timeout``, or that
-    crash-loops past ``max_container_restarts``, holds GPUs without training (a crash loop
-    never ends by itself under ``OnFailure``), so it goes whatever the action. A job whose
+    crash-loops past ``max_container_restarts``, or whose master stalled past
+    ``stall_timeout``, holds GPUs without training (neither a crash loop under ``OnFailure``
+    nor a hung trainer ends by itself), so it goes whatever the action. A job whose
     state is unknown (the watch was lost) is never deleted: it may be hours into a run. A
     failed job stays for ``kubectl describe`` unless the action is ``delete``.
     """
-    if outcome in (Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT, Outcome.CRASH_LOOP):
+    if outcome in (
+        Outcome.PENDING_TIMEOUT,
+        Outcome.TIMEOUT,
+        Outcome.CRASH_LOOP,
+        Outcome.STALLED,
+    ):
         return True
     if outcome is Outcome.SUCCEEDED:
         return on_finish_action in ("delete", "delete_succeeded")

@@ -16,6 +16,7 @@ from airflow_volcano_wandb.exceptions import (
     OOMKilledError,
     TrainerCrashLoopError,
     TrainerExitError,
+    TrainingStalledError,
     VolcanoJobError,
 )
 from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
@@ -37,6 +38,7 @@ _BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
     Outcome.WATCH_LOST: ApiserverUnreachableError,
     Outcome.TIMEOUT: JobTimeoutError,
     Outcome.CRASH_LOOP: TrainerCrashLoopError,
+    Outcome.STALLED: TrainingStalledError,
 }
 
 
@@ -54,6 +56,11 @@ def for_failure(
     if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
         loop = result.crash_loop
         return TrainerCrashLoopError(message, job=job, restarts=loop.restarts, **_where(loop))
+    if result.outcome is Outcome.STALLED and result.stall is not None:
+        stall = result.stall
+        where = {"pod": stall.pod, "task": stall.task, "container": stall.container}
+        timing = {"stall_timeout": stall.stall_timeout, "running_for": stall.running_for}
+        return TrainingStalledError(message, job=job, **where, **timing)
     if result.outcome not in (Outcome.FAILED, Outcome.PENDING_TIMEOUT) or classification is None:
         return _BY_OUTCOME[result.outcome](message, job=job)
     cls = _BY_KIND[classification.kind]
