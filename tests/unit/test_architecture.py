@@ -54,6 +54,7 @@ PURE = [
     "wait/outcome.py",
     "wait/diagnostics.py",
     "wait/restart_budget.py",
+    "wait/stall.py",
     "wait/step.py",
     "triggers/wait_spec.py",
     "logs/log_lines.py",
