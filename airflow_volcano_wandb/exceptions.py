@@ -107,6 +107,22 @@ class StoppedFromWandbError(AirflowFailException, ContainerError):
     """
 
 
+class TrainingStalledError(ContainerError):
+    """The job ran, but its master printed no log line for ``stall_timeout`` seconds (a hung
+    collective, a deadlocked data loader); the job is deleted. The message ends with every
+    rank's last log lines.
+
+    ``task``, ``pod`` and ``container`` are the master's; ``stall_timeout`` the limit it
+    passed; ``running_for`` how long its container had run when the stall was confirmed.
+    """
+
+    def __init__(
+        self, message: str, *, stall_timeout: float = 0.0, running_for: float = 0.0, **kwargs: Any
+    ) -> None:
+        super().__init__(message, **kwargs)
+        self.stall_timeout, self.running_for = stall_timeout, running_for
+
+
 class JobFailedError(VolcanoJobError):
     """Volcano ended the job badly (``Failed``, ``Terminated``, ``Aborted``) for a cause no pod
     shows any more (e.g. a policy acting on a pod that is gone)."""

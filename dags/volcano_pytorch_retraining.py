@@ -99,6 +99,9 @@ with DAG(
         wandb_summary_keys=[METRIC],
         deferrable=True,
         pending_timeout=1800,
+        # The trainer's master prints a line every epoch: half an hour of silence is a hang
+        # (a stuck collective, a dead data loader), not training. Raise it for longer epochs.
+        stall_timeout=1800,
         retries=2,
         outlets=[MODEL],
         **retry_policy_kwargs(training_retry_policy),

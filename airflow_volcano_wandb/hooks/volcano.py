@@ -238,25 +238,26 @@ class VolcanoHook(KubernetesHook):
         """A pod's log (its only container's, or ``container``'s); ``previous``: the log of
         the container before its last restart. ``""`` when there is none."""
         try:
-            # Raw bytes, decoded here: kubernetes 36 returns the repr of the bytes ("b'...'")
-            # when it decodes a log itself (kubernetes-client/python#2596).
-            response = self._call(
-                "get",
-                "pods/log",
-                namespace,
-                self.core_v1_client.read_namespaced_pod_log,
-                pod,
-                namespace,
-                tail_lines=tail_lines,
-                container=container,
-                previous=previous,
-                _preload_content=False,
+            return self._pod_log(
+                pod, namespace, container, tail_lines=tail_lines, previous=previous
             )
-            return response.data.decode("utf-8", errors="replace")
         except ApiException as exc:
             if exc.status in (400, 404):  # container never started, or pod gone
                 return ""
             raise
+
+    @api_retry
+    def read_pod_log_since(self, pod: str, namespace: str, container: str, since: int) -> str:
+        """The first byte of the log of the last ``since`` s (raises: a gone pod is no silence)."""
+        return self._pod_log(pod, namespace, container, since_seconds=since, limit_bytes=1)
+
+    def _pod_log(self, pod: str, namespace: str, container: str | None, **params: Any) -> str:
+        # Raw bytes, decoded here: kubernetes 36 returns the repr of the bytes ("b'...'")
+        # when it decodes a log itself (kubernetes-client/python#2596).
+        read = self.core_v1_client.read_namespaced_pod_log
+        params.update(container=container, _preload_content=False)
+        response = self._call("get", "pods/log", namespace, read, pod, namespace, **params)
+        return response.data.decode("utf-8", errors="replace")
 
     @api_retry
     def list_events(self, namespace: str, names: set[str]) -> list[dict]:

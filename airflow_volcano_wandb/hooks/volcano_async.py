@@ -151,6 +151,24 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         async with response:
             return list((await response.json()).get("items") or [])
 
+    async def read_pod_log_since(
+        self, api: async_k8s.ApiClient, pod: str, namespace: str, container: str, since: int
+    ) -> str:
+        """The first byte of a container's log of the last ``since`` seconds: ``""`` when it
+        printed nothing then. Errors are raised: a pod that is gone printed nothing, but it
+        is no silence either."""
+        response = await async_k8s.CoreV1Api(api).read_namespaced_pod_log(
+            pod,
+            namespace,
+            container=container,
+            since_seconds=since,
+            limit_bytes=1,
+            _preload_content=False,
+            _request_timeout=ASYNC_CALL_TIMEOUT,
+        )
+        async with response:
+            return (await response.read()).decode("utf-8", errors="replace")
+
     async def open_pod_log(
         self, api: async_k8s.ApiClient, pod: str, namespace: str, container: str
     ) -> aiohttp.ClientResponse:

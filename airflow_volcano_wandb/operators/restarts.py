@@ -1,4 +1,5 @@
-"""How often a job's containers may restart in place before the task gives up on it."""
+"""How often a job's containers may restart in place, and how long its master may stay
+silent, before the task gives up on it."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_REST
 
 
 class RestartBudgetMixin(BaseOperator):
-    """The restart budget of the operator and the sensor (``restart_budget``).
+    """The restart budget (``restart_budget``) and the stall timeout (``stall``) of the
+    operator and the sensor: the limits on a job that runs without training.
 
     Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
     trainer inside its pod and the Volcano job stays ``Running``: without a budget, a trainer
@@ -26,12 +28,20 @@ class RestartBudgetMixin(BaseOperator):
         restart fails the task; ``None``: restarts are not counted. The default, 3, fails a
         rank that crashes at every start within minutes (the kubelet waits 10 s, 20 s, 40 s,
         80 s between its restarts) and lets a small gang recover from one crash of each rank.
+    :param stall_timeout: seconds a running job's master (rank 0, its first container) may
+        print no log line: past them the task fails with ``TrainingStalledError`` (its
+        message ends with every rank's last log lines) and the job is deleted, once a fresh
+        read of the job (still ``Running``) and a second probe of the master's log confirm
+        it. The wait probes at most every ``stall_timeout / 4`` (one pod LIST and one
+        ``sinceSeconds`` log read of one byte). Set it well above the trainer's longest quiet
+        stretch (checkpointing, evaluation, a first data load). ``None`` (default): off.
     """
 
     def __init__(
         self,
         *,
         max_container_restarts: int | None = DEFAULT_MAX_CONTAINER_RESTARTS,
+        stall_timeout: float | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -41,3 +51,17 @@ class RestartBudgetMixin(BaseOperator):
         if budget is not None and budget < 0:
             raise ValueError(f"max_container_restarts must be 0 or more, not {budget}")
         self.max_container_restarts = budget
+        if stall_timeout is not None and (
+            isinstance(stall_timeout, bool) or not isinstance(stall_timeout, int | float)
+        ):
+            raise TypeError(f"stall_timeout must be seconds or None, not {stall_timeout!r}")
+        if stall_timeout is not None and not stall_timeout > 0:
+            raise ValueError(f"stall_timeout must be more than 0 seconds, not {stall_timeout}")
+        self.stall_timeout = stall_timeout
+
+    def limit_kwargs(self) -> dict[str, Any]:
+        """The two limits, as the trigger (``WaitSpec``) and ``WaitTarget`` take them."""
+        return {
+            "max_container_restarts": self.max_container_restarts,
+            "stall_timeout": self.stall_timeout,
+        }

@@ -41,8 +41,8 @@ class VolcanoPyTorchJobOperator(
 
     The job comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
     :class:`.wandb_run.WandbRunMixin` (and what is reported to it from ``WandbReportMixin``),
-    the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget from
-    :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
+    the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget and stall
+    timeout from :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
@@ -183,7 +183,7 @@ class VolcanoPyTorchJobOperator(
             try_number=self._try_number,
             **self.master_log_kwargs(masked, follow=self.follow_master_log or not deferred),
             deferred_at=time.time() if deferred else None,
-            max_container_restarts=self.max_container_restarts,
+            **self.limit_kwargs(),
         )
 
     def _report(

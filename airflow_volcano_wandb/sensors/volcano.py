@@ -51,10 +51,11 @@ class VolcanoJobSensor(
     ``VolcanoPyTorchJobOperator``: ``Failed``, ``Terminated``, ``Aborted`` and a deleted job
     fail the sensor at once; a gang not wholly placed within ``pending_timeout`` fails it with
     Volcano's unschedulable reason; containers restarting in place past
-    ``max_container_restarts`` fail it with ``TrainerCrashLoopError``. The job is the
-    sensor's to clean up: by default it is deleted after success, on a pending timeout, a
-    crash loop, the sensor's timeout and when the task is killed, so nothing is left running
-    or holding the API key.
+    ``max_container_restarts`` fail it with ``TrainerCrashLoopError``, a master silent for
+    ``stall_timeout`` with ``TrainingStalledError``. The job is the sensor's to clean up: by
+    default it is deleted after success, on a pending timeout, a crash loop, a stall, the
+    sensor's timeout and when the task is killed, so nothing is left running or holding the
+    API key.
 
     With ``follow_master_log``, the master pod's log is shown in this task's log while it
     waits: by the triggerer when deferred, by a thread of this process in ``poke`` mode. In
@@ -86,8 +87,10 @@ class VolcanoJobSensor(
     ``wandb_summary_keys`` are ``WandbReportMixin``'s, as for the operator.
     ``follow_master_log``, ``master_log_max_lines``, ``master_log_max_bytes`` and
     ``log_lines`` are ``PodLogMixin``'s, as for the operator; the sensor shows pod log tails
-    on failure only. ``max_container_restarts`` is ``RestartBudgetMixin``'s, as for the
-    operator: each poke (or the trigger) reads a running job's pods for their restarts.
+    on failure only. ``max_container_restarts`` and ``stall_timeout`` are
+    ``RestartBudgetMixin``'s, as for the operator: each poke (or the trigger) reads a
+    running job's pods for their restarts, and probes its master's log for a stall when one
+    is due.
     """
 
     template_fields: Sequence[str] = (
@@ -137,7 +140,7 @@ class VolcanoJobSensor(
             uid=self.job_uid or None,
             pending_timeout=self.pending_timeout,
             deadline=deadline,
-            max_container_restarts=self.max_container_restarts,
+            **self.limit_kwargs(),
         )
 
     def execute(self, context: Context) -> Any:
@@ -179,7 +182,7 @@ class VolcanoJobSensor(
             watch_failure_grace=self.watch_failure_grace,
             **self.master_log_kwargs(masked),
             deferred_at=time.time(),
-            max_container_restarts=self.max_container_restarts,
+            **self.limit_kwargs(),
         )
 
     @contextlib.contextmanager

@@ -59,6 +59,8 @@ class WaitSpec:
         sooner than ``defer_settle_seconds()`` later. ``None``: not deferred (the sync wait).
     :param max_container_restarts: the restart budget (``restart_budget``); ``None``: none, as
         for a trigger stored by a release without the budget.
+    :param stall_timeout: seconds a running job's master may print nothing (``stall``);
+        ``None``: no limit, as for a trigger stored by a release without it.
     """
 
     job_name: str
@@ -82,6 +84,7 @@ class WaitSpec:
     masked_secrets: tuple[Mapping[str, Any], ...] = ()
     deferred_at: float | None = None
     max_container_restarts: int | None = None
+    stall_timeout: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "masked_secrets", tuple(self.masked_secrets or ()))
@@ -107,6 +110,7 @@ class WaitSpec:
             pending_timeout=self.pending_timeout,
             deadline=self.deadline,
             max_container_restarts=self.max_container_restarts,
+            stall_timeout=self.stall_timeout,
         )
 
     def connection_key(self) -> tuple:

@@ -23,8 +23,9 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
     """Whether the job goes when the wait ends with ``outcome``.
 
     A job that overstayed ``pending_timeout`` or Airflow's ``execution_timeout``, or that
-    crash-loops past ``max_container_restarts``, holds GPUs without training (a crash loop
-    never ends by itself under ``OnFailure``), so it goes whatever the action; so does a job
+    crash-loops past ``max_container_restarts``, or whose master stalled past
+    ``stall_timeout``, holds GPUs without training (neither a crash loop under ``OnFailure``
+    nor a hung trainer ends by itself), so it goes whatever the action; so does a job
     whose W&B run was stopped from W&B: a person asked for it to end, and under ``OnFailure``
     the kubelet would only restart the stopped trainer. A job whose
     state is unknown (the watch was lost) is never deleted: it may be hours into a run. A
@@ -35,6 +36,7 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
         Outcome.TIMEOUT,
         Outcome.CRASH_LOOP,
         Outcome.STOPPED_FROM_WANDB,
+        Outcome.STALLED,
     ):
         return True
     if outcome is Outcome.SUCCEEDED:

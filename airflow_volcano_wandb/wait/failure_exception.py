@@ -17,6 +17,7 @@ from airflow_volcano_wandb.exceptions import (
     StoppedFromWandbError,
     TrainerCrashLoopError,
     TrainerExitError,
+    TrainingStalledError,
     VolcanoJobError,
 )
 from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
@@ -40,6 +41,7 @@ _BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
     Outcome.TIMEOUT: JobTimeoutError,
     Outcome.CRASH_LOOP: TrainerCrashLoopError,
     Outcome.STOPPED_FROM_WANDB: StoppedFromWandbError,
+    Outcome.STALLED: TrainingStalledError,
 }
 
 # Outcomes whose exception the job's pods refine (the cause ``diagnostics.classify`` names).
@@ -75,6 +77,11 @@ def _for_failure(
     if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
         loop = result.crash_loop
         return TrainerCrashLoopError(message, job=job, restarts=loop.restarts, **_where(loop))
+    if result.outcome is Outcome.STALLED and result.stall is not None:
+        stall = result.stall
+        where = {"pod": stall.pod, "task": stall.task, "container": stall.container}
+        timing = {"stall_timeout": stall.stall_timeout, "running_for": stall.running_for}
+        return TrainingStalledError(message, job=job, **where, **timing)
     if result.outcome not in _CLASSIFIED or classification is None:
         return _BY_OUTCOME[result.outcome](message, job=job)
     cls = _BY_KIND[classification.kind]

@@ -21,6 +21,10 @@ from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.wait import diagnostics, failure_exception
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+
+#: Lines of each rank's log in a stall's exception (the task log shows ``log_lines`` of each).
+STALL_MESSAGE_LINES = 3
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +69,8 @@ def explain_end(
         if last_words:
             message += f"; its last log line before the restart: {last_words}"
         return message, None  # the verdict names the container: nothing to classify
+    if result.outcome is Outcome.STALLED:
+        return message + _report_stall(hook, result, log_lines, task_log), None
     if job is None or result.outcome not in _CLASSIFIED:
         return message, None
     try:
@@ -131,6 +137,29 @@ def _report_crash_loop(
     return lines[-1].strip() if lines else ""
 
 
+def _report_stall(
+    hook: VolcanoHook, result: WaitResult, log_lines: int, task_log: logging.Logger | Any
+) -> str:
+    """Log every rank's log tail (masked): where a hung collective stopped shows in the last
+    lines of each rank. Return the last :data:`STALL_MESSAGE_LINES` of each, for the
+    exception, or ``""``. Best-effort, like every report."""
+    try:
+        pods = job_pods(hook.list_job_pods(result.name, result.namespace), result.uid or None)
+        names = sorted(pod["metadata"]["name"] for pod in pods)
+        logs = {name: _masked_pod_log(hook, name, result.namespace, log_lines) for name in names}
+    except Exception as exc:
+        task_log.warning("Could not read the ranks' logs of the stalled job (%s)", exc)
+        return ""
+    for line in diagnostics.failure_report([], logs, [], log_lines):
+        task_log.error("%s", line)
+    last = [
+        f"    [{rank_of(name, result.name)}] {line}"
+        for name, text in logs.items()
+        for line in (diagnostics.tail(text, STALL_MESSAGE_LINES).splitlines() or ["(no lines)"])
+    ]
+    return "; the last log lines of each rank:\n" + "\n".join(last) if last else ""
+
+
 def report_failure(
     hook: VolcanoHook,
     result: WaitResult,
@@ -147,12 +176,12 @@ def report_failure(
     W&B: its page there says who stopped it, which the trainer is not told.
 
     ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
-    for a timeout (nothing to read), and right *after* them for a failed or crash-looping
-    job, whose pods' logs are the report, and for a gang not placed in time, whose pods tell
-    an image that cannot be pulled from a lack of resources (no logs are read then, so it is
-    a few quick reads); it runs even if the diagnostics fail.
+    for a timeout (nothing to read), and right *after* them for a failed, crash-looping,
+    stalled or stopped job, whose pods' logs are the report, and for a gang not placed in
+    time, whose pods tell an image that cannot be pulled from a lack of resources (no logs are
+    read then, so it is a few quick reads); it runs even if the diagnostics fail.
     """
-    delete_first = result.outcome not in (*_CLASSIFIED, Outcome.CRASH_LOOP)
+    delete_first = result.outcome not in (*_CLASSIFIED, Outcome.CRASH_LOOP, Outcome.STALLED)
     if delete_job is not None and delete_first:
         delete_job()
     try:

@@ -181,6 +181,18 @@ class NamespaceJobWatcher:
         async with hook.get_conn() as api:
             return await hook.list_job_pods(api, job_name, self.namespace)
 
+    async def log_since(self, pod: str, container: str, since_seconds: int) -> str:
+        """The first byte of a container's log of the last ``since_seconds`` (``""``: it
+        printed nothing then), over the watch's open client when there is one; errors are
+        raised. For the stall timeout: a job's status shows no silence, only its log does."""
+        client = self._client
+        if client is not None:
+            hook, api = client
+            return await hook.read_pod_log_since(api, pod, self.namespace, container, since_seconds)
+        hook = self._hook_factory()
+        async with hook.get_conn() as api:
+            return await hook.read_pod_log_since(api, pod, self.namespace, container, since_seconds)
+
     async def stop(self) -> None:
         self._cancel_stable_timer()
         if self._task is not None:

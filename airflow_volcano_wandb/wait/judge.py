@@ -31,6 +31,7 @@ from airflow_volcano_wandb.job.job_status import JobStatus, interpret
 from airflow_volcano_wandb.job.ownership import DOMAIN
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
+from airflow_volcano_wandb.wait.stall import Stall, probe_due
 from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 from airflow_volcano_wandb.wait.wandb_stop import stopped_rank
 
@@ -54,6 +55,8 @@ class WaitTarget:
     #: The restart budget over all ranks (``restart_budget``); ``None``: restarts are not
     #: counted.
     max_container_restarts: int | None = None
+    #: Seconds the master of a running job may print nothing (``stall``); ``None``: no limit.
+    stall_timeout: float | None = None
 
 
 @dataclass(frozen=True)
@@ -198,6 +201,25 @@ def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
     if seen.job is None or target.max_container_restarts is None:
         return False
     return seen.status.phase == "Running"
+
+
+def probes_stall(seen: Seen, target: WaitTarget, probed_at: float | None, now: float) -> bool:
+    """Whether the waiter should probe the master's log for a stall now: only a running job
+    can stall, only a target with a ``stall_timeout`` is held to one, and a waiter probes at
+    most once per ``stall_timeout / PROBES_PER_TIMEOUT`` (it last did at ``probed_at``)."""
+    if seen.job is None or seen.status.phase != "Running":
+        return False
+    return probe_due(target.stall_timeout, probed_at, now)
+
+
+def judge_stall(seen: Seen, stall: Stall | None) -> WaitResult | None:
+    """``STALLED`` for a job still running whose master's log probe found ``stall``
+    (``stall.stalled``); ``None`` for anything else."""
+    status = seen.status
+    if stall is None or seen.job is None or status.phase != "Running":
+        return None
+    message = f"Volcano job {status.namespace}/{status.name} has stalled: {stall.describe()}"
+    return _ending(status, Outcome.STALLED, message, stall=stall)
 
 
 def gang_is_whole(seen: Seen) -> bool:

@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_volcano_wandb.job.job_status import JobStatus, Verdict
 from airflow_volcano_wandb.wait.restart_budget import CrashLoop
+from airflow_volcano_wandb.wait.stall import Stall
 
 
 class Outcome(str, Enum):
@@ -36,6 +37,9 @@ class Outcome(str, Enum):
     #: A rank's trainer exited with the code that says its W&B run was stopped from the W&B UI
     #: or API (``wandb_stop``); the job still ran (restarting it in place) or Volcano ended it.
     STOPPED_FROM_WANDB = "stopped_from_wandb"
+    #: The job ran, but its master printed nothing for ``stall_timeout`` (``stall``): a hung
+    #: collective or a deadlocked trainer holds its GPUs without training.
+    STALLED = "stalled"
     #: The API could not be listed or watched for longer than the grace; the job's state is
     #: unknown, so it is never deleted for this.
     WATCH_LOST = "watch_lost"
@@ -76,6 +80,8 @@ class WaitResult:
     unplaced: Mapping[str, str] = field(default_factory=dict)
     #: The container that took the restarts past the budget (``Outcome.CRASH_LOOP`` only).
     crash_loop: CrashLoop | None = None
+    #: The master container that went silent (``Outcome.STALLED`` only).
+    stall: Stall | None = None
 
     @classmethod
     def from_status(
@@ -102,6 +108,7 @@ class WaitResult:
         event["outcome"] = self.outcome.value
         event["unplaced"] = dict(self.unplaced)
         event["crash_loop"] = self.crash_loop.to_dict() if self.crash_loop else None
+        event["stall"] = self.stall.to_dict() if self.stall else None
         return event
 
     @classmethod
@@ -123,6 +130,7 @@ class WaitResult:
                 crash_loop=(
                     CrashLoop.from_dict(event["crash_loop"]) if event.get("crash_loop") else None
                 ),
+                stall=Stall.from_dict(event["stall"]) if event.get("stall") else None,
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise WaitResultError(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc

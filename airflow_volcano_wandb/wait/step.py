@@ -19,11 +19,14 @@ from airflow_volcano_wandb.wait.judge import (
     gang_is_whole,
     gang_whole_mark,
     judge_seen,
+    judge_stall,
     needs_gang_whole_mark,
+    probes_stall,
     progress_line,
     see,
 )
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.stall import Stall, silence_probe, stalled
 
 # Verdicts that only the job's pods show, each confirmed by a fresh GET and a fresh LIST.
 POD_OUTCOMES = frozenset({Outcome.CRASH_LOOP, Outcome.STOPPED_FROM_WANDB})
@@ -44,6 +47,9 @@ class WaitMemory:
     gang_seen_whole: bool = False
     #: The last progress line it logged.
     progress: str = ""
+    #: When it last probed the master's log for a stall (epoch seconds); forgotten on a
+    #: restart, which only means one probe sooner than due.
+    stall_probed_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,10 @@ class Look:
     #: The judge's result without the pods.
     result: WaitResult | None
     #: The wait goes on unless the pods, read now, show a crash loop (the restart budget) or
-    #: a rank stopped from W&B (:data:`POD_OUTCOMES`).
+    #: a rank stopped from W&B (:data:`POD_OUTCOMES`), or show a master to probe for a stall.
     read_pods: bool
+    #: Probe the master's log for a stall (``stall``), from the pods read now.
+    probe_stall: bool = False
 
 
 def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, now: float) -> Look:
@@ -80,13 +88,19 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
             mark = gang_whole_mark(now) if needs_gang_whole_mark(seen) else None
         line = progress_line(seen, gang_seen_whole=gang_seen_whole)
     result = judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
+    probe = result is None and probes_stall(seen, target, memory.stall_probed_at, now)
     return Look(
         seen=seen,
-        memory=WaitMemory(gang_seen_whole=gang_seen_whole, progress=line),
+        memory=WaitMemory(
+            gang_seen_whole=gang_seen_whole,
+            progress=line,
+            stall_probed_at=now if probe else memory.stall_probed_at,
+        ),
         progress=line if line != memory.progress else None,
         mark=mark,
         result=result,
-        read_pods=result is None and counts_restarts(seen, target),
+        read_pods=result is None and (probe or counts_restarts(seen, target)),
+        probe_stall=probe,
     )
 
 
@@ -98,3 +112,20 @@ def pods_verdict(
     next plain look is to say."""
     result = judge_seen(seen, target, now, pods=pods)
     return result if result is not None and result.outcome in POD_OUTCOMES else None
+
+
+def stall_probe(
+    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
+) -> Stall | None:
+    """The master container whose log to probe for a stall, from the job and its ``pods``
+    (read after it); ``None`` while there is none running for ``stall_timeout``."""
+    if seen.job is None or target.stall_timeout is None:
+        return None
+    uid = target.uid or seen.status.uid
+    return silence_probe(seen.job, pods, target.stall_timeout, now, uid)
+
+
+def stall_verdict(seen: Seen, probe: Stall, log_since: str) -> WaitResult | None:
+    """The judge's ``STALLED`` when the ``probe``'d container's log since ``stall_timeout``
+    ago, ``log_since``, is empty and the job is still running; ``None`` otherwise."""
+    return judge_stall(seen, stalled(probe, log_since))

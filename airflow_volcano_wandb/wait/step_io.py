@@ -15,6 +15,11 @@ trigger's ``max_container_restarts`` defaults to ``None`` (not counted), unlike 
 operator's and the sensor's: a trigger serialised by a release without the budget keeps
 waiting as it did.
 
+The stall timeout, likewise: at most once per ``stall_timeout / 4`` (``stall``) a step reads
+the pods and probes the log of a master that has run for ``stall_timeout``; an empty log
+ends the wait (and deletes the job) only after a fresh GET of the job, a fresh LIST of its
+pods and a second probe show it again. Off (``None``) unless asked for, in the trigger too.
+
 Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
 triggerer's event loop.
 """
@@ -27,9 +32,17 @@ import time
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge, see
+from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wait.step import CONFIRMED_OUTCOMES, Look, WaitMemory, look, pods_verdict
+from airflow_volcano_wandb.wait.step import (
+    CONFIRMED_OUTCOMES,
+    Look,
+    WaitMemory,
+    look,
+    pods_verdict,
+    stall_probe,
+    stall_verdict,
+)
 
 #: The apiserver could not be asked: neither a job nor its absence.
 UNKNOWN: Any = object()
@@ -44,6 +57,8 @@ class JobCalls(Protocol):
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any: ...
 
+    async def log_since(self, pod: str, container: str, since_seconds: int) -> str: ...
+
 
 async def take_step(
     calls: JobCalls,
@@ -55,7 +70,8 @@ async def take_step(
     fresh: bool,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
-    log its progress, mark its gang whole, judge it (with its pods for the restart budget).
+    log its progress, mark its gang whole, judge it (with its pods for the restart budget and
+    the stall timeout).
     A verdict that deletes or fails, judged on a cached copy, is judged again on a fresh read.
 
     :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
@@ -69,7 +85,7 @@ async def take_step(
         except Exception as exc:  # this waiter remembers; the next one looks again
             log.warning("Could not record the whole gang on the job: %s", exc)
     if view.read_pods:
-        return view.memory, await _pods_verdict(calls, view, target, log)
+        return view.memory, await _running_job(calls, view, target, log)
     result = view.result
     if result is None or fresh or result.outcome not in CONFIRMED_OUTCOMES:
         return view.memory, result
@@ -105,14 +121,28 @@ async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) 
     return job if ours else None
 
 
-async def _pods_verdict(
+async def _running_job(
     calls: JobCalls, view: Look, target: WaitTarget, log: logging.Logger | Any
 ) -> WaitResult | None:
-    """``CRASH_LOOP`` or ``STOPPED_FROM_WANDB`` when the pods read now show it, and a fresh
-    GET of the job and a fresh LIST of its pods show it again; ``None`` (wait on) otherwise,
-    and when they cannot be read."""
+    """The pods' verdicts (the restart budget, a rank stopped from W&B), then the stall
+    timeout, judged from the pods read now; ``None`` (wait on) when none ends the wait, and
+    when the pods cannot be read."""
     pods = await _pods(calls, target, log)
-    if pods is None or pods_verdict(view.seen, target, pods, time.time()) is None:
+    if pods is None:
+        return None
+    result = await _pods_verdict(calls, view, target, log, pods)
+    if result is None and view.probe_stall:
+        result = await _stall(calls, view.seen, target, log, pods)
+    return result
+
+
+async def _pods_verdict(
+    calls: JobCalls, view: Look, target: WaitTarget, log: logging.Logger | Any, pods: list[dict]
+) -> WaitResult | None:
+    """``CRASH_LOOP`` or ``STOPPED_FROM_WANDB`` when ``pods`` show it, and a fresh GET of the
+    job and a fresh LIST of its pods show it again; ``None`` (wait on) otherwise, and when they
+    cannot be read."""
+    if pods_verdict(view.seen, target, pods, time.time()) is None:
         return None
     fresh = await fetch(calls, target, log)
     if fresh is UNKNOWN:
@@ -121,6 +151,43 @@ async def _pods_verdict(
     if pods is None:
         return None
     return pods_verdict(see(fresh, target), target, pods, time.time())
+
+
+async def _stall(
+    calls: JobCalls, seen: Seen, target: WaitTarget, log: logging.Logger | Any, pods: list[dict]
+) -> WaitResult | None:
+    """``STALLED`` when the master shown by ``pods`` has run for ``stall_timeout`` with an
+    empty log since, and a fresh GET of the job (still running), a fresh LIST of its pods and
+    a second probe of the master's log show it again; ``None`` otherwise, and when any of
+    them cannot be read (a silence that cannot be confirmed is no stall)."""
+    if await _silent_master(calls, seen, target, log, pods) is None:
+        return None
+    fresh = await fetch(calls, target, log)
+    if fresh is UNKNOWN:
+        return None
+    pods = await _pods(calls, target, log)
+    if pods is None:
+        return None
+    return await _silent_master(calls, see(fresh, target), target, log, pods)
+
+
+async def _silent_master(
+    calls: JobCalls, seen: Seen, target: WaitTarget, log: logging.Logger | Any, pods: list[dict]
+) -> WaitResult | None:
+    probe = stall_probe(seen, target, pods, time.time())
+    if probe is None:
+        return None
+    try:
+        printed = await calls.log_since(probe.pod, probe.container, probe.since_seconds)
+    except Exception as exc:
+        log.warning(
+            "Could not read the master's log of Volcano job %s/%s for a stall: %s",
+            target.namespace,
+            target.name,
+            exc,
+        )
+        return None
+    return stall_verdict(seen, probe, printed)
 
 
 async def _pods(
@@ -157,3 +224,6 @@ class _SyncHookCalls:
         return self.hook.set_job_annotations(
             meta["name"], meta["namespace"], meta["uid"], annotations
         )
+
+    async def log_since(self, pod: str, container: str, since_seconds: int) -> str:
+        return self.hook.read_pod_log_since(pod, self.namespace, container, since_seconds)

@@ -55,6 +55,7 @@ PURE = [
     "wait/diagnostics.py",
     "wait/restart_budget.py",
     "wait/wandb_stop.py",
+    "wait/stall.py",
     "wait/step.py",
     "triggers/wait_spec.py",
     "logs/log_lines.py",

@@ -8,8 +8,11 @@ import logging
 import secrets
 
 from airflow_volcano_wandb.airflow_compat import mask_secret
+from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.hooks import WandbHook
 from airflow_volcano_wandb.wait import job_report
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.stall import Stall
 
 
 class _PodLogs:
@@ -66,3 +69,39 @@ def test_the_keys_encoded_forms_are_logged_masked_once_the_hook_registered_it(ca
     logged = " ".join(r.getMessage() for r in caplog.records)
     assert "send: Authorization: Basic *** key64=***" in logged, logged
     assert basic not in logged and encoded not in logged
+
+
+class _StalledPods(_PodLogs):
+    """Both ranks of a stalled job, running, owned by ``u-1``; each prints the key."""
+
+    def list_job_pods(self, name: str, namespace: str) -> list[dict]:
+        return [
+            {
+                "metadata": {"name": f"{name}-{rank}", "ownerReferences": [{"uid": "u-1"}]},
+                "status": {"phase": "Running"},
+            }
+            for rank in ("worker-0", "master-0")
+        ]
+
+
+def test_the_ranks_last_lines_of_a_stall_are_masked_in_the_log_and_the_exception(caplog):
+    key = "avwtest" + secrets.token_hex(16)
+    mask_secret(key)
+    stall = Stall("j-master-0", "master-0", "pytorch", 60.0, 75.0)
+    result = WaitResult(
+        Outcome.STALLED, "j", "ns", "u-1", "Volcano job ns/j has stalled", stall=stall
+    )
+    hook = _StalledPods(f"[sim] env WANDB_API_KEY={key}")
+    hook.get_job = lambda name, namespace: None
+    with caplog.at_level(logging.INFO):
+        error = job_report.report_failure(
+            hook, result, delete_job=None, log_lines=10, task_log=logging.getLogger("t")
+        )
+    assert type(error) is TrainingStalledError
+    text = str(error)
+    assert "the last log lines of each rank:" in text, text
+    assert "[master-0] [sim] env WANDB_API_KEY=***" in text, text
+    assert text.index("[master-0]") < text.index("[worker-0]")
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert key not in text and key not in logged
+    assert "last 10 log lines of j-worker-0:" in logged, logged

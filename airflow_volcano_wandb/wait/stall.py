@@ -1,0 +1,125 @@
+"""The stall timeout: a running job whose master has printed nothing for too long.
+
+Pure. A hung collective or a deadlocked data loader leaves every pod ``Running`` and the job
+with it, holding its GPUs until ``execution_timeout``. A trainer that makes progress prints
+(a loss, a step, a progress bar), so a master silent for ``stall_timeout`` is taken as stalled.
+
+The question is asked of the apiserver, not of a waiter's memory, so a triggerer restart or a
+handover changes nothing: the master container has run for at least ``stall_timeout`` (its
+``state.running.startedAt``), and its log since ``stall_timeout`` seconds ago is empty (one
+``GET pods/<master>/log?sinceSeconds=...&limitBytes=1``). A waiter asks at most once per
+``stall_timeout / PROBES_PER_TIMEOUT``; that it remembers only when it asked last, and
+forgetting it (a restart) costs one early probe.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from airflow_volcano_wandb.wait.diagnostics import master_pod
+from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+
+#: How many probes of the master's log a waiter makes per ``stall_timeout`` at most: a stall
+#: is seen within ``stall_timeout * (1 + 1 / PROBES_PER_TIMEOUT)`` of the master's last line.
+PROBES_PER_TIMEOUT = 4
+
+
+@dataclass(frozen=True)
+class Stall:
+    """The master container, running for ``running_for`` seconds; stalled when its log of the
+    last ``stall_timeout`` seconds is empty (:func:`stalled`)."""
+
+    pod: str
+    rank: str
+    container: str
+    stall_timeout: float
+    running_for: float
+
+    @property
+    def task(self) -> str:
+        """The rank's Volcano task (``master``): Volcano names pods ``<job>-<task>-<index>``."""
+        task, _, index = self.rank.rpartition("-")
+        return task if index.isdigit() else ""
+
+    @property
+    def since_seconds(self) -> int:
+        """The log's ``sinceSeconds``: whole seconds, not less than the timeout (nor 1)."""
+        return max(1, math.ceil(self.stall_timeout))
+
+    def describe(self) -> str:
+        """One sentence for the task log and the exception."""
+        return (
+            f"the master (rank {self.rank}, pod {self.pod}, container {self.container}) has "
+            f"printed no log line for at least {self.stall_timeout:g}s, past "
+            f"stall_timeout={self.stall_timeout:g} (it has run for {self.running_for:.0f}s)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Stall:
+        """Read back a ``to_dict`` (e.g. from a trigger event); raises on anything else."""
+        return cls(
+            pod=str(data["pod"]),
+            rank=str(data["rank"]),
+            container=str(data["container"]),
+            stall_timeout=float(data["stall_timeout"]),
+            running_for=float(data["running_for"]),
+        )
+
+
+def probe_due(stall_timeout: float | None, probed_at: float | None, now: float) -> bool:
+    """Whether a waiter that last probed at ``probed_at`` (``None``: never, or forgotten)
+    probes the master's log now; never without a ``stall_timeout``."""
+    if stall_timeout is None:
+        return False
+    return probed_at is None or now - probed_at >= stall_timeout / PROBES_PER_TIMEOUT
+
+
+def silence_probe(
+    job: Mapping[str, Any],
+    pods: Iterable[Mapping[str, Any]],
+    stall_timeout: float,
+    now: float,
+    job_uid: str | None = None,
+) -> Stall | None:
+    """The master container whose log to probe: the first container of the master pod of
+    this submission (``job_uid``), running for at least ``stall_timeout``; ``None`` when there
+    is none (not started, restarted or replaced lately, being deleted): nothing to judge yet.
+
+    :param job: the job, for its master task and its name.
+    :param pods: its pods as the API returns them (read after the job).
+    """
+    master = master_pod(job_pods(pods, job_uid), job)
+    if master is None:
+        return None
+    containers = (master.get("spec") or {}).get("containers") or []
+    if not containers:
+        return None
+    container = str(containers[0].get("name") or "")
+    statuses = (master.get("status") or {}).get("containerStatuses") or []
+    status = next((s for s in statuses if s.get("name") == container), {})
+    started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
+    if not started:
+        return None
+    running_for = now - _epoch(str(started))
+    if running_for < stall_timeout:
+        return None
+    pod = str(master["metadata"]["name"])
+    name = str((job.get("metadata") or {}).get("name") or "")
+    return Stall(pod, rank_of(pod, name), container, stall_timeout, running_for)
+
+
+def stalled(probe: Stall, log_since: str) -> Stall | None:
+    """The stall, when the probed container's log since ``probe.since_seconds`` ago is empty
+    (even an empty line is a line: a newline)."""
+    return probe if log_since == "" else None
+
+
+def _epoch(timestamp: str) -> float:
+    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
