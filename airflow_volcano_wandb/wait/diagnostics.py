@@ -12,7 +12,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_volcano_wandb.template import master_task_name
-from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE
+from airflow_volcano_wandb.wait.wandb_stop import is_stop
 
 TASK_LABELS = ("volcano.sh/task-spec", "volcano.sh/task-name")
 
@@ -196,7 +196,7 @@ def classify(
     if never_started:
         return Classification(FailureKind.UNSCHEDULABLE)
     for failure in failures:
-        if failure.exit_code == STOPPED_FROM_WANDB_EXIT_CODE:
+        if is_stop(failure.exit_code, failure.message):
             return Classification(FailureKind.STOPPED_FROM_WANDB, failure)
     evicted = _evicted(job, pods, events)
     if evicted is not None:

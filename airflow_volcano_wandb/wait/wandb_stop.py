@@ -26,6 +26,12 @@ from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 #: it is none of Python's, the shell's, a signal's (128+N) or the sysexits range (64-78).
 STOPPED_FROM_WANDB_EXIT_CODE = 86
 
+#: What the trainer also writes to its container's termination message (the kubelet's
+#: ``state.terminated.message``), kept equal to ``STOPPED_FROM_WANDB_MARKER`` in
+#: ``docker/trainer/train.py``: under ``torchrun`` (a pod with several GPUs) the container
+#: exits with ``torchrun``'s code, and only the message still tells a stop.
+STOPPED_FROM_WANDB_MARKER = "avw-stopped-from-wandb"
+
 #: What the task log and the exception say about who stopped the run: the W&B client is told
 #: only *that* the run was stopped, not by whom (the run's page in W&B shows that).
 STOPPED_BY = "stopped from the W&B UI or API"
@@ -35,8 +41,8 @@ def stopped_rank(
     pods: Iterable[Mapping[str, Any]], *, job_name: str, job_uid: str | None = None
 ) -> str | None:
     """The first rank (``master-0``, by pod name) of the job's live pods whose container
-    exited with :data:`STOPPED_FROM_WANDB_EXIT_CODE`, now or before its last restart; ``None``
-    when none did.
+    exited with :data:`STOPPED_FROM_WANDB_EXIT_CODE` or left :data:`STOPPED_FROM_WANDB_MARKER`
+    as its termination message, now or before its last restart; ``None`` when none did.
 
     :param pods: the job's pods as the API returns them.
     :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
@@ -45,10 +51,20 @@ def stopped_rank(
     for pod in sorted(job_pods(pods, job_uid), key=_name):
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
             for state in (status.get("state"), status.get("lastState")):
-                terminated = (state or {}).get("terminated") or {}
-                if terminated.get("exitCode") == STOPPED_FROM_WANDB_EXIT_CODE:
+                if _stopped((state or {}).get("terminated") or {}):
                     return rank_of(_name(pod), job_name)
     return None
+
+
+def is_stop(exit_code: int | None, message: str | None) -> bool:
+    """Whether a container that ended with ``exit_code`` and termination ``message`` is a
+    trainer whose W&B run was stopped."""
+    stop_marked = (message or "").startswith(STOPPED_FROM_WANDB_MARKER)
+    return exit_code == STOPPED_FROM_WANDB_EXIT_CODE or stop_marked
+
+
+def _stopped(terminated: Mapping[str, Any]) -> bool:
+    return is_stop(terminated.get("exitCode"), terminated.get("message"))
 
 
 def _name(pod: Mapping[str, Any]) -> str:
@@ -58,6 +74,7 @@ def _name(pod: Mapping[str, Any]) -> str:
 def describe(namespace: str, name: str, rank: str) -> str:
     """The sentence a wait ended by a stop ends with."""
     return (
-        f"Volcano job {namespace}/{name} was {STOPPED_BY}: rank {rank} exited with code "
-        f"{STOPPED_FROM_WANDB_EXIT_CODE}, the trainer's answer to a stopped W&B run"
+        f"Volcano job {namespace}/{name} was {STOPPED_BY}: rank {rank}'s trainer ended as a "
+        f"stopped W&B run's does (exit code {STOPPED_FROM_WANDB_EXIT_CODE}, or "
+        f"{STOPPED_FROM_WANDB_MARKER!r} as its termination message under torchrun)"
     )

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import _thread
 import argparse
+import contextlib
 import datetime as dt
 import json
 import math
@@ -38,6 +39,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -69,6 +71,14 @@ _LOCAL_WANDB_MODES = {"offline", "dryrun", "disabled"}
 #: it). It is none of Python's (1, 2), the shell's (126-128), a signal's (128+N) or the
 #: sysexits range (64-78), so no other ending of the trainer can be mistaken for a stop.
 STOPPED_FROM_WANDB_EXIT_CODE = 86
+#: Written to the container's termination message as well (the kubelet copies the file into
+#: ``state.terminated.message``): under ``torchrun`` (a pod with several GPUs) the container
+#: exits with ``torchrun``'s code, not the trainer's, and the marker still says why. Kept
+#: equal to ``airflow_volcano_wandb.wait.wandb_stop.STOPPED_FROM_WANDB_MARKER``.
+STOPPED_FROM_WANDB_MARKER = "avw-stopped-from-wandb"
+#: Where the kubelet reads the termination message (a pod's ``terminationMessagePath``).
+TERMINATION_LOG_ENV = "AVW_TERMINATION_LOG"
+DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 
 # Only these env names are ever echoed to the log; WANDB_API_KEY is deliberately absent.
 _PRINTABLE_ENV = (
@@ -492,6 +502,17 @@ def stop_from_wandb() -> None:
     _thread.interrupt_main()
 
 
+def _leave_termination_message(environ: Mapping[str, str], message: str) -> None:
+    """Write the container's termination message, where there is one to write: the kubelet
+    mounts ``/dev/termination-log`` in a pod; a trainer run by hand has none (and is never
+    to create one on its machine)."""
+    path = Path(environ.get(TERMINATION_LOG_ENV) or DEFAULT_TERMINATION_LOG)
+    if TERMINATION_LOG_ENV not in environ and not path.exists():
+        return
+    with contextlib.suppress(OSError):
+        path.write_text(message + "\n")
+
+
 def _terminate(signum: int, _frame: Any) -> None:
     # Volcano aborts a job by deleting its pods (SIGTERM); turning that into SystemExit lets
     # the finally block finish the W&B run with an exit code instead of leaving it "running".
@@ -542,6 +563,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         exit_code = STOPPED_FROM_WANDB_EXIT_CODE
         url = getattr(run, "url", None) or environ.get("WANDB_RUN_ID") or "the run"
+        _leave_termination_message(environ, f"{STOPPED_FROM_WANDB_MARKER}: {url}")
         say(
             info,
             f"the W&B run was stopped from the W&B UI or API ({url}): exiting with code "

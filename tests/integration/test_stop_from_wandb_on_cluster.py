@@ -54,7 +54,7 @@ def cluster(airflow_db, kubernetes_connection, volcano_cluster, volcano_namespac
 def _assert_stopped(error: StoppedFromWandbError) -> None:
     assert isinstance(error, ContainerError)  # what callers caught before
     assert "stopped from the W&B UI or API" in str(error), error
-    assert f"rank master-0 exited with code {STOP}" in str(error), error
+    assert "rank master-0's trainer ended" in str(error) and f"exit code {STOP}" in str(error)
     assert (error.task, error.exit_code) == ("master", STOPPED_FROM_WANDB_EXIT_CODE), error
     assert error.pod.endswith("-master-0"), error
 

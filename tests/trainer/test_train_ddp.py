@@ -31,7 +31,10 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
-from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE
+from airflow_volcano_wandb.wait.wandb_stop import (
+    STOPPED_FROM_WANDB_EXIT_CODE,
+    STOPPED_FROM_WANDB_MARKER,
+)
 from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
 from tests.wandb_standin import WandbStandin
@@ -604,6 +607,8 @@ def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
             **_resolve(container_env(spec, is_master_task=True), "job-master-0"),
             "WANDB_BASE_URL": standin.url,
             "TRAIN_EPOCHS": "1000000",  # trains until it is stopped
+            # A pod's /dev/termination-log, which the kubelet turns into the termination message.
+            "AVW_TERMINATION_LOG": str(tmp_path / "termination-log"),
         }
         log = tmp_path / "rank-0.log"
         with log.open("w") as out:
@@ -640,9 +645,12 @@ def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
         f"exited {code}:\n{output[-4000:]}"
     )
     assert "stopped from the W&B UI or API" in output and "AVW_TRAIN_RESULT" not in output
+    message = (tmp_path / "termination-log").read_text()
+    assert message.startswith(train_module.STOPPED_FROM_WANDB_MARKER), message
     assert set(streams) == {200} and unauthorized == [], (streams, unauthorized)
     assert FAKE_API_KEY not in output
 
 
 def test_the_trainer_and_the_provider_agree_on_the_stop_exit_code(train_module: ModuleType) -> None:
     assert train_module.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE
+    assert train_module.STOPPED_FROM_WANDB_MARKER == STOPPED_FROM_WANDB_MARKER

@@ -16,7 +16,12 @@ from airflow_volcano_wandb.wait import cleanup, diagnostics, failure_exception
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge, see
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.step import pods_verdict
-from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE, stopped_rank
+from airflow_volcano_wandb.wait.wandb_stop import (
+    STOPPED_FROM_WANDB_EXIT_CODE,
+    STOPPED_FROM_WANDB_MARKER,
+    is_stop,
+    stopped_rank,
+)
 from tests.unit.test_restart_budget import pod
 from tests.unit.test_wait_verdicts import T0, job
 
@@ -33,6 +38,17 @@ def test_a_rank_that_exited_with_the_stop_code_is_found_now_and_after_its_restar
     assert stopped_rank(restarted, job_name="j", job_uid="u-1") == "master-0"
 
 
+def test_under_torchrun_the_termination_message_tells_the_stop_the_exit_code_cannot():
+    """``torchrun`` exits 1 whatever its process did; the trainer's termination message stays."""
+    torchrun = pod("master-0", 1, exit_code=1)
+    torchrun["status"]["containerStatuses"][0]["lastState"]["terminated"]["message"] = (
+        f"{STOPPED_FROM_WANDB_MARKER}: https://wandb.example/runs/r1\n"
+    )
+    assert stopped_rank([torchrun, pod("worker-0")], job_name="j", job_uid="u-1") == "master-0"
+    assert is_stop(1, f"{STOPPED_FROM_WANDB_MARKER}: run") and is_stop(STOP, None)
+    assert not is_stop(1, "Traceback ... avw-stopped-from-wandb") and not is_stop(1, None)
+
+
 def test_other_exits_and_other_submissions_are_no_stop():
     assert stopped_rank([pod("master-0", 1, exit_code=3)], job_name="j", job_uid="u-1") is None
     old = [pod("master-0", 1, exit_code=STOP, uid="u-0")]
@@ -46,7 +62,9 @@ def test_the_judge_ends_the_wait_of_a_running_job_whose_run_was_stopped_before_t
     assert result.outcome is Outcome.STOPPED_FROM_WANDB
     assert (result.name, result.uid, result.phase) == ("j", "u-1", "Running")
     assert "stopped from the W&B UI or API" in result.message
-    assert f"rank master-0 exited with code {STOP}" in result.message
+    assert (
+        "rank master-0's trainer ended" in result.message and f"exit code {STOP}" in result.message
+    )
     assert pods_verdict(see(RUNNING, TARGET), TARGET, pods, T0) == result
     assert WaitResult.from_event(json.loads(json.dumps(result.to_event()))) == result
 
