@@ -46,6 +46,18 @@ _OPTIONS = {
         "example": "v1.12.2",
         "default": VOLCANO_VERSION,
     },
+    "pod_check_interval": {
+        "description": "Seconds between reads of a running job's pods (one "
+        "label-selected LIST) for the restart budget (max_container_restarts) "
+        "and a run stopped from W&B, whatever else wakes the wait. Lower finds "
+        "a crash loop sooner; higher costs the apiserver less with many "
+        "waiting jobs. Read by the triggerer and by tasks waiting in their own "
+        "process; at least 1.",
+        "version_added": "0.1.0",
+        "type": "float",
+        "example": "60",
+        "default": "30",
+    },
     "defer_settle_seconds": {
         "description": "A deferred task's trigger fires no sooner than this "
         "many seconds after the deferral. Airflow up to 3.3.2 fails a deferred "

@@ -33,6 +33,7 @@ from airflow_volcano_wandb.operators.wandb import (
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_WATCH_FAILURE_GRACE,
     VolcanoJobTrigger,
+    pod_check_interval,
 )
 from airflow_volcano_wandb.wait import cleanup, job_report, step_io
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
@@ -141,6 +142,7 @@ class VolcanoJobSensor(
             pending_timeout=self.pending_timeout,
             deadline=deadline,
             **self.limit_kwargs(),
+            pod_check_interval=pod_check_interval(),
         )
 
     def execute(self, context: Context) -> Any:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import AsyncIterator
 from types import ModuleType
@@ -19,6 +20,7 @@ from airflow_volcano_wandb.triggers import kill
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 from airflow_volcano_wandb.triggers.wait_spec import DEFAULT_WATCH_FAILURE_GRACE, WaitSpec
 from airflow_volcano_wandb.wait import step_io
+from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
 
@@ -39,6 +41,14 @@ def defer_settle_seconds() -> float:
         "volcano_wandb", "defer_settle_seconds", fallback=DEFAULT_DEFER_SETTLE_SECONDS
     )
     return max(0.0, configured)
+
+
+def pod_check_interval() -> float:
+    """``[volcano_wandb] pod_check_interval`` of this (triggerer or worker) process."""
+    configured = conf.getfloat(
+        "volcano_wandb", "pod_check_interval", fallback=DEFAULT_POD_CHECK_INTERVAL
+    )
+    return max(1.0, configured)
 
 
 if TYPE_CHECKING:
@@ -174,7 +184,7 @@ class VolcanoJobTrigger(BaseTrigger):
         keep coming. Only when the direct reads fail too for ``watch_failure_grace`` does the
         wait end as a lost watch.
         """
-        target = self.spec.target()
+        target = dataclasses.replace(self.spec.target(), pod_check_interval=pod_check_interval())
         while True:
             subscription.changed.clear()
             fresh = True

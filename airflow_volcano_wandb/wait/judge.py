@@ -41,6 +41,12 @@ STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
 GANG_WHOLE_ANNOTATION = f"{DOMAIN}/gang-whole-at"
 
 
+#: Two LISTs per running job per minute, not one per ``poll_interval`` tick: a crash loop takes
+#: minutes to exhaust a budget (the kubelet's back-off doubles from 10 s), so seeing it up to
+#: this much later costs little.
+DEFAULT_POD_CHECK_INTERVAL = 30.0
+
+
 @dataclass(frozen=True)
 class WaitTarget:
     """The job a wait is about, and the limits it is held to."""
@@ -57,6 +63,9 @@ class WaitTarget:
     max_container_restarts: int | None = None
     #: Seconds the master of a running job may print nothing (``stall``); ``None``: no limit.
     stall_timeout: float | None = None
+    #: How often a running job's pods are read for the restart budget and a stop from W&B
+    #: (``[volcano_wandb] pod_check_interval`` of the waiting process), whatever wakes the wait.
+    pod_check_interval: float = DEFAULT_POD_CHECK_INTERVAL
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,8 @@ class WaitMemory:
     #: When it last probed the master's log for a stall (epoch seconds); forgotten on a
     #: restart, which only means one probe sooner than due.
     stall_probed_at: float | None = None
+    #: When it last read the job's pods for their restarts (epoch seconds), the same way.
+    pods_read_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -89,19 +91,30 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
         line = progress_line(seen, gang_seen_whole=gang_seen_whole)
     result = judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
     probe = result is None and probes_stall(seen, target, memory.stall_probed_at, now)
+    read_pods = result is None and (
+        probe or (counts_restarts(seen, target) and _pods_due(target, memory.pods_read_at, now))
+    )
     return Look(
         seen=seen,
         memory=WaitMemory(
             gang_seen_whole=gang_seen_whole,
             progress=line,
             stall_probed_at=now if probe else memory.stall_probed_at,
+            pods_read_at=now if read_pods else memory.pods_read_at,
         ),
         progress=line if line != memory.progress else None,
         mark=mark,
         result=result,
-        read_pods=result is None and (probe or counts_restarts(seen, target)),
+        read_pods=read_pods,
         probe_stall=probe,
     )
+
+
+def _pods_due(target: WaitTarget, read_at: float | None, now: float) -> bool:
+    """The restart budget's reads of a running job's pods, at most every
+    ``pod_check_interval``: a wake of the waiter (each change of the job, each
+    ``poll_interval``) need not LIST them again."""
+    return read_at is None or now - read_at >= target.pod_check_interval
 
 
 def pods_verdict(

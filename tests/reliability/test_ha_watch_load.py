@@ -19,7 +19,7 @@ Asserted, on counts rather than speed:
   the watch up, a trigger judges its job on the shared watch's cache);
 - the requests per waiting job per minute do not grow either. They are not zero: a trigger
   whose restart budget counts (``max_container_restarts``, on by default in the operator)
-  LISTs its running job's pods on every ``poll_interval`` tick (2 s in these DAGs), because a
+  LISTs its running job's pods every ``[volcano_wandb] pod_check_interval`` (30 s), because a
   crash loop under ``restartPolicy: OnFailure`` never changes the job's status. That cost is
   per job, and reported in the figures (``test-artifacts/reliability/watch_load.json``,
   docs/reliability.md).

@@ -111,6 +111,32 @@ def test_one_look_logs_a_changed_line_marks_the_gang_once_and_reads_pods_while_r
     assert third.mark is None and third.progress is None
 
 
+def test_the_pods_of_a_running_job_are_read_at_most_every_30_seconds_whatever_wakes_it():
+    assert TARGET.pod_check_interval == 30.0  # [volcano_wandb] pod_check_interval's default
+    running = _job("Running", 2)
+    first = look(running, TARGET, WaitMemory(), 100.0)
+    assert first.read_pods and first.memory.pods_read_at == 100.0
+    ticks = [look(running, TARGET, first.memory, 100.0 + t) for t in (0.5, 10.0, 29.9)]
+    assert not any(tick.read_pods for tick in ticks)  # watch events, poll_interval ticks
+    due = look(running, TARGET, ticks[-1].memory, 100.0 + 30.0)
+    assert due.read_pods and due.memory.pods_read_at == 100.0 + 30.0
+    forgot = look(running, TARGET, WaitMemory(), 105.0)  # a restarted triggerer reads at once
+    assert forgot.read_pods
+
+
+def test_the_trigger_and_the_sensor_read_pod_check_interval_from_their_config(monkeypatch):
+    from airflow_volcano_wandb.sensors import VolcanoJobSensor
+    from airflow_volcano_wandb.triggers.volcano import pod_check_interval
+
+    assert pod_check_interval() == 30.0
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "5")
+    assert pod_check_interval() == 5.0
+    sensor = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
+    assert sensor._target().pod_check_interval == 5.0
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "0")
+    assert pod_check_interval() == 1.0  # never a LIST per wake again
+
+
 def test_a_waiter_that_never_saw_the_gang_writes_no_mark_on_a_marked_job():
     whole = _job("Running", 2, marked=True)
     whole["status"]["taskStatusCount"]["master"] = {"phase": {"Running": 1}}
