@@ -4,8 +4,12 @@ A rank's GPU-seconds are its pod's GPUs (``<vendor>/gpu`` limits of its containe
 seconds from the pod's start (``status.startTime``) to its containers' last end
 (``finishedAt``), or to ``now`` for a container still running. A pod that never started
 cost nothing. Ranks are named by their pod's Volcano suffix (``master-0``, ``worker-2``).
-Only pods still there are counted: Volcano keeps a completed job's succeeded and failed pods,
-but removes ranks still running when the master's ``CompleteJob`` fired.
+
+Volcano keeps a completed job's succeeded and failed pods, but removes the ranks still running
+when the master's ``CompleteJob`` fired (:func:`removed_ranks`). Those ran at least from the
+moment the gang was seen whole (every rank running) to the job's end, so they are counted for
+that long when both are known (a lower bound: each started no later), with the GPUs their
+task's pod template asks for.
 """
 
 from __future__ import annotations
@@ -36,8 +40,16 @@ def _ended(pod: Mapping[str, Any], now: float) -> float:
     return max((end for end in ends if end is not None), default=now)
 
 
-def gpu_seconds(pods: Iterable[Mapping[str, Any]], job_name: str, now: float) -> dict[str, float]:
-    """GPU-seconds per rank of the job's pods, rounded to a tenth of a second."""
+def gpu_seconds(
+    pods: Iterable[Mapping[str, Any]],
+    job_name: str,
+    now: float,
+    removed: Mapping[str, int] | None = None,
+    removed_ran: float | None = None,
+) -> dict[str, float]:
+    """GPU-seconds per rank of the job's pods, rounded to a tenth of a second; and of the
+    ``removed`` ranks (rank -> GPUs, :func:`removed_ranks`), for ``removed_ran`` seconds each
+    (left out when ``None``: how long they ran is not known)."""
     usage: dict[str, float] = {}
     for pod in pods:
         started = _epoch((pod.get("status") or {}).get("startTime"))
@@ -45,7 +57,32 @@ def gpu_seconds(pods: Iterable[Mapping[str, Any]], job_name: str, now: float) ->
             continue
         seconds = max(0.0, _ended(pod, now) - started)
         usage[_rank(pod, job_name)] = round(seconds * pod_gpus(pod), 1)
+    if removed_ran is not None:
+        for rank, gpus in (removed or {}).items():
+            usage.setdefault(rank, round(max(0.0, removed_ran) * gpus, 1))
     return dict(sorted(usage.items()))
+
+
+def removed_ranks(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
+    """The ranks the job's tasks asked for (``<task>-<index>``) of which no pod is left, with
+    the GPUs one pod of their task holds."""
+    name = str((job.get("metadata") or {}).get("name") or "")
+    present = {_rank(pod, name) for pod in pods}
+    removed = {}
+    for task in (job.get("spec") or {}).get("tasks") or []:
+        gpus = pod_gpus(task.get("template") or {})
+        for index in range(int(task.get("replicas") or 0)):
+            rank = f"{task.get('name')}-{index}"
+            if rank not in present:
+                removed[rank] = gpus
+    return removed
+
+
+def ran_between(start: str | None, end: str | None) -> float | None:
+    """Seconds from ``start`` to ``end`` (RFC 3339 timestamps); ``None`` when either is
+    missing."""
+    started, ended = _epoch(start), _epoch(end)
+    return None if started is None or ended is None else max(0.0, ended - started)
 
 
 def describe(usage: Mapping[str, float]) -> str:

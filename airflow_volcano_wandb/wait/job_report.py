@@ -20,6 +20,7 @@ from airflow_volcano_wandb.job import gpu_usage
 from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.wait import diagnostics, failure_exception
+from airflow_volcano_wandb.wait.judge import gang_whole_since
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 
@@ -283,8 +284,19 @@ def log_gpu_seconds(
     except Exception as exc:
         task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
         return None
-    usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time())
+    removed = gpu_usage.removed_ranks(job, pods)
+    ended = ((job.get("status") or {}).get("state") or {}).get("lastTransitionTime")
+    ran = gpu_usage.ran_between(gang_whole_since(job), ended)
+    usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time(), removed, ran)
     task_log.info("%s", gpu_usage.describe(usage))
+    if removed:
+        task_log.info(
+            "%s: Volcano removed their pods when the job ended; %s",
+            ", ".join(removed),
+            "counted from when the gang was whole to the job's end (they started no later)"
+            if ran is not None
+            else "not counted (the gang was never seen whole, so when they started is unknown)",
+        )
     return usage
 
 

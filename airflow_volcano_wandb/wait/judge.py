@@ -262,6 +262,21 @@ def gang_was_whole(seen: Seen) -> bool:
     return any((condition or {}).get("status") == "Running" for condition in conditions)
 
 
+def gang_whole_since(job: Mapping[str, Any]) -> str | None:
+    """When the job's gang was first seen whole (RFC 3339), as :func:`gang_was_whole` knows
+    it: a waiter's mark, else Volcano's ``Running`` condition of a job whose ``minAvailable``
+    covers every rank; ``None`` when the job does not show it."""
+    annotations = (job.get("metadata") or {}).get("annotations") or {}
+    if GANG_WHOLE_ANNOTATION in annotations:
+        return str(annotations[GANG_WHOLE_ANNOTATION])
+    seen = see(job)
+    if not gang_was_whole(seen):
+        return None
+    conditions = (job.get("status") or {}).get("conditions") or []
+    running = [c for c in conditions if (c or {}).get("status") == "Running"]
+    return running[0].get("lastTransitionTime") if running else None
+
+
 def needs_gang_whole_mark(seen: Seen) -> bool:
     """Whether the waiter looking at the job should write :data:`GANG_WHOLE_ANNOTATION` now."""
     return gang_is_whole(seen) and not gang_marked_whole(seen.job)

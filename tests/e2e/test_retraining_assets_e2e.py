@@ -174,10 +174,11 @@ def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
     }
     assert event["source_run_id"] == run_id
     extra = dict(event["extra"])
-    # What the run cost, per rank whose pod was still there (CPU ranks cost 0): the master's
-    # always is; workers still running when its CompleteJob fired were removed by Volcano.
+    # What the run cost, per rank (CPU ranks cost 0): the master's pod is always there; a
+    # worker still running when its CompleteJob fired was removed by Volcano and is counted
+    # from when the gang was whole to the job's end.
     usage = extra.pop("gpu_seconds")
-    assert "master-0" in usage and set(usage) <= {"master-0", "worker-0", "worker-1"}, usage
+    assert set(usage) == {"master-0", "worker-0", "worker-1"}, usage
     assert extra == {
         "wandb_run_id": wandb_run_id,
         "wandb_run_url": run_url(chain.standin.url, ENTITY, PROJECT, wandb_run_id),

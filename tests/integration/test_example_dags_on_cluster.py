@@ -77,11 +77,12 @@ def test_manual_dag_sensor_reports_to_the_wandb_run_as_the_operator_would_agains
     assert values["submit.wandb_run_url"] == values["wait.wandb_run_url"] == url
     assert values["wait.wandb_summary"] == summary
     # What the run cost, per rank (1 GPU each). The master's completion ends the job, so its
-    # pod is always counted; Volcano removes a worker still running at that moment, and a
-    # worker is counted only when it ended first (gpu_usage's documented rule).
+    # pod is always counted; a worker Volcano removed at that moment is counted from when the
+    # gang was whole to the job's end (gpu_usage's documented rule), one that ended first by
+    # its pod: every rank is there either way.
     usage = values["wait.gpu_seconds"]
-    assert "master-0" in usage and set(usage) <= {"master-0", "worker-0"}, usage
-    assert all(seconds > 0 for seconds in usage.values()), usage
+    assert set(usage) == {"master-0", "worker-0"}, usage
+    assert usage["master-0"] > 0 and usage["worker-0"] >= 0, usage
     assert run is not None, "the sensor never read or wrote the run"
     record = run.config.get("airflow") or {}
     assert (record.get("task_id"), record.get("outcome")) == ("wait", "success"), run.config

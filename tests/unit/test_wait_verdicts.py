@@ -16,6 +16,7 @@ from airflow_volcano_wandb.wait.judge import (
     gang_is_whole,
     gang_was_whole,
     gang_whole_mark,
+    gang_whole_since,
     judge,
     needs_gang_whole_mark,
     progress_line,
@@ -156,6 +157,21 @@ def test_volcanos_running_condition_shows_a_whole_gang_only_when_the_gang_is_eve
     assert gang_was_whole(see(lost)) is was_whole
     verdict = judge(lost, TARGET, T0 + 10**5)
     assert (verdict is None) is was_whole
+
+
+def test_when_the_gang_was_whole_is_the_mark_else_volcanos_running_condition():
+    """What the GPU-seconds of ranks Volcano removed at completion are counted from."""
+    assert gang_whole_since(marked_whole(job("Completed"))) == "2026-11-29T10:00:05Z"
+    ended = job("Completed")
+    ended["spec"]["minAvailable"] = 3
+    ended["status"]["conditions"] = [
+        {"status": "Pending", "lastTransitionTime": "2026-11-29T10:00:00Z"},
+        {"status": "Running", "lastTransitionTime": "2026-11-29T10:00:07Z"},
+    ]
+    assert gang_whole_since(ended) == "2026-11-29T10:00:07Z"
+    ended["spec"]["minAvailable"] = 1  # Running says nothing about the other ranks then
+    assert gang_whole_since(ended) is None
+    assert gang_whole_since(job("Completed")) is None
 
 
 def test_a_lost_rank_of_a_gang_that_was_whole_is_reported_as_restarting():
