@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, see
@@ -130,45 +130,42 @@ async def _running_job(
     pods = await _pods(calls, target, log)
     if pods is None:
         return None
-    result = await _pods_verdict(calls, view, target, log, pods)
+
+    async def by_pods(seen: Seen, pods: list[dict]) -> WaitResult | None:
+        # ``CRASH_LOOP`` or ``STOPPED_FROM_WANDB``
+        return pods_verdict(seen, target, pods, time.time())
+
+    async def by_silence(seen: Seen, pods: list[dict]) -> WaitResult | None:
+        # ``STALLED``: the master has run for ``stall_timeout`` with an empty log since
+        return await _silent_master(calls, seen, target, log, pods)
+
+    result = await _confirmed(calls, target, log, view.seen, pods, by_pods)
     if result is None and view.probe_stall:
-        result = await _stall(calls, view.seen, target, log, pods)
+        result = await _confirmed(calls, target, log, view.seen, pods, by_silence)
     return result
 
 
-async def _pods_verdict(
-    calls: JobCalls, view: Look, target: WaitTarget, log: logging.Logger | Any, pods: list[dict]
+async def _confirmed(
+    calls: JobCalls,
+    target: WaitTarget,
+    log: logging.Logger | Any,
+    seen: Seen,
+    pods: list[dict],
+    verdict: Callable[[Seen, list[dict]], Awaitable[WaitResult | None]],
 ) -> WaitResult | None:
-    """``CRASH_LOOP`` or ``STOPPED_FROM_WANDB`` when ``pods`` show it, and a fresh GET of the
-    job and a fresh LIST of its pods show it again; ``None`` (wait on) otherwise, and when they
-    cannot be read."""
-    if pods_verdict(view.seen, target, pods, time.time()) is None:
+    """``verdict`` of the job as ``seen`` with ``pods`` (read after it), when it ends the wait
+    and says so again of a fresh GET of the job and a fresh LIST of its pods; ``None`` (wait
+    on) otherwise, and when any of them cannot be read (what cannot be confirmed is no
+    verdict)."""
+    if await verdict(seen, pods) is None:
         return None
     fresh = await fetch(calls, target, log)
     if fresh is UNKNOWN:
         return None
-    pods = await _pods(calls, target, log)
-    if pods is None:
+    pods_again = await _pods(calls, target, log)
+    if pods_again is None:
         return None
-    return pods_verdict(see(fresh, target), target, pods, time.time())
-
-
-async def _stall(
-    calls: JobCalls, seen: Seen, target: WaitTarget, log: logging.Logger | Any, pods: list[dict]
-) -> WaitResult | None:
-    """``STALLED`` when the master shown by ``pods`` has run for ``stall_timeout`` with an
-    empty log since, and a fresh GET of the job (still running), a fresh LIST of its pods and
-    a second probe of the master's log show it again; ``None`` otherwise, and when any of
-    them cannot be read (a silence that cannot be confirmed is no stall)."""
-    if await _silent_master(calls, seen, target, log, pods) is None:
-        return None
-    fresh = await fetch(calls, target, log)
-    if fresh is UNKNOWN:
-        return None
-    pods = await _pods(calls, target, log)
-    if pods is None:
-        return None
-    return await _silent_master(calls, see(fresh, target), target, log, pods)
+    return await verdict(see(fresh, target), pods_again)
 
 
 async def _silent_master(

@@ -42,15 +42,6 @@ DAG_ID = "avw_crash_loop"
 EXIT_LINE = "exited with code 3 (Error)"
 
 
-@pytest.fixture
-def cluster(airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch):
-    # The deferred wait's settle time guards Airflow's scheduler, which these tests do not run.
-    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS", "0")
-    # The pods are read every 30 s by default; these tests wait on what the pods show.
-    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
-    return volcano_cluster.api_client(), volcano_namespace
-
-
 def _crashing(task: str) -> dict:
     """The seed (``OnFailure``), one task's trainer exiting 3 a second after every start."""
     crash = {SIM_DURATION: "1", SIM_EXIT_CODE: "3"}

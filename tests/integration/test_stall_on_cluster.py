@@ -39,13 +39,6 @@ DAG_ID = "avw_stall"
 STALL_TIMEOUT = 4
 
 
-@pytest.fixture
-def cluster(airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch):
-    # The deferred wait's settle time guards Airflow's scheduler, which these tests do not run.
-    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS", "0")
-    return volcano_cluster.api_client(), volcano_namespace
-
-
 def _assert_stalled(error: TrainingStalledError) -> None:
     assert error.pod.endswith("-master-0") and error.task == "master", error
     assert error.stall_timeout == STALL_TIMEOUT and error.running_for >= STALL_TIMEOUT

@@ -44,15 +44,6 @@ STOP = str(STOPPED_FROM_WANDB_EXIT_CODE)
 STOPPED_MASTER = {SIM_DURATION: "1", SIM_EXIT_CODE: STOP}
 
 
-@pytest.fixture
-def cluster(airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch):
-    # The deferred wait's settle time guards Airflow's scheduler, which these tests do not run.
-    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS", "0")
-    # The pods are read every 30 s by default; these tests wait on what the pods show.
-    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
-    return volcano_cluster.api_client(), volcano_namespace
-
-
 def _assert_stopped(error: StoppedFromWandbError) -> None:
     assert isinstance(error, ContainerError)  # what callers caught before
     assert "stopped from the W&B UI or API" in str(error), error
