@@ -3,8 +3,9 @@
 The claim is bound to a PersistentVolume of its own before the job: Volcano's scheduler, like
 kube-scheduler, places no pod whose claim is unbound. The local cluster runs no
 persistentvolume-binder controller, so the test writes what that controller would (the
-claim's bind-completed annotation and both objects' ``Bound`` phase); KWOK's simulated pods
-mount nothing, so the volume's path is never read.
+claim's bind-completed annotation and both objects' ``Bound`` phase), and, as it runs no
+pv/pvc-protection controller either, lifts their protection finalizers once the job is gone.
+KWOK's simulated pods mount nothing, so the volume's path is never read.
 """
 
 from __future__ import annotations
@@ -56,6 +57,20 @@ def _bound_claim(core: k8s.CoreV1Api, namespace: str) -> str:
     core.patch_persistent_volume_status(volume, bound)
     core.patch_namespaced_persistent_volume_claim_status(CLAIM, namespace, bound)
     return volume
+
+
+def _release(core: k8s.CoreV1Api, namespace: str, volume: str) -> None:
+    """Delete the claim and its volume, and lift the protection finalizers no controller of the
+    local cluster would (else both, and the test's namespace, would stay Terminating)."""
+    unprotected = {"metadata": {"finalizers": None}}
+    with contextlib.suppress(k8s.ApiException):
+        core.delete_namespaced_persistent_volume_claim(CLAIM, namespace)
+    with contextlib.suppress(k8s.ApiException):
+        core.patch_namespaced_persistent_volume_claim(CLAIM, namespace, unprotected)
+    with contextlib.suppress(k8s.ApiException):
+        core.delete_persistent_volume(volume)
+    with contextlib.suppress(k8s.ApiException):
+        core.patch_persistent_volume(volume, unprotected)
 
 
 def test_every_rank_mounts_the_runs_checkpoint_directory_and_gets_the_grace(
@@ -111,6 +126,5 @@ def test_every_rank_mounts_the_runs_checkpoint_directory_and_gets_the_grace(
             "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
         )
     finally:
-        with contextlib.suppress(k8s.ApiException):
-            core.delete_persistent_volume(volume)
+        _release(core, namespace, volume)
         api.close()
