@@ -115,6 +115,16 @@ class JobTemplateMixin(BaseOperator):
         (its queue's capacity in use) is logged and waited for. Queues and nodes are
         cluster-scoped: without the optional ClusterRole of docker/k8s/rbac-fit-check.yaml
         the task log says once what was skipped. See docs/operator.md.
+    :param checkpoint_volume: the name of a PersistentVolumeClaim in the job's namespace
+        where the trainer keeps its checkpoints (docs/trainer.md, "Checkpoints"): mounted at
+        ``/checkpoints`` in every task's main container, with
+        ``AVW_CHECKPOINT_DIR=/checkpoints/<W&B run id>`` (one directory per run) and
+        ``AVW_RESUME_FROM=latest``, so a restarted pod continues from the newest complete
+        checkpoint of its run. Every rank must see the same files: a ``ReadWriteMany`` claim
+        for a job over several nodes. ``None`` (default): no checkpoints. Templated.
+    :param checkpoint_grace: seconds a deleted pod has to finish its step and save a
+        checkpoint before it is killed (every pod's ``terminationGracePeriodSeconds``);
+        ``None``: the template's, else Kubernetes' 30.
     """
 
     template_fields: Sequence[str] = (
@@ -132,6 +142,7 @@ class JobTemplateMixin(BaseOperator):
         "service_account",
         "pod_annotations",
         "max_total_gpus",
+        "checkpoint_volume",
     )
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
     template_fields_renderers = {"template": "yaml", "macros": "json", "replicas": "json"}
@@ -168,6 +179,8 @@ class JobTemplateMixin(BaseOperator):
         finished_job_ttl: int | None = DEFAULT_FINISHED_JOB_TTL,
         volcano_version: str | None = None,
         fit_check: str = "fail",
+        checkpoint_volume: str | None = None,
+        checkpoint_grace: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -189,6 +202,7 @@ class JobTemplateMixin(BaseOperator):
         self.volcano_version = volcano_version
         fit.check_mode(fit_check)
         self.fit_check = fit_check
+        self.checkpoint_volume, self.checkpoint_grace = checkpoint_volume, checkpoint_grace
 
     def render(
         self,
@@ -238,6 +252,8 @@ class JobTemplateMixin(BaseOperator):
                 allowed_priority_classes=self.allowed_priority_classes,
                 max_total_gpus=self.max_total_gpus,
                 volcano_version=self.volcano_version or configured_volcano_version(),
+                checkpoint_volume=self.checkpoint_volume,
+                checkpoint_grace=self.checkpoint_grace,
                 run_env=RunEnv(
                     master=container_env(spec, is_master_task=True),
                     others=container_env(spec, is_master_task=False),

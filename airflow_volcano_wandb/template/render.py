@@ -7,15 +7,17 @@ stages live in :mod:`airflow_volcano_wandb.template`, one concept per module:
 2. ``macros``: a fresh copy with ``${name}`` filled in, structurally.
 3. ``normalize``: typed values in string-only fields become text; counts become ints.
 4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata.
-5. ``gang``: ``minAvailable`` follows the new replica counts where it meant "all".
-6. ``volcano``: the master-policy contract of the ``pytorch`` plugin.
-7. ``naming``: a valid, deterministic job name that leaves room for pod names.
-8. ``torchrun``: the ``PET_*`` env ``torchrun`` reads, and a memory-backed ``/dev/shm``, on
+5. ``checkpoints``: a volume for the trainer's checkpoints, its mount and the contract's env in
+   every task's main container, and the pods' grace period.
+6. ``gang``: ``minAvailable`` follows the new replica counts where it meant "all".
+7. ``volcano``: the master-policy contract of the ``pytorch`` plugin.
+8. ``naming``: a valid, deterministic job name that leaves room for pod names.
+9. ``torchrun``: the ``PET_*`` env ``torchrun`` reads, and a memory-backed ``/dev/shm``, on
    the ``pytorch`` plugin's ranks (after naming: the master's address uses the job name).
-9. ``validate``: everything Volcano would reject, reported with JSON paths.
-10. ``policy``: what this deployment refuses (``pod_security``: the Pod Security Standards;
-   ``allow_lists``: images, namespace, service accounts, scheduler, Volcano queue, priority
-   classes; ``secret_refs``: the Secrets pods name), reported together with JSON paths.
+10. ``validate``: everything Volcano would reject, reported with JSON paths.
+11. ``policy``: what this deployment refuses (``pod_security``: the Pod Security Standards;
+    ``allow_lists``: images, namespace, service accounts, scheduler, Volcano queue, priority
+    classes; ``secret_refs``: the Secrets pods name), reported together with JSON paths.
 
 See ``docs/templates.md`` for the rules with examples.
 """
@@ -28,6 +30,7 @@ from typing import Any, NamedTuple, Union
 
 from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import naming, overrides, secret_refs, torchrun, volcano
+from airflow_volcano_wandb.template.checkpoints import Checkpoints
 from airflow_volcano_wandb.template.errors import errors_at
 from airflow_volcano_wandb.template.load import load_template as _load
 from airflow_volcano_wandb.template.macros import substitute
@@ -144,6 +147,8 @@ def render_job(
     allowed_priority_classes: Collection[str] | None = None,
     max_total_gpus: int | None = None,
     volcano_version: str = DEFAULT_VOLCANO_VERSION,
+    checkpoint_volume: str | None = None,
+    checkpoint_grace: int | None = None,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -221,6 +226,14 @@ def render_job(
         oldest is ``v1.7.0``, the first with the ``pytorch`` plugin): the renderer adds only
         plugins it has, and a template naming one it lacks is an error at
         ``spec.plugins.<name>``, as its admission webhook would refuse the job.
+    :param checkpoint_volume: the name of a PersistentVolumeClaim for the trainer's
+        checkpoints (docs/trainer.md, "Checkpoints"): every task's pod template gets a volume
+        of it, mounted at ``/checkpoints`` in the main container, which gets
+        ``AVW_CHECKPOINT_DIR=/checkpoints/<the run_id macro>`` (one directory per run) and
+        ``AVW_RESUME_FROM=latest`` (unless it sets ``AVW_RESUME_FROM`` itself). ``None``: none.
+    :param checkpoint_grace: seconds a deleted pod has to save a checkpoint before it is
+        killed: ``terminationGracePeriodSeconds`` of every pod template. ``None``: the
+        template's (the kubelet's default is 30).
 
     :returns: the Volcano Job as a new plain dict (JSON types only).
     :raises TemplateError: with the JSON path of every offending field.
@@ -232,6 +245,11 @@ def render_job(
         torchrun_env=torchrun_env,
         shm_size=shm_size,
         volcano_version=volcano_version,
+    )
+    checkpoints = Checkpoints.checked(
+        volume=checkpoint_volume,
+        grace=checkpoint_grace,
+        run_id=macros.get("run_id") if isinstance(macros, Mapping) else None,
     )
     placement = Placement(name, namespace, queue, template_namespace_allowed)
     task_overrides = overrides.TaskOverrides(
@@ -260,7 +278,9 @@ def render_job(
         allowed_priority_classes=allowed_priority_classes,
         max_total_gpus=max_total_gpus,
     )
-    return _render(template, macros, placement, task_overrides, run_env, shaping, policy)
+    return _render(
+        template, macros, placement, task_overrides, run_env, shaping, policy, checkpoints
+    )
 
 
 def _render(
@@ -271,6 +291,7 @@ def _render(
     run_env: RunEnv | None,
     shaping: Shaping,
     policy: Policy,
+    checkpoints: Checkpoints,
 ) -> dict[str, Any]:
     """The stages, in order (the module's docstring), with every argument already checked."""
     job, wide_ints = substitute(_load(template), macros)
@@ -281,6 +302,7 @@ def _render(
     task_overrides.apply(job, tasks, shaping.max_replicas)
     if run_env is not None:
         _apply_run_env(job, tasks, run_env)
+    checkpoints.apply(tasks)
     shaping.apply(job, tasks, replicas_before)
     validate(job, tasks, shaping.max_replicas, wide_ints, shaping.target)
     problems = policy.problems(job, tasks, namespace_source)

@@ -11,6 +11,9 @@ provider's operator and Volcano's ``pytorch`` plugin put into every container:
 * ``WANDB_*`` and ``AVW_WANDB_RANK_MODE`` decide which ranks talk to W&B (see
   :func:`wandb_plan`), and the ``AIRFLOW_CTX_*`` / ``AVW_AIRFLOW_TASK_URL`` env becomes the
   ``airflow`` dict of the run config, so the W&B run names the Airflow task that started it.
+* ``AVW_CHECKPOINT_DIR``, ``AVW_CHECKPOINT_EVERY`` and ``AVW_RESUME_FROM`` are the checkpoint
+  contract (docs/trainer.md, "Checkpoints"): rank 0 saves ``step-<N>.pt`` atomically every N
+  steps and when told to stop (SIGTERM), and every rank resumes from the checkpoint named.
 
 The data is random but labelled by a fixed random linear "teacher", so the task is learnable
 and ``eval/accuracy`` on a held-out set (same teacher, different inputs) means something:
@@ -33,12 +36,13 @@ import datetime as dt
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +83,16 @@ STOPPED_FROM_WANDB_MARKER = "avw-stopped-from-wandb"
 #: Where the kubelet reads the termination message (a pod's ``terminationMessagePath``).
 TERMINATION_LOG_ENV = "AVW_TERMINATION_LOG"
 DEFAULT_TERMINATION_LOG = "/dev/termination-log"
+
+# The checkpoint contract (docs/trainer.md, "Checkpoints"); the provider's renderer sets the
+# first and the third (airflow_volcano_wandb/template/checkpoints.py).
+CHECKPOINT_DIR_ENV = "AVW_CHECKPOINT_DIR"
+CHECKPOINT_EVERY_ENV = "AVW_CHECKPOINT_EVERY"
+RESUME_FROM_ENV = "AVW_RESUME_FROM"
+#: ``AVW_RESUME_FROM=latest``: the newest complete checkpoint in ``AVW_CHECKPOINT_DIR``, if any.
+RESUME_LATEST = "latest"
+#: A complete checkpoint's name; a save in progress has another (``.step-....tmp``).
+CHECKPOINT_NAME = re.compile(r"step-([0-9]+)\.pt\Z")
 
 # Only these env names are ever echoed to the log; WANDB_API_KEY is deliberately absent.
 _PRINTABLE_ENV = (
@@ -136,6 +150,29 @@ class WandbPlan:
     shared: bool
     note: str | None = None
     """Why the requested rank mode was adjusted, printed once by rank 0."""
+
+
+@dataclass(frozen=True)
+class CheckpointPlan:
+    """Where checkpoints go, how often, and where training resumes from (all from env)."""
+
+    directory: Path | None
+    """``None``: no checkpoints are saved."""
+    every: int | None
+    """Save every this many steps (and at the last); ``None``: at the end of every epoch."""
+    resume_from: str | None
+    """A checkpoint's path, :data:`RESUME_LATEST`, or ``None`` to start from step 0."""
+
+
+@dataclass
+class Progress:
+    """What a checkpoint holds besides the model and optimizer: how far training got."""
+
+    step: int = 0
+    """Optimizer steps done; the next step logged is ``step + 1``."""
+    epoch_losses: list[float] = field(default_factory=list)
+    loss_sum: float = 0.0
+    """Sum of the losses of the epoch in progress (its mean is logged at the epoch's end)."""
 
 
 def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argparse.Namespace:
@@ -381,12 +418,11 @@ def shard(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
     return tensor[info.rank * per_rank : (info.rank + 1) * per_rank]
 
 
-def mean_over_ranks(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
-    """Average a tensor over all ranks (identity without a process group)."""
+def sum_over_ranks(values: torch.Tensor, info: DistInfo) -> torch.Tensor:
+    """Add a tensor up over all ranks (identity without a process group)."""
     if info.distributed:
         values = values.clone()
         dist.all_reduce(values, op=dist.ReduceOp.SUM)
-        values /= info.world_size
     return values
 
 
@@ -411,75 +447,222 @@ def say(info: DistInfo, message: str) -> None:
     print(f"[rank {info.rank}/{info.world_size}] {message}", flush=True)
 
 
-def train(params: HyperParams, info: DistInfo, run: Any) -> dict[str, float]:
-    """Train, log to ``run`` (rank 0, or every rank in shared mode) and return the summary."""
-    torch.manual_seed(params.seed)  # same initial weights on every rank, as DDP expects
-    train_x, train_y, eval_x, eval_y = make_data(params)
-    train_x, train_y = shard(train_x, info).to(info.device), shard(train_y, info).to(info.device)
-    eval_x, eval_y = shard(eval_x, info).to(info.device), shard(eval_y, info).to(info.device)
+def checkpoint_plan(environ: Mapping[str, str]) -> CheckpointPlan:
+    """Read the checkpoint contract's env; a value that cannot work exits naming it."""
+    directory = environ.get(CHECKPOINT_DIR_ENV) or None
+    raw_every = (environ.get(CHECKPOINT_EVERY_ENV) or "").strip()
+    if raw_every and not (raw_every.isdigit() and int(raw_every) > 0):
+        raise SystemExit(f"{CHECKPOINT_EVERY_ENV}={raw_every!r} is not a positive number of steps")
+    resume_from = (environ.get(RESUME_FROM_ENV) or "").strip() or None
+    if resume_from == RESUME_LATEST and directory is None:
+        raise SystemExit(f"{RESUME_FROM_ENV}={RESUME_LATEST} needs {CHECKPOINT_DIR_ENV}")
+    return CheckpointPlan(
+        directory=Path(directory) if directory else None,
+        every=int(raw_every) if raw_every else None,
+        resume_from=resume_from,
+    )
 
-    model: nn.Module = nn.Sequential(
+
+def checkpoint_path(directory: Path, step: int) -> Path:
+    """Where the checkpoint of ``step`` is (zero-padded, so names sort as steps do)."""
+    return directory / f"step-{step:09d}.pt"
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The complete checkpoint of the highest step in ``directory`` (``None``: none, or no
+    directory yet). Saves in progress never match :data:`CHECKPOINT_NAME`."""
+    if not directory.is_dir():
+        return None
+    found = [
+        (int(match[1]), path)
+        for path in directory.iterdir()
+        if (match := CHECKPOINT_NAME.match(path.name)) and path.is_file()
+    ]
+    return max(found)[1] if found else None
+
+
+def save_checkpoint(directory: Path, step: int, state: Mapping[str, Any]) -> Path:
+    """Write ``state`` as the checkpoint of ``step``, atomically: into a temporary file in the
+    same directory, flushed to disk, then renamed (a checkpoint is complete or absent)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    final = checkpoint_path(directory, step)
+    temporary = directory / f".{final.name}.{os.getpid()}.tmp"
+    try:
+        with temporary.open("wb") as out:
+            torch.save(dict(state), out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(temporary, final)
+    finally:
+        temporary.unlink(missing_ok=True)
+    # The rename itself reaches the disk only with the directory's entry.
+    handle = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+    return final
+
+
+def resume_checkpoint(plan: CheckpointPlan, info: DistInfo) -> Path | None:
+    """The checkpoint to resume from, the same on every rank: rank 0 resolves ``latest`` and
+    tells the others its step, so ranks never start from different steps."""
+    if plan.resume_from is None:
+        return None
+    if plan.resume_from != RESUME_LATEST:
+        path = Path(plan.resume_from)
+        if not path.is_file():
+            raise SystemExit(f"{RESUME_FROM_ENV}: no checkpoint at {path}")
+        return path
+    assert plan.directory is not None  # checkpoint_plan refuses latest without a directory
+    latest = latest_checkpoint(plan.directory)
+    step = int(CHECKPOINT_NAME.match(latest.name)[1]) if latest is not None else -1
+    if info.distributed:
+        agreed = torch.tensor([step], dtype=torch.int64, device=info.device)
+        dist.broadcast(agreed, src=0)
+        step = int(agreed.item())
+    if step < 0:
+        return None
+    path = checkpoint_path(plan.directory, step)
+    if not path.is_file():
+        raise SystemExit(
+            f"rank 0 resumes from {path}, which rank {info.rank} cannot read: every rank must "
+            f"see the same {CHECKPOINT_DIR_ENV} (a shared volume)"
+        )
+    return path
+
+
+def load_checkpoint(
+    path: Path, params: HyperParams, model: nn.Module, optimizer: torch.optim.Optimizer
+) -> Progress:
+    """Restore the model, optimizer and RNG from ``path``; return the progress it records."""
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    saved = dict(state["hyper_params"])
+    # More epochs may continue a run; any other change would not train the model it saved.
+    differ = sorted(k for k, v in asdict(params).items() if k != "epochs" and saved.get(k) != v)
+    if differ:
+        raise SystemExit(f"{path} was saved with other hyper-parameters: {', '.join(differ)}")
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    torch.set_rng_state(state["rng"])
+    return Progress(state["step"], list(state["epoch_losses"]), state["loss_sum"])
+
+
+def build_model(params: HyperParams, info: DistInfo) -> nn.Module:
+    """The MLP, seeded so every rank starts from the same weights, as DDP expects."""
+    torch.manual_seed(params.seed)
+    return nn.Sequential(
         nn.Linear(params.features, params.hidden_size),
         nn.ReLU(),
         nn.Linear(params.hidden_size, params.hidden_size),
         nn.ReLU(),
         nn.Linear(params.hidden_size, params.classes),
     ).to(info.device)
+
+
+def epoch_order(params: HyperParams, epoch: int, samples: int, info: DistInfo) -> torch.Tensor:
+    """This rank's batch order in ``epoch``, seeded: a re-run, or a resumed one, sees the same."""
+    generator = torch.Generator().manual_seed(params.seed * 1000 + epoch)
+    return torch.randperm(samples, generator=generator).to(info.device)
+
+
+def train(
+    params: HyperParams, info: DistInfo, run: Any, checkpoints: CheckpointPlan | None = None
+) -> dict[str, float]:
+    """Train, log to ``run`` (rank 0, or every rank in shared mode) and return the summary.
+
+    With ``checkpoints`` it resumes from the checkpoint named there and saves its own (rank
+    0); a stop asked by SIGTERM ends every rank after the same step, saved first.
+    """
+    checkpoints = checkpoints or CheckpointPlan(None, None, None)
+    train_x, train_y, eval_x, eval_y = make_data(params)
+    train_x, train_y = shard(train_x, info).to(info.device), shard(train_y, info).to(info.device)
+    eval_x, eval_y = shard(eval_x, info).to(info.device), shard(eval_y, info).to(info.device)
+    trained = build_model(params, info)  # what a checkpoint holds: not the DDP wrapper
+    optimizer = torch.optim.SGD(trained.parameters(), lr=params.lr, momentum=0.9)
+    progress = Progress()
+    resume_from = resume_checkpoint(checkpoints, info)
+    if resume_from is not None:
+        progress = load_checkpoint(resume_from, params, trained, optimizer)
+        say(info, f"resumed from step {progress.step} (checkpoint {resume_from})")
+    elif checkpoints.resume_from == RESUME_LATEST:
+        say(info, f"no checkpoint in {checkpoints.directory} yet: starting from step 0")
+    model = trained
     if info.distributed:
         device_ids = [info.device.index] if info.device.type == "cuda" else None
-        model = DistributedDataParallel(model, device_ids=device_ids)
-    optimizer = torch.optim.SGD(model.parameters(), lr=params.lr, momentum=0.9)
+        model = DistributedDataParallel(trained, device_ids=device_ids)
     loss_fn = nn.CrossEntropyLoss()
-    # Only rank 0 writes metrics: the values are already averaged over ranks.
+    # Only rank 0 writes metrics (the values are already averaged over ranks) and checkpoints.
     logger = run if info.rank == 0 else None
 
+    def save() -> None:
+        if info.rank == 0 and checkpoints.directory is not None:
+            state = {
+                **asdict(progress),
+                "model": trained.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "rng": torch.get_rng_state(),
+                "hyper_params": asdict(params),
+            }
+            path = save_checkpoint(checkpoints.directory, progress.step, state)
+            say(info, f"saved checkpoint {path}")
+
+    def end_epoch(epoch: int) -> tuple[float, float]:
+        progress.epoch_losses.append(progress.loss_sum / steps_per_epoch)
+        progress.loss_sum = 0.0
+        eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
+        metrics = {"train/epoch_loss": progress.epoch_losses[-1], "eval/loss": eval_loss}
+        if logger is not None:
+            logger.log(
+                {"train/step": progress.step, "epoch": epoch, **metrics, "eval/accuracy": eval_acc}
+            )
+        shown = " ".join(f"{k}={v:.4f}" for k, v in {**metrics, "eval/accuracy": eval_acc}.items())
+        say(info, f"epoch {epoch}/{params.epochs}: {shown}")
+        return eval_loss, eval_acc
+
     steps_per_epoch = math.ceil(train_x.shape[0] / params.batch_size)
-    step = 0
-    epoch_losses: list[float] = []
+    total_steps = steps_per_epoch * params.epochs
+    save_every = checkpoints.every or steps_per_epoch
     eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
-    say(info, f"before training: eval/loss={eval_loss:.4f} eval/accuracy={eval_acc:.4f}")
+    say(info, f"at step {progress.step}: eval/loss={eval_loss:.4f} eval/accuracy={eval_acc:.4f}")
     started = time.monotonic()
-    for epoch in range(1, params.epochs + 1):
-        # Per-rank order, seeded so a re-run reproduces the same batches.
-        order = torch.randperm(
-            train_x.shape[0], generator=torch.Generator().manual_seed(params.seed * 1000 + epoch)
-        ).to(info.device)
-        loss_sum = 0.0
-        for batch in range(steps_per_epoch):
+    order, order_epoch = None, 0
+    _STOP.defer = True  # from here a SIGTERM ends training after a whole step (and a save)
+    try:
+        while progress.step < total_steps:
+            epoch, batch = divmod(progress.step, steps_per_epoch)
+            epoch += 1
+            if order is None or order_epoch != epoch:
+                order, order_epoch = epoch_order(params, epoch, train_x.shape[0], info), epoch
             idx = order[batch * params.batch_size : (batch + 1) * params.batch_size]
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(train_x[idx]), train_y[idx])
             loss.backward()
             optimizer.step()
-            step += 1
-            global_loss = mean_over_ranks(loss.detach().reshape(1), info).item()
-            loss_sum += global_loss
+            progress.step += 1
+            # One all-reduce averages the loss and tells every rank whether one was told to stop.
+            asked = torch.tensor([loss.item(), 1.0 if _STOP.signal else 0.0], device=info.device)
+            totals = sum_over_ranks(asked, info)
+            global_loss, stopping = totals[0].item() / info.world_size, totals[1].item() > 0
+            progress.loss_sum += global_loss
             if logger is not None:
-                logger.log({"train/step": step, "train/loss": global_loss, "epoch": epoch})
-        epoch_losses.append(loss_sum / steps_per_epoch)
-        eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
-        if logger is not None:
-            logger.log(
-                {
-                    "train/step": step,
-                    "epoch": epoch,
-                    "train/epoch_loss": epoch_losses[-1],
-                    "eval/loss": eval_loss,
-                    "eval/accuracy": eval_acc,
-                }
-            )
-        say(
-            info,
-            f"epoch {epoch}/{params.epochs}: train/epoch_loss={epoch_losses[-1]:.4f} "
-            f"eval/loss={eval_loss:.4f} eval/accuracy={eval_acc:.4f}",
-        )
+                logger.log({"train/step": progress.step, "train/loss": global_loss, "epoch": epoch})
+            if batch == steps_per_epoch - 1:
+                eval_loss, eval_acc = end_epoch(epoch)
+            if stopping or progress.step % save_every == 0 or progress.step == total_steps:
+                save()
+            if stopping:
+                say(info, f"stopping after step {progress.step}: asked to stop (SIGTERM)")
+                raise SystemExit(128 + (_STOP.signal or signal.SIGTERM))
+    finally:
+        _STOP.defer = False
 
     summary = {
         "eval/accuracy": eval_acc,
         "eval/loss": eval_loss,
-        "train/first_epoch_loss": epoch_losses[0],
-        "train/final_epoch_loss": epoch_losses[-1],
-        "train/steps": float(step),
+        "train/first_epoch_loss": progress.epoch_losses[0],
+        "train/final_epoch_loss": progress.epoch_losses[-1],
+        "train/steps": float(progress.step),
         "train/seconds": time.monotonic() - started,
     }
     if logger is not None:
@@ -513,10 +696,25 @@ def _leave_termination_message(environ: Mapping[str, str], message: str) -> None
         path.write_text(message + "\n")
 
 
+class _StopRequest:
+    """A SIGTERM, and whether it may wait for the step in progress to end."""
+
+    def __init__(self) -> None:
+        self.defer = False
+        self.signal = 0
+
+
+_STOP = _StopRequest()
+
+
 def _terminate(signum: int, _frame: Any) -> None:
     # Volcano aborts a job by deleting its pods (SIGTERM); turning that into SystemExit lets
     # the finally block finish the W&B run with an exit code instead of leaving it "running".
-    raise SystemExit(128 + signum)
+    # While training, the stop waits for the step in progress: a step cut in half would leave
+    # the model half updated, and ranks stopping at different steps would wait on each other.
+    _STOP.signal = signum
+    if not _STOP.defer:
+        raise SystemExit(128 + signum)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -527,6 +725,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     params = hyper_params(args)
     info = dist_info(environ, args.backend)
     plan = wandb_plan(environ, info.rank)
+    checkpoints = checkpoint_plan(environ)
 
     if info.device.type == "cuda":
         # Before init_process_group, so nccl binds each rank to its own GPU, not all to GPU 0.
@@ -550,7 +749,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit_code = 1
     try:
         run = start_wandb(plan, info, params, environ)
-        summary = train(params, info, run)
+        summary = train(params, info, run, checkpoints)
         exit_code = 0
         if info.rank == 0:
             # One machine-readable line for pod logs and tests; metrics only, no env.

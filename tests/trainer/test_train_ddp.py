@@ -123,8 +123,10 @@ class RankResult:
     output: str
 
 
-def _run_job(tmp_path: Path, pod_envs: list[dict[str, str]]) -> list[RankResult]:
-    """Start one trainer per rank (the pytorch plugin's env added) and wait for all of them."""
+def _start_job(
+    tmp_path: Path, pod_envs: list[dict[str, str]], log_prefix: str = "rank"
+) -> list[tuple[subprocess.Popen[str], Path]]:
+    """Start one trainer per rank (the pytorch plugin's env added); each logs to a file."""
     (port,) = free_ports(1)
     world_size = len(pod_envs)
     procs: list[tuple[subprocess.Popen[str], Path]] = []
@@ -137,7 +139,7 @@ def _run_job(tmp_path: Path, pod_envs: list[dict[str, str]]) -> list[RankResult]
             "WORLD_SIZE": str(world_size),
             "RANK": str(rank),
         }
-        log = tmp_path / f"rank-{rank}.log"
+        log = tmp_path / f"{log_prefix}-{rank}.log"
         with log.open("w") as out:
             proc = subprocess.Popen(
                 [sys.executable, str(TRAIN_PY)],
@@ -148,6 +150,11 @@ def _run_job(tmp_path: Path, pod_envs: list[dict[str, str]]) -> list[RankResult]
                 text=True,
             )
         procs.append((proc, log))
+    return procs
+
+
+def _wait_job(procs: list[tuple[subprocess.Popen[str], Path]]) -> list[RankResult]:
+    """Wait for every rank of a started job (killing the rest if one hangs)."""
     deadline = time.monotonic() + RUN_TIMEOUT_S
     results = []
     try:
@@ -160,6 +167,13 @@ def _run_job(tmp_path: Path, pod_envs: list[dict[str, str]]) -> list[RankResult]
                 proc.kill()
                 proc.wait()
     return results
+
+
+def _run_job(
+    tmp_path: Path, pod_envs: list[dict[str, str]], log_prefix: str = "rank"
+) -> list[RankResult]:
+    """Start one trainer per rank (the pytorch plugin's env added) and wait for all of them."""
+    return _wait_job(_start_job(tmp_path, pod_envs, log_prefix))
 
 
 def _read_wandb_records(path: Path) -> Iterator[Any]:

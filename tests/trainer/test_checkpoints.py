@@ -1,0 +1,157 @@
+"""The checkpoint contract (docs/trainer.md, "Checkpoints") kept by the example trainer.
+
+The trainer runs as in ``test_train_ddp.py``: ``python train.py`` as 2 local "pods" over gloo,
+with the env the provider's renderer gives them (``AVW_CHECKPOINT_DIR``, ``AVW_RESUME_FROM``)
+and the pytorch plugin's; a pod deleted by Volcano is a SIGTERM sent to its process.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.trainer import test_train_ddp
+from tests.trainer.test_train_ddp import (
+    RUN_TIMEOUT_S,
+    _assert_ok,
+    _load_run,
+    _run_dirs,
+    _run_job,
+    _start_job,
+    _wait_job,
+)
+
+train_module = test_train_ddp.train_module  # the fixture: train.py imported in-process
+
+STEPS_PER_EPOCH = 32  # 4096 samples over 2 ranks, batches of 64: the defaults
+CHECKPOINT_FILE = "step-{:09d}.pt"
+
+
+def _checkpoints(directory: Path) -> list[str]:
+    return sorted(path.name for path in directory.iterdir())
+
+
+def _history_steps(run_dir: Path) -> list[int]:
+    return [row["train/step"] for row in _load_run(run_dir).history if "train/loss" in row]
+
+
+def _final_loss(run_dir: Path) -> float:
+    return [row["train/loss"] for row in _load_run(run_dir).history if "train/loss" in row][-1]
+
+
+def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
+    tmp_path: Path, train_module: ModuleType
+) -> None:
+    """Every AVW_CHECKPOINT_EVERY steps and at the last step rank 0 saves ``step-<N>.pt``;
+    the directory (created by the trainer) holds nothing else once it ends."""
+    directory = tmp_path / "checkpoints" / "run1"
+    env = {
+        "WANDB_MODE": "disabled",
+        "TRAIN_EPOCHS": "3",
+        "AVW_CHECKPOINT_DIR": str(directory),
+        "AVW_CHECKPOINT_EVERY": "40",
+    }
+    results = _run_job(tmp_path, [dict(env), dict(env)])
+    _assert_ok(results)
+    assert _checkpoints(directory) == [CHECKPOINT_FILE.format(s) for s in (40, 80, 96)]
+    state = train_module.torch.load(directory / CHECKPOINT_FILE.format(80), weights_only=True)
+    assert state["step"] == 80 and len(state["epoch_losses"]) == 2
+    assert {"model", "optimizer", "rng", "hyper_params"} <= set(state)
+    assert "saved checkpoint" in results[0].output
+    assert "saved checkpoint" not in results[1].output  # only rank 0 writes
+
+
+def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(tmp_path: Path) -> None:
+    """A SIGTERM to one pod stops every rank after the same step, rank 0 saving it, exit 143.
+    A new run with ``AVW_RESUME_FROM=latest`` continues from that step (its first logged step is
+    the next) and ends where an uninterrupted run ends, with the same model."""
+    directory = tmp_path / "checkpoints" / "run1"
+    common = {
+        "AVW_CHECKPOINT_DIR": str(directory),
+        "AVW_RESUME_FROM": "latest",
+        "AVW_CHECKPOINT_EVERY": "1000000000",  # so the only checkpoint is the stop's
+    }
+    (tmp_path / "stopped").mkdir()
+    env = {**common, "WANDB_MODE": "disabled", "TRAIN_EPOCHS": "1000000"}
+    procs = _start_job(tmp_path / "stopped", [dict(env), dict(env)])
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while "epoch 1/" not in procs[0][1].read_text():  # it trains
+            assert all(proc.poll() is None for proc, _ in procs), procs[0][1].read_text()[-3000:]
+            assert time.monotonic() < deadline, "the trainer never finished an epoch"
+            time.sleep(0.2)
+        procs[1][0].send_signal(signal.SIGTERM)  # the worker pod only: rank 0 learns it
+    finally:
+        stopped = _wait_job(procs)
+    for result in stopped:
+        assert result.returncode == 128 + signal.SIGTERM, result.output[-3000:]
+    assert "no checkpoint in" in stopped[0].output and "starting from step 0" in stopped[0].output
+    (saved,) = _checkpoints(directory)
+    step = int(saved.removeprefix("step-").removesuffix(".pt"))
+    assert step >= STEPS_PER_EPOCH
+    for result in stopped:
+        assert f"stopping after step {step}: asked to stop (SIGTERM)" in result.output
+
+    epochs = step // STEPS_PER_EPOCH + 2  # ends mid-way through the epoch after next
+    resumed_env = {**common, "WANDB_MODE": "offline", "TRAIN_EPOCHS": str(epochs)}
+    (tmp_path / "resumed").mkdir()
+    resumed = _run_job(tmp_path / "resumed", [dict(resumed_env), dict(resumed_env)])
+    _assert_ok(resumed)
+    for result in resumed:
+        assert f"resumed from step {step} (checkpoint {directory / saved})" in result.output
+    (resumed_run,) = _run_dirs(tmp_path / "resumed")
+    steps = _history_steps(resumed_run)
+    assert steps == list(range(step + 1, epochs * STEPS_PER_EPOCH + 1))
+
+    plain_env = {"WANDB_MODE": "offline", "TRAIN_EPOCHS": str(epochs)}
+    (tmp_path / "plain").mkdir()
+    _assert_ok(_run_job(tmp_path / "plain", [dict(plain_env), dict(plain_env)]))
+    (plain_run,) = _run_dirs(tmp_path / "plain")
+    assert _history_steps(plain_run)[-1] == steps[-1]
+    assert _final_loss(resumed_run) == pytest.approx(_final_loss(plain_run), rel=1e-5)
+
+
+def test_resuming_from_a_checkpoint_that_does_not_exist_fails_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "checkpoints" / "step-000000007.pt"
+    env = {"WANDB_MODE": "disabled", "AVW_RESUME_FROM": str(missing)}
+    (result,) = _run_job(tmp_path, [env])
+    assert result.returncode != 0
+    assert f"AVW_RESUME_FROM: no checkpoint at {missing}" in result.output, result.output[-3000:]
+
+
+def test_latest_is_the_highest_step_and_never_a_save_in_progress(
+    tmp_path: Path, train_module: ModuleType
+) -> None:
+    assert train_module.latest_checkpoint(tmp_path / "absent") is None
+    for name in ("step-000000999.pt", "step-1000000000.pt", ".step-2000000000.pt.7.tmp"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "step-3000000000.pt").mkdir()  # not a file
+    assert train_module.latest_checkpoint(tmp_path) == tmp_path / "step-1000000000.pt"
+
+
+def test_a_save_that_fails_leaves_no_checkpoint(tmp_path: Path, train_module: ModuleType) -> None:
+    with pytest.raises(Exception):  # noqa: B017 (pickle's error type is no part of the contract)
+        train_module.save_checkpoint(tmp_path, 5, {"unpicklable": lambda: None})
+    assert list(tmp_path.iterdir()) == []
+    path = train_module.save_checkpoint(tmp_path / "new", 5, {"step": 5})
+    assert path == tmp_path / "new" / "step-000000005.pt"
+    assert _checkpoints(tmp_path / "new") == ["step-000000005.pt"]
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"AVW_CHECKPOINT_EVERY": "0"}, "AVW_CHECKPOINT_EVERY='0' is not a positive number"),
+        ({"AVW_CHECKPOINT_EVERY": "ten"}, "AVW_CHECKPOINT_EVERY='ten' is not a positive number"),
+        ({"AVW_RESUME_FROM": "latest"}, "AVW_RESUME_FROM=latest needs AVW_CHECKPOINT_DIR"),
+    ],
+)
+def test_checkpoint_env_that_cannot_work_is_refused(
+    train_module: ModuleType, env: dict[str, str], message: str
+) -> None:
+    with pytest.raises(SystemExit, match=message):
+        train_module.checkpoint_plan(env)
