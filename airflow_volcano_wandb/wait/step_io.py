@@ -7,12 +7,13 @@ so both log the same lines and reach the same verdicts.
 The restart budget: a crash-looping trainer under ``restartPolicy: OnFailure`` changes
 nothing in the Volcano job's status, so the shared job watch never sees it. While the job runs
 (and has a budget), a step reads the job's pods (one label-selected LIST, at most every
-``pod_check_interval``: ``step.look`` says when) and ``judge`` holds them to the budget. The same read shows a rank that exited because its W&B run was
-stopped from W&B (``wandb_stop``; the kubelet restarts it in place too). A crash loop or a
-stop ends the wait (and deletes the job) only after a fresh GET of the job and a fresh LIST of
-its pods, read after the verdict, show it again (:func:`_confirmed`). The trigger's ``max_container_restarts`` defaults to ``None`` (not counted), unlike the
-operator's and the sensor's: a trigger serialised by a release without the budget keeps
-waiting as it did.
+``pod_check_interval``: ``step.look`` says when) and ``judge`` holds them to the budget. The
+same read shows a rank that exited because its W&B run was stopped from W&B (``wandb_stop``;
+the kubelet restarts it in place too). A crash loop or a stop ends the wait (and deletes the
+job) only after a fresh GET of the job and a fresh LIST of its pods, read after the verdict,
+show it again (:func:`_confirmed`). The trigger's ``max_container_restarts`` defaults to
+``None`` (not counted), unlike the operator's and the sensor's: a trigger serialised by a
+release without the budget keeps waiting as it did.
 
 The stall timeout, likewise: at most once per ``stall_timeout / 4`` (``stall``) a step reads
 the pods and probes the log of a master that has run for ``stall_timeout``; an empty log
