@@ -88,6 +88,9 @@ DEFAULT_TERMINATION_LOG = "/dev/termination-log"
 # first and the third (airflow_volcano_wandb/template/checkpoints.py).
 CHECKPOINT_DIR_ENV = "AVW_CHECKPOINT_DIR"
 CHECKPOINT_EVERY_ENV = "AVW_CHECKPOINT_EVERY"
+CHECKPOINT_KEEP_ENV = "AVW_CHECKPOINT_KEEP"
+#: Complete checkpoints kept by default: the newest, and two to fall back on should it be lost.
+DEFAULT_CHECKPOINT_KEEP = 3
 RESUME_FROM_ENV = "AVW_RESUME_FROM"
 #: ``AVW_RESUME_FROM=latest``: the newest complete checkpoint in ``AVW_CHECKPOINT_DIR``, if any.
 RESUME_LATEST = "latest"
@@ -162,6 +165,9 @@ class CheckpointPlan:
     """Save every this many steps (and at the last); ``None``: at the end of every epoch."""
     resume_from: str | None
     """A checkpoint's path, :data:`RESUME_LATEST`, or ``None`` to start from step 0."""
+    keep: int = DEFAULT_CHECKPOINT_KEEP
+    """How many complete checkpoints a save leaves (the newest ones): a volume of a long
+    training would otherwise fill with one checkpoint per epoch."""
 
 
 @dataclass
@@ -453,6 +459,9 @@ def checkpoint_plan(environ: Mapping[str, str]) -> CheckpointPlan:
     raw_every = (environ.get(CHECKPOINT_EVERY_ENV) or "").strip()
     if raw_every and not (raw_every.isdigit() and int(raw_every) > 0):
         raise SystemExit(f"{CHECKPOINT_EVERY_ENV}={raw_every!r} is not a positive number of steps")
+    raw_keep = (environ.get(CHECKPOINT_KEEP_ENV) or "").strip()
+    if raw_keep and not (raw_keep.isdigit() and int(raw_keep) > 0):
+        raise SystemExit(f"{CHECKPOINT_KEEP_ENV}={raw_keep!r} is not a positive number")
     resume_from = (environ.get(RESUME_FROM_ENV) or "").strip() or None
     if resume_from == RESUME_LATEST and directory is None:
         raise SystemExit(f"{RESUME_FROM_ENV}={RESUME_LATEST} needs {CHECKPOINT_DIR_ENV}")
@@ -460,6 +469,7 @@ def checkpoint_plan(environ: Mapping[str, str]) -> CheckpointPlan:
         directory=Path(directory) if directory else None,
         every=int(raw_every) if raw_every else None,
         resume_from=resume_from,
+        keep=int(raw_keep) if raw_keep else DEFAULT_CHECKPOINT_KEEP,
     )
 
 
@@ -468,17 +478,35 @@ def checkpoint_path(directory: Path, step: int) -> Path:
     return directory / f"step-{step:09d}.pt"
 
 
-def latest_checkpoint(directory: Path) -> Path | None:
-    """The complete checkpoint of the highest step in ``directory`` (``None``: none, or no
-    directory yet). Saves in progress never match :data:`CHECKPOINT_NAME`."""
+def complete_checkpoints(directory: Path) -> list[Path]:
+    """The complete checkpoints in ``directory``, oldest step first (none without the
+    directory). Saves in progress never match :data:`CHECKPOINT_NAME`."""
     if not directory.is_dir():
-        return None
+        return []
     found = [
         (int(match[1]), path)
         for path in directory.iterdir()
         if (match := CHECKPOINT_NAME.match(path.name)) and path.is_file()
     ]
-    return max(found)[1] if found else None
+    return [path for _, path in sorted(found)]
+
+
+def latest_checkpoint(directory: Path) -> Path | None:
+    """The complete checkpoint of the highest step in ``directory`` (``None``: none yet)."""
+    found = complete_checkpoints(directory)
+    return found[-1] if found else None
+
+
+def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
+    """Delete all but the newest ``keep`` complete checkpoints; returns what was deleted.
+
+    Only after a save has completed, so the newest is never the one at risk; saves in
+    progress (another rank's temporary files) are not checkpoints and are left alone.
+    """
+    old = complete_checkpoints(directory)[:-keep]
+    for path in old:
+        path.unlink(missing_ok=True)
+    return old
 
 
 def save_checkpoint(directory: Path, step: int, state: Mapping[str, Any]) -> Path:
@@ -605,7 +633,9 @@ def train(
                 "hyper_params": asdict(params),
             }
             path = save_checkpoint(checkpoints.directory, progress.step, state)
-            say(info, f"saved checkpoint {path}")
+            pruned = prune_checkpoints(checkpoints.directory, checkpoints.keep)
+            gone = f" (deleted {len(pruned)} older: keeping {checkpoints.keep})" if pruned else ""
+            say(info, f"saved checkpoint {path}{gone}")
 
     def end_epoch(epoch: int) -> tuple[float, float]:
         progress.epoch_losses.append(progress.loss_sum / steps_per_epoch)

@@ -46,18 +46,22 @@ def _final_loss(run_dir: Path) -> float:
 def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
     tmp_path: Path, train_module: ModuleType
 ) -> None:
-    """Every AVW_CHECKPOINT_EVERY steps and at the last step rank 0 saves ``step-<N>.pt``;
-    the directory (created by the trainer) holds nothing else once it ends."""
+    """Every AVW_CHECKPOINT_EVERY steps and at the last step rank 0 saves ``step-<N>.pt``,
+    keeping the newest AVW_CHECKPOINT_KEEP; the directory (created by the trainer) holds
+    nothing else once it ends."""
     directory = tmp_path / "checkpoints" / "run1"
     env = {
         "WANDB_MODE": "disabled",
         "TRAIN_EPOCHS": "3",
         "AVW_CHECKPOINT_DIR": str(directory),
-        "AVW_CHECKPOINT_EVERY": "40",
+        "AVW_CHECKPOINT_EVERY": "20",
+        "AVW_CHECKPOINT_KEEP": "2",
     }
     results = _run_job(tmp_path, [dict(env), dict(env)])
     _assert_ok(results)
-    assert _checkpoints(directory) == [CHECKPOINT_FILE.format(s) for s in (40, 80, 96)]
+    # Saved at 20, 40, 60, 80 and 96: the older three were deleted as newer ones completed.
+    assert _checkpoints(directory) == [CHECKPOINT_FILE.format(s) for s in (80, 96)]
+    assert "(deleted 1 older: keeping 2)" in results[0].output
     state = train_module.torch.load(directory / CHECKPOINT_FILE.format(80), weights_only=True)
     assert state["step"] == 80 and len(state["epoch_losses"]) == 2
     assert {"model", "optimizer", "rng", "hyper_params"} <= set(state)
@@ -142,10 +146,31 @@ def test_a_save_that_fails_leaves_no_checkpoint(tmp_path: Path, train_module: Mo
     assert _checkpoints(tmp_path / "new") == ["step-000000005.pt"]
 
 
+def test_pruning_keeps_the_newest_complete_checkpoints_and_leaves_saves_in_progress(
+    tmp_path: Path, train_module: ModuleType
+) -> None:
+    assert train_module.prune_checkpoints(tmp_path / "absent", 2) == []
+    for step in (5, 40, 300, 7):
+        (tmp_path / CHECKPOINT_FILE.format(step)).write_bytes(b"")
+    (tmp_path / ".step-000000400.pt.9.tmp").write_bytes(b"")  # another save, in progress
+    (tmp_path / "notes.txt").write_bytes(b"")  # not the trainer's
+    deleted = train_module.prune_checkpoints(tmp_path, 2)
+    assert deleted == [tmp_path / CHECKPOINT_FILE.format(s) for s in (5, 7)]
+    assert _checkpoints(tmp_path) == [
+        ".step-000000400.pt.9.tmp",
+        "notes.txt",
+        CHECKPOINT_FILE.format(40),
+        CHECKPOINT_FILE.format(300),
+    ]
+    assert train_module.checkpoint_plan({}).keep == 3
+    assert train_module.checkpoint_plan({"AVW_CHECKPOINT_KEEP": "1"}).keep == 1
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
         ({"AVW_CHECKPOINT_EVERY": "0"}, "AVW_CHECKPOINT_EVERY='0' is not a positive number"),
+        ({"AVW_CHECKPOINT_KEEP": "0"}, "AVW_CHECKPOINT_KEEP='0' is not a positive number"),
         ({"AVW_CHECKPOINT_EVERY": "ten"}, "AVW_CHECKPOINT_EVERY='ten' is not a positive number"),
         ({"AVW_RESUME_FROM": "latest"}, "AVW_RESUME_FROM=latest needs AVW_CHECKPOINT_DIR"),
     ],
