@@ -7,6 +7,7 @@ cluster must be started with the real node (``AVW_CLUSTER_REAL_NODE=1``; root, c
 from __future__ import annotations
 
 import json
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -14,14 +15,18 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
+from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
+from tests.reliability.support import StubTaskInstance, execute_operator, operator
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
 
 MANUAL = "AIRFLOW__VOLCANO_PYTORCH_MANUAL__"
+#: Seconds of silence that make a stall here: the kubelet's real log, read with sinceSeconds.
+STALL_TIMEOUT = 8
 
 
 @pytest.fixture
@@ -243,3 +248,39 @@ def test_a_worker_pod_deleted_mid_training_is_replaced_and_the_ranks_train_again
     assert master.state.terminated.exit_code == 0
     replaced = pods.get(f"{name}-worker-1")
     assert replaced is None or replaced.metadata.uid != lost
+
+
+def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, real_node, monkeypatch
+):
+    """A hung collective, for real: every rank prints its start, then blocks. The kubelet's
+    own log of the master answers the ``sinceSeconds`` probe with nothing, the task fails with
+    ``TrainingStalledError`` naming each rank's last line, and the job is deleted."""
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
+    script = (
+        "import socket, sys, time\n"
+        "print(f'step 1 on {socket.gethostname()}', flush=True)\n"
+        "time.sleep(900)  # blocked, as in a collective whose peer never comes\n"
+    )
+    template = _job("hang", volcano_namespace, script)
+    del template["metadata"]["namespace"]  # the operator's namespace= places it
+    for task in template["spec"]["tasks"]:
+        task["replicas"] = 1
+    template["spec"]["minAvailable"] = 2
+    op = operator(
+        namespace=volcano_namespace,
+        template=template,
+        allowed_images=[image.TRAINER_IMAGE],
+        deferrable=False,
+        stall_timeout=STALL_TIMEOUT,
+        execution_timeout=timedelta(seconds=240),
+    )
+    with pytest.raises(TrainingStalledError) as failure:
+        execute_operator(op, StubTaskInstance("avw_real_stall", "train", "hang"))
+    error = failure.value
+    assert error.task == "master" and error.running_for >= STALL_TIMEOUT, error
+    text = str(error)
+    assert f"no log line for at least {STALL_TIMEOUT}s" in text, text
+    assert "[master-0] step 1 on " in text and "[worker-0] step 1 on " in text, text
+    api = volcano_cluster.api_client()
+    wait_until(lambda: not list_jobs(api, volcano_namespace), 120, what="the job deleted")
