@@ -55,7 +55,7 @@ demo: cluster-up
 test: venv
 	scripts/install-system-deps.sh
 	$(BIN)/ruff check .
-	AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest
+	AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest --durations=30
 
 # Tests too long for `make test` (marked `long`): a mapped sweep killed and cleared per map
 # index on a real scheduler and triggerer.
