@@ -19,6 +19,7 @@ from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import api_key_secret, lineage
 from airflow_volcano_wandb.job.job_facts import JobFacts
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
+from airflow_volcano_wandb.job.resume import Resumption
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.wandb import wandb_backlink, wandb_run
 
@@ -171,9 +172,15 @@ class WandbRunMixin(WandbReportMixin):
         self._summary: dict[str, Any] | None = None
 
     def wandb_spec(
-        self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook, intent: int
+        self,
+        context: Context,
+        identity: TaskInstanceIdentity,
+        wandb_hook: WandbHook,
+        intent: int,
+        resumed: Resumption | None = None,
     ) -> wandb_run.WandbRunSpec:
-        """The run of ``intent``; fails before anything is submitted when it cannot work."""
+        """The run of ``intent`` (or the earlier run it ``resumed``); fails before anything is
+        submitted when it cannot work."""
         secret = self.wandb_api_key_secret
         if secret is None and wandb_hook.api_key:
             secret = api_key_secret.secret_ref(identity)
@@ -182,7 +189,8 @@ class WandbRunMixin(WandbReportMixin):
         try:
             return wandb_run.WandbRunSpec.for_task_instance(
                 run_context(context),
-                run_id=self.wandb_run_id,
+                run_id=resumed.run_id if resumed else self.wandb_run_id,
+                resume=resumed.wandb_resume if resumed else "allow",
                 run_name=self.wandb_run_name,
                 group=self.wandb_group or None,
                 sweep_id=self.wandb_sweep_id or None,
