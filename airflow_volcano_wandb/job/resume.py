@@ -23,6 +23,7 @@ from typing import Any
 
 from airflow_volcano_wandb.exceptions import (
     ApiserverUnreachableError,
+    ImagePullError,
     JobDeletedError,
     JobPreemptedError,
     JobTimeoutError,
@@ -60,7 +61,8 @@ def cause_of(error: BaseException | None) -> str:
         (JobDeletedError, DELETED),
         (JobTimeoutError, TIMEOUT),
         (StoppedFromWandbError, STOPPED_FROM_WANDB),
-        (JobUnschedulableError, NOT_STARTED),  # image pulls too: both are pending timeouts
+        (JobUnschedulableError, NOT_STARTED),
+        (ImagePullError, NOT_STARTED),
     ):
         if isinstance(error, cls):
             return cause
