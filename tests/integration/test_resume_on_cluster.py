@@ -162,3 +162,17 @@ def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone(
     assert env["WANDB_RUN_ID"] == first_run and env["WANDB_RESUME"] == "allow"
     assert env["AVW_CHECKPOINT_DIR"] == f"/checkpoints/{first_run}"
     assert pushed["resumed_from_intent"] == 1
+
+
+def test_a_cleared_successful_task_trains_a_run_of_its_own(volcano_cluster, claim):
+    """The succeeded job is deleted (``delete_succeeded``) once reported: its recorded success,
+    not the job's absence, tells the next try, which must not take it for a kill."""
+    namespace, store = claim, MemoryStore()
+    quick = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"})
+    _, _, first = _try(namespace, "cleared", 1, store, quick)
+    assert store.get("volcano_run")["cause"] == "succeeded"
+
+    job, pushed = _second_try(namespace, "cleared", store)
+    env = _master_env(volcano_cluster.api_client(), namespace, job["name"])
+    assert env["WANDB_RUN_ID"] != first["wandb_run_id"] and env["WANDB_RESUME"] == "allow"
+    assert "resumed_from_intent" not in pushed
