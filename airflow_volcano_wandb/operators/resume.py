@@ -6,13 +6,13 @@ state store, and does the one fresh read that tells a kill in the triggerer.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
+from airflow_volcano_wandb.exceptions import JobTimeoutError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import resume, submission
 from airflow_volcano_wandb.job.ownership import intent_of, wandb_run_of
@@ -52,11 +52,16 @@ class ResumeMixin(BaseOperator):
         if not (isinstance(resume_on, str) and "{{" in resume_on):
             resume.resume_on(resume_on)  # a bad cause fails the DAG's parse
         self.resume_on = resume_on
+        #: The earlier run this try's fresh job continues (``resume_interrupted_run``).
+        self._resumed: Resumption | None = None
 
-    def resumption(
-        self, hook: VolcanoHook, store: Any, try_number: int, task_log: logging.Logger | Any
-    ) -> Resumption | None:
-        """The earlier run this try's fresh job continues (None: a run of its own)."""
+    def resume_interrupted_run(self, hook: VolcanoHook, store: Any, try_number: int) -> bool:
+        """Decide whether this try's fresh job continues the interrupted try's run; True when
+        it does (the job is then rendered again, under that run's id)."""
+        self._resumed = self._resumption(hook, store, try_number)
+        return self._resumed is not None
+
+    def _resumption(self, hook: VolcanoHook, store: Any, try_number: int) -> Resumption | None:
         try:
             policy = resume.resume_on(self.resume_on)
         except ValueError as exc:
@@ -64,45 +69,47 @@ class ResumeMixin(BaseOperator):
         if not policy or try_number <= 1:
             return None
         if store is None:
-            task_log.info(
+            self.log.info(
                 "resume_on needs Airflow 3.3's task state store: this try's job starts a W&B "
                 "run of its own"
             )
             return None
-        record = RunRecord.from_store(_read(store, task_log))
+        record = RunRecord.from_store(_read(store, self.log))
         if record is None:
             return None
-        ref = submission.recall(store, task_log)
+        ref = submission.recall(store, self.log)
         unreported = record.cause is None and ref is not None and ref["uid"] == record.uid
-        gone = unreported and _gone(hook, ref, task_log)
-        return resume.resume_of(
-            record, resume.interrupted_by(record, ref and ref["uid"], gone), policy
-        )
+        gone = unreported and _gone(hook, ref, self.log)
+        cause = resume.interrupted_by(record, ref and ref["uid"], gone)
+        return resume.resume_of(record, cause, policy)
 
-    def record_run(self, store: Any, job: Mapping[str, Any], task_log: Any) -> None:
+    def record_timeout(self, store: Any, job: Mapping[str, str] | None, exc: BaseException) -> None:
+        """A sync wait cut by ``execution_timeout``: tell the next try (a kill, which also ends
+        a sync wait, is told by the job being gone)."""
+        if job is not None and isinstance(exc, AirflowTaskTimeout):
+            self.record_cause(store, job["uid"], JobTimeoutError(str(exc)))
+
+    def record_run(self, store: Any, job: Mapping[str, Any]) -> None:
         """Remember the run the job this try waits on writes to (its outcome not yet known)."""
         meta, run_id, intent = job["metadata"], wandb_run_of(job), intent_of(job)
         if store is None or run_id is None or intent is None:
             return  # a run id that is no label value: not resumed (the run is the DAG's own)
-        previous = RunRecord.from_store(_read(store, task_log))
+        previous = RunRecord.from_store(_read(store, self.log))
         if previous is not None and previous.uid == meta["uid"]:
             return  # a reattach: the record stands
-        _write(store, RunRecord(run_id, intent, meta["uid"]), task_log)
+        _write(store, RunRecord(run_id, intent, meta["uid"]), self.log)
 
-    def record_cause(
-        self, store: Any, uid: str, error: BaseException | None, task_log: Any
-    ) -> None:
+    def record_cause(self, store: Any, uid: str, error: BaseException | None) -> None:
         """Tell the next try how the job ``uid`` ended (``error``: None when it succeeded)."""
-        record = RunRecord.from_store(_read(store, task_log)) if store is not None else None
+        record = RunRecord.from_store(_read(store, self.log)) if store is not None else None
         if record is not None and record.uid == uid:
             cause = resume.cause_of(error)
-            _write(store, RunRecord(record.run_id, record.intent, uid, cause), task_log)
+            _write(store, RunRecord(record.run_id, record.intent, uid, cause), self.log)
 
-    def say_resumed(
-        self, resumed: Resumption | None, job: Mapping[str, Any], ti: Any, run: dict[str, Any]
-    ) -> None:
+    def say_resumed(self, job: Mapping[str, Any], ti: Any, run: dict[str, Any]) -> None:
         """Log and publish that the job continues an earlier run, when it does (a reattach
         keeps its own)."""
+        resumed = self._resumed
         if resumed is None or wandb_run_of(job) != resumed.run_id:
             return
         if intent_of(job) == resumed.from_intent:

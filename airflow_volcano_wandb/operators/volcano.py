@@ -12,24 +12,17 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import Context
 
-from airflow_volcano_wandb.airflow_compat import (
-    AirflowException,
-    AirflowTaskTimeout,
-    task_state_store,
-)
-from airflow_volcano_wandb.exceptions import JobTimeoutError
+from airflow_volcano_wandb.airflow_compat import task_state_store
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.job import deletion, submission
 from airflow_volcano_wandb.job.deployment import configured_deployment
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
-from airflow_volcano_wandb.job.resume import Resumption
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
-from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
-from airflow_volcano_wandb.operators.resume import ResumeMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin, templated_seconds
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
 from airflow_volcano_wandb.operators.wandb import XCOM_RUN_URL, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
@@ -42,20 +35,14 @@ XCOM_JOB = "volcano_job"
 
 
 class VolcanoPyTorchJobOperator(
-    VolcanoConnectionMixin,
-    JobTemplateMixin,
-    WandbRunMixin,
-    PodLogMixin,
-    RestartBudgetMixin,
-    ResumeMixin,
+    VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin, PodLogMixin, RestartBudgetMixin
 ):
     """Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
 
     The job comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
     :class:`.wandb_run.WandbRunMixin` (and what is reported to it from ``WandbReportMixin``),
     the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget and stall
-    timeout from :class:`.restarts.RestartBudgetMixin`, which interrupted run a retry resumes
-    from :class:`.resume.ResumeMixin`: their parameters are documented there.
+    timeout from :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
@@ -83,7 +70,6 @@ class VolcanoPyTorchJobOperator(
     template_fields: Sequence[str] = (
         *JobTemplateMixin.template_fields,
         *WandbRunMixin.template_fields,
-        *ResumeMixin.template_fields,
         "pending_timeout",
         "on_finish_action",
     )
@@ -126,10 +112,9 @@ class VolcanoPyTorchJobOperator(
         self._try_number = ti.try_number
         cleanup.check_on_finish_action(self.on_finish_action)
         wandb_hook = self.wandb_hook
-        resumed: Resumption | None = None
 
         def render(intent: int) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
-            spec = self.wandb_spec(context, identity, wandb_hook, intent, resumed)
+            spec = self.wandb_spec(context, identity, wandb_hook, intent)
             return spec, self.render(
                 spec,
                 wandb_hook,
@@ -140,9 +125,8 @@ class VolcanoPyTorchJobOperator(
 
         rendered = render(self._try_number or 1)  # bad input fails here, before any API client
         store = task_state_store(context)  # Airflow >= 3.3: kept across tries
-        resumed = self.resumption(self.hook, store, self._try_number or 1, self.log)
-        if resumed is not None:
-            rendered = render(self._try_number or 1)
+        if self.resume_interrupted_run(self.hook, store, self._try_number or 1):
+            rendered = render(self._try_number or 1)  # the earlier run's id
         spec, job = submission.submit_for_try(
             self.hook,
             rendered,
@@ -156,10 +140,8 @@ class VolcanoPyTorchJobOperator(
             fit_check=self.fit_checked(rendered[1]),
             task_log=self.log,
         )
-        self.record_run(store, job, self.log)
         ti.xcom_push(key=XCOM_JOB, value=self._job)
-        run = self.publish_run(ti, spec, job)
-        self.say_resumed(resumed, job, ti, run)
+        run = self.publish_run(ti, spec, job, store)
 
         status = interpret(job)
         if status.terminal:  # only a Completed job is ever reused
@@ -175,8 +157,7 @@ class VolcanoPyTorchJobOperator(
         except BaseException as exc:
             # A kill or any failure while waiting here: nobody would wait on the job any more.
             self._delete_job()
-            if isinstance(exc, AirflowTaskTimeout):  # else the next try sees a kill
-                self.record_cause(store, self._job["uid"], JobTimeoutError(str(exc)), self.log)
+            self.record_timeout(store, self._job, exc)  # a kill is told by the job being gone
             raise
         return self._report(context, result, run)
 
@@ -199,7 +180,7 @@ class VolcanoPyTorchJobOperator(
             namespace=self._job["namespace"],
             job_uid=self._job["uid"],
             **self.connection_kwargs(),
-            pending_timeout=_seconds(self.pending_timeout),
+            pending_timeout=templated_seconds(self.pending_timeout, "pending_timeout"),
             deadline=deadline,
             poll_interval=self.poll_interval,
             watch_failure_grace=self.watch_failure_grace,
@@ -220,9 +201,7 @@ class VolcanoPyTorchJobOperator(
         hook = self.hook
         job_report.mark_reported(hook, result, context["ti"].try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
-        store = task_state_store(context)
         if result.outcome.succeeded:
-            self.record_cause(store, result.uid, None, self.log)
             self.log.info("%s", result.message)
             job = job_report.fetch_finished_job(hook, result, self.log)
             usage = job_report.log_gpu_seconds(hook, job, self.log)  # before a delete
@@ -231,10 +210,10 @@ class VolcanoPyTorchJobOperator(
                 self._facts = JobFacts.from_job(job)
                 if self.deferrable:
                     job_report.log_master_tail(hook, job, self.log_lines, self.log)
+            self.end_run(context, run, result, None)  # before a delete: the next try is told
             if deletes:
                 self._delete_job()
             summary = self._summary = self.push_summary(context["ti"], run)
-            self.link_back(context, run, "success")
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
                 annotate_outlet_events(
                     context, self.outlets, asset_extra(self._facts, run, summary, usage)
@@ -249,8 +228,7 @@ class VolcanoPyTorchJobOperator(
             task_log=self.log,
             run_url=run.get(XCOM_RUN_URL),
         )
-        self.record_cause(store, result.uid, error, self.log)
-        self.link_back(context, run, result.outcome.value)
+        self.end_run(context, run, result, error)
         raise error  # its class names the cause, for retry policies
 
     def _known(self, job: dict[str, str]) -> None:
@@ -263,13 +241,3 @@ class VolcanoPyTorchJobOperator(
     def on_kill(self) -> None:
         """Killed while waiting in sync mode: delete the job and its pods, unless it ended."""
         self._delete_job(kill=True)
-
-
-def _seconds(value: float | str | None) -> float | None:
-    """A templated duration (the Trigger form sends text) as seconds."""
-    if value is None or value == "":
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise AirflowException(f"pending_timeout must be in seconds, not {value!r}") from None
