@@ -15,6 +15,7 @@ from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTi
 from airflow_volcano_wandb.exceptions import JobTimeoutError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import resume, submission
+from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.ownership import intent_of, wandb_run_of
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord
 
@@ -127,14 +128,17 @@ class ResumeMixin(BaseOperator):
 
 
 def _gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> bool:
-    """Whether a fresh read shows the remembered job gone (its name free, or another
-    submission's); a read that fails is no proof: not gone."""
+    """Whether a fresh read shows the remembered job gone or going (its name free, another
+    submission's, or the job being deleted: a kill's foreground delete waits for its pods);
+    a read that fails is no proof: not gone."""
     try:
         job = hook.get_job(ref["name"], ref["namespace"])
     except Exception as exc:
         task_log.warning("Could not read job %s (%s); not resuming its run", ref["name"], exc)
         return False
-    return job is None or job["metadata"].get("uid") != ref["uid"]
+    if job is None or job["metadata"].get("uid") != ref["uid"]:
+        return True
+    return interpret(job).verdict is Verdict.DELETED
 
 
 def _read(store: Any, task_log: Any) -> Any:

@@ -50,6 +50,30 @@ def test_a_job_that_cannot_be_read_is_not_taken_for_killed() -> None:
     assert _op().resume_interrupted_run(UnreadableApi(), _unreported(), 2) is False
 
 
+class Api:
+    """A hook whose read answers ``job`` (None: not found)."""
+
+    def __init__(self, job: dict[str, Any] | None) -> None:
+        self.job = job
+
+    def get_job(self, name: str, namespace: str) -> dict[str, Any] | None:
+        return self.job
+
+
+def _job(**metadata: Any) -> dict[str, Any]:
+    meta = {"name": REF["name"], "namespace": "ns", "uid": "uid-1", **metadata}
+    return {"metadata": meta, "status": {"state": {"phase": "Running"}}}
+
+
+def test_a_kill_is_told_by_the_job_gone_or_going_and_never_by_one_still_running() -> None:
+    gone, going = Api(None), Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"))
+    for api in (gone, going, Api(_job(uid="uid-2"))):  # uid-2: another submission's name
+        op = _op()
+        assert op.resume_interrupted_run(api, _unreported(), 2) is True
+        assert (op._resumed.cause, op._resumed.wandb_resume) == ("killed", "allow")
+    assert _op().resume_interrupted_run(Api(_job()), _unreported(), 2) is False
+
+
 def test_a_store_that_fails_resumes_nothing_and_fails_nothing() -> None:
     op = _op()
     assert op.resume_interrupted_run(UnreadableApi(), Store(fail=True), 2) is False
