@@ -36,6 +36,9 @@ Measures, each side by side with polling baselines in the same run (issue 8):
     scheduler and triggerer of the same production-shaped Airflow: job Completed to task
     success, p50/p99, jobs that end at once (inside defer_settle_seconds) apart from jobs that
     end after it (bench/e2e_real_airflow.py runs tests/reliability/test_e2e_real_airflow.py).
+12. resume (issue 23): the example trainer stopped by SIGTERM as a preempted pod is, then
+    resumed on its run's checkpoints: steps_before_kill, resumed_from_step, steps_repeated,
+    resume_overhead_s (bench/resume_bench.py; local processes, no cluster).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -735,6 +738,7 @@ def markdown(r: dict) -> str:
         ("odd_paths", md_odd_paths),
         ("handover", md_handover),
         ("e2e_real_airflow", md_e2e_real_airflow),
+        ("resume", md_resume),
     )
     shown: set = set()
     for key, section in sections:
@@ -1056,6 +1060,7 @@ SCENARIOS = (
     "odd_paths",
     "handover",
     "e2e_real_airflow",
+    "resume",
 )
 
 
@@ -1117,7 +1122,8 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
         say("render_job")
         results["render_ms"] = render(repeat=500)
     # render needs no Airflow DB; handover and e2e_real_airflow start an Airflow of their own.
-    if options.only - {"render", "handover", "e2e_real_airflow"}:
+    # resume runs the trainer as local processes: no Airflow, no cluster.
+    if options.only - {"render", "handover", "e2e_real_airflow", "resume"}:
         say("airflow db migrate")
         subprocess.run(
             [PY, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True
@@ -1173,6 +1179,33 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
             options.cluster_dir, options.e2e_real_tasks, options.e2e_real_wave, say
         )
         say(f"e2e_real_airflow: {results['e2e_real_airflow']}")
+    if "resume" in options.only:
+        results["resume"] = resume(work, train_s=5 if options.quick else 20)
+        say(f"resume: {results['resume']}")
+
+
+def resume(work: Path, train_s: float) -> dict:
+    """The example trainer stopped as a preempted pod is and resumed on its run's checkpoints,
+    measured by ``bench/resume_bench.py`` in a child process."""
+    out = work / "resume.json"
+    argv = [PY, str(REPO / "bench" / "resume_bench.py"), "--train-s", str(train_s)]
+    subprocess.run([*argv, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
+
+
+def md_resume(r: dict) -> list[str]:
+    o = r["resume"]
+    return [
+        "## Resume on the same run",
+        "",
+        f"The example trainer (2 local ranks over gloo) trained {o['train_s']} s, its worker got "
+        f"SIGTERM (a preempted pod): it stopped after step {o['steps_before_kill']} and saved "
+        f"it; the next try's job on the same run resumed from step {o['resumed_from_step']} "
+        f"(`steps_repeated` {o['steps_repeated']}) {o['resume_overhead_s']} s after the SIGTERM "
+        "(stop, save, new processes, torch import, rendezvous, load; a cluster's scheduling, "
+        "image start and `retry_delay` come on top). Without resume the next try starts from "
+        "step 0: every step before the stop is trained again.",
+    ]
 
 
 def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:

@@ -13,7 +13,9 @@ job is tried again after the cluster had time to free its GPUs, a lost apiserver
 retry reattaches to the running job), and failures a retry would only repeat (a gang that
 does not fit, an out-of-memory kill, an image that cannot be pulled, a job Kubernetes
 refuses) fail at once. Before Airflow 3.3 the policy is left out (``retry_policy_kwargs``, with
-a warning) and the step retries by ``retries`` alone.
+a warning) and the step retries by ``retries`` alone. The retry of a preempted or evicted job
+resumes its W&B run (``resume_on``'s default); give the operator a ``checkpoint_volume`` and it
+also continues from that run's last checkpoint instead of step 0 (docs/trainer.md).
 """
 
 from __future__ import annotations

@@ -96,7 +96,8 @@ def asset_extra(
     rather than a made-up value.
 
     :param facts: the job the step ran.
-    :param run: the W&B run as the operator returns it: ``wandb_run_id``, ``wandb_run_url``.
+    :param run: the W&B run as the operator returns it: ``wandb_run_id``, ``wandb_run_url``,
+        and ``resumed_from_intent`` when the step resumed an interrupted try's run.
     :param summary: the requested W&B summary metrics.
     :param gpu_seconds: GPU-seconds per rank (``gpu_usage``); ``{}`` when unknown.
     """
@@ -112,4 +113,6 @@ def asset_extra(
         "replicas": dict(facts.replicas),
         "world_size": facts.world_size,
         "gpu_seconds": dict(gpu_seconds or {}),
+        # The intent of an interrupted try whose W&B run this step resumed (``job.resume``).
+        "resumed_from_intent": run.get("resumed_from_intent"),
     }

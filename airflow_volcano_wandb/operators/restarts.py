@@ -1,5 +1,5 @@
 """How often a job's containers may restart in place, and how long its master may stay
-silent, before the task gives up on it."""
+silent, before the task gives up on it; and a limit's seconds as a template renders them."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
 
 
@@ -65,3 +66,14 @@ class RestartBudgetMixin(BaseOperator):
             "max_container_restarts": self.max_container_restarts,
             "stall_timeout": self.stall_timeout,
         }
+
+
+def templated_seconds(value: float | str | None, name: str) -> float | None:
+    """A templated duration (the Trigger form sends text) as seconds; ``name`` is the
+    parameter, named when the value is no number."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise AirflowException(f"{name} must be in seconds, not {value!r}") from None

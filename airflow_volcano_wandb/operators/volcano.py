@@ -12,7 +12,7 @@ from typing import Any
 from airflow.configuration import conf
 from airflow.sdk import Context
 
-from airflow_volcano_wandb.airflow_compat import AirflowException, task_state_store
+from airflow_volcano_wandb.airflow_compat import task_state_store
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
 from airflow_volcano_wandb.job import deletion, submission
 from airflow_volcano_wandb.job.deployment import configured_deployment
@@ -22,7 +22,7 @@ from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.operators.assets import annotate_outlet_events
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
-from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
+from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin, templated_seconds
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
 from airflow_volcano_wandb.operators.wandb import XCOM_RUN_URL, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
@@ -124,6 +124,9 @@ class VolcanoPyTorchJobOperator(
             )
 
         rendered = render(self._try_number or 1)  # bad input fails here, before any API client
+        store = task_state_store(context)  # Airflow >= 3.3: kept across tries
+        if self.resume_interrupted_run(self.hook, store, self._try_number or 1):
+            rendered = render(self._try_number or 1)  # the earlier run's id
         spec, job = submission.submit_for_try(
             self.hook,
             rendered,
@@ -133,12 +136,12 @@ class VolcanoPyTorchJobOperator(
             reattach=self.reattach_on_restart,
             api_key=None if self.wandb_api_key_secret else wandb_hook.api_key,
             on_job=self._known,
-            store=task_state_store(context),  # Airflow >= 3.3: kept across tries
+            store=store,
             fit_check=self.fit_checked(rendered[1]),
             task_log=self.log,
         )
         ti.xcom_push(key=XCOM_JOB, value=self._job)
-        run = self.publish_run(ti, spec, job)
+        run = self.publish_run(ti, spec, job, store)
 
         status = interpret(job)
         if status.terminal:  # only a Completed job is ever reused
@@ -151,9 +154,10 @@ class VolcanoPyTorchJobOperator(
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
         try:
             result = wait_in_process(self.hook, trigger, job, self.log)
-        except BaseException:
+        except BaseException as exc:
             # A kill or any failure while waiting here: nobody would wait on the job any more.
             self._delete_job()
+            self.record_timeout(store, self._job, exc)  # a kill is told by the job being gone
             raise
         return self._report(context, result, run)
 
@@ -176,7 +180,7 @@ class VolcanoPyTorchJobOperator(
             namespace=self._job["namespace"],
             job_uid=self._job["uid"],
             **self.connection_kwargs(),
-            pending_timeout=_seconds(self.pending_timeout),
+            pending_timeout=templated_seconds(self.pending_timeout, "pending_timeout"),
             deadline=deadline,
             poll_interval=self.poll_interval,
             watch_failure_grace=self.watch_failure_grace,
@@ -206,10 +210,10 @@ class VolcanoPyTorchJobOperator(
                 self._facts = JobFacts.from_job(job)
                 if self.deferrable:
                     job_report.log_master_tail(hook, job, self.log_lines, self.log)
+            self.end_run(context, run, result, None)  # before a delete: the next try is told
             if deletes:
                 self._delete_job()
             summary = self._summary = self.push_summary(context["ti"], run)
-            self.link_back(context, run, "success")
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
                 annotate_outlet_events(
                     context, self.outlets, asset_extra(self._facts, run, summary, usage)
@@ -224,7 +228,7 @@ class VolcanoPyTorchJobOperator(
             task_log=self.log,
             run_url=run.get(XCOM_RUN_URL),
         )
-        self.link_back(context, run, result.outcome.value)
+        self.end_run(context, run, result, error)
         raise error  # its class names the cause, for retry policies
 
     def _known(self, job: dict[str, str]) -> None:
@@ -237,13 +241,3 @@ class VolcanoPyTorchJobOperator(
     def on_kill(self) -> None:
         """Killed while waiting in sync mode: delete the job and its pods, unless it ended."""
         self._delete_job(kill=True)
-
-
-def _seconds(value: float | str | None) -> float | None:
-    """A templated duration (the Trigger form sends text) as seconds."""
-    if value is None or value == "":
-        return None
-    try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise AirflowException(f"pending_timeout must be in seconds, not {value!r}") from None

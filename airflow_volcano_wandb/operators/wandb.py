@@ -14,12 +14,14 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
-from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.airflow_compat import AirflowException, task_state_store
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import api_key_secret, lineage
 from airflow_volcano_wandb.job.job_facts import JobFacts
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.links.wandb import WandbRunLink
+from airflow_volcano_wandb.operators.resume import ResumeMixin
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wandb import wandb_backlink, wandb_run
 
 #: The XComs a task that waited on a job pushes about its W&B run (also the keys of ``run``).
@@ -118,9 +120,10 @@ class WandbReportMixin(BaseOperator):
         )
 
 
-class WandbRunMixin(WandbReportMixin):
+class WandbRunMixin(ResumeMixin, WandbReportMixin):
     """Parameters and steps of the W&B run a task's job writes to; what is reported back is
-    :class:`WandbReportMixin`'s (connection, entity, project, mode, summary keys).
+    :class:`WandbReportMixin`'s (connection, entity, project, mode, summary keys), whether a
+    try continues an interrupted try's run :class:`.resume.ResumeMixin`'s (``resume_on``).
 
     :param wandb_run_id: a W&B run id; by default derived from the task instance, so a retry
         resumes the same run.
@@ -138,6 +141,7 @@ class WandbRunMixin(WandbReportMixin):
 
     template_fields: Sequence[str] = (
         *WandbReportMixin.template_fields,
+        *ResumeMixin.template_fields,
         "wandb_run_id",
         "wandb_run_name",
         "wandb_group",
@@ -171,9 +175,15 @@ class WandbRunMixin(WandbReportMixin):
         self._summary: dict[str, Any] | None = None
 
     def wandb_spec(
-        self, context: Context, identity: TaskInstanceIdentity, wandb_hook: WandbHook, intent: int
+        self,
+        context: Context,
+        identity: TaskInstanceIdentity,
+        wandb_hook: WandbHook,
+        intent: int,
     ) -> wandb_run.WandbRunSpec:
-        """The run of ``intent``; fails before anything is submitted when it cannot work."""
+        """The run of ``intent``, or the interrupted run it resumes (``resume_interrupted_run``);
+        fails before anything is submitted when it cannot work."""
+        resumed = self._resumed
         secret = self.wandb_api_key_secret
         if secret is None and wandb_hook.api_key:
             secret = api_key_secret.secret_ref(identity)
@@ -182,7 +192,8 @@ class WandbRunMixin(WandbReportMixin):
         try:
             return wandb_run.WandbRunSpec.for_task_instance(
                 run_context(context),
-                run_id=self.wandb_run_id,
+                run_id=resumed.run_id if resumed else self.wandb_run_id,
+                resume=resumed.wandb_resume if resumed else "allow",
                 run_name=self.wandb_run_name,
                 group=self.wandb_group or None,
                 sweep_id=self.wandb_sweep_id or None,
@@ -200,12 +211,14 @@ class WandbRunMixin(WandbReportMixin):
             raise AirflowException(f"Invalid W&B settings: {exc}") from exc
 
     def publish_run(
-        self, ti: Any, spec: wandb_run.WandbRunSpec, job: Mapping[str, Any]
+        self, ti: Any, spec: wandb_run.WandbRunSpec, job: Mapping[str, Any], store: Any = None
     ) -> dict[str, Any]:
-        """The run the job writes to, pushed to XCom; returned as ``run`` (keyed as pushed).
+        """The run the job writes to, pushed to XCom and recorded in the task state ``store``
+        for the next try; returned as ``run`` (keyed as pushed).
 
         A reattached job keeps the run it was submitted with, whatever this try rendered.
         """
+        self.record_run(store, job)
         if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:
             spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
         run = dict(zip(RUN_XCOMS, (spec.run_id, spec.url), strict=True))
@@ -213,7 +226,16 @@ class WandbRunMixin(WandbReportMixin):
             ti.xcom_push(key=key, value=value)
         if spec.url:
             self.log.info("W&B run: %s", spec.url)
+        self.say_resumed(job, ti, run)
         return run
+
+    def end_run(
+        self, context: Context, run: Mapping[str, Any], result: WaitResult, error: Exception | None
+    ) -> None:
+        """The try's wait ended (``error``: what the task fails with; None for a success): tell
+        the W&B run (the link back) and the next try (the cause, for ``resume_on``)."""
+        self.record_cause(task_state_store(context), result.uid, error)
+        self.link_back(context, run, "success" if error is None else result.outcome.value)
 
     def pulled_run(self, ti: Any) -> dict[str, Any]:
         """The ``run`` :meth:`publish_run` pushed, read back from XCom."""

@@ -73,7 +73,7 @@ def _shared_env(spec: WandbRunSpec) -> list[dict[str, Any]]:
             "WANDB_JOB_TYPE": spec.job_type,
             "WANDB_TAGS": ",".join(spec.tags) if spec.tags else None,
             "WANDB_BASE_URL": base_url,
-            "WANDB_RESUME": "allow",
+            "WANDB_RESUME": spec.resume,
             # Every container, like the group: a silent rank's env still says which sweep it
             # serves.
             "WANDB_SWEEP_ID": spec.sweep_id,

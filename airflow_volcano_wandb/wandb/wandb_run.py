@@ -155,6 +155,9 @@ class WandbRunSpec:
     """Further plain env for every container (never secrets: these values are in the spec)."""
     sweep_id: str | None = None
     """A W&B sweep the run belongs to (``WANDB_SWEEP_ID``): it shows in that sweep's view."""
+    resume: str = "allow"
+    """``WANDB_RESUME``: ``allow`` (a restarted pod or a reattaching try continues the run, a
+    first one starts it) or ``must`` (a try that resumes an interrupted run: ``job.resume``)."""
 
     def __post_init__(self) -> None:
         _check_run_id(self.run_id)
@@ -191,6 +194,8 @@ class WandbRunSpec:
             check_base_url(self.base_url)
         if self.sweep_id is not None:
             _check_sweep_id(self.sweep_id)
+        if self.resume not in ("allow", "must"):
+            raise ValueError(f"W&B resume must be 'allow' or 'must', got {self.resume!r}")
         for name, value in self.extra_env.items():
             if not isinstance(value, str):
                 raise ValueError(f"extra_env[{name!r}] must be a string, got {type(value)}")

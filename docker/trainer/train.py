@@ -371,7 +371,8 @@ def start_wandb(
         "group": environ.get("WANDB_RUN_GROUP") or None,
         "job_type": environ.get("WANDB_JOB_TYPE") or None,
         "tags": _env_list(environ.get("WANDB_TAGS")),
-        "resume": "allow",
+        # The operator's WANDB_RESUME: "must" on a try that resumes an interrupted run.
+        "resume": environ.get("WANDB_RESUME") or "allow",
     }
     # The SDK asks the server every 15 s whether the run was stopped (online runs only) and
     # calls stop_fn when it was: see stop_from_wandb.

@@ -23,7 +23,14 @@ from airflow_volcano_wandb.exceptions import (
     TrainerExitError,
     VolcanoJobError,
 )
-from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, list_jobs, run_dag, seed_template
+from tests.integration.jobs import (
+    SIM_DURATION,
+    SIM_EXIT_CODE,
+    list_jobs,
+    run_dag,
+    seed_template,
+    xcoms,
+)
 from tests.reliability.support import StubTaskInstance, execute_operator, operator
 
 pytestmark = pytest.mark.cluster
@@ -139,6 +146,10 @@ def test_retry_policy_retries_an_eviction_and_the_retry_succeeds(namespace, tmp_
         # Airflow keeps the retried try as failed, with the policy's reason and delay.
         (1, "failed", "preempted or apiserver lost: retry", 7.0)
     ]
+    # Airflow 3.3's task state store kept try 1's run: the retry resumed it (resume_on).
+    pushed = xcoms("avw_test_retry_policy", dag_run.run_id)
+    assert pushed["train.resumed_from_intent"] == 1
+    assert pushed["train.volcano_job"]["name"] == f"wandb-job-{pushed['train.wandb_run_id']}"
 
 
 def test_retry_policy_fails_an_oom_kill_at_once_despite_retries_left(namespace, tmp_path):

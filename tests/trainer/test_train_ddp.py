@@ -407,6 +407,26 @@ def test_shared_rank_mode_online_init_arguments(
     assert ("config" in kwargs) is (rank == 0)
 
 
+def test_the_trainer_resumes_its_run_as_the_operator_says(
+    train_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``WANDB_RESUME=must`` on a try that resumes an interrupted run (``resume_on``) reaches
+    ``wandb.init``; without it the trainer keeps ``allow``."""
+    import wandb
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(wandb, "init", lambda **kwargs: calls.append(kwargs) or _RecordedRun())
+    info = train_module.DistInfo(
+        rank=0, world_size=1, local_rank=0, backend=None, device=train_module.torch.device("cpu")
+    )
+    for resume in ("must", None):
+        environ = {"WANDB_MODE": "offline", "WANDB_RUN_ID": "run1"}
+        environ.update({"WANDB_RESUME": resume} if resume else {})
+        plan = train_module.wandb_plan(environ, 0)
+        train_module.start_wandb(plan, info, train_module.HyperParams(), environ)
+    assert [kwargs["resume"] for kwargs in calls] == ["must", "allow"]
+
+
 def test_master_rank_mode_only_rank_zero_inits(train_module: ModuleType) -> None:
     for rank, expected in ((0, True), (1, False), (7, False)):
         plan = train_module.wandb_plan({"WANDB_MODE": "offline"}, rank)

@@ -71,3 +71,13 @@ def test_an_e2e_real_airflow_run_that_did_not_run_says_why():
     results["goals"] = run_all.goals(results)
     report = run_all.markdown(results)
     assert "The driver did not run: pytest exited 1." in report
+
+
+def test_a_run_of_only_resume_reports_its_four_figures():
+    figures = {"steps_before_kill": 1041, "resumed_from_step": 1041, "steps_repeated": 0}
+    results = {"resume": {**figures, "resume_overhead_s": 57.7, "train_s": 5.0}, "meta": META}
+    results["goals"] = run_all.goals(results)
+    report = run_all.markdown(results)
+    assert "## Resume on the same run" in report
+    assert "stopped after step 1041" in report and "resumed from step 1041" in report
+    assert "`steps_repeated` 0" in report and "57.7 s after the SIGTERM" in report

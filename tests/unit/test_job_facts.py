@@ -93,3 +93,9 @@ def test_a_task_read_back_without_replicas_has_none_as_the_job_status_reads_it()
     }
     assert JobFacts.from_job(job).replicas == {"master": 1, "worker": 0}
     assert interpret(job).replicas == {"master": 1, "worker": 0}
+
+
+def test_asset_extra_names_the_intent_a_resumed_step_continued() -> None:
+    assert asset_extra(JobFacts("j", "n"), {}, None)["resumed_from_intent"] is None
+    resumed = asset_extra(JobFacts("j", "n"), {**RUN, "resumed_from_intent": 1}, None)
+    assert resumed["resumed_from_intent"] == 1

@@ -12,6 +12,7 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
+from airflow_volcano_wandb.operators.resume import ResumeMixin
 from airflow_volcano_wandb.operators.wandb import WandbRunMixin
 
 PARAMETER_CLASSES = (
@@ -20,6 +21,7 @@ PARAMETER_CLASSES = (
     WandbRunMixin,
     PodLogMixin,
     RestartBudgetMixin,
+    ResumeMixin,
 )
 
 
@@ -64,6 +66,7 @@ def test_template_fields_are_attributes_and_cover_the_templated_promises():
     assert len(op.template_fields) == len(set(op.template_fields))
     promised = {"wandb_run_id", "wandb_mode", "wandb_tags", "wandb_rank_mode"}
     promised |= {"wandb_api_key_secret", "pending_timeout", "on_finish_action", "replicas"}
+    promised |= {"resume_on"}
     assert promised <= set(op.template_fields)
     assert op.template_ext == (".yaml", ".yml", ".json")
 
@@ -81,3 +84,13 @@ def test_partial_and_expand_accept_the_parameters_of_every_base():
         VolcanoPyTorchJobOperator.partial(task_id="t", template="seed.yaml").expand(
             no_such_parameter=[1]
         )
+
+
+def test_resume_on_names_known_causes_and_may_be_templated():
+    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
+    assert op.resume_on == ("preempted", "killed")
+    with pytest.raises(ValueError, match="'preemption'"):
+        VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", resume_on=["preemption"])
+    templated = "{{ params.resume_on }}"  # checked once rendered, at execute
+    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", resume_on=templated)
+    assert op.resume_on == templated

@@ -151,6 +151,7 @@ def test_spec_defaults_from_the_task_instance() -> None:
         ({"api_key_secret": ("", "k")}, "api_key_secret"),
         ({"base_url": "wandb.example.com"}, "base URL"),
         ({"extra_env": {"WANDB_API_KEY": "literal"}}, "api_key_secret"),
+        ({"resume": "never"}, "resume must be 'allow' or 'must'"),
     ],
 )
 def test_spec_rejects_values_the_pods_would_fail_on(overrides: dict, message: str) -> None:
@@ -159,6 +160,12 @@ def test_spec_rejects_values_the_pods_would_fail_on(overrides: dict, message: st
 
 
 # -- container env: shared part ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("is_master_task", [True, False])
+def test_a_resumed_run_tells_every_container_it_must_resume(is_master_task: bool) -> None:
+    env = as_dict(container_env(make_spec(resume="must"), is_master_task=is_master_task))
+    assert env["WANDB_RESUME"] == "must"
 
 
 @pytest.mark.parametrize("rank_mode", ["master", "shared"])

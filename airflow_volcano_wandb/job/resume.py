@@ -1,0 +1,153 @@
+"""Whether a try resumes the W&B run of the try before it (pure).
+
+A try that submits a fresh job is a new intent and, by default, a new W&B run
+(``wandb_run.deterministic_run_id``). When the try before it did not end by the trainer's own
+doing (its ranks were preempted or evicted, its node was lost, the task was killed), the
+training was interrupted, not wrong: the new intent keeps the earlier run id, so its
+checkpoint directory (``/checkpoints/<run id>``, ``template.checkpoints``) holds the earlier
+try's checkpoints, ``AVW_RESUME_FROM=latest`` continues from the newest, and the run's W&B
+history continues (``WANDB_RESUME=must``). One job per intent stays true: the resumed job is
+a new intent of the same run.
+
+What is kept between tries is a :class:`RunRecord` in the task state store, written when the
+job exists and completed with the cause when the try reports its outcome. A try killed while
+deferred reports nothing (the triggerer has no store): the next try finds the record without
+a cause, and when a fresh read shows that very job gone, the task was killed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow_volcano_wandb.exceptions import (
+    ApiserverUnreachableError,
+    ImagePullError,
+    JobDeletedError,
+    JobPreemptedError,
+    JobTimeoutError,
+    JobUnschedulableError,
+    StoppedFromWandbError,
+    VolcanoJobError,
+)
+
+#: The causes a try can end by, as ``resume_on`` names them.
+PREEMPTED = "preempted"  # a rank preempted or evicted (node pressure, a drain, a lost node)
+KILLED = "killed"  # the task was killed (marked failed, cleared, a SIGTERM): the job deleted
+DELETED = "deleted"  # someone else deleted the job while the task waited on it
+TIMEOUT = "timeout"  # the task's execution_timeout
+TRAINER_FAILURE = "trainer_failure"  # an exit code, OOM, crash loop, stall, a failed job
+STOPPED_FROM_WANDB = "stopped_from_wandb"  # never resumed: the user stopped the run
+NOT_STARTED = "not_started"  # the gang was never placed: nothing to resume
+SUCCEEDED = "succeeded"  # a cleared successful task trains afresh
+UNKNOWN = "unknown"  # the watch was lost: the next try reattaches or starts afresh
+
+#: The causes ``resume_on`` may name.
+RESUMABLE = (PREEMPTED, KILLED, DELETED, TIMEOUT, TRAINER_FAILURE)
+#: ``resume_on``'s default: the endings that interrupt training without a fault of its own.
+DEFAULT_RESUME_ON = (PREEMPTED, KILLED)
+#: The task state store's key for the run the last submitted job writes to.
+STATE_STORE_KEY = "volcano_run"
+
+
+def cause_of(error: BaseException | None) -> str:
+    """The cause a try ended by, from the exception it fails with (``None``: it succeeded)."""
+    if error is None:
+        return SUCCEEDED
+    for cls, cause in (
+        (ApiserverUnreachableError, UNKNOWN),
+        (JobPreemptedError, PREEMPTED),
+        (JobDeletedError, DELETED),
+        (JobTimeoutError, TIMEOUT),
+        (StoppedFromWandbError, STOPPED_FROM_WANDB),
+        (JobUnschedulableError, NOT_STARTED),
+        (ImagePullError, NOT_STARTED),
+    ):
+        if isinstance(error, cls):
+            return cause
+    return TRAINER_FAILURE if isinstance(error, VolcanoJobError) else UNKNOWN
+
+
+def resume_on(value: str | Iterable[str] | None) -> tuple[str, ...]:
+    """``resume_on`` checked: a comma-separated string (what a template renders) or a list;
+    ``None`` or ``""`` resumes nothing. :class:`ValueError` names an unknown cause."""
+    if value is None:
+        return ()
+    names = value.split(",") if isinstance(value, str) else list(value)
+    causes = tuple(str(name).strip() for name in names if str(name).strip())
+    unknown = [cause for cause in causes if cause not in RESUMABLE]
+    if unknown:
+        raise ValueError(
+            f"resume_on names {', '.join(map(repr, unknown))}; the causes a try may be resumed "
+            f"after are {', '.join(RESUMABLE)}"
+        )
+    return causes
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """The W&B run a try's job writes to, and how the try ended (``cause``: not yet told)."""
+
+    run_id: str
+    intent: int
+    uid: str
+    cause: str | None = None
+
+    def to_store(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_store(cls, value: Any) -> RunRecord | None:
+        """The record as stored; None for anything else (an older version's, a damaged one)."""
+        if not isinstance(value, Mapping):
+            return None
+        run_id, intent, uid = value.get("run_id"), value.get("intent"), value.get("uid")
+        cause = value.get("cause")
+        if not (isinstance(run_id, str) and run_id and isinstance(uid, str) and uid):
+            return None
+        if type(intent) is not int or not (cause is None or isinstance(cause, str)):
+            return None
+        return cls(run_id, intent, uid, cause)
+
+
+@dataclass(frozen=True)
+class Resumption:
+    """The earlier run a fresh job of this try continues."""
+
+    run_id: str
+    #: The intent of the try whose job was interrupted.
+    from_intent: int
+    cause: str
+    #: ``WANDB_RESUME``: ``must`` when the earlier try's ranks were seen running (a preemption
+    #: or eviction takes running pods, a trainer failure is the trainer's own exit): its run
+    #: exists in W&B and is continued, never started anew; ``allow`` when the job may have
+    #: been killed or deleted before its trainer started the run (then it is started).
+    wandb_resume: str
+
+
+def interrupted_by(record: RunRecord, remembered_uid: str | None, job_gone: bool) -> str | None:
+    """The cause the earlier try ended by: its record's, else ``killed`` when the job the task
+    state store remembers is that record's and a fresh read shows it gone (a kill in the
+    triggerer reports nothing); None when it is not known (the job is still there: the plan
+    reattaches to it or clears it as today)."""
+    if record.cause is not None:
+        return record.cause
+    if remembered_uid == record.uid and job_gone:
+        return KILLED
+    return None
+
+
+def resume_of(
+    record: RunRecord | None, cause: str | None, policy: Iterable[str]
+) -> Resumption | None:
+    """The run a fresh job continues, or None for a run of its own.
+
+    :param record: the task state store's record of the earlier try's job.
+    :param cause: what ended that try (:func:`interrupted_by`).
+    :param policy: the causes the DAG resumes after (``resume_on``).
+    """
+    if record is None or cause is None or cause not in set(policy):
+        return None
+    must = cause in (PREEMPTED, TRAINER_FAILURE)
+    return Resumption(record.run_id, record.intent, cause, "must" if must else "allow")

@@ -1,0 +1,156 @@
+"""Which earlier W&B run a try's fresh job continues, and the record that tells the next try.
+
+The decision is ``job.resume``'s (pure); this mixin reads and writes its record in the task
+state store, and does the one fresh read that tells a kill in the triggerer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
+from airflow_volcano_wandb.exceptions import JobTimeoutError
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.job import resume, submission
+from airflow_volcano_wandb.job.job_status import Verdict, interpret
+from airflow_volcano_wandb.job.ownership import intent_of, wandb_run_of
+from airflow_volcano_wandb.job.resume import Resumption, RunRecord
+
+#: The XCom of a try that resumed an earlier try's W&B run: that try's intent.
+XCOM_RESUMED_FROM_INTENT = "resumed_from_intent"
+
+
+class ResumeMixin(BaseOperator):
+    """Resuming an interrupted training on its W&B run (docs/trainer.md, "Checkpoints").
+
+    :param resume_on: the endings of a try after which the next try's fresh job continues
+        that try's W&B run instead of starting one of its own: the same run id (so the same
+        checkpoint directory, ``/checkpoints/<run id>``, where ``AVW_RESUME_FROM=latest``
+        finds the earlier try's newest checkpoint) and ``WANDB_RESUME=must`` (``allow`` after
+        a kill or deletion, which may come before the trainer started its run). Any of
+        ``preempted`` (a rank preempted or evicted: node pressure, a drain, a lost node),
+        ``killed`` (the task was killed, cleared or marked failed while its job ran, and the
+        job was deleted), ``deleted`` (someone else deleted the job), ``timeout``
+        (``execution_timeout``), ``trainer_failure`` (an exit code, an OOM kill, a crash loop,
+        a stall, a job Volcano failed); a list, or a comma-separated string (templated).
+        Default ``("preempted", "killed")``: a trainer's own failure starts afresh unless the
+        DAG says so. A run stopped from W&B, a gang never placed, or a success are never
+        resumed. Needs Airflow 3.3's task state store (before it, every try starts a run).
+    """
+
+    template_fields: Sequence[str] = ("resume_on",)
+
+    def __init__(
+        self,
+        *,
+        resume_on: str | Sequence[str] | None = resume.DEFAULT_RESUME_ON,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if not (isinstance(resume_on, str) and "{{" in resume_on):
+            resume.resume_on(resume_on)  # a bad cause fails the DAG's parse
+        self.resume_on = resume_on
+        #: The earlier run this try's fresh job continues (``resume_interrupted_run``).
+        self._resumed: Resumption | None = None
+
+    def resume_interrupted_run(self, hook: VolcanoHook, store: Any, try_number: int) -> bool:
+        """Decide whether this try's fresh job continues the interrupted try's run; True when
+        it does (the job is then rendered again, under that run's id)."""
+        self._resumed = self._resumption(hook, store, try_number)
+        return self._resumed is not None
+
+    def _resumption(self, hook: VolcanoHook, store: Any, try_number: int) -> Resumption | None:
+        try:
+            policy = resume.resume_on(self.resume_on)
+        except ValueError as exc:
+            raise AirflowException(str(exc)) from exc
+        if not policy or try_number <= 1:
+            return None
+        if store is None:
+            self.log.info(
+                "resume_on needs Airflow 3.3's task state store: this try's job starts a W&B "
+                "run of its own"
+            )
+            return None
+        record = RunRecord.from_store(_read(store, self.log))
+        if record is None:
+            return None
+        ref = submission.recall(store, self.log)
+        unreported = record.cause is None and ref is not None and ref["uid"] == record.uid
+        gone = unreported and _gone(hook, ref, self.log)
+        cause = resume.interrupted_by(record, ref and ref["uid"], gone)
+        return resume.resume_of(record, cause, policy)
+
+    def record_timeout(self, store: Any, job: Mapping[str, str] | None, exc: BaseException) -> None:
+        """A sync wait cut by ``execution_timeout``: tell the next try (a kill, which also ends
+        a sync wait, is told by the job being gone)."""
+        if job is not None and isinstance(exc, AirflowTaskTimeout):
+            self.record_cause(store, job["uid"], JobTimeoutError(str(exc)))
+
+    def record_run(self, store: Any, job: Mapping[str, Any]) -> None:
+        """Remember the run the job this try waits on writes to (its outcome not yet known)."""
+        meta, run_id, intent = job["metadata"], wandb_run_of(job), intent_of(job)
+        if store is None or run_id is None or intent is None:
+            return  # a run id that is no label value: not resumed (the run is the DAG's own)
+        previous = RunRecord.from_store(_read(store, self.log))
+        if previous is not None and previous.uid == meta["uid"]:
+            return  # a reattach: the record stands
+        _write(store, RunRecord(run_id, intent, meta["uid"]), self.log)
+
+    def record_cause(self, store: Any, uid: str, error: BaseException | None) -> None:
+        """Tell the next try how the job ``uid`` ended (``error``: None when it succeeded)."""
+        record = RunRecord.from_store(_read(store, self.log)) if store is not None else None
+        if record is not None and record.uid == uid:
+            cause = resume.cause_of(error)
+            _write(store, RunRecord(record.run_id, record.intent, uid, cause), self.log)
+
+    def say_resumed(self, job: Mapping[str, Any], ti: Any, run: dict[str, Any]) -> None:
+        """Log and publish that the job continues an earlier run, when it does (a reattach
+        keeps its own)."""
+        resumed = self._resumed
+        if resumed is None or wandb_run_of(job) != resumed.run_id:
+            return
+        if intent_of(job) == resumed.from_intent:
+            return
+        self.log.info(
+            "Resuming W&B run %s (try %s ended by %s); the trainer resumes from the latest "
+            "checkpoint in /checkpoints/%s",
+            resumed.run_id,
+            resumed.from_intent,
+            resumed.cause,
+            resumed.run_id,
+        )
+        ti.xcom_push(key=XCOM_RESUMED_FROM_INTENT, value=resumed.from_intent)
+        run[XCOM_RESUMED_FROM_INTENT] = resumed.from_intent
+
+
+def _gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> bool:
+    """Whether a fresh read shows the remembered job gone or going (its name free, another
+    submission's, or the job being deleted: a kill's foreground delete waits for its pods);
+    a read that fails is no proof: not gone."""
+    try:
+        job = hook.get_job(ref["name"], ref["namespace"])
+    except Exception as exc:
+        task_log.warning("Could not read job %s (%s); not resuming its run", ref["name"], exc)
+        return False
+    if job is None or job["metadata"].get("uid") != ref["uid"]:
+        return True
+    return interpret(job).verdict is Verdict.DELETED
+
+
+def _read(store: Any, task_log: Any) -> Any:
+    try:
+        return store.get(resume.STATE_STORE_KEY)
+    except Exception as exc:  # the store is an optimisation: never fail the task for it
+        task_log.warning("Could not read the task state store (%s); not resuming", exc)
+        return None
+
+
+def _write(store: Any, record: RunRecord, task_log: Any) -> None:
+    try:
+        store.set(resume.STATE_STORE_KEY, record.to_store())
+    except Exception as exc:
+        task_log.warning("Could not write the task state store (%s); no resume follows", exc)

@@ -1,0 +1,138 @@
+"""What a resume saves (`make bench`, resume; issue 23): the example trainer stopped mid-run as
+Volcano stops a preempted job's pods, then started again on the same run's checkpoints.
+
+The trainer (``docker/trainer/train.py``) runs as 2 local "pods" over gloo with the env the
+provider gives a job with ``checkpoint_volume`` (``AVW_CHECKPOINT_DIR``,
+``AVW_RESUME_FROM=latest``) and the pytorch plugin's. Once it has trained ``--train-s``
+seconds, its worker gets SIGTERM (a preemption or eviction: Kubernetes deletes the pod); every
+rank stops after the same step and rank 0 saves it. Then the next try's job starts on the same
+run id, so the same directory, as ``resume_on`` resubmits it.
+
+Reported: ``steps_before_kill`` (the step the stopped run saved), ``resumed_from_step`` (the
+step the resumed run loaded), ``steps_repeated`` (trained twice: 0 when the stop's checkpoint
+was taken; a SIGKILL would repeat up to ``AVW_CHECKPOINT_EVERY`` steps), and
+``resume_overhead_s``: from the SIGTERM to the resumed run's "resumed from step" line, i.e.
+the stop, the save, the new processes' start, torch's import, the gloo rendezvous and the
+load. On a cluster the new job's scheduling and image start come on top (and the retry's
+``retry_delay``). A script that prints figures: nothing here asserts on time.
+
+    .venv/bin/python bench/resume_bench.py [--train-s 20] [--out resume.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from airflow_volcano_wandb.testing.cluster.process import free_ports
+
+TRAIN_PY = Path(__file__).resolve().parents[1] / "docker" / "trainer" / "train.py"
+TIMEOUT_S = 600
+
+
+def _start(work: Path, env: dict[str, str], tag: str) -> list[tuple[subprocess.Popen, Path]]:
+    """The 2 ranks of one job, each logging to a file of its own."""
+    (port,) = free_ports(1)
+    drop = ("WANDB_", "AIRFLOW_CTX_", "AVW_", "TRAIN_", "MASTER_", "LOCAL_RANK")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    procs = []
+    for rank in range(2):
+        log = work / f"{tag}-{rank}.log"
+        rank_env = {
+            **base,
+            **env,
+            "WANDB_DIR": str(work),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": "2",
+            "RANK": str(rank),
+        }
+        with log.open("w") as out:
+            cmd = [sys.executable, str(TRAIN_PY)]
+            proc = subprocess.Popen(cmd, cwd=work, env=rank_env, stdout=out, stderr=out)
+        procs.append((proc, log))
+    return procs
+
+
+def _wait_for(log: Path, pattern: str, procs: list) -> re.Match[str]:
+    deadline = time.monotonic() + TIMEOUT_S
+    while (found := re.search(pattern, log.read_text())) is None:
+        if any(proc.poll() is not None for proc, _ in procs) or time.monotonic() > deadline:
+            raise RuntimeError(f"no {pattern!r} in {log}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    return found
+
+
+def _stop(procs: list) -> None:
+    for proc, _ in procs:
+        try:
+            proc.wait(timeout=TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def measure(train_s: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="avw-resume-bench-") as tmp:
+        work = Path(tmp)
+        env = {
+            "WANDB_MODE": "disabled",
+            "TRAIN_EPOCHS": "1000000",
+            "AVW_CHECKPOINT_DIR": str(work / "checkpoints" / "run1"),
+            "AVW_RESUME_FROM": "latest",
+            "AVW_CHECKPOINT_EVERY": "1000000000",  # the only checkpoint is the stop's
+        }
+        first = _start(work, env, "first")
+        try:
+            _wait_for(first[0][1], r"epoch 1/", first)
+            time.sleep(train_s)
+            killed_at = time.monotonic()
+            first[1][0].send_signal(signal.SIGTERM)  # the worker's pod is deleted
+        finally:
+            _stop(first)
+        before = int(_wait_for(first[0][1], r"stopping after step (\d+)", []).group(1))
+        # The next try: a new job on the same run id, so the same directory.
+        resumed = _start(work, env, "resumed")
+        try:
+            found = _wait_for(resumed[0][1], r"resumed from step (\d+)", resumed)
+            overhead = time.monotonic() - killed_at
+        finally:
+            for proc, _ in resumed:
+                proc.send_signal(signal.SIGTERM)
+            _stop(resumed)
+        resumed_from = int(found.group(1))
+        return {
+            "steps_before_kill": before,
+            "resumed_from_step": resumed_from,
+            "steps_repeated": before - resumed_from,
+            "resume_overhead_s": round(overhead, 2),
+            "train_s": train_s,
+        }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--train-s", type=float, default=20.0, help="training before the stop")
+    parser.add_argument("--out", type=Path, help="also write the JSON line here")
+    options = parser.parse_args()
+    result = measure(options.train_s)
+    line = json.dumps(result, sort_keys=True)
+    print(line)
+    if options.out:
+        options.out.write_text(line + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,178 @@
+"""Resume on the same run (#23): the env of the try after an interrupted one, on the cluster.
+
+Each test runs the operator's real ``execute`` twice for one task instance, tries 1 and 2,
+sharing a task state store as Airflow 3.3 keeps it across tries. Try 1 ends the way the test
+names: its worker evicted under node pressure (KWOK's eviction stage, reported as
+``JobPreemptedError``), its master exiting 3 (``TrainerExitError``), or, deferred, its job
+deleted as the trigger's ``on_kill`` deletes it when the task is killed (nothing reported).
+Try 2 submits without waiting, and the test reads the job it created: its W&B run id,
+``WANDB_RESUME`` and checkpoint directory, and its intent label.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+
+from airflow_volcano_wandb.airflow_compat import TaskDeferred
+from airflow_volcano_wandb.exceptions import JobPreemptedError, TrainerExitError
+from airflow_volcano_wandb.job.ownership import INTENT_LABEL
+from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, custom, seed_template
+from tests.integration.test_checkpoints_on_cluster import CLAIM, _bound_claim, _release
+from tests.integration.test_failure_classes_on_cluster import (
+    EVICT,
+    NODE_PRESSURE,
+    _terminating,
+)
+from tests.reliability.support import StubTaskInstance, context_for, operator, wait_until
+
+pytestmark = pytest.mark.cluster
+
+DAG_ID = "avw_resume"
+
+
+class MemoryStore:
+    """A task state store: one task instance's, kept across its tries."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
+@pytest.fixture
+def claim(kubernetes_connection, volcano_cluster, volcano_namespace):
+    api = volcano_cluster.api_client()
+    core = k8s.CoreV1Api(api)
+    volume = _bound_claim(core, volcano_namespace)
+    yield volcano_namespace
+    _release(core, volcano_namespace, volume)
+    api.close()
+
+
+def _execute(op, ti: StubTaskInstance, store: MemoryStore) -> Any:
+    try:
+        return op.execute({**context_for(ti), "task_state_store": store})
+    except TaskDeferred as deferred:
+        return deferred.trigger
+
+
+def _try(namespace: str, run_id: str, try_number: int, store: MemoryStore, template, **kwargs):
+    op = operator(
+        template=template,
+        namespace=namespace,
+        checkpoint_volume=CLAIM,
+        pending_timeout=60,
+        **kwargs,
+    )
+    ti = StubTaskInstance(DAG_ID, "train", run_id, try_number=try_number)
+    return op, ti, _execute(op, ti, store)
+
+
+def _master_env(api: k8s.ApiClient, namespace: str, name: str) -> dict[str, str]:
+    job = custom(api).get_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name
+    )
+    (master,) = [t for t in job["spec"]["tasks"] if t["name"] == "master"]
+    env = master["template"]["spec"]["containers"][0]["env"]
+    return {
+        "intent": job["metadata"]["labels"][INTENT_LABEL],
+        **{e["name"]: e.get("value") for e in env if "value" in e},
+    }
+
+
+def _second_try(namespace: str, run_id: str, store: MemoryStore) -> tuple[dict, dict]:
+    """Try 2, submitted and not waited on: its job's master env and its XComs."""
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    _, ti, job = _try(namespace, run_id, 2, store, template, wait_for_completion=False)
+    return job, ti.pushed
+
+
+def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, claim):
+    namespace, store = claim, MemoryStore()
+    evicted = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
+    with pytest.raises(JobPreemptedError):
+        _try(namespace, "preempted", 1, store, evicted)
+    first_run = store.get("volcano_run")["run_id"]
+    assert store.get("volcano_run")["cause"] == "preempted"
+
+    job, pushed = _second_try(namespace, "preempted", store)
+    env = _master_env(volcano_cluster.api_client(), namespace, job["name"])
+    # The seed names its job after the run: try 1's reported job was replaced under the name.
+    assert job["name"] == f"wandb-job-{first_run}"
+    assert env["WANDB_RUN_ID"] == first_run and env["WANDB_RESUME"] == "must"
+    assert env["AVW_CHECKPOINT_DIR"] == f"/checkpoints/{first_run}"
+    assert env["AVW_RESUME_FROM"] == "latest"
+    assert env["intent"] == "2"  # a new intent of the same run
+    assert pushed["wandb_run_id"] == first_run and pushed["resumed_from_intent"] == 1
+    assert job["resumed_from_intent"] == 1
+
+
+def test_a_trainer_failure_starts_a_run_of_its_own(volcano_cluster, claim):
+    namespace, store = claim, MemoryStore()
+    failing = _terminating(
+        master={SIM_DURATION: "1", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
+    )
+    with pytest.raises(TrainerExitError):
+        _try(namespace, "failed", 1, store, failing)
+    first_run = store.get("volcano_run")["run_id"]
+    assert store.get("volcano_run")["cause"] == "trainer_failure"
+
+    job, pushed = _second_try(namespace, "failed", store)
+    env = _master_env(volcano_cluster.api_client(), namespace, job["name"])
+    assert env["WANDB_RUN_ID"] != first_run and env["WANDB_RESUME"] == "allow"
+    assert env["AVW_CHECKPOINT_DIR"] == f"/checkpoints/{env['WANDB_RUN_ID']}"
+    assert "resumed_from_intent" not in pushed
+
+
+def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone(
+    volcano_cluster, claim
+):
+    namespace, store = claim, MemoryStore()
+    api = volcano_cluster.api_client()
+    running = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    _, _, trigger = _try(namespace, "killed", 1, store, running, deferrable=True)
+    first_run = store.get("volcano_run")["run_id"]
+    assert store.get("volcano_run")["cause"] is None  # the triggerer reports nothing
+
+    # What the trigger's on_kill does when the task is killed: the job goes.
+    custom(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", trigger.job_name
+    )
+
+    def gone() -> bool:
+        try:
+            custom(api).get_namespaced_custom_object(
+                "batch.volcano.sh", "v1alpha1", namespace, "jobs", trigger.job_name
+            )
+        except k8s.ApiException as exc:
+            return exc.status == 404
+        return False
+
+    wait_until(gone, 60, what="try 1's job to go")
+    job, pushed = _second_try(namespace, "killed", store)
+    env = _master_env(api, namespace, job["name"])
+    # Whether its trainer had started the run is not known: allow, not must.
+    assert env["WANDB_RUN_ID"] == first_run and env["WANDB_RESUME"] == "allow"
+    assert env["AVW_CHECKPOINT_DIR"] == f"/checkpoints/{first_run}"
+    assert pushed["resumed_from_intent"] == 1
+
+
+def test_a_cleared_successful_task_trains_a_run_of_its_own(volcano_cluster, claim):
+    """The succeeded job is deleted (``delete_succeeded``) once reported: its recorded success,
+    not the job's absence, tells the next try, which must not take it for a kill."""
+    namespace, store = claim, MemoryStore()
+    quick = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"})
+    _, _, first = _try(namespace, "cleared", 1, store, quick)
+    assert store.get("volcano_run")["cause"] == "succeeded"
+
+    job, pushed = _second_try(namespace, "cleared", store)
+    env = _master_env(volcano_cluster.api_client(), namespace, job["name"])
+    assert env["WANDB_RUN_ID"] != first["wandb_run_id"] and env["WANDB_RESUME"] == "allow"
+    assert "resumed_from_intent" not in pushed

@@ -1,0 +1,111 @@
+"""The resume decision (job/resume.py): which try's ending continues its W&B run, per cause."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_volcano_wandb.exceptions import (
+    ApiserverUnreachableError,
+    ImagePullError,
+    JobDeletedError,
+    JobFailedError,
+    JobPreemptedError,
+    JobTimeoutError,
+    JobUnschedulableError,
+    OOMKilledError,
+    StoppedFromWandbError,
+    TrainerCrashLoopError,
+    TrainerExitError,
+    TrainingStalledError,
+)
+from airflow_volcano_wandb.job import resume
+from airflow_volcano_wandb.job.resume import Resumption, RunRecord
+
+DEFAULT = resume.DEFAULT_RESUME_ON
+
+
+@pytest.mark.parametrize(
+    ("error", "cause"),
+    [
+        (None, "succeeded"),
+        (JobPreemptedError("evicted", reason="Evicted"), "preempted"),
+        (JobDeletedError("deleted"), "deleted"),
+        (JobTimeoutError("timeout"), "timeout"),
+        (TrainerExitError("exit 3", exit_code=3), "trainer_failure"),
+        (OOMKilledError("oom", exit_code=137), "trainer_failure"),
+        (TrainerCrashLoopError("loop"), "trainer_failure"),
+        (TrainingStalledError("stall"), "trainer_failure"),
+        (JobFailedError("failed"), "trainer_failure"),
+        (StoppedFromWandbError("stopped"), "stopped_from_wandb"),
+        (JobUnschedulableError("pending"), "not_started"),
+        (ImagePullError("pull"), "not_started"),
+        (ApiserverUnreachableError("lost"), "unknown"),
+        (RuntimeError("a bug"), "unknown"),
+    ],
+)
+def test_each_failure_class_names_its_cause(error, cause) -> None:
+    assert resume.cause_of(error) == cause
+
+
+RECORD = RunRecord("run1abc", 1, "uid-1")
+
+
+@pytest.mark.parametrize(
+    ("cause", "expected"),
+    [
+        ("preempted", Resumption("run1abc", 1, "preempted", "must")),
+        ("killed", Resumption("run1abc", 1, "killed", "allow")),
+        ("trainer_failure", None),
+        ("stopped_from_wandb", None),
+        ("not_started", None),
+        ("timeout", None),
+        ("deleted", None),
+        ("succeeded", None),
+        ("unknown", None),
+        (None, None),
+    ],
+)
+def test_by_default_only_a_preemption_or_a_kill_is_resumed(cause, expected) -> None:
+    assert resume.resume_of(RECORD, cause, DEFAULT) == expected
+
+
+def test_a_trainer_failure_is_resumed_when_the_dag_says_so() -> None:
+    policy = resume.resume_on("preempted,trainer_failure")
+    assert resume.resume_of(RECORD, "trainer_failure", policy) == Resumption(
+        "run1abc", 1, "trainer_failure", "must"
+    )
+    assert resume.resume_of(RECORD, "killed", policy) is None
+
+
+def test_no_record_or_an_empty_policy_resumes_nothing() -> None:
+    assert resume.resume_of(None, "preempted", DEFAULT) is None
+    assert resume.resume_of(RECORD, "preempted", resume.resume_on("")) is None
+    assert resume.resume_of(RECORD, "preempted", resume.resume_on(None)) is None
+
+
+def test_a_kill_in_the_triggerer_is_told_by_the_remembered_job_being_gone() -> None:
+    # The record has no cause: the try reported nothing.
+    assert resume.interrupted_by(RECORD, "uid-1", job_gone=True) == "killed"
+    # Still there: the plan reattaches to it (or clears it) as without resume.
+    assert resume.interrupted_by(RECORD, "uid-1", job_gone=False) is None
+    # The store remembers another job than the record's: nothing is known of this one.
+    assert resume.interrupted_by(RECORD, "uid-2", job_gone=True) is None
+    reported = RunRecord("run1abc", 1, "uid-1", "trainer_failure")
+    assert resume.interrupted_by(reported, "uid-1", job_gone=True) == "trainer_failure"
+
+
+def test_resume_on_takes_a_list_or_a_rendered_string_and_refuses_unknown_causes() -> None:
+    assert resume.resume_on(["preempted", "timeout"]) == ("preempted", "timeout")
+    assert resume.resume_on(" preempted , killed ") == ("preempted", "killed")
+    with pytest.raises(ValueError, match=r"'preemption'.*preempted, killed"):
+        resume.resume_on(["preemption"])
+    with pytest.raises(ValueError, match="stopped_from_wandb"):
+        resume.resume_on("stopped_from_wandb")  # the user stopped it: never resumed
+
+
+def test_the_record_survives_the_store_and_refuses_anything_else() -> None:
+    done = RunRecord("run1abc", 2, "uid-1", "preempted")
+    assert RunRecord.from_store(done.to_store()) == done
+    assert RunRecord.from_store(RECORD.to_store()) == RECORD
+    for bad in (None, "x", {"run_id": "r", "intent": "1", "uid": "u"}, {"run_id": "r"}):
+        assert RunRecord.from_store(bad) is None

@@ -1,0 +1,101 @@
+"""The resume record's edges in the operator (``operators/resume.py``): a store or a read that
+fails resumes nothing and fails no task; a sync wait cut by ``execution_timeout`` is recorded
+as a timeout, not left to be taken for a kill. (The record's path on the cluster is
+``tests/integration/test_resume_on_cluster.py``.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
+from airflow_volcano_wandb.job.resume import RunRecord
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+
+REF = {"name": "wandb-job-run1", "namespace": "ns", "uid": "uid-1"}
+
+
+class Store:
+    def __init__(self, values: dict[str, Any] | None = None, fail: bool = False) -> None:
+        self.values, self.fail = dict(values or {}), fail
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if self.fail:
+            raise OSError("the metadata DB is away")
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        if self.fail:
+            raise OSError("the metadata DB is away")
+        self.values[key] = value
+
+
+class UnreadableApi:
+    """A hook whose read fails: no proof that the job is gone."""
+
+    def get_job(self, name: str, namespace: str) -> None:
+        raise ConnectionError("apiserver unreachable")
+
+
+def _op(**kwargs: Any) -> VolcanoPyTorchJobOperator:
+    return VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", **kwargs)
+
+
+def _unreported() -> Store:
+    return Store({"volcano_job": REF, "volcano_run": RunRecord("run1", 1, "uid-1").to_store()})
+
+
+def test_a_job_that_cannot_be_read_is_not_taken_for_killed() -> None:
+    assert _op().resume_interrupted_run(UnreadableApi(), _unreported(), 2) is False
+
+
+class Api:
+    """A hook whose read answers ``job`` (None: not found)."""
+
+    def __init__(self, job: dict[str, Any] | None) -> None:
+        self.job = job
+
+    def get_job(self, name: str, namespace: str) -> dict[str, Any] | None:
+        return self.job
+
+
+def _job(**metadata: Any) -> dict[str, Any]:
+    meta = {"name": REF["name"], "namespace": "ns", "uid": "uid-1", **metadata}
+    return {"metadata": meta, "status": {"state": {"phase": "Running"}}}
+
+
+def test_a_kill_is_told_by_the_job_gone_or_going_and_never_by_one_still_running() -> None:
+    gone, going = Api(None), Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"))
+    for api in (gone, going, Api(_job(uid="uid-2"))):  # uid-2: another submission's name
+        op = _op()
+        assert op.resume_interrupted_run(api, _unreported(), 2) is True
+        assert (op._resumed.cause, op._resumed.wandb_resume) == ("killed", "allow")
+    assert _op().resume_interrupted_run(Api(_job()), _unreported(), 2) is False
+
+
+def test_a_store_that_fails_resumes_nothing_and_fails_nothing() -> None:
+    op = _op()
+    assert op.resume_interrupted_run(UnreadableApi(), Store(fail=True), 2) is False
+    op.record_cause(Store(fail=True), "uid-1", None)  # no raise
+
+
+def test_without_a_store_the_log_says_resume_is_unavailable(capsys) -> None:
+    assert _op().resume_interrupted_run(UnreadableApi(), None, 2) is False
+    logged = capsys.readouterr()
+    assert "resume_on needs Airflow 3.3's task state store" in logged.out + logged.err
+
+
+def test_a_templated_resume_on_is_checked_once_rendered() -> None:
+    op = _op(resume_on="{{ params.resume_on }}")
+    op.resume_on = "preempted,preemption"  # as rendered
+    with pytest.raises(AirflowException, match="'preemption'"):
+        op.resume_interrupted_run(UnreadableApi(), _unreported(), 2)
+
+
+def test_a_sync_wait_cut_by_execution_timeout_is_recorded_as_a_timeout() -> None:
+    store, op = _unreported(), _op()
+    op.record_timeout(store, REF, KeyboardInterrupt())  # a kill: left to the next try's read
+    assert store.values["volcano_run"]["cause"] is None
+    op.record_timeout(store, REF, AirflowTaskTimeout("Timeout, PID: 1"))
+    assert store.values["volcano_run"]["cause"] == "timeout"
