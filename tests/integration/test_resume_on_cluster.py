@@ -26,24 +26,17 @@ from tests.integration.test_failure_classes_on_cluster import (
     NODE_PRESSURE,
     _terminating,
 )
-from tests.reliability.support import StubTaskInstance, context_for, operator, wait_until
+from tests.reliability.support import (
+    MemoryStore,
+    StubTaskInstance,
+    context_for,
+    operator,
+    wait_until,
+)
 
 pytestmark = pytest.mark.cluster
 
 DAG_ID = "avw_resume"
-
-
-class MemoryStore:
-    """A task state store: one task instance's, kept across its tries."""
-
-    def __init__(self) -> None:
-        self.values: dict[str, Any] = {}
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.values.get(key, default)
-
-    def set(self, key: str, value: Any) -> None:
-        self.values[key] = value
 
 
 @pytest.fixture

@@ -20,7 +20,13 @@ from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
-from tests.reliability.support import StubTaskInstance, execute_operator, operator
+from tests.reliability.support import (
+    MemoryStore,
+    StubTaskInstance,
+    context_for,
+    execute_operator,
+    operator,
+)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
 
@@ -284,3 +290,57 @@ def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout(
     assert "[master-0] step 1 on " in text and "[worker-0] step 1 on " in text, text
     api = volcano_cluster.api_client()
     wait_until(lambda: not list_jobs(api, volcano_namespace), 120, what="the job deleted")
+
+
+def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, real_node, monkeypatch
+):
+    """#23 end to end on real pods: try 1 trains (master + worker, checkpoints on a claim);
+    the task is killed mid-way (its job deleted, as the trigger's kill does): every rank gets
+    SIGTERM and rank 0 saves the step reached. Try 2 of the same task instance resumes the
+    same W&B run from that checkpoint and completes: the run's two offline files hold one
+    continuous history, every step once."""
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
+    store = MemoryStore()
+    template = _placed_seed()
+    for task in template["spec"]["tasks"]:
+        task["replicas"] = 1
+
+    def one_try(try_number: int, **kwargs: Any) -> Any:
+        op = operator(
+            namespace=volcano_namespace,
+            template=template,
+            image_uri=image.TRAINER_IMAGE,
+            allowed_images=[image.TRAINER_IMAGE],
+            # Long enough to kill in the middle: a few seconds an epoch on the real node.
+            env={"TRAIN_EPOCHS": "6", "TRAIN_TRAIN_SAMPLES": "65536"},
+            checkpoint_volume=placement.WANDB_CLAIM,
+            checkpoint_grace=60,
+            deferrable=False,
+            **kwargs,
+        )
+        ti = StubTaskInstance("avw_real_resume", "train", "killed", try_number=try_number)
+        return op.execute({**context_for(ti), "task_state_store": store})
+
+    first = one_try(1, wait_for_completion=False)
+    run_id = first["wandb_run_id"]
+    checkpoints = real_node / run_id
+    wait_until(lambda: list(checkpoints.glob("step-*.pt")), 300, what="a first checkpoint")
+    api = volcano_cluster.api_client()
+    custom(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", first["name"]
+    )
+    wait_until(lambda: not list_jobs(api, volcano_namespace), 120, what="the killed job gone")
+    saved = max(int(p.name[5:14]) for p in checkpoints.glob("step-*.pt"))
+
+    second = one_try(2, execution_timeout=timedelta(seconds=600))
+    assert second["phase"] == "Completed", second
+    assert second["wandb_run_id"] == run_id and second["resumed_from_intent"] == 1, second
+
+    killed_file, resumed_file = wandb_offline.find_run_files(real_node, run_id)
+    killed = [r["train/step"] for r in wandb_offline.history(killed_file) if "train/loss" in r]
+    resumed = [r["train/step"] for r in wandb_offline.history(resumed_file) if "train/loss" in r]
+    # The SIGTERM's save is the last step try 1 logged: nothing is trained twice.
+    assert killed[-1] == saved and resumed[0] == saved + 1, (killed[-3:], resumed[:3])
+    assert killed + resumed == list(range(1, resumed[-1] + 1))
+    assert wandb_offline.summary(resumed_file)["train/steps"] == resumed[-1]

@@ -57,6 +57,19 @@ def context_for(ti: StubTaskInstance) -> dict[str, Any]:
     return {"ti": ti, "task_instance": ti, "dag_run": StubDagRun()}
 
 
+class MemoryStore:
+    """A task state store: one task instance's, kept across its tries."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, Any] = {}
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: Any) -> None:
+        self.values[key] = value
+
+
 def operator(**kwargs: Any) -> VolcanoPyTorchJobOperator:
     defaults: dict[str, Any] = {
         "task_id": "train",

@@ -60,7 +60,31 @@ def summary(run_file: Path) -> dict[str, Any]:
     return result
 
 
+def history(run_file: Path) -> list[dict[str, Any]]:
+    """The run's history rows (``wandb.log`` calls), in order: metric name to value."""
+    from wandb.proto import wandb_internal_pb2
+
+    rows = []
+    for raw in records(run_file.read_bytes()):
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(raw)
+        if record.WhichOneof("record_type") == "history":
+            rows.append(
+                {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                    for item in record.history.item
+                }
+            )
+    return rows
+
+
+def find_run_files(wandb_dir: Path, run_id: str) -> list[Path]:
+    """``run-<id>.wandb`` of every offline run with that id under ``wandb_dir``, oldest first
+    (a resumed run written offline is a second directory under the same id)."""
+    return sorted(wandb_dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
+
+
 def find_run_file(wandb_dir: Path, run_id: str) -> Path | None:
     """``run-<id>.wandb`` of the newest offline run with that id under ``wandb_dir``."""
-    runs = sorted(wandb_dir.glob(f"wandb/offline-run-*-{run_id}/run-{run_id}.wandb"))
+    runs = find_run_files(wandb_dir, run_id)
     return runs[-1] if runs else None
