@@ -325,7 +325,7 @@ class VolcanoHook(KubernetesHook):
         maybe_applied = False
 
         @api_retry
-        def attempt() -> dict:
+        def create_secret() -> dict:  # named so in the retry's log
             nonlocal maybe_applied
             try:
                 response = self._call(
@@ -351,4 +351,4 @@ class VolcanoHook(KubernetesHook):
                 raise
             return json.loads(response.data)["metadata"]
 
-        return attempt()
+        return create_secret()
