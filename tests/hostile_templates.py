@@ -21,10 +21,10 @@ from airflow_volcano_wandb.template import RunEnv
 REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 
-#: The run's own key, as the operator names it (``api_key_secret.secret_ref``).
-OWN_KEY_SECRET = "avw-wandb-key-00000000000000000000"
-#: Another task instance's key Secret in the same namespace.
-OTHER_TASK_KEY_SECRET = "avw-wandb-key-0123456789abcdef0123"
+#: The run's own key, as the operator names it (``api_key_secret.fresh_ref``, pinned).
+OWN_KEY_SECRET = "avw-wandb-key-00000000000000000000000000000000"
+#: Another job's key Secret in the same namespace.
+OTHER_TASK_KEY_SECRET = "avw-wandb-key-0123456789abcdef0123456789abcdef"
 #: Another team's key.
 OTHER_TEAM_SECRET = "team-b-wandb"
 OWN_KEY_ENV = [

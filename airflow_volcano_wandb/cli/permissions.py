@@ -43,9 +43,9 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     *_permissions("", "pods", "list"),
     *_permissions("", "pods/log", "get"),
     *_permissions("", "events", "list"),
-    *_permissions("", "secrets", "create get patch"),
+    *_permissions("", "secrets", "create"),
 )
-# What writing the per-task-instance key Secret takes: all of it is unused, and should not be
+# What creating each job's key Secret takes: all of it is unused, and should not be
 # granted, when every DAG passes ``wandb_api_key_secret`` (the key never passes through Airflow).
 SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
     p for p in REQUIRED_PERMISSIONS if p.resource == "secrets"

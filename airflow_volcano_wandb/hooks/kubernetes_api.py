@@ -47,7 +47,14 @@ class JobExistsError(Exception):
 
 
 class SecretExistsError(Exception):
-    """The API answered 409: a Secret of that name is already there."""
+    """The API answered 409: a Secret of that name is already there.
+
+    ``maybe_ours``: an earlier attempt of the same create may have made it (its answer lost).
+    """
+
+    def __init__(self, name: str, *, maybe_ours: bool = False) -> None:
+        super().__init__(name)
+        self.maybe_ours = maybe_ours
 
 
 class KubernetesPermissionError(PermissionError):

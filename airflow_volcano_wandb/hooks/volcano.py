@@ -312,83 +312,43 @@ class VolcanoHook(KubernetesHook):
         nodes = self._call("list", "nodes", "", self.core_v1_client.list_node)
         return [to_dict(self.api_client, node) for node in nodes.items]
 
-    def _secret_call(
-        self, verb: str, namespace: str, path: str, method: str, **kwargs: Any
-    ) -> dict:
-        """One Secret request whose answer is the Secret's metadata only.
-
-        The apiserver answers a create or patch with the whole Secret, key included (base64),
-        which the Kubernetes client logs at DEBUG; asked for ``PartialObjectMetadata`` it
-        sends no data, so the key goes out once, in the request, and never comes back.
-        """
-        response = self._call(
-            verb,
-            "secrets",
-            namespace,
-            self.api_client.call_api,
-            path,
-            method,
-            auth_settings=["BearerToken"],
-            _preload_content=False,
-            _return_http_data_only=True,
-            **kwargs,
-        )
-        return json.loads(response.data)["metadata"]
-
-    @api_retry
     def create_secret(self, body: Mapping[str, Any], namespace: str) -> dict:
-        """Create a Secret; its metadata back. ``SecretExistsError`` when the name is taken."""
-        try:
-            return self._secret_call(
-                "create",
-                namespace,
-                f"/api/v1/namespaces/{namespace}/secrets",
-                "POST",
-                body=dict(body),
-                header_params={"Accept": METADATA_ONLY, "Content-Type": "application/json"},
-            )
-        except ApiException as exc:
-            if exc.status == 409:
-                raise SecretExistsError(body["metadata"]["name"]) from exc
-            raise
+        """Create a Secret; its metadata back. ``SecretExistsError`` when the name is taken,
+        with ``maybe_ours`` when an earlier attempt of this call may have made it (it failed
+        in a way that does not say it was not applied: a timeout, a 5xx, a lost connection).
 
-    @api_retry
-    def get_secret_metadata(self, name: str, namespace: str) -> dict | None:
-        """The Secret's metadata, or ``None`` when it does not exist.
-
-        Asked for as ``PartialObjectMetadata``: the apiserver sends no data, so the key never
-        enters this process (nor a DEBUG log of the response) just to be thrown away.
+        Asked for ``PartialObjectMetadata``: the apiserver answers a create with the whole
+        Secret, key included (base64), which the Kubernetes client logs at DEBUG; so the key
+        goes out once, in the request, and never comes back.
         """
-        try:
-            return self._secret_call(
-                "get",
-                namespace,
-                f"/api/v1/namespaces/{namespace}/secrets/{name}",
-                "GET",
-                header_params={"Accept": METADATA_ONLY},
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        name = body["metadata"]["name"]
+        maybe_applied = False
 
-    @api_retry
-    def patch_secret(self, name: str, namespace: str, patch: Mapping[str, Any]) -> dict | None:
-        """Patch the Secret (a strategic merge: e.g. new data and owners); its metadata back,
-        or ``None`` when it no longer exists (e.g. collected with its owner meanwhile)."""
-        try:
-            return self._secret_call(
-                "patch",
-                namespace,
-                f"/api/v1/namespaces/{namespace}/secrets/{name}",
-                "PATCH",
-                body=dict(patch),
-                header_params={
-                    "Accept": METADATA_ONLY,
-                    "Content-Type": "application/strategic-merge-patch+json",
-                },
-            )
-        except ApiException as exc:
-            if exc.status == 404:
-                return None
-            raise
+        @api_retry
+        def create_secret() -> dict:  # named so in the retry's log
+            nonlocal maybe_applied
+            try:
+                response = self._call(
+                    "create",
+                    "secrets",
+                    namespace,
+                    self.api_client.call_api,
+                    f"/api/v1/namespaces/{namespace}/secrets",
+                    "POST",
+                    auth_settings=["BearerToken"],
+                    _preload_content=False,
+                    _return_http_data_only=True,
+                    body=dict(body),
+                    header_params={"Accept": METADATA_ONLY, "Content-Type": "application/json"},
+                )
+            except ApiException as exc:
+                if exc.status == 409:
+                    raise SecretExistsError(name, maybe_ours=maybe_applied) from exc
+                maybe_applied |= exc.status != 429  # a throttled request was never handled
+                raise
+            except Exception:
+                maybe_applied = True
+                raise
+            return json.loads(response.data)["metadata"]
+
+        return create_secret()

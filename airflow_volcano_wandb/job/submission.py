@@ -12,9 +12,9 @@ exists (:func:`remember`), and the next try reattaches to exactly that job when 
 reuse it; the label search decides otherwise (the store absent, empty, or naming a job that
 may not be reused).
 
-:func:`submit_for_try` is that sequence for one try of the operator: the key's Secret written
-before each create and given to the job after (``job.api_key_secret``), and each failure as
-the Airflow exception that names its cause.
+:func:`submit_for_try` is that sequence for one try of the operator: the key's Secret created
+for the job once it exists (``job.api_key_secret``), and each failure as the Airflow exception
+that names its cause.
 """
 
 from __future__ import annotations
@@ -140,12 +140,11 @@ def submit_for_try(
         job can be placed; raises when it never can.
     """
     namespace = rendered[1]["metadata"]["namespace"]
-    key = api_key_secret.Handover(hook, identity, namespace, api_key, task_log)
+    key = api_key_secret.Handover(hook, identity, api_key, task_log)
 
     def before_create() -> None:
         if fit_check is not None:
             fit_check(hook)
-        key.prepare()
 
     try:
         if not identity.deployment:
@@ -169,8 +168,7 @@ def submit_for_try(
             deletion.delete_if_owned(hook, ref, try_number, task_log)
 
         key.give_to(job, created=created, withdraw=withdraw)
-    except SubmissionError as exc:  # no job: its key's Secret goes too
-        key.abandon()
+    except SubmissionError as exc:  # no job, and so no key Secret either
         refused = isinstance(exc, RefusedError)
         raise (JobRefusedError if refused else AirflowException)(str(exc)) from exc
     except api_key_secret.KeyNotDeliveredError as exc:
@@ -203,7 +201,7 @@ def submit_or_reattach(
     :param render: renders them for another intent (when a reported job holds this one).
     :param store: the task state store, or None where Airflow has none.
     :param before_create: runs right before each create, once every job it replaces is gone
-        (the API key's Secret is written there, so a new job never lacks it).
+        (the fit check).
     """
     spec, body = rendered
     namespace = body["metadata"]["namespace"]

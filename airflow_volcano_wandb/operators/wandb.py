@@ -186,7 +186,7 @@ class WandbRunMixin(ResumeMixin, WandbReportMixin):
         resumed = self._resumed
         secret = self.wandb_api_key_secret
         if secret is None and wandb_hook.api_key:
-            secret = api_key_secret.secret_ref(identity)
+            secret = api_key_secret.fresh_ref()  # a new name per render: per job
         if secret is None and self.wandb_mode in (None, "online"):
             self._no_api_key()
         try:

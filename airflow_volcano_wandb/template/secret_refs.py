@@ -3,7 +3,7 @@
 A pod can read any Secret of its namespace that its template names, whatever its service
 account may do: the kubelet resolves ``secretKeyRef``, ``envFrom`` and Secret volumes with its
 own rights. A queue template is edited in W&B, so without this check a queue editor could
-mount another team's key (or another task instance's ``avw-wandb-key-*`` Secret) and print it.
+mount another team's key (or another job's ``avw-wandb-key-*`` Secret) and print it.
 Only the Secrets the provider itself puts in (the run's own key) and those the DAG lists
 (``allowed_secrets``) may be named.
 """

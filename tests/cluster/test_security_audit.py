@@ -48,8 +48,8 @@ from kubernetes import client
 
 from airflow_volcano_wandb.cli import permissions
 from airflow_volcano_wandb.cli.permissions import Permission
-from airflow_volcano_wandb.job.api_key_secret import secret_ref
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
+from airflow_volcano_wandb.job.api_key_secret import named_by
+from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TASK_ID_LABEL
 from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
 from airflow_volcano_wandb.testing.recorder import Recorder
@@ -242,7 +242,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         }
         for dag_id, run_id in runs.items():
             wait_for(lambda d=dag_id, r=run_id: _finished(stack, d, r), 600, f"{dag_id} to finish")
-        # A new try of the task whose job still runs: it reattaches and refreshes the Secret.
+        # A new try of the task whose job still runs: it reattaches (its Secret was delivered).
         stack.clear(MANAGED, runs[MANAGED], ["hold"])
         wait_for(
             lambda: _try_number(stack, MANAGED, runs[MANAGED], "hold") >= 2,
@@ -406,22 +406,34 @@ def test_a_finished_jobs_key_secret_is_gone_with_the_job(audited: Audited) -> No
     """Deleted after success, the job takes its key Secret along (its owner reference); a
     kept job, failed or still running, keeps its own."""
     namespace = audited.namespaces["rbac.yaml"]
-    name = {
-        task: secret_ref(TaskInstanceIdentity(MANAGED, task, audited.runs[MANAGED])).name
-        for task in ("succeed", "follow", "fail", "hold")
-    }
     left = {s["metadata"]["name"]: s for s in audited.secrets}
     collected = _collected_by_the_garbage_collector(audited.audit_log, namespace)
     for task in ("succeed", "follow"):
-        assert name[task] not in left, task
-        assert name[task] in collected, task  # it existed, and went with its job
+        [name] = _key_secrets_named(audited, namespace, task)
+        assert name not in left, task
+        assert name in collected, task  # it existed, and went with its job
     for task in ("fail", "hold"):
-        owners = {ref["uid"] for ref in left[name[task]]["metadata"]["ownerReferences"]}
+        [name] = _key_secrets_named(audited, namespace, task)
+        owners = {ref["uid"] for ref in left[name]["metadata"]["ownerReferences"]}
         assert owners & audited.live_jobs[namespace], task
+        assert left[name]["immutable"] is True, task
     for secret in left.values():
         if secret["metadata"]["name"].startswith("avw-wandb-key-"):
             owners = {ref["uid"] for ref in secret["metadata"]["ownerReferences"]}
             assert owners & audited.live_jobs[namespace], secret["metadata"]["name"]
+
+
+def _key_secrets_named(audited: Audited, namespace: str, task: str) -> set[str]:
+    """The key Secrets the recorded jobs of ``task`` (in the managed-key DAG) name: one per
+    job, named when it was rendered."""
+    names = set()
+    for what, job in audited.objects.items():
+        labels = job.get("metadata", {}).get("labels") or {}
+        if what.startswith(f"jobs in {namespace}: ") and labels.get(TASK_ID_LABEL) == task:
+            ref = named_by(job)
+            if ref is not None:
+                names.add(ref.name)
+    return names
 
 
 def _collected_by_the_garbage_collector(audit_log: Path, namespace: str) -> set[str]:

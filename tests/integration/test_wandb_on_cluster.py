@@ -7,7 +7,7 @@ import json
 import pytest
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb.job.api_key_secret import secret_ref
+from airflow_volcano_wandb.job.api_key_secret import NAME_PREFIX
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from tests.integration.jobs import SIM_DURATION, list_jobs, run_dag, seed_template, wait_until
 
@@ -46,8 +46,16 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
     assert tis["train"][0] == "success", output.out[-3000:]
 
     (job,) = list_jobs(api, namespace)
-    # Named for the task instance, so the run spec is complete before the job is rendered.
-    secret_name = secret_ref(TaskInstanceIdentity("avw_test_keep", "train", dag_run.run_id)).name
+    # One Secret per job, named at render time (the same name in every container) and made by
+    # this task instance: found by its labels.
+    identity = TaskInstanceIdentity("avw_test_keep", "train", dag_run.run_id)
+    [listed] = (
+        k8s.CoreV1Api(api)
+        .list_namespaced_secret(namespace, label_selector=identity.selector())
+        .items
+    )
+    secret_name = listed.metadata.name
+    assert secret_name.startswith(NAME_PREFIX)
     pods = k8s.CoreV1Api(api).list_namespaced_pod(namespace).items
     for task in job["spec"]["tasks"]:
         for container in task["template"]["spec"]["containers"]:
@@ -71,6 +79,7 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
     # The key is in the Secret, owned by the job; nowhere in the spec, the log or XComs.
     secret = k8s.CoreV1Api(api).read_namespaced_secret(secret_name, namespace)
     assert secret.metadata.owner_references[0].uid == job["metadata"]["uid"]
+    assert secret.immutable is True
     assert api_key not in json.dumps(job)
     assert api_key not in json.dumps(api.sanitize_for_serialization(pods))
     assert api_key not in output.out + output.err

@@ -6,10 +6,10 @@ real submit path against it:
 1. apiserver down before the first call: the task fails after bounded retries (seconds, not
    minutes) with an error that says the API server could not be reached and that nothing
    was submitted; once the apiserver is back, the retry submits one job, which completes;
-2. apiserver lost between creating the job and making it the owner of the W&B key's Secret
-   (written before the job, so the pods have their key): the task fails the same way; the
-   Secret, without an owner yet, carries the task instance's labels, and the retry reattaches
-   and adopts it (one Secret, owned by the one job, so it goes with the job).
+2. apiserver lost between creating the job and creating the W&B key's Secret it names (after
+   the job, owned by it): the task fails the same way; no Secret exists yet (the pods wait for
+   it), and the retry reattaches and creates it (one Secret, owned by the one job, so it goes
+   with the job).
 """
 
 from __future__ import annotations
@@ -124,8 +124,8 @@ def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_conne
     core = client.CoreV1Api(api)
     identity = TaskInstanceIdentity(DAG_ID, "train", "r2")
     (job,) = list_jobs(api, namespace)  # left for the retry: its outcome is not reported
-    (secret,) = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
-    assert not secret.metadata.owner_references  # written before the job, not yet owned
+    # Its key Secret comes after the job: not created yet (the pods wait for it).
+    assert core.list_namespaced_secret(namespace, label_selector=identity.selector()).items == []
 
     # Not waited out: a job created the moment the apiserver went away may stay Pending for
     # good (Volcano 1.14's job controller misses a PodGroup created during its outage), which

@@ -7,6 +7,8 @@ apiserver (429 with Retry-After) or a gateway (503) would:
 - Submission throttled: the Secret's create and two job creates get 429 with Retry-After,
   then a job create reaches the apiserver but its answer is replaced by 503. The operator
   waits as told, retries, meets 409 and reattaches: one Secret, one job, completed.
+- The key Secret's create applied but answered 503: the retry's 409 is its own Secret, not
+  a race to the name, so the new job is kept and completes.
 - Waits throttled: the shared watch's lists get 429 and its watches 503, again and again,
   while a good and a failing job run. Each trigger fires once, with its job's real outcome.
 - A create whose answer never comes (a connection that silently dies after the request went
@@ -94,6 +96,30 @@ def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]  # the 503'd create, reattached
     assert len(secrets) == 1
     assert [o.uid for o in secrets[0].metadata.owner_references] == [result["uid"]]
+    admin.close()
+
+
+def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race(
+    http_proxy, volcano_cluster, volcano_namespace
+):
+    """The Secret's create is applied but answered 503; the retry meets its own Secret (409).
+    That is no one racing us to the name: the new job is kept (not withdrawn) and runs."""
+    namespace = volcano_namespace
+    http_proxy.answer("POST", r"/secrets$", status=503, after_forwarding=True)
+    template = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "2"})
+    op = operator(template=template, namespace=namespace, on_finish_action="keep")
+    ti = StubTaskInstance(DAG_ID, "train", "secret-answer-lost")
+    result = execute_operator(op, ti)
+
+    assert http_proxy.pending() == 0
+    assert [f.status for f in http_proxy.forged] == [503]
+    assert result["phase"] == "Completed"
+    admin = volcano_cluster.api_client()
+    jobs, secrets = _owned(
+        admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "secret-answer-lost")
+    )
+    assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
+    assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
     admin.close()
 
 

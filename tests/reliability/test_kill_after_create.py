@@ -5,7 +5,7 @@ instance (the real render, Secret, list and create calls against the local clust
 SIGKILLed by a wrapper around ``VolcanoHook.create_job``:
 
 - ``after``: the moment the create call has returned (the job exists; nothing was pushed to
-  XCom, the Secret has no owner yet);
+  XCom, its key Secret is not created yet);
 - ``during``: at a random instant 0-150 ms into the create call, or right after it returns if
   that comes first, so some creates never reach the apiserver and some are applied but their
   answer is lost.
@@ -15,10 +15,10 @@ test process. Over 50 trials: exactly one job per task instance, the retry's tri
 that very job (0 duplicates), and every job on the cluster is one some retry waits on
 (0 orphans). The W&B key's Secret ends up single and owned by the job, so it goes with it.
 
-And when no retry ever comes (``retries=0``): a job whose submitter was SIGKILLed the moment
-its create returned has its key all the same (the Secret is written before the job), so its
-pods start instead of waiting in ``CreateContainerConfigError``, on their GPUs, for ever. The
-local cluster holds back a pod whose ``secretKeyRef`` does not resolve, as a kubelet does.
+And the window this leaves, shown: a job whose submitter was SIGKILLed the moment its create
+returned has no key Secret (it is created after the job, owned by it), so its pods wait in
+``CreateContainerConfigError`` until the next try reattaches and creates it; then they start.
+The local cluster holds back a pod whose ``secretKeyRef`` does not resolve, as a kubelet does.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ def _first_try_killed(namespace: str, run_id: str, mode: str, delay: float) -> i
             if mode == "during":
                 threading.Timer(delay, die).start()
             real_create(self, body, ns)
-            die()  # right after the create call: before the Secret owner, before XCom
+            die()  # right after the create call: before its key Secret, before XCom
 
         VolcanoHook.create_job = create_then_die
         execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", run_id))
@@ -132,16 +132,20 @@ def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
     api.close()
 
 
-def test_a_job_whose_submitter_dies_right_after_its_create_never_waits_for_its_key(
+def test_a_job_whose_submitter_dies_right_after_its_create_waits_for_its_key_until_the_retry(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
+    """The window the key Secret's order leaves (it is created after its job, owned by it):
+    the pods wait in ``CreateContainerConfigError`` until the next try reattaches and creates
+    the Secret the job names; then they start."""
     namespace = volcano_namespace
     api = volcano_cluster.api_client()
     core = client.CoreV1Api(api)
-    status = _first_try_killed(namespace, "no-retry", "after", 0.0)
+    status = _first_try_killed(namespace, "late-key", "after", 0.0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
     (job,) = list_jobs(api, namespace)
     name = job["metadata"]["name"]
+    identity = TaskInstanceIdentity(DAG_ID, "train", "late-key")
 
     def waiting_for_config() -> list[str]:
         pods = core.list_namespaced_pod(namespace, label_selector=f"volcano.sh/job-name={name}")
@@ -152,18 +156,23 @@ def test_a_job_whose_submitter_dies_right_after_its_create_never_waits_for_its_k
             if s.state.waiting and s.state.waiting.reason == "CreateContainerConfigError"
         ]
 
-    # No try will come to write the key: the pods must start with what exists now.
+    [waiting] = wait_until(waiting_for_config, 60, what="the master waiting for its key")
+    assert "not found" in waiting, waiting
+    assert core.list_namespaced_secret(namespace, label_selector=identity.selector()).items == []
+
+    retry = StubTaskInstance(DAG_ID, "train", "late-key", try_number=2)
+    trigger = execute_operator(_op(namespace), retry)
+    assert trigger.job_uid == job["metadata"]["uid"]  # reattached, and given its key
+    (secret,) = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
+    assert set(secret.data) == {"api-key"}
+    assert [o.uid for o in secret.metadata.owner_references] == [trigger.job_uid]
     wait_until(
         lambda: (
-            waiting_for_config()
-            or (list_jobs(api, namespace)[0].get("status") or {}).get("state", {}).get("phase")
+            (list_jobs(api, namespace)[0].get("status") or {}).get("state", {}).get("phase")
             == "Running"
         ),
         60,
-        what="the job Running, or a pod waiting for its key",
+        what="the job Running once its key is there",
     )
     assert waiting_for_config() == []
-    identity = TaskInstanceIdentity(DAG_ID, "train", "no-retry")
-    (secret,) = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
-    assert set(secret.data) == {"api-key"}
     api.close()

@@ -6,8 +6,9 @@ the API server authenticates the token and RBAC authorizes every call). Airflow'
 ``kubernetes_default`` connection points at that kubeconfig, and the test DAGs run through
 ``dag.test()``:
 
-- sync and deferrable runs succeed (create the Secret and the job, list, watch, stream the
-  master's log, delete);
+- sync and deferrable runs succeed (create the job and then its key Secret, list, watch,
+  stream the master's log, delete); with Secrets ``create`` only, a retry reattaches and the
+  key Secret goes with its deleted job; a key Secret name taken first withdraws the job;
 - a failing job's report (pods, exit code, log tail, PodGroups, events) works too: no 403
   hides the cause;
 - with a Role that lacks one permission the task fails with an error naming the verb and the
@@ -26,8 +27,11 @@ import pytest
 import yaml
 from kubernetes import client
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.job import api_key_secret
 from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.wait import job_watcher
 from tests.integration.jobs import (
@@ -73,6 +77,7 @@ def _apply_rbac(
                 for rule in doc["rules"]:
                     if drop[0] in rule["resources"]:
                         rule["verbs"] = [v for v in rule["verbs"] if v != drop[1]]
+                doc["rules"] = [rule for rule in doc["rules"] if rule["verbs"]]  # none: no rule
             rbac.create_namespaced_role(namespace, doc)
         elif doc["kind"] == "RoleBinding":
             rbac.create_namespaced_role_binding(namespace, doc)
@@ -285,3 +290,76 @@ def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
     assert [[e["outcome"] for e in events] for events in results] == [["succeeded"]] * 5
     for (op, ti, trigger), (event,) in zip(runs, results, strict=True):
         assert op.execute_complete(context_for(ti), event)["uid"] == trigger.job_uid
+
+
+def test_with_secrets_create_only_a_job_is_submitted_reattached_and_its_key_goes_with_it(
+    as_service_account,
+):
+    """rbac.yaml grants Secrets ``create`` and nothing else (reading one back, or patching
+    it, would read every key of the namespace); that is all a submission, a retry that
+    reattaches and the end of the job take. The key Secret is the job's: immutable, owned by
+    it from its creation, and collected by Kubernetes when the job is deleted."""
+    [rule] = [
+        r
+        for doc in yaml.safe_load_all(RBAC.read_text())
+        if doc and doc["kind"] == "Role"
+        for r in doc["rules"]
+        if "secrets" in r["resources"]
+    ]
+    assert rule["verbs"] == ["create"]
+    make, admin = as_service_account
+    namespace = make()
+    template = seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"})
+    first = StubTaskInstance("avw_rel_rbac", "train", "create-only")
+    trigger = execute_operator(
+        operator(template=template, namespace=namespace, deferrable=True), first
+    )
+    [secret] = (
+        client.CoreV1Api(admin)
+        .list_namespaced_secret(namespace, label_selector=f"{MANAGED_BY_LABEL}={MANAGED_BY}")
+        .items
+    )
+    assert secret.immutable is True
+    assert [(o.kind, o.uid) for o in secret.metadata.owner_references] == [("Job", trigger.job_uid)]
+
+    # The next try (the first one's worker lost) reattaches and waits the job out in process;
+    # on success the job is deleted, and the garbage collector takes its Secret.
+    retry = StubTaskInstance("avw_rel_rbac", "train", "create-only", try_number=2)
+    result = execute_operator(
+        operator(template=template, namespace=namespace, on_finish_action="delete"), retry
+    )
+    assert result["uid"] == trigger.job_uid and result["phase"] == "Completed"
+    wait_until(lambda: list_jobs(admin, namespace) == [], 60, what="the job deleted")
+    wait_until(lambda: _key_secrets(admin, namespace) == [], 60, what="its Secret collected")
+
+
+def test_a_new_jobs_secret_name_taken_first_withdraws_the_job(as_service_account, monkeypatch):
+    """Someone who can read the job's spec and create Secrets races us to its key Secret's
+    name with a key of their own: the pods would log into their W&B account. The job is
+    withdrawn and the try fails naming the Secret; nothing keeps running."""
+    make, admin = as_service_account
+    namespace = make()
+    real_create = VolcanoHook.create_job
+    planted = []
+
+    def create_then_race(self, body, ns):
+        job = real_create(self, body, ns)
+        ref = api_key_secret.named_by(job)
+        client.CoreV1Api(admin).create_namespaced_secret(
+            ns, {"metadata": {"name": ref.name}, "stringData": {ref.key: "the racers-key"}}
+        )
+        planted.append(ref.name)
+        return job
+
+    monkeypatch.setattr(VolcanoHook, "create_job", create_then_race)
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    ti = StubTaskInstance("avw_rel_rbac", "train", "raced")
+    with pytest.raises(AirflowException) as failure:
+        execute_operator(operator(template=template, namespace=namespace, deferrable=True), ti)
+    assert planted, "the race was not run"
+    message = str(failure.value)
+    assert f"{namespace}/{planted[0]} was created by someone else first" in message, message
+    assert "the job was withdrawn" in message
+    wait_until(lambda: list_jobs(admin, namespace) == [], 60, what="the job withdrawn")
+    pods = client.CoreV1Api(admin).list_namespaced_pod(namespace).items
+    assert [p.metadata.name for p in pods if not p.metadata.deletion_timestamp] == []

@@ -127,15 +127,8 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
         )
     assert "belongs to avw_rel_edge/other/r1" in str(failure.value)
     assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [theirs.job_uid]
-    # The Secret this try wrote before its create goes; theirs (it could hold another team's
-    # key) was neither rewritten nor deleted.
-    wait_until(
-        lambda: (
-            len(core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items) == 1
-        ),
-        60,
-        what="this try's key Secret collected",
-    )
+    # This try made no job, so no key Secret; theirs (it could hold another team's key) was
+    # neither rewritten nor deleted.
     (after,) = core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items
     assert after.metadata.name == their_secret.metadata.name
     assert after.metadata.resource_version == their_secret.metadata.resource_version
@@ -159,14 +152,8 @@ def test_a_job_the_apiserver_refuses_leaves_no_key_secret_behind(
     assert list_jobs(api, namespace) == []
     identity = TaskInstanceIdentity("avw_rel_edge", "train", "refused")
     core = client.CoreV1Api(api)
-    # Written before the create; after the refusal, the garbage collector takes it.
-    wait_until(
-        lambda: (
-            not core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
-        ),
-        60,
-        what="the refused job's key Secret collected",
-    )
+    # The key Secret comes only after a job exists: a refused job never had one.
+    assert core.list_namespaced_secret(namespace, label_selector=identity.selector()).items == []
     api.close()
 
 

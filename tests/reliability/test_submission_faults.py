@@ -55,8 +55,6 @@ HOOK_CALLS = (
     "set_job_annotations",
     "delete_job",
     "create_secret",
-    "get_secret_metadata",
-    "patch_secret",
 )
 #: (fault, step) pairs of the default suite: before/after the first list, the create and the
 #: Secret, and the XCom pushes, spread over the three faults.

@@ -1,182 +1,161 @@
-"""api_key_secret against a scripted Secret store: an earlier try's Secret may be
-garbage-collected with its deleted job at any moment, also between our read and patch; the
-Secret is written before a job is created (``prepare``) and owned by it after."""
+"""api_key_secret against a scripted Secret store that can only create (as the Role allows):
+the Secret a job names is created after the job, owned by it from creation, immutable; a 409
+withdraws a new job and is an earlier try's delivery for a reattached one."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
+from urllib3.exceptions import MaxRetryError
 
-from airflow_volcano_wandb.hooks.kubernetes_api import SecretExistsError
+from airflow_volcano_wandb.hooks.kubernetes_api import (
+    KubernetesPermissionError,
+    SecretExistsError,
+)
 from airflow_volcano_wandb.job.api_key_secret import (
-    STORE_ATTEMPTS,
-    SecretOwnedElsewhereError,
-    abandon,
-    prepare,
-    secret_body,
-    store_for_job,
+    NAME_PREFIX,
+    KeyNotDeliveredError,
+    deliver,
+    fresh_ref,
+    named_by,
 )
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.wandb.wandb_env import container_env
+from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef, WandbRunSpec
 
 IDENTITY = TaskInstanceIdentity("dag", "train", "run-1")
-OLD_JOB = {"metadata": {"name": "wandb-job-a", "namespace": "ns", "uid": "uid-old"}}
-NEW_JOB = {"metadata": {"name": "wandb-job-b", "namespace": "ns", "uid": "uid-new"}}
+LOG = logging.getLogger(__name__)
 
 
-class SecretStore:
-    """One namespace's Secrets; ``collect_before`` deletes the Secret just before that call
-    (``"get"`` or ``"patch"``) the given number of times, as the garbage collector may."""
+def _job(secret: SecretKeyRef | None, uid: str = "uid-new") -> dict[str, Any]:
+    """A job as the operator renders it: every container's env from ``wandb_env``."""
+    spec = WandbRunSpec(run_id="r1", api_key_secret=secret)
+    tasks = [
+        {
+            "name": name,
+            "template": {
+                "spec": {
+                    "containers": [{"name": "c", "env": container_env(spec, is_master_task=master)}]
+                }
+            },
+        }
+        for name, master in (("master", True), ("worker", False))
+    ]
+    return {
+        "metadata": {"name": "wandb-job-b", "namespace": "ns", "uid": uid},
+        "spec": {"tasks": tasks},
+    }
 
-    def __init__(
-        self,
-        existing: dict[str, Any] | None,
-        collect_before: str = "",
-        times: int = 1,
-        jobs: tuple[dict, ...] = (),
-    ):
-        self.secrets = {} if existing is None else {existing["metadata"]["name"]: existing}
-        self.collect_before, self.times = collect_before, times
-        self.jobs = {j["metadata"]["name"]: j for j in jobs}  # the live jobs
-        self.calls: list[str] = []
 
-    def get_job(self, name: str, namespace: str) -> dict | None:
-        self.calls.append("get_job")
-        return self.jobs.get(name)
+class CreateOnly:
+    """One namespace's Secrets through the only verb the provider's Role grants."""
 
-    def _maybe_collect(self, call: str) -> None:
-        if call == self.collect_before and self.times > 0:
-            self.times -= 1
-            self.secrets.clear()
+    def __init__(self, taken: Exception | None = None) -> None:
+        self.created: list[dict[str, Any]] = []
+        self.taken = taken
 
     def create_secret(self, body: dict, namespace: str) -> dict:
-        self.calls.append("create")
-        name = body["metadata"]["name"]
-        if name in self.secrets:
-            raise SecretExistsError(name)
-        self.secrets[name] = body
+        if self.taken is not None:
+            raise self.taken
+        self.created.append(body)
         return body["metadata"]
 
-    def get_secret_metadata(self, name: str, namespace: str) -> dict | None:
-        self.calls.append("get")
-        self._maybe_collect("get")
-        secret = self.secrets.get(name)
-        return None if secret is None else secret["metadata"]
 
-    def patch_secret(self, name: str, namespace: str, patch: dict) -> dict | None:
-        self.calls.append("patch")
-        self._maybe_collect("patch")
-        if name not in self.secrets:
-            return None
-        secret = self.secrets[name]
-        if "ownerReferences" in patch.get("metadata", {}):  # a strategic merge by uid
-            owners = {r["uid"]: r for r in secret["metadata"]["ownerReferences"]}
-            owners.update({r["uid"]: r for r in patch["metadata"]["ownerReferences"]})
-            secret["metadata"]["ownerReferences"] = list(owners.values())
-        secret["stringData"] = patch.get("stringData", secret["stringData"])
-        return secret["metadata"]
+class Withdrawals:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self) -> None:
+        self.count += 1
 
 
-def _owner_uids(store: SecretStore) -> list[list[str]]:
-    return [[r["uid"] for r in s["metadata"]["ownerReferences"]] for s in store.secrets.values()]
+def _deliver(store: CreateOnly, job: dict, *, created: bool) -> Withdrawals:
+    withdraw = Withdrawals()
+    deliver(store, IDENTITY, job, "the-key", created=created, withdraw=withdraw, task_log=LOG)
+    return withdraw
 
 
-def test_an_earlier_tries_secret_gets_the_new_key_and_the_new_owner() -> None:
-    store = SecretStore(secret_body(IDENTITY, OLD_JOB, "old-key"))
-    store_for_job(store, IDENTITY, NEW_JOB, "new-key")
-    assert store.calls == ["create", "get", "patch"]
-    assert _owner_uids(store) == [["uid-old", "uid-new"]]
-    assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "new-key"}]
+def test_each_render_names_a_secret_nobody_can_predict() -> None:
+    names = {fresh_ref().name for _ in range(100)}
+    assert len(names) == 100
+    assert all(n.startswith(NAME_PREFIX) and len(n) == len(NAME_PREFIX) + 32 for n in names)
+    assert all(fresh_ref().key == "api-key" for _ in range(3))
 
 
-@pytest.mark.parametrize("collected_before", ["get", "patch"])
-def test_a_secret_collected_under_us_is_created_again(collected_before: str) -> None:
-    store = SecretStore(secret_body(IDENTITY, OLD_JOB, "old-key"), collected_before)
-    store_for_job(store, IDENTITY, NEW_JOB, "new-key")
-    assert store.calls[-1] == "create"
-    assert _owner_uids(store) == [["uid-new"]]  # owned by the new job alone
-    assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "new-key"}]
+def test_the_secret_is_read_from_the_jobs_own_spec() -> None:
+    ref = fresh_ref()
+    assert named_by(_job(ref)) == ref
+    assert named_by(_job(None)) is None  # no key at all
+    # A Secret the DAG brought (wandb_api_key_secret) is not the provider's to create.
+    assert named_by(_job(SecretKeyRef("team-a-wandb", "api-key"))) is None
 
 
-def test_a_secret_that_keeps_vanishing_is_an_error_not_a_loop() -> None:
-    store = SecretStore(secret_body(IDENTITY, OLD_JOB, "k"), "patch", times=STORE_ATTEMPTS)
-    store.create_secret = _always_taken(store)  # type: ignore[method-assign]
-    with pytest.raises(RuntimeError, match="kept being deleted"):
-        store_for_job(store, IDENTITY, NEW_JOB, "new-key")
-    assert store.calls.count("patch") == STORE_ATTEMPTS
+def test_a_new_jobs_secret_is_created_owned_by_it_and_immutable() -> None:
+    ref, store = fresh_ref(), CreateOnly()
+    withdraw = _deliver(store, _job(ref), created=True)
+    [body] = store.created
+    assert body["metadata"]["name"] == ref.name
+    assert [o["uid"] for o in body["metadata"]["ownerReferences"]] == ["uid-new"]
+    assert body["metadata"]["ownerReferences"][0]["kind"] == "Job"
+    assert body["immutable"] is True
+    assert body["stringData"] == {"api-key": "the-key"}
+    assert IDENTITY.owns(body)
+    assert withdraw.count == 0
 
 
-def _always_taken(store: SecretStore):
-    def create_secret(body: dict, namespace: str) -> dict:
-        store.calls.append("create")
-        store.secrets[body["metadata"]["name"]] = secret_body(IDENTITY, OLD_JOB, "k")
-        raise SecretExistsError(body["metadata"]["name"])
-
-    return create_secret
-
-
-def test_someone_elses_secret_is_never_touched() -> None:
-    other = secret_body(IDENTITY, OLD_JOB, "their-key")  # our Secret's name, their labels
-    other["metadata"]["labels"] = TaskInstanceIdentity("other", "t", "r").labels()
-    store = SecretStore(other)
-    with pytest.raises(SecretOwnedElsewhereError):
-        store_for_job(store, IDENTITY, NEW_JOB, "new-key")
-    assert "patch" not in store.calls
-    assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "their-key"}]
+def test_a_reattached_job_whose_secret_was_never_created_gets_it() -> None:
+    # Its submitter died between the job and the Secret: the next try delivers.
+    store = CreateOnly()
+    withdraw = _deliver(store, _job(fresh_ref(), uid="uid-old"), created=False)
+    assert [b["metadata"]["ownerReferences"][0]["uid"] for b in store.created] == ["uid-old"]
+    assert withdraw.count == 0
 
 
-def test_before_a_job_the_secret_is_written_without_an_owner() -> None:
-    store = SecretStore(None)
-    prepare(store, IDENTITY, "ns", "key")
-    assert store.calls == ["create"]
-    assert _owner_uids(store) == [[]]
-    store_for_job(store, IDENTITY, NEW_JOB, "key")  # the job, once created, becomes its owner
-    assert _owner_uids(store) == [["uid-new"]]
+def test_a_reattached_jobs_secret_already_there_was_delivered_by_its_try() -> None:
+    store = CreateOnly(taken=SecretExistsError("x"))
+    withdraw = _deliver(store, _job(fresh_ref()), created=False)
+    assert withdraw.count == 0
 
 
-def test_a_secret_a_live_job_owns_gets_the_new_key_and_keeps_its_owner() -> None:
-    store = SecretStore(secret_body(IDENTITY, OLD_JOB, "old-key"), jobs=(OLD_JOB,))
-    prepare(store, IDENTITY, "ns", "new-key")
-    assert store.calls == ["create", "get", "get_job", "patch"]
-    assert _owner_uids(store) == [["uid-old"]]
-    assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "new-key"}]
+def test_a_new_jobs_name_taken_by_someone_else_withdraws_the_job() -> None:
+    ref = fresh_ref()
+    store = CreateOnly(taken=SecretExistsError(ref.name))
+    withdraw = Withdrawals()
+    with pytest.raises(KeyNotDeliveredError, match=f"ns/{ref.name}.*withdrawn"):
+        deliver(store, IDENTITY, _job(ref), "k", created=True, withdraw=withdraw, task_log=LOG)
+    assert withdraw.count == 1
 
 
-def test_a_secret_whose_owners_are_gone_is_waited_out_and_created_afresh() -> None:
-    # The earlier job was just deleted: the collector takes its Secret, whatever is written
-    # into it meanwhile. Patching it would leave the new job without its key.
-    store = SecretStore(secret_body(IDENTITY, OLD_JOB, "old-key"))  # OLD_JOB is gone
-    gets = {"n": 0}
-    real_get = store.get_secret_metadata
-
-    def get_then_collected(name: str, namespace: str) -> dict | None:
-        gets["n"] += 1
-        if gets["n"] == 2:  # the collector gets there while we wait
-            store.secrets.clear()
-        return real_get(name, namespace)
-
-    store.get_secret_metadata = get_then_collected  # type: ignore[method-assign]
-    prepare(store, IDENTITY, "ns", "new-key")
-    assert "patch" not in store.calls and store.calls[-1] == "create"
-    assert _owner_uids(store) == [[]]
-    assert [s["stringData"] for s in store.secrets.values()] == [{"api-key": "new-key"}]
+def test_a_new_jobs_409_after_a_lost_answer_is_its_own_create() -> None:
+    # The first attempt was applied, its answer lost; the retry meets what it made.
+    store = CreateOnly(taken=SecretExistsError("x", maybe_ours=True))
+    assert _deliver(store, _job(fresh_ref()), created=True).count == 0
 
 
-def test_someone_elses_secret_refuses_the_submission_before_any_job() -> None:
-    other = secret_body(IDENTITY, OLD_JOB, "their-key")
-    other["metadata"]["labels"] = TaskInstanceIdentity("other", "t", "r").labels()
-    store = SecretStore(other)
-    with pytest.raises(SecretOwnedElsewhereError):
-        prepare(store, IDENTITY, "ns", "new-key")
-    assert "patch" not in store.calls
+def test_a_new_job_whose_secret_is_refused_is_withdrawn() -> None:
+    store = CreateOnly(taken=KubernetesPermissionError("denied 'create' on 'secrets'"))
+    withdraw = Withdrawals()
+    with pytest.raises(KeyNotDeliveredError, match="denied"):
+        deliver(
+            store, IDENTITY, _job(fresh_ref()), "k", created=True, withdraw=withdraw, task_log=LOG
+        )
+    assert withdraw.count == 1
 
 
-def test_a_refused_jobs_secret_gets_an_owner_that_does_not_exist() -> None:
-    # The provider may not delete Secrets: the garbage collector deletes a dependent whose
-    # owners are all absent (proven on the cluster by the refused-job test).
-    store = SecretStore(None)
-    prepare(store, IDENTITY, "ns", "key")
-    abandon(store, IDENTITY, "ns")
-    ((owner,),) = [s["metadata"]["ownerReferences"] for s in store.secrets.values()]
-    assert owner["kind"] == "Job"
-    assert owner["uid"] not in {"uid-old", "uid-new"}
+def test_an_api_out_of_reach_leaves_the_job_for_the_next_try() -> None:
+    store = CreateOnly(taken=MaxRetryError(None, "/api/v1/namespaces/ns/secrets"))
+    withdraw = Withdrawals()
+    with pytest.raises(MaxRetryError):
+        deliver(
+            store, IDENTITY, _job(fresh_ref()), "k", created=True, withdraw=withdraw, task_log=LOG
+        )
+    assert withdraw.count == 0
+
+
+def test_a_job_without_a_key_secret_of_ours_gets_none() -> None:
+    store = CreateOnly()
+    _deliver(store, _job(SecretKeyRef("team-a-wandb", "api-key")), created=True)
+    _deliver(store, _job(None), created=False)
+    assert store.created == []

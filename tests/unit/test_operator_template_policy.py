@@ -10,15 +10,28 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
-from airflow_volcano_wandb.job.api_key_secret import secret_ref
+from airflow_volcano_wandb.job import api_key_secret
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.template import DEFAULT_ALLOWED_SCHEDULERS
-from tests.hostile_templates import CASES, OTHER_TASK_KEY_SECRET, OTHER_TEAM_SECRET, seed
+from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef
+from tests.hostile_templates import (
+    CASES,
+    OTHER_TASK_KEY_SECRET,
+    OTHER_TEAM_SECRET,
+    OWN_KEY_SECRET,
+    seed,
+)
 from tests.reliability.support import StubTaskInstance, context_for
 
 IDENTITY = TaskInstanceIdentity("d", "train", "r")
-OWN_KEY = secret_ref(IDENTITY).name
+OWN_KEY = OWN_KEY_SECRET
+
+
+@pytest.fixture(autouse=True)
+def own_key_named_as_the_corpus_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each render names a random key Secret; pinned here so a template can name it."""
+    monkeypatch.setattr(api_key_secret, "fresh_ref", lambda: SecretKeyRef(OWN_KEY, "api-key"))
 
 
 class KeyedWandbHook:
