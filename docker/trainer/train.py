@@ -510,15 +510,61 @@ def prune_checkpoints(directory: Path, keep: int) -> list[Path]:
     return old
 
 
+#: A packed checkpoint's entry holding everything but its tensors, as JSON bytes.
+_SKELETON = "skeleton.json"
+#: How the skeleton refers to a tensor (by its entry) and writes a mapping (key types kept:
+#: an optimizer's state is keyed by parameter number, which JSON would turn into text).
+_TENSOR, _MAPPING = "__tensor__", "__mapping__"
+
+
+def pack_checkpoint(state: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    """``state`` as tensors only, so that ``torch.load(weights_only=True)`` reads it on every
+    torch the trainer runs on: torch 1.13's safe unpickler (the local real-pod image's) refuses
+    a pickled Python float. The tensors are entries of their own; the rest is JSON in a byte
+    tensor. Anything JSON cannot hold raises (``TypeError``)."""
+    tensors: dict[str, torch.Tensor] = {}
+
+    def walk(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            entry = str(len(tensors))
+            tensors[entry] = value
+            return {_TENSOR: entry}
+        if isinstance(value, Mapping):
+            return {_MAPPING: [[walk(k), walk(v)] for k, v in value.items()]}
+        if isinstance(value, list | tuple):
+            return [walk(item) for item in value]
+        return value
+
+    skeleton = json.dumps(walk(dict(state))).encode()
+    return {**tensors, _SKELETON: torch.tensor(list(skeleton), dtype=torch.uint8)}
+
+
+def read_checkpoint(path: Path) -> dict[str, Any]:
+    """A checkpoint :func:`save_checkpoint` wrote, loaded without running any pickled code."""
+    packed = torch.load(path, map_location="cpu", weights_only=True)
+
+    def build(value: Any) -> Any:
+        if isinstance(value, dict) and _TENSOR in value:
+            return packed[value[_TENSOR]]
+        if isinstance(value, dict):
+            return {build(k): build(v) for k, v in value[_MAPPING]}
+        if isinstance(value, list):
+            return [build(item) for item in value]
+        return value
+
+    return build(json.loads(bytes(packed[_SKELETON].tolist())))
+
+
 def save_checkpoint(directory: Path, step: int, state: Mapping[str, Any]) -> Path:
     """Write ``state`` as the checkpoint of ``step``, atomically: into a temporary file in the
     same directory, flushed to disk, then renamed (a checkpoint is complete or absent)."""
     directory.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(directory, step)
     temporary = directory / f".{final.name}.{os.getpid()}.tmp"
+    packed = pack_checkpoint(state)  # before the file: a state that cannot be saved leaves none
     try:
         with temporary.open("wb") as out:
-            torch.save(dict(state), out)
+            torch.save(packed, out)
             out.flush()
             os.fsync(out.fileno())
         os.replace(temporary, final)
@@ -565,7 +611,7 @@ def load_checkpoint(
     path: Path, params: HyperParams, model: nn.Module, optimizer: torch.optim.Optimizer
 ) -> Progress:
     """Restore the model, optimizer and RNG from ``path``; return the progress it records."""
-    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = read_checkpoint(path)
     saved = dict(state["hyper_params"])
     # More epochs may continue a run; any other change would not train the model it saved.
     differ = sorted(k for k, v in asdict(params).items() if k != "epochs" and saved.get(k) != v)

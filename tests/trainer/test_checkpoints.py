@@ -62,7 +62,7 @@ def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
     # Saved at 20, 40, 60, 80 and 96: the older three were deleted as newer ones completed.
     assert _checkpoints(directory) == [CHECKPOINT_FILE.format(s) for s in (80, 96)]
     assert "(deleted 1 older: keeping 2)" in results[0].output
-    state = train_module.torch.load(directory / CHECKPOINT_FILE.format(80), weights_only=True)
+    state = train_module.read_checkpoint(directory / CHECKPOINT_FILE.format(80))
     assert state["step"] == 80 and len(state["epoch_losses"]) == 2
     assert {"model", "optimizer", "rng", "hyper_params"} <= set(state)
     assert "saved checkpoint" in results[0].output
@@ -144,6 +144,30 @@ def test_a_save_that_fails_leaves_no_checkpoint(tmp_path: Path, train_module: Mo
     path = train_module.save_checkpoint(tmp_path / "new", 5, {"step": 5})
     assert path == tmp_path / "new" / "step-000000005.pt"
     assert _checkpoints(tmp_path / "new") == ["step-000000005.pt"]
+
+
+def test_a_checkpoint_holds_only_tensors_and_reads_back_whole(
+    tmp_path: Path, train_module: ModuleType
+) -> None:
+    """What torch 1.13's safe loader (the local real-pod image's) can read: no pickled float.
+    The optimizer's state keeps its integer keys, which its load_state_dict matches on."""
+    torch = train_module.torch
+    state = {
+        "step": 7,
+        "loss_sum": 0.25,
+        "epoch_losses": [1.5, float("inf")],
+        "optimizer": {"state": {0: {"momentum_buffer": torch.ones(2)}}, "param_groups": []},
+        "rng": torch.get_rng_state(),
+    }
+    path = train_module.save_checkpoint(tmp_path, 7, state)
+    packed = torch.load(path, weights_only=True)
+    assert all(isinstance(value, torch.Tensor) for value in packed.values())
+    read = train_module.read_checkpoint(path)
+    assert read["step"] == 7 and read["loss_sum"] == 0.25
+    assert read["epoch_losses"] == [1.5, float("inf")]
+    assert list(read["optimizer"]["state"]) == [0]
+    assert torch.equal(read["optimizer"]["state"][0]["momentum_buffer"], torch.ones(2))
+    assert torch.equal(read["rng"], state["rng"])
 
 
 def test_pruning_keeps_the_newest_complete_checkpoints_and_leaves_saves_in_progress(
