@@ -45,6 +45,7 @@ PURE = [
     "template",
     "job/ownership.py",
     "job/job_status.py",
+    "job/job_view.py",
     "job/submission_plan.py",
     "job/job_facts.py",
     "job/gpu_usage.py",
