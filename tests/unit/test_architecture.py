@@ -46,6 +46,7 @@ PURE = [
     "job/ownership.py",
     "job/job_status.py",
     "job/job_view.py",
+    "hooks/volcano_requests.py",
     "job/submission_plan.py",
     "job/job_facts.py",
     "job/gpu_usage.py",
