@@ -15,14 +15,17 @@ from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiExcepti
 from kubernetes_asyncio.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-GROUP = "batch.volcano.sh"
-VERSION = "v1alpha1"
-PLURAL = "jobs"
-JOBS_RESOURCE = f"{PLURAL}.{GROUP}"  # as RBAC and error messages name it
-PODGROUP_GROUP = "scheduling.volcano.sh"
-PODGROUP_VERSION = "v1beta1"
-JOB_NAME_LABEL = "volcano.sh/job-name"
-QUEUE_RESOURCE = f"queues.{PODGROUP_GROUP}"
+from airflow_volcano_wandb.hooks.volcano_requests import (  # noqa: F401 (their names here too)
+    GROUP,
+    JOB_NAME_LABEL,
+    JOBS_RESOURCE,
+    PLURAL,
+    PODGROUP_GROUP,
+    PODGROUP_VERSION,
+    QUEUE_RESOURCE,
+    VERSION,
+)
+
 #: The optional read-only ClusterRole the fit check reads queues and nodes with.
 FIT_CHECK_CLUSTER_ROLE = "docker/k8s/rbac-fit-check.yaml"
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
@@ -157,18 +160,6 @@ def api_message(exc: ApiException | AsyncApiException) -> str:
 
 def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     return api.sanitize_for_serialization(obj)
-
-
-def foreground_delete(client_module: Any, uid: str | None, resource_version: str | None) -> Any:
-    """Delete options for a job: foreground (gone only once its pods are), and only this
-    submission (``uid``) as last read (``resource_version``) when given. ``client_module`` is
-    ``kubernetes.client`` or ``kubernetes_asyncio.client``: the two hooks share the rule."""
-    preconditions = None
-    if uid or resource_version:
-        preconditions = client_module.V1Preconditions(uid=uid, resource_version=resource_version)
-    return client_module.V1DeleteOptions(
-        propagation_policy="Foreground", preconditions=preconditions
-    )
 
 
 def describe_failure(exc: BaseException, verb: str, namespace: str) -> str:

@@ -17,22 +17,18 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
-from kubernetes import client as k8s
 from kubernetes.client.rest import ApiException
 
+from airflow_volcano_wandb.hooks import volcano_requests
 from airflow_volcano_wandb.hooks.kubernetes_api import (
-    GROUP,
-    JOB_NAME_LABEL,
-    PLURAL,
+    JOBS_RESOURCE,
     PODGROUP_GROUP,
     PODGROUP_VERSION,
     QUEUE_RESOURCE,
     SYNC_CALL_TIMEOUT,
-    VERSION,
     JobExistsError,
     SecretExistsError,
     api_retry,
-    foreground_delete,
     permission_error,
     to_dict,
 )
@@ -85,13 +81,10 @@ class VolcanoHook(KubernetesHook):
         try:
             return self._call(
                 "create",
-                "jobs.batch.volcano.sh",
+                JOBS_RESOURCE,
                 namespace,
                 self.custom_object_client.create_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
+                *volcano_requests.job_args(namespace),
                 body,
             )
         except ApiException as exc:
@@ -103,14 +96,10 @@ class VolcanoHook(KubernetesHook):
     def get_job(self, name: str, namespace: str) -> dict | None:
         """The job, or ``None`` when it does not exist."""
         return self._get_or_none(
-            "jobs.batch.volcano.sh",
+            JOBS_RESOURCE,
             namespace,
             self.custom_object_client.get_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
-            name,
+            *volcano_requests.job_args(namespace, name),
         )
 
     def _get_or_none(self, resource: str, namespace: str, fn, *args: Any) -> dict | None:
@@ -118,7 +107,7 @@ class VolcanoHook(KubernetesHook):
         try:
             return self._call("get", resource, namespace, fn, *args)
         except ApiException as exc:
-            if exc.status == 404:
+            if exc.status in volcano_requests.ABSENT:
                 return None
             raise
 
@@ -129,17 +118,14 @@ class VolcanoHook(KubernetesHook):
         """The jobs matching ``label_selector`` (at most ``limit``, when given)."""
         result = self._call(
             "list",
-            "jobs.batch.volcano.sh",
+            JOBS_RESOURCE,
             namespace,
             self.custom_object_client.list_namespaced_custom_object,
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
+            *volcano_requests.job_args(namespace),
             label_selector=label_selector,
             **({"limit": limit} if limit else {}),
         )
-        return list(result.get("items") or [])
+        return volcano_requests.items(result)
 
     @api_retry
     def delete_job(
@@ -155,23 +141,18 @@ class VolcanoHook(KubernetesHook):
         alone; with ``resource_version``, a job changed since it was read is too. Returns
         False when there was nothing to delete (or a precondition failed).
         """
-        body = foreground_delete(k8s, uid, resource_version)
         try:
             self._call(
                 "delete",
-                "jobs.batch.volcano.sh",
+                JOBS_RESOURCE,
                 namespace,
                 self.custom_object_client.delete_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                body=body,
+                *volcano_requests.job_args(namespace, name),
+                body=volcano_requests.delete_job_body(uid, resource_version),
             )
             return True
         except ApiException as exc:
-            if exc.status in (404, 409):  # gone already, or a different job by that name
+            if exc.status in volcano_requests.NOT_DELETED:
                 return False
             raise
 
@@ -182,26 +163,20 @@ class VolcanoHook(KubernetesHook):
         """Set annotations on this submission of the job; the job as patched, or ``None`` when
         this submission is gone.
 
-        The merge patch carries the uid: the apiserver refuses to change a uid (422), so a job
-        recreated under the name is never touched. (A JSON patch's ``test`` op would say the
-        same, but the kubernetes client 32 of Airflow 3.0 cannot send one to a custom object.)
+        The patch carries the uid (``volcano_requests.uid_guarded_merge_patch``), so a job
+        recreated under the name is never touched.
         """
-        patch = {"metadata": {"uid": uid, "annotations": dict(annotations)}}
         try:
             return self._call(
                 "patch",
-                "jobs.batch.volcano.sh",
+                JOBS_RESOURCE,
                 namespace,
                 self.custom_object_client.patch_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
-                name,
-                patch,
+                *volcano_requests.job_args(namespace, name),
+                volcano_requests.uid_guarded_merge_patch(uid, annotations),
             )
         except ApiException as exc:
-            if exc.status in (404, 422):  # gone, or another job (another uid) now
+            if exc.status in volcano_requests.NOT_PATCHED:
                 return None
             raise
 
@@ -221,7 +196,7 @@ class VolcanoHook(KubernetesHook):
             namespace,
             self.core_v1_client.list_namespaced_pod,
             namespace,
-            label_selector=f"{JOB_NAME_LABEL}={name}",
+            label_selector=volcano_requests.job_pods_selector(name),
         )
         return [to_dict(self.api_client, pod) for pod in pods.items]
 
@@ -239,7 +214,7 @@ class VolcanoHook(KubernetesHook):
         the container before its last restart. ``""`` when there is none."""
         try:
             return self._pod_log(
-                pod, namespace, container, tail_lines=tail_lines, previous=previous
+                pod, namespace, container=container, tail_lines=tail_lines, previous=previous
             )
         except ApiException as exc:
             if exc.status in (400, 404):  # container never started, or pod gone
@@ -249,15 +224,14 @@ class VolcanoHook(KubernetesHook):
     @api_retry
     def read_pod_log_since(self, pod: str, namespace: str, container: str, since: int) -> str:
         """The first byte of the log of the last ``since`` s (raises: a gone pod is no silence)."""
-        return self._pod_log(pod, namespace, container, since_seconds=since, limit_bytes=1)
+        return self._pod_log(pod, namespace, **volcano_requests.log_since_query(container, since))
 
-    def _pod_log(self, pod: str, namespace: str, container: str | None, **params: Any) -> str:
-        # Raw bytes, decoded here: kubernetes 36 returns the repr of the bytes ("b'...'")
-        # when it decodes a log itself (kubernetes-client/python#2596).
+    def _pod_log(self, pod: str, namespace: str, **params: Any) -> str:
         read = self.core_v1_client.read_namespaced_pod_log
-        params.update(container=container, _preload_content=False)
-        response = self._call("get", "pods/log", namespace, read, pod, namespace, **params)
-        return response.data.decode("utf-8", errors="replace")
+        response = self._call(
+            "get", "pods/log", namespace, read, pod, namespace, _preload_content=False, **params
+        )
+        return volcano_requests.log_text(response.data)
 
     @api_retry
     def list_events(self, namespace: str, names: set[str]) -> list[dict]:
@@ -284,14 +258,7 @@ class VolcanoHook(KubernetesHook):
             namespace,
             "podgroups",
         )
-        return [
-            pg
-            for pg in result.get("items") or []
-            if any(
-                ref.get("uid") == job_uid
-                for ref in (pg.get("metadata") or {}).get("ownerReferences") or []
-            )
-        ]
+        return volcano_requests.owned_by(volcano_requests.items(result), job_uid)
 
     @api_retry
     def get_queue(self, name: str) -> dict | None:

@@ -9,15 +9,11 @@ from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHo
 from kubernetes_asyncio import client as async_k8s
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
+from airflow_volcano_wandb.hooks import volcano_requests
 from airflow_volcano_wandb.hooks.kubernetes_api import (
     ASYNC_CALL_TIMEOUT,
-    GROUP,
-    JOB_NAME_LABEL,
     JOBS_RESOURCE,
-    PLURAL,
-    VERSION,
     WATCH_READ_GRACE,
-    foreground_delete,
     permission_error,
 )
 
@@ -37,10 +33,10 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         """The job, over an open client (no new TLS session); None if there is none."""
         try:
             return await async_k8s.CustomObjectsApi(api).get_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, name, _request_timeout=ASYNC_CALL_TIMEOUT
+                *volcano_requests.job_args(namespace, name), _request_timeout=ASYNC_CALL_TIMEOUT
             )
         except AsyncApiException as exc:
-            if exc.status == 404:
+            if exc.status in volcano_requests.ABSENT:
                 return None
             raise
 
@@ -53,20 +49,15 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
     ) -> bool:
         """As ``VolcanoHook.delete_job``: foreground, with uid/resourceVersion preconditions."""
         async with self.get_conn() as api:
-            body = foreground_delete(async_k8s, uid, resource_version)
             try:
                 await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
-                    GROUP,
-                    VERSION,
-                    namespace,
-                    PLURAL,
-                    name,
-                    body=body,
+                    *volcano_requests.job_args(namespace, name),
+                    body=volcano_requests.delete_job_body(uid, resource_version),
                     _request_timeout=ASYNC_CALL_TIMEOUT,
                 )
                 return True
             except AsyncApiException as exc:
-                if exc.status in (404, 409):
+                if exc.status in volcano_requests.NOT_DELETED:
                     return False
                 raise
 
@@ -77,33 +68,16 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         annotations: dict[str, str],
     ) -> bool:
         """Add ``annotations`` to this submission of ``job``; False when it is gone or another
-        submission holds the name now.
-
-        A JSON patch whose first op tests the uid (a failed test answers 422): the client
-        sends a list body as ``application/json-patch+json`` on every supported release,
-        where a merge patch would need ``_content_type``, which older clients lack.
-        """
+        submission holds the name now (``volcano_requests.uid_tested_json_patch``)."""
         metadata = job["metadata"]
-        ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": metadata["uid"]}]
-        if metadata.get("annotations"):
-            ops += [
-                {"op": "add", "path": f"/metadata/annotations/{_pointer(key)}", "value": value}
-                for key, value in annotations.items()
-            ]
-        else:
-            ops.append({"op": "add", "path": "/metadata/annotations", "value": annotations})
         try:
             await async_k8s.CustomObjectsApi(api).patch_namespaced_custom_object(
-                GROUP,
-                VERSION,
-                metadata["namespace"],
-                PLURAL,
-                metadata["name"],
-                ops,
+                *volcano_requests.job_args(metadata["namespace"], metadata["name"]),
+                volcano_requests.uid_tested_json_patch(job, annotations),
                 _request_timeout=ASYNC_CALL_TIMEOUT,
             )
         except AsyncApiException as exc:
-            if exc.status in (404, 422):
+            if exc.status in volcano_requests.NOT_PATCHED:
                 return False
             raise permission_error(exc, "patch", JOBS_RESOURCE, metadata["namespace"]) from exc
         return True
@@ -122,21 +96,13 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         once every page is in. A token too old for etcd answers 410: list again from the top.
         """
         result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
-            GROUP,
-            VERSION,
-            namespace,
-            PLURAL,
+            *volcano_requests.job_args(namespace),
             label_selector=label_selector,
             limit=limit,
             _continue=continue_token,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
-        metadata = result.get("metadata") or {}
-        return (
-            list(result.get("items") or []),
-            metadata["resourceVersion"],
-            metadata.get("continue") or None,
-        )
+        return volcano_requests.jobs_page(result)
 
     async def list_job_pods(
         self, api: async_k8s.ApiClient, name: str, namespace: str
@@ -144,12 +110,12 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         """The job's pods, as the plain dicts the API returns."""
         response = await async_k8s.CoreV1Api(api).list_namespaced_pod(
             namespace,
-            label_selector=f"{JOB_NAME_LABEL}={name}",
+            label_selector=volcano_requests.job_pods_selector(name),
             _preload_content=False,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
         async with response:
-            return list((await response.json()).get("items") or [])
+            return volcano_requests.items(await response.json())
 
     async def read_pod_log_since(
         self, api: async_k8s.ApiClient, pod: str, namespace: str, container: str, since: int
@@ -160,14 +126,12 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         response = await async_k8s.CoreV1Api(api).read_namespaced_pod_log(
             pod,
             namespace,
-            container=container,
-            since_seconds=since,
-            limit_bytes=1,
+            **volcano_requests.log_since_query(container, since),
             _preload_content=False,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
         async with response:
-            return (await response.read()).decode("utf-8", errors="replace")
+            return volcano_requests.log_text(await response.read())
 
     async def open_pod_log(
         self, api: async_k8s.ApiClient, pod: str, namespace: str, container: str
@@ -202,10 +166,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         try:
             async for event in watcher.stream(
                 async_k8s.CustomObjectsApi(api).list_namespaced_custom_object,
-                GROUP,
-                VERSION,
-                namespace,
-                PLURAL,
+                *volcano_requests.job_args(namespace),
                 resource_version=resource_version,
                 label_selector=label_selector,
                 allow_watch_bookmarks=True,
@@ -220,8 +181,3 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
                 yield event["type"], event["raw_object"]
         finally:
             watcher.stop()
-
-
-def _pointer(key: str) -> str:
-    """``key`` as one JSON Pointer segment (RFC 6901): annotation keys hold ``/``."""
-    return key.replace("~", "~0").replace("/", "~1")

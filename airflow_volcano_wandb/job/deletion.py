@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.job import job_status
+from airflow_volcano_wandb.job.job_view import ObjectMeta
 from airflow_volcano_wandb.job.ownership import may_delete
 
 if TYPE_CHECKING:  # the trigger's kill imports this module on the event loop: no clients
@@ -47,7 +48,7 @@ def decide(
         the task resumed), and is left to the task that reports it. The end of a wait deletes
         what ``on_finish_action`` says, ended or not.
     """
-    if job is None or (uid and (job.get("metadata") or {}).get("uid") != uid):
+    if job is None or (uid and ObjectMeta.of(job).uid != uid):
         return Deletion.GONE
     if not may_delete(job, uid, try_number):
         return Deletion.NEWER_TRY

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.template.quantity import parse_quantity
 
 #: ``fit_check=`` values: fail on a job that can never be placed, only log it, or skip the check.
@@ -91,19 +92,16 @@ def pod_needs(pod_template: Mapping[str, Any]) -> Resources:
 
 def gang(job: Mapping[str, Any]) -> list[GangTask]:
     """The tasks' shares of the gang: their first pods, in order, up to ``minAvailable``."""
-    spec = job.get("spec") or {}
-    tasks = spec.get("tasks") or []
-    left = spec.get("minAvailable")
+    view = JobView.of(job)
+    left = view.min_available
     if type(left) is not int or left <= 0:
-        left = sum(int(task.get("replicas") or 0) for task in tasks)
+        left = sum(task.replicas for task in view.tasks)
     shares = []
-    for task in tasks:
-        pods = min(int(task.get("replicas") or 0), left)
+    for task in view.tasks:
+        pods = min(task.replicas, left)
         left -= pods
         if pods:
-            shares.append(
-                GangTask(str(task.get("name")), pods, pod_needs(task.get("template") or {}))
-            )
+            shares.append(GangTask(task.name, pods, pod_needs(task.template)))
     return shares
 
 
@@ -124,7 +122,7 @@ def amount(value: Decimal) -> str:
 
 def queue_fit(tasks: Sequence[GangTask], queue: Mapping[str, Any]) -> Fit:
     """The gang against its queue's capability (never), allocated and deserved (later)."""
-    name = (queue.get("metadata") or {}).get("name", "?")
+    name = ObjectMeta.of(queue).name or "?"
     spec, status = queue.get("spec") or {}, queue.get("status") or {}
     capability, deserved = resources(spec.get("capability")), resources(spec.get("deserved"))
     allocated = resources(status.get("allocated"))

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.template.gpus import pod_gpus
 
 
@@ -28,7 +29,7 @@ def _epoch(timestamp: str | None) -> float | None:
 
 
 def _rank(pod: Mapping[str, Any], job_name: str) -> str:
-    name = str((pod.get("metadata") or {}).get("name") or "")
+    name = ObjectMeta.of(pod).name
     return name.removeprefix(f"{job_name}-") if job_name else name
 
 
@@ -66,13 +67,13 @@ def gpu_seconds(
 def removed_ranks(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """The ranks the job's tasks asked for (``<task>-<index>``) of which no pod is left, with
     the GPUs one pod of their task holds."""
-    name = str((job.get("metadata") or {}).get("name") or "")
-    present = {_rank(pod, name) for pod in pods}
+    view = JobView.of(job)
+    present = {_rank(pod, view.name) for pod in pods}
     removed = {}
-    for task in (job.get("spec") or {}).get("tasks") or []:
-        gpus = pod_gpus(task.get("template") or {})
-        for index in range(int(task.get("replicas") or 0)):
-            rank = f"{task.get('name')}-{index}"
+    for task in view.tasks:
+        gpus = pod_gpus(task.template)
+        for index in range(task.replicas):
+            rank = f"{task.name}-{index}"
             if rank not in present:
                 removed[rank] = gpus
     return removed

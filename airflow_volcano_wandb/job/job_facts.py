@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_volcano_wandb.job.job_status import replicas_by_task
+from airflow_volcano_wandb.job.job_view import JobView
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.template.torchrun import processes_per_pod
 
@@ -47,23 +47,21 @@ class JobFacts:
         :param job: the ``batch.volcano.sh/v1alpha1`` Job as a plain dict; a bare
             ``{"metadata": {...}}`` (a job already gone) gives its identity alone.
         """
-        metadata = job.get("metadata") or {}
+        view = JobView.of(job)
         images: dict[str, str] = {}
-        replicas = replicas_by_task(job)
         processes: dict[str, int] = {}
-        for task in (job.get("spec") or {}).get("tasks") or []:
-            name = str(task.get("name") or "")
-            containers = ((task.get("template") or {}).get("spec") or {}).get("containers") or []
+        for task in view.tasks:
+            containers = task.containers
             per_pod = processes_per_pod(containers[0]) if containers else 1
-            processes[name] = replicas.get(name, 0) * per_pod
+            processes[task.name] = view.replicas.get(task.name, 0) * per_pod
             if containers and containers[0].get("image"):
-                images[name] = str(containers[0]["image"])
+                images[task.name] = str(containers[0]["image"])
         return cls(
-            name=str(metadata.get("name") or ""),
-            namespace=str(metadata.get("namespace") or ""),
-            uid=str(metadata.get("uid") or ""),
+            name=view.name,
+            namespace=view.namespace,
+            uid=view.uid,
             images=images,
-            replicas=replicas,
+            replicas=view.replicas,
             master_task=master_task_name(job),
             processes=processes,
         )

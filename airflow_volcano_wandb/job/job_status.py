@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import JobView
+
 
 class Verdict(str, Enum):
     """How a wait on a job ends, or that it goes on."""
@@ -97,25 +99,22 @@ def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str =
     """Read a Volcano Job dict; ``None`` means the job no longer exists."""
     if job is None:
         return JobStatus(name=name, namespace=namespace, uid="", phase="", verdict=Verdict.DELETED)
-    metadata = job.get("metadata") or {}
-    status = job.get("status") or {}
-    state = status.get("state") or {}
-    phase = str(state.get("phase") or "")
+    view = JobView.of(job)
     # Foreground deletion keeps the job until its pods are gone, often for their whole grace
     # period; a job being deleted will not finish its run, so the wait ends now.
-    deleting = bool(metadata.get("deletionTimestamp"))
+    deleting = bool(view.deletion_timestamp)
     return JobStatus(
-        name=str(metadata.get("name") or name),
-        namespace=str(metadata.get("namespace") or namespace),
-        uid=str(metadata.get("uid") or ""),
-        phase=phase,
-        verdict=Verdict.DELETED if deleting else _verdict_for(phase),
-        reason=str(state.get("reason") or ""),
-        message=str(state.get("message") or ""),
-        retry_count=int(status.get("retryCount") or 0),
-        transition_time=state.get("lastTransitionTime"),
-        replicas=replicas_by_task(job),
-        pods_by_task=_pods_by_task(status),
+        name=view.name or name,
+        namespace=view.namespace or namespace,
+        uid=view.uid,
+        phase=view.phase,
+        verdict=Verdict.DELETED if deleting else _verdict_for(view.phase),
+        reason=view.reason,
+        message=view.message,
+        retry_count=view.retry_count,
+        transition_time=view.transition_time,
+        replicas=view.replicas,
+        pods_by_task=view.pods_by_task,
     )
 
 
@@ -127,18 +126,3 @@ def _verdict_for(phase: str) -> Verdict:
     # A phase this version does not know yet is not an end: waiting is the safe reading, and
     # the pending timeout or Airflow's execution_timeout still bounds the wait.
     return Verdict.WAIT
-
-
-def replicas_by_task(job: Mapping[str, Any]) -> dict[str, int]:
-    """Each named task's replicas, in template order. The API omits a zero ``replicas`` (an
-    ``int32`` with ``omitempty``), so a missing count is 0, not 1."""
-    tasks = (job.get("spec") or {}).get("tasks") or []
-    return {str(t.get("name")): int(t.get("replicas") or 0) for t in tasks if t.get("name")}
-
-
-def _pods_by_task(status: Mapping[str, Any]) -> dict[str, dict[str, int]]:
-    counts = status.get("taskStatusCount") or {}
-    return {
-        str(task): {str(p): int(n) for p, n in ((state or {}).get("phase") or {}).items()}
-        for task, state in counts.items()
-    }

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import ObjectMeta
 from airflow_volcano_wandb.template.naming import is_label_value, label_value
 
 DOMAIN = "airflow-volcano-wandb.io"
@@ -96,19 +97,17 @@ class TaskInstanceIdentity:
         return f"{MANAGED_SELECTOR},{IDENTITY_LABEL}={self.digest}"
 
     def owns(self, obj: Mapping[str, Any]) -> bool:
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        return labels.get(IDENTITY_LABEL) == self.digest
+        return ObjectMeta.of(obj).labels.get(IDENTITY_LABEL) == self.digest
 
 
 def owner_of(obj: Mapping[str, Any]) -> str:
     """The task instance named on an object, for error messages about name clashes."""
-    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    annotations = ObjectMeta.of(obj).annotations
     return str(annotations.get(IDENTITY_ANNOTATION) or "something other than this provider")
 
 
 def _annotation(obj: Mapping[str, Any], name: str) -> str | None:
-    value = ((obj.get("metadata") or {}).get("annotations") or {}).get(name)
-    return str(value) if value is not None else None
+    return ObjectMeta.of(obj).annotation(name)
 
 
 def is_reported(job: Mapping[str, Any]) -> bool:
@@ -149,7 +148,7 @@ def owner_try(job: Mapping[str, Any]) -> int | None:
 
 def wandb_run_of(job: Mapping[str, Any]) -> str | None:
     """The W&B run id the job's pods write to, as recorded at submission."""
-    return ((job.get("metadata") or {}).get("labels") or {}).get(WANDB_RUN_LABEL)
+    return ObjectMeta.of(job).labels.get(WANDB_RUN_LABEL)
 
 
 def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int | None) -> bool:
@@ -158,7 +157,7 @@ def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int |
     Only the submission it waited on (``uid``), and only while no newer try has adopted it:
     a late ``on_kill`` of an old try must not delete what a newer try reattached to.
     """
-    if job is None or (uid and (job.get("metadata") or {}).get("uid") != uid):
+    if job is None or (uid and ObjectMeta.of(job).uid != uid):
         return False
     owner = owner_try(job)
     return try_number is None or owner is None or owner == try_number
@@ -166,7 +165,7 @@ def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int |
 
 def intent_of(job: Mapping[str, Any]) -> int | None:
     """The intent number a job was submitted for, from its label."""
-    value = ((job.get("metadata") or {}).get("labels") or {}).get(INTENT_LABEL)
+    value = ObjectMeta.of(job).labels.get(INTENT_LABEL)
     return int(value) if value and str(value).isdigit() else None
 
 
@@ -189,7 +188,7 @@ def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:
     matches everything): the kind of selector this provider watches with."""
     if not selector:
         return True
-    labels = (job.get("metadata") or {}).get("labels") or {}
+    labels = ObjectMeta.of(job).labels
     for requirement in selector.split(","):
         key, _, value = requirement.partition("=")
         if labels.get(key.strip()) != value.strip():

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.wandb_stop import is_stop
 
@@ -47,8 +48,8 @@ class ContainerFailure:
 
 def task_of(pod: Mapping[str, Any]) -> str:
     """The Volcano task a pod belongs to (Volcano sets it as a label and an annotation)."""
-    metadata = pod.get("metadata") or {}
-    for source in (metadata.get("labels") or {}, metadata.get("annotations") or {}):
+    meta = ObjectMeta.of(pod)
+    for source in (meta.labels, meta.annotations):
         for key in TASK_LABELS:
             if source.get(key):
                 return str(source[key])
@@ -73,7 +74,7 @@ def master_pod(
 ) -> Mapping[str, Any] | None:
     """The pod of the job's master task (its plugin's ``--master``, e.g. ``chief``), if any."""
     master = master_task_name(job) if job is not None else None
-    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name") or "")):
+    for pod in sorted(pods, key=lambda p: ObjectMeta.of(p).name):
         if master is not None and task_of(pod) == master:
             return pod
     return None
@@ -85,7 +86,7 @@ def container_failures(
     """Containers that exited non-zero or are stuck, the master task's first, then by pod."""
     failures = []
     for pod in pods:
-        name = str((pod.get("metadata") or {}).get("name") or "")
+        name = ObjectMeta.of(pod).name
         task = task_of(pod)
         status = pod.get("status") or {}
         for cs in status.get("containerStatuses") or []:
@@ -215,7 +216,7 @@ def _evicted(
     events: Sequence[Mapping[str, Any]],
 ) -> ContainerFailure | None:
     """The first rank a pod's status or an event shows preempted or evicted, if any."""
-    for pod in sorted(pods, key=lambda p: str((p.get("metadata") or {}).get("name") or "")):
+    for pod in sorted(pods, key=lambda p: ObjectMeta.of(p).name):
         status = pod.get("status") or {}
         disruption = next(
             (
@@ -227,7 +228,7 @@ def _evicted(
         )
         if status.get("reason") in EVICTION_REASONS or disruption is not None:
             return ContainerFailure(
-                pod=str((pod.get("metadata") or {}).get("name") or ""),
+                pod=ObjectMeta.of(pod).name,
                 task=task_of(pod),
                 container="",
                 exit_code=None,
@@ -252,20 +253,15 @@ def _evicted(
 def pod_names(job: Mapping[str, Any]) -> set[str]:
     """The names Volcano gives the job's pods (``<job>-<task>-<index>``), also once deleted,
     so the events of a preempted pod can still be found."""
-    name = str((job.get("metadata") or {}).get("name") or "")
-    return {
-        f"{name}-{task.get('name')}-{index}"
-        for task in (job.get("spec") or {}).get("tasks") or []
-        for index in range(int(task.get("replicas") or 0))
-    }
+    return set(JobView.of(job).pod_names())
 
 
 def _task_from_pod_name(job: Mapping[str, Any] | None, pod: str) -> str:
-    name = str(((job or {}).get("metadata") or {}).get("name") or "")
-    for task in ((job or {}).get("spec") or {}).get("tasks") or []:
-        prefix = f"{name}-{task.get('name')}-"
+    view = JobView.of(job)
+    for task in view.tasks:
+        prefix = f"{view.name}-{task.name}-"
         if pod.startswith(prefix) and pod[len(prefix) :].isdigit():
-            return str(task.get("name"))
+            return task.name
     return ""
 
 
@@ -322,7 +318,7 @@ def _newest_first(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]
         return str(
             event.get("lastTimestamp")
             or event.get("eventTime")
-            or (event.get("metadata") or {}).get("creationTimestamp")
+            or ObjectMeta.of(event).creation_timestamp
             or ""
         )
 
@@ -335,7 +331,7 @@ def pods_worth_a_log(
     """The pods whose log tail explains a failure: the first failed one, then the master."""
     names = [f.pod for f in failures[:1]]
     if master is not None:
-        names.append(str((master.get("metadata") or {}).get("name") or ""))
+        names.append(ObjectMeta.of(master).name)
     return list(dict.fromkeys(name for name in names if name))
 
 

@@ -18,6 +18,7 @@ from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import gpu_usage
 from airflow_volcano_wandb.job.job_status import Verdict, interpret
+from airflow_volcano_wandb.job.job_view import JobView
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.wait import diagnostics, failure_exception
 from airflow_volcano_wandb.wait.judge import gang_whole_since
@@ -285,8 +286,7 @@ def log_gpu_seconds(
         task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
         return None
     removed = gpu_usage.removed_ranks(job, pods)
-    ended = ((job.get("status") or {}).get("state") or {}).get("lastTransitionTime")
-    ran = gpu_usage.ran_between(gang_whole_since(job), ended)
+    ran = gpu_usage.ran_between(gang_whole_since(job), JobView.of(job).transition_time)
     usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time(), removed, ran)
     task_log.info("%s", gpu_usage.describe(usage))
     if removed:

@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_volcano_wandb.job.job_status import JobStatus, interpret
+from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.job.ownership import DOMAIN
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
@@ -82,7 +83,7 @@ def see(job: Mapping[str, Any] | None, target: WaitTarget | None = None) -> Seen
     counts as the target deleted."""
     if target is None:
         return Seen(job, interpret(job))
-    if job is not None and target.uid and (job.get("metadata") or {}).get("uid") != target.uid:
+    if job is not None and target.uid and ObjectMeta.of(job).uid != target.uid:
         job = None
     return Seen(job, interpret(job, name=target.name, namespace=target.namespace))
 
@@ -111,11 +112,11 @@ def gang_wait_seconds(seen: Seen, now: float, *, gang_seen_whole: bool = False) 
     job, status = seen.job, seen.status
     if job is None or status.terminal or gang_seen_whole or gang_was_whole(seen):
         return None
-    metadata = job.get("metadata") or {}
+    created = ObjectMeta.of(job).creation_timestamp
     if status.phase in ("", "Pending"):
-        since = status.transition_time or metadata.get("creationTimestamp")
+        since = status.transition_time or created
     elif status.phase == "Running" and unplaced_ranks(status):
-        since = status.transition_time if status.retry_count else metadata.get("creationTimestamp")
+        since = status.transition_time if status.retry_count else created
     else:
         return None
     if not since:
@@ -238,8 +239,7 @@ def gang_is_whole(seen: Seen) -> bool:
 
 def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
     """Whether a waiter has recorded on the job that its gang was once whole."""
-    annotations = ((job or {}).get("metadata") or {}).get("annotations") or {}
-    return GANG_WHOLE_ANNOTATION in annotations
+    return GANG_WHOLE_ANNOTATION in ObjectMeta.of(job).annotations
 
 
 def gang_was_whole(seen: Seen) -> bool:
@@ -256,24 +256,23 @@ def gang_was_whole(seen: Seen) -> bool:
     if gang_marked_whole(job):
         return True
     world_size = sum(seen.status.replicas.values())
-    if not world_size or int((job.get("spec") or {}).get("minAvailable") or 0) < world_size:
+    view = JobView.of(job)
+    if not world_size or int(view.min_available or 0) < world_size:
         return False
-    conditions = (job.get("status") or {}).get("conditions") or []
-    return any((condition or {}).get("status") == "Running" for condition in conditions)
+    return any(condition.get("status") == "Running" for condition in view.conditions)
 
 
 def gang_whole_since(job: Mapping[str, Any]) -> str | None:
     """When the job's gang was first seen whole (RFC 3339), as :func:`gang_was_whole` knows
     it: a waiter's mark, else Volcano's ``Running`` condition of a job whose ``minAvailable``
     covers every rank; ``None`` when the job does not show it."""
-    annotations = (job.get("metadata") or {}).get("annotations") or {}
-    if GANG_WHOLE_ANNOTATION in annotations:
-        return str(annotations[GANG_WHOLE_ANNOTATION])
+    view = JobView.of(job)
+    if GANG_WHOLE_ANNOTATION in view.annotations:
+        return str(view.annotations[GANG_WHOLE_ANNOTATION])
     seen = see(job)
     if not gang_was_whole(seen):
         return None
-    conditions = (job.get("status") or {}).get("conditions") or []
-    running = [c for c in conditions if (c or {}).get("status") == "Running"]
+    running = [c for c in view.conditions if c.get("status") == "Running"]
     return running[0].get("lastTransitionTime") if running else None
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import ObjectMeta
+
 #: The default ``max_container_restarts``. The kubelet waits 10 s before the first restart
 #: and doubles the wait up to 5 minutes, so a rank that crashes at every start is restarted
 #: for the 4th time (past 3) about 10+20+40+80 = 150 s after its first crash, plus its start-up
@@ -91,11 +93,10 @@ def job_pods(pods: Iterable[Mapping[str, Any]], job_uid: str | None) -> list[Map
     not this job's restarts."""
     live = []
     for pod in pods:
-        metadata = pod.get("metadata") or {}
-        owners = {ref.get("uid") for ref in metadata.get("ownerReferences") or []}
-        if job_uid and job_uid not in owners:
+        meta = ObjectMeta.of(pod)
+        if job_uid and job_uid not in meta.owner_uids:
             continue
-        if metadata.get("deletionTimestamp"):
+        if meta.deletion_timestamp:
             continue
         if (pod.get("status") or {}).get("phase") not in LIVE_POD_PHASES:
             continue
@@ -169,4 +170,4 @@ def _container_statuses(
 
 
 def _name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name") or "")
+    return ObjectMeta.of(pod).name

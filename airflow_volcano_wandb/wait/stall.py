@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import ObjectMeta
 from airflow_volcano_wandb.wait.diagnostics import master_pod
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 
@@ -111,8 +112,7 @@ def silence_probe(
     if running_for < stall_timeout:
         return None
     pod = str(master["metadata"]["name"])
-    name = str((job.get("metadata") or {}).get("name") or "")
-    return Stall(pod, rank_of(pod, name), container, stall_timeout, running_for)
+    return Stall(pod, rank_of(pod, ObjectMeta.of(job).name), container, stall_timeout, running_for)
 
 
 def stalled(probe: Stall, log_since: str) -> Stall | None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import ObjectMeta
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 
 #: The exit code of a trainer whose W&B run was stopped from the W&B UI or API. Kept equal to
@@ -68,7 +69,7 @@ def _stopped(terminated: Mapping[str, Any]) -> bool:
 
 
 def _name(pod: Mapping[str, Any]) -> str:
-    return str((pod.get("metadata") or {}).get("name") or "")
+    return ObjectMeta.of(pod).name
 
 
 def describe(namespace: str, name: str, rank: str) -> str:

@@ -45,6 +45,8 @@ PURE = [
     "template",
     "job/ownership.py",
     "job/job_status.py",
+    "job/job_view.py",
+    "hooks/volcano_requests.py",
     "job/submission_plan.py",
     "job/job_facts.py",
     "job/gpu_usage.py",
