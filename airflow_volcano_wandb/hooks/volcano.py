@@ -209,12 +209,20 @@ class VolcanoHook(KubernetesHook):
         *,
         container: str | None = None,
         previous: bool = False,
+        limit_bytes: int | None = None,
     ) -> str:
         """A pod's log (its only container's, or ``container``'s); ``previous``: the log of
-        the container before its last restart. ``""`` when there is none."""
+        the container before its last restart; ``limit_bytes``: only its first bytes. ``""``
+        when there is none."""
+        limit = {"limit_bytes": limit_bytes} if limit_bytes else {}
         try:
             return self._pod_log(
-                pod, namespace, container=container, tail_lines=tail_lines, previous=previous
+                pod,
+                namespace,
+                container=container,
+                tail_lines=tail_lines,
+                previous=previous,
+                **limit,
             )
         except ApiException as exc:
             if exc.status in (400, 404):  # container never started, or pod gone

@@ -95,7 +95,8 @@ def asset_extra(
 
     :param facts: the job the step ran.
     :param run: the W&B run as the operator returns it: ``wandb_run_id``, ``wandb_run_url``,
-        and ``resumed_from_intent`` when the step resumed an interrupted try's run.
+        and ``resumed_from_intent`` (and ``resumed_from_step``) when the step resumed an
+        interrupted try's run.
     :param summary: the requested W&B summary metrics.
     :param gpu_seconds: GPU-seconds per rank (``gpu_usage``); ``{}`` when unknown.
     """
@@ -113,4 +114,6 @@ def asset_extra(
         "gpu_seconds": dict(gpu_seconds or {}),
         # The intent of an interrupted try whose W&B run this step resumed (``job.resume``).
         "resumed_from_intent": run.get("resumed_from_intent"),
+        # The step its trainer said it continued after (docs/trainer.md, "Checkpoints").
+        "resumed_from_step": run.get("resumed_from_step"),
     }

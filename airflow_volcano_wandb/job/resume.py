@@ -17,6 +17,7 @@ a cause, and when a fresh read shows that very job gone, the task was killed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -151,3 +152,16 @@ def resume_of(
         return None
     must = cause in (PREEMPTED, TRAINER_FAILURE)
     return Resumption(record.run_id, record.intent, cause, "must" if must else "allow")
+
+
+#: The line a trainer prints when it resumes (docs/trainer.md, "Checkpoints"): the step it
+#: continues after and the checkpoint it loaded.
+RESUMED_LINE = re.compile(r"resumed from step ([0-9]+) \(checkpoint ([^)\s]+)\)")
+
+
+def resumed_step(log_head: str) -> tuple[int, str] | None:
+    """The step and checkpoint a resumed trainer says it continued from, in the first lines of
+    its log; None when it says nothing (it found no checkpoint, or does not follow the
+    contract's wording)."""
+    found = RESUMED_LINE.search(log_head)
+    return (int(found[1]), found[2]) if found else None

@@ -18,9 +18,15 @@ from airflow_volcano_wandb.job import resume, submission
 from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.ownership import intent_of, wandb_run_of
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord
+from airflow_volcano_wandb.wait import diagnostics
 
 #: The XCom of a try that resumed an earlier try's W&B run: that try's intent.
 XCOM_RESUMED_FROM_INTENT = "resumed_from_intent"
+#: The XCom of a resumed try: the step its trainer said it continued after.
+XCOM_RESUMED_FROM_STEP = "resumed_from_step"
+#: How much of the master's log is searched for the trainer's resume line (it is printed
+#: before the first step, so within its first lines).
+RESUME_LINE_BYTES = 64 * 1024
 
 
 class ResumeMixin(BaseOperator):
@@ -125,6 +131,41 @@ class ResumeMixin(BaseOperator):
         )
         ti.xcom_push(key=XCOM_RESUMED_FROM_INTENT, value=resumed.from_intent)
         run[XCOM_RESUMED_FROM_INTENT] = resumed.from_intent
+
+    def say_resumed_step(
+        self, hook: VolcanoHook, job: Mapping[str, Any] | None, ti: Any, run: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """For a resumed try's finished job: the step its trainer continued after, read from
+        the master's log, logged and published (``{}``: not resumed, or not said)."""
+        if job is None or run.get(XCOM_RESUMED_FROM_INTENT) is None:
+            return {}
+        meta = job["metadata"]
+        try:
+            master = diagnostics.master_pod(
+                hook.list_job_pods(meta["name"], meta["namespace"]), job
+            )
+            head = (
+                ""
+                if master is None
+                else hook.read_pod_log(
+                    master["metadata"]["name"], meta["namespace"], limit_bytes=RESUME_LINE_BYTES
+                )
+            )
+        except Exception as exc:  # a report, never a reason to fail
+            self.log.warning("Could not read the master's log for its resume step (%s)", exc)
+            return {}
+        said = resume.resumed_step(head)
+        if said is None:
+            self.log.info("The trainer did not say which step it resumed from")
+            return {}
+        step, checkpoint = said
+        self.log.info(
+            "Resumed from step %s (checkpoint %s): the earlier try's steps were not trained again",
+            step,
+            checkpoint,
+        )
+        ti.xcom_push(key=XCOM_RESUMED_FROM_STEP, value=step)
+        return {XCOM_RESUMED_FROM_STEP: step}
 
 
 def _gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> bool:

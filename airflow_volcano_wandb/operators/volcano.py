@@ -206,6 +206,7 @@ class VolcanoPyTorchJobOperator(
             job = job_report.fetch_finished_job(hook, result, self.log)
             usage = job_report.log_gpu_seconds(hook, job, self.log)  # before a delete
             context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
+            run = {**run, **self.say_resumed_step(hook, job, context["ti"], run)}
             if job:
                 self._facts = JobFacts.from_job(job)
                 if self.deferrable:

@@ -330,12 +330,20 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     custom(api).delete_namespaced_custom_object(
         "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", first["name"]
     )
-    wait_until(lambda: not list_jobs(api, volcano_namespace), 120, what="the killed job gone")
+
+    # The job object goes first; its ranks save on SIGTERM while their pods terminate.
+    def gone() -> bool:
+        return not list_jobs(api, volcano_namespace) and not _pods(
+            api, volcano_namespace, first["name"]
+        )
+
+    wait_until(gone, 120, what="the killed job and its pods gone")
     saved = max(int(p.name[5:14]) for p in checkpoints.glob("step-*.pt"))
 
     second = one_try(2, execution_timeout=timedelta(seconds=600))
     assert second["phase"] == "Completed", second
     assert second["wandb_run_id"] == run_id and second["resumed_from_intent"] == 1, second
+    assert second["resumed_from_step"] == saved, second  # read from the master's log
 
     killed_file, resumed_file = wandb_offline.find_run_files(real_node, run_id)
     killed = [r["train/step"] for r in wandb_offline.history(killed_file) if "train/loss" in r]

@@ -99,3 +99,6 @@ def test_asset_extra_names_the_intent_a_resumed_step_continued() -> None:
     assert asset_extra(JobFacts("j", "n"), {}, None)["resumed_from_intent"] is None
     resumed = asset_extra(JobFacts("j", "n"), {**RUN, "resumed_from_intent": 1}, None)
     assert resumed["resumed_from_intent"] == 1
+    assert resumed["resumed_from_step"] is None
+    said = asset_extra(JobFacts("j", "n"), {**RUN, "resumed_from_step": 593}, None)
+    assert said["resumed_from_step"] == 593

@@ -109,3 +109,20 @@ def test_the_record_survives_the_store_and_refuses_anything_else() -> None:
     assert RunRecord.from_store(RECORD.to_store()) == RECORD
     for bad in (None, "x", {"run_id": "r", "intent": "1", "uid": "u"}, {"run_id": "r"}):
         assert RunRecord.from_store(bad) is None
+
+
+@pytest.mark.parametrize(
+    ("head", "said"),
+    [
+        (
+            "[rank 0/2] joining\n[rank 0/2] resumed from step 593 (checkpoint "
+            "/checkpoints/r1/step-000000593.pt)\n[rank 0/2] epoch 2/6",
+            (593, "/checkpoints/r1/step-000000593.pt"),
+        ),
+        ("[rank 0/2] no checkpoint in /checkpoints/r1 yet: starting from step 0\n", None),
+        ("resumed from step many (checkpoint x)", None),
+        ("", None),
+    ],
+)
+def test_the_resume_step_is_what_the_trainer_says_in_its_first_lines(head, said):
+    assert resume.resumed_step(head) == said
