@@ -32,6 +32,7 @@ from airflow_volcano_wandb.exceptions import (
     StoppedFromWandbError,
     VolcanoJobError,
 )
+from airflow_volcano_wandb.template.naming import MAX_JOB_NAME_LENGTH
 
 #: The causes a try can end by, as ``resume_on`` names them.
 PREEMPTED = "preempted"  # a rank preempted or evicted (node pressure, a drain, a lost node)
@@ -165,3 +166,15 @@ def resumed_step(log_head: str) -> tuple[int, str] | None:
     contract's wording)."""
     found = RESUMED_LINE.search(log_head)
     return (int(found[1]), found[2]) if found else None
+
+
+def resumed_job_name(name: str, intent: int) -> str:
+    """The name of a resumed intent's job: the interrupted job's name (a template such as the
+    seed's ``wandb-job-${run_id}`` gives both the same) with ``-r<intent>``.
+
+    Never the same name: Volcano 1.14's job controller can lose a job created under the name
+    of one it is still cleaning up (seen on real pods: the job stayed ``Pending`` after both
+    its pods had succeeded, its controller logging "Failed to get job ... from cache").
+    """
+    suffix = f"-r{int(intent)}"
+    return name[: MAX_JOB_NAME_LENGTH - len(suffix)].rstrip("-") + suffix

@@ -212,8 +212,12 @@ class JobTemplateMixin(BaseOperator):
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
         default_namespace: Callable[[], str | None],
+        name: str | None = None,
     ) -> dict[str, Any]:
-        """The Volcano Job for the run ``spec``; any bad input fails here, before submission."""
+        """The Volcano Job for the run ``spec``; any bad input fails here, before submission.
+
+        :param name: the job's name, over ``job_name`` and the template's.
+        """
         macros = {**macro_values(spec, author=self.owner), **(self.macros or {})}
         if self.image_uri is not None:
             macros["image_uri"] = self.image_uri
@@ -233,7 +237,7 @@ class JobTemplateMixin(BaseOperator):
                 labels=labels,
                 annotations=annotations,
                 pod_annotations=self.pod_annotations,
-                name=self.job_name,
+                name=name or self.job_name,
                 namespace=self.namespace,
                 queue=self.volcano_queue,
                 add_master_policy=self.add_master_policy,

@@ -132,6 +132,14 @@ class ResumeMixin(BaseOperator):
         ti.xcom_push(key=XCOM_RESUMED_FROM_INTENT, value=resumed.from_intent)
         run[XCOM_RESUMED_FROM_INTENT] = resumed.from_intent
 
+    def resumed_job_name(self, body: Mapping[str, Any], intent: int) -> str | None:
+        """The name of the job that resumes an interrupted try's run (``resume.resumed_job_name``:
+        never the interrupted job's); None when ``intent``'s job resumes nothing."""
+        resumed = self._resumed
+        if resumed is None or intent == resumed.from_intent:
+            return None
+        return resume.resumed_job_name(body["metadata"]["name"], intent)
+
     def say_resumed_step(
         self, hook: VolcanoHook, job: Mapping[str, Any] | None, ti: Any, run: Mapping[str, Any]
     ) -> dict[str, Any]:

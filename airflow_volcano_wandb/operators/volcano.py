@@ -115,12 +115,13 @@ class VolcanoPyTorchJobOperator(
 
         def render(intent: int) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
             spec = self.wandb_spec(context, identity, wandb_hook, intent)
+            labels = identity.job_labels(intent, spec.run_id)
+            put = {"annotations": identity.annotations(ti.try_number), "labels": labels}
+            body = self.render(spec, wandb_hook, default_namespace=self.hook.get_namespace, **put)
+            if (name := self.resumed_job_name(body, intent)) is None:
+                return spec, body
             return spec, self.render(
-                spec,
-                wandb_hook,
-                labels=identity.job_labels(intent, spec.run_id),
-                annotations=identity.annotations(ti.try_number),
-                default_namespace=self.hook.get_namespace,
+                spec, wandb_hook, default_namespace=self.hook.get_namespace, name=name, **put
             )
 
         rendered = render(self._try_number or 1)  # bad input fails here, before any API client

@@ -149,7 +149,7 @@ def test_retry_policy_retries_an_eviction_and_the_retry_succeeds(namespace, tmp_
     # Airflow 3.3's task state store kept try 1's run: the retry resumed it (resume_on).
     pushed = xcoms("avw_test_retry_policy", dag_run.run_id)
     assert pushed["train.resumed_from_intent"] == 1
-    assert pushed["train.volcano_job"]["name"] == f"wandb-job-{pushed['train.wandb_run_id']}"
+    assert pushed["train.volcano_job"]["name"] == f"wandb-job-{pushed['train.wandb_run_id']}-r2"
 
 
 def test_retry_policy_fails_an_oom_kill_at_once_despite_retries_left(namespace, tmp_path):

@@ -20,6 +20,7 @@ from airflow_volcano_wandb.exceptions import (
 )
 from airflow_volcano_wandb.job import resume
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord
+from airflow_volcano_wandb.template.naming import MAX_JOB_NAME_LENGTH
 
 DEFAULT = resume.DEFAULT_RESUME_ON
 
@@ -126,3 +127,12 @@ def test_the_record_survives_the_store_and_refuses_anything_else() -> None:
 )
 def test_the_resume_step_is_what_the_trainer_says_in_its_first_lines(head, said):
     assert resume.resumed_step(head) == said
+
+
+def test_a_resumed_job_never_takes_the_interrupted_jobs_name():
+    assert (
+        resume.resumed_job_name("wandb-job-0123456789abcdef", 2) == "wandb-job-0123456789abcdef-r2"
+    )
+    long = resume.resumed_job_name("a" * 44 + "-b", 12)
+    assert long == "a" * 41 + "-r12" and len(long) <= MAX_JOB_NAME_LENGTH
+    assert resume.resumed_job_name("x" * 41 + "-yyyy", 3) == "x" * 41 + "-r3"  # no "--"
