@@ -35,6 +35,9 @@ GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 NEEDED = [(p.group, p.resource, p.subresource, p.verb) for p in REQUIRED_PERMISSIONS]
 # Things the account must not be able to do in its namespace.
 REFUSED_HERE = [
+    # A GET, PATCH or DELETE answers with the Secret's data: only create is granted.
+    ("", "secrets", "", "get"),
+    ("", "secrets", "", "patch"),
     ("", "secrets", "", "list"),
     ("", "secrets", "", "watch"),
     ("", "secrets", "", "delete"),
@@ -165,19 +168,13 @@ def test_acting_as_the_service_account_on_a_real_volcano_job(
             ],
         },
     }
-    secret = {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": {"name": f"{name}-wandb"},
-        "stringData": {"api-key": "not-a-real-key"},
-    }
     with volcano_cluster.api_client() as api:
         api.set_default_header("Impersonate-User", f"system:serviceaccount:{rbac_namespace}:{SA}")
         custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
         created = custom.create_namespaced_custom_object(
             GROUP, VERSION, rbac_namespace, "jobs", job
         )
-        core.create_namespaced_secret(rbac_namespace, secret)
+        # The key's Secret, created after its job and owned by it from the create on.
         owner = {
             "apiVersion": f"{GROUP}/{VERSION}",
             "kind": "Job",
@@ -186,9 +183,14 @@ def test_acting_as_the_service_account_on_a_real_volcano_job(
             "blockOwnerDeletion": False,
             "controller": False,
         }
-        core.patch_namespaced_secret(
-            secret["metadata"]["name"], rbac_namespace, {"metadata": {"ownerReferences": [owner]}}
-        )
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{name}-wandb", "ownerReferences": [owner]},
+            "immutable": True,
+            "stringData": {"api-key": "not-a-real-key"},
+        }
+        core.create_namespaced_secret(rbac_namespace, secret)
         custom.get_namespaced_custom_object(GROUP, VERSION, rbac_namespace, "jobs", name)
         custom.list_namespaced_custom_object(GROUP, VERSION, rbac_namespace, "jobs")
         custom.list_namespaced_custom_object(
