@@ -6,6 +6,7 @@ state store, and does the one fresh read that tells a kill in the triggerer.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -88,7 +89,12 @@ class ResumeMixin(BaseOperator):
         unreported = record.cause is None and ref is not None and ref["uid"] == record.uid
         gone = unreported and _gone(hook, ref, self.log)
         cause = resume.interrupted_by(record, ref and ref["uid"], gone)
-        return resume.resume_of(record, cause, policy)
+        resumed = resume.resume_of(record, cause, policy)
+        if resumed is not None and gone and ref is not None:
+            # A killed job's ranks may still be saving on SIGTERM, into the run and the
+            # checkpoint directory the resumed job takes over: never two writers at once.
+            _wait_gone(hook, ref, self.log)
+        return resumed
 
     def record_timeout(self, store: Any, job: Mapping[str, str] | None, exc: BaseException) -> None:
         """A sync wait cut by ``execution_timeout``: tell the next try (a kill, which also ends
@@ -188,6 +194,29 @@ def _gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> bool:
     if job is None or job["metadata"].get("uid") != ref["uid"]:
         return True
     return interpret(job).verdict is Verdict.DELETED
+
+
+#: Seconds a resumed try waits for the killed job it continues to be gone (its pods stopped).
+DYING_JOB_WAIT = 300.0
+
+
+def _wait_gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> None:
+    """Wait until the very job ``ref`` names is gone (a foreground delete keeps it until its
+    pods are); a job of another uid under the name is not it."""
+    deadline = time.monotonic() + DYING_JOB_WAIT
+    said = False
+    while (job := hook.get_job(ref["name"], ref["namespace"])) is not None:
+        if job["metadata"].get("uid") != ref["uid"]:
+            return
+        if not said:
+            task_log.info("Waiting for the killed job %s to stop before resuming", ref["name"])
+            said = True
+        if time.monotonic() > deadline:
+            raise AirflowException(
+                f"Volcano job {ref['namespace']}/{ref['name']} was still being deleted after "
+                f"{DYING_JOB_WAIT:.0f}s; not starting a second writer of its W&B run"
+            )
+        time.sleep(1.0)
 
 
 def _read(store: Any, task_log: Any) -> Any:

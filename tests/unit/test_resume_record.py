@@ -51,13 +51,15 @@ def test_a_job_that_cannot_be_read_is_not_taken_for_killed() -> None:
 
 
 class Api:
-    """A hook whose read answers ``job`` (None: not found)."""
+    """A hook whose read answers ``job`` (None: not found), then ``after`` once it has been
+    read ``reads`` times (a job being deleted, then gone)."""
 
-    def __init__(self, job: dict[str, Any] | None) -> None:
-        self.job = job
+    def __init__(self, job: dict[str, Any] | None, reads: int = 0, after: Any = None) -> None:
+        self.job, self.reads, self.after, self.read = job, reads, after, 0
 
     def get_job(self, name: str, namespace: str) -> dict[str, Any] | None:
-        return self.job
+        self.read += 1
+        return self.after if self.reads and self.read > self.reads else self.job
 
 
 def _job(**metadata: Any) -> dict[str, Any]:
@@ -66,7 +68,7 @@ def _job(**metadata: Any) -> dict[str, Any]:
 
 
 def test_a_kill_is_told_by_the_job_gone_or_going_and_never_by_one_still_running() -> None:
-    gone, going = Api(None), Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"))
+    gone, going = Api(None), Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"), reads=2)
     for api in (gone, going, Api(_job(uid="uid-2"))):  # uid-2: another submission's name
         op = _op()
         assert op.resume_interrupted_run(api, _unreported(), 2) is True
@@ -99,3 +101,22 @@ def test_a_sync_wait_cut_by_execution_timeout_is_recorded_as_a_timeout() -> None
     assert store.values["volcano_run"]["cause"] is None
     op.record_timeout(store, REF, AirflowTaskTimeout("Timeout, PID: 1"))
     assert store.values["volcano_run"]["cause"] == "timeout"
+
+
+def test_a_resumed_try_waits_until_the_killed_job_has_stopped() -> None:
+    """Its ranks may still be saving on SIGTERM: the resumed job never writes beside them."""
+    going = Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"), reads=3)
+    assert _op().resume_interrupted_run(going, _unreported(), 2) is True
+    assert going.read == 4  # the kill's inference, two reads while it went, then gone
+
+
+def test_a_killed_job_that_never_goes_fails_the_try_instead_of_a_second_writer(
+    monkeypatch,
+) -> None:
+    from airflow_volcano_wandb.operators import resume as resume_mixin
+
+    monkeypatch.setattr(resume_mixin, "DYING_JOB_WAIT", 0.0)
+    monkeypatch.setattr(resume_mixin.time, "sleep", lambda _s: None)
+    stuck = Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"))
+    with pytest.raises(AirflowException, match="not starting a second writer"):
+        _op().resume_interrupted_run(stuck, _unreported(), 2)
