@@ -35,7 +35,12 @@ from typing import Any
 
 from urllib3.exceptions import HTTPError as Urllib3Error
 
-from airflow_volcano_wandb.hooks.kubernetes_api import GROUP, VERSION, SecretExistsError
+from airflow_volcano_wandb.hooks.kubernetes_api import (
+    GROUP,
+    RETRYABLE_STATUSES,
+    VERSION,
+    SecretExistsError,
+)
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef
@@ -145,7 +150,9 @@ def deliver(
     except (Urllib3Error, ConnectionError):
         raise
     except Exception as exc:
-        if not created:
+        # A transient answer (5xx, throttling) is no verdict on the job: it keeps running and
+        # the next try reattaches and delivers, as when the API is out of reach.
+        if not created or getattr(exc, "status", None) in RETRYABLE_STATUSES:
             raise
         failure, said = exc, f"the Secret {namespace}/{ref.name} could not be created ({exc})"
     withdraw()
