@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -123,6 +123,8 @@ class AirflowStack:
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     #: Components stopped on purpose (``kill``) until ``start_again``: not "exited".
     stopped: set[str] = field(default_factory=set)
+    #: While :meth:`supervised`: each component that exited and was started again.
+    _restarts: list[str] | None = None
     _token: str | None = None
     _env: dict[str, str] = field(default_factory=dict)
     _own_postgres_dir: bool = False
@@ -289,11 +291,29 @@ class AirflowStack:
         return httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=5).status_code == 200
 
     def check_alive(self, components: Iterable[str] | None = None) -> None:
+        """Raise if a component exited that no one stopped; while :meth:`supervised`,
+        start it again instead."""
         for name in self.components if components is None else components:
             proc = self.procs.get(name)
-            if proc is not None and proc.poll() is not None and name not in self.stopped:
+            if proc is None or proc.poll() is None or name in self.stopped:
+                continue
+            if self._restarts is None:
                 tail = self.log_tail(name)
                 raise RuntimeError(f"airflow {name} exited with {proc.returncode}:\n{tail}")
+            self._restarts.append(f"{name} (exit {proc.returncode})")
+            self.start_again(name)
+
+    @contextlib.contextmanager
+    def supervised(self) -> Iterator[list[str]]:
+        """Within the block, a component that exits is started again at the next
+        :meth:`check_alive`, as its supervisor (a Kubernetes Deployment, systemd) does in
+        production: Airflow's scheduler exits when its database goes away (a PostgreSQL
+        restart), and nothing of Airflow restarts it. Yields the restarts, for the record."""
+        self._restarts = restarts = []
+        try:
+            yield restarts
+        finally:
+            self._restarts = None
 
     def log_tail(self, component: str, lines: int = 40) -> str:
         path = self.log_dir / f"{component}.log"

@@ -19,8 +19,10 @@ with its own job's outcome, on its first try. The runs use ``avw_rel_keep``
    deleted, every task ends with its job's outcome, and each trigger runs on exactly one
    triggerer. The figures go to ``test-artifacts/reliability/handover.json`` (read by
    ``bench/run_all.py --only handover``).
-2. Faults while deferred: a triggerer SIGKILLed, a scheduler SIGKILLed, PostgreSQL restarted.
-   0 jobs deleted, 0 duplicates, every verdict right.
+2. Faults while deferred: a triggerer SIGKILLed, a scheduler SIGKILLed, PostgreSQL restarted
+   (a component that exits for want of its database is started again, as its supervisor would
+   in production: ``AirflowStack.supervised``). 0 jobs deleted, 0 duplicates, every verdict
+   right.
 
 The third trial, a user's mark-failed and clear of a deferred task still deleting its job on
 this stack, is ``tests/reliability/test_deferred_kill.py`` (same session stack); the fourth,
@@ -310,10 +312,14 @@ def test_a_killed_triggerer_a_killed_scheduler_and_a_database_restart_keep_every
         finally:
             stack.start_again("scheduler")
 
-        # PostgreSQL restarts under every component.
-        stack.postgres.restart()
-        for trial in jobs:
-            _end_one(trial, cluster_api)
+        # PostgreSQL restarts under every component. A scheduler that hits the database
+        # while it is down exits; its supervisor starts it again, as in production.
+        with stack.supervised() as restarts:
+            stack.postgres.restart()
+            for trial in jobs:
+                _end_one(trial, cluster_api)
+            stack.check_alive()
+        print(f"started again after the database restart: {restarts or 'none'}")
         stack.check_alive()
 
         assert {t.run.run_id: t.run.watched.live_uids() for t in trials} == uids
