@@ -117,6 +117,7 @@ class WandbReportMixin(BaseOperator):
             mode=self.wandb_mode,
             has_key=bool(hook.api_key),
             log=self.log,
+            resumed={key: run.get(key) for key in wandb_backlink.RESUME_KEYS},
         )
 
 

@@ -321,6 +321,38 @@ def test_link_back_writes_the_task_into_the_run_against_wandb_standin(
     assert API_KEY not in captured.out + captured.err
 
 
+def test_link_back_of_a_resumed_try_says_so_in_the_run_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    """The operator hands the resume's facts from its return value (None: not known); the run
+    gets them in its ``airflow`` entry and a notes line, through the W&B public API."""
+    resumed = {
+        "resumed_from_intent": 1,
+        "resumed_from_step": 593,
+        "resumed_from_checkpoint": f"/checkpoints/{RUN_ID}/step-000000593.pt",
+        "resume_saved_gpu_seconds": 39505.9,
+    }
+    assert wandb_backlink.link_back(
+        WandbHook(conn_id),
+        TASK,
+        "success",
+        run_id=RUN_ID,
+        entity=ENTITY,
+        project=PROJECT,
+        mode="online",
+        has_key=True,
+        log=logging.getLogger("test.link_back"),
+        resumed=resumed,
+    )
+    run = standin.run(ENTITY, PROJECT, RUN_ID)
+    assert run.config["airflow"] == {**wandb_backlink.airflow_record(TASK, "success"), **resumed}
+    assert run.notes.splitlines()[0] == (
+        f"Resumed from step 593 (checkpoint /checkpoints/{RUN_ID}/step-000000593.pt): "
+        "39505.9 GPU-seconds saved"
+    )
+    assert run.notes.splitlines()[1].startswith("Airflow task:")
+
+
 def _link_back_online(
     hook: WandbHook, run_id: str, caplog: pytest.LogCaptureFixture
 ) -> tuple[bool, str]:
