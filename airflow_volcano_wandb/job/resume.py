@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from airflow_volcano_wandb.exceptions import (
@@ -154,6 +154,16 @@ def resume_of(
         return None
     must = cause in (PREEMPTED, TRAINER_FAILURE)
     return Resumption(record.run_id, record.intent, cause, "must" if must else "allow")
+
+
+def settled_by_wandb(resumed: Resumption, run_in_wandb: bool | None) -> Resumption:
+    """The resumption with ``WANDB_RESUME`` as W&B's answer about the run settles it:
+    ``must`` for a run W&B has, ``allow`` for one it does not (a rank preempted before its
+    ``wandb.init``: ``must`` would fail the resumed trainer); unchanged when W&B was not asked
+    or could not answer (``None``: offline, no API key, unreachable)."""
+    if run_in_wandb is None:
+        return resumed
+    return replace(resumed, wandb_resume="must" if run_in_wandb else "allow")
 
 
 #: The line a trainer prints when it resumes (docs/trainer.md, "Checkpoints"): the step it

@@ -12,6 +12,7 @@ printing a trainer's resume line), and the test reads the job it created: its W&
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -28,6 +29,7 @@ from tests.integration.test_failure_classes_on_cluster import (
     NODE_PRESSURE,
     _terminating,
 )
+from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 from tests.reliability.support import (
     MemoryStore,
     StubTaskInstance,
@@ -35,6 +37,7 @@ from tests.reliability.support import (
     operator,
     wait_until,
 )
+from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
 
@@ -131,6 +134,41 @@ def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, 
     assert pushed["resumed_from_step"] == 40 and job["resumed_from_step"] == 40
     assert job["resumed_from_checkpoint"] == checkpoint
     assert pushed["resume_saved_gpu_seconds"] == 50.0 and job["resume_saved_gpu_seconds"] == 50.0
+
+
+def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow(
+    volcano_cluster, claim, monkeypatch
+):
+    """Ranks preempted before the trainer's ``wandb.init``: W&B has no run, and ``must``
+    would fail the resumed trainer. Asked (online, with a key), W&B settles it: ``allow``."""
+    namespace, store = claim, MemoryStore()
+    evicted = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
+    with pytest.raises(JobPreemptedError):
+        _try(namespace, "unseen", 1, store, evicted)
+    first_run = store.get("volcano_run")["run_id"]
+
+    with WandbStandin(api_key=API_KEY) as standin:
+        conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
+        monkeypatch.setenv("AIRFLOW_CONN_WANDB_RESUME_STANDIN", json.dumps(conn))
+        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+        _, ti, job = _try(
+            namespace,
+            "unseen",
+            2,
+            store,
+            template,
+            wait_for_completion=False,
+            wandb_mode="online",
+            wandb_conn_id="wandb_resume_standin",
+            wandb_entity=ENTITY,
+            wandb_project=PROJECT,
+        )
+        asked = [r.variables for r in standin.requests if r.operation == "Run"]
+    env = _master_env(volcano_cluster.api_client(), namespace, job["name"])
+    assert asked == [{"entity": ENTITY, "project": PROJECT, "name": first_run}]
+    assert env["WANDB_RUN_ID"] == first_run and env["WANDB_RESUME"] == "allow"
+    assert ti.pushed["resumed_from_intent"] == 1
 
 
 def test_a_trainer_failure_starts_a_run_of_its_own(volcano_cluster, claim):

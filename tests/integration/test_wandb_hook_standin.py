@@ -148,6 +148,17 @@ def test_get_run_summary_unknown_run_against_wandb_standin(
         WandbHook(conn_id).get_run_summary("no-such-run")
 
 
+def test_run_exists_says_no_only_when_w_and_b_says_so_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    hook = WandbHook(conn_id)
+    assert hook.run_exists(RUN_ID) is True
+    assert hook.run_exists("no-such-run") is False
+    standin.api_key = "another-key-" + "0" * 40  # a refusal is no answer about the run
+    with pytest.raises(wandb.errors.CommError):
+        WandbHook(conn_id).run_exists(RUN_ID)
+
+
 def test_get_queue_template_against_wandb_standin(standin: WandbStandin, conn_id: str) -> None:
     hook = WandbHook(conn_id)
     template = hook.get_queue_template(ENTITY, "volcano-queue")

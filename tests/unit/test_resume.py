@@ -177,3 +177,21 @@ def test_a_resumed_job_never_takes_the_interrupted_jobs_name():
     long = resume.resumed_job_name("a" * 44 + "-b", 12)
     assert long == "a" * 41 + "-r12" and len(long) <= MAX_JOB_NAME_LENGTH
     assert resume.resumed_job_name("x" * 41 + "-yyyy", 3) == "x" * 41 + "-r3"  # no "--"
+
+
+@pytest.mark.parametrize(
+    ("guess", "run_in_wandb", "settled"),
+    [
+        ("must", True, "must"),
+        ("must", False, "allow"),  # preempted before wandb.init: must would fail the trainer
+        ("allow", True, "must"),  # killed after wandb.init: the run is there to continue
+        ("allow", False, "allow"),
+        ("must", None, "must"),  # not asked (offline, no key) or no answer: the guess stands
+        ("allow", None, "allow"),
+    ],
+)
+def test_wandb_resume_is_settled_by_what_w_and_b_says_of_the_run(guess, run_in_wandb, settled):
+    resumed = Resumption("run1abc", 1, "preempted", guess)
+    assert resume.settled_by_wandb(resumed, run_in_wandb) == Resumption(
+        "run1abc", 1, "preempted", settled
+    )
