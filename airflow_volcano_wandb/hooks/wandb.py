@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
-from airflow_volcano_wandb.template import TemplateError, load_template
+from airflow_volcano_wandb.template.load import load_queue_config
 from airflow_volcano_wandb.wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
 from airflow_volcano_wandb.wandb.deadline import call_within
 from airflow_volcano_wandb.wandb.key_forms import key_forms
@@ -398,28 +398,9 @@ class WandbHook(BaseHook):
             raise ValueError(f"W&B Launch queue {where} has no resource config")
         config = queue.default_resource_config
         resource = queue.type if config else None  # arrives with the config, no extra query
-        return _job_spec_from_queue_config(config, resource, where)
+        return load_queue_config(config, resource, where)
 
     def get_template(self, ref: str) -> dict[str, Any]:
         """Load a template from a ``wandb-queue://<entity>/<queue>`` reference."""
         parsed = parse_queue_ref(ref)
         return self.get_queue_template(parsed.entity, parsed.queue)
-
-
-def _job_spec_from_queue_config(config: Any, resource: str | None, where: str) -> dict[str, Any]:
-    """Check a queue's stored resource config is a Kubernetes one, and load it.
-
-    The parsing (YAML or JSON text, the ``resource_args.kubernetes`` wrapper) is the
-    template loader's, the one place queue configs are read.
-    """
-    if not config:
-        raise ValueError(f"W&B Launch queue {where} has no resource config")
-    if resource and resource != "kubernetes":
-        raise ValueError(
-            f"W&B Launch queue {where} is a {resource!r} queue; only Kubernetes queues hold a "
-            "Volcano Job template"
-        )
-    try:
-        return load_template(config.decode() if isinstance(config, bytes) else config)
-    except TemplateError as exc:
-        raise TemplateError(f"W&B Launch queue {where}: {exc}") from None

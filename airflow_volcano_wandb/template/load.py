@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from airflow_volcano_wandb.template.errors import TemplateError
-from airflow_volcano_wandb.template.values import show, type_name
+from airflow_volcano_wandb.template.values import copy_json, show, type_name
 
 API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
@@ -161,3 +161,21 @@ def load_template(source: Any) -> Mapping[str, Any]:
             f"apiVersion {show(api_version)}, kind {show(kind)}"
         )
     return doc
+
+
+def load_queue_config(config: Any, resource: str | None, where: str) -> dict[str, Any]:
+    """A W&B Launch queue's stored resource config (``resource``: the queue's type), checked to
+    be a Kubernetes one and loaded as :func:`load_template` loads any template, as a fresh
+    copy; ``where`` names the queue in errors."""
+    if not config:
+        raise ValueError(f"W&B Launch queue {where} has no resource config")
+    if resource and resource != "kubernetes":
+        raise ValueError(
+            f"W&B Launch queue {where} is a {resource!r} queue; only Kubernetes queues hold a "
+            "Volcano Job template"
+        )
+    try:
+        doc = load_template(config.decode() if isinstance(config, bytes) else config)
+    except TemplateError as exc:
+        raise TemplateError(f"W&B Launch queue {where}: {exc}") from None
+    return copy_json(doc, (), "template")  # never the SDK's own object

@@ -15,8 +15,8 @@ from airflow_volcano_wandb.hooks.wandb import (
     WANDB_CONN_FIELDS,
     WANDB_UI_FIELD_BEHAVIOUR,
     WandbHook,
-    _job_spec_from_queue_config,
 )
+from airflow_volcano_wandb.template.load import load_queue_config
 
 KEY = "unit" + "x" * 40
 JOB = {
@@ -187,8 +187,8 @@ def _installed(distribution: str) -> bool:
         json.dumps(JOB).encode(),
     ],
 )
-def test_job_spec_from_queue_config(stored: object) -> None:
-    spec = _job_spec_from_queue_config(stored, "kubernetes", "team/q")
+def test_load_queue_config(stored: object) -> None:
+    spec = load_queue_config(stored, "kubernetes", "team/q")
     assert spec == JOB
     spec["kind"] = "mutated"
     assert JOB["kind"] == "Job"  # a copy, never the caller's object
@@ -205,8 +205,6 @@ def test_job_spec_from_queue_config(stored: object) -> None:
         (JOB, "sagemaker", "sagemaker"),
     ],
 )
-def test_job_spec_from_queue_config_errors(
-    stored: object, resource: str | None, message: str
-) -> None:
+def test_load_queue_config_errors(stored: object, resource: str | None, message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        _job_spec_from_queue_config(stored, resource, "team/q")
+        load_queue_config(stored, resource, "team/q")
