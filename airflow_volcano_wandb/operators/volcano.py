@@ -14,6 +14,7 @@ from airflow.sdk import Context
 
 from airflow_volcano_wandb.airflow_compat import task_state_store
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
+from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import deletion, submission
 from airflow_volcano_wandb.job.deployment import configured_deployment
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
@@ -24,7 +25,7 @@ from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin, templated_seconds
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
-from airflow_volcano_wandb.operators.wandb import XCOM_RUN_URL, WandbRunMixin
+from airflow_volcano_wandb.operators.wandb import XCOM_RUN_ID, XCOM_RUN_URL, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
@@ -150,7 +151,7 @@ class VolcanoPyTorchJobOperator(
             return self._report(context, WaitResult.from_status(status), run)
         if not self.wait_for_completion:
             return {**self._job, **run}
-        trigger = self._trigger(masked=[wandb_hook.api_key], deferred=self.deferrable)
+        trigger = self._trigger(wandb_hook, self.deferrable, run[XCOM_RUN_ID])
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
         try:
@@ -171,11 +172,13 @@ class VolcanoPyTorchJobOperator(
             run = self.pulled_run(context["ti"])
         return self._report(context, WaitResult.from_event(event), dict(run))
 
-    def _trigger(self, masked: Sequence[str | None], deferred: bool) -> VolcanoJobTrigger:
-        """The wait, ``deferred`` or run here; ``masked`` secrets are masked in its log."""
+    def _trigger(self, wandb: WandbHook, deferred: bool, run_id: str | None) -> VolcanoJobTrigger:
+        """The wait, ``deferred`` or run here; the key of ``wandb`` is masked in its log, and
+        the steps of its W&B run ``run_id`` count as progress for ``stall_timeout``."""
         assert self._job is not None
         timeout = self.execution_timeout
         deadline = time.time() + timeout.total_seconds() if timeout is not None else None
+        follow = self.follow_master_log or not deferred
         return VolcanoJobTrigger(
             job_name=self._job["name"],
             namespace=self._job["namespace"],
@@ -186,9 +189,10 @@ class VolcanoPyTorchJobOperator(
             poll_interval=self.poll_interval,
             watch_failure_grace=self.watch_failure_grace,
             try_number=self._try_number,
-            **self.master_log_kwargs(masked, follow=self.follow_master_log or not deferred),
+            **self.master_log_kwargs([wandb.api_key], follow=follow),
             deferred_at=time.time() if deferred else None,
             **self.limit_kwargs(),
+            **self.wandb_progress_kwargs(run_id, self.stall_timeout, wandb),
         )
 
     def _report(
