@@ -14,7 +14,6 @@ from airflow.sdk import Context
 
 from airflow_volcano_wandb.airflow_compat import task_state_store
 from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
-from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import deletion, submission
 from airflow_volcano_wandb.job.deployment import configured_deployment
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
@@ -151,7 +150,8 @@ class VolcanoPyTorchJobOperator(
             return self._report(context, WaitResult.from_status(status), run)
         if not self.wait_for_completion:
             return {**self._job, **run}
-        trigger = self._trigger(wandb_hook, self.deferrable, run[XCOM_RUN_ID])
+        asked = self.wandb_progress_kwargs(run[XCOM_RUN_ID], self.stall_timeout, wandb_hook)
+        trigger = self._trigger([wandb_hook.api_key], self.deferrable, asked)
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
         try:
@@ -172,13 +172,13 @@ class VolcanoPyTorchJobOperator(
             run = self.pulled_run(context["ti"])
         return self._report(context, WaitResult.from_event(event), dict(run))
 
-    def _trigger(self, wandb: WandbHook, deferred: bool, run_id: str | None) -> VolcanoJobTrigger:
-        """The wait, ``deferred`` or run here; the key of ``wandb`` is masked in its log, and
-        the steps of its W&B run ``run_id`` count as progress for ``stall_timeout``."""
+    def _trigger(
+        self, masked: Sequence[str | None], deferred: bool, wandb_run: Mapping[str, Any] = {}
+    ) -> VolcanoJobTrigger:
+        """The wait, ``deferred`` or here, masking ``masked``, asking ``wandb_run`` on a stall."""
         assert self._job is not None
         timeout = self.execution_timeout
         deadline = time.time() + timeout.total_seconds() if timeout is not None else None
-        follow = self.follow_master_log or not deferred
         return VolcanoJobTrigger(
             job_name=self._job["name"],
             namespace=self._job["namespace"],
@@ -189,10 +189,10 @@ class VolcanoPyTorchJobOperator(
             poll_interval=self.poll_interval,
             watch_failure_grace=self.watch_failure_grace,
             try_number=self._try_number,
-            **self.master_log_kwargs([wandb.api_key], follow=follow),
+            **self.master_log_kwargs(masked, follow=self.follow_master_log or not deferred),
             deferred_at=time.time() if deferred else None,
             **self.limit_kwargs(),
-            **self.wandb_progress_kwargs(run_id, self.stall_timeout, wandb),
+            **wandb_run,
         )
 
     def _report(

@@ -172,7 +172,7 @@ class VolcanoJobSensor(
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
 
-    def _trigger(self, target: WaitTarget, job: dict[str, Any] | None) -> VolcanoJobTrigger:
+    def _trigger(self, target: WaitTarget, job: dict[str, Any] | None = None) -> VolcanoJobTrigger:
         """The wait in the triggerer; the key of ``wandb_conn_id`` is masked in the log it
         follows, and the steps of ``job``'s W&B run count as progress for ``stall_timeout``."""
         masked = [self.wandb_hook.mask_api_key()] if self.follow_master_log else []
