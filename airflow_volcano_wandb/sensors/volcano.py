@@ -83,7 +83,8 @@ class VolcanoJobSensor(
         operator's own wait does: the task and its outcome are written into the run, the
         ``wandb_summary_keys`` are read back into XCom ``wandb_summary`` and the asset events
         of ``outlets``, and XComs ``wandb_run_id``/``wandb_run_url`` give the sensor its
-        "W&B Run" button.
+        "W&B Run" button. Its steps, when it is online, count as progress for
+        ``stall_timeout``.
 
     ``wandb_conn_id`` (whose API key the pods hold: it is masked in this task's log, which
     shows pod logs), ``wandb_entity``, ``wandb_project``, ``wandb_mode`` and
