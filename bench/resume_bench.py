@@ -14,7 +14,10 @@ was taken; a SIGKILL would repeat up to ``AVW_CHECKPOINT_EVERY`` steps), and
 ``resume_overhead_s``: from the SIGTERM to the resumed run's "resumed from step" line, i.e.
 the stop, the save, the new processes' start, torch's import, the gloo rendezvous and the
 load. On a cluster the new job's scheduling and image start come on top (and the retry's
-``retry_delay``). A script that prints figures: nothing here asserts on time.
+``retry_delay``). Also ``saved_training_s``, the seconds of training the resumed run said its
+checkpoint holds, and ``saved_gpu_seconds``, what the operator reports for them
+(``job.resume``) as if each of the 2 ranks held one GPU. A script that prints figures: nothing
+here asserts on time.
 
     .venv/bin/python bench/resume_bench.py [--train-s 20] [--out resume.json]
 """
@@ -33,10 +36,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from airflow_volcano_wandb.job import resume
 from airflow_volcano_wandb.testing.cluster.process import free_ports
 
 TRAIN_PY = Path(__file__).resolve().parents[1] / "docker" / "trainer" / "train.py"
 TIMEOUT_S = 600
+#: The local "job": 2 ranks, counted as if each held one GPU.
+RANKS = 2
 
 
 def _start(work: Path, env: dict[str, str], tag: str) -> list[tuple[subprocess.Popen, Path]]:
@@ -106,18 +112,23 @@ def measure(train_s: float) -> dict[str, Any]:
         # The next try: a new job on the same run id, so the same directory.
         resumed = _start(work, env, "resumed")
         try:
-            found = _wait_for(resumed[0][1], r"resumed from step (\d+)", resumed)
+            _wait_for(resumed[0][1], r"resumed from step .* s of training", resumed)
             overhead = time.monotonic() - killed_at
         finally:
             for proc, _ in resumed:
                 proc.send_signal(signal.SIGTERM)
             _stop(resumed)
-        resumed_from = int(found.group(1))
+        said = resume.resumed_step(resumed[0][1].read_text())
+        if said is None or said.trained_seconds is None:
+            raise RuntimeError(f"no resume line with seconds in {resumed[0][1]}")
+        resumed_from = said.step
         return {
             "steps_before_kill": before,
             "resumed_from_step": resumed_from,
             "steps_repeated": before - resumed_from,
             "resume_overhead_s": round(overhead, 2),
+            "saved_training_s": said.trained_seconds,
+            "saved_gpu_seconds": resume.saved_gpu_seconds(said.trained_seconds, RANKS),
             "train_s": train_s,
         }
 

@@ -38,7 +38,8 @@ Measures, each side by side with polling baselines in the same run (issue 8):
     end after it (bench/e2e_real_airflow.py runs tests/reliability/test_e2e_real_airflow.py).
 12. resume (issue 23): the example trainer stopped by SIGTERM as a preempted pod is, then
     resumed on its run's checkpoints: steps_before_kill, resumed_from_step, steps_repeated,
-    resume_overhead_s (bench/resume_bench.py; local processes, no cluster).
+    resume_overhead_s, saved_training_s, saved_gpu_seconds (bench/resume_bench.py; local
+    processes, no cluster).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -1204,7 +1205,13 @@ def md_resume(r: dict) -> list[str]:
         f"(`steps_repeated` {o['steps_repeated']}) {o['resume_overhead_s']} s after the SIGTERM "
         "(stop, save, new processes, torch import, rendezvous, load; a cluster's scheduling, "
         "image start and `retry_delay` come on top). Without resume the next try starts from "
-        "step 0: every step before the stop is trained again.",
+        "step 0: every step before the stop is trained again."
+        + (
+            f" The checkpoint held {o['saved_training_s']} s of training: "
+            f"{o['saved_gpu_seconds']} GPU-seconds saved, as if each rank held one GPU."
+            if "saved_gpu_seconds" in o
+            else ""
+        ),
     ]
 
 

@@ -338,6 +338,31 @@ class WandbHook(BaseHook):
             [ArtifactRef(a.qualified_name, a.type) for a in run.logged_artifacts()],
         )
 
+    @_within_deadline
+    def run_exists(
+        self, run_id: str, *, entity: str | None = None, project: str | None = None
+    ) -> bool:
+        """Whether W&B has the run: False when the server says it does not (a run whose
+        trainer never reached ``wandb.init``); any other failure is raised, never taken for
+        an answer.
+
+        :param run_id: The W&B run id.
+        :param entity: The run's entity; defaults to the connection's, then the API key's user.
+        :param project: The run's project; defaults to the connection's.
+        """
+        from wandb.apis.public.runs import RunNotFoundError
+
+        try:
+            self.api.run(self._run_path(run_id, entity, project)).load()
+        except Exception as exc:
+            # The SDK wraps the not-found answer in a CommError, as it does a lost connection.
+            if isinstance(exc, RunNotFoundError) or isinstance(
+                getattr(exc, "exc", None), RunNotFoundError
+            ):
+                return False
+            raise
+        return True
+
     def _run_path(self, run_id: str, entity: str | None, project: str | None) -> str:
         entity, project = entity or self.entity, project or self.project
         if not project:

@@ -95,8 +95,8 @@ def asset_extra(
 
     :param facts: the job the step ran.
     :param run: the W&B run as the operator returns it: ``wandb_run_id``, ``wandb_run_url``,
-        and ``resumed_from_intent`` (and ``resumed_from_step``) when the step resumed an
-        interrupted try's run.
+        and ``resumed_from_intent`` (and ``resumed_from_step``, ``resume_saved_gpu_seconds``)
+        when the step resumed an interrupted try's run.
     :param summary: the requested W&B summary metrics.
     :param gpu_seconds: GPU-seconds per rank (``gpu_usage``); ``{}`` when unknown.
     """
@@ -116,4 +116,6 @@ def asset_extra(
         "resumed_from_intent": run.get("resumed_from_intent"),
         # The step its trainer said it continued after (docs/trainer.md, "Checkpoints").
         "resumed_from_step": run.get("resumed_from_step"),
+        # The GPU-seconds that saved: the checkpoint's seconds of training times the job's GPUs.
+        "resume_saved_gpu_seconds": run.get("resume_saved_gpu_seconds"),
     }

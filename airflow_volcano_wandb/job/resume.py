@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from airflow_volcano_wandb.exceptions import (
@@ -32,6 +32,7 @@ from airflow_volcano_wandb.exceptions import (
     StoppedFromWandbError,
     VolcanoJobError,
 )
+from airflow_volcano_wandb.template.gpus import total_gpus
 from airflow_volcano_wandb.template.naming import MAX_JOB_NAME_LENGTH
 
 #: The causes a try can end by, as ``resume_on`` names them.
@@ -155,17 +156,55 @@ def resume_of(
     return Resumption(record.run_id, record.intent, cause, "must" if must else "allow")
 
 
+def settled_by_wandb(resumed: Resumption, run_in_wandb: bool | None) -> Resumption:
+    """The resumption with ``WANDB_RESUME`` as W&B's answer about the run settles it:
+    ``must`` for a run W&B has, ``allow`` for one it does not (a rank preempted before its
+    ``wandb.init``: ``must`` would fail the resumed trainer); unchanged when W&B was not asked
+    or could not answer (``None``: offline, no API key, unreachable)."""
+    if run_in_wandb is None:
+        return resumed
+    return replace(resumed, wandb_resume="must" if run_in_wandb else "allow")
+
+
 #: The line a trainer prints when it resumes (docs/trainer.md, "Checkpoints"): the step it
-#: continues after and the checkpoint it loaded.
-RESUMED_LINE = re.compile(r"resumed from step ([0-9]+) \(checkpoint ([^)\s]+)\)")
+#: continues after, the checkpoint it loaded and, optionally (a trainer of the older contract
+#: does not say it), the seconds of training that checkpoint holds, over every earlier try.
+RESUMED_LINE = re.compile(
+    r"resumed from step ([0-9]+) \(checkpoint ([^)\s]+)\)"
+    r"(?: after ([0-9]+(?:\.[0-9]+)?) s of training)?"
+)
 
 
-def resumed_step(log_head: str) -> tuple[int, str] | None:
+@dataclass(frozen=True)
+class TrainerResumed:
+    """What a resumed trainer said it continued from."""
+
+    step: int
+    checkpoint: str
+    #: The wall-clock seconds of training the checkpoint stands for; None: not said.
+    trained_seconds: float | None = None
+
+
+def resumed_step(log_head: str) -> TrainerResumed | None:
     """The step and checkpoint a resumed trainer says it continued from, in the first lines of
     its log; None when it says nothing (it found no checkpoint, or does not follow the
     contract's wording)."""
     found = RESUMED_LINE.search(log_head)
-    return (int(found[1]), found[2]) if found else None
+    if not found:
+        return None
+    seconds = float(found[3]) if found[3] is not None else None
+    return TrainerResumed(int(found[1]), found[2], seconds)
+
+
+def job_gpus(job: Mapping[str, Any]) -> int:
+    """The GPUs a job's gang holds: per task, its replicas times its pod template's GPUs."""
+    return total_gpus((job.get("spec") or {}).get("tasks") or [])
+
+
+def saved_gpu_seconds(trained_seconds: float, gpus: int) -> float:
+    """The GPU-seconds a resume saved: the training its checkpoint stands for, not done again
+    on the job's GPUs (to a tenth of a second, as ``gpu_usage`` counts)."""
+    return round(max(0.0, trained_seconds) * gpus, 1)
 
 
 def resumed_job_name(name: str, intent: int) -> str:

@@ -25,6 +25,12 @@ from airflow_volcano_wandb.wait import diagnostics
 XCOM_RESUMED_FROM_INTENT = "resumed_from_intent"
 #: The XCom of a resumed try: the step its trainer said it continued after.
 XCOM_RESUMED_FROM_STEP = "resumed_from_step"
+#: The XCom of a resumed try: the GPU-seconds its resume saved (the seconds of training its
+#: checkpoint holds, as the trainer said, times the job's GPUs).
+XCOM_RESUME_SAVED_GPU_SECONDS = "resume_saved_gpu_seconds"
+#: In a resumed try's return value (and the W&B run's ``airflow`` config): the checkpoint its
+#: trainer loaded.
+RESUMED_FROM_CHECKPOINT = "resumed_from_checkpoint"
 #: How much of the master's log is searched for the trainer's resume line (it is printed
 #: before the first step, so within its first lines).
 RESUME_LINE_BYTES = 64 * 1024
@@ -149,8 +155,10 @@ class ResumeMixin(BaseOperator):
     def say_resumed_step(
         self, hook: VolcanoHook, job: Mapping[str, Any] | None, ti: Any, run: Mapping[str, Any]
     ) -> dict[str, Any]:
-        """For a resumed try's finished job: the step its trainer continued after, read from
-        the master's log, logged and published (``{}``: not resumed, or not said)."""
+        """For a resumed try's finished job: the step its trainer continued after and the
+        GPU-seconds that saved (the seconds of training its checkpoint holds times the job's
+        GPUs), read from the master's log, logged and published (``{}``: not resumed, or not
+        said; no GPU-seconds when the trainer did not say its seconds)."""
         if job is None or run.get(XCOM_RESUMED_FROM_INTENT) is None:
             return {}
         meta = job["metadata"]
@@ -172,14 +180,29 @@ class ResumeMixin(BaseOperator):
         if said is None:
             self.log.info("The trainer did not say which step it resumed from")
             return {}
-        step, checkpoint = said
+        ti.xcom_push(key=XCOM_RESUMED_FROM_STEP, value=said.step)
+        told = {XCOM_RESUMED_FROM_STEP: said.step, RESUMED_FROM_CHECKPOINT: said.checkpoint}
+        if said.trained_seconds is None:  # a trainer of the older contract
+            self.log.info(
+                "Resumed from step %s (checkpoint %s): the earlier try's steps were not trained "
+                "again",
+                said.step,
+                said.checkpoint,
+            )
+            return told
+        gpus = resume.job_gpus(job)
+        saved = resume.saved_gpu_seconds(said.trained_seconds, gpus)
         self.log.info(
-            "Resumed from step %s (checkpoint %s): the earlier try's steps were not trained again",
-            step,
-            checkpoint,
+            "Resumed from step %s (checkpoint %s): %g s of training on %s GPUs not repeated: "
+            "%g GPU-seconds saved",
+            said.step,
+            said.checkpoint,
+            said.trained_seconds,
+            gpus,
+            saved,
         )
-        ti.xcom_push(key=XCOM_RESUMED_FROM_STEP, value=step)
-        return {XCOM_RESUMED_FROM_STEP: step}
+        ti.xcom_push(key=XCOM_RESUME_SAVED_GPU_SECONDS, value=saved)
+        return {**told, XCOM_RESUME_SAVED_GPU_SECONDS: saved}
 
 
 def _gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> bool:

@@ -16,7 +16,7 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_volcano_wandb.airflow_compat import AirflowException, task_state_store
 from airflow_volcano_wandb.hooks.wandb import WandbHook
-from airflow_volcano_wandb.job import api_key_secret, lineage
+from airflow_volcano_wandb.job import api_key_secret, lineage, resume
 from airflow_volcano_wandb.job.job_facts import JobFacts
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.links.wandb import WandbRunLink
@@ -139,6 +139,7 @@ class WandbReportMixin(BaseOperator):
             mode=self.wandb_mode,
             has_key=bool(hook.api_key),
             log=self.log,
+            resumed={key: run.get(key) for key in wandb_backlink.RESUME_KEYS},
         )
 
 
@@ -195,6 +196,38 @@ class WandbRunMixin(ResumeMixin, WandbReportMixin):
         self._facts: JobFacts | None = None
         self._run: dict[str, Any] = {}
         self._summary: dict[str, Any] | None = None
+
+    def resume_interrupted_run(self, hook: Any, store: Any, try_number: int) -> bool:
+        """:meth:`.ResumeMixin.resume_interrupted_run`, with ``WANDB_RESUME`` settled by
+        asking W&B whether the interrupted run exists (online, with an API key)."""
+        if not super().resume_interrupted_run(hook, store, try_number):
+            return False
+        resumed = self._resumed
+        if resumed is not None and self.wandb_mode in (None, "online"):
+            self._resumed = resume.settled_by_wandb(resumed, self._run_in_wandb(resumed.run_id))
+        return True
+
+    def _run_in_wandb(self, run_id: str) -> bool | None:
+        """Whether W&B has the run; None when it cannot be asked or does not answer."""
+        hook = self.best_effort_wandb_hook
+        if not hook.api_key:
+            return None
+        try:
+            exists = hook.run_exists(
+                run_id,
+                entity=self.wandb_entity or hook.entity,
+                project=self.wandb_project or hook.project,
+            )
+        except Exception as exc:  # the trainer's own wandb.init decides then
+            self.log.warning("Could not ask W&B whether run %s exists (%s)", run_id, exc)
+            return None
+        if not exists:
+            self.log.info(
+                "W&B has no run %s: the interrupted try's trainer never started it, so the "
+                "resumed trainer starts it (WANDB_RESUME=allow)",
+                run_id,
+            )
+        return exists
 
     def wandb_spec(
         self,

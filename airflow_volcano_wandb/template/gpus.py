@@ -54,14 +54,19 @@ def gang_gpus(tasks: Sequence[Mapping[str, Any]]) -> dict[str, tuple[int, int]]:
     }
 
 
+def total_gpus(tasks: Sequence[Mapping[str, Any]]) -> int:
+    """GPUs the whole gang holds: per task, its replicas times one pod's GPUs."""
+    return sum(replicas * gpus for replicas, gpus in gang_gpus(tasks).values())
+
+
 def gpu_budget_problems(
     tasks: Sequence[Mapping[str, Any]], max_total_gpus: int
 ) -> list[tuple[Path, str]]:
     """The job refused when its gang asks for more than ``max_total_gpus`` GPUs in all."""
-    per_task = gang_gpus(tasks)
-    total = sum(replicas * gpus for replicas, gpus in per_task.values())
+    total = total_gpus(tasks)
     if total <= max_total_gpus:
         return []
+    per_task = gang_gpus(tasks)
     shares = ", ".join(
         f"{name} {replicas}x{gpus}" for name, (replicas, gpus) in per_task.items() if gpus
     )

@@ -4,7 +4,9 @@ Without it, the run knows its Airflow task only if the training script copies
 ``AVW_AIRFLOW_TASK_URL`` into its config. Here the provider writes it itself, through the W&B
 public API, when the task ends: the run's config gets an ``airflow`` entry (task URL, DAG, run,
 task and try ids, the Airflow outcome), its tags ``airflow`` and ``airflow-<outcome>``, and its
-notes one line with the task URL.
+notes one line with the task URL. A try that resumed an interrupted try's run (``resume_on``)
+also says so: the resume's facts in the ``airflow`` entry, and a notes line
+``Resumed from step N (checkpoint PATH)``.
 
 Pure, except :func:`link_back`, which is handed the hook that does the writing and never lets a
 failure reach the task: the link is a courtesy, the task's outcome is the job's.
@@ -23,6 +25,15 @@ CONFIG_KEY = "airflow"
 TAG = "airflow"
 OUTCOME_TAG_PREFIX = "airflow-"
 NOTES_MARKER = "Airflow task:"
+#: The facts of a resume written into the ``airflow`` config entry (as the operator's XComs
+#: name them): the intent whose run the try continued, the step and the checkpoint its trainer
+#: continued from, and the GPU-seconds that saved.
+RESUME_KEYS = (
+    "resumed_from_intent",
+    "resumed_from_step",
+    "resumed_from_checkpoint",
+    "resume_saved_gpu_seconds",
+)
 
 
 @dataclass(frozen=True)
@@ -60,19 +71,39 @@ def airflow_record(ctx: AirflowRunContext, outcome: str) -> dict[str, Any]:
     }
 
 
-def with_backlink(fields: RunFields, ctx: AirflowRunContext, outcome: str) -> RunFields:
+def resumed_note(resumed: Mapping[str, Any]) -> str | None:
+    """The notes line of a resumed try: the step and checkpoint its trainer continued from
+    and the GPU-seconds that saved; None when the trainer did not say its step."""
+    step, checkpoint = resumed.get("resumed_from_step"), resumed.get("resumed_from_checkpoint")
+    if step is None:
+        return None
+    line = f"Resumed from step {step}" + (f" (checkpoint {checkpoint})" if checkpoint else "")
+    saved = resumed.get("resume_saved_gpu_seconds")
+    return line if saved is None else f"{line}: {saved:g} GPU-seconds saved"
+
+
+def with_backlink(
+    fields: RunFields,
+    ctx: AirflowRunContext,
+    outcome: str,
+    resumed: Mapping[str, Any] | None = None,
+) -> RunFields:
     """The run's fields with the Airflow link written in, everything else kept.
 
     Written again by a later try, it replaces what the earlier one wrote: one ``airflow``
-    config entry, one outcome tag, one notes line.
+    config entry, one outcome tag, one notes line (each resume keeps its own line: a run
+    resumed twice says both).
 
     :param fields: the run's fields as read from W&B.
     :param ctx: the task instance.
     :param outcome: the Airflow outcome.
+    :param resumed: for a try that resumed an interrupted try's run, the facts of
+        :data:`RESUME_KEYS` it knows (the others absent or None).
     """
     written = fields.config.get(CONFIG_KEY)
     kept = dict(written) if isinstance(written, Mapping) else {}
-    config = {**fields.config, CONFIG_KEY: {**kept, **airflow_record(ctx, outcome)}}
+    said = {k: v for k, v in (resumed or {}).items() if k in RESUME_KEYS and v is not None}
+    config = {**fields.config, CONFIG_KEY: {**kept, **airflow_record(ctx, outcome), **said}}
     tags = [t for t in fields.tags if not t.startswith(OUTCOME_TAG_PREFIX)]
     for tag in (TAG, f"{OUTCOME_TAG_PREFIX}{outcome}"[:64]):  # W&B's tag limit: 64 characters
         if tag not in tags:
@@ -80,6 +111,8 @@ def with_backlink(fields: RunFields, ctx: AirflowRunContext, outcome: str) -> Ru
     line = f"{NOTES_MARKER} {ctx.task_url or ctx.dag_id + '/' + ctx.task_id} "
     line += f"(DAG run {ctx.dag_run_id}, try {ctx.try_number}: {outcome})"
     kept = [old for old in (fields.notes or "").splitlines() if not old.startswith(NOTES_MARKER)]
+    note = resumed_note(said)
+    kept += [note] if note is not None and note not in kept else []
     notes = "\n".join([*[k for k in kept if k.strip()], line])
     return RunFields(config=config, tags=tags, notes=notes)
 
@@ -108,6 +141,7 @@ def link_back(
     mode: str | None,
     has_key: bool,
     log: logging.Logger | Any,
+    resumed: Mapping[str, Any] | None = None,
 ) -> bool:
     """Write the Airflow link into the run; best-effort, one log line whatever happens.
 
@@ -120,6 +154,7 @@ def link_back(
     :param mode: the run's ``wandb_mode``; ``offline`` and ``disabled`` runs are not on a server.
     :param has_key: whether the connection has an API key (without one nothing can be written).
     :param log: the task's logger.
+    :param resumed: what the try's resume of an interrupted run was (:func:`with_backlink`).
     :return: whether the link was written.
     """
     if mode in ("offline", "disabled") or not has_key:
@@ -136,7 +171,7 @@ def link_back(
             run_id,
             entity=entity,
             project=project,
-            edit=lambda fields: with_backlink(fields, ctx, outcome),
+            edit=lambda fields: with_backlink(fields, ctx, outcome, resumed),
         )
     except Exception as exc:  # the link must never change the task's outcome
         log.warning(

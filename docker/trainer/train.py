@@ -179,6 +179,9 @@ class Progress:
     epoch_losses: list[float] = field(default_factory=list)
     loss_sum: float = 0.0
     """Sum of the losses of the epoch in progress (its mean is logged at the epoch's end)."""
+    trained_seconds: float = 0.0
+    """Wall-clock seconds spent training up to ``step``, over every try that trained the run
+    (a resumed trainer adds its own to what it loaded): what a resume saves doing again."""
 
 
 def parse_args(argv: Sequence[str] | None, environ: Mapping[str, str]) -> argparse.Namespace:
@@ -620,7 +623,9 @@ def load_checkpoint(
     model.load_state_dict(state["model"])
     optimizer.load_state_dict(state["optimizer"])
     torch.set_rng_state(state["rng"])
-    return Progress(state["step"], list(state["epoch_losses"]), state["loss_sum"])
+    # A checkpoint of an older trainer holds no seconds: its training is not counted.
+    seconds = float(state.get("trained_seconds", 0.0))
+    return Progress(state["step"], list(state["epoch_losses"]), state["loss_sum"], seconds)
 
 
 def build_model(params: HyperParams, info: DistInfo) -> nn.Module:
@@ -659,9 +664,14 @@ def train(
     resume_from = resume_checkpoint(checkpoints, info)
     if resume_from is not None:
         progress = load_checkpoint(resume_from, params, trained, optimizer)
-        say(info, f"resumed from step {progress.step} (checkpoint {resume_from})")
+        say(
+            info,
+            f"resumed from step {progress.step} (checkpoint {resume_from}) "
+            f"after {progress.trained_seconds:.1f} s of training",
+        )
     elif checkpoints.resume_from == RESUME_LATEST:
         say(info, f"no checkpoint in {checkpoints.directory} yet: starting from step 0")
+    trained_before = progress.trained_seconds  # by the tries before this one
     model = trained
     if info.distributed:
         device_ids = [info.device.index] if info.device.type == "cuda" else None
@@ -672,6 +682,7 @@ def train(
 
     def save() -> None:
         if info.rank == 0 and checkpoints.directory is not None:
+            progress.trained_seconds = trained_before + (time.monotonic() - started)
             state = {
                 **asdict(progress),
                 "model": trained.state_dict(),

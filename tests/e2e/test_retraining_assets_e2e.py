@@ -182,6 +182,7 @@ def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
     # None unless a try was interrupted (a kill on a loaded machine) and the next resumed it.
     assert extra.pop("resumed_from_intent") in (None, 1, 2)
     assert extra.pop("resumed_from_step") is None  # its simulated trainer prints no resume
+    assert extra.pop("resume_saved_gpu_seconds") is None
     assert extra == {
         "wandb_run_id": wandb_run_id,
         "wandb_run_url": run_url(chain.standin.url, ENTITY, PROJECT, wandb_run_id),

@@ -5,12 +5,14 @@ sharing a task state store as Airflow 3.3 keeps it across tries. Try 1 ends the 
 names: its worker evicted under node pressure (KWOK's eviction stage, reported as
 ``JobPreemptedError``), its master exiting 3 (``TrainerExitError``), or, deferred, its job
 deleted as the trigger's ``on_kill`` deletes it when the task is killed (nothing reported).
-Try 2 submits without waiting, and the test reads the job it created: its W&B run id,
-``WANDB_RESUME`` and checkpoint directory, and its intent label.
+Try 2 submits without waiting or, after the eviction, runs its job to the end (its master
+printing a trainer's resume line), and the test reads the job it created: its W&B run id,
+``WANDB_RESUME`` and checkpoint directory, its intent label, and what the resume saved.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -19,6 +21,7 @@ from kubernetes import client as k8s
 from airflow_volcano_wandb.airflow_compat import TaskDeferred
 from airflow_volcano_wandb.exceptions import JobPreemptedError, TrainerExitError
 from airflow_volcano_wandb.job.ownership import INTENT_LABEL
+from airflow_volcano_wandb.testing.cluster.podlogs import PRINT_ENV_ANNOTATION
 from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, custom, seed_template
 from tests.integration.test_checkpoints_on_cluster import CLAIM, _bound_claim, _release
 from tests.integration.test_failure_classes_on_cluster import (
@@ -26,6 +29,7 @@ from tests.integration.test_failure_classes_on_cluster import (
     NODE_PRESSURE,
     _terminating,
 )
+from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 from tests.reliability.support import (
     MemoryStore,
     StubTaskInstance,
@@ -33,6 +37,7 @@ from tests.reliability.support import (
     operator,
     wait_until,
 )
+from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
 
@@ -87,6 +92,19 @@ def _second_try(namespace: str, run_id: str, store: MemoryStore) -> tuple[dict, 
     return job, ti.pushed
 
 
+def _saying(line: str, gpus: int, **task_annotations: dict[str, str]) -> dict:
+    """The seed whose master prints ``line`` at start (as an env var it prints) and whose every
+    pod holds ``gpus`` GPUs."""
+    template = seed_template(**task_annotations)
+    for task in template["spec"]["tasks"]:
+        container = task["template"]["spec"]["containers"][0]
+        container["resources"] = {"limits": {"nvidia.com/gpu": str(gpus)}}
+        if task["name"] == "master":
+            container["env"] = [{"name": "TRAINER_SAID", "value": line}]
+            task["template"]["metadata"]["annotations"][PRINT_ENV_ANNOTATION] = "TRAINER_SAID"
+    return template
+
+
 def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, claim):
     namespace, store = claim, MemoryStore()
     evicted = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
@@ -95,7 +113,13 @@ def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, 
     first_run = store.get("volcano_run")["run_id"]
     assert store.get("volcano_run")["cause"] == "preempted"
 
-    job, pushed = _second_try(namespace, "preempted", store)
+    # Try 2 runs to its end: its trainer says it resumed from the checkpoint of step 40, which
+    # holds 12.5 s of training, on a gang of 2 pods x 2 GPUs.
+    checkpoint = f"/checkpoints/{first_run}/step-000000040.pt"
+    said = f"resumed from step 40 (checkpoint {checkpoint}) after 12.5 s of training"
+    template = _saying(said, 2, master={SIM_DURATION: "3"}, worker={SIM_DURATION: "600"})
+    _, ti, job = _try(namespace, "preempted", 2, store, template, on_finish_action="keep")
+    pushed = ti.pushed
     env = _master_env(volcano_cluster.api_client(), namespace, job["name"])
     # The seed names its job after the run; the resumed job never takes the interrupted one's
     # name (Volcano's controller can lose a job recreated under a name it is cleaning up).
@@ -106,6 +130,45 @@ def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, 
     assert env["intent"] == "2"  # a new intent of the same run
     assert pushed["wandb_run_id"] == first_run and pushed["resumed_from_intent"] == 1
     assert job["resumed_from_intent"] == 1
+    # Read from the master's log: the step, and 12.5 s x 4 GPUs not trained again.
+    assert pushed["resumed_from_step"] == 40 and job["resumed_from_step"] == 40
+    assert job["resumed_from_checkpoint"] == checkpoint
+    assert pushed["resume_saved_gpu_seconds"] == 50.0 and job["resume_saved_gpu_seconds"] == 50.0
+
+
+def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow(
+    volcano_cluster, claim, monkeypatch
+):
+    """Ranks preempted before the trainer's ``wandb.init``: W&B has no run, and ``must``
+    would fail the resumed trainer. Asked (online, with a key), W&B settles it: ``allow``."""
+    namespace, store = claim, MemoryStore()
+    evicted = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
+    with pytest.raises(JobPreemptedError):
+        _try(namespace, "unseen", 1, store, evicted)
+    first_run = store.get("volcano_run")["run_id"]
+
+    with WandbStandin(api_key=API_KEY) as standin:
+        conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
+        monkeypatch.setenv("AIRFLOW_CONN_WANDB_RESUME_STANDIN", json.dumps(conn))
+        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+        _, ti, job = _try(
+            namespace,
+            "unseen",
+            2,
+            store,
+            template,
+            wait_for_completion=False,
+            wandb_mode="online",
+            wandb_conn_id="wandb_resume_standin",
+            wandb_entity=ENTITY,
+            wandb_project=PROJECT,
+        )
+        asked = [r.variables for r in standin.requests if r.operation == "Run"]
+    env = _master_env(volcano_cluster.api_client(), namespace, job["name"])
+    assert asked == [{"entity": ENTITY, "project": PROJECT, "name": first_run}]
+    assert env["WANDB_RUN_ID"] == first_run and env["WANDB_RESUME"] == "allow"
+    assert ti.pushed["resumed_from_intent"] == 1
 
 
 def test_a_trainer_failure_starts_a_run_of_its_own(volcano_cluster, claim):

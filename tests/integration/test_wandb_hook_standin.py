@@ -148,6 +148,17 @@ def test_get_run_summary_unknown_run_against_wandb_standin(
         WandbHook(conn_id).get_run_summary("no-such-run")
 
 
+def test_run_exists_says_no_only_when_w_and_b_says_so_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    hook = WandbHook(conn_id)
+    assert hook.run_exists(RUN_ID) is True
+    assert hook.run_exists("no-such-run") is False
+    standin.api_key = "another-key-" + "0" * 40  # a refusal is no answer about the run
+    with pytest.raises(wandb.errors.CommError):
+        WandbHook(conn_id).run_exists(RUN_ID)
+
+
 def test_get_queue_template_against_wandb_standin(standin: WandbStandin, conn_id: str) -> None:
     hook = WandbHook(conn_id)
     template = hook.get_queue_template(ENTITY, "volcano-queue")
@@ -319,6 +330,38 @@ def test_link_back_writes_the_task_into_the_run_against_wandb_standin(
     assert API_KEY not in "".join(repr(u) for u in standin.upserts)
     captured = capfd.readouterr()
     assert API_KEY not in captured.out + captured.err
+
+
+def test_link_back_of_a_resumed_try_says_so_in_the_run_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    """The operator hands the resume's facts from its return value (None: not known); the run
+    gets them in its ``airflow`` entry and a notes line, through the W&B public API."""
+    resumed = {
+        "resumed_from_intent": 1,
+        "resumed_from_step": 593,
+        "resumed_from_checkpoint": f"/checkpoints/{RUN_ID}/step-000000593.pt",
+        "resume_saved_gpu_seconds": 39505.9,
+    }
+    assert wandb_backlink.link_back(
+        WandbHook(conn_id),
+        TASK,
+        "success",
+        run_id=RUN_ID,
+        entity=ENTITY,
+        project=PROJECT,
+        mode="online",
+        has_key=True,
+        log=logging.getLogger("test.link_back"),
+        resumed=resumed,
+    )
+    run = standin.run(ENTITY, PROJECT, RUN_ID)
+    assert run.config["airflow"] == {**wandb_backlink.airflow_record(TASK, "success"), **resumed}
+    assert run.notes.splitlines()[0] == (
+        f"Resumed from step 593 (checkpoint /checkpoints/{RUN_ID}/step-000000593.pt): "
+        "39505.9 GPU-seconds saved"
+    )
+    assert run.notes.splitlines()[1].startswith("Airflow task:")
 
 
 def _link_back_online(

@@ -344,6 +344,9 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     assert second["phase"] == "Completed", second
     assert second["wandb_run_id"] == run_id and second["resumed_from_intent"] == 1, second
     assert second["resumed_from_step"] == saved, second  # read from the master's log
+    # The trainer said the seconds of training its checkpoint holds (else no key): on the real
+    # node's CPU-only gang (no GPU limits) they saved no GPU-seconds.
+    assert second["resume_saved_gpu_seconds"] == 0.0, second
 
     killed_file, resumed_file = wandb_offline.find_run_files(real_node, run_id)
     killed = [r["train/step"] for r in wandb_offline.history(killed_file) if "train/loss" in r]

@@ -64,15 +64,21 @@ def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
     assert "(deleted 1 older: keeping 2)" in results[0].output
     state = train_module.read_checkpoint(directory / CHECKPOINT_FILE.format(80))
     assert state["step"] == 80 and len(state["epoch_losses"]) == 2
+    # The seconds of training the checkpoint stands for: what a resume from it saves.
+    last = train_module.read_checkpoint(directory / CHECKPOINT_FILE.format(96))
+    assert 0 < state["trained_seconds"] < last["trained_seconds"]
     assert {"model", "optimizer", "rng", "hyper_params"} <= set(state)
     assert "saved checkpoint" in results[0].output
     assert "saved checkpoint" not in results[1].output  # only rank 0 writes
 
 
-def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(tmp_path: Path) -> None:
+def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(
+    tmp_path: Path, train_module: ModuleType
+) -> None:
     """A SIGTERM to one pod stops every rank after the same step, rank 0 saving it, exit 143.
     A new run with ``AVW_RESUME_FROM=latest`` continues from that step (its first logged step is
-    the next) and ends where an uninterrupted run ends, with the same model."""
+    the next), says the seconds of training the checkpoint holds, adds its own to them, and
+    ends where an uninterrupted run ends, with the same model."""
     directory = tmp_path / "checkpoints" / "run1"
     common = {
         "AVW_CHECKPOINT_DIR": str(directory),
@@ -105,8 +111,15 @@ def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(tmp_pa
     (tmp_path / "resumed").mkdir()
     resumed = _run_job(tmp_path / "resumed", [dict(resumed_env), dict(resumed_env)])
     _assert_ok(resumed)
+    trained = train_module.read_checkpoint(directory / saved)["trained_seconds"]
+    assert trained > 0
     for result in resumed:
-        assert f"resumed from step {step} (checkpoint {directory / saved})" in result.output
+        assert (
+            f"resumed from step {step} (checkpoint {directory / saved}) "
+            f"after {trained:.1f} s of training"
+        ) in result.output
+    final = directory / CHECKPOINT_FILE.format(epochs * STEPS_PER_EPOCH)
+    assert train_module.read_checkpoint(final)["trained_seconds"] > trained  # accumulated
     (resumed_run,) = _run_dirs(tmp_path / "resumed")
     steps = _history_steps(resumed_run)
     assert steps == list(range(step + 1, epochs * STEPS_PER_EPOCH + 1))

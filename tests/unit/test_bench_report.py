@@ -81,3 +81,6 @@ def test_a_run_of_only_resume_reports_its_four_figures():
     assert "## Resume on the same run" in report
     assert "stopped after step 1041" in report and "resumed from step 1041" in report
     assert "`steps_repeated` 0" in report and "57.7 s after the SIGTERM" in report
+    assert "GPU-seconds saved" not in report  # a run from before the trainer said its seconds
+    results["resume"].update(saved_training_s=5.3, saved_gpu_seconds=10.6)
+    assert "held 5.3 s of training: 10.6 GPU-seconds saved" in run_all.markdown(results)

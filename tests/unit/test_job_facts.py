@@ -100,5 +100,11 @@ def test_asset_extra_names_the_intent_a_resumed_step_continued() -> None:
     resumed = asset_extra(JobFacts("j", "n"), {**RUN, "resumed_from_intent": 1}, None)
     assert resumed["resumed_from_intent"] == 1
     assert resumed["resumed_from_step"] is None
-    said = asset_extra(JobFacts("j", "n"), {**RUN, "resumed_from_step": 593}, None)
+    assert resumed["resume_saved_gpu_seconds"] is None
+    said = asset_extra(
+        JobFacts("j", "n"),
+        {**RUN, "resumed_from_step": 593, "resume_saved_gpu_seconds": 9876.5},
+        None,
+    )
     assert said["resumed_from_step"] == 593
+    assert said["resume_saved_gpu_seconds"] == 9876.5

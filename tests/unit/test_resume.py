@@ -19,7 +19,7 @@ from airflow_volcano_wandb.exceptions import (
     TrainingStalledError,
 )
 from airflow_volcano_wandb.job import resume
-from airflow_volcano_wandb.job.resume import Resumption, RunRecord
+from airflow_volcano_wandb.job.resume import Resumption, RunRecord, TrainerResumed
 from airflow_volcano_wandb.template.naming import MAX_JOB_NAME_LENGTH
 
 DEFAULT = resume.DEFAULT_RESUME_ON
@@ -115,10 +115,23 @@ def test_the_record_survives_the_store_and_refuses_anything_else() -> None:
 @pytest.mark.parametrize(
     ("head", "said"),
     [
-        (
+        (  # the older contract's line: no seconds
             "[rank 0/2] joining\n[rank 0/2] resumed from step 593 (checkpoint "
             "/checkpoints/r1/step-000000593.pt)\n[rank 0/2] epoch 2/6",
-            (593, "/checkpoints/r1/step-000000593.pt"),
+            TrainerResumed(593, "/checkpoints/r1/step-000000593.pt"),
+        ),
+        (
+            "[rank 0/2] resumed from step 593 (checkpoint /checkpoints/r1/step-000000593.pt) "
+            "after 1234.5 s of training\n",
+            TrainerResumed(593, "/checkpoints/r1/step-000000593.pt", 1234.5),
+        ),
+        (
+            "resumed from step 7 (checkpoint /c/step-000000007.pt) after 12 s of training",
+            TrainerResumed(7, "/c/step-000000007.pt", 12.0),
+        ),
+        (  # seconds that are no number: the step still counts, the seconds are not said
+            "resumed from step 7 (checkpoint /c/step-000000007.pt) after many s of training",
+            TrainerResumed(7, "/c/step-000000007.pt"),
         ),
         ("[rank 0/2] no checkpoint in /checkpoints/r1 yet: starting from step 0\n", None),
         ("resumed from step many (checkpoint x)", None),
@@ -129,6 +142,34 @@ def test_the_resume_step_is_what_the_trainer_says_in_its_first_lines(head, said)
     assert resume.resumed_step(head) == said
 
 
+def _job(*tasks: tuple[int, dict[str, str]]) -> dict:
+    return {
+        "spec": {
+            "tasks": [
+                {
+                    "name": f"t{i}",
+                    "replicas": replicas,
+                    "template": {"spec": {"containers": [{"resources": {"limits": limits}}]}},
+                }
+                for i, (replicas, limits) in enumerate(tasks)
+            ]
+        }
+    }
+
+
+def test_a_jobs_gpus_are_every_tasks_replicas_times_its_pods_gpus():
+    job = _job((1, {"nvidia.com/gpu": "8"}), (3, {"nvidia.com/gpu": "8", "cpu": "4"}))
+    assert resume.job_gpus(job) == 32
+    assert resume.job_gpus(_job((2, {"cpu": "1"}))) == 0  # a CPU job saves no GPU-seconds
+    assert resume.job_gpus({"metadata": {"name": "j"}}) == 0
+
+
+def test_the_saved_gpu_seconds_are_the_checkpoints_training_on_the_jobs_gpus():
+    assert resume.saved_gpu_seconds(1234.56, 32) == 39505.9
+    assert resume.saved_gpu_seconds(1234.5, 0) == 0.0
+    assert resume.saved_gpu_seconds(-1.0, 8) == 0.0  # a clock gone backwards saves nothing
+
+
 def test_a_resumed_job_never_takes_the_interrupted_jobs_name():
     assert (
         resume.resumed_job_name("wandb-job-0123456789abcdef", 2) == "wandb-job-0123456789abcdef-r2"
@@ -136,3 +177,21 @@ def test_a_resumed_job_never_takes_the_interrupted_jobs_name():
     long = resume.resumed_job_name("a" * 44 + "-b", 12)
     assert long == "a" * 41 + "-r12" and len(long) <= MAX_JOB_NAME_LENGTH
     assert resume.resumed_job_name("x" * 41 + "-yyyy", 3) == "x" * 41 + "-r3"  # no "--"
+
+
+@pytest.mark.parametrize(
+    ("guess", "run_in_wandb", "settled"),
+    [
+        ("must", True, "must"),
+        ("must", False, "allow"),  # preempted before wandb.init: must would fail the trainer
+        ("allow", True, "must"),  # killed after wandb.init: the run is there to continue
+        ("allow", False, "allow"),
+        ("must", None, "must"),  # not asked (offline, no key) or no answer: the guess stands
+        ("allow", None, "allow"),
+    ],
+)
+def test_wandb_resume_is_settled_by_what_w_and_b_says_of_the_run(guess, run_in_wandb, settled):
+    resumed = Resumption("run1abc", 1, "preempted", guess)
+    assert resume.settled_by_wandb(resumed, run_in_wandb) == Resumption(
+        "run1abc", 1, "preempted", settled
+    )
