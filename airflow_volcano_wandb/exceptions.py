@@ -114,13 +114,23 @@ class TrainingStalledError(ContainerError):
 
     ``task``, ``pod`` and ``container`` are the master's; ``stall_timeout`` the limit it
     passed; ``running_for`` how long its container had run when the stall was confirmed.
+    When the job's online W&B run was asked too, ``wandb_step`` is its last step and
+    ``wandb_logged_at`` when it was logged (epoch seconds); else ``None``.
     """
 
     def __init__(
-        self, message: str, *, stall_timeout: float = 0.0, running_for: float = 0.0, **kwargs: Any
+        self,
+        message: str,
+        *,
+        stall_timeout: float = 0.0,
+        running_for: float = 0.0,
+        wandb_step: int | None = None,
+        wandb_logged_at: float | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(message, **kwargs)
         self.stall_timeout, self.running_for = stall_timeout, running_for
+        self.wandb_step, self.wandb_logged_at = wandb_step, wandb_logged_at
 
 
 class JobFailedError(VolcanoJobError):

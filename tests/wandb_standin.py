@@ -32,6 +32,7 @@ import base64
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -189,6 +190,14 @@ class WandbStandin:
         ``stopped`` from now on."""
         with self._lock:
             self._stopped.add((entity, project, run_id))
+
+    def log_step(self, entity: str, project: str, run_id: str, step: int) -> None:
+        """The run logs ``step`` now, as a trainer's ``wandb.log`` would: its summary's
+        ``_step`` and ``_timestamp`` (the time of the run's last step, epoch seconds)."""
+        with self._lock:
+            self._runs[(entity, project, run_id)].summary.update(
+                {"_step": step, "_timestamp": time.time()}
+            )
 
     def file_streams(self, run_id: str) -> list[RecordedRequest]:
         """The file stream requests of a run (by id) received so far."""

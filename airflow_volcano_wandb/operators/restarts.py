@@ -34,8 +34,13 @@ class RestartBudgetMixin(BaseOperator):
         message ends with every rank's last log lines) and the job is deleted, once a fresh
         read of the job (still ``Running``) and a second probe of the master's log confirm
         it. The wait probes at most every ``stall_timeout / 4`` (one pod LIST and one
-        ``sinceSeconds`` log read of one byte). Set it well above the trainer's longest quiet
-        stretch (checkpointing, evaluation, a first data load). ``None`` (default): off.
+        ``sinceSeconds`` log read of one byte). When the W&B run is online and
+        ``wandb_conn_id`` has a key and a project, a silent master's run is asked too (its
+        summary's ``_step`` and ``_timestamp``, off the triggerer's event loop, under a
+        deadline): a step logged within ``stall_timeout`` is progress (a trainer that logs only
+        to W&B), an older one is named in the error; when W&B cannot say, the log alone
+        judges. Set it well above the trainer's longest quiet stretch (checkpointing,
+        evaluation, a first data load). ``None`` (default): off.
     """
 
     def __init__(

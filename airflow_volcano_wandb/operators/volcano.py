@@ -24,7 +24,7 @@ from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
 from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
 from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin, templated_seconds
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
-from airflow_volcano_wandb.operators.wandb import XCOM_RUN_URL, WandbRunMixin
+from airflow_volcano_wandb.operators.wandb import XCOM_RUN_ID, XCOM_RUN_URL, WandbRunMixin
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
@@ -150,7 +150,8 @@ class VolcanoPyTorchJobOperator(
             return self._report(context, WaitResult.from_status(status), run)
         if not self.wait_for_completion:
             return {**self._job, **run}
-        trigger = self._trigger(masked=[wandb_hook.api_key], deferred=self.deferrable)
+        asked = self.wandb_progress_kwargs(run[XCOM_RUN_ID], self.stall_timeout, wandb_hook)
+        trigger = self._trigger([wandb_hook.api_key], self.deferrable, asked)
         if self.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
         try:
@@ -171,8 +172,10 @@ class VolcanoPyTorchJobOperator(
             run = self.pulled_run(context["ti"])
         return self._report(context, WaitResult.from_event(event), dict(run))
 
-    def _trigger(self, masked: Sequence[str | None], deferred: bool) -> VolcanoJobTrigger:
-        """The wait, ``deferred`` or run here; ``masked`` secrets are masked in its log."""
+    def _trigger(
+        self, masked: Sequence[str | None], deferred: bool, wandb_run: Mapping[str, Any] = {}
+    ) -> VolcanoJobTrigger:
+        """The wait, ``deferred`` or here, masking ``masked``, asking ``wandb_run`` on a stall."""
         assert self._job is not None
         timeout = self.execution_timeout
         deadline = time.time() + timeout.total_seconds() if timeout is not None else None
@@ -189,6 +192,7 @@ class VolcanoPyTorchJobOperator(
             **self.master_log_kwargs(masked, follow=self.follow_master_log or not deferred),
             deferred_at=time.time() if deferred else None,
             **self.limit_kwargs(),
+            **wandb_run,
         )
 
     def _report(

@@ -80,6 +80,28 @@ class WandbReportMixin(BaseOperator):
             deadline=BEST_EFFORT_DEADLINE,
         )
 
+    def wandb_progress_kwargs(
+        self, run_id: str | None, stall_timeout: float | None, hook: WandbHook | None = None
+    ) -> dict[str, Any]:
+        """The W&B run a stall probe asks for its last step before failing a silent master
+        (``WaitSpec.wandb_run``): only with a ``stall_timeout``, for an online run
+        (``wandb_mode`` not ``offline`` nor ``disabled``) with a project, of a connection with
+        a key (``hook``'s, when loaded already). Its id, never its key."""
+        if stall_timeout is None or not run_id or not self.wandb_conn_id:
+            return {}
+        if self.wandb_mode in ("offline", "disabled"):
+            return {}
+        hook = hook or self.wandb_hook
+        project = self.wandb_project or hook.project
+        if not hook.api_key or not project:
+            return {}
+        return {
+            "wandb_conn_id": self.wandb_conn_id,
+            "wandb_run_id": run_id,
+            "wandb_entity": self.wandb_entity or hook.entity,
+            "wandb_project": project,
+        }
+
     def read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
         """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""
         if self.wandb_mode in ("offline", "disabled"):

@@ -39,7 +39,9 @@ from airflow_volcano_wandb.wait import cleanup, job_report, step_io
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory
+from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 from airflow_volcano_wandb.wandb import wandb_urls
 
 
@@ -81,7 +83,8 @@ class VolcanoJobSensor(
         operator's own wait does: the task and its outcome are written into the run, the
         ``wandb_summary_keys`` are read back into XCom ``wandb_summary`` and the asset events
         of ``outlets``, and XComs ``wandb_run_id``/``wandb_run_url`` give the sensor its
-        "W&B Run" button.
+        "W&B Run" button. Its steps, when it is online, count as progress for
+        ``stall_timeout``.
 
     ``wandb_conn_id`` (whose API key the pods hold: it is masked in this task's log, which
     shows pod logs), ``wandb_entity``, ``wandb_project``, ``wandb_mode`` and
@@ -131,6 +134,8 @@ class VolcanoJobSensor(
         self.wandb_run_id, self.watch_failure_grace = wandb_run_id, watch_failure_grace
         self._failing_since: float | None = None
         self._memory = WaitMemory()  # of this process: each rescheduled poke starts afresh
+        #: The run a poke's stall probe asks (``False``: none; ``None``: not known yet).
+        self._wandb: WandbProgress | bool | None = None
         self._job: dict[str, str] | None = None
 
     def _target(self) -> WaitTarget:
@@ -163,14 +168,14 @@ class VolcanoJobSensor(
         if result is not None:
             return self._report(result, context)
         self.defer(
-            trigger=self._trigger(target),
+            trigger=self._trigger(target, job),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) if self.timeout else None,
         )
 
-    def _trigger(self, target: WaitTarget) -> VolcanoJobTrigger:
+    def _trigger(self, target: WaitTarget, job: dict[str, Any] | None = None) -> VolcanoJobTrigger:
         """The wait in the triggerer; the key of ``wandb_conn_id`` is masked in the log it
-        follows."""
+        follows, and the steps of ``job``'s W&B run count as progress for ``stall_timeout``."""
         masked = [self.wandb_hook.mask_api_key()] if self.follow_master_log else []
         return VolcanoJobTrigger(
             job_name=target.name,
@@ -185,7 +190,14 @@ class VolcanoJobSensor(
             **self.master_log_kwargs(masked),
             deferred_at=time.time(),
             **self.limit_kwargs(),
+            **self._wandb_progress_kwargs(job),
         )
+
+    def _wandb_progress_kwargs(self, job: dict[str, Any] | None) -> dict[str, Any]:
+        """The online W&B run a stall probe asks (``WandbReportMixin.wandb_progress_kwargs``):
+        ``wandb_run_id``, else the one the job names."""
+        run_id = self.wandb_run_id or (wandb_run_of(job) if job else None)
+        return self.wandb_progress_kwargs(run_id, self.stall_timeout)
 
     @contextlib.contextmanager
     def _master_log_followed(self) -> Iterator[None]:
@@ -227,8 +239,11 @@ class VolcanoJobSensor(
         self._failing_since = None
         self._remember(job)
         # The trigger's step, over the sync hook: the same lines, gang mark and verdicts.
+        if self._wandb is None and job is not None:  # once the job shows its run
+            run = WandbRunRef.of_kwargs(self._wandb_progress_kwargs(job))
+            self._wandb = WandbProgress(run) if run is not None else False
         self._memory, result = step_io.take_step_sync(
-            self.hook, job, target, self._memory, self.log
+            self.hook, job, target, self._memory, self.log, wandb=self._wandb or None
         )
         if result is None:
             return False

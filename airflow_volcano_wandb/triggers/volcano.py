@@ -23,6 +23,7 @@ from airflow_volcano_wandb.wait import step_io
 from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
+from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
 # DEFAULT_WATCH_FAILURE_GRACE is the sensor's and the operator's default too (WaitSpec's).
 __all__ = ["DEFAULT_WATCH_FAILURE_GRACE", "VolcanoJobTrigger", "defer_settle_seconds"]
@@ -75,6 +76,8 @@ class VolcanoJobTrigger(BaseTrigger):
         self.spec = WaitSpec.from_kwargs({"job_name": job_name, "namespace": namespace, **fields})
         self._fired = False
         self._memory = WaitMemory()
+        run = self.spec.wandb_run() if self.spec.stall_timeout is not None else None
+        self._wandb = WandbProgress(run) if run is not None else None  # for the stall timeout
         self._progress_changed = asyncio.Event()  # wakes the master-log follow
         #: The failing watch's fallback: when the job was last read directly, and whether the
         #: apiserver answered.
@@ -217,7 +220,7 @@ class VolcanoJobTrigger(BaseTrigger):
         """One look at ``job`` (``wait/step_io``); a changed progress wakes the log follow."""
         before = self._memory.progress
         self._memory, result = await step_io.take_step(
-            watcher, job, target, self._memory, self.log, fresh=fresh
+            watcher, job, target, self._memory, self.log, fresh=fresh, wandb=self._wandb
         )
         if self._memory.progress != before:
             self._progress_changed.set()

@@ -4,7 +4,8 @@ Pure. Airflow stores a trigger as its class path and keyword arguments (``serial
 its database, and re-creates it from them in whichever triggerer runs it. So the fields are
 one frozen dataclass whose ``to_kwargs`` is plain JSON and whose ``from_kwargs`` takes back
 what any release stored: the keys have always been these field names. No field holds the
-W&B API key: the followed log is masked with salted digests (``SecretDigest.to_json``).
+W&B API key: the followed log is masked with salted digests (``SecretDigest.to_json``), and
+the stall timeout's W&B run is named by its connection id, which the triggerer reads.
 It stands beside the trigger, not in ``wait/``: it names the followed log's caps too, and
 ``logs/`` stands above ``wait/``.
 """
@@ -19,6 +20,7 @@ from typing import Any
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from airflow_volcano_wandb.logs.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from airflow_volcano_wandb.wait.judge import WaitTarget
+from airflow_volcano_wandb.wait.stall import WandbRunRef
 
 #: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
@@ -61,6 +63,10 @@ class WaitSpec:
         for a trigger stored by a release without the budget.
     :param stall_timeout: seconds a running job's master may print nothing (``stall``);
         ``None``: no limit, as for a trigger stored by a release without it.
+    :param wandb_conn_id: the ``wandb`` connection whose key reads the job's online W&B run
+        (``wandb_run_id`` in ``wandb_entity``/``wandb_project``): a master silent for
+        ``stall_timeout`` whose run logged a step meanwhile is not stalled. ``None``: the log
+        alone judges (an offline run, no key, a trigger stored before these fields).
     """
 
     job_name: str
@@ -85,6 +91,10 @@ class WaitSpec:
     deferred_at: float | None = None
     max_container_restarts: int | None = None
     stall_timeout: float | None = None
+    wandb_conn_id: str | None = None
+    wandb_run_id: str | None = None
+    wandb_entity: str | None = None
+    wandb_project: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "masked_secrets", tuple(self.masked_secrets or ()))
@@ -112,6 +122,10 @@ class WaitSpec:
             max_container_restarts=self.max_container_restarts,
             stall_timeout=self.stall_timeout,
         )
+
+    def wandb_run(self) -> WandbRunRef | None:
+        """The online W&B run a stall probe asks (``stall.stalled_online``); ``None``: none."""
+        return WandbRunRef.of_kwargs(vars(self))
 
     def connection_key(self) -> tuple:
         """What makes two waits share a Kubernetes connection (and the namespace's watch)."""

@@ -81,6 +81,7 @@ def _for_failure(
         stall = result.stall
         where = {"pod": stall.pod, "task": stall.task, "container": stall.container}
         timing = {"stall_timeout": stall.stall_timeout, "running_for": stall.running_for}
+        timing |= {"wandb_step": stall.wandb_step, "wandb_logged_at": stall.wandb_logged_at}
         return TrainingStalledError(message, job=job, **where, **timing)
     if result.outcome not in _CLASSIFIED or classification is None:
         return _BY_OUTCOME[result.outcome](message, job=job)

@@ -10,14 +10,20 @@ handover changes nothing: the master container has run for at least ``stall_time
 ``GET pods/<master>/log?sinceSeconds=...&limitBytes=1``). A waiter asks at most once per
 ``stall_timeout / PROBES_PER_TIMEOUT``; that it remembers only when it asked last, and
 forgetting it (a restart) costs one early probe.
+
+A trainer may log only to W&B (its stdout silent): when the run is online and the task has a
+W&B key, a master silent for ``stall_timeout`` is asked about once more before the verdict,
+through its W&B run's last step (:func:`stalled_online`): a step logged within
+``stall_timeout`` is progress. When W&B cannot say, the log's verdict stands alone.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_volcano_wandb.job.job_view import ObjectMeta
@@ -32,13 +38,17 @@ PROBES_PER_TIMEOUT = 4
 @dataclass(frozen=True)
 class Stall:
     """The master container, running for ``running_for`` seconds; stalled when its log of the
-    last ``stall_timeout`` seconds is empty (:func:`stalled`)."""
+    last ``stall_timeout`` seconds is empty (:func:`stalled`) and, when W&B was asked, its
+    run's last step (``wandb_step``, logged at ``wandb_logged_at``, epoch seconds) is older
+    (:func:`stalled_online`)."""
 
     pod: str
     rank: str
     container: str
     stall_timeout: float
     running_for: float
+    wandb_step: int | None = None
+    wandb_logged_at: float | None = None
 
     @property
     def task(self) -> str:
@@ -53,10 +63,17 @@ class Stall:
 
     def describe(self) -> str:
         """One sentence for the task log and the exception."""
-        return (
+        silent = (
             f"the master (rank {self.rank}, pod {self.pod}, container {self.container}) has "
             f"printed no log line for at least {self.stall_timeout:g}s, past "
             f"stall_timeout={self.stall_timeout:g} (it has run for {self.running_for:.0f}s)"
+        )
+        if self.wandb_logged_at is None:
+            return silent
+        step = "" if self.wandb_step is None else f", {self.wandb_step},"
+        return (
+            f"{silent}; its W&B run's last step{step} was logged at "
+            f"{_stamp(self.wandb_logged_at)}, more than stall_timeout ago too"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -71,7 +88,49 @@ class Stall:
             container=str(data["container"]),
             stall_timeout=float(data["stall_timeout"]),
             running_for=float(data["running_for"]),
+            wandb_step=_int_or_none(data.get("wandb_step")),  # absent from older events
+            wandb_logged_at=_float_or_none(data.get("wandb_logged_at")),
         )
+
+
+@dataclass(frozen=True)
+class WandbStep:
+    """A W&B run's last step as its summary tells: ``_step`` (``None``: not told), logged at
+    ``_timestamp`` (epoch seconds, the trainer's clock at its last ``wandb.log``)."""
+
+    step: int | None
+    logged_at: float
+
+    @classmethod
+    def of_summary(cls, summary: Mapping[str, Any]) -> WandbStep | None:
+        """The last step of a run ``summary``; ``None`` when it has logged none (no
+        ``_timestamp``)."""
+        logged_at = _float_or_none(summary.get("_timestamp"))
+        if logged_at is None:
+            return None
+        return cls(_int_or_none(summary.get("_step")), logged_at)
+
+
+@dataclass(frozen=True)
+class WandbRunRef:
+    """The W&B run a stall probe asks about: its id, where it is, and the ``wandb``
+    connection whose key may read it (the key itself is read where it is used, never
+    carried)."""
+
+    conn_id: str
+    run_id: str
+    entity: str | None
+    project: str
+
+    @classmethod
+    def of_kwargs(cls, kwargs: Mapping[str, Any]) -> WandbRunRef | None:
+        """The run a trigger's ``wandb_*`` keyword arguments name; ``None`` when they name
+        none (no connection, run id or project)."""
+        names = ("wandb_conn_id", "wandb_run_id", "wandb_project")
+        conn_id, run_id, project = (kwargs.get(name) for name in names)
+        if not (conn_id and run_id and project):
+            return None
+        return cls(str(conn_id), str(run_id), kwargs.get("wandb_entity") or None, str(project))
 
 
 def probe_due(stall_timeout: float | None, probed_at: float | None, now: float) -> bool:
@@ -119,6 +178,36 @@ def stalled(probe: Stall, log_since: str) -> Stall | None:
     """The stall, when the probed container's log since ``probe.since_seconds`` ago is empty
     (even an empty line is a line: a newline)."""
     return probe if log_since == "" else None
+
+
+def stalled_online(stall: Stall, last_step: WandbStep | None, now: float) -> Stall | None:
+    """The verdict on a master whose log found ``stall``, once its W&B run was asked.
+
+    ``None`` (progress: not stalled) when the run logged its ``last_step`` within
+    ``stall_timeout`` of ``now``; the stall, naming that step, when it logged it earlier;
+    the log's verdict alone (``stall`` as it is) when W&B could not say (``None``).
+    """
+    if last_step is None:
+        return stall
+    if last_step.logged_at > now - stall.stall_timeout:
+        return None
+    return dataclasses.replace(
+        stall, wandb_step=last_step.step, wandb_logged_at=last_step.logged_at
+    )
+
+
+def _int_or_none(value: Any) -> int | None:
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return int(value) if is_number and math.isfinite(value) else None
+
+
+def _float_or_none(value: Any) -> float | None:
+    is_number = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if is_number and math.isfinite(value) else None
+
+
+def _stamp(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _epoch(timestamp: str) -> float:

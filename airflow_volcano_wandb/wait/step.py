@@ -19,14 +19,13 @@ from airflow_volcano_wandb.wait.judge import (
     gang_is_whole,
     gang_whole_mark,
     judge_seen,
-    judge_stall,
     needs_gang_whole_mark,
     probes_stall,
     progress_line,
     see,
 )
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.wait.stall import Stall, silence_probe, stalled
+from airflow_volcano_wandb.wait.stall import Stall, silence_probe
 
 # Verdicts that only the job's pods show, each confirmed by a fresh GET and a fresh LIST.
 POD_OUTCOMES = frozenset({Outcome.CRASH_LOOP, Outcome.STOPPED_FROM_WANDB})
@@ -136,9 +135,3 @@ def stall_probe(
         return None
     uid = target.uid or seen.status.uid
     return silence_probe(seen.job, pods, target.stall_timeout, now, uid)
-
-
-def stall_verdict(seen: Seen, probe: Stall, log_since: str) -> WaitResult | None:
-    """The judge's ``STALLED`` when the ``probe``'d container's log since ``stall_timeout``
-    ago, ``log_since``, is empty and the job is still running; ``None`` otherwise."""
-    return judge_stall(seen, stalled(probe, log_since))

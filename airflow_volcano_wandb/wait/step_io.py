@@ -19,6 +19,8 @@ The stall timeout, likewise: at most once per ``stall_timeout / 4`` (``stall``) 
 the pods and probes the log of a master that has run for ``stall_timeout``; an empty log
 ends the wait (and deletes the job) only after a fresh GET of the job, a fresh LIST of its
 pods and a second probe show it again. Off (``None``) unless asked for, in the trigger too.
+When the waiter has the job's online W&B run (``wandb_progress``), a silent master whose run
+logged a step within ``stall_timeout`` is not stalled (``stall.stalled_online``).
 
 Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
 triggerer's event loop.
@@ -32,8 +34,9 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, see
+from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, judge_stall, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
+from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
 from airflow_volcano_wandb.wait.step import (
     CONFIRMED_OUTCOMES,
     Look,
@@ -41,8 +44,8 @@ from airflow_volcano_wandb.wait.step import (
     look,
     pods_verdict,
     stall_probe,
-    stall_verdict,
 )
+from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
 #: The apiserver could not be asked: neither a job nor its absence.
 UNKNOWN: Any = object()
@@ -68,10 +71,11 @@ async def take_step(
     log: logging.Logger | Any,
     *,
     fresh: bool,
+    wandb: WandbProgress | None = None,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
     log its progress, mark its gang whole, judge it (with its pods for the restart budget and
-    the stall timeout).
+    the stall timeout; ``wandb``: its online run, asked before a silent master is stalled).
     A verdict that deletes or fails, judged on a cached copy, is judged again on a fresh read.
 
     :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
@@ -85,7 +89,7 @@ async def take_step(
         except Exception as exc:  # this waiter remembers; the next one looks again
             log.warning("Could not record the whole gang on the job: %s", exc)
     if view.read_pods:
-        return view.memory, await _running_job(calls, view, target, log)
+        return view.memory, await _running_job(calls, view, target, log, wandb)
     result = view.result
     if result is None or fresh or result.outcome not in CONFIRMED_OUTCOMES:
         return view.memory, result
@@ -102,11 +106,12 @@ def take_step_sync(
     target: WaitTarget,
     memory: WaitMemory,
     log: logging.Logger | Any,
+    wandb: WandbProgress | None = None,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """:func:`take_step` in a task's own process, over the sync ``VolcanoHook``, for a job just
     read from the apiserver."""
     calls = _SyncHookCalls(hook, target.namespace)
-    return asyncio.run(take_step(calls, job, target, memory, log, fresh=True))
+    return asyncio.run(take_step(calls, job, target, memory, log, fresh=True, wandb=wandb))
 
 
 async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) -> Any:
@@ -122,7 +127,11 @@ async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) 
 
 
 async def _running_job(
-    calls: JobCalls, view: Look, target: WaitTarget, log: logging.Logger | Any
+    calls: JobCalls,
+    view: Look,
+    target: WaitTarget,
+    log: logging.Logger | Any,
+    wandb: WandbProgress | None,
 ) -> WaitResult | None:
     """The pods' verdicts (the restart budget, a rank stopped from W&B), then the stall
     timeout, judged from the pods read now; ``None`` (wait on) when none ends the wait, and
@@ -137,7 +146,7 @@ async def _running_job(
 
     async def by_silence(seen: Seen, pods: list[dict]) -> WaitResult | None:
         # ``STALLED``: the master has run for ``stall_timeout`` with an empty log since
-        return await _silent_master(calls, seen, target, log, pods)
+        return await _silent_master(calls, seen, target, log, pods, wandb)
 
     result = await _confirmed(calls, target, log, view.seen, pods, by_pods)
     if result is None and view.probe_stall:
@@ -169,7 +178,12 @@ async def _confirmed(
 
 
 async def _silent_master(
-    calls: JobCalls, seen: Seen, target: WaitTarget, log: logging.Logger | Any, pods: list[dict]
+    calls: JobCalls,
+    seen: Seen,
+    target: WaitTarget,
+    log: logging.Logger | Any,
+    pods: list[dict],
+    wandb: WandbProgress | None,
 ) -> WaitResult | None:
     probe = stall_probe(seen, target, pods, time.time())
     if probe is None:
@@ -184,7 +198,30 @@ async def _silent_master(
             exc,
         )
         return None
-    return stall_verdict(seen, probe, printed)
+    stall = stalled(probe, printed)
+    if stall is not None and wandb is not None:
+        stall = await _heard_from_wandb(wandb, stall, target, log)
+    return judge_stall(seen, stall)
+
+
+async def _heard_from_wandb(
+    wandb: WandbProgress, stall: Stall, target: WaitTarget, log: logging.Logger | Any
+) -> Stall | None:
+    """The silent master's ``stall``, once its W&B run was asked for its last step."""
+    last_step = await wandb.last_step(log)
+    verdict = stalled_online(stall, last_step, time.time())
+    if verdict is None and last_step is not None:
+        log.info(
+            "The master of Volcano job %s/%s has printed nothing for %gs, but its W&B run %s "
+            "logged step %s %.0fs ago: training goes on, not stalled",
+            target.namespace,
+            target.name,
+            stall.stall_timeout,
+            wandb.run.run_id,
+            last_step.step,
+            max(0.0, time.time() - last_step.logged_at),
+        )
+    return verdict
 
 
 async def _pods(

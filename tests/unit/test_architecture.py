@@ -84,6 +84,7 @@ EDGES = [
     "wait/job_watcher.py",
     "wait/job_report.py",
     "wait/step_io.py",
+    "wait/wandb_progress.py",
     "logs/master_log.py",
     "cli",
 ]

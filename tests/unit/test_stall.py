@@ -19,13 +19,23 @@ from pathlib import Path
 import pytest
 
 from airflow_volcano_wandb import exceptions
+from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
-from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io
+from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io, wandb_progress
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge_stall, probes_stall, see
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.wait.stall import Stall, probe_due, silence_probe, stalled
+from airflow_volcano_wandb.wait.stall import (
+    Stall,
+    WandbRunRef,
+    WandbStep,
+    probe_due,
+    silence_probe,
+    stalled,
+    stalled_online,
+)
 from airflow_volcano_wandb.wait.step import WaitMemory, look
 from tests.airflow_compat import dag_bag
 from tests.unit.test_wait_verdicts import T0, job
@@ -147,6 +157,38 @@ def test_the_verdict_names_the_master_the_timeout_and_how_long_it_ran():
     assert str(pickle.loads(pickle.dumps(error))) == "m"
 
 
+def test_a_wandb_step_logged_within_the_timeout_is_progress_and_an_older_one_is_not():
+    probe = Stall("j-master-0", "master-0", "pytorch", TIMEOUT, 900.0)
+    assert stalled_online(probe, WandbStep(1200, T0 - TIMEOUT + 1), T0) is None
+    old = stalled_online(probe, WandbStep(1200, T0 - TIMEOUT), T0)
+    assert old == Stall("j-master-0", "master-0", "pytorch", TIMEOUT, 900.0, 1200, T0 - TIMEOUT)
+    assert stalled_online(probe, None, T0) == probe  # W&B could not say: the log alone
+
+
+def test_the_runs_last_step_is_its_summarys_step_and_timestamp():
+    assert WandbStep.of_summary({"_step": 7, "_timestamp": T0, "loss": 0.1}) == WandbStep(7, T0)
+    assert WandbStep.of_summary({"_timestamp": T0}) == WandbStep(None, T0)
+    for nothing_logged in ({}, {"_step": 7}, {"_timestamp": "soon"}, {"_timestamp": True}):
+        assert WandbStep.of_summary(nothing_logged) is None
+
+
+def test_a_verdict_with_the_wandb_run_names_its_last_step_and_when():
+    stall = Stall("j-master-0", "master-0", "pytorch", TIMEOUT, 900.0, 1200, T0 - TIMEOUT)
+    result = judge_stall(see(RUNNING, TARGET), stall)
+    logged = _stamp(T0 - TIMEOUT)
+    assert f"W&B run's last step, 1200, was logged at {logged}" in result.message
+    assert WaitResult.from_event(json.loads(json.dumps(result.to_event()))) == result
+    error = failure_exception.for_failure(result, result.message)
+    assert (error.wandb_step, error.wandb_logged_at) == (1200, T0 - TIMEOUT)
+    assert "was logged at" in str(error)
+    old_event = {k: v for k, v in stall.to_dict().items() if not k.startswith("wandb_")}
+    assert Stall.from_dict(old_event).wandb_logged_at is None  # an event of an older release
+    by_log = judge_stall(see(RUNNING, TARGET), Stall("p", "master-0", "c", TIMEOUT, 900.0))
+    assert "W&B" not in by_log.message
+    log_only = failure_exception.for_failure(by_log, by_log.message)
+    assert log_only.wandb_step is None and log_only.wandb_logged_at is None
+
+
 @pytest.mark.parametrize("action", ["keep", "delete_succeeded", "delete"])
 def test_a_stalled_job_is_always_deleted(action):
     assert cleanup.deletes_job(Outcome.STALLED, action)
@@ -176,11 +218,11 @@ class Calls:
         return answer
 
 
-def _step(calls: Calls, monkeypatch) -> WaitResult | None:
+def _step(calls: Calls, monkeypatch, wandb=None, log=None) -> WaitResult | None:
     monkeypatch.setattr(step_io.time, "time", lambda: T0)
-    log = logging.getLogger("test")
+    log = log or logging.getLogger("test")
     memory, result = asyncio.run(
-        step_io.take_step(calls, RUNNING, TARGET, WaitMemory(), log, fresh=False)
+        step_io.take_step(calls, RUNNING, TARGET, WaitMemory(), log, fresh=False, wandb=wandb)
     )
     assert memory.stall_probed_at == T0
     return result
@@ -210,19 +252,162 @@ def test_anything_but_a_confirmed_silence_waits_on(fresh, logs, monkeypatch):
     assert _step(Calls(fresh, logs), monkeypatch) is None
 
 
+class Wandb:
+    """``wandb_progress.WandbProgress`` over canned last steps, one per question."""
+
+    run = WandbRunRef("wandb_default", "r1", "ml-team", "retraining")
+
+    def __init__(self, steps: list[WandbStep | None]) -> None:
+        self.steps = list(steps)
+
+    async def last_step(self, log) -> WandbStep | None:
+        return self.steps.pop(0)
+
+
+class Log:
+    """The lines a step logs, by level."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+
+    def info(self, message: str, *args) -> None:
+        self.lines.append(("info", message % args))
+
+    def warning(self, message: str, *args) -> None:
+        self.lines.append(("warning", message % args))
+
+
+def test_a_silent_master_whose_wandb_run_logged_a_step_lately_is_not_stalled(monkeypatch):
+    log = Log()
+    wandb = Wandb([WandbStep(1200, T0 - 5)])
+    assert _step(Calls(RUNNING, [""]), monkeypatch, wandb, log) is None
+    assert wandb.steps == []  # asked once: no verdict to confirm
+    (said,) = [line for level, line in log.lines if level == "info" and "W&B" in line]
+    assert "W&B run r1 logged step 1200 5s ago" in said and "not stalled" in said
+
+
+def test_a_silent_master_whose_wandb_run_is_quiet_too_is_stalled_naming_its_step(monkeypatch):
+    quiet = WandbStep(1200, T0 - TIMEOUT - 60)
+    result = _step(Calls(RUNNING, ["", ""]), monkeypatch, Wandb([quiet, quiet]))
+    assert result.outcome is Outcome.STALLED
+    assert (result.stall.wandb_step, result.stall.wandb_logged_at) == (1200, quiet.logged_at)
+    assert "last step, 1200, was logged at" in result.message
+
+
+def test_a_wandb_run_that_advanced_by_the_confirmation_saves_the_job(monkeypatch):
+    quiet, logged = WandbStep(1200, T0 - TIMEOUT - 60), WandbStep(1201, T0 - 1)
+    assert _step(Calls(RUNNING, ["", ""]), monkeypatch, Wandb([quiet, logged])) is None
+
+
+def test_when_wandb_cannot_say_the_log_alone_judges(monkeypatch):
+    result = _step(Calls(RUNNING, ["", ""]), monkeypatch, Wandb([None, None]))
+    assert result.outcome is Outcome.STALLED and result.stall.wandb_logged_at is None
+
+
+def test_a_wandb_read_that_fails_is_said_once_and_leaves_the_log_to_judge(monkeypatch):
+    def unreachable(run: WandbRunRef) -> dict:
+        raise ConnectionError("W&B is unreachable")
+
+    monkeypatch.setattr(wandb_progress, "_read_summary", unreachable)
+    progress, log = wandb_progress.WandbProgress(Wandb.run), Log()
+    assert asyncio.run(progress.last_step(log)) is None
+    assert asyncio.run(progress.last_step(log)) is None
+    (said,) = log.lines
+    assert "ConnectionError: W&B is unreachable" in said[1] and "log alone" in said[1]
+    monkeypatch.setattr(wandb_progress, "_read_summary", lambda run: {"_step": 3})
+    assert asyncio.run(progress.last_step(log)) is None  # no _timestamp: nothing logged yet
+    monkeypatch.setattr(wandb_progress, "_read_summary", lambda run: {"_step": 3, "_timestamp": T0})
+    assert asyncio.run(progress.last_step(log)) == WandbStep(3, T0)
+    assert len(log.lines) == 1
+
+
+def test_a_connection_without_a_key_is_not_asked(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_WANDB_NOKEY", json.dumps({"conn_type": "wandb"}))
+    with pytest.raises(LookupError, match="no API key"):
+        wandb_progress._read_summary(WandbRunRef("wandb_nokey", "r1", None, "p"))
+
+
 def test_the_operator_and_the_sensor_hand_the_timeout_to_the_serialized_trigger():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", stall_timeout=1800)
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
     assert op._trigger(masked=[], deferred=True).serialize()[1]["stall_timeout"] == 1800
     assert op._trigger(masked=[], deferred=True).spec.target().stall_timeout == 1800
-    sensor = VolcanoJobSensor(task_id="w", job_name="j", namespace="ns", stall_timeout=60.5)
+    sensor = VolcanoJobSensor(
+        task_id="w", job_name="j", namespace="ns", stall_timeout=60.5, wandb_conn_id=None
+    )
     target = sensor._target()
     assert target.stall_timeout == 60.5
-    assert sensor._trigger(target).serialize()[1]["stall_timeout"] == 60.5
+    assert sensor._trigger(target, None).serialize()[1]["stall_timeout"] == 60.5
     off = VolcanoPyTorchJobOperator(task_id="t", template="s.yaml")
     off._job = op._job
     assert off.stall_timeout is None
     assert off._trigger(masked=[], deferred=False).serialize()[1]["stall_timeout"] is None
+
+
+WANDB_KEY = "stall" + "0123456789abcdef" * 3
+
+
+@pytest.fixture
+def wandb_conn(monkeypatch) -> str:
+    """A ``wandb`` connection with a key, entity and project (read from the environment)."""
+    connection = {
+        "conn_type": "wandb",
+        "password": WANDB_KEY,
+        "extra": {"entity": "ml-team", "project": "retraining"},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_WANDB_STALL", json.dumps(connection))
+    return "wandb_stall"
+
+
+@pytest.mark.parametrize(
+    ("mode", "stall_timeout", "asked"),
+    [
+        (None, 1800, True),
+        ("online", 1800, True),
+        ("offline", 1800, False),
+        ("disabled", 1800, False),
+        (None, None, False),
+    ],
+)
+def test_the_trigger_names_the_online_run_for_a_stall_never_its_key(
+    wandb_conn, mode, stall_timeout, asked
+):
+    op = VolcanoPyTorchJobOperator(
+        task_id="t",
+        template="s.yaml",
+        stall_timeout=stall_timeout,
+        wandb_conn_id=wandb_conn,
+        wandb_mode=mode,
+    )
+    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
+    run = op.wandb_progress_kwargs("r1", op.stall_timeout, WandbHook(wandb_conn))
+    trigger = op._trigger([WANDB_KEY], True, run)
+    kwargs = trigger.serialize()[1]
+    assert WANDB_KEY not in json.dumps(kwargs)
+    named = WandbRunRef(wandb_conn, "r1", "ml-team", "retraining")
+    assert trigger.spec.wandb_run() == (named if asked else None)
+    assert (trigger._wandb is not None) == asked
+    sensor = VolcanoJobSensor(
+        task_id="w",
+        job_name="j",
+        namespace="ns",
+        stall_timeout=stall_timeout,
+        wandb_conn_id=wandb_conn,
+        wandb_mode=mode,
+    )
+    labelled = {"metadata": {"labels": {WANDB_RUN_LABEL: "r1"}}}
+    sensed = sensor._trigger(sensor._target(), labelled)
+    assert sensed.spec.wandb_run() == (named if asked else None)
+    assert WANDB_KEY not in json.dumps(sensed.serialize()[1])
+
+
+def test_without_a_key_the_trigger_names_no_run(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_WANDB_NOKEY", json.dumps({"conn_type": "wandb"}))
+    op = VolcanoPyTorchJobOperator(
+        task_id="t", template="s.yaml", stall_timeout=60, wandb_conn_id="wandb_nokey"
+    )
+    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
+    assert op.wandb_progress_kwargs("r1", 60, WandbHook("wandb_nokey")) == {}
 
 
 def test_a_trigger_serialised_before_the_timeout_existed_never_probes():

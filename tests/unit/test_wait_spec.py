@@ -11,6 +11,7 @@ from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, WaitTarget
 from airflow_volcano_wandb.wait.outcome import Outcome
+from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory, look
 
 KEY = "local-0123456789abcdef0123456789abcdef01234567"
@@ -40,13 +41,21 @@ STORED_BEFORE = {
     "max_container_restarts": 3,
 }
 #: The same trigger stored again by this release: the keys added since, at their defaults.
-STORED_NOW = {**STORED_BEFORE, "stall_timeout": None}
+STORED_NOW = {
+    **STORED_BEFORE,
+    "stall_timeout": None,
+    "wandb_conn_id": None,
+    "wandb_run_id": None,
+    "wandb_entity": None,
+    "wandb_project": None,
+}
 
 
 def test_a_trigger_stored_by_the_previous_release_comes_back_the_same():
     trigger = VolcanoJobTrigger(**json.loads(json.dumps(STORED_BEFORE)))
     assert trigger.serialize() == (CLASSPATH, STORED_NOW)
     assert trigger.spec.target().stall_timeout is None  # no stall limit it never had
+    assert trigger.spec.wandb_run() is None  # a silent master is judged by its log alone
     assert (trigger.job_name, trigger.namespace, trigger.job_uid, trigger.try_number) == (
         "wandb-job-abc",
         "wandb",
@@ -68,6 +77,17 @@ def test_the_stored_kwargs_are_plain_json_and_never_hold_the_key():
     text = json.dumps(kwargs)
     assert json.loads(text) == STORED_NOW
     assert KEY not in text
+
+
+def test_the_stall_timeouts_wandb_run_is_stored_by_its_connection_id_never_its_key():
+    run = {"wandb_conn_id": "wandb_default", "wandb_run_id": "r1", "wandb_project": "p"}
+    spec = WaitSpec.from_kwargs({**STORED_BEFORE, "stall_timeout": 60.0, **run})
+    assert WaitSpec.from_kwargs(json.loads(json.dumps(spec.to_kwargs()))) == spec
+    assert spec.wandb_run() == WandbRunRef("wandb_default", "r1", None, "p")
+    assert KEY not in json.dumps(spec.to_kwargs())
+    for missing in run:  # no connection, run or project: nothing W&B could be asked
+        partial = {k: v for k, v in run.items() if k != missing}
+        assert WaitSpec.from_kwargs({**STORED_BEFORE, **partial}).wandb_run() is None
 
 
 def test_the_trigger_still_takes_its_fields_by_name_and_refuses_unknown_ones():
