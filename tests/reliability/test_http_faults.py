@@ -9,6 +9,8 @@ apiserver (429 with Retry-After) or a gateway (503) would:
   waits as told, retries, meets 409 and reattaches: one Secret, one job, completed.
 - The key Secret's create applied but answered 503: the retry's 409 is its own Secret, not
   a race to the name, so the new job is kept and completes.
+- The key Secret's create answered 503 at every attempt: the try fails, the new job is kept,
+  and the next try reattaches and delivers the key.
 - Waits throttled: the shared watch's lists get 429 and its watches 503, again and again,
   while a good and a failing job run. Each trigger fires once, with its job's real outcome.
 - A create whose answer never comes (a connection that silently dies after the request went
@@ -118,6 +120,35 @@ def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race(
     jobs, secrets = _owned(
         admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "secret-answer-lost")
     )
+    assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
+    assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
+    admin.close()
+
+
+def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
+    http_proxy, volcano_cluster, volcano_namespace
+):
+    """Every attempt at the Secret's create answered 503 (none applied): no verdict on the new
+    job, which keeps running (never withdrawn on a guess); the task's next try reattaches to
+    it, delivers the key and reports it."""
+    namespace = volcano_namespace
+    attempts = 6  # the hook's retries: kubernetes_api.api_retry
+    http_proxy.answer("POST", r"/secrets$", status=503, times=attempts)
+    template = seed_template(master={SIM_DURATION: "20"}, worker={SIM_DURATION: "20"})
+    op = operator(template=template, namespace=namespace, on_finish_action="keep")
+    with pytest.raises(client.ApiException) as failed:
+        execute_operator(op, StubTaskInstance(DAG_ID, "train", "secret-503"))
+    assert failed.value.status == 503 and http_proxy.pending() == 0
+    admin = volcano_cluster.api_client()
+    identity = TaskInstanceIdentity(DAG_ID, "train", "secret-503")
+    jobs, secrets = _owned(admin, namespace, identity)
+    assert len(jobs) == 1 and not jobs[0]["metadata"].get("deletionTimestamp"), jobs
+    assert secrets == []
+
+    op = operator(template=template, namespace=namespace, on_finish_action="keep")
+    result = execute_operator(op, StubTaskInstance(DAG_ID, "train", "secret-503", try_number=2))
+    assert result["phase"] == "Completed" and result["uid"] == jobs[0]["metadata"]["uid"]
+    jobs, secrets = _owned(admin, namespace, identity)
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
     admin.close()
