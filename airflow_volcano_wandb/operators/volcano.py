@@ -173,7 +173,7 @@ class VolcanoPyTorchJobOperator(
         return self._report(context, WaitResult.from_event(event), dict(run))
 
     def _trigger(
-        self, masked: Sequence[str | None], deferred: bool, wandb_run: Mapping[str, Any] = {}
+        self, masked: Sequence[str | None], deferred: bool, wandb_run: Mapping | None = None
     ) -> VolcanoJobTrigger:
         """The wait, ``deferred`` or here, masking ``masked``, asking ``wandb_run`` on a stall."""
         assert self._job is not None
@@ -192,7 +192,7 @@ class VolcanoPyTorchJobOperator(
             **self.master_log_kwargs(masked, follow=self.follow_master_log or not deferred),
             deferred_at=time.time() if deferred else None,
             **self.limit_kwargs(),
-            **wandb_run,
+            **(wandb_run or {}),
         )
 
     def _report(

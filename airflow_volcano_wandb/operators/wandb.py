@@ -20,7 +20,7 @@ from airflow_volcano_wandb.job import api_key_secret, lineage, resume
 from airflow_volcano_wandb.job.job_facts import JobFacts
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity, wandb_run_of
 from airflow_volcano_wandb.links.wandb import WandbRunLink
-from airflow_volcano_wandb.operators.resume import ResumeMixin
+from airflow_volcano_wandb.operators.resume import XCOM_RESUMED_FROM_INTENT, ResumeMixin
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wandb import wandb_backlink, wandb_run
 
@@ -295,10 +295,13 @@ class WandbRunMixin(ResumeMixin, WandbReportMixin):
     def pulled_run(self, ti: Any) -> dict[str, Any]:
         """The ``run`` :meth:`publish_run` pushed, read back from XCom."""
         # map_indexes: a mapped task's own values, not a list of every map index's.
-        return {
+        pulled = {
             key: ti.xcom_pull(task_ids=self.task_id, key=key, map_indexes=ti.map_index)
-            for key in RUN_XCOMS
+            for key in (*RUN_XCOMS, XCOM_RESUMED_FROM_INTENT)
         }
+        if pulled[XCOM_RESUMED_FROM_INTENT] is None:  # pushed only by a resumed try
+            del pulled[XCOM_RESUMED_FROM_INTENT]
+        return pulled
 
     def _no_api_key(self) -> None:
         no_key = (

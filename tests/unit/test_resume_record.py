@@ -12,6 +12,7 @@ import pytest
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.job.resume import RunRecord
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from tests.reliability.support import StubTaskInstance
 
 REF = {"name": "wandb-job-run1", "namespace": "ns", "uid": "uid-1"}
 
@@ -120,3 +121,14 @@ def test_a_killed_job_that_never_goes_fails_the_try_instead_of_a_second_writer(
     stuck = Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"))
     with pytest.raises(AirflowException, match="not starting a second writer"):
         _op().resume_interrupted_run(stuck, _unreported(), 2)
+
+
+def test_a_resumed_try_resumed_without_its_deferral_kwargs_still_knows_it_resumed() -> None:
+    """``dag.test()`` resumes a deferred task without ``run``: what ``publish_run`` pushed is
+    read back, the resumed intent with it, so the report still says what the resume saved."""
+    ti = StubTaskInstance("d", "t", "r", try_number=2)
+    ti.xcom_push("wandb_run_id", "run1")
+    ti.xcom_push("wandb_run_url", None)
+    assert _op().pulled_run(ti) == {"wandb_run_id": "run1", "wandb_run_url": None}
+    ti.xcom_push("resumed_from_intent", 1)
+    assert _op().pulled_run(ti)["resumed_from_intent"] == 1
