@@ -15,7 +15,8 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb.exceptions import TrainingStalledError
+from airflow_volcano_wandb.exceptions import TrainerExitError, TrainingStalledError
+from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
@@ -355,3 +356,54 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     assert killed[-1] == saved and resumed[0] == saved + 1, (killed[-3:], resumed[:3])
     assert killed + resumed == list(range(1, resumed[-1] + 1))
     assert wandb_offline.summary(resumed_file)["train/steps"] == resumed[-1]
+
+
+def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, real_node, monkeypatch
+):
+    """A fixed ``job_name`` on real pods: try 1's trainer exits 2 (a bad ``TRAIN_EPOCHS``), the
+    task fails with ``TrainerExitError`` and its job stays, reported. Try 2 of the same task
+    instance deletes that job (foreground), waits until it is gone, creates the same name, and
+    Volcano's job controller drives the new job to ``Completed`` (a controller that still held
+    the old job under the name would lose the new one: it stays ``Pending`` until the
+    deadline)."""
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
+    store = MemoryStore()
+    template = _placed_seed()
+    for task in template["spec"]["tasks"]:
+        task["replicas"] = 1
+        # A failing rank ends the job (the seed's OnFailure would restart it in place).
+        task["template"]["spec"]["restartPolicy"] = "Never"
+    template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
+
+    def one_try(try_number: int, epochs: str, **kwargs: Any) -> Any:
+        op = operator(
+            namespace=volcano_namespace,
+            template=template,
+            job_name="fixed-real",
+            image_uri=image.TRAINER_IMAGE,
+            allowed_images=[image.TRAINER_IMAGE],
+            env={"TRAIN_EPOCHS": epochs, "TRAIN_TRAIN_SAMPLES": "512"},
+            deferrable=False,
+            execution_timeout=timedelta(seconds=240),
+            **kwargs,
+        )
+        ti = StubTaskInstance("avw_real_replace", "train", "fixed", try_number=try_number)
+        return op.execute({**context_for(ti), "task_state_store": store})
+
+    with pytest.raises(TrainerExitError) as failure:
+        one_try(1, epochs="0")  # train.py refuses --epochs 0: exit 2 before any training
+    assert failure.value.exit_code == 2, failure.value
+    api = volcano_cluster.api_client()
+    (failed,) = list_jobs(api, volcano_namespace)
+    assert failed["metadata"]["annotations"][REPORTED_ANNOTATION] == "1"
+
+    retry = one_try(2, epochs="1", on_finish_action="keep")
+    assert retry["phase"] == "Completed", retry
+    assert retry["name"] == "fixed-real" and retry["uid"] != failed["metadata"]["uid"], retry
+    (job,) = list_jobs(api, volcano_namespace)
+    assert job["metadata"]["uid"] == retry["uid"]
+    assert job["status"]["state"]["phase"] == "Completed"
+    pods = _pods(api, volcano_namespace, "fixed-real")
+    assert {p.metadata.owner_references[0].uid for p in pods} == {retry["uid"]}
+    assert all(p.status.phase == "Succeeded" for p in pods), [p.status.phase for p in pods]
