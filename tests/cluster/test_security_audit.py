@@ -460,7 +460,8 @@ def _used(audit_log: Path, namespace: str) -> tuple[set[Permission], set[Permiss
     for line in audit_log.read_text().splitlines():
         event = json.loads(line)
         ref = event.get("objectRef")
-        if event["user"]["username"] != user or not ref or "resource" not in ref:
+        # A request refused authentication is audited with no username: nobody's.
+        if event["user"].get("username") != user or not ref or "resource" not in ref:
             continue
         permission = Permission(
             ref.get("apiGroup", ""), ref["resource"], event["verb"], ref.get("subresource", "")
