@@ -57,8 +57,11 @@ test: venv
 	$(BIN)/ruff check .
 	AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest --durations=30
 
-# Tests too long for `make test` (marked `long`): a mapped sweep killed and cleared per map
-# index on a real scheduler and triggerer.
+# Tests too long for `make test` and CI (marked `long`; about 25 minutes): a mapped sweep
+# killed and cleared per map index on a real scheduler and triggerer; the lifecycle trials
+# through a real Airflow (clears while deferred, two deployments side by side); the watches
+# and request rate of two triggerers with 2 then 8 waiting jobs; the apiserver down at submit
+# (a private cluster). `make test-ha` and `make test-lifecycle` run some of them at full size.
 test-long: venv
 	$(BIN)/python -m pytest -m long
 
@@ -71,7 +74,8 @@ test-real-pods: venv
 # frozen triggerer to the other one, and the faults (tests/reliability/test_ha_airflow.py);
 # the watches and request rate of two triggerers with 2 and then 20 waiting jobs
 # (tests/reliability/test_ha_watch_load.py: counted in the apiserver's audit log, so a cluster
-# this target starts writes one). `make test` runs them with 4 jobs, and 2 then 8.
+# this target starts writes one). `make test` runs the first with 4 jobs; `make test-long` the
+# second with 2 then 8.
 test-ha: venv
 	scripts/install-system-deps.sh
 	AVW_HANDOVER_JOBS=20 AVW_WATCH_LOAD_JOBS=2,20 AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest \
@@ -90,7 +94,7 @@ test-unit: venv
 
 # Ownership and lifecycle at full size (not in CI: about 20 minutes): 20 clears of a deferred
 # task through a real Airflow, and every fault at every step of submission (54 trials).
-# `make test` runs the same tests at a small size.
+# `make test` runs the submission faults at a small size, `make test-long` the clears.
 test-lifecycle: venv
 	AVW_LIFECYCLE_REPEATS=20 AVW_SUBMISSION_FAULT_TRIALS=all $(BIN)/python -m pytest \
 		tests/reliability/test_lifecycle_airflow.py tests/reliability/test_submission_faults.py

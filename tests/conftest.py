@@ -86,11 +86,17 @@ OPT_IN_MARKERS = ("long", "real_pods")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests with an opt-in marker only run when ``-m`` names it: they are deselected, not
-    skipped, from the default suite."""
+    """Tests with an opt-in marker only run when ``-m`` names it, or their file is named on the
+    command line (``make test-ha`` names its files): they are deselected, not skipped, from
+    the default suite."""
     named = config.getoption("markexpr") or ""
     dropped = [marker for marker in OPT_IN_MARKERS if marker not in named]
-    kept = [i for i in items if not any(i.get_closest_marker(m) for m in dropped)]
+    files = {Path(arg.split("::")[0]).resolve() for arg in config.args}
+    kept = [
+        i
+        for i in items
+        if i.path.resolve() in files or not any(i.get_closest_marker(m) for m in dropped)
+    ]
     if len(kept) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in kept])
         items[:] = kept

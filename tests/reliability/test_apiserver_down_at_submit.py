@@ -34,7 +34,7 @@ from tests.reliability.support import (
     private_cluster,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.timeout(600)]
 
 DAG_ID = "avw_rel_down_at_submit"
 BOUND = 60.0  # the hook's retries give up within a minute

@@ -52,7 +52,7 @@ from tests.reliability.airflow_runs import (
     Watched,
 )
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1500)]
+pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1500)]
 
 DAG_ID = "avw_rel_keep"  # on_finish_action="keep": a deletion would show
 A, B = "triggerer", "triggerer-2"

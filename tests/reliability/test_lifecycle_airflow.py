@@ -46,7 +46,7 @@ from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability.airflow_runs import DAGS, WANDB_CONN, Run, start_run
 from tests.reliability.support import list_jobs
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1800)]
+pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1800)]
 
 REPEATS = int(os.environ.get("AVW_LIFECYCLE_REPEATS", "2"))
 BATCH = 4  # runs cleared together: two schedulers, each with LocalExecutor parallelism 2
