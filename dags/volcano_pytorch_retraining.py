@@ -14,8 +14,9 @@ retry reattaches to the running job), and failures a retry would only repeat (a 
 does not fit, an out-of-memory kill, an image that cannot be pulled, a job Kubernetes
 refuses) fail at once. Before Airflow 3.3 the policy is left out (``retry_policy_kwargs``, with
 a warning) and the step retries by ``retries`` alone. The retry of a preempted or evicted job
-resumes its W&B run (``resume_on``'s default); give the operator a ``checkpoint_volume`` and it
-also continues from that run's last checkpoint instead of step 0 (docs/trainer.md).
+resumes its W&B run (``resume_on``'s default); give the operator a ``checkpoint_volume`` (or,
+without a shared volume, ``checkpoint_artifact=True``) and it also continues from that run's
+last checkpoint instead of step 0 (docs/trainer.md).
 """
 
 from __future__ import annotations

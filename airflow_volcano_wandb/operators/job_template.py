@@ -122,6 +122,11 @@ class JobTemplateMixin(BaseOperator):
         ``AVW_RESUME_FROM=latest``, so a restarted pod continues from the newest complete
         checkpoint of its run. Every rank must see the same files: a ``ReadWriteMany`` claim
         for a job over several nodes. ``None`` (default): no checkpoints. Templated.
+    :param checkpoint_artifact: keep the checkpoints in the run's W&B artifact,
+        ``checkpoint-<W&B run id>`` (``AVW_CHECKPOINT_ARTIFACT``; a version per save), for a
+        cluster with no ``ReadWriteMany`` volume: a resumed try downloads its newest version.
+        Without ``checkpoint_volume``, ``/checkpoints`` is each pod's own ``emptyDir``. Needs
+        an online W&B run (not ``wandb_mode`` ``offline`` or ``disabled``). Default False.
     :param checkpoint_grace: seconds a deleted pod has to finish its step and save a
         checkpoint before it is killed (every pod's ``terminationGracePeriodSeconds``);
         ``None``: the template's, else Kubernetes' 30.
@@ -180,6 +185,7 @@ class JobTemplateMixin(BaseOperator):
         volcano_version: str | None = None,
         fit_check: str = "fail",
         checkpoint_volume: str | None = None,
+        checkpoint_artifact: bool = False,
         checkpoint_grace: int | None = None,
         **kwargs: Any,
     ) -> None:
@@ -203,6 +209,7 @@ class JobTemplateMixin(BaseOperator):
         fit.check_mode(fit_check)
         self.fit_check = fit_check
         self.checkpoint_volume, self.checkpoint_grace = checkpoint_volume, checkpoint_grace
+        self.checkpoint_artifact = checkpoint_artifact
 
     def render(
         self,
@@ -224,6 +231,11 @@ class JobTemplateMixin(BaseOperator):
         # A template from the DAG is its author's, like namespace=; a W&B queue's is edited by
         # people outside the Airflow team, so its namespace must be allow-listed.
         from_queue = is_queue_ref(self.template)
+        if self.checkpoint_artifact and spec.mode in ("offline", "disabled"):
+            raise AirflowException(
+                f"checkpoint_artifact needs an online W&B run to keep the checkpoints in, but "
+                f"wandb_mode is {spec.mode!r}. Nothing was submitted."
+            )
         try:
             template = wandb_hook.get_template(self.template) if from_queue else self.template
             body = render_job(
@@ -257,6 +269,7 @@ class JobTemplateMixin(BaseOperator):
                 max_total_gpus=self.max_total_gpus,
                 volcano_version=self.volcano_version or configured_volcano_version(),
                 checkpoint_volume=self.checkpoint_volume,
+                checkpoint_artifact=self.checkpoint_artifact,
                 checkpoint_grace=self.checkpoint_grace,
                 run_env=RunEnv(
                     master=container_env(spec, is_master_task=True),

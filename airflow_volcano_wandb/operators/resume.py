@@ -41,9 +41,10 @@ class ResumeMixin(BaseOperator):
 
     :param resume_on: the endings of a try after which the next try's fresh job continues
         that try's W&B run instead of starting one of its own: the same run id (so the same
-        checkpoint directory, ``/checkpoints/<run id>``, where ``AVW_RESUME_FROM=latest``
-        finds the earlier try's newest checkpoint) and ``WANDB_RESUME=must`` (``allow`` after
-        a kill or deletion, which may come before the trainer started its run). Any of
+        checkpoint directory, ``/checkpoints/<run id>``, or W&B artifact, where
+        ``AVW_RESUME_FROM=latest`` finds the earlier try's newest checkpoint) and
+        ``WANDB_RESUME=must`` (``allow`` after a kill or deletion, which may come before the
+        trainer started its run). Any of
         ``preempted`` (a rank preempted or evicted: node pressure, a drain, a lost node),
         ``killed`` (the task was killed, cleared or marked failed while its job ran, and the
         job was deleted), ``deleted`` (someone else deleted the job), ``timeout``
@@ -134,8 +135,9 @@ class ResumeMixin(BaseOperator):
         if intent_of(job) == resumed.from_intent:
             return
         self.log.info(
-            "Resuming W&B run %s (try %s ended by %s); the trainer resumes from the latest "
-            "checkpoint in /checkpoints/%s",
+            "Resuming W&B run %s (try %s ended by %s); the trainer resumes from the run's "
+            "latest checkpoint (its directory /checkpoints/%s, or with checkpoint_artifact "
+            "its W&B artifact)",
             resumed.run_id,
             resumed.from_intent,
             resumed.cause,

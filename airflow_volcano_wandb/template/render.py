@@ -148,6 +148,7 @@ def render_job(
     max_total_gpus: int | None = None,
     volcano_version: str = DEFAULT_VOLCANO_VERSION,
     checkpoint_volume: str | None = None,
+    checkpoint_artifact: bool = False,
     checkpoint_grace: int | None = None,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
@@ -231,6 +232,10 @@ def render_job(
         of it, mounted at ``/checkpoints`` in the main container, which gets
         ``AVW_CHECKPOINT_DIR=/checkpoints/<the run_id macro>`` (one directory per run) and
         ``AVW_RESUME_FROM=latest`` (unless it sets ``AVW_RESUME_FROM`` itself). ``None``: none.
+    :param checkpoint_artifact: True to keep the checkpoints in the run's W&B artifact,
+        ``checkpoint-<the run_id macro>`` (``AVW_CHECKPOINT_ARTIFACT``), for a cluster without
+        a shared volume; without ``checkpoint_volume`` the ``/checkpoints`` volume is then each
+        pod's own ``emptyDir``. Needs an online W&B run.
     :param checkpoint_grace: seconds a deleted pod has to save a checkpoint before it is
         killed: ``terminationGracePeriodSeconds`` of every pod template. ``None``: the
         template's (the kubelet's default is 30).
@@ -249,6 +254,7 @@ def render_job(
     checkpoints = Checkpoints.checked(
         volume=checkpoint_volume,
         grace=checkpoint_grace,
+        artifact=checkpoint_artifact,
         run_id=macros.get("run_id") if isinstance(macros, Mapping) else None,
     )
     placement = Placement(name, namespace, queue, template_namespace_allowed)

@@ -11,6 +11,7 @@ KWOK's simulated pods mount nothing, so the volume's path is never read.
 from __future__ import annotations
 
 import contextlib
+import json
 
 import pytest
 from kubernetes import client as k8s
@@ -127,4 +128,58 @@ def test_every_rank_mounts_the_runs_checkpoint_directory_and_gets_the_grace(
         )
     finally:
         _release(core, namespace, volume)
+        api.close()
+
+
+def test_without_a_claim_every_rank_gets_the_runs_artifact_and_its_own_scratch(
+    kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
+):
+    """``checkpoint_artifact=True`` on an online run: admitted and placed as Volcano 1.14
+    creates the pods (no claim to bind), every pod with an ``emptyDir`` at ``/checkpoints``
+    and the run's artifact, named after the master's W&B run id."""
+    from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
+    from tests.wandb_standin import WandbStandin
+
+    namespace, api = volcano_namespace, volcano_cluster.api_client()
+    try:
+        with WandbStandin(api_key=API_KEY) as standin:
+            conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
+            monkeypatch.setenv("AIRFLOW_CONN_WANDB_ARTIFACT_STANDIN", json.dumps(conn))
+            monkeypatch.delenv("WANDB_API_KEY", raising=False)
+            op = operator(
+                template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
+                namespace=namespace,
+                replicas={"worker": 1},
+                checkpoint_artifact=True,
+                wait_for_completion=False,
+                wandb_mode="online",
+                wandb_conn_id="wandb_artifact_standin",
+                wandb_entity=ENTITY,
+                wandb_project=PROJECT,
+            )
+            job = execute_operator(op, StubTaskInstance("avw_checkpoint_artifact", "train", "r1"))
+
+        def phase() -> str | None:
+            stored = custom(api).get_namespaced_custom_object(
+                "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
+            )
+            return (stored.get("status") or {}).get("state", {}).get("phase")
+
+        wait_until(lambda: phase() == "Running", 120, what="the gang to run with its scratch")
+        pods = list_pods(api, namespace)
+        assert len(pods) == 2
+        (master,) = [p for p in pods if "-master-" in p.metadata.name]
+        run_id = {e.name: e.value for e in master.spec.containers[0].env}["WANDB_RUN_ID"]
+        for pod in pods:
+            assert pod.spec.node_name, f"{pod.metadata.name} was not placed"
+            (scratch,) = [v for v in pod.spec.volumes if v.name == "avw-checkpoints"]
+            assert scratch.empty_dir is not None and scratch.persistent_volume_claim is None
+            env = {e.name: e.value for e in pod.spec.containers[0].env}
+            assert env["AVW_CHECKPOINT_ARTIFACT"] == f"checkpoint-{run_id}"
+            assert env["AVW_CHECKPOINT_DIR"] == f"/checkpoints/{run_id}"
+            assert env["AVW_RESUME_FROM"] == "latest"
+        custom(api).delete_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
+        )
+    finally:
         api.close()

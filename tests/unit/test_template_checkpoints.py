@@ -167,3 +167,68 @@ def test_the_operator_names_the_directory_after_the_wandb_run() -> None:
     assert master["AVW_CHECKPOINT_DIR"] == f"/checkpoints/{master['WANDB_RUN_ID']}"
     with pytest.raises(AirflowException, match=r"nothing was submitted: checkpoint_volume: "):
         operator_render(seed(), checkpoint_volume="")
+
+
+def test_without_a_shared_volume_the_runs_artifact_keeps_the_checkpoints() -> None:
+    job = render_job(SEED, macros=MACROS, replicas={"worker": 2}, checkpoint_artifact=True)
+    for task in ("master", "worker"):
+        spec = _task(job, task)
+        # Each pod's own scratch: where a checkpoint is written before it is uploaded.
+        assert spec["volumes"] == [{"name": "avw-checkpoints", "emptyDir": {}}]
+        env = _env(spec["containers"][0])
+        assert env["AVW_CHECKPOINT_ARTIFACT"] == f"checkpoint-{MACROS['run_id']}"
+        assert env["AVW_CHECKPOINT_DIR"] == RUN_DIR
+        assert env["AVW_RESUME_FROM"] == "latest"
+
+
+def test_with_a_claim_and_the_artifact_the_claim_is_the_local_copy() -> None:
+    job = render_job(SEED, macros=MACROS, checkpoint_volume=CLAIM, checkpoint_artifact=True)
+    spec = _task(job, "worker")
+    assert spec["volumes"] == [
+        {"name": "avw-checkpoints", "persistentVolumeClaim": {"claimName": CLAIM}}
+    ]
+    artifact = _env(spec["containers"][0])["AVW_CHECKPOINT_ARTIFACT"]
+    assert artifact == f"checkpoint-{MACROS['run_id']}"
+
+
+def test_the_artifact_is_the_providers_and_the_templates_is_kept_without_it() -> None:
+    env = {"AVW_CHECKPOINT_ARTIFACT": "someone-elses"}
+    owned = render_job(SEED, macros=MACROS, env=env, checkpoint_artifact=True)
+    assert _env(_task(owned, "master")["containers"][0])["AVW_CHECKPOINT_ARTIFACT"] == (
+        f"checkpoint-{MACROS['run_id']}"
+    )
+    kept = render_job(SEED, macros=MACROS, env=env)
+    assert _env(_task(kept, "master")["containers"][0])["AVW_CHECKPOINT_ARTIFACT"] == (
+        "someone-elses"
+    )
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "macros"),
+    [
+        ({"checkpoint_artifact": "yes"}, MACROS),
+        ({"checkpoint_artifact": 1}, MACROS),
+        ({"checkpoint_artifact": True}, {**MACROS, "run_id": "a b"}),
+        ({"checkpoint_artifact": True}, {**MACROS, "run_id": "x" * 120}),
+        ({"checkpoint_artifact": True}, {**MACROS, "run_id": ".."}),
+    ],
+)
+def test_a_bad_artifact_request_is_an_error_naming_it(
+    kwargs: dict[str, Any], macros: dict[str, Any]
+) -> None:
+    with pytest.raises(TemplateError) as info:
+        render_job(SEED, macros=macros, **kwargs)
+    assert info.value.path == "checkpoint_artifact"
+
+
+def test_the_operator_refuses_the_artifact_for_a_run_that_is_not_online() -> None:
+    from airflow_volcano_wandb.airflow_compat import AirflowException
+    from tests.hostile_templates import seed
+    from tests.unit.test_operator_template_policy import render as operator_render
+
+    job = operator_render(seed(), checkpoint_artifact=True)
+    master = _env(_task(job, "master")["containers"][0])
+    assert master["AVW_CHECKPOINT_ARTIFACT"] == f"checkpoint-{master['WANDB_RUN_ID']}"
+    for mode in ("offline", "disabled"):
+        with pytest.raises(AirflowException, match=r"checkpoint_artifact needs an online W&B run"):
+            operator_render(seed(), checkpoint_artifact=True, wandb_mode=mode)
