@@ -20,6 +20,7 @@ that names its cause.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -49,6 +50,9 @@ Spec = TypeVar("Spec")
 CREATE_ATTEMPTS = 3
 #: The task state store's key for the job this task instance's tries wait on.
 STATE_STORE_KEY = "volcano_job"
+#: Seconds a create waits for the pods of an earlier job of its name to go: their grace
+#: period (a checkpoint's save on SIGTERM) and the kubelet's cleanup.
+EARLIER_PODS_TIMEOUT = 900.0
 
 
 class Submitted(NamedTuple):
@@ -269,6 +273,7 @@ def _carry_out(
             if hook.delete_job(name, namespace, uid=uid, resource_version=meta["resourceVersion"]):
                 hook.wait_job_gone(name, namespace)
         elif step.action is Action.CREATE:
+            _wait_out_earlier_pods(hook, body["metadata"], task_log)
             if before_create is not None:
                 before_create()
             try:
@@ -278,6 +283,57 @@ def _carry_out(
             task_log.info("Submitted Volcano job %s/%s", namespace, job["metadata"]["name"])
             return Submitted(job, created=True)
     raise AssertionError("every plan ends in a reuse, a create or a refusal")
+
+
+def _wait_out_earlier_pods(hook: VolcanoHook, meta: Mapping[str, Any], task_log: Any) -> None:
+    """Let the pods of an earlier job of this name go before the name is used again.
+
+    A job deleted in the background (``kubectl delete vcjob``'s default) is gone before its
+    pods, which terminate for their grace period. Volcano's controller keys a job's pods by
+    the job's name, so a job created meanwhile would count them as its own. A job that still
+    holds the name keeps its pods: the create meets it, and the plan decides on it.
+    """
+    name, namespace = meta["name"], meta["namespace"]
+    pods = _earlier_pods(hook, name, namespace)
+    if not pods:
+        return
+    task_log.info(
+        "Waiting for %d pod(s) of an earlier Volcano job named %s/%s to go before creating "
+        "it again (Volcano counts a job's pods by its name): %s",
+        len(pods),
+        namespace,
+        name,
+        _pod_names(pods),
+    )
+    deadline = time.monotonic() + EARLIER_PODS_TIMEOUT
+    while pods:
+        if time.monotonic() > deadline:
+            raise SubmissionError(
+                f"Pods of an earlier Volcano job named {namespace}/{name} were still there "
+                f"after {EARLIER_PODS_TIMEOUT:.0f} s ({_pod_names(pods)}); a job created "
+                "under that name now would count them as its own. Nothing was submitted."
+            )
+        time.sleep(1)
+        pods = _earlier_pods(hook, name, namespace)
+
+
+def _earlier_pods(hook: VolcanoHook, name: str, namespace: str) -> list[dict[str, Any]]:
+    """The pods labelled with the job name that no job of that name owns now."""
+    pods = hook.list_job_pods(name, namespace)
+    if not pods:
+        return []
+    held = hook.get_job(name, namespace)
+    uid = held["metadata"].get("uid") if held is not None else None
+    return [
+        pod
+        for pod in pods
+        if uid is None
+        or all(owner.get("uid") != uid for owner in pod["metadata"].get("ownerReferences") or [])
+    ]
+
+
+def _pod_names(pods: Sequence[Mapping[str, Any]]) -> str:
+    return ", ".join(sorted(str(pod["metadata"]["name"]) for pod in pods))
 
 
 def _say(step: Step, task_log: Any) -> None:

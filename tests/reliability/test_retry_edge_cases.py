@@ -11,6 +11,10 @@
 - A fixed job name (``job_name=``): the job of a failed try was reported and stays (failed
   jobs stay for inspection), so the retry's create meets it. The retry replaces it (a
   confirmed delete, then the create) and succeeds; the key Secret ends up owned by the new job.
+- A fixed job name whose job someone deleted in the background (``kubectl delete vcjob``): the
+  job is gone while its pods still terminate (here a finalizer holds the pod, as a real pod's
+  grace period does). The retry creates the name again only once those pods are gone, since
+  Volcano's controller counts a job's pods by its name.
 """
 
 from __future__ import annotations
@@ -191,4 +195,57 @@ def test_a_retry_replaces_the_reported_failed_job_of_a_fixed_name(
     wait_until(
         lambda: key_secret_owners() == [[retry["uid"]]], 60, what="one key Secret, the new job's"
     )
+    api.close()
+
+
+def test_a_retry_waits_out_the_pods_of_a_fixed_names_job_deleted_in_the_background(
+    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, capfd
+):
+    namespace = volcano_namespace
+    api = volcano_cluster.api_client()
+    core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
+    first = execute_operator(
+        _op(namespace, job_name="bg-deleted"), StubTaskInstance("avw_rel_edge", "train", "bg")
+    )
+
+    def pods():
+        selector = "volcano.sh/job-name=bg-deleted"
+        return core.list_namespaced_pod(namespace, label_selector=selector).items
+
+    wait_until(lambda: len(pods()) == 1, 60, what="the master's pod")
+    (pod,) = pods()
+    core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"finalizers": [HOLD]}})
+    custom.delete_namespaced_custom_object(
+        GROUP,
+        VERSION,
+        namespace,
+        "jobs",
+        "bg-deleted",
+        body=client.V1DeleteOptions(propagation_policy="Background"),
+    )
+    wait_until(lambda: not list_jobs(api, namespace), 60, what="the job gone before its pod")
+    wait_until(
+        lambda: all(p.metadata.deletion_timestamp for p in pods()), 60, what="its pod terminating"
+    )
+
+    jobs_while_the_pod_terminated: list[list[str]] = []
+
+    def release_after(delay: float) -> None:
+        time.sleep(delay)
+        jobs_while_the_pod_terminated.append(
+            [j["metadata"]["uid"] for j in list_jobs(api, namespace)]
+        )
+        core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
+
+    releaser = threading.Thread(target=release_after, args=(4.0,), daemon=True)
+    releaser.start()
+    retry = StubTaskInstance("avw_rel_edge", "train", "bg", try_number=2)
+    second = execute_operator(_op(namespace, job_name="bg-deleted"), retry)
+    releaser.join(30)
+    assert jobs_while_the_pod_terminated == [[]]  # not created beside the old pod
+    assert "Waiting for 1 pod(s) of an earlier Volcano job named" in capfd.readouterr().out
+    assert second.job_uid != first.job_uid
+    (job,) = list_jobs(api, namespace)
+    assert job["metadata"]["uid"] == second.job_uid
+    assert [p.metadata.owner_references[0].uid for p in pods()] in ([], [second.job_uid])
     api.close()
