@@ -7,18 +7,31 @@ out-of-memory one at once (see ``dags/volcano_pytorch_retraining.py`` and docs/r
 
 What caused a failure is decided by ``wait.diagnostics.classify`` (pure) from the job, its pods
 and events; ``wait.failure_exception.for_failure`` turns that into the exception to raise.
+Each class also names the cause a try that fails with it ended by (``resume_cause``), which
+decides whether the next try resumes its W&B run (``job.resume``, ``resume_on``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from airflow_volcano_wandb.airflow_compat import (
     AirflowException,
     AirflowFailException,
     AirflowTaskTimeout,
 )
+
+#: The causes a try can end by, as ``resume_on`` names them (``job.resume``).
+PREEMPTED = "preempted"  # a rank preempted or evicted (node pressure, a drain, a lost node)
+KILLED = "killed"  # the task was killed (marked failed, cleared, a SIGTERM): the job deleted
+DELETED = "deleted"  # someone else deleted the job while the task waited on it
+TIMEOUT = "timeout"  # the task's execution_timeout
+TRAINER_FAILURE = "trainer_failure"  # an exit code, OOM, crash loop, stall, a failed job
+STOPPED_FROM_WANDB = "stopped_from_wandb"  # never resumed: the user stopped the run
+NOT_STARTED = "not_started"  # the gang was never placed: nothing to resume
+SUCCEEDED = "succeeded"  # a cleared successful task trains afresh
+UNKNOWN = "unknown"  # the watch was lost: the next try reattaches or starts afresh
 
 
 class VolcanoJobError(AirflowException):
@@ -28,6 +41,10 @@ class VolcanoJobError(AirflowException):
     :param job: the job as ``{"name", "namespace", "uid"}`` (the ``volcano_job`` XCom), when
         one exists.
     """
+
+    #: The cause a try that fails with this ended by (one of the names above). Every class a
+    #: failed wait raises (``for_failure``) names its own; the base's is a failure of the job.
+    resume_cause: ClassVar[str] = TRAINER_FAILURE
 
     def __init__(self, message: str, *, job: Mapping[str, str] | None = None) -> None:
         super().__init__(message)
@@ -64,22 +81,32 @@ class JobUnschedulableError(VolcanoJobError):
     """The gang was not wholly placed and running within ``pending_timeout`` (not enough GPUs,
     a full queue): retrying at once rarely helps."""
 
+    resume_cause = NOT_STARTED
+
 
 class JobPreemptedError(ContainerError):
     """A rank was preempted by the scheduler or evicted from its node: worth a retry later."""
+
+    resume_cause = PREEMPTED
 
 
 class ImagePullError(ContainerError):
     """A rank's image could not be pulled (a wrong ``image_uri`` or pull secret)."""
 
+    resume_cause = NOT_STARTED
+
 
 class OOMKilledError(ContainerError):
     """A rank's container was killed for running out of memory."""
+
+    resume_cause = TRAINER_FAILURE
 
 
 class TrainerExitError(ContainerError):
     """The training process of a rank exited with a non-zero code (``exit_code``, ``task``,
     ``pod`` say which)."""
+
+    resume_cause = TRAINER_FAILURE
 
 
 class TrainerCrashLoopError(ContainerError):
@@ -89,6 +116,8 @@ class TrainerCrashLoopError(ContainerError):
     ``task``, ``pod``, ``container``, ``exit_code`` and ``reason`` are the crash-looping
     container's and its last exit's; ``restarts`` is the count over all ranks.
     """
+
+    resume_cause = TRAINER_FAILURE
 
     def __init__(self, message: str, *, restarts: int = 0, **kwargs: Any) -> None:
         super().__init__(message, **kwargs)
@@ -106,6 +135,8 @@ class StoppedFromWandbError(AirflowFailException, ContainerError):
     when its pod could still be read.
     """
 
+    resume_cause = STOPPED_FROM_WANDB
+
 
 class TrainingStalledError(ContainerError):
     """The job ran, but its master printed no log line for ``stall_timeout`` seconds (a hung
@@ -117,6 +148,8 @@ class TrainingStalledError(ContainerError):
     When the job's online W&B run was asked too, ``wandb_step`` is its last step and
     ``wandb_logged_at`` when it was logged (epoch seconds); else ``None``.
     """
+
+    resume_cause = TRAINER_FAILURE
 
     def __init__(
         self,
@@ -137,6 +170,8 @@ class JobFailedError(VolcanoJobError):
     """Volcano ended the job badly (``Failed``, ``Terminated``, ``Aborted``) for a cause no pod
     shows any more (e.g. a policy acting on a pod that is gone)."""
 
+    resume_cause = TRAINER_FAILURE
+
 
 class JobRefusedError(VolcanoJobError):
     """Kubernetes refused to create the job (an admission webhook, validation, a missing
@@ -153,10 +188,16 @@ class ApiserverUnreachableError(VolcanoJobError):
     """The Kubernetes API could not be reached, or watched for longer than
     ``watch_failure_grace``. The job was left alone: a retry reattaches to it."""
 
+    resume_cause = UNKNOWN
+
 
 class JobDeletedError(VolcanoJobError):
     """The job was deleted (or replaced) by someone else while this task waited on it."""
 
+    resume_cause = DELETED
+
 
 class JobTimeoutError(AirflowTaskTimeout, VolcanoJobError):
     """The task's ``execution_timeout`` was reached while the job ran (the job is deleted)."""
+
+    resume_cause = TIMEOUT

@@ -23,28 +23,17 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from airflow_volcano_wandb.exceptions import (
-    ApiserverUnreachableError,
-    ImagePullError,
-    JobDeletedError,
-    JobPreemptedError,
-    JobTimeoutError,
-    JobUnschedulableError,
-    StoppedFromWandbError,
+    DELETED,
+    KILLED,
+    PREEMPTED,
+    SUCCEEDED,
+    TIMEOUT,
+    TRAINER_FAILURE,
+    UNKNOWN,
     VolcanoJobError,
 )
 from airflow_volcano_wandb.template.gpus import total_gpus
 from airflow_volcano_wandb.template.naming import MAX_JOB_NAME_LENGTH
-
-#: The causes a try can end by, as ``resume_on`` names them.
-PREEMPTED = "preempted"  # a rank preempted or evicted (node pressure, a drain, a lost node)
-KILLED = "killed"  # the task was killed (marked failed, cleared, a SIGTERM): the job deleted
-DELETED = "deleted"  # someone else deleted the job while the task waited on it
-TIMEOUT = "timeout"  # the task's execution_timeout
-TRAINER_FAILURE = "trainer_failure"  # an exit code, OOM, crash loop, stall, a failed job
-STOPPED_FROM_WANDB = "stopped_from_wandb"  # never resumed: the user stopped the run
-NOT_STARTED = "not_started"  # the gang was never placed: nothing to resume
-SUCCEEDED = "succeeded"  # a cleared successful task trains afresh
-UNKNOWN = "unknown"  # the watch was lost: the next try reattaches or starts afresh
 
 #: The causes ``resume_on`` may name.
 RESUMABLE = (PREEMPTED, KILLED, DELETED, TIMEOUT, TRAINER_FAILURE)
@@ -55,21 +44,11 @@ STATE_STORE_KEY = "volcano_run"
 
 
 def cause_of(error: BaseException | None) -> str:
-    """The cause a try ended by, from the exception it fails with (``None``: it succeeded)."""
+    """The cause a try ended by, from the exception it fails with (``None``: it succeeded): the
+    ``resume_cause`` its class names (``exceptions``), ``unknown`` for any other exception."""
     if error is None:
         return SUCCEEDED
-    for cls, cause in (
-        (ApiserverUnreachableError, UNKNOWN),
-        (JobPreemptedError, PREEMPTED),
-        (JobDeletedError, DELETED),
-        (JobTimeoutError, TIMEOUT),
-        (StoppedFromWandbError, STOPPED_FROM_WANDB),
-        (JobUnschedulableError, NOT_STARTED),
-        (ImagePullError, NOT_STARTED),
-    ):
-        if isinstance(error, cls):
-            return cause
-    return TRAINER_FAILURE if isinstance(error, VolcanoJobError) else UNKNOWN
+    return error.resume_cause if isinstance(error, VolcanoJobError) else UNKNOWN
 
 
 def resume_on(value: str | Iterable[str] | None) -> tuple[str, ...]:

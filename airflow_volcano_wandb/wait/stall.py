@@ -29,6 +29,7 @@ from typing import Any
 from airflow_volcano_wandb.job.job_view import ObjectMeta
 from airflow_volcano_wandb.wait.diagnostics import master_pod
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+from airflow_volcano_wandb.wandb.numbers import finite_number
 
 #: How many probes of the master's log a waiter makes per ``stall_timeout`` at most: a stall
 #: is seen within ``stall_timeout * (1 + 1 / PROBES_PER_TIMEOUT)`` of the master's last line.
@@ -88,8 +89,8 @@ class Stall:
             container=str(data["container"]),
             stall_timeout=float(data["stall_timeout"]),
             running_for=float(data["running_for"]),
-            wandb_step=_int_or_none(data.get("wandb_step")),  # absent from older events
-            wandb_logged_at=_float_or_none(data.get("wandb_logged_at")),
+            wandb_step=finite_number(data.get("wandb_step"), int),  # absent from older events
+            wandb_logged_at=finite_number(data.get("wandb_logged_at"), float),
         )
 
 
@@ -105,10 +106,10 @@ class WandbStep:
     def of_summary(cls, summary: Mapping[str, Any]) -> WandbStep | None:
         """The last step of a run ``summary``; ``None`` when it has logged none (no
         ``_timestamp``)."""
-        logged_at = _float_or_none(summary.get("_timestamp"))
+        logged_at = finite_number(summary.get("_timestamp"), float)
         if logged_at is None:
             return None
-        return cls(_int_or_none(summary.get("_step")), logged_at)
+        return cls(finite_number(summary.get("_step"), int), logged_at)
 
 
 @dataclass(frozen=True)
@@ -194,16 +195,6 @@ def stalled_online(stall: Stall, last_step: WandbStep | None, now: float) -> Sta
     return dataclasses.replace(
         stall, wandb_step=last_step.step, wandb_logged_at=last_step.logged_at
     )
-
-
-def _int_or_none(value: Any) -> int | None:
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    return int(value) if is_number and math.isfinite(value) else None
-
-
-def _float_or_none(value: Any) -> float | None:
-    is_number = isinstance(value, int | float) and not isinstance(value, bool)
-    return float(value) if is_number and math.isfinite(value) else None
 
 
 def _stamp(epoch: float) -> str:

@@ -36,6 +36,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_volcano_wandb.wandb.numbers import finite_number
+
 __all__ = [
     "CONTINUOUS",
     "DISTRIBUTIONS",
@@ -201,12 +203,8 @@ def best(summaries: Sequence[Mapping[str, Any] | None], metric: Metric) -> int |
     sign = 1 if metric.goal == "maximize" else -1
     chosen, chosen_score = None, -math.inf
     for index, summary in enumerate(summaries):
-        value = (summary or {}).get(metric.name)
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            continue
-        if not math.isfinite(value):
-            continue
-        if sign * value > chosen_score:
+        value = finite_number((summary or {}).get(metric.name), float)
+        if value is not None and sign * value > chosen_score:
             chosen, chosen_score = index, sign * value
     return chosen
 
@@ -289,7 +287,7 @@ def _number(where: str, spec: Mapping[str, Any], key: str, default: float | None
     if key not in spec and default is not None:
         return default
     value = _need(where, spec, key)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if finite_number(value, float) is None:
         raise SweepError(f"{where}.{key}: must be a finite number, got {value!r}")
     return value
 

@@ -175,6 +175,22 @@ def rerun_task(dag_id: str, task_id: str, run_id: str):
     )
 
 
+def start_task_process(dag_id: str, task_id: str, run_id: str, log_path: Path):
+    """``rerun_task`` in a child process that is not waited on, so a test can act on the
+    cluster while the task runs (its output goes to ``log_path``)."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "airflow", "tasks", "test", dag_id, task_id, run_id],
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+        env=os.environ.copy(),
+        start_new_session=True,
+    )
+
+
 @dataclass
 class DeferredTaskInstance:
     """What a triggerer gives a trigger as its ``task_instance`` (the state query's keys)."""

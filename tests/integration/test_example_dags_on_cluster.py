@@ -12,11 +12,11 @@ import pytest
 
 from airflow_volcano_wandb.job.ownership import MAP_INDEX_LABEL
 from tests.integration.jobs import REPO, list_jobs, run_dag, wait_until, xcoms
+from tests.integration.test_wandb_hook_standin import API_KEY
 from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
 
-API_KEY = "standin" + "0123456789abcdef" * 3
 # The deployment's allow-list of the manual DAG's namespaces (dags/volcano_pytorch_manual.py).
 MANUAL_NAMESPACES = "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES"
 

@@ -19,6 +19,7 @@ from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     custom,
+    end_master,
     job_uids,
     list_jobs,
     list_pods,
@@ -26,6 +27,7 @@ from tests.integration.jobs import (
     run_dag,
     seed_template,
     start_dag_process,
+    start_task_process,
     wait_until,
     xcoms,
 )
@@ -142,9 +144,9 @@ def test_a_completed_job_whose_outcome_was_never_reported_is_not_resubmitted(clu
 
 def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_path):
     api, namespace = cluster
-    # The master outlives the retry's start-up (an Airflow CLI parses the DAGs folder first,
-    # which took over a minute on a loaded 2-core machine).
-    template = seed_template(master={SIM_DURATION: "150"}, worker={SIM_DURATION: "600"})
+    # The master runs until the retry has reattached (an Airflow CLI parses the DAGs folder
+    # first, which took over a minute on a loaded 2-core machine), then is ended at once.
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
     child = start_dag_process(
         "avw_test_sync",
         tmp_path / "first.log",
@@ -157,15 +159,28 @@ def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_pat
     child.wait()
     (job,) = list_jobs(api, namespace)
     run_id = job["metadata"]["annotations"][IDENTITY_ANNOTATION].split("/")[2]
+    reattached = f"Reattaching to running Volcano job {namespace}/{job['metadata']['name']}"
 
-    retry = rerun_task("avw_test_sync", "train", run_id)
-    assert retry.returncode == 0, retry.stdout[-5000:]
-    assert f"Reattaching to running Volcano job {namespace}/{job['metadata']['name']}" in (
-        retry.stdout
-    )
-    assert "Submitted Volcano job" not in retry.stdout
+    log = tmp_path / "retry.log"
+    retry = start_task_process("avw_test_sync", "train", run_id, log)
+
+    def chose() -> bool:  # reattached, or went wrong: submitted a job of its own, or ended
+        text = log.read_text()
+        return reattached in text or "Submitted Volcano job" in text or retry.poll() is not None
+
+    try:
+        wait_until(chose, 600, what="the retry to reattach or submit")
+        assert reattached in log.read_text(), log.read_text()[-5000:]
+        end_master(api, namespace)  # the job the retry waits on completes now
+        assert retry.wait(300) == 0, log.read_text()[-5000:]
+    finally:
+        if retry.poll() is None:
+            os.killpg(retry.pid, signal.SIGKILL)
+            retry.wait()
+    out = log.read_text()
+    assert "Submitted Volcano job" not in out
     # The retry waited on that same job to its end, then deleted it: one job ever existed.
-    assert f"Volcano job {namespace}/{job['metadata']['name']} Completed" in retry.stdout
+    assert f"Volcano job {namespace}/{job['metadata']['name']} Completed" in out
     assert job_uids(api, namespace) == []
 
 

@@ -23,6 +23,7 @@ from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from tests.integration.jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
+from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 from tests.reliability.support import (
     StubTaskInstance,
     collect_events,
@@ -34,8 +35,7 @@ from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
 
-API_KEY = "standin" + "0123456789abcdef" * 3
-ENTITY, PROJECT, RUN_ID = "ml-team", "retraining", "stall-wandb-run"
+RUN_ID = "stall-wandb-run"
 STALL_TIMEOUT = 4
 #: How long the run's step advances (once a second): past the master's own stall_timeout of
 #: silence, so only the W&B run keeps the wait going meanwhile.

@@ -70,6 +70,7 @@ PURE = [
     "wandb/wandb_backlink.py",
     "wandb/sweep.py",
     "wandb/deadline.py",
+    "wandb/numbers.py",
     "wandb/connection_form.py",
     "cli/permissions.py",
     "cli/volcano_install.py",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.exceptions import (
     ApiserverUnreachableError,
     ImagePullError,
@@ -21,6 +22,9 @@ from airflow_volcano_wandb.exceptions import (
 from airflow_volcano_wandb.job import resume
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord, TrainerResumed
 from airflow_volcano_wandb.template.naming import MAX_JOB_NAME_LENGTH
+from airflow_volcano_wandb.wait import failure_exception
+from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
 DEFAULT = resume.DEFAULT_RESUME_ON
 
@@ -46,6 +50,31 @@ DEFAULT = resume.DEFAULT_RESUME_ON
 )
 def test_each_failure_class_names_its_cause(error, cause) -> None:
     assert resume.cause_of(error) == cause
+
+
+def _raised_by_a_failed_wait() -> set[type[BaseException]]:
+    """Every class ``for_failure`` raises: each failed outcome, alone and with each cause."""
+    causes = [None, *(Classification(kind) for kind in FailureKind)]
+    return {
+        type(failure_exception.for_failure(WaitResult(outcome, "j", "ns", "u1", "m"), "m", cause))
+        for outcome in Outcome
+        if not outcome.succeeded
+        for cause in causes
+    }
+
+
+def test_every_class_a_failed_wait_raises_names_the_cause_it_stands_for() -> None:
+    # Not inherited: a new class decides, rather than passing for its base's trainer failure.
+    raised = _raised_by_a_failed_wait()
+    unnamed = sorted(cls.__name__ for cls in raised if "resume_cause" not in vars(cls))
+    assert unnamed == []
+    known = {
+        *resume.RESUMABLE,
+        exceptions.STOPPED_FROM_WANDB,
+        exceptions.NOT_STARTED,
+        exceptions.UNKNOWN,
+    }
+    assert {resume.cause_of(cls("m")) for cls in raised} <= known
 
 
 RECORD = RunRecord("run1abc", 1, "uid-1")
