@@ -177,6 +177,8 @@ class JobRefusedError(VolcanoJobError):
     """Kubernetes refused to create the job (an admission webhook, validation, a missing
     permission: a 4xx answer); nothing was submitted and the same request will fail again."""
 
+    resume_cause = NOT_STARTED
+
 
 class JobWontFitError(JobRefusedError):
     """The job can never be placed (``job.fit``): its gang asks more than its Volcano queue's
