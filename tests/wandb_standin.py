@@ -14,7 +14,8 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
   ``Run.logged_artifacts()``, one page);
 - ``mutation UpsertBucket`` (``Run.update()``: config, tags and notes, then the summary), which
   changes the stored run and is kept in :attr:`WandbStandin.upserts`;
-- ``query RunResumeStatus`` (``wandb.init(resume="allow")``: always a new run);
+- ``query RunResumeStatus`` (``wandb.init(resume=...)``: a run made known with
+  :meth:`WandbStandin.add_run` is resumed, as ``resume="must"`` needs; any other is new);
 - ``POST /files/<entity>/<project>/<run>/file_stream``, where an online run (``wandb.init``
   against this stand-in) sends its history, logs and heartbeats. The answer carries the run's
   stop flag (``{"stopped": true}`` once :meth:`WandbStandin.stop_run` was called): that is how
@@ -392,14 +393,35 @@ class WandbStandin:
         }
 
     def _op_RunResumeStatus(self, variables: dict[str, Any]) -> dict[str, Any]:
-        # wandb.init(resume="allow") asks first; every run it starts here is a new one.
+        # wandb.init(resume=...) asks first: a run made known (add_run) is resumed, with no
+        # history (its summary and config kept); any other starts as a new one.
         entity = variables.get("entity") or self.viewer_entity
+        with self._lock:
+            run = self._runs.get((entity, variables.get("project"), variables.get("name")))  # type: ignore[arg-type]
+        bucket = None
+        if run is not None:
+            bucket = {
+                "id": run.storage_id,
+                "name": run.run_id,
+                "summaryMetrics": json.dumps(run.summary),
+                "displayName": run.name or run.run_id,
+                "logLineCount": 0,
+                "historyLineCount": 0,
+                "eventsLineCount": 0,
+                "historyTail": "[]",
+                "eventsTail": "[]",
+                "config": json.dumps({k: {"value": v} for k, v in run.config.items()}),
+                "tags": list(run.tags),
+                "notes": run.notes,
+                # wandb-core takes a run without the "t" key for one created but never started.
+                "wandbConfig": json.dumps({"t": {}}),
+            }
         return {
             "model": {
                 "id": "UHJvamVjdDo3",
                 "name": variables.get("project"),
                 "entity": {"id": "RW50aXR5OjE=", "name": entity},
-                "bucket": None,
+                "bucket": bucket,
             }
         }
 
