@@ -98,11 +98,9 @@ RESUME_LATEST = "latest"
 #: A complete checkpoint's name; a save in progress has another (``.step-....tmp``).
 CHECKPOINT_NAME = re.compile(r"step-([0-9]+)\.pt\Z")
 #: A W&B artifact (of the run's entity and project) that keeps every checkpoint rank 0 saves,
-#: for pods without a shared volume: the operator's ``checkpoint-<run id>``.
+#: for pods without a shared volume: the operator's ``checkpoint-<run id>``
+#: (``checkpoint_artifact.py``).
 CHECKPOINT_ARTIFACT_ENV = "AVW_CHECKPOINT_ARTIFACT"
-#: Seconds a save waits for W&B to commit its artifact version: a version is complete or
-#: absent, so a save is done only once it is committed (a stop's must fit the grace period).
-ARTIFACT_COMMIT_TIMEOUT_S = 300
 
 # Only these env names are ever echoed to the log; WANDB_API_KEY is deliberately absent.
 _PRINTABLE_ENV = (
@@ -618,52 +616,14 @@ def _fsync(path: Path) -> None:
         os.close(handle)
 
 
-def _version_name(artifact: Any) -> str:
-    """``entity/project/name:vK``: the version itself, whatever alias found it."""
-    collection = artifact.name.partition(":")[0]
-    return f"{artifact.entity}/{artifact.project}/{collection}:{artifact.version}"
+def _download_into_place(version: Any, final: Path) -> None:
+    """Download an artifact version's checkpoint onto ``final`` atomically: into a directory
+    beside it whose name is no checkpoint's, then moved into place."""
+    import checkpoint_artifact
 
-
-def log_checkpoint(run: Any, name: str, path: Path, progress: Progress) -> str:
-    """Log the checkpoint at ``path`` as a new version of the W&B artifact ``name`` and wait
-    until W&B has committed it (a committed version is complete or absent, like the rename);
-    return the version's name. Its metadata is what ``latest`` compares without a download."""
-    import wandb
-
-    metadata = {"step": progress.step, "trained_seconds": progress.trained_seconds}
-    artifact = wandb.Artifact(name, type="model", metadata=metadata)
-    artifact.add_file(str(path), name=path.name)
-    aliases = ["latest", f"step-{progress.step}"]
-    run.log_artifact(artifact, aliases=aliases).wait(timeout=ARTIFACT_COMMIT_TIMEOUT_S)
-    return _version_name(artifact)
-
-
-def newest_logged_checkpoint(run: Any, name: str) -> Any:
-    """The artifact's ``latest`` version, or ``None`` when it has none yet (the run's first
-    start). Any other failure exits naming the artifact: starting from step 0 while a
-    checkpoint may exist would throw the run's training away."""
-    import wandb
-
-    path = f"{run.entity}/{run.project}/{name}:latest"
-    try:
-        return wandb.Api().artifact(path)
-    except Exception as error:
-        # The SDK raises a ValueError inside its CommError when the server answered that
-        # there is no such artifact; a failed request or a server error carries another cause.
-        if isinstance(error, wandb.errors.CommError) and isinstance(error.exc, ValueError):
-            return None
-        raise SystemExit(f"{CHECKPOINT_ARTIFACT_ENV}: cannot read {path}: {error}") from error
-
-
-def download_checkpoint(version: Any, final: Path) -> None:
-    """Download the version's checkpoint onto ``final`` atomically: into a directory beside it
-    whose name is no checkpoint's, then moved into place. The SDK's file cache is skipped: it
-    would hold a second copy of a large file in the pod."""
     staging = final.with_name(f".{final.name}.{os.getpid()}.download")
     try:
-        (entry,) = version.manifest.entries  # log_checkpoint's one file
-        version.download(root=str(staging), skip_cache=True)
-        _move_into_place(staging / entry, final)
+        _move_into_place(checkpoint_artifact.download(version, staging), final)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -677,13 +637,18 @@ def latest_on_rank_0(plan: CheckpointPlan, run: Any) -> tuple[int, str]:
     local = latest_checkpoint(plan.directory)
     step = int(CHECKPOINT_NAME.match(local.name)[1]) if local is not None else -1
     source = str(local)
-    version = newest_logged_checkpoint(run, plan.artifact) if plan.artifact else None
+    if not plan.artifact:
+        return step, source
+    # Beside this file in the image; only rank 0 of a run with the artifact needs it.
+    import checkpoint_artifact
+
+    version = checkpoint_artifact.newest_version(run, plan.artifact)
     if version is not None and int(version.metadata["step"]) >= step:
         run.use_artifact(version)
         if int(version.metadata["step"]) > step:
             step = int(version.metadata["step"])
-            download_checkpoint(version, checkpoint_path(plan.directory, step))
-        source = _version_name(version)
+            _download_into_place(version, checkpoint_path(plan.directory, step))
+        source = checkpoint_artifact.version_name(version)
     return step, source
 
 
@@ -835,9 +800,12 @@ def train(
             path = save_checkpoint(checkpoints.directory, progress.step, state)
             logged = ""
             if checkpoints.artifact:
-                logged = (
-                    f" (W&B artifact {log_checkpoint(run, checkpoints.artifact, path, progress)})"
+                import checkpoint_artifact  # beside this file in the image
+
+                name = checkpoint_artifact.log_checkpoint(
+                    run, checkpoints.artifact, path, progress.step, progress.trained_seconds
                 )
+                logged = f" (W&B artifact {name})"
             pruned = prune_checkpoints(checkpoints.directory, checkpoints.keep)
             gone = f" (deleted {len(pruned)} older: keeping {checkpoints.keep})" if pruned else ""
             say(info, f"saved checkpoint {path}{logged}{gone}")
