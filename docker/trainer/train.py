@@ -14,6 +14,9 @@ provider's operator and Volcano's ``pytorch`` plugin put into every container:
 * ``AVW_CHECKPOINT_DIR``, ``AVW_CHECKPOINT_EVERY`` and ``AVW_RESUME_FROM`` are the checkpoint
   contract (docs/trainer.md, "Checkpoints"): rank 0 saves ``step-<N>.pt`` atomically every N
   steps and when told to stop (SIGTERM), and every rank resumes from the checkpoint named.
+  With ``AVW_CHECKPOINT_ARTIFACT`` (pods without a shared volume) rank 0 also logs each save
+  to that W&B artifact, resumes from it when it is newer, and sends the file to the other
+  ranks (``checkpoint_artifact.py``).
 
 The data is random but labelled by a fixed random linear "teacher", so the task is learnable
 and ``eval/accuracy`` on a held-out set (same teacher, different inputs) means something:
