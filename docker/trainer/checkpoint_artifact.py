@@ -34,7 +34,11 @@ def log_checkpoint(run: Any, name: str, path: Path, step: int, trained_seconds: 
     metadata = {"step": step, "trained_seconds": trained_seconds}
     artifact = wandb.Artifact(name, type="model", metadata=metadata)
     artifact.add_file(str(path), name=path.name)
-    run.log_artifact(artifact, aliases=["latest", f"step-{step}"]).wait(timeout=COMMIT_TIMEOUT_S)
+    aliases = ["latest", f"step-{step}"]
+    try:
+        run.log_artifact(artifact, aliases=aliases).wait(timeout=COMMIT_TIMEOUT_S)
+    except Exception as error:  # the SDK's errors have no common base; any one fails the save
+        raise SystemExit(f"cannot log {path} to the W&B artifact {name}: {error}") from error
     return version_name(artifact)
 
 
