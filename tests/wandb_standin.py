@@ -30,8 +30,9 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
   ``query ArtifactByID``; and as a run reads one (``run.use_artifact("name:latest")`` then
   ``.download()``): ``query ArtifactMembershipByName`` (none: not found), ``mutation
   UseArtifact`` (the run's ``used_artifacts()`` gain it), ``query FetchArtifactManifest`` and
-  ``query GetArtifactMembershipFileUrls`` (``GET`` URLs of the manifest and files). Multipart
-  uploads, deduplication by digest and references are not known.
+  ``query GetArtifactMembershipFileUrls`` (``GET`` URLs of the manifest and files). The file
+  URLs need no API key, like W&B's signed storage URLs. Multipart uploads, deduplication by
+  digest and references are not known.
 
 Any other operation gets a GraphQL error naming it, and is recorded, so a test fails loudly if
 the SDK starts sending something this stand-in does not know. Requests without the expected

@@ -639,7 +639,7 @@ def latest_on_rank_0(plan: CheckpointPlan, run: Any) -> tuple[int, str]:
     assert plan.directory is not None  # checkpoint_plan refuses latest without a directory
     local = latest_checkpoint(plan.directory)
     step = int(CHECKPOINT_NAME.match(local.name)[1]) if local is not None else -1
-    source = str(local)
+    source = str(local) if local is not None else ""
     if not plan.artifact:
         return step, source
     # Beside this file in the image; only rank 0 of a run with the artifact needs it.
