@@ -14,12 +14,25 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
   ``Run.logged_artifacts()``, one page);
 - ``mutation UpsertBucket`` (``Run.update()``: config, tags and notes, then the summary), which
   changes the stored run and is kept in :attr:`WandbStandin.upserts`;
-- ``query RunResumeStatus`` (``wandb.init(resume="allow")``: always a new run);
+- ``query RunResumeStatus`` (``wandb.init(resume=...)``: a run made known with
+  :meth:`WandbStandin.add_run` is resumed, as ``resume="must"`` needs; any other is new);
 - ``POST /files/<entity>/<project>/<run>/file_stream``, where an online run (``wandb.init``
   against this stand-in) sends its history, logs and heartbeats. The answer carries the run's
   stop flag (``{"stopped": true}`` once :meth:`WandbStandin.stop_run` was called): that is how
   wandb-core 0.31 learns that a run was stopped in the W&B UI, and the SDK then calls the run's
-  ``stop_fn``. Of what a request sends, the names of its files are kept (as its ``variables``).
+  ``stop_fn``. Of what a request sends, the names of its files are kept (as its ``variables``);
+- artifacts, as an online run logs one (``run.log_artifact(...).wait()``): ``query
+  ArtifactType`` (does the collection exist?), ``mutation CreateArtifact`` (a new version,
+  ``v0``, ``v1``, ... per collection, with its metadata and aliases), ``mutation
+  CreateArtifactManifest`` and ``mutation CreateArtifactFiles`` (upload URLs on this stand-in:
+  ``PUT /artifacts/<id>/files/<name>``, kept in memory), ``mutation CommitArtifact`` (the
+  version becomes visible and takes ``latest`` and its aliases from older versions), then
+  ``query ArtifactByID``; and as a run reads one (``run.use_artifact("name:latest")`` then
+  ``.download()``): ``query ArtifactMembershipByName`` (none: not found), ``mutation
+  UseArtifact`` (the run's ``used_artifacts()`` gain it), ``query FetchArtifactManifest`` and
+  ``query GetArtifactMembershipFileUrls`` (``GET`` URLs of the manifest and files). The file
+  URLs need no API key, like W&B's signed storage URLs. Multipart uploads, deduplication by
+  digest and references are not known.
 
 Any other operation gets a GraphQL error naming it, and is recorded, so a test fails loudly if
 the SDK starts sending something this stand-in does not know. Requests without the expected
@@ -37,11 +50,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import quote, unquote
 
 __all__ = ["RecordedRequest", "WandbStandin"]
 
 _OPERATION_RE = re.compile(r"\b(query|mutation)\s+(\w+)")
 _FILE_STREAM_RE = re.compile(r"^/files/([^/]+)/([^/]+)/([^/]+)/file_stream$")
+_ARTIFACT_FILE_RE = re.compile(r"^/artifacts/([^/]+)/files/(.+)$")
+_MANIFEST = "wandb_manifest.json"  # not a name an artifact's own file can have here
 LAUNCH_PROJECT = "model-registry"  # where W&B keeps Launch queues (LAUNCH_DEFAULT_PROJECT)
 
 
@@ -87,6 +103,24 @@ class _Run:
 
 
 @dataclass
+class _ArtifactVersion:
+    """One version of an artifact collection, as logged by an online run."""
+
+    artifact_id: str
+    entity: str
+    project: str
+    name: str
+    version: int
+    artifact_type: str
+    metadata: str
+    digest: str
+    aliases: list[str]
+    state: str = "PENDING"
+    files: dict[str, bytes] = field(default_factory=dict)
+    """What was uploaded, by name; the manifest under :data:`_MANIFEST`."""
+
+
+@dataclass
 class _Queue:
     queue_id: str
     entity: str
@@ -124,6 +158,9 @@ class WandbStandin:
         self._stopped: set[tuple[str, str, str]] = set()
         self._queues: dict[tuple[str, str], _Queue] = {}
         self._configs: dict[tuple[str, str], _Queue] = {}
+        #: Logged artifact versions by id, and each collection's versions (v0 first).
+        self._versions: dict[str, _ArtifactVersion] = {}
+        self._collections: dict[tuple[str, str, str], list[_ArtifactVersion]] = {}
         self._lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -234,14 +271,20 @@ class WandbStandin:
                 self.end_headers()
                 self.wfile.write(out)
 
-            def do_GET(self) -> None:
-                with standin._lock:
-                    standin.requests.append(
-                        RecordedRequest(self.path, dict(self.headers), None, "", {}, 404)
-                    )
-                self.send_response(404)
+            def do_PUT(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                status = standin._upload(self.path, dict(self.headers), body)
+                self.send_response(status)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
+
+            def do_GET(self) -> None:
+                status, body = standin._download(self.path, dict(self.headers))
+                self.send_response(status)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
 
             def log_message(self, format: str, *args: Any) -> None:
                 # Quiet: request lines would clutter test output (and carry no secrets anyway).
@@ -306,6 +349,31 @@ class WandbStandin:
             }
         return 200, {"data": handler(record.variables)}
 
+    def _upload(self, path: str, headers: dict[str, str], body: bytes) -> int:
+        """A PUT of an artifact's file to the URL the stand-in gave for it."""
+        record = RecordedRequest(path, headers, None, "", {}, 404)
+        with self._lock:
+            self.requests.append(record)
+            match = _ARTIFACT_FILE_RE.match(path)
+            version = match and self._versions.get(unquote(match[1]))
+            if version and version.state == "PENDING":
+                version.files[unquote(match[2])] = body
+                record.status = 200
+        return record.status
+
+    def _download(self, path: str, headers: dict[str, str]) -> tuple[int, bytes]:
+        """A GET of an artifact's file (or manifest) from the URL the stand-in gave for it."""
+        record = RecordedRequest(path, headers, None, "", {}, 404)
+        with self._lock:
+            self.requests.append(record)
+            match = _ARTIFACT_FILE_RE.match(path.partition("?")[0])
+            version = match and self._versions.get(unquote(match[1]))
+            body = version.files.get(unquote(match[2])) if version and match else None
+            if body is None:
+                return 404, b""
+            record.status = 200
+        return 200, body
+
     def _file_stream(self, record: RecordedRequest, run: tuple[str, str, str]) -> tuple[int, Any]:
         if record.basic_auth_password != self.api_key:
             record.status = 401
@@ -326,14 +394,35 @@ class WandbStandin:
         }
 
     def _op_RunResumeStatus(self, variables: dict[str, Any]) -> dict[str, Any]:
-        # wandb.init(resume="allow") asks first; every run it starts here is a new one.
+        # wandb.init(resume=...) asks first: a run made known (add_run) is resumed, with no
+        # history (its summary and config kept); any other starts as a new one.
         entity = variables.get("entity") or self.viewer_entity
+        with self._lock:
+            run = self._runs.get((entity, variables.get("project"), variables.get("name")))  # type: ignore[arg-type]
+        bucket = None
+        if run is not None:
+            bucket = {
+                "id": run.storage_id,
+                "name": run.run_id,
+                "summaryMetrics": json.dumps(run.summary),
+                "displayName": run.name or run.run_id,
+                "logLineCount": 0,
+                "historyLineCount": 0,
+                "eventsLineCount": 0,
+                "historyTail": "[]",
+                "eventsTail": "[]",
+                "config": json.dumps({k: {"value": v} for k, v in run.config.items()}),
+                "tags": list(run.tags),
+                "notes": run.notes,
+                # wandb-core takes a run without the "t" key for one created but never started.
+                "wandbConfig": json.dumps({"t": {}}),
+            }
         return {
             "model": {
                 "id": "UHJvamVjdDo3",
                 "name": variables.get("project"),
                 "entity": {"id": "RW50aXR5OjE=", "name": entity},
-                "bucket": None,
+                "bucket": bucket,
             }
         }
 
@@ -424,6 +513,179 @@ class WandbStandin:
         page = {"__typename": "PageInfo", "endCursor": None, "hasNextPage": False}
         connection = {"totalCount": len(edges), "pageInfo": page, "edges": edges}
         return {"project": {"run": {"artifacts": connection}}}
+
+    # -- artifacts ---------------------------------------------------------------------------
+
+    def logged_versions(self, entity: str, project: str, name: str) -> list[_ArtifactVersion]:
+        """The versions of an artifact collection logged so far (v0 first)."""
+        with self._lock:
+            return list(self._collections.get((entity, project, name), []))
+
+    def _find_version(self, entity: Any, project: Any, name: str) -> _ArtifactVersion | None:
+        """``name:alias`` or ``name:v<N>`` in a project, as the server resolves it."""
+        collection, _, tag = name.partition(":")
+        versions = self._collections.get((entity, project, collection), [])
+        tag = tag or "latest"
+        for version in reversed(versions):
+            if version.state == "COMMITTED" and (
+                tag in version.aliases or tag == f"v{version.version}"
+            ):
+                return version
+        return None
+
+    def _op_ArtifactType(self, variables: dict[str, Any]) -> dict[str, Any]:
+        # log_artifact asks first whether the collection exists with another type.
+        with self._lock:
+            found = self._find_version(
+                variables.get("entity"), variables.get("project"), variables["name"]
+            )
+        artifact = None if found is None else {"artifactType": {"name": found.artifact_type}}
+        return {"project": {"artifact": artifact}}
+
+    def _op_CreateArtifact(self, variables: dict[str, Any]) -> dict[str, Any]:
+        given = variables["input"]
+        key = (given["entityName"], given["projectName"], given["artifactCollectionName"])
+        with self._lock:
+            versions = self._collections.setdefault(key, [])
+            latest = versions[-1].artifact_id if versions else None
+            version = _ArtifactVersion(
+                artifact_id=base64.b64encode(
+                    f"Artifact:{len(self._versions) + 1}".encode()
+                ).decode(),
+                entity=key[0],
+                project=key[1],
+                name=key[2],
+                version=len(versions),
+                artifact_type=given["artifactTypeName"],
+                metadata=given.get("metadata") or "{}",
+                digest=given["digest"],
+                aliases=[a["alias"] for a in given.get("aliases") or []],
+            )
+            versions.append(version)
+            self._versions[version.artifact_id] = version
+        sequence = {"latestArtifact": None if latest is None else {"id": latest}}
+        artifact = {"id": version.artifact_id, "state": "PENDING", "artifactSequence": sequence}
+        return {"createArtifact": {"artifact": artifact}}
+
+    def _file_url(self, version: _ArtifactVersion, name: str) -> str:
+        """Where an artifact's file is uploaded (PUT) and downloaded (GET): this stand-in."""
+        return f"{self.url}/artifacts/{quote(version.artifact_id, safe='')}/files/{quote(name)}"
+
+    def _op_CreateArtifactManifest(self, variables: dict[str, Any]) -> dict[str, Any]:
+        version = self._versions[variables["artifactID"]]
+        upload = {"id": f"manifest-{version.artifact_id}", "uploadHeaders": []}
+        upload["uploadUrl"] = self._file_url(version, _MANIFEST)
+        manifest = {"id": f"manifest-{version.artifact_id}", "file": upload}
+        return {"createArtifactManifest": {"artifactManifest": manifest}}
+
+    def _op_CreateArtifactFiles(self, variables: dict[str, Any]) -> dict[str, Any]:
+        edges = []
+        for given in variables["input"]["artifactFiles"]:
+            version = self._versions[given["artifactID"]]
+            node = {
+                "storagePath": f"{version.artifact_id}/{given['name']}",
+                "uploadUrl": self._file_url(version, given["name"]),
+                "uploadHeaders": [],
+                "uploadMultipartUrls": None,
+                "artifact": {"id": version.artifact_id},
+            }
+            edges.append({"node": node})
+        return {"createArtifactFiles": {"files": {"edges": edges}}}
+
+    def _op_CommitArtifact(self, variables: dict[str, Any]) -> dict[str, Any]:
+        # Committed, a version is what name:alias finds; an alias names one version only, and
+        # the server gives the newest "latest" whatever the client asked for.
+        with self._lock:
+            version = self._versions[variables["artifactID"]]
+            version.state = "COMMITTED"
+            version.aliases = sorted({*version.aliases, "latest"})
+            for other in self._collections[(version.entity, version.project, version.name)]:
+                if other is not version:
+                    other.aliases = [a for a in other.aliases if a not in version.aliases]
+        return {
+            "commitArtifact": {"artifact": {"id": version.artifact_id, "digest": version.digest}}
+        }
+
+    def _logged_node(self, version: _ArtifactVersion) -> dict[str, Any]:
+        """The ``ArtifactFragment`` of a logged version: its own id, metadata, files, aliases."""
+        files = [body for name, body in version.files.items() if name != _MANIFEST]
+        node = _artifact_node(
+            0, version.entity, version.project, version.name, version.version, version.artifact_type
+        )
+        collection = {k: node["artifactSequence"][k] for k in ("__typename", "name", "project")}
+        aliases = [
+            {
+                "__typename": "ArtifactAlias",
+                "id": f"{version.artifact_id}:{alias}",
+                "alias": alias,
+                "artifactCollection": collection,
+            }
+            for alias in version.aliases
+        ]
+        node.update(
+            id=version.artifact_id,
+            metadata=version.metadata,
+            state=version.state,
+            size=sum(map(len, files)),
+            digest=version.digest,
+            fileCount=len(files),
+            aliases=aliases,
+        )
+        return node
+
+    def _op_ArtifactByID(self, variables: dict[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            version = self._versions.get(variables["id"])
+            return {"artifact": None if version is None else self._logged_node(version)}
+
+    def _op_ArtifactMembershipByName(self, variables: dict[str, Any]) -> dict[str, Any]:
+        # Api.artifact("entity/project/name:alias"), which run.use_artifact(name) asks.
+        with self._lock:
+            version = self._find_version(
+                variables["entity"], variables["project"], variables["name"]
+            )
+            if version is None:
+                return {"project": {"artifactCollectionMembership": None}}
+            node = self._logged_node(version)
+        membership = {
+            "__typename": "ArtifactCollectionMembership",
+            "id": f"membership-{version.artifact_id}",
+            "versionIndex": version.version,
+            "createdAt": node["createdAt"],
+            "aliases": [{k: a[k] for k in ("__typename", "id", "alias")} for a in node["aliases"]],
+            "artifactCollection": node["artifactSequence"],
+            "artifact": node,
+        }
+        return {"project": {"artifactCollectionMembership": membership}}
+
+    def _op_UseArtifact(self, variables: dict[str, Any]) -> dict[str, Any]:
+        # run.use_artifact: the run's input artifacts (Run.used_artifacts()) gain the version.
+        with self._lock:
+            v = self._versions[variables["artifactID"]]
+            used = (v.entity, v.project, v.name, v.version, v.artifact_type)
+            self._artifacts.setdefault((variables["runName"], "used"), []).append(used)
+        return {"useArtifact": {"artifact": {"id": v.artifact_id}}}
+
+    def _op_FetchArtifactManifest(self, variables: dict[str, Any]) -> dict[str, Any]:
+        version = self._versions[variables["id"]]
+        manifest = {"file": {"directUrl": self._file_url(version, _MANIFEST)}}
+        return {"artifact": {"currentManifest": manifest}}
+
+    def _op_GetArtifactMembershipFileUrls(self, variables: dict[str, Any]) -> dict[str, Any]:
+        # Artifact.download: where each file of the version is (one page holds them all).
+        name = f"{variables['collection']}:{variables['alias']}"
+        with self._lock:
+            version = self._find_version(variables["entity"], variables["project"], name)
+            names = [] if version is None else [n for n in version.files if n != _MANIFEST]
+        edges = [
+            {"node": {"__typename": "File", "name": n, "directUrl": self._file_url(version, n)}}
+            for n in names
+            if version is not None  # (for the type checker: no names without a version)
+        ]
+        page = {"__typename": "PageInfo", "endCursor": None, "hasNextPage": False}
+        files = {"pageInfo": page, "edges": edges}
+        collection = {"__typename": "ArtifactSequence", "artifactMembership": {"files": files}}
+        return {"project": {"artifactCollection": collection}}
 
     def _op_GetRunQueueMetadata(self, variables: dict[str, Any]) -> dict[str, Any]:
         if variables.get("projectName") != LAUNCH_PROJECT:

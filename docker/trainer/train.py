@@ -14,6 +14,9 @@ provider's operator and Volcano's ``pytorch`` plugin put into every container:
 * ``AVW_CHECKPOINT_DIR``, ``AVW_CHECKPOINT_EVERY`` and ``AVW_RESUME_FROM`` are the checkpoint
   contract (docs/trainer.md, "Checkpoints"): rank 0 saves ``step-<N>.pt`` atomically every N
   steps and when told to stop (SIGTERM), and every rank resumes from the checkpoint named.
+  With ``AVW_CHECKPOINT_ARTIFACT`` (pods without a shared volume) rank 0 also logs each save
+  to that W&B artifact, resumes from it when it is newer, and sends the file to the other
+  ranks (``checkpoint_artifact.py``).
 
 The data is random but labelled by a fixed random linear "teacher", so the task is learnable
 and ``eval/accuracy`` on a held-out set (same teacher, different inputs) means something:
@@ -37,6 +40,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -96,6 +100,10 @@ RESUME_FROM_ENV = "AVW_RESUME_FROM"
 RESUME_LATEST = "latest"
 #: A complete checkpoint's name; a save in progress has another (``.step-....tmp``).
 CHECKPOINT_NAME = re.compile(r"step-([0-9]+)\.pt\Z")
+#: A W&B artifact (of the run's entity and project) that keeps every checkpoint rank 0 saves,
+#: for pods without a shared volume: the operator's ``checkpoint-<run id>``
+#: (``checkpoint_artifact.py``).
+CHECKPOINT_ARTIFACT_ENV = "AVW_CHECKPOINT_ARTIFACT"
 
 # Only these env names are ever echoed to the log; WANDB_API_KEY is deliberately absent.
 _PRINTABLE_ENV = (
@@ -168,6 +176,8 @@ class CheckpointPlan:
     keep: int = DEFAULT_CHECKPOINT_KEEP
     """How many complete checkpoints a save leaves (the newest ones): a volume of a long
     training would otherwise fill with one checkpoint per epoch."""
+    artifact: str | None = None
+    """The W&B artifact every save is logged to, and ``latest`` also looks in."""
 
 
 @dataclass
@@ -457,8 +467,9 @@ def say(info: DistInfo, message: str) -> None:
     print(f"[rank {info.rank}/{info.world_size}] {message}", flush=True)
 
 
-def checkpoint_plan(environ: Mapping[str, str]) -> CheckpointPlan:
-    """Read the checkpoint contract's env; a value that cannot work exits naming it."""
+def checkpoint_plan(environ: Mapping[str, str], rank: int = 0) -> CheckpointPlan:
+    """Read the checkpoint contract's env; a value that cannot work exits naming it. Rank 0
+    logs the checkpoints to an artifact, so it needs an online run (the others need none)."""
     directory = environ.get(CHECKPOINT_DIR_ENV) or None
     raw_every = (environ.get(CHECKPOINT_EVERY_ENV) or "").strip()
     if raw_every and not (raw_every.isdigit() and int(raw_every) > 0):
@@ -469,11 +480,24 @@ def checkpoint_plan(environ: Mapping[str, str]) -> CheckpointPlan:
     resume_from = (environ.get(RESUME_FROM_ENV) or "").strip() or None
     if resume_from == RESUME_LATEST and directory is None:
         raise SystemExit(f"{RESUME_FROM_ENV}={RESUME_LATEST} needs {CHECKPOINT_DIR_ENV}")
+    artifact = (environ.get(CHECKPOINT_ARTIFACT_ENV) or "").strip() or None
+    if artifact and directory is None:
+        raise SystemExit(
+            f"{CHECKPOINT_ARTIFACT_ENV}={artifact} needs {CHECKPOINT_DIR_ENV}: a checkpoint is "
+            "saved there before it is logged to W&B"
+        )
+    mode = (environ.get("WANDB_MODE") or "").strip().lower()
+    if artifact and rank == 0 and mode in _LOCAL_WANDB_MODES:
+        raise SystemExit(
+            f"{CHECKPOINT_ARTIFACT_ENV}={artifact} needs an online W&B run on rank 0, and "
+            f"WANDB_MODE={mode} sends nothing to W&B: no checkpoint would be kept there"
+        )
     return CheckpointPlan(
         directory=Path(directory) if directory else None,
         every=int(raw_every) if raw_every else None,
         resume_from=resume_from,
         keep=int(raw_keep) if raw_keep else DEFAULT_CHECKPOINT_KEEP,
+        artifact=artifact,
     )
 
 
@@ -563,51 +587,136 @@ def save_checkpoint(directory: Path, step: int, state: Mapping[str, Any]) -> Pat
     same directory, flushed to disk, then renamed (a checkpoint is complete or absent)."""
     directory.mkdir(parents=True, exist_ok=True)
     final = checkpoint_path(directory, step)
-    temporary = directory / f".{final.name}.{os.getpid()}.tmp"
+    temporary = _temporary(final)
     packed = pack_checkpoint(state)  # before the file: a state that cannot be saved leaves none
     try:
         with temporary.open("wb") as out:
             torch.save(packed, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, final)
+        _move_into_place(temporary, final)
     finally:
         temporary.unlink(missing_ok=True)
-    # The rename itself reaches the disk only with the directory's entry.
-    handle = os.open(directory, os.O_RDONLY)
+    return final
+
+
+def _temporary(final: Path) -> Path:
+    """A name beside ``final`` that is no checkpoint's, for this process's write of it."""
+    return final.with_name(f".{final.name}.{os.getpid()}.tmp")
+
+
+def _move_into_place(temporary: Path, final: Path) -> None:
+    """Flush ``temporary`` to disk and rename it onto ``final`` (same directory): complete or
+    absent, whenever the process dies."""
+    _fsync(temporary)
+    os.replace(temporary, final)
+    _fsync(final.parent)  # the rename reaches the disk only with the directory's entry
+
+
+def _fsync(path: Path) -> None:
+    handle = os.open(path, os.O_RDONLY)
     try:
         os.fsync(handle)
     finally:
         os.close(handle)
-    return final
 
 
-def resume_checkpoint(plan: CheckpointPlan, info: DistInfo) -> Path | None:
-    """The checkpoint to resume from, the same on every rank: rank 0 resolves ``latest`` and
-    tells the others its step, so ranks never start from different steps."""
+def _download_into_place(version: Any, final: Path) -> None:
+    """Download an artifact version's checkpoint onto ``final`` atomically: into a directory
+    beside it whose name is no checkpoint's, then moved into place."""
+    import checkpoint_artifact
+
+    staging = final.with_name(f".{final.name}.{os.getpid()}.download")
+    try:
+        _move_into_place(checkpoint_artifact.download(version, staging), final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def latest_on_rank_0(plan: CheckpointPlan, run: Any) -> tuple[int, str]:
+    """Rank 0's ``latest``: the step of the newest complete local checkpoint (a volume, or a
+    restarted container's own directory) or, when the artifact's latest version is as new or
+    newer, that version's (downloaded if newer; W&B records that the run used it). Returns
+    ``(step, name for the log)``, ``(-1, "")`` for no checkpoint at all."""
+    assert plan.directory is not None  # checkpoint_plan refuses latest without a directory
+    local = latest_checkpoint(plan.directory)
+    step = int(CHECKPOINT_NAME.match(local.name)[1]) if local is not None else -1
+    source = str(local) if local is not None else ""
+    if not plan.artifact:
+        return step, source
+    # Beside this file in the image; only rank 0 of a run with the artifact needs it.
+    import checkpoint_artifact
+
+    version = checkpoint_artifact.newest_version(run, plan.artifact)
+    if version is not None and int(version.metadata["step"]) >= step:
+        run.use_artifact(version)
+        if int(version.metadata["step"]) > step:
+            step = int(version.metadata["step"])
+            _download_into_place(version, checkpoint_path(plan.directory, step))
+        source = checkpoint_artifact.version_name(version)
+    return step, source
+
+
+def broadcast_bytes(data: bytes, info: DistInfo) -> bytes:
+    """Rank 0's ``data`` on every rank (the others pass ``b""``), through a byte tensor that
+    shares a bytearray's memory: torch's object broadcast needs numpy, which the image lacks."""
+    size = torch.tensor([len(data)], dtype=torch.int64, device=info.device)
+    dist.broadcast(size, src=0)
+    received = bytearray(data) if info.rank == 0 else bytearray(int(size.item()))
+    if received:
+        host = torch.frombuffer(received, dtype=torch.uint8)
+        sent = host.to(info.device)  # the same tensor on CPU
+        dist.broadcast(sent, src=0)
+        host.copy_(sent)
+    return bytes(received)
+
+
+def share_checkpoint(path: Path, info: DistInfo) -> None:
+    """Send rank 0's checkpoint to the ranks that do not have it (pods without a shared
+    volume), each writing it atomically into its own directory; nothing when all have it."""
+    lacking = torch.tensor([0.0 if path.is_file() else 1.0], device=info.device)
+    if sum_over_ranks(lacking, info).item() == 0:
+        return
+    content = broadcast_bytes(path.read_bytes() if info.rank == 0 else b"", info)
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = _temporary(path)
+        try:
+            temporary.write_bytes(content)
+            _move_into_place(temporary, path)
+        finally:
+            temporary.unlink(missing_ok=True)
+
+
+def resume_checkpoint(
+    plan: CheckpointPlan, info: DistInfo, run: Any = None
+) -> tuple[Path, str] | None:
+    """The checkpoint to resume from and its name for the log, the same on every rank: rank 0
+    resolves ``latest`` and tells the others its step, so ranks never start from different
+    steps; with an artifact it also sends the file to ranks without it."""
     if plan.resume_from is None:
         return None
     if plan.resume_from != RESUME_LATEST:
         path = Path(plan.resume_from)
         if not path.is_file():
             raise SystemExit(f"{RESUME_FROM_ENV}: no checkpoint at {path}")
-        return path
+        return path, str(path)
     assert plan.directory is not None  # checkpoint_plan refuses latest without a directory
-    latest = latest_checkpoint(plan.directory)
-    step = int(CHECKPOINT_NAME.match(latest.name)[1]) if latest is not None else -1
+    step, source = latest_on_rank_0(plan, run) if info.rank == 0 else (-1, "")
     if info.distributed:
         agreed = torch.tensor([step], dtype=torch.int64, device=info.device)
         dist.broadcast(agreed, src=0)
         step = int(agreed.item())
+        source = broadcast_bytes(source.encode(), info).decode()
     if step < 0:
         return None
     path = checkpoint_path(plan.directory, step)
+    if plan.artifact and info.distributed:
+        share_checkpoint(path, info)
     if not path.is_file():
         raise SystemExit(
             f"rank 0 resumes from {path}, which rank {info.rank} cannot read: every rank must "
             f"see the same {CHECKPOINT_DIR_ENV} (a shared volume)"
         )
-    return path
+    return path, source
 
 
 def load_checkpoint(
@@ -661,16 +770,17 @@ def train(
     trained = build_model(params, info)  # what a checkpoint holds: not the DDP wrapper
     optimizer = torch.optim.SGD(trained.parameters(), lr=params.lr, momentum=0.9)
     progress = Progress()
-    resume_from = resume_checkpoint(checkpoints, info)
+    resume_from = resume_checkpoint(checkpoints, info, run)
     if resume_from is not None:
-        progress = load_checkpoint(resume_from, params, trained, optimizer)
+        progress = load_checkpoint(resume_from[0], params, trained, optimizer)
         say(
             info,
-            f"resumed from step {progress.step} (checkpoint {resume_from}) "
+            f"resumed from step {progress.step} (checkpoint {resume_from[1]}) "
             f"after {progress.trained_seconds:.1f} s of training",
         )
     elif checkpoints.resume_from == RESUME_LATEST:
-        say(info, f"no checkpoint in {checkpoints.directory} yet: starting from step 0")
+        artifact = f" or W&B artifact {checkpoints.artifact}" if checkpoints.artifact else ""
+        say(info, f"no checkpoint in {checkpoints.directory}{artifact} yet: starting from step 0")
     trained_before = progress.trained_seconds  # by the tries before this one
     model = trained
     if info.distributed:
@@ -691,9 +801,17 @@ def train(
                 "hyper_params": asdict(params),
             }
             path = save_checkpoint(checkpoints.directory, progress.step, state)
+            logged = ""
+            if checkpoints.artifact:
+                import checkpoint_artifact  # beside this file in the image
+
+                name = checkpoint_artifact.log_checkpoint(
+                    run, checkpoints.artifact, path, progress.step, progress.trained_seconds
+                )
+                logged = f" (W&B artifact {name})"
             pruned = prune_checkpoints(checkpoints.directory, checkpoints.keep)
             gone = f" (deleted {len(pruned)} older: keeping {checkpoints.keep})" if pruned else ""
-            say(info, f"saved checkpoint {path}{gone}")
+            say(info, f"saved checkpoint {path}{logged}{gone}")
 
     def end_epoch(epoch: int) -> tuple[float, float]:
         progress.epoch_losses.append(progress.loss_sum / steps_per_epoch)
@@ -813,7 +931,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     params = hyper_params(args)
     info = dist_info(environ, args.backend)
     plan = wandb_plan(environ, info.rank)
-    checkpoints = checkpoint_plan(environ)
+    checkpoints = checkpoint_plan(environ, info.rank)
 
     if info.device.type == "cuda":
         # Before init_process_group, so nccl binds each rank to its own GPU, not all to GPU 0.

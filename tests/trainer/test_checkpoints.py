@@ -210,6 +210,10 @@ def test_pruning_keeps_the_newest_complete_checkpoints_and_leaves_saves_in_progr
         ({"AVW_CHECKPOINT_KEEP": "0"}, "AVW_CHECKPOINT_KEEP='0' is not a positive number"),
         ({"AVW_CHECKPOINT_EVERY": "ten"}, "AVW_CHECKPOINT_EVERY='ten' is not a positive number"),
         ({"AVW_RESUME_FROM": "latest"}, "AVW_RESUME_FROM=latest needs AVW_CHECKPOINT_DIR"),
+        (
+            {"AVW_CHECKPOINT_ARTIFACT": "checkpoint-r1", "WANDB_MODE": "online"},
+            "AVW_CHECKPOINT_ARTIFACT=checkpoint-r1 needs AVW_CHECKPOINT_DIR",
+        ),
     ],
 )
 def test_checkpoint_env_that_cannot_work_is_refused(

@@ -3,7 +3,7 @@
 The trainer image follows ``docker/trainer``'s recipe: the pip packages of
 ``docker/trainer/requirements.txt`` (every line but ``torch``) over a Debian bookworm root file
 system, whose Python is the same 3.11 as the Dockerfile's ``python:3.11-slim``, and the same
-``launch.py`` (beside ``train.py``) as the entry point, run as uid 1000 with
+files (``TRAINER_FILES``) with ``launch.py`` as the entry point, run as uid 1000 with
 ``WANDB_DIR=/tmp``. One difference, forced by the machines this runs on: PyTorch's CPU wheel
 index is not reachable from them (only PyPI and Debian are), and PyPI's Linux wheels bring
 several GB of CUDA libraries, so torch is Debian's own ``python3-torch`` (CPU, 1.13) instead of
@@ -30,6 +30,8 @@ from airflow_volcano_wandb.testing.cluster import build
 
 TRAINER_RECIPE = Path("docker", "trainer")
 TRAINER_IMAGE = "avw-trainer:rootless"
+#: The trainer's own files, copied into /app as the Dockerfile's ``COPY`` does.
+TRAINER_FILES = ("launch.py", "train.py", "checkpoint_artifact.py")
 PAUSE_IMAGE = "avw-pause:1"
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"
@@ -238,12 +240,12 @@ def write_docker_archive(
 def trainer_image() -> Path:
     """The trainer image's docker-archive tar, built unless cached; returns its path."""
     base_key = _base_key()
-    launch_py, train_py = ((trainer_dir() / n).read_bytes() for n in ("launch.py", "train.py"))
-    out = images_dir() / f"trainer-{_digest(base_key.encode(), launch_py, train_py)}.tar"
+    sources = {name: (trainer_dir() / name).read_bytes() for name in TRAINER_FILES}
+    out = images_dir() / f"trainer-{_digest(base_key.encode(), *sources.values())}.tar"
     if out.exists():
         return out
     base = _base_layer(base_key)
-    app = _file_layer({"app/launch.py": (launch_py, 0o644), "app/train.py": (train_py, 0o644)})
+    app = _file_layer({f"app/{name}": (data, 0o644) for name, data in sources.items()})
     config = {
         # The Dockerfile's ENV, WORKDIR, USER and ENTRYPOINT.
         "Env": [
