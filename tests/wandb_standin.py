@@ -131,7 +131,9 @@ class _Queue:
 
 
 class WandbStandin:
-    """A threaded HTTP server on 127.0.0.1 answering a few W&B GraphQL operations."""
+    """A threaded HTTP server answering a few W&B GraphQL operations, on 127.0.0.1 unless
+    ``host`` names another of this machine's addresses (the real node's pods reach the
+    machine at its bridge's gateway)."""
 
     def __init__(
         self,
@@ -140,6 +142,7 @@ class WandbStandin:
         viewer_entity: str = "standin-user",
         any_run_summary: dict[str, Any] | Callable[[str], dict[str, Any]] | None = None,
         any_run_artifacts: dict[str, list[tuple[str, int, str]]] | None = None,
+        host: str = "127.0.0.1",
     ) -> None:
         """``any_run_summary``: answer for every run asked about, as if each had finished with
         these summary metrics (for runs whose id a test cannot know in advance; a function of
@@ -149,6 +152,7 @@ class WandbStandin:
         self.any_run_artifacts = any_run_artifacts or {}
         self._artifacts: dict[tuple[str, str], list[tuple[str, str, str, int, str]]] = {}
         self.api_key = api_key
+        self.host = host
         self.viewer_entity = viewer_entity
         self.any_run_summary = any_run_summary
         self.requests: list[RecordedRequest] = []
@@ -251,10 +255,10 @@ class WandbStandin:
     def url(self) -> str:
         """The base URL to give ``wandb`` (as ``base_url`` / connection host)."""
         assert self._server is not None, "stand-in not started"
-        return f"http://127.0.0.1:{self._server.server_port}"
+        return f"http://{self.host}:{self._server.server_port}"
 
     def start(self) -> WandbStandin:
-        """Start serving on a free port of 127.0.0.1."""
+        """Start serving on a free port of ``host``."""
         standin = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -290,7 +294,7 @@ class WandbStandin:
                 # Quiet: request lines would clutter test output (and carry no secrets anyway).
                 return
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.host, 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="wandb-standin", daemon=True

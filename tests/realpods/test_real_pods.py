@@ -18,7 +18,7 @@ from kubernetes import client as k8s
 from airflow_volcano_wandb.exceptions import TrainerExitError, TrainingStalledError
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
-from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
+from airflow_volcano_wandb.testing.cluster import image, node, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
 from tests.reliability.support import (
@@ -407,3 +407,88 @@ def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods
     pods = _pods(api, volcano_namespace, "fixed-real")
     assert {p.metadata.owner_references[0].uid for p in pods} == {retry["uid"]}
     assert all(p.status.phase == "Succeeded" for p in pods), [p.status.phase for p in pods]
+
+
+def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_shared_volume(
+    airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace, real_node, monkeypatch
+):
+    """#23's checkpoints without a shared volume, end to end on real pods: every rank's
+    ``/checkpoints`` is its pod's own ``emptyDir``, and rank 0 (online, against the W&B
+    stand-in served on the pods' gateway) keeps each checkpoint as a version of the run's
+    artifact. Try 1 is killed mid-way (its job deleted): rank 0 saves the step reached and
+    commits it. Try 2's pods start empty: rank 0 downloads the artifact's latest and sends it
+    to the worker, both resume there, and the run's history is one continuous line."""
+    from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
+    from tests.wandb_standin import WandbStandin
+
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
+    store = MemoryStore()
+    template = _placed_seed()
+    for task in template["spec"]["tasks"]:
+        task["replicas"] = 1
+    standin = WandbStandin(api_key=API_KEY, host=node.GATEWAY).start()
+    conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
+    monkeypatch.setenv("AIRFLOW_CONN_WANDB_ARTIFACT_STANDIN", json.dumps(conn))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+
+    def one_try(try_number: int, **kwargs: Any) -> Any:
+        op = operator(
+            namespace=volcano_namespace,
+            template=template,
+            image_uri=image.TRAINER_IMAGE,
+            allowed_images=[image.TRAINER_IMAGE],
+            env={"TRAIN_EPOCHS": "6", "TRAIN_TRAIN_SAMPLES": "65536"},
+            checkpoint_artifact=True,
+            checkpoint_grace=60,
+            deferrable=False,
+            wandb_mode="online",
+            wandb_conn_id="wandb_artifact_standin",
+            wandb_entity=ENTITY,
+            wandb_project=PROJECT,
+            **kwargs,
+        )
+        ti = StubTaskInstance("avw_real_artifact", "train", "killed", try_number=try_number)
+        return op.execute({**context_for(ti), "task_state_store": store})
+
+    try:
+        first = one_try(1, wait_for_completion=False)
+        run_id = first["wandb_run_id"]
+
+        def committed() -> list[int]:
+            versions = standin.logged_versions(ENTITY, PROJECT, f"checkpoint-{run_id}")
+            return [json.loads(v.metadata)["step"] for v in versions if v.state == "COMMITTED"]
+
+        wait_until(committed, 300, what="a first committed checkpoint version")
+        api = volcano_cluster.api_client()
+        custom(api).delete_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", first["name"]
+        )
+
+        def gone() -> bool:
+            return not list_jobs(api, volcano_namespace) and not _pods(
+                api, volcano_namespace, first["name"]
+            )
+
+        wait_until(gone, 120, what="the killed job and its pods gone")
+        saved = committed()[-1]  # the SIGTERM's save, committed within the grace period
+        # W&B has the run try 1 started (the stand-in creates none by itself): try 2 asks
+        # and is told WANDB_RESUME=must.
+        standin.add_run(ENTITY, PROJECT, run_id, summary={})
+
+        second = one_try(2, execution_timeout=timedelta(seconds=600))
+        assert second["phase"] == "Completed", second
+        assert second["wandb_run_id"] == run_id and second["resumed_from_intent"] == 1, second
+        assert second["resumed_from_step"] == saved, second
+        version = committed().index(saved)  # the version of the step try 1 stopped at
+        assert second["resumed_from_checkpoint"] == (
+            f"{ENTITY}/{PROJECT}/checkpoint-{run_id}:v{version}"
+        ), second
+        assert committed()[-1] > saved  # try 2 kept saving to the same artifact
+    finally:
+        standin.stop()
+
+    killed_file, resumed_file = sorted(real_node.glob(f"wandb/run-*-{run_id}/run-{run_id}.wandb"))
+    killed = [r["train/step"] for r in wandb_offline.history(killed_file) if "train/loss" in r]
+    resumed = [r["train/step"] for r in wandb_offline.history(resumed_file) if "train/loss" in r]
+    assert killed[-1] == saved and resumed[0] == saved + 1, (killed[-3:], resumed[:3])
+    assert killed + resumed == list(range(1, resumed[-1] + 1))
