@@ -72,6 +72,29 @@ def _pods(api: k8s.ApiClient, namespace: str, job: str) -> list[k8s.V1Pod]:
     return k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
 
 
+def _kill(api: k8s.ApiClient, namespace: str, name: str) -> None:
+    """Delete the job as the trigger's kill does, and wait until its pods are gone too: the
+    job object goes first, and its ranks save on SIGTERM while their pods terminate."""
+    custom(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name
+    )
+
+    def gone() -> bool:
+        return not list_jobs(api, namespace) and not _pods(api, namespace, name)
+
+    wait_until(gone, 120, what="the killed job and its pods gone")
+
+
+def _one_continuous_history(killed_file: Path, resumed_file: Path, saved: int) -> list[int]:
+    """The steps the resumed run logged, once checked to continue the killed one's: the
+    SIGTERM's save is the last step the killed try logged, so nothing is trained twice."""
+    killed = [r["train/step"] for r in wandb_offline.history(killed_file) if "train/loss" in r]
+    resumed = [r["train/step"] for r in wandb_offline.history(resumed_file) if "train/loss" in r]
+    assert killed[-1] == saved and resumed[0] == saved + 1, (killed[-3:], resumed[:3])
+    assert killed + resumed == list(range(1, resumed[-1] + 1))
+    return resumed
+
+
 def test_the_manual_dag_trains_ddp_over_gloo_on_three_real_pods(
     airflow_db,
     kubernetes_connection,
@@ -327,18 +350,7 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     run_id = first["wandb_run_id"]
     checkpoints = real_node / run_id
     wait_until(lambda: list(checkpoints.glob("step-*.pt")), 300, what="a first checkpoint")
-    api = volcano_cluster.api_client()
-    custom(api).delete_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", first["name"]
-    )
-
-    # The job object goes first; its ranks save on SIGTERM while their pods terminate.
-    def gone() -> bool:
-        return not list_jobs(api, volcano_namespace) and not _pods(
-            api, volcano_namespace, first["name"]
-        )
-
-    wait_until(gone, 120, what="the killed job and its pods gone")
+    _kill(volcano_cluster.api_client(), volcano_namespace, first["name"])
     saved = max(int(p.name[5:14]) for p in checkpoints.glob("step-*.pt"))
 
     second = one_try(2, execution_timeout=timedelta(seconds=600))
@@ -350,11 +362,7 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     assert second["resume_saved_gpu_seconds"] == 0.0, second
 
     killed_file, resumed_file = wandb_offline.find_run_files(real_node, run_id)
-    killed = [r["train/step"] for r in wandb_offline.history(killed_file) if "train/loss" in r]
-    resumed = [r["train/step"] for r in wandb_offline.history(resumed_file) if "train/loss" in r]
-    # The SIGTERM's save is the last step try 1 logged: nothing is trained twice.
-    assert killed[-1] == saved and resumed[0] == saved + 1, (killed[-3:], resumed[:3])
-    assert killed + resumed == list(range(1, resumed[-1] + 1))
+    resumed = _one_continuous_history(killed_file, resumed_file, saved)
     assert wandb_offline.summary(resumed_file)["train/steps"] == resumed[-1]
 
 
@@ -459,17 +467,7 @@ def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_sha
             return [json.loads(v.metadata)["step"] for v in versions if v.state == "COMMITTED"]
 
         wait_until(committed, 300, what="a first committed checkpoint version")
-        api = volcano_cluster.api_client()
-        custom(api).delete_namespaced_custom_object(
-            "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", first["name"]
-        )
-
-        def gone() -> bool:
-            return not list_jobs(api, volcano_namespace) and not _pods(
-                api, volcano_namespace, first["name"]
-            )
-
-        wait_until(gone, 120, what="the killed job and its pods gone")
+        _kill(volcano_cluster.api_client(), volcano_namespace, first["name"])
         saved = committed()[-1]  # the SIGTERM's save, committed within the grace period
         # W&B has the run try 1 started (the stand-in creates none by itself): try 2 asks
         # and is told WANDB_RESUME=must.
@@ -487,8 +485,6 @@ def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_sha
     finally:
         standin.stop()
 
+    # An online run keeps its transaction log in WANDB_DIR too (run-*, not offline-run-*).
     killed_file, resumed_file = sorted(real_node.glob(f"wandb/run-*-{run_id}/run-{run_id}.wandb"))
-    killed = [r["train/step"] for r in wandb_offline.history(killed_file) if "train/loss" in r]
-    resumed = [r["train/step"] for r in wandb_offline.history(resumed_file) if "train/loss" in r]
-    assert killed[-1] == saved and resumed[0] == saved + 1, (killed[-3:], resumed[:3])
-    assert killed + resumed == list(range(1, resumed[-1] + 1))
+    _one_continuous_history(killed_file, resumed_file, saved)

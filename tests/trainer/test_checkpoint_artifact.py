@@ -10,22 +10,23 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from tests.trainer import test_train_ddp
-from tests.trainer.test_checkpoints import CHECKPOINT_FILE, STEPS_PER_EPOCH, _final_loss
+from tests.trainer.test_checkpoints import (
+    CHECKPOINT_FILE,
+    STEPS_PER_EPOCH,
+    _final_loss,
+    stop_worker_after_an_epoch,
+)
 from tests.trainer.test_train_ddp import (
     FAKE_API_KEY,
-    RUN_TIMEOUT_S,
     _assert_ok,
     _run_dirs,
     _run_job,
-    _start_job,
-    _wait_job,
 )
 from tests.wandb_standin import WandbStandin
 
@@ -99,17 +100,8 @@ def test_a_stopped_job_resumes_from_the_artifact_on_pods_with_empty_directories(
     with WandbStandin(api_key=FAKE_API_KEY) as standin:
         common = {"AVW_RESUME_FROM": "latest", "AVW_CHECKPOINT_EVERY": "1000000000"}
         envs = _pod_envs(standin, run_id, tmp_path / "stopped-pods", **common)
-        (tmp_path / "stopped").mkdir()
-        procs = _start_job(tmp_path / "stopped", [{**e, "TRAIN_EPOCHS": "1000000"} for e in envs])
-        try:
-            deadline = time.monotonic() + RUN_TIMEOUT_S
-            while "epoch 1/" not in procs[0][1].read_text():  # it trains
-                assert all(p.poll() is None for p, _ in procs), procs[0][1].read_text()[-3000:]
-                assert time.monotonic() < deadline, "the trainer never finished an epoch"
-                time.sleep(0.2)
-            procs[1][0].send_signal(signal.SIGTERM)  # the worker pod only: rank 0 learns it
-        finally:
-            stopped = _wait_job(procs)
+        stopping = [{**e, "TRAIN_EPOCHS": "1000000"} for e in envs]
+        stopped = stop_worker_after_an_epoch(tmp_path / "stopped", stopping)
         (saved,) = standin.logged_versions(ENTITY, PROJECT, f"checkpoint-{run_id}")
         # The run now exists in W&B, as the first job left it: the new job resumes it.
         standin.add_run(ENTITY, PROJECT, run_id, summary={})

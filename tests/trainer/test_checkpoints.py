@@ -11,6 +11,7 @@ import signal
 import time
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -33,6 +34,23 @@ CHECKPOINT_FILE = "step-{:09d}.pt"
 
 def _checkpoints(directory: Path) -> list[str]:
     return sorted(path.name for path in directory.iterdir())
+
+
+def stop_worker_after_an_epoch(run_dir: Path, envs: list[dict[str, str]]) -> list[Any]:
+    """Start a job of a master and a worker, and once it trained an epoch send SIGTERM to the
+    worker pod only (rank 0 learns it in the step's all-reduce); the job's results."""
+    run_dir.mkdir()
+    procs = _start_job(run_dir, envs)
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while "epoch 1/" not in procs[0][1].read_text():  # it trains
+            assert all(proc.poll() is None for proc, _ in procs), procs[0][1].read_text()[-3000:]
+            assert time.monotonic() < deadline, "the trainer never finished an epoch"
+            time.sleep(0.2)
+        procs[1][0].send_signal(signal.SIGTERM)
+    finally:
+        stopped = _wait_job(procs)
+    return stopped
 
 
 def _history_steps(run_dir: Path) -> list[int]:
@@ -85,18 +103,8 @@ def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(
         "AVW_RESUME_FROM": "latest",
         "AVW_CHECKPOINT_EVERY": "1000000000",  # so the only checkpoint is the stop's
     }
-    (tmp_path / "stopped").mkdir()
     env = {**common, "WANDB_MODE": "disabled", "TRAIN_EPOCHS": "1000000"}
-    procs = _start_job(tmp_path / "stopped", [dict(env), dict(env)])
-    try:
-        deadline = time.monotonic() + RUN_TIMEOUT_S
-        while "epoch 1/" not in procs[0][1].read_text():  # it trains
-            assert all(proc.poll() is None for proc, _ in procs), procs[0][1].read_text()[-3000:]
-            assert time.monotonic() < deadline, "the trainer never finished an epoch"
-            time.sleep(0.2)
-        procs[1][0].send_signal(signal.SIGTERM)  # the worker pod only: rank 0 learns it
-    finally:
-        stopped = _wait_job(procs)
+    stopped = stop_worker_after_an_epoch(tmp_path / "stopped", [dict(env), dict(env)])
     for result in stopped:
         assert result.returncode == 128 + signal.SIGTERM, result.output[-3000:]
     assert "no checkpoint in" in stopped[0].output and "starting from step 0" in stopped[0].output
