@@ -27,8 +27,8 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id, run_url
+from test_support.wandb_standin import WandbStandin
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
-from tests.wandb_standin import WandbStandin
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
 

@@ -137,8 +137,8 @@ def test_without_a_claim_every_rank_gets_the_runs_artifact_and_its_own_scratch(
     """``checkpoint_artifact=True`` on an online run: admitted and placed as Volcano 1.14
     creates the pods (no claim to bind), every pod with an ``emptyDir`` at ``/checkpoints``
     and the run's artifact, named after the master's W&B run id."""
+    from test_support.wandb_standin import WandbStandin
     from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
-    from tests.wandb_standin import WandbStandin
 
     namespace, api = volcano_namespace, volcano_cluster.api_client()
     try:

@@ -11,9 +11,9 @@ import runpy
 import pytest
 
 from airflow_volcano_wandb.job.ownership import MAP_INDEX_LABEL
+from test_support.wandb_standin import WandbStandin
 from tests.integration.jobs import REPO, list_jobs, run_dag, wait_until, xcoms
 from tests.integration.test_wandb_hook_standin import API_KEY
-from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
 

@@ -22,6 +22,7 @@ from airflow_volcano_wandb.airflow_compat import TaskDeferred
 from airflow_volcano_wandb.exceptions import JobPreemptedError, TrainerExitError
 from airflow_volcano_wandb.job.ownership import INTENT_LABEL
 from airflow_volcano_wandb.testing.cluster.podlogs import PRINT_ENV_ANNOTATION
+from test_support.wandb_standin import WandbStandin
 from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, custom, seed_template
 from tests.integration.test_checkpoints_on_cluster import CLAIM, _bound_claim, _release
 from tests.integration.test_failure_classes_on_cluster import (
@@ -37,7 +38,6 @@ from tests.reliability.support import (
     operator,
     wait_until,
 )
-from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
 

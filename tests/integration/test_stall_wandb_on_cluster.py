@@ -2,8 +2,8 @@
 
 A trainer may log only to W&B. On the local cluster the simulated master prints its start
 lines and then nothing (``testing/cluster/podlogs.py``), the silence ``stall_timeout`` looks
-for; its W&B run is the stand-in's (``tests/wandb_standin.py``, read through the real ``wandb``
-SDK), whose step the test advances and then stops advancing: the deferred operator's trigger
+for; its W&B run is the stand-in's (``test_support/wandb_standin.py``, read through the real
+``wandb`` SDK), whose step the test advances and then stops advancing: the deferred operator's trigger
 and the poking sensor each hear it through the run, then fail the job once it is quiet too.
 """
 
@@ -22,6 +22,7 @@ import pytest
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
+from test_support.wandb_standin import WandbStandin
 from tests.integration.jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 from tests.reliability.support import (
@@ -31,7 +32,6 @@ from tests.reliability.support import (
     execute_operator,
     operator,
 )
-from tests.wandb_standin import WandbStandin
 
 pytestmark = pytest.mark.cluster
 

@@ -1,7 +1,7 @@
 """WandbHook against a local HTTP stand-in for W&B's GraphQL API (no W&B server runs here).
 
 The hook uses the real ``wandb`` SDK (``wandb.Api`` and its ``wandb-core`` helper process);
-only the server is replaced, by ``tests/wandb_standin.py``. Every test name says "standin".
+only the server is replaced, by ``test_support/wandb_standin.py``. Every test name says "standin".
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from airflow_volcano_wandb.hooks import WandbHook
 from airflow_volcano_wandb.wandb import wandb_backlink
 from airflow_volcano_wandb.wandb.key_forms import key_forms
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext
-from tests.wandb_standin import WandbStandin
+from test_support.wandb_standin import WandbStandin
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
 ENTITY = "ml-team"

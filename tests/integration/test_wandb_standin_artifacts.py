@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.wandb_standin import WandbStandin
+from test_support.wandb_standin import WandbStandin
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
 ENTITY, PROJECT, RUN_ID = "ml-team", "retraining", "artifactrun1"

@@ -426,8 +426,8 @@ def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_sha
     artifact. Try 1 is killed mid-way (its job deleted): rank 0 saves the step reached and
     commits it. Try 2's pods start empty: rank 0 downloads the artifact's latest and sends it
     to the worker, both resume there, and the run's history is one continuous line."""
+    from test_support.wandb_standin import WandbStandin
     from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
-    from tests.wandb_standin import WandbStandin
 
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
     store = MemoryStore()

@@ -1,6 +1,6 @@
 """Checkpoints in a W&B artifact (docs/trainer.md, "In a W&B artifact"): pods without a shared
 volume, each rank with a directory of its own (an ``emptyDir``), rank 0's online run against
-the W&B stand-in (``tests/wandb_standin.py``), which keeps artifacts as W&B does.
+the W&B stand-in (``test_support/wandb_standin.py``), which keeps artifacts as W&B does.
 
 The trainer runs as in ``test_checkpoints.py``: ``python train.py`` as 2 local "pods" over gloo,
 with the env the operator gives them; a pod deleted by Volcano is a SIGTERM to its process.
@@ -15,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from test_support.wandb_standin import WandbStandin
 from tests.trainer import test_train_ddp
 from tests.trainer.test_checkpoints import (
     CHECKPOINT_FILE,
@@ -28,7 +29,6 @@ from tests.trainer.test_train_ddp import (
     _run_dirs,
     _run_job,
 )
-from tests.wandb_standin import WandbStandin
 
 train_module = test_train_ddp.train_module  # the fixture: train.py imported in-process
 

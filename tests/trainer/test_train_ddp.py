@@ -37,7 +37,7 @@ from airflow_volcano_wandb.wait.wandb_stop import (
 )
 from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
-from tests.wandb_standin import WandbStandin
+from test_support.wandb_standin import WandbStandin
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "docker" / "trainer" / "train.py"
