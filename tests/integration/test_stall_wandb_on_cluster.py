@@ -3,8 +3,9 @@
 A trainer may log only to W&B. On the local cluster the simulated master prints its start
 lines and then nothing (``testing/cluster/podlogs.py``), the silence ``stall_timeout`` looks
 for; its W&B run is the stand-in's (``test_support/wandb_standin.py``, read through the real
-``wandb`` SDK), whose step the test advances and then stops advancing: the deferred operator's trigger
-and the poking sensor each hear it through the run, then fail the job once it is quiet too.
+``wandb`` SDK), whose step the test advances and then stops advancing: the deferred operator's
+trigger and the poking sensor each hear it through the run, then fail the job once it is quiet
+too.
 """
 
 from __future__ import annotations
