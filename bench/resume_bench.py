@@ -19,7 +19,15 @@ checkpoint holds, and ``saved_gpu_seconds``, what the operator reports for them
 (``job.resume``) as if each of the 2 ranks held one GPU. A script that prints figures: nothing
 here asserts on time.
 
-    .venv/bin/python bench/resume_bench.py [--train-s 20] [--out resume.json]
+``artifact``: the same, side by side, for a job with ``checkpoint_artifact`` instead (no
+shared volume): each rank has a directory of its own, rank 0's run is online against the W&B
+stand-in (``test_support/wandb_standin.py``, on this machine: no network time), commits the
+stop's checkpoint as an artifact version, and the resumed job's empty directories are filled
+from it (rank 0 downloads, then sends it to the worker). ``artifact_overhead_ratio`` is its
+``resume_overhead_s`` over the volume's: what the W&B SDK's path adds, before any upload time.
+With ``--repeat N`` each figure is the median of N runs of each, taken in turns.
+
+    .venv/bin/python bench/resume_bench.py [--train-s 20] [--repeat 1] [--out resume.json]
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,19 +48,24 @@ from typing import Any
 from airflow_volcano_wandb.job import resume
 from airflow_volcano_wandb.testing.cluster.process import free_ports
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test_support, beside bench/
+from test_support.wandb_standin import WandbStandin
+
 TRAIN_PY = Path(__file__).resolve().parents[1] / "docker" / "trainer" / "train.py"
 TIMEOUT_S = 600
 #: The local "job": 2 ranks, counted as if each held one GPU.
 RANKS = 2
+RUN_ID = "run1"
+ENTITY, PROJECT, API_KEY = "bench", "resume", "bench-key-" + "0" * 40
 
 
-def _start(work: Path, env: dict[str, str], tag: str) -> list[tuple[subprocess.Popen, Path]]:
-    """The 2 ranks of one job, each logging to a file of its own."""
+def _start(work: Path, envs: list[dict[str, str]], tag: str) -> list[tuple[subprocess.Popen, Path]]:
+    """The 2 ranks of one job (``envs``: each rank's own), each logging to a file of its own."""
     (port,) = free_ports(1)
     drop = ("WANDB_", "AIRFLOW_CTX_", "AVW_", "TRAIN_", "MASTER_", "LOCAL_RANK")
     base = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
     procs = []
-    for rank in range(2):
+    for rank, env in enumerate(envs):
         log = work / f"{tag}-{rank}.log"
         rank_env = {
             **base,
@@ -90,55 +104,117 @@ def _stop(procs: list) -> None:
                 proc.wait()
 
 
-def measure(train_s: float) -> dict[str, Any]:
+def _volume_envs(work: Path, tag: str) -> list[dict[str, str]]:
+    """``checkpoint_volume``: both ranks see one directory (the claim), whatever the try."""
+    shared = {"WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / "claim" / RUN_ID)}
+    return [dict(shared), dict(shared)]
+
+
+def _artifact_envs(standin: WandbStandin, work: Path, tag: str) -> list[dict[str, str]]:
+    """``checkpoint_artifact``: each rank a directory of its own, new for each try (a pod's
+    ``emptyDir``); rank 0 online, the worker without W&B, as the operator gives them."""
+    common = {"AVW_CHECKPOINT_ARTIFACT": f"checkpoint-{RUN_ID}"}
+    master = {
+        **common,
+        "WANDB_MODE": "online",
+        "WANDB_API_KEY": API_KEY,
+        "WANDB_BASE_URL": standin.url,
+        "WANDB_ENTITY": ENTITY,
+        "WANDB_PROJECT": PROJECT,
+        "WANDB_RUN_ID": RUN_ID,
+        "WANDB_RESUME": "allow" if tag == "first" else "must",
+        "AVW_CHECKPOINT_DIR": str(work / f"{tag}-pod-0" / RUN_ID),
+    }
+    worker = {**common, "WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / f"{tag}-pod-1")}
+    return [master, worker]
+
+
+def measure(train_s: float, store: str = "volume") -> dict[str, Any]:
+    """One stop and resume with the checkpoints kept as ``store`` says (``volume`` or
+    ``artifact``)."""
     with tempfile.TemporaryDirectory(prefix="avw-resume-bench-") as tmp:
         work = Path(tmp)
-        env = {
-            "WANDB_MODE": "disabled",
-            "TRAIN_EPOCHS": "1000000",
-            "AVW_CHECKPOINT_DIR": str(work / "checkpoints" / "run1"),
-            "AVW_RESUME_FROM": "latest",
-            "AVW_CHECKPOINT_EVERY": "1000000000",  # the only checkpoint is the stop's
-        }
-        first = _start(work, env, "first")
+        standin = WandbStandin(api_key=API_KEY).start() if store == "artifact" else None
         try:
-            _wait_for(first[0][1], r"epoch 1/", first)
-            time.sleep(train_s)
-            killed_at = time.monotonic()
-            first[1][0].send_signal(signal.SIGTERM)  # the worker's pod is deleted
+            return _stop_and_resume(work, train_s, standin)
         finally:
-            _stop(first)
-        before = int(_wait_for(first[0][1], r"stopping after step (\d+)", []).group(1))
-        # The next try: a new job on the same run id, so the same directory.
-        resumed = _start(work, env, "resumed")
-        try:
-            _wait_for(resumed[0][1], r"resumed from step .* s of training", resumed)
-            overhead = time.monotonic() - killed_at
-        finally:
-            for proc, _ in resumed:
-                proc.send_signal(signal.SIGTERM)
-            _stop(resumed)
-        said = resume.resumed_step(resumed[0][1].read_text())
-        if said is None or said.trained_seconds is None:
-            raise RuntimeError(f"no resume line with seconds in {resumed[0][1]}")
-        resumed_from = said.step
-        return {
-            "steps_before_kill": before,
-            "resumed_from_step": resumed_from,
-            "steps_repeated": before - resumed_from,
-            "resume_overhead_s": round(overhead, 2),
-            "saved_training_s": said.trained_seconds,
-            "saved_gpu_seconds": resume.saved_gpu_seconds(said.trained_seconds, RANKS),
-            "train_s": train_s,
-        }
+            if standin is not None:
+                standin.stop()
+
+
+def _stop_and_resume(work: Path, train_s: float, standin: WandbStandin | None) -> dict[str, Any]:
+    common = {
+        "TRAIN_EPOCHS": "1000000",
+        "AVW_RESUME_FROM": "latest",
+        "AVW_CHECKPOINT_EVERY": "1000000000",  # the only checkpoint is the stop's
+    }
+
+    def envs(tag: str) -> list[dict[str, str]]:
+        own = _volume_envs(work, tag) if standin is None else _artifact_envs(standin, work, tag)
+        return [{**common, **env} for env in own]
+
+    first = _start(work, envs("first"), "first")
+    try:
+        _wait_for(first[0][1], r"epoch 1/", first)
+        time.sleep(train_s)
+        killed_at = time.monotonic()
+        first[1][0].send_signal(signal.SIGTERM)  # the worker's pod is deleted
+    finally:
+        _stop(first)
+    before = int(_wait_for(first[0][1], r"stopping after step (\d+)", []).group(1))
+    if standin is not None:  # W&B has the run the first job started: the next one resumes it
+        standin.add_run(ENTITY, PROJECT, RUN_ID, summary={})
+    # The next try: a new job on the same run id, so the same checkpoints.
+    resumed = _start(work, envs("resumed"), "resumed")
+    try:
+        _wait_for(resumed[0][1], r"resumed from step .* s of training", resumed)
+        overhead = time.monotonic() - killed_at
+    finally:
+        for proc, _ in resumed:
+            proc.send_signal(signal.SIGTERM)
+        _stop(resumed)
+    said = resume.resumed_step(resumed[0][1].read_text())
+    if said is None or said.trained_seconds is None:
+        raise RuntimeError(f"no resume line with seconds in {resumed[0][1]}")
+    return {
+        "steps_before_kill": before,
+        "resumed_from_step": said.step,
+        "steps_repeated": before - said.step,
+        "resume_overhead_s": round(overhead, 2),
+        "saved_training_s": said.trained_seconds,
+        "saved_gpu_seconds": resume.saved_gpu_seconds(said.trained_seconds, RANKS),
+    }
+
+
+def side_by_side(train_s: float, repeat: int) -> dict[str, Any]:
+    """The volume's figures (at the top) and the artifact's, each the median of ``repeat``
+    runs, taken in turns so both see the same machine."""
+    runs: dict[str, list[dict[str, Any]]] = {"volume": [], "artifact": []}
+    for _ in range(repeat):
+        for store, results in runs.items():
+            results.append(measure(train_s, store))
+    volume, artifact = (_medians(runs[store]) for store in ("volume", "artifact"))
+    ratio = artifact["resume_overhead_s"] / volume["resume_overhead_s"]
+    return {
+        **volume,
+        "artifact": artifact,
+        "artifact_overhead_ratio": round(ratio, 2),
+        "repeat": repeat,
+        "train_s": train_s,
+    }
+
+
+def _medians(results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {key: statistics.median(r[key] for r in results) for key in results[0]}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train-s", type=float, default=20.0, help="training before the stop")
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each, for medians")
     parser.add_argument("--out", type=Path, help="also write the JSON line here")
     options = parser.parse_args()
-    result = measure(options.train_s)
+    result = side_by_side(options.train_s, options.repeat)
     line = json.dumps(result, sort_keys=True)
     print(line)
     if options.out:
