@@ -107,6 +107,8 @@ class Recorder:
             return job
 
         monkeypatch.setattr(VolcanoHook, "list_jobs", record("list_jobs", []))
+        # No earlier job's pods hold the name (the create waits them out otherwise).
+        monkeypatch.setattr(VolcanoHook, "list_job_pods", record("list_job_pods", []))
         monkeypatch.setattr(VolcanoHook, "create_job", record("create_job", created))
 
         def created_secret(body, namespace):
