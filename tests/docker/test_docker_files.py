@@ -53,9 +53,10 @@ def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
 def test_trainer_dockerfile_runs_the_launcher_beside_train_py() -> None:
     steps = _instructions(DOCKER / "trainer" / "Dockerfile")
     (entrypoint,) = [json.loads(arg) for word, arg in steps if word == "ENTRYPOINT"]
-    # launch.py finds train.py beside itself, so both land in /app.
+    # launch.py finds train.py beside itself, and train.py imports checkpoint_artifact.py from
+    # beside itself: all three land in /app.
     assert entrypoint == ["python", "/app/launch.py"]
-    assert ("COPY", "launch.py train.py /app/") in steps
+    assert ("COPY", "launch.py train.py checkpoint_artifact.py /app/") in steps
     args = dict(arg.split("=", 1) for word, arg in steps if word == "ARG" and "=" in arg)
     assert args["PYTHON_VERSION"] == "3.11" and args["TORCH_VARIANT"] == "cpu"
     (base,) = [arg for word, arg in steps if word == "FROM"]
