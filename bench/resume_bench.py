@@ -104,7 +104,7 @@ def _stop(procs: list) -> None:
                 proc.wait()
 
 
-def _volume_envs(work: Path, tag: str) -> list[dict[str, str]]:
+def _volume_envs(work: Path) -> list[dict[str, str]]:
     """``checkpoint_volume``: both ranks see one directory (the claim), whatever the try."""
     shared = {"WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / "claim" / RUN_ID)}
     return [dict(shared), dict(shared)]
@@ -150,7 +150,7 @@ def _stop_and_resume(work: Path, train_s: float, standin: WandbStandin | None) -
     }
 
     def envs(tag: str) -> list[dict[str, str]]:
-        own = _volume_envs(work, tag) if standin is None else _artifact_envs(standin, work, tag)
+        own = _volume_envs(work) if standin is None else _artifact_envs(standin, work, tag)
         return [{**common, **env} for env in own]
 
     first = _start(work, envs("first"), "first")

@@ -72,6 +72,26 @@ def _pods(api: k8s.ApiClient, namespace: str, job: str) -> list[k8s.V1Pod]:
     return k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
 
 
+def _killable_try(namespace: str, store: MemoryStore, ti: StubTaskInstance, **kwargs: Any) -> Any:
+    """One try of a master and a worker training the example trainer on the real node (sync
+    wait), long enough to kill in the middle: a few seconds an epoch there, 60 s of grace to
+    save on SIGTERM; ``kwargs`` say where its checkpoints go and how it waits."""
+    template = _placed_seed()
+    for task in template["spec"]["tasks"]:
+        task["replicas"] = 1
+    op = operator(
+        namespace=namespace,
+        template=template,
+        image_uri=image.TRAINER_IMAGE,
+        allowed_images=[image.TRAINER_IMAGE],
+        env={"TRAIN_EPOCHS": "6", "TRAIN_TRAIN_SAMPLES": "65536"},
+        checkpoint_grace=60,
+        deferrable=False,
+        **kwargs,
+    )
+    return op.execute({**context_for(ti), "task_state_store": store})
+
+
 def _kill(api: k8s.ApiClient, namespace: str, name: str) -> None:
     """Delete the job as the trigger's kill does, and wait until its pods are gone too: the
     job object goes first, and its ranks save on SIGTERM while their pods terminate."""
@@ -326,25 +346,15 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     continuous history, every step once."""
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
     store = MemoryStore()
-    template = _placed_seed()
-    for task in template["spec"]["tasks"]:
-        task["replicas"] = 1
 
     def one_try(try_number: int, **kwargs: Any) -> Any:
-        op = operator(
-            namespace=volcano_namespace,
-            template=template,
-            image_uri=image.TRAINER_IMAGE,
-            allowed_images=[image.TRAINER_IMAGE],
-            # Long enough to kill in the middle: a few seconds an epoch on the real node.
-            env={"TRAIN_EPOCHS": "6", "TRAIN_TRAIN_SAMPLES": "65536"},
+        return _killable_try(
+            volcano_namespace,
+            store,
+            StubTaskInstance("avw_real_resume", "train", "killed", try_number=try_number),
             checkpoint_volume=placement.WANDB_CLAIM,
-            checkpoint_grace=60,
-            deferrable=False,
             **kwargs,
         )
-        ti = StubTaskInstance("avw_real_resume", "train", "killed", try_number=try_number)
-        return op.execute({**context_for(ti), "task_state_store": store})
 
     first = one_try(1, wait_for_completion=False)
     run_id = first["wandb_run_id"]
@@ -431,32 +441,23 @@ def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_sha
 
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
     store = MemoryStore()
-    template = _placed_seed()
-    for task in template["spec"]["tasks"]:
-        task["replicas"] = 1
     standin = WandbStandin(api_key=API_KEY, host=node.GATEWAY).start()
     conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
     monkeypatch.setenv("AIRFLOW_CONN_WANDB_ARTIFACT_STANDIN", json.dumps(conn))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
 
     def one_try(try_number: int, **kwargs: Any) -> Any:
-        op = operator(
-            namespace=volcano_namespace,
-            template=template,
-            image_uri=image.TRAINER_IMAGE,
-            allowed_images=[image.TRAINER_IMAGE],
-            env={"TRAIN_EPOCHS": "6", "TRAIN_TRAIN_SAMPLES": "65536"},
+        return _killable_try(
+            volcano_namespace,
+            store,
+            StubTaskInstance("avw_real_artifact", "train", "killed", try_number=try_number),
             checkpoint_artifact=True,
-            checkpoint_grace=60,
-            deferrable=False,
             wandb_mode="online",
             wandb_conn_id="wandb_artifact_standin",
             wandb_entity=ENTITY,
             wandb_project=PROJECT,
             **kwargs,
         )
-        ti = StubTaskInstance("avw_real_artifact", "train", "killed", try_number=try_number)
-        return op.execute({**context_for(ti), "task_state_store": store})
 
     try:
         first = one_try(1, wait_for_completion=False)
