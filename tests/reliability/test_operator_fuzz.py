@@ -1,8 +1,8 @@
 """Property-based fuzzing of ``VolcanoPyTorchJobOperator``'s parameters (hypothesis).
 
-The renderer's own fuzzing is in ``tests/unit/test_template_properties.py``; this drives the
-operator's whole ``execute`` (its W&B settings, macro assembly, overrides, labels, env
-injection and submission) with hostile values for every templated parameter: strings with
+The renderer's own fuzzing is in ``tests/unit/template/test_template_properties.py``; this
+drives the operator's whole ``execute`` (its W&B settings, macro assembly, overrides, labels,
+env injection and submission) with hostile values for every templated parameter: strings with
 YAML, JSON, Jinja and macro metacharacters, huge and negative numbers, unicode digits,
 wrong types. The Kubernetes side is a recorder (no cluster: thousands of examples), so the
 test sees exactly what would have been sent.
