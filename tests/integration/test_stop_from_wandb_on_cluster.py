@@ -28,13 +28,7 @@ from tests.integration.jobs import (
     submit_job,
     wait_until,
 )
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    context_for,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 
@@ -56,15 +50,15 @@ def test_a_run_stopped_from_wandb_fails_the_deferred_task_and_its_job_is_deleted
     api, namespace = cluster
     template = seed_template(master=STOPPED_MASTER, worker={SIM_DURATION: "600"})
     # A budget far above the restarts: the stop, not a crash loop, ends the wait.
-    op = operator(
+    op = support.operator(
         namespace=namespace, template=template, deferrable=True, max_container_restarts=50
     )
-    ti = StubTaskInstance(DAG_ID, "train", "deferred")
-    trigger = execute_operator(op, ti)
-    events = asyncio.run(collect_events(trigger, timeout=120))
+    ti = support.StubTaskInstance(DAG_ID, "train", "deferred")
+    trigger = support.execute_operator(op, ti)
+    events = asyncio.run(support.collect_events(trigger, timeout=120))
     assert [event["outcome"] for event in events] == ["stopped_from_wandb"]
     with pytest.raises(StoppedFromWandbError) as failure:
-        op.execute_complete(context_for(ti), events[0], run=None)
+        op.execute_complete(support.context_for(ti), events[0], run=None)
     _assert_stopped(failure.value)
     # Who stopped it is on the run's page: the trainer is told only that it was stopped.
     assert "; the W&B run: https://wandb.ai/test-entity/test-project/runs/" in str(failure.value)
@@ -83,7 +77,7 @@ def test_the_poking_sensor_maps_a_stop_the_same_way(cluster):
         job_uid=job["metadata"]["uid"],
         wandb_conn_id=None,
     )
-    ti = StubTaskInstance(DAG_ID, "wait", "sensor")
+    ti = support.StubTaskInstance(DAG_ID, "wait", "sensor")
     with pytest.raises(StoppedFromWandbError) as failure:
         wait_until(lambda: sensor.poke({"ti": ti}), timeout=120, interval=1, what="a verdict")
     _assert_stopped(failure.value)
