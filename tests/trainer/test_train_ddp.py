@@ -18,11 +18,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -38,6 +37,7 @@ from airflow_volcano_wandb.wait.wandb_stop import (
 from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
 from test_support.wandb_standin import WandbStandin
+from tests.wandb_records import read_wandb_records
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "docker" / "trainer" / "train.py"
@@ -176,39 +176,6 @@ def _run_job(
     return _wait_job(_start_job(tmp_path, pod_envs, log_prefix))
 
 
-def _read_wandb_records(path: Path) -> Iterator[Any]:
-    """Yield the protobuf records of an offline run's ``.wandb`` file.
-
-    wandb 0.31 ships no Python reader for it, and ``files/config.yaml`` is only written when a
-    run syncs, so this reads the file's format directly: a 7-byte header (``:W&B``, magic,
-    version) and then LevelDB's log format (32 KiB blocks of 7-byte-headed fragments), each
-    record a serialized ``wandb_internal_pb2.Record``.
-    """
-    from wandb.proto import wandb_internal_pb2
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
-    block, pos, pending = 32 * 1024, 7, b""
-    while pos + 7 <= len(data):
-        left = block - pos % block
-        if left < 7:  # block trailer padding
-            pos += left
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        fragment = data[pos + 7 : pos + 7 + length]
-        pos += 7 + length
-        if kind == 0:  # zero padding: skip to the next block
-            pos += (block - pos % block) % block
-            continue
-        if kind in (2, 3):  # FIRST, MIDDLE
-            pending += fragment
-            continue
-        record = wandb_internal_pb2.Record()
-        record.ParseFromString(pending + fragment)  # FULL, or LAST after FIRST/MIDDLE
-        pending = b""
-        yield record
-
-
 @dataclass
 class OfflineRun:
     run_dir: Path
@@ -225,7 +192,7 @@ def _load_run(run_dir: Path) -> OfflineRun:
     (log,) = run_dir.glob("run-*.wandb")
     run_record = None
     history: list[dict[str, Any]] = []
-    for record in _read_wandb_records(log):
+    for record in read_wandb_records(log):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run_record = record.run

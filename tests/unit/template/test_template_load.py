@@ -11,36 +11,25 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import TemplateError, load_template
-from tests.unit.template.template_cases import render_job
+from tests.unit.template.template_cases import FIXTURES, MACROS, REPO, SEED, render_job
 
-REPO = Path(__file__).resolve().parents[3]
-SEED_YAML = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
-FIXTURES = REPO / "tests" / "fixtures" / "templates"
 SHARED_SEED = REPO.parent / "shared" / "seed"
-MACROS = {
-    "image_uri": "registry.local/ddp-mlp:1.0",
-    "run_id": "k3x9p2qa",
-    "run_name": "ddp-mlp-1",
-    "entity_name": "ml-platform",
-    "project_name": "retraining",
-    "author": "airflow",
-}
 
 
 def seed_dict() -> dict:
-    return yaml.safe_load(SEED_YAML.read_text())
+    return yaml.safe_load(SEED.read_text())
 
 
 def test_product_copy_of_the_seed_is_exact() -> None:
-    if not (SHARED_SEED / SEED_YAML.name).exists():
+    if not (SHARED_SEED / SEED.name).exists():
         # The mission's seed lives outside the repo; CI always lays shared/ beside the clone,
         # so there its absence is a failure. A user's clone has no shared/ to compare with.
         if os.environ.get("CI"):
             pytest.fail("../shared/seed is missing beside the CI clone")
         pytest.skip("../shared/seed is not beside this clone")
-    assert SEED_YAML.read_bytes() == (SHARED_SEED / SEED_YAML.name).read_bytes()
+    assert SEED.read_bytes() == (SHARED_SEED / SEED.name).read_bytes()
     assert (
-        SEED_YAML.with_suffix(".json").read_bytes()
+        SEED.with_suffix(".json").read_bytes()
         == (SHARED_SEED / "volcano-pytorch-queue-template.json").read_bytes()
     )
     shared_json = json.loads((SHARED_SEED / "volcano-pytorch-queue-template.json").read_text())
@@ -48,10 +37,10 @@ def test_product_copy_of_the_seed_is_exact() -> None:
 
 
 def _sources() -> dict[str, object]:
-    text = SEED_YAML.read_text()
+    text = SEED.read_text()
     return {
-        "path": SEED_YAML,
-        "path-str": str(SEED_YAML),
+        "path": SEED,
+        "path-str": str(SEED),
         "yaml-str": text,
         "json-str": json.dumps(seed_dict()),
         "bytes": text.encode(),
@@ -76,8 +65,8 @@ def test_seed_renders_identically_from_every_source() -> None:
 
 
 def test_seed_json_file_renders_like_yaml() -> None:
-    seed_json = SEED_YAML.with_suffix(".json")
-    assert render_job(seed_json, macros=MACROS) == (render_job(SEED_YAML, macros=MACROS))
+    seed_json = SEED.with_suffix(".json")
+    assert render_job(seed_json, macros=MACROS) == (render_job(SEED, macros=MACROS))
 
 
 def test_callers_dict_is_never_changed() -> None:
@@ -105,7 +94,7 @@ def test_load_template_keeps_macros_and_copies() -> None:
 
 
 def test_timestamps_stay_strings() -> None:
-    text = SEED_YAML.read_text().replace(
+    text = SEED.read_text().replace(
         "  namespace: wandb", "  namespace: wandb\n  annotations:\n    since: 2025-01-01"
     )
     job = render_job(text, macros=MACROS)
@@ -143,14 +132,14 @@ def test_bad_sources_are_template_errors(source: object, message: str) -> None:
 
 def test_path_object_with_wrong_suffix(tmp_path: Path) -> None:
     path = tmp_path / "template.txt"
-    path.write_text(SEED_YAML.read_text())
+    path.write_text(SEED.read_text())
     with pytest.raises(TemplateError, match=r"\.yaml, \.yml or \.json"):
         render_job(path, macros=MACROS)
 
 
 def test_yml_suffix_and_missing_path(tmp_path: Path) -> None:
     path = tmp_path / "t.yml"
-    path.write_text(SEED_YAML.read_text())
+    path.write_text(SEED.read_text())
     assert render_job(path, macros=MACROS)["kind"] == "Job"
     with pytest.raises(TemplateError, match="does not exist"):
         render_job(tmp_path / "absent.json", macros=MACROS)

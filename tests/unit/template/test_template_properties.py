@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import math
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -14,20 +13,9 @@ from hypothesis import strategies as st
 
 from airflow_volcano_wandb.template import TemplateError, naming
 from tests.hostile import hostile_text
-from tests.unit.template.template_cases import render_job
+from tests.unit.template.template_cases import MACROS, SEED, render_job
 
-REPO = Path(__file__).resolve().parents[3]
-SEED = yaml.safe_load(
-    (REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml").read_text()
-)
-MACROS = {
-    "image_uri": "registry.local/ddp-mlp:1.0",
-    "run_id": "k3x9p2qa",
-    "run_name": "ddp-mlp-1",
-    "entity_name": "ml-platform",
-    "project_name": "retraining",
-    "author": "airflow",
-}
+SEED_TEMPLATE = yaml.safe_load(SEED.read_text())
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 # Text that tries hard to break out: YAML/JSON/Jinja/shell metacharacters, macro syntax,
@@ -66,7 +54,7 @@ def leaves(node: Any, path: tuple = ()) -> dict[tuple, Any]:
 def with_macro_everywhere() -> tuple[dict[str, Any], dict[tuple, str]]:
     """The seed plus ``${v}`` in each kind of free-text place; returns the template and, for
     each place, a format string for what it must become ({} = the value as text)."""
-    template = copy.deepcopy(SEED)
+    template = copy.deepcopy(SEED_TEMPLATE)
     template["metadata"]["annotations"] = {"note": "${v}", "wrapped": "<${v}>"}
     worker = template["spec"]["tasks"][1]
     worker["template"]["metadata"] = {"annotations": {"v": "${v}"}}
@@ -117,7 +105,7 @@ def test_substitution_is_structural(value: Any) -> None:
 @SETTINGS
 @given(text=nasty_text)
 def test_arbitrary_template_strings_render_or_raise_template_error(text: str) -> None:
-    template = copy.deepcopy(SEED)
+    template = copy.deepcopy(SEED_TEMPLATE)
     template["metadata"]["annotations"] = {"a": text}
     try:
         job = render_job(template, macros={**MACROS, "v": "V"})
@@ -131,7 +119,7 @@ def test_arbitrary_template_strings_render_or_raise_template_error(text: str) ->
 @SETTINGS
 @given(run_id=st.one_of(nasty_text, st.text(min_size=30, max_size=300)))
 def test_any_run_id_gives_a_valid_job_name(run_id: str) -> None:
-    job = render_job(SEED, macros={**MACROS, "run_id": run_id})
+    job = render_job(SEED_TEMPLATE, macros={**MACROS, "run_id": run_id})
     name = job["metadata"]["name"]
     assert naming.is_dns1035_label(name) and len(name) <= 51
     labels = job["metadata"]["labels"]
@@ -141,7 +129,7 @@ def test_any_run_id_gives_a_valid_job_name(run_id: str) -> None:
 @SETTINGS
 @given(value=json_values)
 def test_any_macro_value_renders_or_raises_template_error(value: Any) -> None:
-    template = copy.deepcopy(SEED)
+    template = copy.deepcopy(SEED_TEMPLATE)
     template["metadata"]["labels"]["v"] = "${v}"
     template["spec"]["tasks"][1]["replicas"] = "${v}"
     template["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["args"] = ["${v}", "x${v}"]
@@ -173,7 +161,7 @@ override_values = st.one_of(json_values, st.just({"worker": 3}), st.just({"maste
 def test_any_overrides_render_or_raise_template_error(**overrides: Any) -> None:
     before = copy.deepcopy(overrides)
     try:
-        job = render_job(SEED, macros=MACROS, **overrides)
+        job = render_job(SEED_TEMPLATE, macros=MACROS, **overrides)
     except TemplateError:
         pass
     else:
@@ -185,13 +173,13 @@ def test_any_overrides_render_or_raise_template_error(**overrides: Any) -> None:
 
 
 def seed_leaf_paths() -> list[tuple]:
-    return list(leaves(SEED))
+    return list(leaves(SEED_TEMPLATE))
 
 
 @SETTINGS
 @given(data=st.data())
 def test_any_mutated_template_renders_or_raises_template_error(data: st.DataObject) -> None:
-    template = copy.deepcopy(SEED)
+    template = copy.deepcopy(SEED_TEMPLATE)
     path = data.draw(st.sampled_from(seed_leaf_paths()))
     assume(path not in {("kind",), ("apiVersion",)})
     node = template
