@@ -18,7 +18,6 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import TrainerCrashLoopError
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
@@ -92,17 +91,8 @@ def test_the_poking_sensor_applies_the_same_budget(cluster):
     job = submit_job(
         api, namespace, "sensed", master_seconds=1, master_annotations={SIM_EXIT_CODE: "3"}
     )
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        max_container_restarts=2,
-        wandb_conn_id=None,
-    )
-    ti = support.StubTaskInstance(DAG_ID, "wait", "sensor")
     with pytest.raises(TrainerCrashLoopError) as failure:
-        wait_until(lambda: sensor.poke({"ti": ti}), timeout=120, interval=1, what="a verdict")
+        support.poke_until_verdict(job, namespace, DAG_ID, timeout=120, max_container_restarts=2)
     _assert_named(failure.value, "master-0", budget=2)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 

@@ -17,7 +17,6 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from tests.integration.jobs import (
     SIM_DURATION,
     list_jobs,
@@ -71,17 +70,8 @@ def test_a_silent_master_fails_the_deferred_task_and_its_job_is_deleted(cluster)
 def test_the_poking_sensor_judges_a_stall_the_same_way(cluster):
     api, namespace = cluster
     job = submit_job(api, namespace, "sensed", master_seconds=60)
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        stall_timeout=STALL_TIMEOUT,
-        wandb_conn_id=None,
-    )
-    ti = support.StubTaskInstance(DAG_ID, "wait", "sensor")
     with pytest.raises(TrainingStalledError) as failure:
-        wait_until(lambda: sensor.poke({"ti": ti}), timeout=50, interval=1, what="a verdict")
+        support.poke_until_verdict(job, namespace, DAG_ID, timeout=50, stall_timeout=STALL_TIMEOUT)
     _assert_stalled(failure.value)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 

@@ -22,7 +22,6 @@ import pytest
 
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from test_support.wandb_standin import WandbStandin
 from tests.integration.jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
@@ -146,19 +145,17 @@ def test_the_poking_sensor_hears_the_wandb_run_the_job_names_the_same_way_agains
 ):
     api, namespace = cluster
     job = submit_job(api, namespace, "sensed", master_seconds=60, labels={WANDB_RUN_LABEL: RUN_ID})
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        stall_timeout=STALL_TIMEOUT,
-        wandb_conn_id="wandb_stall",
-        wandb_mode="online",
-    )
-    ti = support.StubTaskInstance("avw_stall_wandb", "wait", "sensor")
     with advancing(standin) as stop:
         with pytest.raises(TrainingStalledError) as failure:
-            wait_until(lambda: sensor.poke({"ti": ti}), timeout=50, interval=1, what="a verdict")
+            support.poke_until_verdict(
+                job,
+                namespace,
+                "avw_stall_wandb",
+                timeout=50,
+                wandb_conn_id="wandb_stall",
+                stall_timeout=STALL_TIMEOUT,
+                wandb_mode="online",
+            )
         ended_after_the_run_stopped = stop.is_set()
     assert ended_after_the_run_stopped, failure.value
     # The task's log: Airflow routes it through structlog, to the console here.

@@ -12,18 +12,16 @@ the job is deleted after a fresh GET and LIST confirm it. The last test runs a D
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from airflow_volcano_wandb.exceptions import ContainerError, StoppedFromWandbError
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     list_jobs,
-    run_dag,
+    run_retry_policy_dag,
     seed_template,
     submit_job,
     wait_until,
@@ -70,31 +68,20 @@ def test_the_poking_sensor_maps_a_stop_the_same_way(cluster):
     job = submit_job(
         api, namespace, "sensed", master_seconds=1, master_annotations={SIM_EXIT_CODE: STOP}
     )
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        wandb_conn_id=None,
-    )
-    ti = support.StubTaskInstance(DAG_ID, "wait", "sensor")
     with pytest.raises(StoppedFromWandbError) as failure:
-        wait_until(lambda: sensor.poke({"ti": ti}), timeout=120, interval=1, what="a verdict")
+        support.poke_until_verdict(job, namespace, DAG_ID, timeout=120)
     _assert_stopped(failure.value)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
 def test_a_stopped_run_is_not_retried_despite_retries_left(cluster, tmp_path):
     _, namespace = cluster
-    record = tmp_path / "failures.jsonl"
-    _, tis = run_dag(
-        "avw_test_retry_policy",
+    _, tis, records = run_retry_policy_dag(
+        tmp_path,
         template=seed_template(master=STOPPED_MASTER, worker={SIM_DURATION: "600"}),
         namespace=namespace,
-        record_to=str(record),
     )
     assert tis["train"] == ("failed", 1), tis  # retries=2, yet no second try
-    records = [json.loads(line) for line in record.read_text().splitlines()]
     assert [(r["try"], r["class"], r["exit_code"]) for r in records] == [
         (1, "StoppedFromWandbError", STOPPED_FROM_WANDB_EXIT_CODE)
     ]

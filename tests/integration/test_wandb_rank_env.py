@@ -18,8 +18,8 @@ from pathlib import Path
 import wandb  # noqa: F401  (a dependency: missing it must fail, not skip)
 
 from airflow_volcano_wandb.wandb.wandb_env import container_env
-from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
-from tests.wandb_records import read_wandb_records
+from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
+from tests.wandb_support import airflow_run_context, keyed_run_spec, read_wandb_records
 
 NAIVE_TRAINER = textwrap.dedent(
     """
@@ -60,21 +60,10 @@ def resolved_env(spec: WandbRunSpec, *, master: bool, rank: int, wandb_dir: Path
 
 
 def test_master_rank_mode_makes_one_offline_run_with_the_airflow_context(tmp_path: Path) -> None:
-    ctx = AirflowRunContext(
-        dag_id="retrain",
-        dag_run_id="manual__2026-01-02T03:04:05+00:00",
-        task_id="train",
-        try_number=1,
-        logical_date="2026-01-02T03:04:05+00:00",
-        task_url="http://airflow.local/dags/retrain/tasks/train",
+    ctx = airflow_run_context(
+        try_number=1, task_url="http://airflow.local/dags/retrain/tasks/train"
     )
-    spec = WandbRunSpec.for_task_instance(
-        ctx,
-        entity="team",
-        project="mlp",
-        mode="offline",
-        api_key_secret=SecretKeyRef("wandb-key", "api-key"),
-    )
+    spec = keyed_run_spec(ctx, entity="team", project="mlp", mode="offline")
     script = tmp_path / "train.py"
     script.write_text(NAIVE_TRAINER)
     wandb_dir = tmp_path / "wandb-dir"

@@ -35,10 +35,9 @@ DAG_ID = "avw_rel_conn_faults"
 
 
 def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     plan = {
         "ok": (
             seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"}),
@@ -86,12 +85,10 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
         j["metadata"]["labels"][IDENTITY_LABEL] for j in support.list_jobs(admin, namespace)
     )
     assert set(owners.values()) <= {1}, owners  # nothing submitted twice
-    admin.close()
 
 
-def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, volcano_cluster, volcano_namespace):
+def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, admin, volcano_namespace):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     proxy.lose_next_answer(larger_than=2000)  # the job's create; the other calls are smaller
     template = seed_template(master={SIM_DURATION: "600"})
     op = support.operator(template=template, namespace=namespace, deferrable=True)
@@ -107,7 +104,6 @@ def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, volcano_cluster,
         namespace, label_selector=identity.selector()
     )
     assert len(secrets.items) == 1
-    admin.close()
 
 
 def test_a_silently_dead_watch_connection_is_replaced(

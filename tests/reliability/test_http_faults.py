@@ -66,7 +66,7 @@ def _owned(admin, namespace: str, identity: TaskInstanceIdentity) -> tuple[list,
 
 
 def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
-    http_proxy, volcano_cluster, volcano_namespace
+    http_proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
     http_proxy.answer("POST", r"/secrets$", status=429, retry_after=1)
@@ -86,18 +86,16 @@ def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
     assert creates[2].at - creates[1].at >= 2.0, creates
 
     assert result["phase"] == "Completed"
-    admin = volcano_cluster.api_client()
     jobs, secrets = _owned(
         admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "throttled-submit")
     )
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]  # the 503'd create, reattached
     assert len(secrets) == 1
     assert [o.uid for o in secrets[0].metadata.owner_references] == [result["uid"]]
-    admin.close()
 
 
 def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race(
-    http_proxy, volcano_cluster, volcano_namespace
+    http_proxy, admin, volcano_namespace
 ):
     """The Secret's create is applied but answered 503; the retry meets its own Secret (409).
     That is no one racing us to the name: the new job is kept (not withdrawn) and runs."""
@@ -111,17 +109,15 @@ def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race(
     assert http_proxy.pending() == 0
     assert [f.status for f in http_proxy.forged] == [503]
     assert result["phase"] == "Completed"
-    admin = volcano_cluster.api_client()
     jobs, secrets = _owned(
         admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "secret-answer-lost")
     )
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
-    admin.close()
 
 
 def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
-    http_proxy, volcano_cluster, volcano_namespace
+    http_proxy, admin, volcano_namespace
 ):
     """Every attempt at the Secret's create answered 503 (none applied): no verdict on the new
     job, which keeps running (never withdrawn on a guess); the task's next try reattaches to
@@ -134,7 +130,6 @@ def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
     with pytest.raises(client.ApiException) as failed:
         support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "secret-503"))
     assert failed.value.status == 503 and http_proxy.pending() == 0
-    admin = volcano_cluster.api_client()
     identity = TaskInstanceIdentity(DAG_ID, "train", "secret-503")
     jobs, secrets = _owned(admin, namespace, identity)
     assert len(jobs) == 1 and not jobs[0]["metadata"].get("deletionTimestamp"), jobs
@@ -148,7 +143,6 @@ def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
     jobs, secrets = _owned(admin, namespace, identity)
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
-    admin.close()
 
 
 def test_throttled_lists_and_watches_end_with_the_right_verdicts(
@@ -189,7 +183,7 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(
 
 
 def test_a_create_whose_answer_never_comes_times_out_and_reattaches(
-    volcano_cluster, volcano_namespace, monkeypatch, tmp_path, wandb_connection
+    admin, volcano_cluster, volcano_namespace, monkeypatch, tmp_path, wandb_connection
 ):
     # A short read timeout keeps the test short; the default is longer than the apiserver's.
     monkeypatch.setattr(volcano_hooks, "SYNC_CALL_TIMEOUT", (5, 5))
@@ -209,9 +203,7 @@ def test_a_create_whose_answer_never_comes_times_out_and_reattaches(
         trigger = support.execute_operator(op, ti)
         assert proxy.lost_answers == 1
 
-    admin = volcano_cluster.api_client()
     jobs, secrets = _owned(admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "silent-answer"))
     assert [j["metadata"]["uid"] for j in jobs] == [trigger.job_uid]
     assert ti.pushed["volcano_job"]["uid"] == trigger.job_uid
     assert len(secrets) == 1
-    admin.close()

@@ -44,10 +44,9 @@ def _job_with_worker_on(namespace: str, name: str, node_label: str) -> dict:
 
 
 def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_worker(
-    volcano_cluster, volcano_namespace, kubernetes_connection
+    admin, volcano_namespace, kubernetes_connection
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     core = client.CoreV1Api(admin)
     node = core.list_node().items[0].metadata.name
     label = f"avw-test.io/worker-home-{namespace}"  # this test's own: no other pod selects it
@@ -106,14 +105,12 @@ def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_wor
         assert current["metadata"]["uid"] == uid
     finally:
         core.patch_node(node, {"metadata": {"labels": {label: None}}})
-        admin.close()
 
 
 def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_a_timeout(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"})
     op = support.operator(
         template=template,
@@ -147,14 +144,12 @@ def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_
     assert [e["outcome"] for e in events] == ["succeeded"], events
     (job,) = support.list_jobs(admin, namespace)  # not deleted as a timed-out job
     assert job["metadata"]["uid"] == trigger.job_uid
-    admin.close()
 
 
 def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcome(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "30"}, worker={SIM_DURATION: "600"})
     op = support.operator(
         template=template,
@@ -181,4 +176,3 @@ def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcom
     (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["uid"] == trigger.job_uid
     assert job["status"]["state"]["phase"] == "Completed"
-    admin.close()

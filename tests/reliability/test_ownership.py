@@ -51,10 +51,9 @@ def quick_template() -> dict:
 
 
 def test_clearing_a_successful_task_trains_again(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     op = support.operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
     first = support.execute_operator(
         op, support.StubTaskInstance(DAG_ID, "train", "r1", try_number=1)
@@ -72,14 +71,12 @@ def test_clearing_a_successful_task_trains_again(
     assert set(jobs) == {first["uid"], second["uid"]}  # the old result was left alone
     assert jobs[second["uid"]]["status"]["state"]["phase"] == "Completed"
     assert jobs[second["uid"]]["metadata"]["labels"][WANDB_RUN_LABEL] == second["wandb_run_id"]
-    admin.close()
 
 
 def test_two_deployments_never_touch_each_others_jobs(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
+    kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "600"})
     results = {}
     for deployment in ("staging", "prod"):
@@ -92,14 +89,12 @@ def test_two_deployments_never_touch_each_others_jobs(
     assert results["staging"]["wandb_run_id"] != results["prod"]["wandb_run_id"]
     jobs = support.list_jobs(admin, namespace)
     assert sorted(j["metadata"]["labels"][DEPLOYMENT_LABEL] for j in jobs) == ["prod", "staging"]
-    admin.close()
 
 
 def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
+    kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "600"})
     wrong_deletions = 0
     for round_ in range(10):
@@ -132,14 +127,12 @@ def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
             what="the adopted job deleted by its own try's kill",
         )
     assert wrong_deletions == 0
-    admin.close()
 
 
 def test_a_killed_sensor_deletes_its_job(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     submitted = support.execute_operator(
         support.operator(
             template=seed_template(master={SIM_DURATION: "600"}),
@@ -157,17 +150,15 @@ def test_a_killed_sensor_deletes_its_job(
     assert core.list_namespaced_secret(namespace, label_selector=MANAGED_SELECTOR).items
     sensor.on_kill()
     nothing_left(admin, namespace, "the killed sensor's job")
-    admin.close()
 
 
 def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     """A kill stops training: the operator's (sync mode) and a poking sensor's kill delete a
     job that still runs, but leave one that has ended for the task instance to report, as the
     trigger's kill does."""
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     op = support.operator(template=quick_template(), namespace=namespace, wait_for_completion=False)
     submitted = support.execute_operator(
         op, support.StubTaskInstance(DAG_ID, "submit", "ended-kill")
@@ -187,16 +178,14 @@ def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended(
     (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["uid"] == submitted["uid"]
     assert not job["metadata"].get("deletionTimestamp")
-    admin.close()
 
 
 def test_a_killed_deferred_sensor_deletes_its_job(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
+    kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     from airflow.sdk.exceptions import TaskDeferred
 
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     submitted = support.execute_operator(
         support.operator(
             template=seed_template(master={SIM_DURATION: "600"}),
@@ -220,17 +209,15 @@ def test_a_killed_deferred_sensor_deletes_its_job(
     as_in_a_triggerer(trigger, monkeypatch, task_left=True)
     asyncio.run(trigger.on_kill())  # what the triggerer runs when the task is killed
     nothing_left(admin, namespace, "the deferred sensor's job")
-    admin.close()
 
 
 @pytest.mark.parametrize("ending", ["pending_timeout", "sensor_timeout"])
 def test_a_sensor_that_gives_up_deletes_its_job(
-    ending, kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    ending, kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowSensorTimeout
 
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     unplaceable = ending == "pending_timeout"
     submitted = support.execute_operator(
         support.operator(
@@ -260,4 +247,3 @@ def test_a_sensor_that_gives_up_deletes_its_job(
     if unplaceable:
         assert "worker 0/1" in str(ended.value)
     nothing_left(admin, namespace, f"the sensor's job after {ending}")
-    admin.close()

@@ -32,10 +32,9 @@ WARN_ONLY = "warn"
 
 
 def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "30"}, worker={SIM_DURATION: "600"})
     op = support.operator(
         template=template, namespace=namespace, deferrable=True, pending_timeout=8
@@ -56,15 +55,13 @@ def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
     (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["uid"] == trigger.job_uid
     assert job["status"]["state"]["phase"] == "Completed"
-    admin.close()
 
 
 @pytest.mark.parametrize("gang", ["all_ranks", "template"])
 def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it(
-    gang, kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    gang, kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "600"})
     assert template["spec"]["minAvailable"] == 1  # the seed's own gang
     op = support.operator(
@@ -86,14 +83,12 @@ def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it
     support.wait_until(
         lambda: not support.list_jobs(admin, namespace), 60, what="the unplaced job deleted"
     )
-    admin.close()
 
 
 def test_the_default_gang_keeps_the_master_from_running_alone(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     op = support.operator(
         template=seed_template(master={SIM_DURATION: "600"}),
         namespace=namespace,
@@ -109,4 +104,3 @@ def test_the_default_gang_keeps_the_master_from_running_alone(
     assert job["status"]["state"]["phase"] == "Pending", job["status"]
     running = job["status"].get("running", 0)
     assert running == 0, job["status"]
-    admin.close()

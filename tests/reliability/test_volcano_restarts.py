@@ -44,10 +44,9 @@ def _logged(trigger) -> Lines:
 
 
 def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     core = client.CoreV1Api(admin)
 
     evicted = seed_template(master={SIM_DURATION: "12"}, worker={SIM_DURATION: "600"})
@@ -113,4 +112,3 @@ def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
     assert event["retry_count"] == 2, event
     assert "after 2 restart(s)" in event["message"]
     assert any(line.startswith("Restarting") for line in logs["crashing"].lines)
-    admin.close()

@@ -26,15 +26,9 @@ from airflow_volcano_wandb.wandb.wandb_run import (
     deterministic_run_id,
 )
 from airflow_volcano_wandb.wandb.wandb_urls import app_url, run_url
+from tests.wandb_support import airflow_run_context
 
-CTX = AirflowRunContext(
-    dag_id="retrain",
-    dag_run_id="manual__2026-01-02T03:04:05+00:00",
-    task_id="train",
-    try_number=2,
-    logical_date="2026-01-02T03:04:05+00:00",
-    task_url="http://airflow.local/dags/retrain/runs/manual__x/tasks/train",
-)
+CTX = airflow_run_context()
 SECRET = SecretKeyRef("wandb-job-abc-api-key", "api-key")
 POD_NAME = "wandb-job-abc-worker-1"
 API_KEY = "k" * 40

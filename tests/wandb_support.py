@@ -1,4 +1,4 @@
-"""The records of an offline W&B run's ``.wandb`` transaction log, for tests that read one."""
+"""W&B helpers the tests share: an Airflow task's run context, and an offline run's records."""
 
 from __future__ import annotations
 
@@ -7,8 +7,29 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+
 BLOCK = 32 * 1024
 HEADER = 7  # a chunk's CRC (4 bytes), length (2) and type (1)
+
+
+def airflow_run_context(**fields: Any) -> AirflowRunContext:
+    """A retried task instance of a manual DAG run; ``fields`` replace what a test sets itself."""
+    values: dict[str, Any] = {
+        "dag_id": "retrain",
+        "dag_run_id": "manual__2026-01-02T03:04:05+00:00",
+        "task_id": "train",
+        "try_number": 2,
+        "logical_date": "2026-01-02T03:04:05+00:00",
+        "task_url": "http://airflow.local/dags/retrain/runs/manual__x/tasks/train",
+    }
+    return AirflowRunContext(**{**values, **fields})
+
+
+def keyed_run_spec(context: AirflowRunContext, **options: Any) -> WandbRunSpec:
+    """The task instance's run whose API key the pods read from the job's Secret."""
+    secret = SecretKeyRef("wandb-key", "api-key")
+    return WandbRunSpec.for_task_instance(context, api_key_secret=secret, **options)
 
 
 def read_wandb_records(path: Path) -> Iterator[Any]:
