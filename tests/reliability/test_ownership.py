@@ -129,18 +129,21 @@ def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
     assert wrong_deletions == 0
 
 
+def _submitted(namespace: str, run_id: str, **options) -> dict:
+    """The job a try that does not wait submits, for a sensor to wait on: its master runs for
+    ten minutes."""
+    template = seed_template(master={SIM_DURATION: "600"})
+    op = support.operator(
+        template=template, namespace=namespace, wait_for_completion=False, **options
+    )
+    return support.execute_operator(op, support.StubTaskInstance(DAG_ID, "submit", run_id))
+
+
 def test_a_killed_sensor_deletes_its_job(
     kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    submitted = support.execute_operator(
-        support.operator(
-            template=seed_template(master={SIM_DURATION: "600"}),
-            namespace=namespace,
-            wait_for_completion=False,
-        ),
-        support.StubTaskInstance(DAG_ID, "submit", "sensor-kill"),
-    )
+    submitted = _submitted(namespace, "sensor-kill")
     sensor = VolcanoJobSensor(
         task_id="wait", job_name=submitted["name"], namespace=namespace, poke_interval=1
     )
@@ -186,14 +189,7 @@ def test_a_killed_deferred_sensor_deletes_its_job(
     from airflow.sdk.exceptions import TaskDeferred
 
     namespace = volcano_namespace
-    submitted = support.execute_operator(
-        support.operator(
-            template=seed_template(master={SIM_DURATION: "600"}),
-            namespace=namespace,
-            wait_for_completion=False,
-        ),
-        support.StubTaskInstance(DAG_ID, "submit", "deferred-sensor-kill"),
-    )
+    submitted = _submitted(namespace, "deferred-sensor-kill")
     sensor = VolcanoJobSensor(
         task_id="wait",
         job_name=submitted["name"],
@@ -219,17 +215,11 @@ def test_a_sensor_that_gives_up_deletes_its_job(
 
     namespace = volcano_namespace
     unplaceable = ending == "pending_timeout"
-    submitted = support.execute_operator(
-        support.operator(
-            template=seed_template(master={SIM_DURATION: "600"}),
-            namespace=namespace,
-            wait_for_completion=False,
-            container_resources={"worker": {"limits": {"nvidia.com/gpu": 64}}}
-            if unplaceable
-            else None,
-            fit_check="warn",  # submit the unplaceable gang: the sensor's pending timeout is tested
-        ),
-        support.StubTaskInstance(DAG_ID, "submit", f"sensor-{ending}"),
+    submitted = _submitted(
+        namespace,
+        f"sensor-{ending}",
+        container_resources={"worker": {"limits": {"nvidia.com/gpu": 64}}} if unplaceable else None,
+        fit_check="warn",  # submit the unplaceable gang: the sensor's pending timeout is tested
     )
     sensor = VolcanoJobSensor(
         task_id="wait",
