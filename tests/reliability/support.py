@@ -23,7 +23,7 @@ import pendulum
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.testing import cluster as local_cluster
-from tests.integration.jobs import wait_until
+from tests.integration.jobs import SIM_DURATION, seed_template, wait_until
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 
@@ -82,6 +82,14 @@ def operator(**kwargs: Any) -> VolcanoPyTorchJobOperator:
     }
     defaults.update(kwargs)
     return VolcanoPyTorchJobOperator(**defaults)
+
+
+def master_only_operator(namespace: str, **kwargs: Any) -> VolcanoPyTorchJobOperator:
+    """A deferrable operator whose job is one master that trains for ten minutes (no worker)."""
+    template = seed_template(master={SIM_DURATION: "600"})
+    return operator(
+        template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True, **kwargs
+    )
 
 
 def execute_operator(op: VolcanoPyTorchJobOperator, ti: StubTaskInstance) -> Any:

@@ -33,20 +33,12 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 TRIALS = 50
 DAG_ID = "avw_rel_sigkill"
-
-
-def _op(namespace: str):
-    template = seed_template(master={SIM_DURATION: "600"})
-    return support.operator(
-        template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True
-    )
 
 
 def _first_try_killed(namespace: str, run_id: str, mode: str, delay: float) -> int:
@@ -70,7 +62,10 @@ def _first_try_killed(namespace: str, run_id: str, mode: str, delay: float) -> i
             die()  # right after the create call: before its key Secret, before XCom
 
         VolcanoHook.create_job = create_then_die
-        support.execute_operator(_op(namespace), support.StubTaskInstance(DAG_ID, "train", run_id))
+        support.execute_operator(
+            support.master_only_operator(namespace),
+            support.StubTaskInstance(DAG_ID, "train", run_id),
+        )
     finally:
         os._exit(3)  # not killed: the harness failed to kill it
 
@@ -101,7 +96,7 @@ def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
             assert len(before) == 1  # the create had returned before the kill
 
         retry = support.StubTaskInstance(DAG_ID, "train", run_id, try_number=2)
-        trigger = support.execute_operator(_op(namespace), retry)
+        trigger = support.execute_operator(support.master_only_operator(namespace), retry)
         waited_on[run_id] = trigger.job_uid
         assert retry.pushed["volcano_job"]["uid"] == trigger.job_uid
         if before:
@@ -157,7 +152,7 @@ def test_a_job_whose_submitter_dies_right_after_its_create_waits_for_its_key_unt
     assert core.list_namespaced_secret(namespace, label_selector=identity.selector()).items == []
 
     retry = support.StubTaskInstance(DAG_ID, "train", "late-key", try_number=2)
-    trigger = support.execute_operator(_op(namespace), retry)
+    trigger = support.execute_operator(support.master_only_operator(namespace), retry)
     assert trigger.job_uid == job["metadata"]["uid"]  # reattached, and given its key
     (secret,) = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
     assert set(secret.data) == {"api-key"}

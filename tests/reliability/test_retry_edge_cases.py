@@ -39,13 +39,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 HOLD = "reliability.airflow-volcano-wandb.io/hold"
 
 
-def _op(namespace: str, **kwargs):
-    template = seed_template(master={SIM_DURATION: "600"})
-    return support.operator(
-        template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True, **kwargs
-    )
-
-
 def test_a_retry_does_not_reattach_to_a_job_being_deleted(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
@@ -53,7 +46,8 @@ def test_a_retry_does_not_reattach_to_a_job_being_deleted(
     api = volcano_cluster.api_client()
     custom = client.CustomObjectsApi(api)
     first = support.execute_operator(
-        _op(namespace), support.StubTaskInstance("avw_rel_edge", "train", "r1")
+        support.master_only_operator(namespace),
+        support.StubTaskInstance("avw_rel_edge", "train", "r1"),
     )
     name = first.job_name
     custom.patch_namespaced_custom_object(
@@ -108,7 +102,7 @@ def test_a_retry_does_not_reattach_to_a_job_being_deleted(
     releaser.start()
     started = time.monotonic()
     retry = support.StubTaskInstance("avw_rel_edge", "train", "r1", try_number=2)
-    second = support.execute_operator(_op(namespace), retry)
+    second = support.execute_operator(support.master_only_operator(namespace), retry)
     releaser.join(30)
     assert time.monotonic() - started >= 3.5  # it waited for the old job to go
     assert second.job_uid != first.job_uid
@@ -124,14 +118,14 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
     namespace = volcano_namespace
     api = volcano_cluster.api_client()
     theirs = support.execute_operator(
-        _op(namespace, job_name="shared-name"),
+        support.master_only_operator(namespace, job_name="shared-name"),
         support.StubTaskInstance("avw_rel_edge", "other", "r1"),
     )
     core = client.CoreV1Api(api)
     (their_secret,) = core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items
     with pytest.raises(AirflowException) as failure:
         support.execute_operator(
-            _op(namespace, job_name="shared-name"),
+            support.master_only_operator(namespace, job_name="shared-name"),
             support.StubTaskInstance("avw_rel_edge", "train", "r1"),
         )
     assert "belongs to avw_rel_edge/other/r1" in str(failure.value)
@@ -210,7 +204,7 @@ def test_a_retry_waits_out_the_pods_of_a_fixed_names_job_deleted_in_the_backgrou
     api = volcano_cluster.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
     first = support.execute_operator(
-        _op(namespace, job_name="bg-deleted"),
+        support.master_only_operator(namespace, job_name="bg-deleted"),
         support.StubTaskInstance("avw_rel_edge", "train", "bg"),
     )
 
@@ -248,7 +242,9 @@ def test_a_retry_waits_out_the_pods_of_a_fixed_names_job_deleted_in_the_backgrou
     releaser = threading.Thread(target=release_after, args=(4.0,), daemon=True)
     releaser.start()
     retry = support.StubTaskInstance("avw_rel_edge", "train", "bg", try_number=2)
-    second = support.execute_operator(_op(namespace, job_name="bg-deleted"), retry)
+    second = support.execute_operator(
+        support.master_only_operator(namespace, job_name="bg-deleted"), retry
+    )
     releaser.join(30)
     assert jobs_while_the_pod_terminated == [[]]  # not created beside the old pod
     assert "Waiting for 1 pod(s) of an earlier Volcano job named" in capfd.readouterr().out

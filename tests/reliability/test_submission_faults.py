@@ -35,7 +35,6 @@ from kubernetes import client
 
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
-from tests.integration.jobs import SIM_DURATION, seed_template
 from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
@@ -72,13 +71,6 @@ class FileStore:
         self.path.write_text(json.dumps(data))
 
 
-def _op(namespace: str):
-    template = seed_template(master={SIM_DURATION: "600"})
-    return support.operator(
-        template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True
-    )
-
-
 def _context(ti: support.StubTaskInstance, store: FileStore) -> dict[str, Any]:
     return {**support.context_for(ti), "task_state_store": store}
 
@@ -96,7 +88,7 @@ def _first_try(namespace: str, run_id: str, store: FileStore, fault: str, step: 
         from airflow.sdk.exceptions import AirflowTaskTimeout, TaskDeferred
         from airflow.sdk.execution_time.timeout import timeout
 
-        op = _op(namespace)
+        op = support.master_only_operator(namespace)
         ti = support.StubTaskInstance(DAG_ID, "train", run_id)
         state = {"passed": 0, "terminated": False, "in_on_kill": False}
 
@@ -195,7 +187,7 @@ def test_a_fault_at_any_step_of_submission_leaves_no_unowned_secret_and_no_unwat
         identity = TaskInstanceIdentity(DAG_ID, "train", run_id)
         retry = support.StubTaskInstance(DAG_ID, "train", run_id, try_number=2)
         with pytest.raises(TaskDeferred) as deferred:
-            _op(namespace).execute(_context(retry, store))
+            support.master_only_operator(namespace).execute(_context(retry, store))
         uid = deferred.value.trigger.job_uid
 
         def mine(identity=identity):
