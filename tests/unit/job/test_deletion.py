@@ -7,6 +7,7 @@ import pytest
 from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.job.deletion import Deletion
 from airflow_volcano_wandb.job.ownership import TRY_NUMBER_ANNOTATION
+from tests.unit.job.scripted_hook import ScriptedVolcanoHook
 
 
 def _job(phase: str = "Running", uid: str = "u", owner: int | None = 1) -> dict:
@@ -66,39 +67,19 @@ def test_only_this_submission_and_no_newer_try_s(job, uid, try_number, step):
     assert deletion.decide(job, uid, try_number, kill=False) is step
 
 
-class _Hook:
-    """The sync hook's two calls, with a delete that loses its precondition ``conflicts`` times."""
-
-    def __init__(self, jobs: list[dict | None], conflicts: int = 0) -> None:
-        self.jobs, self.conflicts, self.deletes = jobs, conflicts, []
-
-    def get_job(self, name, namespace):
-        return self.jobs.pop(0) if len(self.jobs) > 1 else self.jobs[0]
-
-    def delete_job(self, name, namespace, uid=None, resource_version=None):
-        self.deletes.append((name, namespace, uid, resource_version))
-        if self.conflicts:
-            self.conflicts -= 1
-            return False
-        return True
-
-
 def test_a_delete_carries_the_read_uid_and_version_and_reads_again_after_a_conflict():
-    hook = _Hook([_job(), _job()], conflicts=1)
+    hook = ScriptedVolcanoHook([_job(), _job()], conflicts=1)
     deletion.delete_if_owned(hook, {"name": "j", "namespace": "ns", "uid": "u"}, 1)
     assert hook.deletes == [("j", "ns", "u", "7"), ("j", "ns", "u", "7")]
 
 
 def test_a_job_a_newer_try_adopted_between_reads_is_left():
-    hook = _Hook([_job(), _job(owner=2)], conflicts=1)
+    hook = ScriptedVolcanoHook([_job(), _job(owner=2)], conflicts=1)
     deletion.delete_if_owned(hook, {"name": "j", "namespace": "ns", "uid": "u"}, 1)
     assert len(hook.deletes) == 1  # the first delete lost; the second read says "newer try"
 
 
 def test_a_failing_read_is_logged_not_raised(caplog):
-    class Broken(_Hook):
-        def get_job(self, name, namespace):
-            raise RuntimeError("apiserver down")
-
-    deletion.delete_if_owned(Broken([None]), {"name": "j", "namespace": "ns", "uid": "u"}, 1)
+    broken = ScriptedVolcanoHook([RuntimeError("apiserver down")])
+    deletion.delete_if_owned(broken, {"name": "j", "namespace": "ns", "uid": "u"}, 1)
     assert "Could not delete Volcano job ns/j" in caplog.text

@@ -16,6 +16,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError
 from airflow_volcano_wandb.job import fit
 from airflow_volcano_wandb.job.fit_check import check_fit
 from airflow_volcano_wandb.template.quantity import parse_quantity
+from tests.unit.job.scripted_hook import ScriptedVolcanoHook
 
 GPU = "nvidia.com/gpu"
 GI = 1024**3
@@ -199,30 +200,11 @@ def test_the_mode_is_one_of_three():
         fit.check_mode("strict")
 
 
-class _Hook:
-    """The two reads of ``VolcanoHook``: a queue and the nodes, or the error each raises."""
-
-    def __init__(self, queue: Any = None, nodes: Any = None) -> None:
-        self.queue, self.nodes, self.reads = queue, nodes, []
-
-    def get_queue(self, name: str) -> Any:
-        self.reads.append(("queue", name))
-        if isinstance(self.queue, Exception):
-            raise self.queue
-        return self.queue
-
-    def list_nodes(self) -> Any:
-        self.reads.append(("nodes",))
-        if isinstance(self.nodes, Exception):
-            raise self.nodes
-        return self.nodes
-
-
 LOG = logging.getLogger("test_fit")
 
 
 def test_fail_raises_a_refusal_that_names_the_numbers(caplog):
-    hook = _Hook(_queue(capability={GPU: "16"}), _nodes())
+    hook = ScriptedVolcanoHook(queue=_queue(capability={GPU: "16"}), nodes=_nodes())
     with pytest.raises(JobWontFitError) as raised:
         check_fit(hook, _job(workers=2), "fail", LOG)
     assert isinstance(raised.value, JobRefusedError)  # retry policies treat it as a refusal
@@ -233,17 +215,19 @@ def test_fail_raises_a_refusal_that_names_the_numbers(caplog):
 
 
 def test_warn_only_logs_and_off_reads_nothing(caplog):
-    hook = _Hook(_queue(capability={GPU: "16"}), _nodes())
+    hook = ScriptedVolcanoHook(queue=_queue(capability={GPU: "16"}), nodes=_nodes())
     with caplog.at_level(logging.INFO, LOG.name):
         check_fit(hook, _job(workers=2), "warn", LOG)
     assert "can never be placed as things stand: needs 24 nvidia.com/gpu" in caplog.text
-    idle = _Hook()
+    idle = ScriptedVolcanoHook()
     check_fit(idle, _job(workers=2), "off", LOG)
     assert idle.reads == []
 
 
 def test_not_now_is_one_log_line(caplog):
-    hook = _Hook(_queue(capability={GPU: "32"}, allocated={GPU: "24"}), _nodes())
+    hook = ScriptedVolcanoHook(
+        queue=_queue(capability={GPU: "32"}, allocated={GPU: "24"}), nodes=_nodes()
+    )
     with caplog.at_level(logging.INFO, LOG.name):
         check_fit(hook, _job(workers=1), "fail", LOG)
     assert [r.message for r in caplog.records] == [
@@ -254,7 +238,7 @@ def test_not_now_is_one_log_line(caplog):
 
 def test_unreadable_queue_and_nodes_are_said_once_and_the_job_goes_on(caplog):
     denied = KubernetesPermissionError("Kubernetes denied 'list' on 'nodes' cluster-wide")
-    hook = _Hook(denied, denied)
+    hook = ScriptedVolcanoHook(queue=denied, nodes=denied)
     with caplog.at_level(logging.INFO, LOG.name):
         check_fit(hook, _job(workers=99), "fail", LOG)
     assert [r.message for r in caplog.records] == [
@@ -265,7 +249,7 @@ def test_unreadable_queue_and_nodes_are_said_once_and_the_job_goes_on(caplog):
 
 
 def test_the_nodes_still_judge_when_only_the_queue_is_unreadable():
-    hook = _Hook(ApiException(status=404, reason="Not Found"), _nodes())
+    hook = ScriptedVolcanoHook(queue=ApiException(status=404, reason="Not Found"), nodes=_nodes())
     with pytest.raises(JobWontFitError, match="largest node has 8"):
         check_fit(hook, _job(workers=1, gpus=16), "fail", LOG)
     assert hook.reads == [("queue", "default"), ("nodes",)]
