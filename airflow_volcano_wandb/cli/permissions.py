@@ -35,7 +35,7 @@ def _permissions(group: str, resource: str, verbs: str) -> tuple[Permission, ...
     return tuple(Permission(group, resource, verb, subresource) for verb in verbs.split())
 
 
-# The Role of docker/k8s/rbac.yaml, rule by rule (tests/unit/test_doctor.py keeps them equal;
+# The Role of docker/k8s/rbac.yaml, rule by rule (tests/unit/cli/test_doctor.py keeps them equal;
 # the YAML is not package data, and the installed doctor must know the list).
 REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     *_permissions("batch.volcano.sh", "jobs", "create get list watch patch delete"),
@@ -50,7 +50,7 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
 SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
     p for p in REQUIRED_PERMISSIONS if p.resource == "secrets"
 )
-# The Role of docker/k8s/rbac-external-key-secret.yaml (tests/unit/test_doctor.py keeps it so).
+# The Role of docker/k8s/rbac-external-key-secret.yaml (tests/unit/cli/test_doctor.py keeps it so).
 EXTERNAL_KEY_SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
     p for p in REQUIRED_PERMISSIONS if p not in SECRET_PERMISSIONS
 )

@@ -16,7 +16,7 @@ from kubernetes.client.exceptions import ApiException
 from airflow_volcano_wandb.template import TemplateError, render_job
 from airflow_volcano_wandb.testing.pytest_plugin import VolcanoCluster
 from tests.pod_security_corpus import CASES, Case
-from tests.unit.template_cases import MACROS
+from tests.unit.template.template_cases import MACROS
 
 pytestmark = pytest.mark.cluster
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +63,14 @@ def run_dag(dag_id: str, file: str = "avw_test_jobs.py", **conf: Any):
             for ti in session.query(TaskInstance).filter_by(dag_id=dag_id, run_id=dag_run.run_id)
         }
     return dag_run, tis
+
+
+def run_retry_policy_dag(tmp_path: Path, **conf: Any) -> tuple[Any, dict, list[dict]]:
+    """Run ``avw_test_retry_policy`` once: the DagRun, its task instances, and the failure
+    each of its tries recorded (class, reason, exit code), in order."""
+    record = tmp_path / "failures.jsonl"
+    dag_run, tis = run_dag("avw_test_retry_policy", record_to=str(record), **conf)
+    return dag_run, tis, [json.loads(line) for line in record.read_text().splitlines()]
 
 
 def xcoms(dag_id: str, run_id: str) -> dict[str, Any]:

@@ -18,7 +18,6 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import TrainerCrashLoopError
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
@@ -27,13 +26,7 @@ from tests.integration.jobs import (
     submit_job,
     wait_until,
 )
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    context_for,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 
@@ -60,27 +53,27 @@ def _assert_named(error: TrainerCrashLoopError, rank: str, budget: int) -> None:
 
 def test_a_crash_looping_master_fails_the_deferred_task_and_its_job_is_deleted(cluster):
     api, namespace = cluster
-    op = operator(
+    op = support.operator(
         namespace=namespace,
         template=_crashing("master"),
         deferrable=True,
         max_container_restarts=2,
     )
-    ti = StubTaskInstance(DAG_ID, "train", "deferred")
-    trigger = execute_operator(op, ti)
+    ti = support.StubTaskInstance(DAG_ID, "train", "deferred")
+    trigger = support.execute_operator(op, ti)
     assert trigger.serialize()[1]["max_container_restarts"] == 2
-    events = asyncio.run(collect_events(trigger, timeout=120))
+    events = asyncio.run(support.collect_events(trigger, timeout=120))
     assert [event["outcome"] for event in events] == ["crash_loop"]
     assert events[0]["crash_loop"]["rank"] == "master-0"
     with pytest.raises(TrainerCrashLoopError) as failure:
-        op.execute_complete(context_for(ti), events[0], run=None)
+        op.execute_complete(support.context_for(ti), events[0], run=None)
     _assert_named(failure.value, "master-0", budget=2)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
 def test_a_crash_looping_worker_fails_the_sync_wait_too(cluster):
     api, namespace = cluster
-    op = operator(
+    op = support.operator(
         namespace=namespace,
         template=_crashing("worker"),
         deferrable=False,
@@ -88,7 +81,7 @@ def test_a_crash_looping_worker_fails_the_sync_wait_too(cluster):
         execution_timeout=timedelta(seconds=120),  # without a budget: JobTimeoutError
     )
     with pytest.raises(TrainerCrashLoopError) as failure:
-        execute_operator(op, StubTaskInstance(DAG_ID, "train", "sync"))
+        support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "sync"))
     _assert_named(failure.value, "worker-0", budget=1)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
@@ -98,17 +91,8 @@ def test_the_poking_sensor_applies_the_same_budget(cluster):
     job = submit_job(
         api, namespace, "sensed", master_seconds=1, master_annotations={SIM_EXIT_CODE: "3"}
     )
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        max_container_restarts=2,
-        wandb_conn_id=None,
-    )
-    ti = StubTaskInstance(DAG_ID, "wait", "sensor")
     with pytest.raises(TrainerCrashLoopError) as failure:
-        wait_until(lambda: sensor.poke({"ti": ti}), timeout=120, interval=1, what="a verdict")
+        support.poke_until_verdict(job, namespace, DAG_ID, timeout=120, max_container_restarts=2)
     _assert_named(failure.value, "master-0", budget=2)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
@@ -118,7 +102,7 @@ def test_a_job_that_restarts_within_its_budget_and_then_completes_succeeds(clust
     changed to 0 meanwhile): restarts within the budget are no failure."""
     api, namespace = cluster
     core = k8s.CoreV1Api(api)
-    op = operator(
+    op = support.operator(
         namespace=namespace,
         template=_crashing("master"),
         deferrable=False,
@@ -143,6 +127,6 @@ def test_a_job_that_restarts_within_its_budget_and_then_completes_succeeds(clust
 
     recovery = threading.Thread(target=recover_after_two_restarts, daemon=True)
     recovery.start()
-    result = execute_operator(op, StubTaskInstance(DAG_ID, "train", "recovers"))
+    result = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "recovers"))
     recovery.join(timeout=5)
     assert result["phase"] == "Completed"

@@ -10,8 +10,6 @@ the policy against the raised class, retrying an eviction and failing an OOM kil
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from airflow.sdk.exceptions import AirflowException
 
@@ -27,7 +25,7 @@ from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     list_jobs,
-    run_dag,
+    run_retry_policy_dag,
     seed_template,
     xcoms,
 )
@@ -115,10 +113,6 @@ def test_a_job_volcano_refuses_raises_job_refused_error_and_nothing_is_left(
     assert list_jobs(volcano_cluster.api_client(), namespace) == []
 
 
-def _records(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
 def _history(dag_id: str, run_id: str) -> list[tuple[int, str, str | None, float | None]]:
     """(try, state, retry_reason, retry_delay_override) of every earlier try Airflow kept."""
     from airflow.models.taskinstancehistory import TaskInstanceHistory
@@ -130,16 +124,14 @@ def _history(dag_id: str, run_id: str) -> list[tuple[int, str, str | None, float
 
 
 def test_retry_policy_retries_an_eviction_and_the_retry_succeeds(namespace, tmp_path):
-    record = tmp_path / "failures.jsonl"
-    dag_run, tis = run_dag(
-        "avw_test_retry_policy",
+    dag_run, tis, records = run_retry_policy_dag(
+        tmp_path,
         template=_terminating(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"}),
         namespace=namespace,
         first_try_annotations={EVICT: NODE_PRESSURE},  # every pod of try 1 is evicted
-        record_to=str(record),
     )
     assert tis["train"] == ("success", 2), tis
-    assert [(r["try"], r["class"], r["reason"]) for r in _records(record)] == [
+    assert [(r["try"], r["class"], r["reason"]) for r in records] == [
         (1, "JobPreemptedError", "Evicted")
     ]
     assert _history("avw_test_retry_policy", dag_run.run_id) == [
@@ -153,15 +145,11 @@ def test_retry_policy_retries_an_eviction_and_the_retry_succeeds(namespace, tmp_
 
 
 def test_retry_policy_fails_an_oom_kill_at_once_despite_retries_left(namespace, tmp_path):
-    record = tmp_path / "failures.jsonl"
     oom = {SIM_DURATION: "1", SIM_EXIT_CODE: "137", EXIT_REASON: "OOMKilled"}
-    _, tis = run_dag(
-        "avw_test_retry_policy",
+    _, tis, records = run_retry_policy_dag(
+        tmp_path,
         template=_terminating(master=oom, worker={SIM_DURATION: "600"}),
         namespace=namespace,
-        record_to=str(record),
     )
     assert tis["train"] == ("failed", 1), tis  # retries=2, yet no second try
-    assert [(r["try"], r["class"], r["exit_code"]) for r in _records(record)] == [
-        (1, "OOMKilledError", 137)
-    ]
+    assert [(r["try"], r["class"], r["exit_code"]) for r in records] == [(1, "OOMKilledError", 137)]

@@ -37,12 +37,6 @@ pytestmark = pytest.mark.cluster
 TERMINATE_ON_FAILURE = [{"event": "PodFailed", "action": "TerminateJob"}]
 
 
-@pytest.fixture
-def cluster(airflow_db, kubernetes_connection, volcano_cluster, volcano_namespace):
-    """(kubernetes ApiClient, namespace) with Airflow pointed at the local cluster."""
-    return volcano_cluster.api_client(), volcano_namespace
-
-
 def _output(capfd) -> str:
     captured = capfd.readouterr()
     return captured.out + captured.err

@@ -31,13 +31,7 @@ from tests.integration.test_failure_classes_on_cluster import (
     _terminating,
 )
 from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
-from tests.reliability.support import (
-    MemoryStore,
-    StubTaskInstance,
-    context_for,
-    operator,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 
@@ -54,22 +48,24 @@ def claim(kubernetes_connection, volcano_cluster, volcano_namespace):
     api.close()
 
 
-def _execute(op, ti: StubTaskInstance, store: MemoryStore) -> Any:
+def _execute(op, ti: support.StubTaskInstance, store: support.MemoryStore) -> Any:
     try:
-        return op.execute({**context_for(ti), "task_state_store": store})
+        return op.execute({**support.context_for(ti), "task_state_store": store})
     except TaskDeferred as deferred:
         return deferred.trigger
 
 
-def _try(namespace: str, run_id: str, try_number: int, store: MemoryStore, template, **kwargs):
-    op = operator(
+def _try(
+    namespace: str, run_id: str, try_number: int, store: support.MemoryStore, template, **kwargs
+):
+    op = support.operator(
         template=template,
         namespace=namespace,
         checkpoint_volume=CLAIM,
         pending_timeout=60,
         **kwargs,
     )
-    ti = StubTaskInstance(DAG_ID, "train", run_id, try_number=try_number)
+    ti = support.StubTaskInstance(DAG_ID, "train", run_id, try_number=try_number)
     return op, ti, _execute(op, ti, store)
 
 
@@ -85,7 +81,7 @@ def _master_env(api: k8s.ApiClient, namespace: str, name: str) -> dict[str, str]
     }
 
 
-def _second_try(namespace: str, run_id: str, store: MemoryStore) -> tuple[dict, dict]:
+def _second_try(namespace: str, run_id: str, store: support.MemoryStore) -> tuple[dict, dict]:
     """Try 2, submitted and not waited on: its job's master env and its XComs."""
     template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
     _, ti, job = _try(namespace, run_id, 2, store, template, wait_for_completion=False)
@@ -106,7 +102,7 @@ def _saying(line: str, gpus: int, **task_annotations: dict[str, str]) -> dict:
 
 
 def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, claim):
-    namespace, store = claim, MemoryStore()
+    namespace, store = claim, support.MemoryStore()
     evicted = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
     with pytest.raises(JobPreemptedError):
         _try(namespace, "preempted", 1, store, evicted)
@@ -141,7 +137,7 @@ def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow(
 ):
     """Ranks preempted before the trainer's ``wandb.init``: W&B has no run, and ``must``
     would fail the resumed trainer. Asked (online, with a key), W&B settles it: ``allow``."""
-    namespace, store = claim, MemoryStore()
+    namespace, store = claim, support.MemoryStore()
     evicted = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
     with pytest.raises(JobPreemptedError):
         _try(namespace, "unseen", 1, store, evicted)
@@ -172,7 +168,7 @@ def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow(
 
 
 def test_a_trainer_failure_starts_a_run_of_its_own(volcano_cluster, claim):
-    namespace, store = claim, MemoryStore()
+    namespace, store = claim, support.MemoryStore()
     failing = _terminating(
         master={SIM_DURATION: "1", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
     )
@@ -191,7 +187,7 @@ def test_a_trainer_failure_starts_a_run_of_its_own(volcano_cluster, claim):
 def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone(
     volcano_cluster, claim
 ):
-    namespace, store = claim, MemoryStore()
+    namespace, store = claim, support.MemoryStore()
     api = volcano_cluster.api_client()
     running = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
     _, _, trigger = _try(namespace, "killed", 1, store, running, deferrable=True)
@@ -212,7 +208,7 @@ def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone(
             return exc.status == 404
         return False
 
-    wait_until(gone, 60, what="try 1's job to go")
+    support.wait_until(gone, 60, what="try 1's job to go")
     job, pushed = _second_try(namespace, "killed", store)
     env = _master_env(api, namespace, job["name"])
     # Whether its trainer had started the run is not known: allow, not must.
@@ -224,7 +220,7 @@ def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone(
 def test_a_cleared_successful_task_trains_a_run_of_its_own(volcano_cluster, claim):
     """The succeeded job is deleted (``delete_succeeded``) once reported: its recorded success,
     not the job's absence, tells the next try, which must not take it for a kill."""
-    namespace, store = claim, MemoryStore()
+    namespace, store = claim, support.MemoryStore()
     quick = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"})
     _, _, first = _try(namespace, "cleared", 1, store, quick)
     assert store.get("volcano_run")["cause"] == "succeeded"

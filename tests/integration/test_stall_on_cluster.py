@@ -17,7 +17,6 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from tests.integration.jobs import (
     SIM_DURATION,
     list_jobs,
@@ -25,13 +24,7 @@ from tests.integration.jobs import (
     submit_job,
     wait_until,
 )
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    context_for,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 
@@ -54,22 +47,22 @@ def _assert_stalled(error: TrainingStalledError) -> None:
 def test_a_silent_master_fails_the_deferred_task_and_its_job_is_deleted(cluster):
     api, namespace = cluster
     runs = {SIM_DURATION: "600"}
-    op = operator(
+    op = support.operator(
         namespace=namespace,
         template=seed_template(master={SIM_DURATION: "60"}, worker=runs),
         deferrable=True,
         stall_timeout=STALL_TIMEOUT,
     )
-    ti = StubTaskInstance(DAG_ID, "train", "deferred")
-    trigger = execute_operator(op, ti)
+    ti = support.StubTaskInstance(DAG_ID, "train", "deferred")
+    trigger = support.execute_operator(op, ti)
     assert trigger.serialize()[1]["stall_timeout"] == STALL_TIMEOUT
     started = time.monotonic()
-    events = asyncio.run(collect_events(trigger, timeout=50))
+    events = asyncio.run(support.collect_events(trigger, timeout=50))
     assert [event["outcome"] for event in events] == ["stalled"]
     assert time.monotonic() - started < 50  # the master would have run 60 s
     assert events[0]["stall"]["rank"] == "master-0"
     with pytest.raises(TrainingStalledError) as failure:
-        op.execute_complete(context_for(ti), events[0], run=None)
+        op.execute_complete(support.context_for(ti), events[0], run=None)
     _assert_stalled(failure.value)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
@@ -77,17 +70,8 @@ def test_a_silent_master_fails_the_deferred_task_and_its_job_is_deleted(cluster)
 def test_the_poking_sensor_judges_a_stall_the_same_way(cluster):
     api, namespace = cluster
     job = submit_job(api, namespace, "sensed", master_seconds=60)
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        stall_timeout=STALL_TIMEOUT,
-        wandb_conn_id=None,
-    )
-    ti = StubTaskInstance(DAG_ID, "wait", "sensor")
     with pytest.raises(TrainingStalledError) as failure:
-        wait_until(lambda: sensor.poke({"ti": ti}), timeout=50, interval=1, what="a verdict")
+        support.poke_until_verdict(job, namespace, DAG_ID, timeout=50, stall_timeout=STALL_TIMEOUT)
     _assert_stalled(failure.value)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
@@ -121,12 +105,12 @@ def test_a_master_that_printed_lately_is_not_silent_and_one_that_ends_in_time_is
     time.sleep(3)
     assert hook.read_pod_log_since(name, namespace, container, 1) == ""
 
-    op = operator(
+    op = support.operator(
         namespace=namespace,
         template=seed_template(master={SIM_DURATION: "3"}, worker={SIM_DURATION: "600"}),
         deferrable=False,
         stall_timeout=30,
         execution_timeout=timedelta(seconds=60),
     )
-    result = execute_operator(op, StubTaskInstance(DAG_ID, "train", "in-time"))
+    result = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "in-time"))
     assert result["phase"] == "Completed"

@@ -22,17 +22,10 @@ import pytest
 
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from test_support.wandb_standin import WandbStandin
 from tests.integration.jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    context_for,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 
@@ -119,7 +112,7 @@ def test_a_silent_master_whose_wandb_run_advances_is_not_stalled_until_it_stops_
     cluster, standin
 ):
     api, namespace = cluster
-    op = operator(
+    op = support.operator(
         namespace=namespace,
         template=seed_template(master={SIM_DURATION: "60"}, worker={SIM_DURATION: "600"}),
         deferrable=True,
@@ -130,19 +123,19 @@ def test_a_silent_master_whose_wandb_run_advances_is_not_stalled_until_it_stops_
         wandb_mode="online",
         wandb_run_id=RUN_ID,
     )
-    ti = StubTaskInstance("avw_stall_wandb", "train", "wandb")
-    trigger = execute_operator(op, ti)
+    ti = support.StubTaskInstance("avw_stall_wandb", "train", "wandb")
+    trigger = support.execute_operator(op, ti)
     kwargs = trigger.serialize()[1]
     assert (kwargs["wandb_conn_id"], kwargs["wandb_run_id"]) == ("wandb_stall", RUN_ID)
     assert API_KEY not in json.dumps(kwargs)
     with logged("avw.test.stall_wandb.trigger") as (log, lines), advancing(standin) as stop:
         trigger._log = log
-        events = asyncio.run(collect_events(trigger, timeout=50))
+        events = asyncio.run(support.collect_events(trigger, timeout=50))
         ended_after_the_run_stopped = stop.is_set()
     assert ended_after_the_run_stopped, events
     assert [event["outcome"] for event in events] == ["stalled"]
     with pytest.raises(TrainingStalledError) as failure:
-        op.execute_complete(context_for(ti), events[0], run=None)
+        op.execute_complete(support.context_for(ti), events[0], run=None)
     _assert_heard_then_stalled("\n".join(lines.lines), standin, failure.value)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
@@ -152,19 +145,17 @@ def test_the_poking_sensor_hears_the_wandb_run_the_job_names_the_same_way_agains
 ):
     api, namespace = cluster
     job = submit_job(api, namespace, "sensed", master_seconds=60, labels={WANDB_RUN_LABEL: RUN_ID})
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        stall_timeout=STALL_TIMEOUT,
-        wandb_conn_id="wandb_stall",
-        wandb_mode="online",
-    )
-    ti = StubTaskInstance("avw_stall_wandb", "wait", "sensor")
     with advancing(standin) as stop:
         with pytest.raises(TrainingStalledError) as failure:
-            wait_until(lambda: sensor.poke({"ti": ti}), timeout=50, interval=1, what="a verdict")
+            support.poke_until_verdict(
+                job,
+                namespace,
+                "avw_stall_wandb",
+                timeout=50,
+                wandb_conn_id="wandb_stall",
+                stall_timeout=STALL_TIMEOUT,
+                wandb_mode="online",
+            )
         ended_after_the_run_stopped = stop.is_set()
     assert ended_after_the_run_stopped, failure.value
     # The task's log: Airflow routes it through structlog, to the console here.

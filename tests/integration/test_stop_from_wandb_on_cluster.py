@@ -12,29 +12,21 @@ the job is deleted after a fresh GET and LIST confirm it. The last test runs a D
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
 from airflow_volcano_wandb.exceptions import ContainerError, StoppedFromWandbError
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     list_jobs,
-    run_dag,
+    run_retry_policy_dag,
     seed_template,
     submit_job,
     wait_until,
 )
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    context_for,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 
@@ -56,15 +48,15 @@ def test_a_run_stopped_from_wandb_fails_the_deferred_task_and_its_job_is_deleted
     api, namespace = cluster
     template = seed_template(master=STOPPED_MASTER, worker={SIM_DURATION: "600"})
     # A budget far above the restarts: the stop, not a crash loop, ends the wait.
-    op = operator(
+    op = support.operator(
         namespace=namespace, template=template, deferrable=True, max_container_restarts=50
     )
-    ti = StubTaskInstance(DAG_ID, "train", "deferred")
-    trigger = execute_operator(op, ti)
-    events = asyncio.run(collect_events(trigger, timeout=120))
+    ti = support.StubTaskInstance(DAG_ID, "train", "deferred")
+    trigger = support.execute_operator(op, ti)
+    events = asyncio.run(support.collect_events(trigger, timeout=120))
     assert [event["outcome"] for event in events] == ["stopped_from_wandb"]
     with pytest.raises(StoppedFromWandbError) as failure:
-        op.execute_complete(context_for(ti), events[0], run=None)
+        op.execute_complete(support.context_for(ti), events[0], run=None)
     _assert_stopped(failure.value)
     # Who stopped it is on the run's page: the trainer is told only that it was stopped.
     assert "; the W&B run: https://wandb.ai/test-entity/test-project/runs/" in str(failure.value)
@@ -76,31 +68,20 @@ def test_the_poking_sensor_maps_a_stop_the_same_way(cluster):
     job = submit_job(
         api, namespace, "sensed", master_seconds=1, master_annotations={SIM_EXIT_CODE: STOP}
     )
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="sensed",
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        wandb_conn_id=None,
-    )
-    ti = StubTaskInstance(DAG_ID, "wait", "sensor")
     with pytest.raises(StoppedFromWandbError) as failure:
-        wait_until(lambda: sensor.poke({"ti": ti}), timeout=120, interval=1, what="a verdict")
+        support.poke_until_verdict(job, namespace, DAG_ID, timeout=120)
     _assert_stopped(failure.value)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
 def test_a_stopped_run_is_not_retried_despite_retries_left(cluster, tmp_path):
     _, namespace = cluster
-    record = tmp_path / "failures.jsonl"
-    _, tis = run_dag(
-        "avw_test_retry_policy",
+    _, tis, records = run_retry_policy_dag(
+        tmp_path,
         template=seed_template(master=STOPPED_MASTER, worker={SIM_DURATION: "600"}),
         namespace=namespace,
-        record_to=str(record),
     )
     assert tis["train"] == ("failed", 1), tis  # retries=2, yet no second try
-    records = [json.loads(line) for line in record.read_text().splitlines()]
     assert [(r["try"], r["class"], r["exit_code"]) for r in records] == [
         (1, "StoppedFromWandbError", STOPPED_FROM_WANDB_EXIT_CODE)
     ]

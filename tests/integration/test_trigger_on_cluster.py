@@ -24,11 +24,6 @@ from tests.integration.jobs import (
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture
-def cluster(kubernetes_connection, volcano_cluster, volcano_namespace):
-    return volcano_cluster.api_client(), volcano_namespace
-
-
 def test_serialize_round_trips_to_an_equal_trigger():
     trigger = VolcanoJobTrigger(
         job_name="j",
@@ -85,6 +80,16 @@ def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
     assert job_watcher.active_watchers() == 0  # the last one out closed it
 
 
+def _trigger_of(job: dict, namespace: str, **options) -> VolcanoJobTrigger:
+    """The trigger a deferred task would hand the triggerer for ``job``."""
+    return VolcanoJobTrigger(
+        job_name=job["metadata"]["name"],
+        namespace=namespace,
+        job_uid=job["metadata"]["uid"],
+        **options,
+    )
+
+
 def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
     """With a 10-minute poll interval, only the watch can end the wait within the test.
 
@@ -95,13 +100,7 @@ def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
     job = submit_job(api, namespace, "prompt", master_seconds=3)
 
     async def wait():
-        trigger = VolcanoJobTrigger(
-            job_name="prompt",
-            namespace=namespace,
-            job_uid=job["metadata"]["uid"],
-            poll_interval=600,
-        )
-        async for event in trigger.run():
+        async for event in _trigger_of(job, namespace, poll_interval=600).run():
             return event.payload
 
     event = asyncio.run(asyncio.wait_for(wait(), timeout=120))
@@ -118,13 +117,7 @@ def test_a_wait_that_ends_early_fires_only_once_the_deferral_settled(cluster, mo
     deferred_at = time.time()
 
     async def wait():
-        trigger = VolcanoJobTrigger(
-            job_name="settled",
-            namespace=namespace,
-            job_uid=job["metadata"]["uid"],
-            poll_interval=1,
-            deferred_at=deferred_at,
-        )
+        trigger = _trigger_of(job, namespace, poll_interval=1, deferred_at=deferred_at)
         async for event in trigger.run():
             return event.payload, time.time()
 
@@ -133,25 +126,33 @@ def test_a_wait_that_ends_early_fires_only_once_the_deferral_settled(cluster, mo
     assert fired_at >= deferred_at + 20
 
 
-async def _wait_then_cancel(trigger: VolcanoJobTrigger) -> None:
-    """Let the trigger wait a while, then cancel it, as the triggerer does before on_kill."""
+def _running_job(api, namespace: str, name: str) -> dict:
+    """A job whose master trains for ten minutes, once its pods exist."""
+    job = submit_job(api, namespace, name, master_seconds=600)
+    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+    return job
+
+
+async def _cancelled_trigger(
+    job: dict, namespace: str, monkeypatch, *, task_left: bool | None = True
+) -> VolcanoJobTrigger:
+    """The job's trigger in a triggerer whose task has ``task_left`` deferred: let it wait a
+    while, then cancel it, as the triggerer does before on_kill."""
+    trigger = _trigger_of(job, namespace)
+    as_in_a_triggerer(trigger, monkeypatch, task_left=task_left)
     waiting = asyncio.create_task(trigger.run().__anext__())
     await asyncio.sleep(2)
     assert not waiting.done()
     waiting.cancel()
+    return trigger
 
 
 def test_on_kill_deletes_the_job_and_its_pods(cluster, monkeypatch):
     api, namespace = cluster
-    job = submit_job(api, namespace, "killed", master_seconds=600)
-    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+    job = _running_job(api, namespace, "killed")
 
     async def run_then_kill():
-        trigger = VolcanoJobTrigger(
-            job_name="killed", namespace=namespace, job_uid=job["metadata"]["uid"]
-        )
-        as_in_a_triggerer(trigger, monkeypatch, task_left=True)
-        await _wait_then_cancel(trigger)
+        trigger = await _cancelled_trigger(job, namespace, monkeypatch, task_left=True)
         await trigger.on_kill()
 
     asyncio.run(run_then_kill())
@@ -168,15 +169,10 @@ def test_on_kill_of_a_trigger_handed_over_leaves_the_job_running(cluster, monkey
     and calls on_kill; the task is still deferred (or its state unknown): no deletion."""
     api, namespace = cluster
     name = f"handed-over-{'deferred' if task_left is False else 'unknown'}"
-    job = submit_job(api, namespace, name, master_seconds=600)
-    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+    job = _running_job(api, namespace, name)
 
     async def run_then_hand_over():
-        trigger = VolcanoJobTrigger(
-            job_name=name, namespace=namespace, job_uid=job["metadata"]["uid"]
-        )
-        as_in_a_triggerer(trigger, monkeypatch, task_left=task_left)
-        await _wait_then_cancel(trigger)
+        trigger = await _cancelled_trigger(job, namespace, monkeypatch, task_left=task_left)
         await trigger.on_kill()
         await trigger.cleanup()
 
@@ -193,18 +189,9 @@ def test_on_kill_of_a_stale_trigger_whose_job_ended_leaves_the_job(cluster, monk
     that for a kill. A kill stops training; an ended job has none to stop (HA trial:
     tests/reliability/test_ha_airflow.py)."""
     api, namespace = cluster
-    job = submit_job(api, namespace, "ended-elsewhere", master_seconds=600)
-    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+    job = _running_job(api, namespace, "ended-elsewhere")
 
-    async def wait_then_cancel():
-        trigger = VolcanoJobTrigger(
-            job_name="ended-elsewhere", namespace=namespace, job_uid=job["metadata"]["uid"]
-        )
-        as_in_a_triggerer(trigger, monkeypatch, task_left=True)
-        await _wait_then_cancel(trigger)
-        return trigger
-
-    trigger = asyncio.run(wait_then_cancel())
+    trigger = asyncio.run(_cancelled_trigger(job, namespace, monkeypatch, task_left=True))
     end_master(api, namespace)  # meanwhile, the job ends (and the other triggerer fires)
     wait_until(lambda: _phase(api, namespace) == "Completed", 60, what="the job completed")
     asyncio.run(trigger.on_kill())
@@ -223,15 +210,10 @@ def test_on_kill_deletes_the_job_even_when_cancelled_itself(cluster, monkeypatch
     """Airflow's triggerer cancels a killed task's trigger again on its next loop, which can
     land while on_kill waits; the deletion must go on regardless."""
     api, namespace = cluster
-    job = submit_job(api, namespace, "killed-twice", master_seconds=600)
-    wait_until(lambda: list_pods(api, namespace), 60, what="pods")
+    job = _running_job(api, namespace, "killed-twice")
 
     async def kill_then_cancel_the_kill():
-        trigger = VolcanoJobTrigger(
-            job_name="killed-twice", namespace=namespace, job_uid=job["metadata"]["uid"]
-        )
-        as_in_a_triggerer(trigger, monkeypatch, task_left=True)
-        await _wait_then_cancel(trigger)
+        trigger = await _cancelled_trigger(job, namespace, monkeypatch, task_left=True)
         killing = asyncio.create_task(trigger.on_kill())
         await asyncio.sleep(0)  # on_kill has started its deletion...
         killing.cancel()  # ...and is cancelled at once

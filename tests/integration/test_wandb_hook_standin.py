@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import wandb
@@ -22,8 +23,8 @@ import yaml
 from airflow_volcano_wandb.hooks import WandbHook
 from airflow_volcano_wandb.wandb import wandb_backlink
 from airflow_volcano_wandb.wandb.key_forms import key_forms
-from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext
 from test_support.wandb_standin import WandbStandin
+from tests.wandb_support import airflow_run_context
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
 ENTITY = "ml-team"
@@ -280,30 +281,32 @@ def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
     api.close()
 
 
-TASK = AirflowRunContext(
-    dag_id="retrain",
+TASK = airflow_run_context(
     dag_run_id="scheduled__2026-11-30",
-    task_id="train",
-    try_number=2,
+    logical_date=None,
     task_url="http://airflow.example/dags/retrain/runs/scheduled__2026-11-30/tasks/train",
 )
+
+
+def _link_back(hook: WandbHook, outcome: str, **options: Any) -> bool:
+    """``link_back`` of TASK's run with a key, as the operator calls it; ``options`` replace
+    the run's id and the connection's entity, project and mode (None: the connection's)."""
+    arguments: dict[str, Any] = {
+        "run_id": RUN_ID,
+        "entity": None,
+        "project": None,
+        "mode": None,
+        "has_key": True,
+        "log": logging.getLogger("test.link_back"),
+    }
+    return wandb_backlink.link_back(hook, TASK, outcome, **{**arguments, **options})
 
 
 def test_link_back_writes_the_task_into_the_run_against_wandb_standin(
     standin: WandbStandin, conn_id: str, capfd: pytest.CaptureFixture[str]
 ) -> None:
-    hook, log = WandbHook(conn_id), logging.getLogger("test.link_back")
-    linked = wandb_backlink.link_back(
-        hook,
-        TASK,
-        "failed",
-        run_id=RUN_ID,
-        entity=None,
-        project=None,
-        mode=None,
-        has_key=True,
-        log=log,
-    )
+    hook = WandbHook(conn_id)
+    linked = _link_back(hook, "failed")
     assert linked
     run = standin.run(ENTITY, PROJECT, RUN_ID)
     assert run.config == {"lr": 0.01, "airflow": wandb_backlink.airflow_record(TASK, "failed")}
@@ -313,17 +316,7 @@ def test_link_back_writes_the_task_into_the_run_against_wandb_standin(
     ]
     assert run.summary == SUMMARY  # written back as read: untouched
     # A later try that succeeds replaces the outcome: one record, one outcome tag.
-    assert wandb_backlink.link_back(
-        hook,
-        TASK,
-        "success",
-        run_id=RUN_ID,
-        entity=ENTITY,
-        project=PROJECT,
-        mode="online",
-        has_key=True,
-        log=log,
-    )
+    assert _link_back(hook, "success", entity=ENTITY, project=PROJECT, mode="online")
     assert run.config["airflow"]["outcome"] == "success"
     assert run.tags == ["airflow", "airflow-success"]
     assert len(run.notes.splitlines()) == 1 and run.notes.endswith("success)")
@@ -343,16 +336,12 @@ def test_link_back_of_a_resumed_try_says_so_in_the_run_against_wandb_standin(
         "resumed_from_checkpoint": f"/checkpoints/{RUN_ID}/step-000000593.pt",
         "resume_saved_gpu_seconds": 39505.9,
     }
-    assert wandb_backlink.link_back(
+    assert _link_back(
         WandbHook(conn_id),
-        TASK,
         "success",
-        run_id=RUN_ID,
         entity=ENTITY,
         project=PROJECT,
         mode="online",
-        has_key=True,
-        log=logging.getLogger("test.link_back"),
         resumed=resumed,
     )
     run = standin.run(ENTITY, PROJECT, RUN_ID)
@@ -369,17 +358,7 @@ def _link_back_online(
 ) -> tuple[bool, str]:
     """``link_back`` of an online run with a key: whether it linked, and what it logged."""
     with caplog.at_level(logging.INFO, logger="test.link_back"):
-        linked = wandb_backlink.link_back(
-            hook,
-            TASK,
-            "success",
-            run_id=run_id,
-            entity=None,
-            project=None,
-            mode=None,
-            has_key=True,
-            log=logging.getLogger("test.link_back"),
-        )
+        linked = _link_back(hook, "success", run_id=run_id)
     return linked, caplog.text
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import subprocess
 import sys
 import textwrap
@@ -19,7 +18,8 @@ from pathlib import Path
 import wandb  # noqa: F401  (a dependency: missing it must fail, not skip)
 
 from airflow_volcano_wandb.wandb.wandb_env import container_env
-from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
+from tests.wandb_support import airflow_run_context, keyed_run_spec, read_wandb_records
 
 NAIVE_TRAINER = textwrap.dedent(
     """
@@ -35,46 +35,6 @@ NAIVE_TRAINER = textwrap.dedent(
     run.finish()
     """
 )
-
-
-def read_records(path: Path) -> list:
-    """Decode a ``.wandb`` transaction log (a ":W&B" header, then LevelDB log blocks).
-
-    wandb 0.31 no longer ships a Python reader (wandb-core writes the file), so this is the
-    format's few lines: 32 KiB blocks of chunks, each with a 7-byte header (CRC, length, type
-    1=full, 2=first, 3=middle, 4=last), every record a serialised ``wandb_internal_pb2.Record``.
-    """
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", data[:7]
-    block, pos, pending, records = 32768, 7, b"", []
-    while pos + 7 <= len(data):
-        left = block - pos % block
-        if left < 7:  # block trailer padding
-            pos += left
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        if kind == 0 and length == 0:
-            pos += left
-            continue
-        chunk = data[pos + 7 : pos + 7 + length]
-        pos += 7 + length
-        if kind == 1:
-            records.append(chunk)
-        elif kind == 2:
-            pending = chunk
-        elif kind == 3:
-            pending += chunk
-        elif kind == 4:
-            records.append(pending + chunk)
-            pending = b""
-    decoded = []
-    for raw in records:
-        record = pb.Record()
-        record.ParseFromString(raw)
-        decoded.append(record)
-    return decoded
 
 
 def resolved_env(spec: WandbRunSpec, *, master: bool, rank: int, wandb_dir: Path) -> dict:
@@ -100,21 +60,10 @@ def resolved_env(spec: WandbRunSpec, *, master: bool, rank: int, wandb_dir: Path
 
 
 def test_master_rank_mode_makes_one_offline_run_with_the_airflow_context(tmp_path: Path) -> None:
-    ctx = AirflowRunContext(
-        dag_id="retrain",
-        dag_run_id="manual__2026-01-02T03:04:05+00:00",
-        task_id="train",
-        try_number=1,
-        logical_date="2026-01-02T03:04:05+00:00",
-        task_url="http://airflow.local/dags/retrain/tasks/train",
+    ctx = airflow_run_context(
+        try_number=1, task_url="http://airflow.local/dags/retrain/tasks/train"
     )
-    spec = WandbRunSpec.for_task_instance(
-        ctx,
-        entity="team",
-        project="mlp",
-        mode="offline",
-        api_key_secret=SecretKeyRef("wandb-key", "api-key"),
-    )
+    spec = keyed_run_spec(ctx, entity="team", project="mlp", mode="offline")
     script = tmp_path / "train.py"
     script.write_text(NAIVE_TRAINER)
     wandb_dir = tmp_path / "wandb-dir"
@@ -137,7 +86,7 @@ def test_master_rank_mode_makes_one_offline_run_with_the_airflow_context(tmp_pat
     runs = sorted((wandb_dir / "wandb").glob("offline-run-*"))
     assert [r.name.rsplit("-", 1)[-1] for r in runs] == [spec.run_id], runs
     (log,) = runs[0].glob("*.wandb")
-    (run,) = [r.run for r in read_records(log) if r.WhichOneof("record_type") == "run"]
+    (run,) = [r.run for r in read_wandb_records(log) if r.WhichOneof("record_type") == "run"]
     assert run.run_id == spec.run_id
     assert run.display_name == spec.run_name
     assert run.run_group == spec.group

@@ -21,13 +21,7 @@ from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, node, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
 from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
-from tests.reliability.support import (
-    MemoryStore,
-    StubTaskInstance,
-    context_for,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
 
@@ -72,14 +66,16 @@ def _pods(api: k8s.ApiClient, namespace: str, job: str) -> list[k8s.V1Pod]:
     return k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
 
 
-def _killable_try(namespace: str, store: MemoryStore, ti: StubTaskInstance, **kwargs: Any) -> Any:
+def _killable_try(
+    namespace: str, store: support.MemoryStore, ti: support.StubTaskInstance, **kwargs: Any
+) -> Any:
     """One try of a master and a worker training the example trainer on the real node (sync
     wait), long enough to kill in the middle: a few seconds an epoch there, 60 s of grace to
     save on SIGTERM; ``kwargs`` say where its checkpoints go and how it waits."""
     template = _placed_seed()
     for task in template["spec"]["tasks"]:
         task["replicas"] = 1
-    op = operator(
+    op = support.operator(
         namespace=namespace,
         template=template,
         image_uri=image.TRAINER_IMAGE,
@@ -89,7 +85,7 @@ def _killable_try(namespace: str, store: MemoryStore, ti: StubTaskInstance, **kw
         deferrable=False,
         **kwargs,
     )
-    return op.execute({**context_for(ti), "task_state_store": store})
+    return op.execute({**support.context_for(ti), "task_state_store": store})
 
 
 def _kill(api: k8s.ApiClient, namespace: str, name: str) -> None:
@@ -317,7 +313,7 @@ def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout(
     for task in template["spec"]["tasks"]:
         task["replicas"] = 1
     template["spec"]["minAvailable"] = 2
-    op = operator(
+    op = support.operator(
         namespace=volcano_namespace,
         template=template,
         allowed_images=[image.TRAINER_IMAGE],
@@ -326,7 +322,7 @@ def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout(
         execution_timeout=timedelta(seconds=240),
     )
     with pytest.raises(TrainingStalledError) as failure:
-        execute_operator(op, StubTaskInstance("avw_real_stall", "train", "hang"))
+        support.execute_operator(op, support.StubTaskInstance("avw_real_stall", "train", "hang"))
     error = failure.value
     assert error.task == "master" and error.running_for >= STALL_TIMEOUT, error
     text = str(error)
@@ -345,13 +341,13 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     same W&B run from that checkpoint and completes: the run's two offline files hold one
     continuous history, every step once."""
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
-    store = MemoryStore()
+    store = support.MemoryStore()
 
     def one_try(try_number: int, **kwargs: Any) -> Any:
         return _killable_try(
             volcano_namespace,
             store,
-            StubTaskInstance("avw_real_resume", "train", "killed", try_number=try_number),
+            support.StubTaskInstance("avw_real_resume", "train", "killed", try_number=try_number),
             checkpoint_volume=placement.WANDB_CLAIM,
             **kwargs,
         )
@@ -386,7 +382,7 @@ def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods
     the old job under the name would lose the new one: it stays ``Pending`` until the
     deadline)."""
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
-    store = MemoryStore()
+    store = support.MemoryStore()
     template = _placed_seed()
     for task in template["spec"]["tasks"]:
         task["replicas"] = 1
@@ -395,7 +391,7 @@ def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods
     template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
 
     def one_try(try_number: int, epochs: str, **kwargs: Any) -> Any:
-        op = operator(
+        op = support.operator(
             namespace=volcano_namespace,
             template=template,
             job_name="fixed-real",
@@ -406,8 +402,8 @@ def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods
             execution_timeout=timedelta(seconds=240),
             **kwargs,
         )
-        ti = StubTaskInstance("avw_real_replace", "train", "fixed", try_number=try_number)
-        return op.execute({**context_for(ti), "task_state_store": store})
+        ti = support.StubTaskInstance("avw_real_replace", "train", "fixed", try_number=try_number)
+        return op.execute({**support.context_for(ti), "task_state_store": store})
 
     with pytest.raises(TrainerExitError) as failure:
         one_try(1, epochs="0")  # train.py refuses --epochs 0: exit 2 before any training
@@ -440,7 +436,7 @@ def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_sha
     from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
-    store = MemoryStore()
+    store = support.MemoryStore()
     standin = WandbStandin(api_key=API_KEY, host=node.GATEWAY).start()
     conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
     monkeypatch.setenv("AIRFLOW_CONN_WANDB_ARTIFACT_STANDIN", json.dumps(conn))
@@ -450,7 +446,7 @@ def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_sha
         return _killable_try(
             volcano_namespace,
             store,
-            StubTaskInstance("avw_real_artifact", "train", "killed", try_number=try_number),
+            support.StubTaskInstance("avw_real_artifact", "train", "killed", try_number=try_number),
             checkpoint_artifact=True,
             wandb_mode="online",
             wandb_conn_id="wandb_artifact_standin",

@@ -9,6 +9,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from kubernetes.client import ApiClient
 
 from test_support.faults import FaultProxy, kubeconfig_for_server
 from tests.e2e.airflow_stack import REPO, AirflowStack
@@ -26,6 +27,13 @@ def proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
         )
         monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
         yield fault_proxy
+
+
+@pytest.fixture
+def admin(volcano_cluster) -> Iterator[ApiClient]:
+    """The shared cluster's admin API client, closed after the test."""
+    with volcano_cluster.api_client() as api:
+        yield api
 
 
 @pytest.fixture(scope="session")

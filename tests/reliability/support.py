@@ -21,8 +21,9 @@ from typing import Any
 import pendulum
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.testing import cluster as local_cluster
-from tests.integration.jobs import wait_until  # noqa: F401  (re-exported for the tests here)
+from tests.integration.jobs import SIM_DURATION, seed_template, wait_until
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 
@@ -83,6 +84,14 @@ def operator(**kwargs: Any) -> VolcanoPyTorchJobOperator:
     return VolcanoPyTorchJobOperator(**defaults)
 
 
+def master_only_operator(namespace: str, **kwargs: Any) -> VolcanoPyTorchJobOperator:
+    """A deferrable operator whose job is one master that trains for ten minutes (no worker)."""
+    template = seed_template(master={SIM_DURATION: "600"})
+    return operator(
+        template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True, **kwargs
+    )
+
+
 def execute_operator(op: VolcanoPyTorchJobOperator, ti: StubTaskInstance) -> Any:
     """Run ``op.execute``; a deferral is returned as its trigger instead of raised."""
     from airflow_volcano_wandb.airflow_compat import TaskDeferred
@@ -91,6 +100,29 @@ def execute_operator(op: VolcanoPyTorchJobOperator, ti: StubTaskInstance) -> Any
         return op.execute(context_for(ti))
     except TaskDeferred as deferred:
         return deferred.trigger
+
+
+def poke_until_verdict(
+    job: dict[str, Any],
+    namespace: str,
+    dag_id: str,
+    *,
+    timeout: float,
+    wandb_conn_id: str | None = None,
+    **options: Any,
+) -> None:
+    """Poke a sensor of ``job`` every second until it answers: returns on success, raises
+    what the sensor raises for a failed wait (``options`` are the sensor's own)."""
+    sensor = VolcanoJobSensor(
+        task_id="wait",
+        job_name=job["metadata"]["name"],
+        namespace=namespace,
+        job_uid=job["metadata"]["uid"],
+        wandb_conn_id=wandb_conn_id,
+        **options,
+    )
+    ti = StubTaskInstance(dag_id, "wait", "sensor")
+    wait_until(lambda: sensor.poke({"ti": ti}), timeout=timeout, interval=1, what="a verdict")
 
 
 async def collect_events(trigger, timeout: float) -> list[dict[str, Any]]:

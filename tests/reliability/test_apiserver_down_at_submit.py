@@ -24,15 +24,7 @@ from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from test_support import faults
 from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    create_namespace,
-    execute_operator,
-    kubernetes_conn_env,
-    list_jobs,
-    operator,
-    private_cluster,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -42,13 +34,13 @@ BOUND = 60.0  # the hook's retries give up within a minute
 
 @pytest.fixture(scope="module")
 def cluster():
-    with private_cluster() as info:
+    with support.private_cluster() as info:
         yield info
 
 
 def _op(namespace: str, **kwargs):
     template = seed_template(master={SIM_DURATION: "2"})
-    return operator(
+    return support.operator(
         template=template,
         namespace=namespace,
         replicas={"worker": 0},
@@ -66,13 +58,17 @@ def _restart_apiserver(info, argv):
 
 
 def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(cluster.kubeconfig))
-    namespace = create_namespace(cluster.kubeconfig, "down-submit")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(cluster.kubeconfig)
+    )
+    namespace = support.create_namespace(cluster.kubeconfig, "down-submit")
     argv = faults.stop_component(cluster.state_dir, "kube-apiserver")
     try:
         started = time.monotonic()
         with pytest.raises(ApiserverUnreachableError) as failure:
-            execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r1"))
+            support.execute_operator(
+                _op(namespace), support.StubTaskInstance(DAG_ID, "train", "r1")
+            )
         took = time.monotonic() - started
     finally:
         _restart_apiserver(cluster, argv)
@@ -82,22 +78,24 @@ def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
     assert cluster.server in message, message
 
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
-    assert list_jobs(api, namespace) == []  # nothing half-created
+    assert support.list_jobs(api, namespace) == []  # nothing half-created
     selector = TaskInstanceIdentity(DAG_ID, "train", "r1").selector()
     secrets = client.CoreV1Api(api).list_namespaced_secret(namespace, label_selector=selector)
     assert secrets.items == []
 
-    retry = StubTaskInstance(DAG_ID, "train", "r1", try_number=2)
-    result = execute_operator(_op(namespace), retry)
+    retry = support.StubTaskInstance(DAG_ID, "train", "r1", try_number=2)
+    result = support.execute_operator(_op(namespace), retry)
     assert result["phase"] == "Completed"
-    jobs = list_jobs(api, namespace)
+    jobs = support.list_jobs(api, namespace)
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
     api.close()
 
 
 def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_connection):
-    monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(cluster.kubeconfig))
-    namespace = create_namespace(cluster.kubeconfig, "down-between")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(cluster.kubeconfig)
+    )
+    namespace = support.create_namespace(cluster.kubeconfig, "down-between")
     stopped: list[list[str]] = []
     real_create = VolcanoHook.create_job
 
@@ -110,7 +108,9 @@ def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_conne
     try:
         started = time.monotonic()
         with pytest.raises(ApiserverUnreachableError) as failure:
-            execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", "r2"))
+            support.execute_operator(
+                _op(namespace), support.StubTaskInstance(DAG_ID, "train", "r2")
+            )
         took = time.monotonic() - started
     finally:
         monkeypatch.setattr(VolcanoHook, "create_job", real_create)
@@ -123,7 +123,7 @@ def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_conne
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core = client.CoreV1Api(api)
     identity = TaskInstanceIdentity(DAG_ID, "train", "r2")
-    (job,) = list_jobs(api, namespace)  # left for the retry: its outcome is not reported
+    (job,) = support.list_jobs(api, namespace)  # left for the retry: its outcome is not reported
     # Its key Secret comes after the job: not created yet (the pods wait for it).
     assert core.list_namespaced_secret(namespace, label_selector=identity.selector()).items == []
 
@@ -131,9 +131,11 @@ def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_conne
     # good (Volcano 1.14's job controller misses a PodGroup created during its outage), which
     # is Volcano's, not the point here.
     retry = _op(namespace, wait_for_completion=False)
-    result = execute_operator(retry, StubTaskInstance(DAG_ID, "train", "r2", try_number=2))
+    result = support.execute_operator(
+        retry, support.StubTaskInstance(DAG_ID, "train", "r2", try_number=2)
+    )
     assert result["uid"] == job["metadata"]["uid"]  # reattached, and given its key
-    assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [result["uid"]]
+    assert [j["metadata"]["uid"] for j in support.list_jobs(api, namespace)] == [result["uid"]]
     secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
     assert len(secrets) == 1
     assert [o.uid for o in secrets[0].metadata.owner_references or []] == [result["uid"]]

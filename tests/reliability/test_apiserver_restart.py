@@ -22,19 +22,7 @@ from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL
 from airflow_volcano_wandb.wait import job_watcher
 from test_support import faults
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability.support import (
-    GROUP,
-    VERSION,
-    StubTaskInstance,
-    collect_events,
-    create_namespace,
-    execute_operator,
-    kubernetes_conn_env,
-    list_jobs,
-    operator,
-    private_cluster,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -59,16 +47,18 @@ def _template(kind: str) -> dict:
 
 
 def test_twenty_triggers_survive_an_apiserver_restart(monkeypatch, wandb_connection):
-    with private_cluster() as info:
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(info.kubeconfig))
-        namespace = create_namespace(info.kubeconfig, "restart")
+    with support.private_cluster() as info:
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(info.kubeconfig)
+        )
+        namespace = support.create_namespace(info.kubeconfig, "restart")
         api = config.new_client_from_config(config_file=str(info.kubeconfig))
 
         triggers, tis = [], []
         for index, (kind, _) in enumerate(PLAN):
-            ti = StubTaskInstance("avw_rel_restart", "train", f"run-{index:02d}")
-            op = operator(template=_template(kind), namespace=namespace, deferrable=True)
-            triggers.append(execute_operator(op, ti))
+            ti = support.StubTaskInstance("avw_rel_restart", "train", f"run-{index:02d}")
+            op = support.operator(template=_template(kind), namespace=namespace, deferrable=True)
+            triggers.append(support.execute_operator(op, ti))
             tis.append(ti)
         submitted = {ti.pushed["volcano_job"]["uid"] for ti in tis}
         assert len(submitted) == len(PLAN)
@@ -91,8 +81,8 @@ def test_twenty_triggers_survive_an_apiserver_restart(monkeypatch, wandb_connect
                     name = tis[index].pushed["volcano_job"]["name"]
                     await asyncio.to_thread(
                         custom.delete_namespaced_custom_object,
-                        GROUP,
-                        VERSION,
+                        support.GROUP,
+                        support.VERSION,
                         namespace,
                         "jobs",
                         name,
@@ -110,7 +100,7 @@ def test_twenty_triggers_survive_an_apiserver_restart(monkeypatch, wandb_connect
             counter = asyncio.create_task(count_watchers())
             results = await asyncio.gather(
                 faults_script(),
-                *(collect_events(t, timeout=300) for t in triggers),
+                *(support.collect_events(t, timeout=300) for t in triggers),
                 return_exceptions=True,
             )
             counter.cancel()
@@ -134,7 +124,7 @@ def test_twenty_triggers_survive_an_apiserver_restart(monkeypatch, wandb_connect
 
         # Nothing duplicated: every job on the cluster is one we submitted, one per task
         # instance; the deleted ones are gone.
-        jobs = list_jobs(api, namespace)
+        jobs = support.list_jobs(api, namespace)
         owners = Counter(job["metadata"]["labels"][IDENTITY_LABEL] for job in jobs)
         assert all(n == 1 for n in owners.values()), owners
         assert {job["metadata"]["uid"] for job in jobs} <= submitted
@@ -144,18 +134,20 @@ def test_twenty_triggers_survive_an_apiserver_restart(monkeypatch, wandb_connect
         for index, (kind, _) in enumerate(PLAN):
             if kind != "slow":
                 continue
-            ti = StubTaskInstance("avw_rel_restart", "train", f"run-{index:02d}", try_number=2)
-            op = operator(template=_template(kind), namespace=namespace, deferrable=True)
-            result = execute_operator(op, ti)
+            ti = support.StubTaskInstance(
+                "avw_rel_restart", "train", f"run-{index:02d}", try_number=2
+            )
+            op = support.operator(template=_template(kind), namespace=namespace, deferrable=True)
+            result = support.execute_operator(op, ti)
             # Already Completed: success without resubmitting (and, delete_succeeded, deleted).
             assert result["uid"] == tis[index].pushed["volcano_job"]["uid"]
             assert result["phase"] == "Completed"
 
         # (Foreground deletion: the jobs go once their pods have.)
         def remaining_uids():
-            uids = {job["metadata"]["uid"] for job in list_jobs(api, namespace)}
+            uids = {job["metadata"]["uid"] for job in support.list_jobs(api, namespace)}
             return uids if len(uids) == len(PLAN) - 3 - 10 else None
 
-        remaining = wait_until(remaining_uids, 60, what="the retried jobs to be deleted")
+        remaining = support.wait_until(remaining_uids, 60, what="the retried jobs to be deleted")
         assert remaining <= submitted
         api.close()

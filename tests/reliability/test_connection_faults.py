@@ -27,15 +27,7 @@ from airflow_volcano_wandb.hooks import volcano_async
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from airflow_volcano_wandb.wait import job_watcher
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability.support import (
-    GROUP,
-    VERSION,
-    StubTaskInstance,
-    collect_events,
-    execute_operator,
-    list_jobs,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -43,10 +35,9 @@ DAG_ID = "avw_rel_conn_faults"
 
 
 def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     plan = {
         "ok": (
             seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"}),
@@ -58,8 +49,8 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
     proxy.set_latency(0.2)
     triggers = {}
     for key, (template, _) in plan.items():
-        op = operator(template=template, namespace=namespace, deferrable=True)
-        triggers[key] = execute_operator(op, StubTaskInstance(DAG_ID, "train", key))
+        op = support.operator(template=template, namespace=namespace, deferrable=True)
+        triggers[key] = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", key))
 
     async def faults() -> int:
         resets = 0
@@ -69,8 +60,8 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
             if round_ == 2:  # someone deletes one job meanwhile (not through the proxy)
                 await asyncio.to_thread(
                     client.CustomObjectsApi(admin).delete_namespaced_custom_object,
-                    GROUP,
-                    VERSION,
+                    support.GROUP,
+                    support.VERSION,
                     namespace,
                     "jobs",
                     triggers["deleted"].job_name,
@@ -81,7 +72,7 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
 
     async def main():
         return await asyncio.gather(
-            faults(), *(collect_events(t, timeout=180) for t in triggers.values())
+            faults(), *(support.collect_events(t, timeout=180) for t in triggers.values())
         )
 
     resets, *results = asyncio.run(main())
@@ -90,22 +81,22 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
         assert len(events) == 1, (key, events)
         assert events[0]["outcome"] == expected, (key, events[0])
         assert events[0]["uid"] == triggers[key].job_uid
-    owners = Counter(j["metadata"]["labels"][IDENTITY_LABEL] for j in list_jobs(admin, namespace))
+    owners = Counter(
+        j["metadata"]["labels"][IDENTITY_LABEL] for j in support.list_jobs(admin, namespace)
+    )
     assert set(owners.values()) <= {1}, owners  # nothing submitted twice
-    admin.close()
 
 
-def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, volcano_cluster, volcano_namespace):
+def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, admin, volcano_namespace):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     proxy.lose_next_answer(larger_than=2000)  # the job's create; the other calls are smaller
     template = seed_template(master={SIM_DURATION: "600"})
-    op = operator(template=template, namespace=namespace, deferrable=True)
-    ti = StubTaskInstance(DAG_ID, "train", "lost-answer")
-    trigger = execute_operator(op, ti)
+    op = support.operator(template=template, namespace=namespace, deferrable=True)
+    ti = support.StubTaskInstance(DAG_ID, "train", "lost-answer")
+    trigger = support.execute_operator(op, ti)
     assert proxy.lost_answers == 1
     identity = TaskInstanceIdentity(DAG_ID, "train", "lost-answer")
-    jobs = list_jobs(admin, namespace)
+    jobs = support.list_jobs(admin, namespace)
     assert [j["metadata"]["uid"] for j in jobs] == [trigger.job_uid]
     assert jobs[0]["metadata"]["labels"][IDENTITY_LABEL] == identity.digest
     assert ti.pushed["volcano_job"]["uid"] == trigger.job_uid
@@ -113,7 +104,6 @@ def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, volcano_cluster,
         namespace, label_selector=identity.selector()
     )
     assert len(secrets.items) == 1
-    admin.close()
 
 
 def test_a_silently_dead_watch_connection_is_replaced(
@@ -124,11 +114,11 @@ def test_a_silently_dead_watch_connection_is_replaced(
     monkeypatch.setattr(volcano_async, "WATCH_READ_GRACE", 5)
     namespace = volcano_namespace
     template = seed_template(master={SIM_DURATION: "8"}, worker={SIM_DURATION: "600"})
-    op = operator(template=template, namespace=namespace, deferrable=True)
-    trigger = execute_operator(op, StubTaskInstance(DAG_ID, "train", "dead-watch"))
+    op = support.operator(template=template, namespace=namespace, deferrable=True)
+    trigger = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "dead-watch"))
 
     async def main():
-        waiting = asyncio.create_task(collect_events(trigger, timeout=120))
+        waiting = asyncio.create_task(support.collect_events(trigger, timeout=120))
         await asyncio.sleep(3)  # the watch is established
         frozen = proxy.freeze_existing()
         started = time.monotonic()

@@ -28,7 +28,6 @@ import statistics
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 
 import pytest
 from kubernetes import client, watch
@@ -113,12 +112,12 @@ def _start(stack: AirflowStack, volcano_cluster, api, index: int, kind: str) -> 
 
 
 def test_job_completed_to_task_success_through_the_real_scheduler_and_triggerer(
-    reliability_airflow, volcano_cluster, cluster_api
+    reliability_airflow, volcano_cluster, admin
 ):
     stack = reliability_airflow
     wait_for(lambda: stack.api("GET", f"/dags/{DAG_ID}"), 240, f"DAG {DAG_ID}")
     stack.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
-    seen = CompletedSeen(cluster_api)
+    seen = CompletedSeen(admin)
     kinds = list(KINDS)
     rows: list[dict] = []
     began = time.monotonic()
@@ -126,7 +125,7 @@ def test_job_completed_to_task_success_through_the_real_scheduler_and_triggerer(
     try:
         for first in range(0, TASKS, WAVE):
             wave = [
-                (_start(stack, volcano_cluster, cluster_api, i, kinds[i % 2]), kinds[i % 2])
+                (_start(stack, volcano_cluster, admin, i, kinds[i % 2]), kinds[i % 2])
                 for i in range(first, min(first + WAVE, TASKS))
             ]
             namespaces += [run.watched.namespace for run, _ in wave]
@@ -186,10 +185,3 @@ def _figures(rows: list[dict], began: float) -> dict:
     FIGURES.parent.mkdir(parents=True, exist_ok=True)
     FIGURES.write_text(json.dumps({**figures, "runs": rows}, indent=2) + "\n")
     return figures
-
-
-@pytest.fixture
-def cluster_api(volcano_cluster) -> Iterator:
-    api = volcano_cluster.api_client()
-    yield api
-    api.close()

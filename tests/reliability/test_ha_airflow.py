@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import pytest
@@ -180,15 +180,8 @@ def _spread(
     return a_id, b_id
 
 
-@pytest.fixture
-def cluster_api(volcano_cluster) -> Iterator:
-    api = volcano_cluster.api_client()
-    yield api
-    api.close()
-
-
 def test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted(
-    reliability_airflow, volcano_cluster, cluster_api
+    reliability_airflow, volcano_cluster, admin
 ):
     stack = reliability_airflow
     half = HANDOVER_JOBS // 2
@@ -197,7 +190,7 @@ def test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted(
     try:
         a_id, b_id = _spread(
             stack,
-            lambda i: _start(stack, volcano_cluster, cluster_api, f"handover-{i}", i % 2 == 1),
+            lambda i: _start(stack, volcano_cluster, admin, f"handover-{i}", i % 2 == 1),
             HANDOVER_JOBS,
             trials,
         )
@@ -215,7 +208,7 @@ def test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted(
             takeover_s = time.monotonic() - frozen_at
             # Some of A's jobs end while A is still frozen: B's triggers see them end.
             for trial in on_a[:ended_while_frozen]:
-                trial.end_job(cluster_api)
+                trial.end_job(admin)
             for trial in on_a[:ended_while_frozen]:
                 trial.wait_ended()
         finally:
@@ -241,7 +234,7 @@ def test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted(
         # The other jobs end at once, while A's on_kill may still be asking for the state:
         # it may then read the task's state only after B saw the job end and the task resumed.
         for trial in still_deferred:
-            trial.end_job(cluster_api)
+            trial.end_job(admin)
         for trial in still_deferred:
             trial.wait_ended()
         assert {t.run.run_id: t.run.watched.live_uids() for t in trials} == uids
@@ -279,14 +272,14 @@ def _deletions_logged(stack: AirflowStack, trials: list[Trial]) -> list[str]:
 
 
 def test_a_killed_triggerer_a_killed_scheduler_and_a_database_restart_keep_every_job(
-    reliability_airflow, volcano_cluster, cluster_api
+    reliability_airflow, volcano_cluster, admin
 ):
     stack = reliability_airflow
     trials: list[Trial] = []
     try:
         a_id, _ = _spread(
             stack,
-            lambda i: _start(stack, volcano_cluster, cluster_api, f"faults-{i}", i % 2 == 1),
+            lambda i: _start(stack, volcano_cluster, admin, f"faults-{i}", i % 2 == 1),
             4,
             trials,
         )
@@ -301,14 +294,14 @@ def test_a_killed_triggerer_a_killed_scheduler_and_a_database_restart_keep_every
                 TRIGGERER_HEALTH_CHECK_THRESHOLD * 4 + 60,
                 "B to take every trigger",
             )
-            _end_one(next(jobs), cluster_api)
+            _end_one(next(jobs), admin)
         finally:
             stack.start_again(A)
 
         # A scheduler dies: the other one resumes the task when its job ends.
         stack.kill("scheduler", signal.SIGKILL)
         try:
-            _end_one(next(jobs), cluster_api)
+            _end_one(next(jobs), admin)
         finally:
             stack.start_again("scheduler")
 
@@ -317,7 +310,7 @@ def test_a_killed_triggerer_a_killed_scheduler_and_a_database_restart_keep_every
         with stack.supervised() as restarts:
             stack.postgres.restart()
             for trial in jobs:
-                _end_one(trial, cluster_api)
+                _end_one(trial, admin)
             stack.check_alive()
         print(f"started again after the database restart: {restarts or 'none'}")
         stack.check_alive()

@@ -170,7 +170,7 @@ def _check_watches(size: dict) -> None:
 
 
 def test_each_triggerer_keeps_one_watch_per_namespace_and_requests_stay_flat(
-    reliability_airflow, volcano_cluster, cluster_api
+    reliability_airflow, volcano_cluster, admin
 ):
     stack = reliability_airflow
     audit_log = volcano_cluster.audit_log
@@ -187,7 +187,7 @@ def test_each_triggerer_keeps_one_watch_per_namespace_and_requests_stay_flat(
 
     def start(count: int) -> list[Run]:
         new = [
-            _start(stack, cluster_api, namespaces[(len(runs) + i) % NAMESPACES], len(runs) + i)
+            _start(stack, admin, namespaces[(len(runs) + i) % NAMESPACES], len(runs) + i)
             for i in range(count)
         ]
         runs.extend(new)
@@ -226,18 +226,11 @@ def test_each_triggerer_keeps_one_watch_per_namespace_and_requests_stay_flat(
         assert large["requests_per_min_per_job"] <= per_job * 1.5 + 2, (small, large)
 
         for namespace in namespaces:
-            end_master(cluster_api, namespace)
+            end_master(admin, namespace)
         for run in runs:
             run.expect_success()
-        live = {j["metadata"]["uid"] for ns in namespaces for j in Watched(cluster_api, ns).jobs()}
+        live = {j["metadata"]["uid"] for ns in namespaces for j in Watched(admin, ns).jobs()}
         assert len(live) == LARGE, "a job was deleted or duplicated"
     finally:
         for namespace in namespaces:
             volcano_cluster.delete_namespace(namespace)
-
-
-@pytest.fixture
-def cluster_api(volcano_cluster) -> Iterator:
-    api = volcano_cluster.api_client()
-    yield api
-    api.close()

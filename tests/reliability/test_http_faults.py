@@ -32,14 +32,7 @@ from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIden
 from test_support.faults import FaultProxy, kubeconfig_for_server
 from test_support.http_faults import HttpFaultProxy
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    execute_operator,
-    kubernetes_conn_env,
-    list_jobs,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -54,14 +47,16 @@ def http_proxy(volcano_cluster, monkeypatch, tmp_path, wandb_connection):
         kubeconfig = kubeconfig_for_server(
             volcano_cluster.kubeconfig, proxy.url, tmp_path / "via-http-proxy.kubeconfig"
         )
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(kubeconfig)
+        )
         yield proxy
 
 
 def _owned(admin, namespace: str, identity: TaskInstanceIdentity) -> tuple[list, list]:
     jobs = [
         j
-        for j in list_jobs(admin, namespace)
+        for j in support.list_jobs(admin, namespace)
         if j["metadata"]["labels"].get(IDENTITY_LABEL) == identity.digest
     ]
     secrets = client.CoreV1Api(admin).list_namespaced_secret(
@@ -71,7 +66,7 @@ def _owned(admin, namespace: str, identity: TaskInstanceIdentity) -> tuple[list,
 
 
 def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
-    http_proxy, volcano_cluster, volcano_namespace
+    http_proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
     http_proxy.answer("POST", r"/secrets$", status=429, retry_after=1)
@@ -79,9 +74,9 @@ def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
     http_proxy.answer("POST", JOBS + "$", status=503, after_forwarding=True)  # created, yet 503
 
     template = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "2"})
-    op = operator(template=template, namespace=namespace, on_finish_action="keep")
-    ti = StubTaskInstance(DAG_ID, "train", "throttled-submit")
-    result = execute_operator(op, ti)
+    op = support.operator(template=template, namespace=namespace, on_finish_action="keep")
+    ti = support.StubTaskInstance(DAG_ID, "train", "throttled-submit")
+    result = support.execute_operator(op, ti)
 
     assert http_proxy.pending() == 0  # every forged answer was given
     creates = [f for f in http_proxy.forged if f.method == "POST" and f.path.endswith("/jobs")]
@@ -91,42 +86,38 @@ def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
     assert creates[2].at - creates[1].at >= 2.0, creates
 
     assert result["phase"] == "Completed"
-    admin = volcano_cluster.api_client()
     jobs, secrets = _owned(
         admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "throttled-submit")
     )
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]  # the 503'd create, reattached
     assert len(secrets) == 1
     assert [o.uid for o in secrets[0].metadata.owner_references] == [result["uid"]]
-    admin.close()
 
 
 def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race(
-    http_proxy, volcano_cluster, volcano_namespace
+    http_proxy, admin, volcano_namespace
 ):
     """The Secret's create is applied but answered 503; the retry meets its own Secret (409).
     That is no one racing us to the name: the new job is kept (not withdrawn) and runs."""
     namespace = volcano_namespace
     http_proxy.answer("POST", r"/secrets$", status=503, after_forwarding=True)
     template = seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "2"})
-    op = operator(template=template, namespace=namespace, on_finish_action="keep")
-    ti = StubTaskInstance(DAG_ID, "train", "secret-answer-lost")
-    result = execute_operator(op, ti)
+    op = support.operator(template=template, namespace=namespace, on_finish_action="keep")
+    ti = support.StubTaskInstance(DAG_ID, "train", "secret-answer-lost")
+    result = support.execute_operator(op, ti)
 
     assert http_proxy.pending() == 0
     assert [f.status for f in http_proxy.forged] == [503]
     assert result["phase"] == "Completed"
-    admin = volcano_cluster.api_client()
     jobs, secrets = _owned(
         admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "secret-answer-lost")
     )
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
-    admin.close()
 
 
 def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
-    http_proxy, volcano_cluster, volcano_namespace
+    http_proxy, admin, volcano_namespace
 ):
     """Every attempt at the Secret's create answered 503 (none applied): no verdict on the new
     job, which keeps running (never withdrawn on a guess); the task's next try reattaches to
@@ -135,23 +126,23 @@ def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
     attempts = 6  # the hook's retries: kubernetes_api.api_retry
     http_proxy.answer("POST", r"/secrets$", status=503, times=attempts)
     template = seed_template(master={SIM_DURATION: "20"}, worker={SIM_DURATION: "20"})
-    op = operator(template=template, namespace=namespace, on_finish_action="keep")
+    op = support.operator(template=template, namespace=namespace, on_finish_action="keep")
     with pytest.raises(client.ApiException) as failed:
-        execute_operator(op, StubTaskInstance(DAG_ID, "train", "secret-503"))
+        support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "secret-503"))
     assert failed.value.status == 503 and http_proxy.pending() == 0
-    admin = volcano_cluster.api_client()
     identity = TaskInstanceIdentity(DAG_ID, "train", "secret-503")
     jobs, secrets = _owned(admin, namespace, identity)
     assert len(jobs) == 1 and not jobs[0]["metadata"].get("deletionTimestamp"), jobs
     assert secrets == []
 
-    op = operator(template=template, namespace=namespace, on_finish_action="keep")
-    result = execute_operator(op, StubTaskInstance(DAG_ID, "train", "secret-503", try_number=2))
+    op = support.operator(template=template, namespace=namespace, on_finish_action="keep")
+    result = support.execute_operator(
+        op, support.StubTaskInstance(DAG_ID, "train", "secret-503", try_number=2)
+    )
     assert result["phase"] == "Completed" and result["uid"] == jobs[0]["metadata"]["uid"]
     jobs, secrets = _owned(admin, namespace, identity)
     assert [j["metadata"]["uid"] for j in jobs] == [result["uid"]]
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
-    admin.close()
 
 
 def test_throttled_lists_and_watches_end_with_the_right_verdicts(
@@ -169,15 +160,17 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(
     }
     triggers = {}
     for key, (template, _) in plan.items():
-        op = operator(template=template, namespace=namespace, deferrable=True)
-        triggers[key] = execute_operator(op, StubTaskInstance(DAG_ID, "train", key))
+        op = support.operator(template=template, namespace=namespace, deferrable=True)
+        triggers[key] = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", key))
 
     # Only from now on: the waits' lists and watches, not the submissions above.
     http_proxy.answer("GET", JOBS + r"(?!.*watch=)", status=429, times=3, retry_after=1)
     http_proxy.answer("GET", JOBS + r"\?.*watch=", status=503, times=3)
 
     async def main():
-        return await asyncio.gather(*(collect_events(t, timeout=180) for t in triggers.values()))
+        return await asyncio.gather(
+            *(support.collect_events(t, timeout=180) for t in triggers.values())
+        )
 
     results = asyncio.run(main())
     assert http_proxy.pending() == 0, http_proxy.forged
@@ -190,7 +183,7 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(
 
 
 def test_a_create_whose_answer_never_comes_times_out_and_reattaches(
-    volcano_cluster, volcano_namespace, monkeypatch, tmp_path, wandb_connection
+    admin, volcano_cluster, volcano_namespace, monkeypatch, tmp_path, wandb_connection
 ):
     # A short read timeout keeps the test short; the default is longer than the apiserver's.
     monkeypatch.setattr(volcano_hooks, "SYNC_CALL_TIMEOUT", (5, 5))
@@ -200,17 +193,17 @@ def test_a_create_whose_answer_never_comes_times_out_and_reattaches(
         kubeconfig = kubeconfig_for_server(
             volcano_cluster.kubeconfig, proxy.url, tmp_path / "via-proxy.kubeconfig"
         )
-        monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
+        monkeypatch.setenv(
+            "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(kubeconfig)
+        )
         proxy.lose_next_answer(larger_than=2000, silently=True)  # the job's create
         template = seed_template(master={SIM_DURATION: "600"})
-        op = operator(template=template, namespace=namespace, deferrable=True)
-        ti = StubTaskInstance(DAG_ID, "train", "silent-answer")
-        trigger = execute_operator(op, ti)
+        op = support.operator(template=template, namespace=namespace, deferrable=True)
+        ti = support.StubTaskInstance(DAG_ID, "train", "silent-answer")
+        trigger = support.execute_operator(op, ti)
         assert proxy.lost_answers == 1
 
-    admin = volcano_cluster.api_client()
     jobs, secrets = _owned(admin, namespace, TaskInstanceIdentity(DAG_ID, "train", "silent-answer"))
     assert [j["metadata"]["uid"] for j in jobs] == [trigger.job_uid]
     assert ti.pushed["volcano_job"]["uid"] == trigger.job_uid
     assert len(secrets) == 1
-    admin.close()

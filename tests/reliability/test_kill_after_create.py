@@ -33,24 +33,12 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    execute_operator,
-    list_jobs,
-    operator,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 TRIALS = 50
 DAG_ID = "avw_rel_sigkill"
-
-
-def _op(namespace: str):
-    template = seed_template(master={SIM_DURATION: "600"})
-    return operator(template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True)
 
 
 def _first_try_killed(namespace: str, run_id: str, mode: str, delay: float) -> int:
@@ -74,7 +62,10 @@ def _first_try_killed(namespace: str, run_id: str, mode: str, delay: float) -> i
             die()  # right after the create call: before its key Secret, before XCom
 
         VolcanoHook.create_job = create_then_die
-        execute_operator(_op(namespace), StubTaskInstance(DAG_ID, "train", run_id))
+        support.execute_operator(
+            support.master_only_operator(namespace),
+            support.StubTaskInstance(DAG_ID, "train", run_id),
+        )
     finally:
         os._exit(3)  # not killed: the harness failed to kill it
 
@@ -97,15 +88,15 @@ def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
         identity = TaskInstanceIdentity(DAG_ID, "train", run_id)
         before = [
             j["metadata"]["uid"]
-            for j in list_jobs(api, namespace)
+            for j in support.list_jobs(api, namespace)
             if j["metadata"]["labels"].get(IDENTITY_LABEL) == identity.digest
         ]
         assert len(before) <= 1
         if mode == "after":
             assert len(before) == 1  # the create had returned before the kill
 
-        retry = StubTaskInstance(DAG_ID, "train", run_id, try_number=2)
-        trigger = execute_operator(_op(namespace), retry)
+        retry = support.StubTaskInstance(DAG_ID, "train", run_id, try_number=2)
+        trigger = support.execute_operator(support.master_only_operator(namespace), retry)
         waited_on[run_id] = trigger.job_uid
         assert retry.pushed["volcano_job"]["uid"] == trigger.job_uid
         if before:
@@ -114,7 +105,7 @@ def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
 
         mine = [
             j
-            for j in list_jobs(api, namespace)
+            for j in support.list_jobs(api, namespace)
             if j["metadata"]["labels"].get(IDENTITY_LABEL) == identity.digest
         ]
         assert [j["metadata"]["uid"] for j in mine] == [trigger.job_uid]
@@ -123,7 +114,7 @@ def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
         owners = secrets[0].metadata.owner_references or []
         assert [o.uid for o in owners] == [trigger.job_uid]
 
-    jobs = list_jobs(api, namespace)
+    jobs = support.list_jobs(api, namespace)
     by_owner = Counter(j["metadata"]["labels"][IDENTITY_LABEL] for j in jobs)
     assert len(jobs) == TRIALS and set(by_owner.values()) == {1}  # 0 duplicates
     assert {j["metadata"]["uid"] for j in jobs} == set(waited_on.values())  # 0 orphans
@@ -143,7 +134,7 @@ def test_a_job_whose_submitter_dies_right_after_its_create_waits_for_its_key_unt
     core = client.CoreV1Api(api)
     status = _first_try_killed(namespace, "late-key", "after", 0.0)
     assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
-    (job,) = list_jobs(api, namespace)
+    (job,) = support.list_jobs(api, namespace)
     name = job["metadata"]["name"]
     identity = TaskInstanceIdentity(DAG_ID, "train", "late-key")
 
@@ -156,19 +147,19 @@ def test_a_job_whose_submitter_dies_right_after_its_create_waits_for_its_key_unt
             if s.state.waiting and s.state.waiting.reason == "CreateContainerConfigError"
         ]
 
-    [waiting] = wait_until(waiting_for_config, 60, what="the master waiting for its key")
+    [waiting] = support.wait_until(waiting_for_config, 60, what="the master waiting for its key")
     assert "not found" in waiting, waiting
     assert core.list_namespaced_secret(namespace, label_selector=identity.selector()).items == []
 
-    retry = StubTaskInstance(DAG_ID, "train", "late-key", try_number=2)
-    trigger = execute_operator(_op(namespace), retry)
+    retry = support.StubTaskInstance(DAG_ID, "train", "late-key", try_number=2)
+    trigger = support.execute_operator(support.master_only_operator(namespace), retry)
     assert trigger.job_uid == job["metadata"]["uid"]  # reattached, and given its key
     (secret,) = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
     assert set(secret.data) == {"api-key"}
     assert [o.uid for o in secret.metadata.owner_references] == [trigger.job_uid]
-    wait_until(
+    support.wait_until(
         lambda: (
-            (list_jobs(api, namespace)[0].get("status") or {}).get("state", {}).get("phase")
+            (support.list_jobs(api, namespace)[0].get("status") or {}).get("state", {}).get("phase")
             == "Running"
         ),
         60,

@@ -25,14 +25,7 @@ from kubernetes import client
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION
 from tests.integration.jobs import SIM_DURATION, custom, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    execute_operator,
-    list_jobs,
-    operator,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -51,10 +44,9 @@ def _job_with_worker_on(namespace: str, name: str, node_label: str) -> dict:
 
 
 def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_worker(
-    volcano_cluster, volcano_namespace, kubernetes_connection
+    admin, volcano_namespace, kubernetes_connection
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     core = client.CoreV1Api(admin)
     node = core.list_node().items[0].metadata.name
     label = f"avw-test.io/worker-home-{namespace}"  # this test's own: no other pod selects it
@@ -75,12 +67,12 @@ def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_wor
             )
 
         def marked() -> bool:
-            (current,) = list_jobs(admin, namespace)
+            (current,) = support.list_jobs(admin, namespace)
             return GANG_WHOLE_ANNOTATION in (current["metadata"].get("annotations") or {})
 
         async def first_trigger_until_the_gang_is_whole() -> None:
-            waiting = asyncio.create_task(collect_events(trigger(), timeout=120))
-            await asyncio.to_thread(wait_until, marked, 60, what="the gang-whole mark")
+            waiting = asyncio.create_task(support.collect_events(trigger(), timeout=120))
+            await asyncio.to_thread(support.wait_until, marked, 60, what="the gang-whole mark")
             waiting.cancel()  # the triggerer restarts, or hands the trigger over
 
         asyncio.run(first_trigger_until_the_gang_is_whole())
@@ -90,7 +82,7 @@ def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_wor
             p for p in core.list_namespaced_pod(namespace).items if "worker" in p.metadata.name
         ]
         core.delete_namespaced_pod(worker.metadata.name, namespace, grace_period_seconds=0)
-        wait_until(
+        support.wait_until(
             lambda: any(
                 p.status.phase == "Pending" and p.metadata.uid != worker.metadata.uid
                 for p in core.list_namespaced_pod(namespace).items
@@ -101,7 +93,7 @@ def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_wor
         )
 
         async def second_trigger() -> list[dict]:
-            waiting = asyncio.create_task(collect_events(trigger(), timeout=150))
+            waiting = asyncio.create_task(support.collect_events(trigger(), timeout=150))
             await asyncio.sleep(12)  # four times pending_timeout, with a rank missing
             assert not waiting.done(), waiting.result()
             await asyncio.to_thread(core.patch_node, node, {"metadata": {"labels": {label: "yes"}}})
@@ -109,36 +101,38 @@ def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_wor
 
         events = asyncio.run(second_trigger())
         assert [e["outcome"] for e in events] == ["succeeded"], events
-        (current,) = list_jobs(admin, namespace)
+        (current,) = support.list_jobs(admin, namespace)
         assert current["metadata"]["uid"] == uid
     finally:
         core.patch_node(node, {"metadata": {"labels": {label: None}}})
-        admin.close()
 
 
 def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_a_timeout(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"})
-    op = operator(
+    op = support.operator(
         template=template,
         namespace=namespace,
         deferrable=True,
         execution_timeout=timedelta(seconds=25),
     )
-    trigger = execute_operator(op, StubTaskInstance(DAG_ID, "train", "cut-at-deadline"))
+    trigger = support.execute_operator(
+        op, support.StubTaskInstance(DAG_ID, "train", "cut-at-deadline")
+    )
 
     async def main() -> list[dict]:
-        waiting = asyncio.create_task(collect_events(trigger, timeout=180))
+        waiting = asyncio.create_task(support.collect_events(trigger, timeout=180))
         await asyncio.sleep(1)
         proxy.set_refuse()
         await asyncio.to_thread(proxy.reset_all)
         # The job completes meanwhile; the deadline passes with the watch still cut.
         await asyncio.to_thread(
-            wait_until,
-            lambda: list_jobs(admin, namespace)[0]["status"]["state"]["phase"] == "Completed",
+            support.wait_until,
+            lambda: (
+                support.list_jobs(admin, namespace)[0]["status"]["state"]["phase"] == "Completed"
+            ),
             60,
             what="the job Completed",
         )
@@ -148,25 +142,23 @@ def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_
 
     events = asyncio.run(main())
     assert [e["outcome"] for e in events] == ["succeeded"], events
-    (job,) = list_jobs(admin, namespace)  # not deleted as a timed-out job
+    (job,) = support.list_jobs(admin, namespace)  # not deleted as a timed-out job
     assert job["metadata"]["uid"] == trigger.job_uid
-    admin.close()
 
 
 def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcome(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "30"}, worker={SIM_DURATION: "600"})
-    op = operator(
+    op = support.operator(
         template=template,
         namespace=namespace,
         deferrable=True,
         watch_failure_grace=8,
         poll_interval=2,
     )
-    trigger = execute_operator(op, StubTaskInstance(DAG_ID, "train", "flapping"))
+    trigger = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "flapping"))
     done = threading.Event()
 
     def cut_every_three_seconds() -> None:  # what an idle-timeout proxy does to a watch
@@ -176,12 +168,11 @@ def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcom
     cutter = threading.Thread(target=cut_every_three_seconds, daemon=True)
     cutter.start()
     try:
-        events = asyncio.run(collect_events(trigger, timeout=180))
+        events = asyncio.run(support.collect_events(trigger, timeout=180))
     finally:
         done.set()
         cutter.join()
     assert [e["outcome"] for e in events] == ["succeeded"], events
-    (job,) = list_jobs(admin, namespace)
+    (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["uid"] == trigger.job_uid
     assert job["status"]["state"]["phase"] == "Completed"
-    admin.close()

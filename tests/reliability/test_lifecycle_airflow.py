@@ -76,20 +76,11 @@ def _key_secrets(api, namespace: str) -> list:
     )
 
 
-@pytest.fixture
-def cluster_api(volcano_cluster):
-    api = volcano_cluster.api_client()
-    yield api
-    api.close()
-
-
-def test_clearing_a_successful_task_trains_a_new_job(
-    reliability_airflow, volcano_cluster, cluster_api
-):
+def test_clearing_a_successful_task_trains_a_new_job(reliability_airflow, volcano_cluster, admin):
     run = start_run(
         reliability_airflow,
         volcano_cluster,
-        cluster_api,
+        admin,
         "avw_rel_keep",
         "clear-success",
         {"template": QUICK},
@@ -123,12 +114,12 @@ def test_clearing_a_successful_task_trains_a_new_job(
 
 
 def test_clearing_the_manual_dags_submit_and_sensor_trains_a_new_job(
-    reliability_airflow, volcano_cluster, cluster_api
+    reliability_airflow, volcano_cluster, admin
 ):
     run = start_run(
         reliability_airflow,
         volcano_cluster,
-        cluster_api,
+        admin,
         "volcano_pytorch_manual",
         "clear-manual",
         {"worker_replicas": 1},
@@ -150,7 +141,7 @@ def test_clearing_the_manual_dags_submit_and_sensor_trains_a_new_job(
         # The sensor deleted each job after its success; the key's Secret went with it.
         wait_for(lambda: not run.watched.jobs(), 60, "the second job deleted")
         wait_for(
-            lambda: not _key_secrets(cluster_api, run.watched.namespace),
+            lambda: not _key_secrets(admin, run.watched.namespace),
             60,
             "the key's Secret deleted",
         )
@@ -160,7 +151,7 @@ def test_clearing_the_manual_dags_submit_and_sensor_trains_a_new_job(
 
 
 def test_clear_while_deferred_leaves_exactly_one_job_and_the_new_try_succeeds(
-    reliability_airflow, volcano_cluster, cluster_api
+    reliability_airflow, volcano_cluster, admin
 ):
     template = seed_template(master={SIM_DURATION: "20"}, worker={SIM_DURATION: "600"})
     outcomes: dict[str, int] = {"reattached": 0, "resubmitted": 0}
@@ -170,7 +161,7 @@ def test_clear_while_deferred_leaves_exactly_one_job_and_the_new_try_succeeds(
             start_run(
                 reliability_airflow,
                 volcano_cluster,
-                cluster_api,
+                admin,
                 "avw_rel_keep",
                 f"clear-deferred-{i}",
                 {"template": template},
@@ -252,7 +243,7 @@ def _airflow_home(deployment: str, kubeconfig: Path, migrated: Path) -> dict[str
 
 
 def test_two_deployments_run_the_same_dag_run_side_by_side(
-    airflow_db, volcano_cluster, volcano_namespace, cluster_api
+    airflow_db, volcano_cluster, volcano_namespace, admin
 ):
     envs = {
         d: _airflow_home(d, volcano_cluster.kubeconfig, airflow_db) for d in ("staging", "prod")
@@ -275,7 +266,7 @@ def test_two_deployments_run_the_same_dag_run_side_by_side(
     }
     most_running = 0  # both jobs were there at once: the runs overlapped
     while any(p.poll() is None for p in procs.values()):
-        jobs = list_jobs(cluster_api, volcano_namespace)
+        jobs = list_jobs(admin, volcano_namespace)
         most_running = max(most_running, sum(_phase(j) != "Completed" for j in jobs))
         time.sleep(1)
     texts = {d: path.read_text(errors="replace") for d, path in logs.items()}
@@ -285,8 +276,7 @@ def test_two_deployments_run_the_same_dag_run_side_by_side(
     run_ids = {d: re.findall(r"DAG RUN (\S+) success", text) for d, text in texts.items()}
     assert run_ids["prod"] == run_ids["staging"] == ["manual__2026-01-01T00:00:00+00:00"]
     jobs = {
-        j["metadata"]["labels"][DEPLOYMENT_LABEL]: j
-        for j in list_jobs(cluster_api, volcano_namespace)
+        j["metadata"]["labels"][DEPLOYMENT_LABEL]: j for j in list_jobs(admin, volcano_namespace)
     }
     assert sorted(jobs) == ["prod", "staging"]
     for deployment, job in jobs.items():
@@ -297,7 +287,7 @@ def test_two_deployments_run_the_same_dag_run_side_by_side(
         assert meta["name"] not in texts["prod" if deployment == "staging" else "staging"]
         assert meta["labels"][WANDB_RUN_LABEL] != other["labels"][WANDB_RUN_LABEL]
         assert meta["labels"][WANDB_RUN_LABEL] in texts[deployment]
-    secrets = _key_secrets(cluster_api, volcano_namespace)
+    secrets = _key_secrets(admin, volcano_namespace)
     assert len(secrets) == 2
     owners = sorted(ref.uid for s in secrets for ref in s.metadata.owner_references or [])
     assert owners == sorted(j["metadata"]["uid"] for j in jobs.values())

@@ -1,8 +1,8 @@
 """Property-based fuzzing of ``VolcanoPyTorchJobOperator``'s parameters (hypothesis).
 
-The renderer's own fuzzing is in ``tests/unit/test_template_properties.py``; this drives the
-operator's whole ``execute`` (its W&B settings, macro assembly, overrides, labels, env
-injection and submission) with hostile values for every templated parameter: strings with
+The renderer's own fuzzing is in ``tests/unit/template/test_template_properties.py``; this
+drives the operator's whole ``execute`` (its W&B settings, macro assembly, overrides, labels,
+env injection and submission) with hostile values for every templated parameter: strings with
 YAML, JSON, Jinja and macro metacharacters, huge and negative numbers, unicode digits,
 wrong types. The Kubernetes side is a recorder (no cluster: thousands of examples), so the
 test sees exactly what would have been sent.
@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from tests.hostile import hostile_text
 from tests.integration.jobs import seed_template
 from tests.reliability.support import StubTaskInstance, context_for, operator
@@ -134,20 +135,15 @@ def monkeypatch_module():
         yield mp
 
 
-@pytest.fixture(scope="module")
-def recorder(monkeypatch_module):
-    rec = Recorder()
-    rec.install(monkeypatch_module)
-    return rec
-
-
-@settings(
-    max_examples=300,
+# Examples are slow (a whole execute each) and share the module's recorder on purpose.
+FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(kwargs=ops_kwargs)
-def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recorder, kwargs):
+
+
+def _fuzzed_try(recorder, kwargs: dict) -> tuple[StubTaskInstance, VolcanoPyTorchJobOperator]:
+    """A fresh try of an operator given ``kwargs``, the recorder cleared for it."""
     recorder.calls.clear()
     ti = StubTaskInstance("avw_rel_fuzz", "train", "manual__fuzz")
     op = operator(
@@ -157,6 +153,20 @@ def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recor
         fit_check=NO_FIT_CHECK,
         **kwargs,
     )
+    return ti, op
+
+
+@pytest.fixture(scope="module")
+def recorder(monkeypatch_module):
+    rec = Recorder()
+    rec.install(monkeypatch_module)
+    return rec
+
+
+@settings(FUZZ, max_examples=300)
+@given(kwargs=ops_kwargs)
+def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recorder, kwargs):
+    ti, op = _fuzzed_try(recorder, kwargs)
     try:
         op.execute(context_for(ti))
     except AirflowException as exc:
@@ -216,23 +226,11 @@ valid_with_hostile_text = st.fixed_dictionaries(
 )
 
 
-@settings(
-    max_examples=200,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
-)
+@settings(FUZZ, max_examples=200)
 @given(kwargs=valid_with_hostile_text)
 def test_hostile_text_in_free_text_fields_is_submitted_verbatim(recorder, kwargs):
     """Where any text is legal, the text arrives as it was given, and adds no field."""
-    recorder.calls.clear()
-    ti = StubTaskInstance("avw_rel_fuzz", "train", "manual__fuzz")
-    op = operator(
-        template=copy.deepcopy(TEMPLATE),
-        wandb_conn_id=None,
-        wait_for_completion=False,
-        fit_check=NO_FIT_CHECK,
-        **kwargs,
-    )
+    ti, op = _fuzzed_try(recorder, kwargs)
     try:
         op.execute(context_for(ti))
     except AirflowException as exc:  # allowed, if it explains itself and sent nothing

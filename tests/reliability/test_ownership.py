@@ -27,14 +27,7 @@ from airflow_volcano_wandb.job.ownership import (
 )
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from tests.integration.jobs import SIM_DURATION, as_in_a_triggerer, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    context_for,
-    execute_operator,
-    list_jobs,
-    operator,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -48,9 +41,9 @@ def nothing_left(admin, namespace: str, what: str) -> None:
     def empty() -> bool:
         secrets = core.list_namespaced_secret(namespace, label_selector=MANAGED_SELECTOR).items
         pods = core.list_namespaced_pod(namespace).items
-        return not (list_jobs(admin, namespace) or pods or secrets)
+        return not (support.list_jobs(admin, namespace) or pods or secrets)
 
-    wait_until(empty, 60, what=f"{what}: job, pods and key Secret gone")
+    support.wait_until(empty, 60, what=f"{what}: job, pods and key Secret gone")
 
 
 def quick_template() -> dict:
@@ -58,150 +51,145 @@ def quick_template() -> dict:
 
 
 def test_clearing_a_successful_task_trains_again(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
-    op = operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
-    first = execute_operator(op, StubTaskInstance(DAG_ID, "train", "r1", try_number=1))
-    (job,) = list_jobs(admin, namespace)
+    op = support.operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
+    first = support.execute_operator(
+        op, support.StubTaskInstance(DAG_ID, "train", "r1", try_number=1)
+    )
+    (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["annotations"][REPORTED_ANNOTATION] == "1"
 
-    op = operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
-    second = execute_operator(op, StubTaskInstance(DAG_ID, "train", "r1", try_number=2))
+    op = support.operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
+    second = support.execute_operator(
+        op, support.StubTaskInstance(DAG_ID, "train", "r1", try_number=2)
+    )
     assert second["uid"] != first["uid"] and second["name"] != first["name"]
     assert second["wandb_run_id"] != first["wandb_run_id"]
-    jobs = {j["metadata"]["uid"]: j for j in list_jobs(admin, namespace)}
+    jobs = {j["metadata"]["uid"]: j for j in support.list_jobs(admin, namespace)}
     assert set(jobs) == {first["uid"], second["uid"]}  # the old result was left alone
     assert jobs[second["uid"]]["status"]["state"]["phase"] == "Completed"
     assert jobs[second["uid"]]["metadata"]["labels"][WANDB_RUN_LABEL] == second["wandb_run_id"]
-    admin.close()
 
 
 def test_two_deployments_never_touch_each_others_jobs(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
+    kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "600"})
     results = {}
     for deployment in ("staging", "prod"):
         monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__DEPLOYMENT", deployment)
-        op = operator(template=template, namespace=namespace, wait_for_completion=False)
-        results[deployment] = execute_operator(op, StubTaskInstance(DAG_ID, "train", "same"))
+        op = support.operator(template=template, namespace=namespace, wait_for_completion=False)
+        results[deployment] = support.execute_operator(
+            op, support.StubTaskInstance(DAG_ID, "train", "same")
+        )
     assert results["staging"]["uid"] != results["prod"]["uid"]
     assert results["staging"]["wandb_run_id"] != results["prod"]["wandb_run_id"]
-    jobs = list_jobs(admin, namespace)
+    jobs = support.list_jobs(admin, namespace)
     assert sorted(j["metadata"]["labels"][DEPLOYMENT_LABEL] for j in jobs) == ["prod", "staging"]
-    admin.close()
 
 
 def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
+    kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "600"})
     wrong_deletions = 0
     for round_ in range(10):
         run_id = f"adopt-{round_}"
-        old = execute_operator(
-            operator(template=template, namespace=namespace, deferrable=True),
-            StubTaskInstance(DAG_ID, "train", run_id, try_number=1),
+        old = support.execute_operator(
+            support.operator(template=template, namespace=namespace, deferrable=True),
+            support.StubTaskInstance(DAG_ID, "train", run_id, try_number=1),
         )
-        new = execute_operator(
-            operator(template=template, namespace=namespace, deferrable=True),
-            StubTaskInstance(DAG_ID, "train", run_id, try_number=2),
+        new = support.execute_operator(
+            support.operator(template=template, namespace=namespace, deferrable=True),
+            support.StubTaskInstance(DAG_ID, "train", run_id, try_number=2),
         )
         assert new.job_uid == old.job_uid  # reattached, not resubmitted
         for trigger in (old, new):  # each try's task was killed (cleared), as Airflow says
             as_in_a_triggerer(trigger, monkeypatch, task_left=True)
         asyncio.run(old.on_kill())  # the cleared try's on_kill arrives late
-        jobs = [j for j in list_jobs(admin, namespace) if j["metadata"]["uid"] == new.job_uid]
+        jobs = [
+            j for j in support.list_jobs(admin, namespace) if j["metadata"]["uid"] == new.job_uid
+        ]
         if not jobs or jobs[0]["metadata"].get("deletionTimestamp"):
             wrong_deletions += 1
             continue
         assert jobs[0]["metadata"]["annotations"][TRY_NUMBER_ANNOTATION] == "2"
         asyncio.run(new.on_kill())  # the newest try's kill does delete it
-        wait_until(
+        support.wait_until(
             lambda uid=new.job_uid: all(
-                j["metadata"]["uid"] != uid for j in list_jobs(admin, namespace)
+                j["metadata"]["uid"] != uid for j in support.list_jobs(admin, namespace)
             ),
             60,
             what="the adopted job deleted by its own try's kill",
         )
     assert wrong_deletions == 0
-    admin.close()
+
+
+def _submitted(namespace: str, run_id: str, **options) -> dict:
+    """The job a try that does not wait submits, for a sensor to wait on: its master runs for
+    ten minutes."""
+    template = seed_template(master={SIM_DURATION: "600"})
+    op = support.operator(
+        template=template, namespace=namespace, wait_for_completion=False, **options
+    )
+    return support.execute_operator(op, support.StubTaskInstance(DAG_ID, "submit", run_id))
 
 
 def test_a_killed_sensor_deletes_its_job(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
-    submitted = execute_operator(
-        operator(
-            template=seed_template(master={SIM_DURATION: "600"}),
-            namespace=namespace,
-            wait_for_completion=False,
-        ),
-        StubTaskInstance(DAG_ID, "submit", "sensor-kill"),
-    )
+    submitted = _submitted(namespace, "sensor-kill")
     sensor = VolcanoJobSensor(
         task_id="wait", job_name=submitted["name"], namespace=namespace, poke_interval=1
     )
-    ti = StubTaskInstance(DAG_ID, "wait", "sensor-kill")
+    ti = support.StubTaskInstance(DAG_ID, "wait", "sensor-kill")
     assert sensor.poke({"ti": ti}) is False
     core = client.CoreV1Api(admin)
     assert core.list_namespaced_secret(namespace, label_selector=MANAGED_SELECTOR).items
     sensor.on_kill()
     nothing_left(admin, namespace, "the killed sensor's job")
-    admin.close()
 
 
 def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     """A kill stops training: the operator's (sync mode) and a poking sensor's kill delete a
     job that still runs, but leave one that has ended for the task instance to report, as the
     trigger's kill does."""
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
-    op = operator(template=quick_template(), namespace=namespace, wait_for_completion=False)
-    submitted = execute_operator(op, StubTaskInstance(DAG_ID, "submit", "ended-kill"))
+    op = support.operator(template=quick_template(), namespace=namespace, wait_for_completion=False)
+    submitted = support.execute_operator(
+        op, support.StubTaskInstance(DAG_ID, "submit", "ended-kill")
+    )
     sensor = VolcanoJobSensor(
         task_id="wait", job_name=submitted["name"], namespace=namespace, poke_interval=1
     )
-    sensor.poke({"ti": StubTaskInstance(DAG_ID, "wait", "ended-kill")})
+    sensor.poke({"ti": support.StubTaskInstance(DAG_ID, "wait", "ended-kill")})
 
     def completed() -> bool:
-        jobs = list_jobs(admin, namespace)
+        jobs = support.list_jobs(admin, namespace)
         return bool(jobs) and jobs[0]["status"]["state"]["phase"] == "Completed"
 
-    wait_until(completed, 60, what="the job completed")
+    support.wait_until(completed, 60, what="the job completed")
     op.on_kill()
     sensor.on_kill()
-    (job,) = list_jobs(admin, namespace)
+    (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["uid"] == submitted["uid"]
     assert not job["metadata"].get("deletionTimestamp")
-    admin.close()
 
 
 def test_a_killed_deferred_sensor_deletes_its_job(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, monkeypatch
+    kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     from airflow.sdk.exceptions import TaskDeferred
 
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
-    submitted = execute_operator(
-        operator(
-            template=seed_template(master={SIM_DURATION: "600"}),
-            namespace=namespace,
-            wait_for_completion=False,
-        ),
-        StubTaskInstance(DAG_ID, "submit", "deferred-sensor-kill"),
-    )
+    submitted = _submitted(namespace, "deferred-sensor-kill")
     sensor = VolcanoJobSensor(
         task_id="wait",
         job_name=submitted["name"],
@@ -209,7 +197,7 @@ def test_a_killed_deferred_sensor_deletes_its_job(
         namespace=namespace,
         deferrable=True,
     )
-    ti = StubTaskInstance(DAG_ID, "wait", "deferred-sensor-kill")
+    ti = support.StubTaskInstance(DAG_ID, "wait", "deferred-sensor-kill")
     with pytest.raises(TaskDeferred) as deferred:
         sensor.execute({"ti": ti, "task_instance": ti})
     trigger = deferred.value.trigger
@@ -217,29 +205,21 @@ def test_a_killed_deferred_sensor_deletes_its_job(
     as_in_a_triggerer(trigger, monkeypatch, task_left=True)
     asyncio.run(trigger.on_kill())  # what the triggerer runs when the task is killed
     nothing_left(admin, namespace, "the deferred sensor's job")
-    admin.close()
 
 
 @pytest.mark.parametrize("ending", ["pending_timeout", "sensor_timeout"])
 def test_a_sensor_that_gives_up_deletes_its_job(
-    ending, kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    ending, kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowSensorTimeout
 
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     unplaceable = ending == "pending_timeout"
-    submitted = execute_operator(
-        operator(
-            template=seed_template(master={SIM_DURATION: "600"}),
-            namespace=namespace,
-            wait_for_completion=False,
-            container_resources={"worker": {"limits": {"nvidia.com/gpu": 64}}}
-            if unplaceable
-            else None,
-            fit_check="warn",  # submit the unplaceable gang: the sensor's pending timeout is tested
-        ),
-        StubTaskInstance(DAG_ID, "submit", f"sensor-{ending}"),
+    submitted = _submitted(
+        namespace,
+        f"sensor-{ending}",
+        container_resources={"worker": {"limits": {"nvidia.com/gpu": 64}}} if unplaceable else None,
+        fit_check="warn",  # submit the unplaceable gang: the sensor's pending timeout is tested
     )
     sensor = VolcanoJobSensor(
         task_id="wait",
@@ -251,10 +231,9 @@ def test_a_sensor_that_gives_up_deletes_its_job(
         timeout=5 if not unplaceable else 600,
         mode="poke",
     )
-    ti = StubTaskInstance(DAG_ID, "wait", f"sensor-{ending}")
+    ti = support.StubTaskInstance(DAG_ID, "wait", f"sensor-{ending}")
     with pytest.raises(AirflowSensorTimeout if not unplaceable else AirflowException) as ended:
-        sensor.execute(context_for(ti))
+        sensor.execute(support.context_for(ti))
     if unplaceable:
         assert "worker 0/1" in str(ended.value)
     nothing_left(admin, namespace, f"the sensor's job after {ending}")
-    admin.close()

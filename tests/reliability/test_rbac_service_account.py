@@ -42,13 +42,7 @@ from tests.integration.jobs import (
     seed_template,
     wait_until,
 )
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    context_for,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -222,37 +216,37 @@ def test_a_watch_refused_for_good_falls_back_to_reading_the_job(as_service_accou
     monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 1.0)
     make, _ = as_service_account
     namespace = make(drop=("jobs", "watch"))
-    op = operator(
+    op = support.operator(
         template=seed_template(master={SIM_DURATION: "15"}, worker={SIM_DURATION: "600"}),
         namespace=namespace,
         deferrable=True,
         watch_failure_grace=6,
         poll_interval=2,
     )
-    ti = StubTaskInstance("avw_rel_rbac", "train", "watch-refused")
-    trigger = execute_operator(op, ti)
-    (event,) = asyncio.run(collect_events(trigger, timeout=120))
+    ti = support.StubTaskInstance("avw_rel_rbac", "train", "watch-refused")
+    trigger = support.execute_operator(op, ti)
+    (event,) = asyncio.run(support.collect_events(trigger, timeout=120))
     assert event["outcome"] == "succeeded", event
-    assert op.execute_complete(context_for(ti), event)["uid"] == trigger.job_uid
+    assert op.execute_complete(support.context_for(ti), event)["uid"] == trigger.job_uid
 
 
 def test_nothing_readable_past_the_grace_fails_the_task_and_leaves_the_job(as_service_account):
     make, admin = as_service_account
     namespace = make()
-    op = operator(
+    op = support.operator(
         template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
         namespace=namespace,
         deferrable=True,
         watch_failure_grace=6,
         poll_interval=2,
     )
-    ti = StubTaskInstance("avw_rel_rbac", "train", "nothing-readable")
-    trigger = execute_operator(op, ti)
+    ti = support.StubTaskInstance("avw_rel_rbac", "train", "nothing-readable")
+    trigger = support.execute_operator(op, ti)
     client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding(SA, namespace)
-    (event,) = asyncio.run(collect_events(trigger, timeout=120))
+    (event,) = asyncio.run(support.collect_events(trigger, timeout=120))
     assert event["outcome"] == "watch_lost", event
     with pytest.raises(ApiserverUnreachableError) as failure:
-        op.execute_complete(context_for(ti), event)
+        op.execute_complete(support.context_for(ti), event)
     message = str(failure.value)
     assert "Kubernetes denied" in message, message
     assert "left untouched" in message and "reattaches" in message
@@ -274,12 +268,12 @@ def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
     template = seed_template(master={SIM_DURATION: "45"}, worker={SIM_DURATION: "600"})
     runs = []
     for index in range(5):
-        op = operator(template=template, namespace=namespace, deferrable=True)
-        ti = StubTaskInstance("avw_rel_rbac", "train", f"rebind-{index}")
-        runs.append((op, ti, execute_operator(op, ti)))
+        op = support.operator(template=template, namespace=namespace, deferrable=True)
+        ti = support.StubTaskInstance("avw_rel_rbac", "train", f"rebind-{index}")
+        runs.append((op, ti, support.execute_operator(op, ti)))
 
     async def main() -> list[list[dict]]:
-        waits = [asyncio.create_task(collect_events(t, timeout=240)) for _, _, t in runs]
+        waits = [asyncio.create_task(support.collect_events(t, timeout=240)) for _, _, t in runs]
         await asyncio.sleep(3)
         await asyncio.to_thread(rbac.delete_namespaced_role_binding, SA, namespace)
         await asyncio.sleep(30)
@@ -289,7 +283,7 @@ def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
     results = asyncio.run(main())
     assert [[e["outcome"] for e in events] for events in results] == [["succeeded"]] * 5
     for (op, ti, trigger), (event,) in zip(runs, results, strict=True):
-        assert op.execute_complete(context_for(ti), event)["uid"] == trigger.job_uid
+        assert op.execute_complete(support.context_for(ti), event)["uid"] == trigger.job_uid
 
 
 def test_with_secrets_create_only_a_job_is_submitted_reattached_and_its_key_goes_with_it(
@@ -310,9 +304,9 @@ def test_with_secrets_create_only_a_job_is_submitted_reattached_and_its_key_goes
     make, admin = as_service_account
     namespace = make()
     template = seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"})
-    first = StubTaskInstance("avw_rel_rbac", "train", "create-only")
-    trigger = execute_operator(
-        operator(template=template, namespace=namespace, deferrable=True), first
+    first = support.StubTaskInstance("avw_rel_rbac", "train", "create-only")
+    trigger = support.execute_operator(
+        support.operator(template=template, namespace=namespace, deferrable=True), first
     )
     [secret] = (
         client.CoreV1Api(admin)
@@ -324,9 +318,9 @@ def test_with_secrets_create_only_a_job_is_submitted_reattached_and_its_key_goes
 
     # The next try (the first one's worker lost) reattaches and waits the job out in process;
     # on success the job is deleted, and the garbage collector takes its Secret.
-    retry = StubTaskInstance("avw_rel_rbac", "train", "create-only", try_number=2)
-    result = execute_operator(
-        operator(template=template, namespace=namespace, on_finish_action="delete"), retry
+    retry = support.StubTaskInstance("avw_rel_rbac", "train", "create-only", try_number=2)
+    result = support.execute_operator(
+        support.operator(template=template, namespace=namespace, on_finish_action="delete"), retry
     )
     assert result["uid"] == trigger.job_uid and result["phase"] == "Completed"
     wait_until(lambda: list_jobs(admin, namespace) == [], 60, what="the job deleted")
@@ -353,9 +347,11 @@ def test_a_new_jobs_secret_name_taken_first_withdraws_the_job(as_service_account
 
     monkeypatch.setattr(VolcanoHook, "create_job", create_then_race)
     template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
-    ti = StubTaskInstance("avw_rel_rbac", "train", "raced")
+    ti = support.StubTaskInstance("avw_rel_rbac", "train", "raced")
     with pytest.raises(AirflowException) as failure:
-        execute_operator(operator(template=template, namespace=namespace, deferrable=True), ti)
+        support.execute_operator(
+            support.operator(template=template, namespace=namespace, deferrable=True), ti
+        )
     assert planted, "the race was not run"
     message = str(failure.value)
     assert f"{namespace}/{planted[0]} was created by someone else first" in message, message

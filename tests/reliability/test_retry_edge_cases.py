@@ -32,26 +32,11 @@ from airflow_volcano_wandb.job.ownership import (
     TaskInstanceIdentity,
 )
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability.support import (
-    GROUP,
-    VERSION,
-    StubTaskInstance,
-    execute_operator,
-    list_jobs,
-    operator,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 HOLD = "reliability.airflow-volcano-wandb.io/hold"
-
-
-def _op(namespace: str, **kwargs):
-    template = seed_template(master={SIM_DURATION: "600"})
-    return operator(
-        template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True, **kwargs
-    )
 
 
 def test_a_retry_does_not_reattach_to_a_job_being_deleted(
@@ -60,31 +45,43 @@ def test_a_retry_does_not_reattach_to_a_job_being_deleted(
     namespace = volcano_namespace
     api = volcano_cluster.api_client()
     custom = client.CustomObjectsApi(api)
-    first = execute_operator(_op(namespace), StubTaskInstance("avw_rel_edge", "train", "r1"))
+    first = support.execute_operator(
+        support.master_only_operator(namespace),
+        support.StubTaskInstance("avw_rel_edge", "train", "r1"),
+    )
     name = first.job_name
     custom.patch_namespaced_custom_object(
-        GROUP, VERSION, namespace, "jobs", name, {"metadata": {"finalizers": [HOLD]}}
+        support.GROUP,
+        support.VERSION,
+        namespace,
+        "jobs",
+        name,
+        {"metadata": {"finalizers": [HOLD]}},
     )
     custom.delete_namespaced_custom_object(
-        GROUP,
-        VERSION,
+        support.GROUP,
+        support.VERSION,
         namespace,
         "jobs",
         name,
         body=client.V1DeleteOptions(propagation_policy="Foreground"),
     )
-    job = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+    job = custom.get_namespaced_custom_object(
+        support.GROUP, support.VERSION, namespace, "jobs", name
+    )
     assert job["metadata"].get("deletionTimestamp")
 
     def release_after(delay: float) -> None:
         time.sleep(delay)
         while True:
-            current = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, "jobs", name)
+            current = custom.get_namespaced_custom_object(
+                support.GROUP, support.VERSION, namespace, "jobs", name
+            )
             finalizers = [f for f in current["metadata"].get("finalizers", []) if f != HOLD]
             try:
                 custom.patch_namespaced_custom_object(  # merge patch, optimistic lock
-                    GROUP,
-                    VERSION,
+                    support.GROUP,
+                    support.VERSION,
                     namespace,
                     "jobs",
                     name,
@@ -104,12 +101,12 @@ def test_a_retry_does_not_reattach_to_a_job_being_deleted(
     releaser = threading.Thread(target=release_after, args=(4.0,), daemon=True)
     releaser.start()
     started = time.monotonic()
-    retry = StubTaskInstance("avw_rel_edge", "train", "r1", try_number=2)
-    second = execute_operator(_op(namespace), retry)
+    retry = support.StubTaskInstance("avw_rel_edge", "train", "r1", try_number=2)
+    second = support.execute_operator(support.master_only_operator(namespace), retry)
     releaser.join(30)
     assert time.monotonic() - started >= 3.5  # it waited for the old job to go
     assert second.job_uid != first.job_uid
-    jobs = list_jobs(api, namespace)
+    jobs = support.list_jobs(api, namespace)
     assert [j["metadata"]["uid"] for j in jobs] == [second.job_uid]
     assert not jobs[0]["metadata"].get("deletionTimestamp")
     api.close()
@@ -120,17 +117,19 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
 ):
     namespace = volcano_namespace
     api = volcano_cluster.api_client()
-    theirs = execute_operator(
-        _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "other", "r1")
+    theirs = support.execute_operator(
+        support.master_only_operator(namespace, job_name="shared-name"),
+        support.StubTaskInstance("avw_rel_edge", "other", "r1"),
     )
     core = client.CoreV1Api(api)
     (their_secret,) = core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items
     with pytest.raises(AirflowException) as failure:
-        execute_operator(
-            _op(namespace, job_name="shared-name"), StubTaskInstance("avw_rel_edge", "train", "r1")
+        support.execute_operator(
+            support.master_only_operator(namespace, job_name="shared-name"),
+            support.StubTaskInstance("avw_rel_edge", "train", "r1"),
         )
     assert "belongs to avw_rel_edge/other/r1" in str(failure.value)
-    assert [j["metadata"]["uid"] for j in list_jobs(api, namespace)] == [theirs.job_uid]
+    assert [j["metadata"]["uid"] for j in support.list_jobs(api, namespace)] == [theirs.job_uid]
     # This try made no job, so no key Secret; theirs (it could hold another team's key) was
     # neither rewritten nor deleted.
     (after,) = core.list_namespaced_secret(namespace, label_selector=IDENTITY_LABEL).items
@@ -145,15 +144,15 @@ def test_a_job_the_apiserver_refuses_leaves_no_key_secret_behind(
     namespace = volcano_namespace
     template = seed_template(master={SIM_DURATION: "600"})
     template["spec"]["queue"] = "no-such-queue"  # Volcano's admission webhook says no
-    op = operator(template=template, namespace=namespace, replicas={"worker": 0})
+    op = support.operator(template=template, namespace=namespace, replicas={"worker": 0})
     with pytest.raises(AirflowException) as failure:
-        execute_operator(op, StubTaskInstance("avw_rel_edge", "train", "refused"))
+        support.execute_operator(op, support.StubTaskInstance("avw_rel_edge", "train", "refused"))
     message = str(failure.value)
     assert message.startswith(f"Kubernetes refused the Volcano job {namespace}/"), message
     assert 'queue.scheduling.volcano.sh "no-such-queue" not found' in message, message
     assert "HTTP response headers" not in message  # the API's word, not a dump
     api = volcano_cluster.api_client()
-    assert list_jobs(api, namespace) == []
+    assert support.list_jobs(api, namespace) == []
     identity = TaskInstanceIdentity("avw_rel_edge", "train", "refused")
     core = client.CoreV1Api(api)
     # The key Secret comes only after a job exists: a refused job never had one.
@@ -168,21 +167,21 @@ def test_a_retry_replaces_the_reported_failed_job_of_a_fixed_name(
     api = volcano_cluster.api_client()
     fixed = {"namespace": namespace, "job_name": "fixed-name", "replicas": {"worker": 0}}
     with pytest.raises(AirflowException):
-        execute_operator(
-            operator(template=failing_template(after="1"), **fixed),
-            StubTaskInstance("avw_rel_edge", "train", "fixed", try_number=1),
+        support.execute_operator(
+            support.operator(template=failing_template(after="1"), **fixed),
+            support.StubTaskInstance("avw_rel_edge", "train", "fixed", try_number=1),
         )
-    (failed,) = list_jobs(api, namespace)
+    (failed,) = support.list_jobs(api, namespace)
     assert failed["metadata"]["annotations"][REPORTED_ANNOTATION] == "1"
 
-    retry = execute_operator(
-        operator(
+    retry = support.execute_operator(
+        support.operator(
             template=seed_template(master={SIM_DURATION: "1"}), on_finish_action="keep", **fixed
         ),
-        StubTaskInstance("avw_rel_edge", "train", "fixed", try_number=2),
+        support.StubTaskInstance("avw_rel_edge", "train", "fixed", try_number=2),
     )
     assert retry["name"] == "fixed-name" and retry["uid"] != failed["metadata"]["uid"]
-    (job,) = list_jobs(api, namespace)
+    (job,) = support.list_jobs(api, namespace)
     assert job["metadata"]["uid"] == retry["uid"]
     assert job["status"]["state"]["phase"] == "Completed"
     identity = TaskInstanceIdentity("avw_rel_edge", "train", "fixed")
@@ -192,7 +191,7 @@ def test_a_retry_replaces_the_reported_failed_job_of_a_fixed_name(
         secrets = core.list_namespaced_secret(namespace, label_selector=identity.selector()).items
         return [[o.uid for o in s.metadata.owner_references or []] for s in secrets]
 
-    wait_until(
+    support.wait_until(
         lambda: key_secret_owners() == [[retry["uid"]]], 60, what="one key Secret, the new job's"
     )
     api.close()
@@ -204,27 +203,30 @@ def test_a_retry_waits_out_the_pods_of_a_fixed_names_job_deleted_in_the_backgrou
     namespace = volcano_namespace
     api = volcano_cluster.api_client()
     core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
-    first = execute_operator(
-        _op(namespace, job_name="bg-deleted"), StubTaskInstance("avw_rel_edge", "train", "bg")
+    first = support.execute_operator(
+        support.master_only_operator(namespace, job_name="bg-deleted"),
+        support.StubTaskInstance("avw_rel_edge", "train", "bg"),
     )
 
     def pods():
         selector = "volcano.sh/job-name=bg-deleted"
         return core.list_namespaced_pod(namespace, label_selector=selector).items
 
-    wait_until(lambda: len(pods()) == 1, 60, what="the master's pod")
+    support.wait_until(lambda: len(pods()) == 1, 60, what="the master's pod")
     (pod,) = pods()
     core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"finalizers": [HOLD]}})
     custom.delete_namespaced_custom_object(
-        GROUP,
-        VERSION,
+        support.GROUP,
+        support.VERSION,
         namespace,
         "jobs",
         "bg-deleted",
         body=client.V1DeleteOptions(propagation_policy="Background"),
     )
-    wait_until(lambda: not list_jobs(api, namespace), 60, what="the job gone before its pod")
-    wait_until(
+    support.wait_until(
+        lambda: not support.list_jobs(api, namespace), 60, what="the job gone before its pod"
+    )
+    support.wait_until(
         lambda: all(p.metadata.deletion_timestamp for p in pods()), 60, what="its pod terminating"
     )
 
@@ -233,19 +235,21 @@ def test_a_retry_waits_out_the_pods_of_a_fixed_names_job_deleted_in_the_backgrou
     def release_after(delay: float) -> None:
         time.sleep(delay)
         jobs_while_the_pod_terminated.append(
-            [j["metadata"]["uid"] for j in list_jobs(api, namespace)]
+            [j["metadata"]["uid"] for j in support.list_jobs(api, namespace)]
         )
         core.patch_namespaced_pod(pod.metadata.name, namespace, {"metadata": {"finalizers": None}})
 
     releaser = threading.Thread(target=release_after, args=(4.0,), daemon=True)
     releaser.start()
-    retry = StubTaskInstance("avw_rel_edge", "train", "bg", try_number=2)
-    second = execute_operator(_op(namespace, job_name="bg-deleted"), retry)
+    retry = support.StubTaskInstance("avw_rel_edge", "train", "bg", try_number=2)
+    second = support.execute_operator(
+        support.master_only_operator(namespace, job_name="bg-deleted"), retry
+    )
     releaser.join(30)
     assert jobs_while_the_pod_terminated == [[]]  # not created beside the old pod
     assert "Waiting for 1 pod(s) of an earlier Volcano job named" in capfd.readouterr().out
     assert second.job_uid != first.job_uid
-    (job,) = list_jobs(api, namespace)
+    (job,) = support.list_jobs(api, namespace)
     assert job["metadata"]["uid"] == second.job_uid
     assert [p.metadata.owner_references[0].uid for p in pods()] in ([], [second.job_uid])
     api.close()

@@ -35,14 +35,7 @@ from kubernetes import client
 
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
-from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    context_for,
-    list_jobs,
-    operator,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
 
@@ -78,13 +71,8 @@ class FileStore:
         self.path.write_text(json.dumps(data))
 
 
-def _op(namespace: str):
-    template = seed_template(master={SIM_DURATION: "600"})
-    return operator(template=template, namespace=namespace, replicas={"worker": 0}, deferrable=True)
-
-
-def _context(ti: StubTaskInstance, store: FileStore) -> dict[str, Any]:
-    return {**context_for(ti), "task_state_store": store}
+def _context(ti: support.StubTaskInstance, store: FileStore) -> dict[str, Any]:
+    return {**support.context_for(ti), "task_state_store": store}
 
 
 def _first_try(namespace: str, run_id: str, store: FileStore, fault: str, step: int, out: Path):
@@ -100,8 +88,8 @@ def _first_try(namespace: str, run_id: str, store: FileStore, fault: str, step: 
         from airflow.sdk.exceptions import AirflowTaskTimeout, TaskDeferred
         from airflow.sdk.execution_time.timeout import timeout
 
-        op = _op(namespace)
-        ti = StubTaskInstance(DAG_ID, "train", run_id)
+        op = support.master_only_operator(namespace)
+        ti = support.StubTaskInstance(DAG_ID, "train", run_id)
         state = {"passed": 0, "terminated": False, "in_on_kill": False}
 
         def boundary() -> None:
@@ -197,23 +185,23 @@ def test_a_fault_at_any_step_of_submission_leaves_no_unowned_secret_and_no_unwat
         assert how != "exit 3" and how != "exit 5", (run_id, how)  # the harness or the try broke
 
         identity = TaskInstanceIdentity(DAG_ID, "train", run_id)
-        retry = StubTaskInstance(DAG_ID, "train", run_id, try_number=2)
+        retry = support.StubTaskInstance(DAG_ID, "train", run_id, try_number=2)
         with pytest.raises(TaskDeferred) as deferred:
-            _op(namespace).execute(_context(retry, store))
+            support.master_only_operator(namespace).execute(_context(retry, store))
         uid = deferred.value.trigger.job_uid
 
         def mine(identity=identity):
             return [
                 j
-                for j in list_jobs(api, namespace)
+                for j in support.list_jobs(api, namespace)
                 if (j["metadata"].get("labels") or {}).get("airflow-volcano-wandb.io/task-instance")
                 == identity.digest
             ]
 
         live = [j for j in mine() if not j["metadata"].get("deletionTimestamp")]
         assert [j["metadata"]["uid"] for j in live] == [uid], (run_id, live)  # 0 unwatched
-        wait_until(lambda: len(mine()) == 1, 120, what=f"{run_id}: the dying job gone")
-        [secret] = wait_until(
+        support.wait_until(lambda: len(mine()) == 1, 120, what=f"{run_id}: the dying job gone")
+        [secret] = support.wait_until(
             lambda identity=identity: (
                 s
                 if len(
@@ -235,7 +223,7 @@ def test_a_fault_at_any_step_of_submission_leaves_no_unowned_secret_and_no_unwat
 
     # 0 unowned Secrets in the whole namespace, once garbage collection has caught up.
     def unowned():
-        uids = {j["metadata"]["uid"] for j in list_jobs(api, namespace)}
+        uids = {j["metadata"]["uid"] for j in support.list_jobs(api, namespace)}
         secrets = core.list_namespaced_secret(namespace, label_selector=MANAGED_SELECTOR).items
         return [
             s.metadata.name
@@ -243,6 +231,6 @@ def test_a_fault_at_any_step_of_submission_leaves_no_unowned_secret_and_no_unwat
             if not {o.uid for o in s.metadata.owner_references or []} & uids
         ]
 
-    wait_until(lambda: not unowned(), 120, what="no Secret without a live owner")
+    support.wait_until(lambda: not unowned(), 120, what="no Secret without a live owner")
     print("first tries ended:", ended)
     api.close()

@@ -20,14 +20,7 @@ import pytest
 
 from airflow_volcano_wandb.exceptions import JobUnschedulableError
 from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    execute_operator,
-    list_jobs,
-    operator,
-    wait_until,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -39,16 +32,17 @@ WARN_ONLY = "warn"
 
 
 def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
-    proxy, volcano_cluster, volcano_namespace
+    proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "30"}, worker={SIM_DURATION: "600"})
-    op = operator(template=template, namespace=namespace, deferrable=True, pending_timeout=8)
-    trigger = execute_operator(op, StubTaskInstance(DAG_ID, "train", "cut"))
+    op = support.operator(
+        template=template, namespace=namespace, deferrable=True, pending_timeout=8
+    )
+    trigger = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "cut"))
 
     async def main():
-        waiting = asyncio.create_task(collect_events(trigger, timeout=180))
+        waiting = asyncio.create_task(support.collect_events(trigger, timeout=180))
         await asyncio.sleep(0.5)  # the watch has (or is about to have) the Pending copy
         proxy.set_refuse()
         await asyncio.to_thread(proxy.reset_all)
@@ -58,21 +52,19 @@ def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
 
     events = asyncio.run(main())
     assert [e["outcome"] for e in events] == ["succeeded"], events
-    (job,) = list_jobs(admin, namespace)
+    (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["uid"] == trigger.job_uid
     assert job["status"]["state"]["phase"] == "Completed"
-    admin.close()
 
 
 @pytest.mark.parametrize("gang", ["all_ranks", "template"])
 def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it(
-    gang, kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    gang, kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     template = seed_template(master={SIM_DURATION: "600"})
     assert template["spec"]["minAvailable"] == 1  # the seed's own gang
-    op = operator(
+    op = support.operator(
         template=template,
         namespace=namespace,
         gang=gang,
@@ -81,35 +73,34 @@ def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it
         fit_check=WARN_ONLY,
     )
     with pytest.raises(JobUnschedulableError) as failure:
-        execute_operator(op, StubTaskInstance(DAG_ID, "train", f"gang-{gang}"))
+        support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", f"gang-{gang}"))
     message = str(failure.value)
     assert "pending_timeout=10s" in message and "worker 0/1" in message, message
     # Volcano's own words follow (a PodGroup condition or a scheduler event; which one
     # depends on how far the scheduler got).
     reason = message.split("): ", 1)[-1]
     assert reason and reason != message and "Volcano gave no reason" not in reason, message
-    wait_until(lambda: not list_jobs(admin, namespace), 60, what="the unplaced job deleted")
-    admin.close()
+    support.wait_until(
+        lambda: not support.list_jobs(admin, namespace), 60, what="the unplaced job deleted"
+    )
 
 
 def test_the_default_gang_keeps_the_master_from_running_alone(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
-    op = operator(
+    op = support.operator(
         template=seed_template(master={SIM_DURATION: "600"}),
         namespace=namespace,
         container_resources=UNPLACEABLE,
         wait_for_completion=False,
         fit_check=WARN_ONLY,
     )
-    execute_operator(op, StubTaskInstance(DAG_ID, "train", "no-master-alone"))
-    (job,) = list_jobs(admin, namespace)
+    support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "no-master-alone"))
+    (job,) = support.list_jobs(admin, namespace)
     assert job["spec"]["minAvailable"] == 2
     time.sleep(8)  # time enough for Volcano to start a master alone, were it allowed to
-    (job,) = list_jobs(admin, namespace)
+    (job,) = support.list_jobs(admin, namespace)
     assert job["status"]["state"]["phase"] == "Pending", job["status"]
     running = job["status"].get("running", 0)
     assert running == 0, job["status"]
-    admin.close()

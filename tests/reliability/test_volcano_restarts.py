@@ -20,12 +20,7 @@ import pytest
 from kubernetes import client
 
 from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, seed_template
-from tests.reliability.support import (
-    StubTaskInstance,
-    collect_events,
-    execute_operator,
-    operator,
-)
+from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -49,10 +44,9 @@ def _logged(trigger) -> Lines:
 
 
 def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
-    kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
+    kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     core = client.CoreV1Api(admin)
 
     evicted = seed_template(master={SIM_DURATION: "12"}, worker={SIM_DURATION: "600"})
@@ -69,8 +63,10 @@ def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
 
     triggers = {}
     for key, template in (("evicted", evicted), ("crashing", crashing)):
-        op = operator(template=template, namespace=namespace, deferrable=True)
-        triggers[key] = execute_operator(op, StubTaskInstance("avw_rel_restarts", "train", key))
+        op = support.operator(template=template, namespace=namespace, deferrable=True)
+        triggers[key] = support.execute_operator(
+            op, support.StubTaskInstance("avw_rel_restarts", "train", key)
+        )
     logs = {key: _logged(t) for key, t in triggers.items()}
 
     async def evict_master() -> None:
@@ -94,7 +90,7 @@ def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
 
     async def main():
         return await asyncio.gather(
-            evict_master(), *(collect_events(t, timeout=200) for t in triggers.values())
+            evict_master(), *(support.collect_events(t, timeout=200) for t in triggers.values())
         )
 
     _, evicted_events, crashing_events = asyncio.run(main())
@@ -116,4 +112,3 @@ def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
     assert event["retry_count"] == 2, event
     assert "after 2 restart(s)" in event["message"]
     assert any(line.startswith("Restarting") for line in logs["crashing"].lines)
-    admin.close()

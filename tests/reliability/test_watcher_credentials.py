@@ -45,11 +45,10 @@ async def _until(predicate: Callable[[], object], timeout: float, what: str) -> 
 
 
 def test_a_replaced_kubeconfig_is_picked_up_and_the_watch_recovers(
-    volcano_cluster, volcano_namespace, monkeypatch, tmp_path
+    admin, volcano_cluster, volcano_namespace, monkeypatch, tmp_path
 ):
     monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 1.0)  # recover within seconds
     namespace = volcano_namespace
-    admin = volcano_cluster.api_client()
     job = submit_job(admin, namespace, "rotated", master_seconds=600)
     kubeconfig = _with_bad_token(volcano_cluster.kubeconfig, tmp_path / "rotating.kubeconfig")
     monkeypatch.setenv("AIRFLOW_CONN_KUBERNETES_DEFAULT", kubernetes_conn_env(kubeconfig))
@@ -99,4 +98,3 @@ def test_a_replaced_kubeconfig_is_picked_up_and_the_watch_recovers(
             await watcher.stop()
 
     asyncio.run(main())
-    admin.close()

@@ -18,11 +18,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -36,8 +35,9 @@ from airflow_volcano_wandb.wait.wandb_stop import (
     STOPPED_FROM_WANDB_MARKER,
 )
 from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
-from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, WandbRunSpec
 from test_support.wandb_standin import WandbStandin
+from tests.wandb_support import airflow_run_context, keyed_run_spec, read_wandb_records
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "docker" / "trainer" / "train.py"
@@ -45,11 +45,9 @@ LAUNCH_PY = TRAIN_PY.with_name("launch.py")  # the image's ENTRYPOINT
 # What the pods would read from the W&B key Secret; must never show up in any output.
 FAKE_API_KEY = "avwtest0fake0key0d5a1c3e9b7f2a4c6e8d0b1f3a5c7"
 RUN_TIMEOUT_S = 600  # generous: 2 cores shared with a Go build; a normal run takes ~30 s
-AIRFLOW_CTX = AirflowRunContext(
+AIRFLOW_CTX = airflow_run_context(
     dag_id="volcano_pytorch_manual",
     dag_run_id="manual__2026-11-29T10:00:00+00:00",
-    task_id="train",
-    try_number=2,
     logical_date="2026-11-29T10:00:00+00:00",
     task_url="http://localhost:8080/dags/volcano_pytorch_manual/runs/manual__2026-11-29T10%3A00"
     "%3A00%2B00%3A00/tasks/train",
@@ -124,10 +122,17 @@ class RankResult:
 
 
 def _start_job(
-    tmp_path: Path, pod_envs: list[dict[str, str]], log_prefix: str = "rank"
+    tmp_path: Path,
+    pod_envs: list[dict[str, str]],
+    log_prefix: str = "rank",
+    *,
+    args: tuple[str, ...] = (str(TRAIN_PY),),
+    port: int | None = None,
 ) -> list[tuple[subprocess.Popen[str], Path]]:
-    """Start one trainer per rank (the pytorch plugin's env added); each logs to a file."""
-    (port,) = free_ports(1)
+    """Start ``python args`` (the trainer) per pod, with the pytorch plugin's env on ``port``
+    (a free one if None); each logs to a file."""
+    if port is None:
+        (port,) = free_ports(1)
     world_size = len(pod_envs)
     procs: list[tuple[subprocess.Popen[str], Path]] = []
     for rank, pod_env in enumerate(pod_envs):
@@ -142,7 +147,7 @@ def _start_job(
         log = tmp_path / f"{log_prefix}-{rank}.log"
         with log.open("w") as out:
             proc = subprocess.Popen(
-                [sys.executable, str(TRAIN_PY)],
+                [sys.executable, *args],
                 cwd=tmp_path,
                 env=env,
                 stdout=out,
@@ -170,43 +175,10 @@ def _wait_job(procs: list[tuple[subprocess.Popen[str], Path]]) -> list[RankResul
 
 
 def _run_job(
-    tmp_path: Path, pod_envs: list[dict[str, str]], log_prefix: str = "rank"
+    tmp_path: Path, pod_envs: list[dict[str, str]], log_prefix: str = "rank", **start: Any
 ) -> list[RankResult]:
-    """Start one trainer per rank (the pytorch plugin's env added) and wait for all of them."""
-    return _wait_job(_start_job(tmp_path, pod_envs, log_prefix))
-
-
-def _read_wandb_records(path: Path) -> Iterator[Any]:
-    """Yield the protobuf records of an offline run's ``.wandb`` file.
-
-    wandb 0.31 ships no Python reader for it, and ``files/config.yaml`` is only written when a
-    run syncs, so this reads the file's format directly: a 7-byte header (``:W&B``, magic,
-    version) and then LevelDB's log format (32 KiB blocks of 7-byte-headed fragments), each
-    record a serialized ``wandb_internal_pb2.Record``.
-    """
-    from wandb.proto import wandb_internal_pb2
-
-    data = path.read_bytes()
-    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
-    block, pos, pending = 32 * 1024, 7, b""
-    while pos + 7 <= len(data):
-        left = block - pos % block
-        if left < 7:  # block trailer padding
-            pos += left
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + 7])
-        fragment = data[pos + 7 : pos + 7 + length]
-        pos += 7 + length
-        if kind == 0:  # zero padding: skip to the next block
-            pos += (block - pos % block) % block
-            continue
-        if kind in (2, 3):  # FIRST, MIDDLE
-            pending += fragment
-            continue
-        record = wandb_internal_pb2.Record()
-        record.ParseFromString(pending + fragment)  # FULL, or LAST after FIRST/MIDDLE
-        pending = b""
-        yield record
+    """Start one trainer per pod (``_start_job``) and wait for all of them."""
+    return _wait_job(_start_job(tmp_path, pod_envs, log_prefix, **start))
 
 
 @dataclass
@@ -225,7 +197,7 @@ def _load_run(run_dir: Path) -> OfflineRun:
     (log,) = run_dir.glob("run-*.wandb")
     run_record = None
     history: list[dict[str, Any]] = []
-    for record in _read_wandb_records(log):
+    for record in read_wandb_records(log):
         kind = record.WhichOneof("record_type")
         if kind == "run":
             run_record = record.run
@@ -272,13 +244,7 @@ def _assert_ok(results: list[RankResult]) -> None:
 def test_master_rank_mode_makes_one_offline_run_with_airflow_context(tmp_path: Path) -> None:
     """Default rank mode, env exactly as the operator builds it: ONE run, owned by rank 0."""
     _require_torch()
-    spec = WandbRunSpec.for_task_instance(
-        AIRFLOW_CTX,
-        project="volcano-demo",
-        entity="ml-team",
-        mode="offline",
-        api_key_secret=SecretKeyRef("wandb-job-key", "api-key"),
-    )
+    spec = keyed_run_spec(AIRFLOW_CTX, project="volcano-demo", entity="ml-team", mode="offline")
     master_env = _resolve(container_env(spec, is_master_task=True), "job-master-0")
     worker_env = _resolve(container_env(spec, is_master_task=False), "job-worker-0")
     # The contract this test relies on, so a change to it fails here and not in a pod.
@@ -500,40 +466,13 @@ def test_the_trainer_runs_under_torchrun_with_the_rendered_pet_env(tmp_path: Pat
         "worker": _resolve(container_env(spec, is_master_task=False), "ddp-worker-0"),
     }
     pet_port, plugin_port = free_ports(2)
-    procs = []
-    for node_rank, task in enumerate(("master", "worker")):
-        env = {
-            **_base_env(tmp_path),
-            **wandb_env[task],
-            # The pytorch plugin's env is there too; torchrun gives its processes its own.
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(plugin_port),
-            "WORLD_SIZE": "2",
-            "RANK": str(node_rank),
-            **_torchrun_env(rendered[task], node_rank, pet_port),
-        }
-        log = tmp_path / f"{task}.log"
-        with log.open("w") as out:
-            procs.append(
-                (
-                    subprocess.Popen(
-                        [sys.executable, "-m", "torch.distributed.run", str(TRAIN_PY)],
-                        cwd=tmp_path,
-                        env=env,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                    ),
-                    log,
-                )
-            )
-    results = []
-    try:
-        for rank, (proc, log) in enumerate(procs):
-            results.append(RankResult(rank, proc.wait(timeout=RUN_TIMEOUT_S), log.read_text()))
-    finally:
-        for proc, _ in procs:
-            if proc.poll() is None:
-                proc.kill()
+    # The pytorch plugin's env is there too; torchrun gives its processes its own.
+    pod_envs = [
+        {**wandb_env[task], **_torchrun_env(rendered[task], node_rank, pet_port)}
+        for node_rank, task in enumerate(("master", "worker"))
+    ]
+    torchrun = ("-m", "torch.distributed.run", str(TRAIN_PY))
+    results = _run_job(tmp_path, pod_envs, args=torchrun, port=plugin_port)
     _assert_ok(results)
     assert f"joining gloo process group at 127.0.0.1:{pet_port}" in results[0].output
     assert "wandb=on" in results[0].output and "wandb=off" in results[1].output
@@ -568,44 +507,14 @@ def test_the_image_entrypoint_runs_one_process_per_gpu_on_every_volcano(tmp_path
     )
     spec = WandbRunSpec.for_task_instance(AIRFLOW_CTX, project="p", entity="e", mode="offline")
     (port,) = free_ports(1)
-    procs = []
+    pod_envs = []
     for node_rank, task in enumerate(("master", "worker")):
         pet = _torchrun_env(rendered[task], node_rank, port)
         assert pet["PET_NPROC_PER_NODE"] == "2" and "PET_NODE_RANK" not in pet
-        env = {
-            **_base_env(tmp_path),
-            **_resolve(container_env(spec, is_master_task=task == "master"), f"ddp-{task}-0"),
-            # The pytorch plugin's one-process-per-pod env, on the same port as in a pod.
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "WORLD_SIZE": "2",
-            "RANK": str(node_rank),
-            "TRAIN_EPOCHS": "2",
-            **pet,
-        }
-        log = tmp_path / f"{task}.log"
-        with log.open("w") as out:
-            procs.append(
-                (
-                    subprocess.Popen(
-                        [sys.executable, str(LAUNCH_PY)],
-                        cwd=tmp_path,
-                        env=env,
-                        stdout=out,
-                        stderr=subprocess.STDOUT,
-                    ),
-                    log,
-                )
-            )
-    results = []
-    try:
-        for node_rank, (proc, log) in enumerate(procs):
-            code = proc.wait(timeout=RUN_TIMEOUT_S)
-            results.append(RankResult(node_rank, code, log.read_text()))
-    finally:
-        for proc, _ in procs:
-            if proc.poll() is None:
-                proc.kill()
+        wandb_env = _resolve(container_env(spec, is_master_task=task == "master"), f"ddp-{task}-0")
+        pod_envs.append({**wandb_env, "TRAIN_EPOCHS": "2", **pet})
+    # The pytorch plugin's one-process-per-pod env, on the same port as in a pod.
+    results = _run_job(tmp_path, pod_envs, args=(str(LAUNCH_PY),), port=port)
     _assert_ok(results)
     master, worker = (r.output for r in results)
     assert "avw-launch: PET_NPROC_PER_NODE=2 PET_NODE_RANK=1: -m torch.distributed.run" in worker
@@ -628,13 +537,7 @@ def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
     trains (the stand-in's file stream answers ``stopped``, as W&B's does), the SDK calls the
     trainer's ``stop_fn``, and the trainer finishes the run and exits with the documented code
     the provider turns into ``StoppedFromWandbError``."""
-    spec = WandbRunSpec.for_task_instance(
-        AIRFLOW_CTX,
-        project="volcano-demo",
-        entity="ml-team",
-        mode="online",
-        api_key_secret=SecretKeyRef("wandb-job-key", "api-key"),
-    )
+    spec = keyed_run_spec(AIRFLOW_CTX, project="volcano-demo", entity="ml-team", mode="online")
     with WandbStandin(api_key=FAKE_API_KEY) as standin:
         env = {
             **_base_env(tmp_path),

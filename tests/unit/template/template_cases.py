@@ -1,0 +1,32 @@
+"""Values the template tests share: a full set of W&B Launch run macros."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from airflow_volcano_wandb import template as template_module
+
+REPO = Path(__file__).resolve().parents[3]
+SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
+FIXTURES = REPO / "tests" / "fixtures" / "templates"
+MACROS = {
+    "image_uri": "registry.local/ddp-mlp:1.0",
+    "run_id": "k3x9p2qa",
+    "run_name": "ddp-mlp-1",
+    "entity_name": "ml-platform",
+    "project_name": "retraining",
+    "author": "airflow",
+}
+
+
+def render_job(template: Any, **kwargs: Any) -> dict[str, Any]:
+    """``render_job`` trusting the template's namespace, as these tests' fixtures (like the
+    seed, ``namespace: wandb``) were written before the namespace became the deployment's
+    choice. The namespace rule itself is tested in ``test_template_pod_security.py``."""
+    kwargs.setdefault("template_namespace_allowed", True)
+    # The torchrun stage adds env and a volume to every PyTorch rank; it has tests of its own
+    # (test_template_torchrun.py), so the other stages' tests see their own effect only.
+    kwargs.setdefault("torchrun_env", False)
+    kwargs.setdefault("shm_size", None)
+    return template_module.render_job(template, **kwargs)

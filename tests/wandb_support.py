@@ -1,0 +1,66 @@
+"""W&B helpers the tests share: an Airflow task's run context, and an offline run's records."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+
+BLOCK = 32 * 1024
+HEADER = 7  # a chunk's CRC (4 bytes), length (2) and type (1)
+
+
+def airflow_run_context(**fields: Any) -> AirflowRunContext:
+    """A retried task instance of a manual DAG run; ``fields`` replace what a test sets itself."""
+    values: dict[str, Any] = {
+        "dag_id": "retrain",
+        "dag_run_id": "manual__2026-01-02T03:04:05+00:00",
+        "task_id": "train",
+        "try_number": 2,
+        "logical_date": "2026-01-02T03:04:05+00:00",
+        "task_url": "http://airflow.local/dags/retrain/runs/manual__x/tasks/train",
+    }
+    return AirflowRunContext(**{**values, **fields})
+
+
+def keyed_run_spec(context: AirflowRunContext, **options: Any) -> WandbRunSpec:
+    """The task instance's run whose API key the pods read from the job's Secret."""
+    secret = SecretKeyRef("wandb-key", "api-key")
+    return WandbRunSpec.for_task_instance(context, api_key_secret=secret, **options)
+
+
+def read_wandb_records(path: Path) -> Iterator[Any]:
+    """Yield the protobuf records of an offline run's ``.wandb`` file.
+
+    wandb 0.31 ships no Python reader for it (wandb-core writes the file), and
+    ``files/config.yaml`` is only written when a run syncs, so this reads the format directly:
+    a 7-byte header (``:W&B``, magic, version) and then LevelDB's log format (32 KiB blocks of
+    7-byte-headed chunks of type 1=full, 2=first, 3=middle, 4=last), each record a serialised
+    ``wandb_internal_pb2.Record``.
+    """
+    from wandb.proto import wandb_internal_pb2
+
+    data = path.read_bytes()
+    assert data[:4] == b":W&B", f"{path} is not a W&B transaction log"
+    pos, pending = HEADER, b""
+    while pos + HEADER <= len(data):
+        left = BLOCK - pos % BLOCK
+        if left < HEADER:  # block trailer padding
+            pos += left
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos : pos + HEADER])
+        chunk = data[pos + HEADER : pos + HEADER + length]
+        pos += HEADER + length
+        if kind == 0:  # zero padding: skip to the next block
+            pos += (BLOCK - pos % BLOCK) % BLOCK
+            continue
+        if kind in (2, 3):  # FIRST, MIDDLE
+            pending += chunk
+            continue
+        record = wandb_internal_pb2.Record()
+        record.ParseFromString(pending + chunk)  # FULL, or LAST after FIRST/MIDDLE
+        pending = b""
+        yield record
