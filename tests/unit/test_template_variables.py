@@ -134,7 +134,7 @@ def test_values_without_schemas_are_refused_and_no_schemas_leaves_braces_alone()
     ],
 )
 def test_a_schema_the_provider_cannot_enforce_is_refused(schema, words):
-    with pytest.raises(TemplateError, match="template_variables.v") as caught:
+    with pytest.raises(TemplateError, match=r"template_variables\.v") as caught:
         _render({}, schemas=[{"name": "v", "schema": schema}])
     assert words in str(caught.value)
 
