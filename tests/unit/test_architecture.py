@@ -79,6 +79,7 @@ PURE = [
 # The I/O edges outside hooks/: they call the hooks, so a hook importing one would loop back.
 EDGES = [
     "job/submission.py",
+    "job/queue_template.py",
     "job/api_key_secret.py",
     "job/deployment.py",
     "job/fit_check.py",
