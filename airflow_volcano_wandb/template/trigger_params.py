@@ -59,32 +59,38 @@ def _as_regex(pattern: str) -> str:
     return "".join(out)
 
 
-def image_param_spec(allowed_images: Sequence[str], default: str | None = None) -> dict[str, Any]:
+def image_param_spec(
+    allowed_images: Sequence[str], default_image: str | None = None
+) -> dict[str, Any]:
     """The JSON schema of an image field limited to ``allowed_images`` (``render_job``'s
     fnmatch patterns): a pick-list when every entry is an exact image, else text that must
-    match one of the patterns. ``default``: the field's first value (by default the first
+    match one of the patterns. ``default_image``: the field's first value (by default the first
     allowed image), which must be allowed itself."""
     patterns = as_allow_list(allowed_images, "allowed_images") or ()
     if not patterns:
         raise error_at(("allowed_images",), "needs at least one image or pattern")
     exact = not any(_WILDCARDS.search(image) for image in patterns)
-    if default is None and exact:
-        default = patterns[0]
-    if default is None or not image_allowed(default, patterns):
+    if default_image is None and exact:
+        default_image = patterns[0]
+    if default_image is None or not image_allowed(default_image, patterns):
         raise error_at(
-            ("default",), f"the image {default!r} matches none of allowed_images {list(patterns)}"
+            ("image_param",),
+            f"default_image {default_image!r} matches none of allowed_images {list(patterns)}: "
+            "the form's first value must be an allowed image",
         )
-    common = {"default": default, "type": "string", "title": "Training image"}
+    common = {"default": default_image, "type": "string", "title": "Training image"}
     if exact:
         return {**common, "enum": list(patterns)}
     choices = "|".join(_as_regex(image) for image in patterns)
     return {**common, "minLength": 1, "pattern": f"^(?:{choices})$"}
 
 
-def image_param(allowed_images: Sequence[str], default: str | None = None, **extra: Any) -> Param:
+def image_param(
+    allowed_images: Sequence[str], default_image: str | None = None, **extra: Any
+) -> Param:
     """An Airflow ``Param`` for a training image from an allow-list (:func:`image_param_spec`);
     ``extra`` adds or replaces keys (``description``, ``title``). Give the operator the same
     ``allowed_images``: the form is a convenience, the render is the check."""
     from airflow.sdk import Param  # at call time: see the module's docstring
 
-    return Param(**{**image_param_spec(allowed_images, default), **extra})
+    return Param(**{**image_param_spec(allowed_images, default_image), **extra})
