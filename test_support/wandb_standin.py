@@ -9,7 +9,8 @@ uses, recognised by their operation names and shapes as wandb 0.31 sends them:
   ``query GetDefaultEntity`` (``Api.run`` asks for it when no default entity is set);
 - ``query Run`` (``Api.run(path)``: the run, with ``summaryMetrics`` as a JSON string);
 - ``query GetRunQueueMetadata`` and ``query GetDefaultResourceConfig``
-  (``Api.run_queue(entity, name).default_resource_config``);
+  (``Api.run_queue(entity, name).default_resource_config`` and ``.template_variables``), in
+  ``wandb_standin_queues.py``;
 - ``query RunInputArtifacts`` and ``query RunOutputArtifacts`` (``Run.used_artifacts()`` and
   ``Run.logged_artifacts()``, one page);
 - ``mutation UpsertBucket`` (``Run.update()``: config, tags and notes, then the summary), which
@@ -52,13 +53,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import quote, unquote
 
+from test_support.wandb_standin_queues import LaunchQueues
+
 __all__ = ["RecordedRequest", "WandbStandin"]
 
 _OPERATION_RE = re.compile(r"\b(query|mutation)\s+(\w+)")
 _FILE_STREAM_RE = re.compile(r"^/files/([^/]+)/([^/]+)/([^/]+)/file_stream$")
 _ARTIFACT_FILE_RE = re.compile(r"^/artifacts/([^/]+)/files/(.+)$")
 _MANIFEST = "wandb_manifest.json"  # not a name an artifact's own file can have here
-LAUNCH_PROJECT = "model-registry"  # where W&B keeps Launch queues (LAUNCH_DEFAULT_PROJECT)
 
 
 @dataclass
@@ -120,17 +122,7 @@ class _ArtifactVersion:
     """What was uploaded, by name; the manifest under :data:`_MANIFEST`."""
 
 
-@dataclass
-class _Queue:
-    queue_id: str
-    entity: str
-    name: str
-    config: Any
-    resource: str
-    config_id: str | None
-
-
-class WandbStandin:
+class WandbStandin(LaunchQueues):
     """A threaded HTTP server answering a few W&B GraphQL operations, on 127.0.0.1 unless
     ``host`` names another of this machine's addresses (the real node's pods reach the
     machine at its bridge's gateway)."""
@@ -160,8 +152,7 @@ class WandbStandin:
         self.upserts: list[dict[str, Any]] = []
         self._runs: dict[tuple[str, str, str], _Run] = {}
         self._stopped: set[tuple[str, str, str]] = set()
-        self._queues: dict[tuple[str, str], _Queue] = {}
-        self._configs: dict[tuple[str, str], _Queue] = {}
+        self._init_queues()
         #: Logged artifact versions by id, and each collection's versions (v0 first).
         self._versions: dict[str, _ArtifactVersion] = {}
         self._collections: dict[tuple[str, str, str], list[_ArtifactVersion]] = {}
@@ -200,31 +191,6 @@ class WandbStandin:
         self._artifacts.setdefault((run_id, direction), []).append(
             (entity, project, name, version, artifact_type)
         )
-
-    def add_queue(
-        self,
-        entity: str,
-        name: str,
-        *,
-        config: Any,
-        resource: str = "kubernetes",
-        wrap: bool = True,
-    ) -> None:
-        """Make a Launch queue known, with ``config`` as its default resource config.
-
-        With ``wrap`` the config is stored the way ``Api.create_run_queue`` and the W&B UI
-        store it, ``{"resource_args": {<resource>: config}}``, serialised as a JSON string.
-        ``config=None`` makes a queue without a resource config.
-        """
-        index = len(self._queues) + 1
-        config_id = None if config is None else str(100 + index)
-        stored = config
-        if config is not None and wrap:
-            stored = json.dumps({"resource_args": {resource: config}})
-        queue = _Queue(f"UnVuUXVldWU6{index}", entity, name, stored, resource, config_id)
-        self._queues[(entity, name)] = queue
-        if config_id is not None:
-            self._configs[(entity, config_id)] = queue
 
     def stop_run(self, entity: str, project: str, run_id: str) -> None:
         """Stop the run as the W&B UI's "Stop run" button does: its file stream answers
@@ -690,38 +656,6 @@ class WandbStandin:
         files = {"pageInfo": page, "edges": edges}
         collection = {"__typename": "ArtifactSequence", "artifactMembership": {"files": files}}
         return {"project": {"artifactCollection": collection}}
-
-    def _op_GetRunQueueMetadata(self, variables: dict[str, Any]) -> dict[str, Any]:
-        if variables.get("projectName") != LAUNCH_PROJECT:
-            return {"project": None}
-        queue = self._queues.get((variables.get("entityName"), variables.get("runQueue")))  # type: ignore[arg-type]
-        if queue is None:
-            return {"project": {"runQueue": None}}
-        return {
-            "project": {
-                "runQueue": {
-                    "id": queue.queue_id,
-                    "access": "PROJECT",
-                    "defaultResourceConfigID": queue.config_id,
-                    "prioritizationMode": "DISABLED",
-                    "externalLinks": {},
-                }
-            }
-        }
-
-    def _op_GetDefaultResourceConfig(self, variables: dict[str, Any]) -> dict[str, Any]:
-        queue = self._configs.get((variables.get("entityName"), str(variables.get("id"))))  # type: ignore[arg-type]
-        if queue is None:
-            return {"entity": {"defaultResourceConfig": None}}
-        return {
-            "entity": {
-                "defaultResourceConfig": {
-                    "config": queue.config,
-                    "resource": queue.resource,
-                    "templateVariables": [],
-                }
-            }
-        }
 
 
 def _artifact_node(

@@ -5,25 +5,22 @@ Connection fields: password = API key, host = base URL (empty for W&B's cloud), 
 
 Reading from W&B (run summaries, Launch queue configs) goes through the ``wandb`` package's
 public API (``wandb.Api``), imported lazily so that DAG parsing and the triggerer never load it.
+This module holds the connection; a run's reads and writes are ``wandb_runs.py`` (mixed in),
+a Launch queue's ``wandb_queue.py``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import json
-from collections.abc import Callable, Iterable
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
-from airflow_volcano_wandb.template.load import load_queue_config
+from airflow_volcano_wandb.hooks.wandb_queue import read_queue
+from airflow_volcano_wandb.hooks.wandb_runs import WandbRunAccess
 from airflow_volcano_wandb.wandb.connection_form import WANDB_CONN_FIELDS, WANDB_UI_FIELD_BEHAVIOUR
-from airflow_volcano_wandb.wandb.deadline import call_within
 from airflow_volcano_wandb.wandb.key_forms import key_forms
-from airflow_volcano_wandb.wandb.wandb_backlink import RunFields
-from airflow_volcano_wandb.wandb.wandb_queue_ref import parse_queue_ref
-from airflow_volcano_wandb.wandb.wandb_run import ArtifactRef
+from airflow_volcano_wandb.wandb.wandb_queue_ref import QueueTemplate, parse_queue_ref
 from airflow_volcano_wandb.wandb.wandb_urls import is_default_base_url, run_url
 
 if TYPE_CHECKING:
@@ -45,23 +42,7 @@ def _mask(api_key: str | None) -> None:
         mask_secret(form, name="WANDB_API_KEY")
 
 
-def _within_deadline(method: Callable[..., Any]) -> Callable[..., Any]:
-    """Run a public-API method under the hook's ``deadline``, when it has one."""
-
-    @functools.wraps(method)
-    def bounded(self: WandbHook, *args: Any, **kwargs: Any) -> Any:
-        if self.deadline is None:
-            return method(self, *args, **kwargs)
-        return call_within(self.deadline, method, self, *args, **kwargs)
-
-    return bounded
-
-
-# Summary keys the SDK writes for its own bookkeeping; not metrics a DAG gates on.
-_INTERNAL_SUMMARY_KEYS = frozenset({"_wandb"})
-
-
-class WandbHook(BaseHook):
+class WandbHook(WandbRunAccess, BaseHook):
     """Talk to Weights & Biases with the credentials of an Airflow ``wandb`` connection.
 
     A missing connection is not an error: the hook logs a warning and behaves as an empty
@@ -246,161 +227,34 @@ class WandbHook(BaseHook):
         """A cached ``wandb.Api`` client (see :meth:`get_conn`)."""
         return self.get_conn()
 
-    @_within_deadline
-    def get_run_summary(
-        self,
-        run_id: str,
-        *,
-        entity: str | None = None,
-        project: str | None = None,
-        keys: Iterable[str] | None = None,
-    ) -> dict[str, Any]:
-        """Return the summary metrics of a run (its last logged value per key).
+    def get_queue(self, ref: str) -> QueueTemplate:
+        """A W&B Launch queue's template and its template variables, from a
+        ``wandb-queue://<entity>/<queue>`` reference (the entity may come from the connection).
 
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
-        :param keys: Only these summary keys (e.g. ``["eval/accuracy"]``). Keys the run does
-            not have are left out of the result and logged as a warning, so a caller gating on
-            a metric sees it is missing instead of a made-up value.
-        :return: A JSON-compatible dict; the SDK's internal ``_wandb`` entry is dropped.
-        :raises ValueError: when no project is known.
-        :raises wandb.errors.CommError: when the server does not know the run.
+        :raises ValueError: for a malformed reference, a queue that is missing, has no
+            resource config or is not a Kubernetes queue.
         """
-        entity, project = entity or self.entity, project or self.project
-        if not project:
-            raise ValueError(
-                "get_run_summary needs a project: pass project= or set the 'project' extra "
-                f"of connection {self.wandb_conn_id!r}"
-            )
-        path = f"{entity}/{project}/{run_id}" if entity else f"{project}/{run_id}"
-        run = self.api.run(path)
-        # Round-trip through JSON: the SDK hands back its own dict/list wrappers, and the
-        # result goes to XCom.
-        summary = json.loads(json.dumps(dict(run.summary_metrics), default=str))
-        summary = {k: v for k, v in summary.items() if k not in _INTERNAL_SUMMARY_KEYS}
-        if keys is None:
-            return summary
-        wanted = list(dict.fromkeys(keys))
-        missing = [key for key in wanted if key not in summary]
-        if missing:
-            self.log.warning(
-                "W&B run %s has no summary value for %s (it has: %s)",
-                path,
-                ", ".join(missing),
-                ", ".join(sorted(summary)) or "nothing",
-            )
-        return {key: summary[key] for key in wanted if key in summary}
-
-    @_within_deadline
-    def edit_run(
-        self,
-        run_id: str,
-        *,
-        entity: str | None = None,
-        project: str | None = None,
-        edit: Callable[[RunFields], RunFields],
-    ) -> None:
-        """Read a run's config, tags and notes, let ``edit`` change them, and write them back.
-
-        Through the public API's ``Run.update()`` (GraphQL ``upsertBucket``), which also
-        writes back the summary it read: call this when the run is no longer being written,
-        e.g. when the task ends.
-
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
-        :param edit: Gets the run's fields, returns them as they should be.
-        :raises ValueError: when no project is known.
-        :raises wandb.errors.CommError: when the server does not know the run.
-        """
-        run = self.api.run(self._run_path(run_id, entity, project))
-        fields = edit(RunFields(dict(run.config), list(run.tags or []), run.notes))
-        run.config.clear()
-        run.config.update(fields.config)
-        run.tags, run.notes = list(fields.tags), fields.notes
-        run.update()
-
-    @_within_deadline
-    def run_artifacts(
-        self, run_id: str, *, entity: str | None = None, project: str | None = None
-    ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:
-        """The artifact versions a run used and logged (``Run.used_artifacts()`` and
-        ``Run.logged_artifacts()``), each as ``<entity>/<project>/<name>:v<n>`` and its type.
-
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
-        """
-        run = self.api.run(self._run_path(run_id, entity, project))
-        return (
-            [ArtifactRef(a.qualified_name, a.type) for a in run.used_artifacts()],
-            [ArtifactRef(a.qualified_name, a.type) for a in run.logged_artifacts()],
-        )
-
-    @_within_deadline
-    def run_exists(
-        self, run_id: str, *, entity: str | None = None, project: str | None = None
-    ) -> bool:
-        """Whether W&B has the run: False when the server says it does not (a run whose
-        trainer never reached ``wandb.init``); any other failure is raised, never taken for
-        an answer.
-
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
-        """
-        from wandb.apis.public.runs import RunNotFoundError
-
-        try:
-            self.api.run(self._run_path(run_id, entity, project)).load()
-        except Exception as exc:
-            # The SDK wraps the not-found answer in a CommError, as it does a lost connection.
-            if isinstance(exc, RunNotFoundError) or isinstance(
-                getattr(exc, "exc", None), RunNotFoundError
-            ):
-                return False
-            raise
-        return True
-
-    def _run_path(self, run_id: str, entity: str | None, project: str | None) -> str:
-        entity, project = entity or self.entity, project or self.project
-        if not project:
-            raise ValueError(
-                "a W&B run needs a project: pass project= or set the 'project' extra "
-                f"of connection {self.wandb_conn_id!r}"
-            )
-        return f"{entity}/{project}/{run_id}" if entity else f"{project}/{run_id}"
+        parsed = parse_queue_ref(ref)
+        return read_queue(self.api, self._queue_entity(parsed.entity), parsed.queue)
 
     def get_queue_template(self, entity: str | None, queue_name: str) -> dict[str, Any]:
-        """Return the resource config (the Volcano Job template) of a W&B Launch queue.
-
-        A Kubernetes queue stores ``{"resource_args": {"kubernetes": <job spec>}}``; the job
-        spec is returned, macros such as ``${run_id}`` untouched, for the template renderer.
+        """Return the resource config (the Volcano Job template) of a W&B Launch queue, macros
+        such as ``${run_id}`` untouched; :meth:`get_queue` gives its template variables too.
 
         :param entity: The queue's entity; ``None`` uses the connection's.
         :param queue_name: The queue's name.
         :raises ValueError: when the queue has no resource config or is not a Kubernetes
             queue, or the config is not a mapping.
         """
-        entity = entity or self.entity
-        if not entity:
-            raise ValueError("a W&B Launch queue needs an entity (argument or connection)")
-        where = f"{entity}/{queue_name}"
-        queue = self.api.run_queue(entity, queue_name)
-        try:
-            queue.access  # noqa: B018 - loads the queue's metadata (one GraphQL query)
-        except Exception as exc:  # wandb wraps "no such queue" as CommError(TypeError)
-            raise ValueError(f"W&B Launch queue {where} not found or not readable: {exc}") from exc
-        # wandb (0.31) asks the server for the config even when the metadata says the queue has
-        # none (a null id), so check first; the attribute is private, hence the getattr.
-        if getattr(queue, "_default_resource_config_id", "unknown") is None:
-            raise ValueError(f"W&B Launch queue {where} has no resource config")
-        config = queue.default_resource_config
-        resource = queue.type if config else None  # arrives with the config, no extra query
-        return load_queue_config(config, resource, where)
+        entity = self._queue_entity(entity)  # before the client: no call without an entity
+        return read_queue(self.api, entity, queue_name).template
 
     def get_template(self, ref: str) -> dict[str, Any]:
         """Load a template from a ``wandb-queue://<entity>/<queue>`` reference."""
-        parsed = parse_queue_ref(ref)
-        return self.get_queue_template(parsed.entity, parsed.queue)
+        return self.get_queue(ref).template
+
+    def _queue_entity(self, entity: str | None) -> str:
+        entity = entity or self.entity
+        if not entity:
+            raise ValueError("a W&B Launch queue needs an entity (argument or connection)")
+        return entity

@@ -20,6 +20,10 @@ from airflow_volcano_wandb.template.render import (
     master_task_name,
     render_job,
 )
+from airflow_volcano_wandb.template.trigger_params import (
+    image_param,
+    params_from_template_variables,
+)
 
 __all__ = [
     "BUILTIN_MACROS",
@@ -33,7 +37,9 @@ __all__ = [
     "RunEnv",
     "TemplateError",
     "TemplateSource",
+    "image_param",
     "load_template",
     "master_task_name",
+    "params_from_template_variables",
     "render_job",
 ]

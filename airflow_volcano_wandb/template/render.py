@@ -4,9 +4,12 @@ Pure: no Airflow, no HTTP, no Kubernetes client. :func:`render_job` is the whole
 stages live in :mod:`airflow_volcano_wandb.template`, one concept per module:
 
 1. ``load``: path, YAML/JSON string, dict or W&B queue config -> the Job mapping.
+1b. ``template_variables``: W&B Launch's ``{{name}}``, checked against the queue's schemas
+    and filled in, structurally (only when there are schemas).
 2. ``macros``: a fresh copy with ``${name}`` filled in, structurally.
 3. ``normalize``: typed values in string-only fields become text; counts become ints.
 4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata.
+4b. ``run_config``: the run's config as W&B Launch's env on every task's main container.
 5. ``checkpoints``: a volume for the trainer's checkpoints, its mount and the contract's env in
    every task's main container, and the pods' grace period.
 6. ``gang``: ``minAvailable`` follows the new replica counts where it meant "all".
@@ -38,8 +41,10 @@ from airflow_volcano_wandb.template.normalize import normalize
 from airflow_volcano_wandb.template.placement import Placement
 from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL, LEVELS
 from airflow_volcano_wandb.template.policy import Policy
+from airflow_volcano_wandb.template.run_config import apply_run_config
 from airflow_volcano_wandb.template.shaping import DEFAULT_SCHEDULER_NAME, Shaping
 from airflow_volcano_wandb.template.structure import check_shape
+from airflow_volcano_wandb.template.template_variables import render_variables
 from airflow_volcano_wandb.template.validate import validate
 from airflow_volcano_wandb.template.values import copy_json
 from airflow_volcano_wandb.versions import VOLCANO_VERSION
@@ -150,6 +155,9 @@ def render_job(
     checkpoint_volume: str | None = None,
     checkpoint_artifact: bool = False,
     checkpoint_grace: int | None = None,
+    template_variables: Mapping[str, Any] | None = None,
+    template_variable_schemas: Sequence[Mapping[str, Any] | str] | None = None,
+    run_config: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Turn a queue template and this run's values into the Volcano Job to submit.
 
@@ -284,9 +292,26 @@ def render_job(
         allowed_priority_classes=allowed_priority_classes,
         max_total_gpus=max_total_gpus,
     )
+    variables = _Variables(template_variables, template_variable_schemas, run_config)
     return _render(
-        template, macros, placement, task_overrides, run_env, shaping, policy, checkpoints
+        template,
+        macros,
+        placement,
+        task_overrides,
+        run_env,
+        shaping,
+        policy,
+        checkpoints,
+        variables,
     )
+
+
+class _Variables(NamedTuple):
+    """What W&B Launch hands a run: its template variables and its run config."""
+
+    values: Mapping[str, Any] | None
+    schemas: Sequence[Mapping[str, Any] | str] | None
+    run_config: Mapping[str, Any] | None
 
 
 def _render(
@@ -298,9 +323,11 @@ def _render(
     shaping: Shaping,
     policy: Policy,
     checkpoints: Checkpoints,
+    variables: _Variables,
 ) -> dict[str, Any]:
     """The stages, in order (the module's docstring), with every argument already checked."""
-    job, wide_ints = substitute(_load(template), macros)
+    loaded = render_variables(_load(template), variables.values, variables.schemas)
+    job, wide_ints = substitute(loaded, macros)
     tasks = check_shape(job)
     normalize(job, tasks)
     replicas_before = gang_sizes.replica_counts(tasks)
@@ -308,6 +335,7 @@ def _render(
     task_overrides.apply(job, tasks, shaping.max_replicas)
     if run_env is not None:
         _apply_run_env(job, tasks, run_env)
+    apply_run_config(tasks, variables.run_config)
     checkpoints.apply(tasks)
     shaping.apply(job, tasks, replicas_before)
     validate(job, tasks, shaping.max_replicas, wide_ints, shaping.target)

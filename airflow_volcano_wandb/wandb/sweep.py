@@ -71,6 +71,8 @@ DISTRIBUTIONS: tuple[str, ...] = (
 CONTINUOUS: frozenset[str] = frozenset(DISTRIBUTIONS) - {"constant", "categorical", "int_uniform"}
 _PARAM_KEYS = {"value", "values", "probabilities", "distribution", "min", "max", "q", "mu", "sigma"}
 _GOALS = ("maximize", "minimize")
+#: Where :func:`expand_kwargs` puts a point: the operator's keyword that carries it.
+_TARGETS = ("run_config", "env", "macros")
 
 
 class SweepError(ValueError):
@@ -146,18 +148,20 @@ def expand_kwargs(
 ) -> list[dict[str, Any]]:
     """Return one operator keyword dict per point, for ``.expand_kwargs(...)``.
 
-    ``to="env"`` (the default) gives each point as container env ``<env_prefix><NAME>``
-    (``lr`` -> ``TRAIN_LR``, what the example trainer reads into its W&B config), values as
+    ``to="run_config"`` gives each point as the run's ``run_config``, values unchanged: the
+    trainer reads them from ``wandb.config``, as a W&B Launch job or a sweep agent's run does,
+    with no change to its code. ``to="env"`` (the default) gives each point as container env
+    ``<env_prefix><NAME>`` (``lr`` -> ``TRAIN_LR``, the example trainer's fallback), values as
     JSON text (``0.01``, ``true``; strings as they are); ``to="macros"`` gives each point as
     template ``${macros}``, values unchanged.
 
     :param sweep_points: the points, e.g. from :func:`points`.
-    :param to: ``"env"`` or ``"macros"``.
+    :param to: ``"run_config"``, ``"env"`` or ``"macros"``.
     :param env_prefix: prepended to each upper-cased name with ``to="env"``.
     :param fixed: further keyword arguments every map index gets as they are.
     """
-    if to not in ("env", "macros"):
-        raise SweepError(f"to: must be 'env' or 'macros', got {to!r}")
+    if to not in _TARGETS:
+        raise SweepError(f"to: must be one of {', '.join(map(repr, _TARGETS))}, got {to!r}")
     clash = sorted(set(fixed) & {to})
     if clash:
         raise SweepError(f"{clash[0]}: is filled from the sweep points; pass it to partial()")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import quote, unquote, urlsplit
 
 QUEUE_REF_SCHEME = "wandb-queue"
@@ -51,3 +52,13 @@ def parse_queue_ref(value: str) -> WandbQueueRef:
     if not entity.strip() or not queue.strip():
         raise ValueError(f"malformed queue reference {value!r}: empty entity or queue name")
     return WandbQueueRef(entity=entity, queue=queue)
+
+
+@dataclass(frozen=True)
+class QueueTemplate:
+    """What a W&B Launch queue holds for a run: its Volcano Job template (macros and
+    ``{{name}}`` untouched) and its template variables as W&B returns them,
+    ``[{"name", "schema"}]`` (empty: the queue declares none)."""
+
+    template: dict[str, Any]
+    template_variable_schemas: list[dict[str, Any]] = field(default_factory=list)

@@ -414,6 +414,22 @@ def start_wandb(
     return run
 
 
+def params_from_run_config(run: Any, params: HyperParams, info: DistInfo) -> HyperParams:
+    """The hyper-parameters as ``wandb.config`` has them, the same on every rank.
+
+    ``wandb.init`` lays a W&B Launch run config (``WANDB_LAUNCH`` with ``WANDB_CONFIG`` or its
+    ``WANDB_CONFIG_<n>`` slices, the operator's ``run_config``) over the flags and ``TRAIN_*``
+    values it was given, so a Launch job's hyper-parameters reach this code unchanged. Rank
+    0's run decides; the ranks that start no run receive its values.
+    """
+    values = asdict(params)
+    if run is not None:
+        values.update({k: type(values[k])(run.config[k]) for k in values if k in run.config})
+    if info.distributed:
+        values = json.loads(broadcast_bytes(json.dumps(values).encode(), info))
+    return HyperParams(**values)
+
+
 def make_data(params: HyperParams) -> tuple[torch.Tensor, ...]:
     """Random inputs labelled by a random linear teacher: learnable, so accuracy is meaningful.
 
@@ -955,6 +971,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     exit_code = 1
     try:
         run = start_wandb(plan, info, params, environ)
+        params = params_from_run_config(run, params, info)
         summary = train(params, info, run, checkpoints)
         exit_code = 0
         if info.rank == 0:

@@ -21,6 +21,8 @@ import wandb
 import yaml
 
 from airflow_volcano_wandb.hooks import WandbHook
+from airflow_volcano_wandb.job.queue_template import template_and_schemas
+from airflow_volcano_wandb.template import TemplateError, render_job
 from airflow_volcano_wandb.wandb import wandb_backlink
 from airflow_volcano_wandb.wandb.key_forms import key_forms
 from test_support.wandb_standin import WandbStandin
@@ -39,6 +41,14 @@ SUMMARY = {
     "_wandb": {"runtime": 12},
 }
 REPO = Path(__file__).resolve().parents[2]
+MACROS = {
+    "image_uri": "registry.local/ddp-mlp:1.0",
+    "run_id": "r1",
+    "run_name": "r1",
+    "entity_name": ENTITY,
+    "project_name": PROJECT,
+    "author": "airflow",
+}
 KNOWN_OPERATIONS = {
     "Viewer",
     "GetDefaultEntity",
@@ -67,11 +77,31 @@ def seed_template() -> dict:
     }
 
 
+#: A queue admin's guardrails, as declared in W&B (``create_run_queue(template_variables=)``).
+VARIABLES = {
+    "workers": {"type": "integer", "minimum": 1, "maximum": 4, "default": 1},
+    "gpus": {"type": "integer", "minimum": 0, "maximum": 2, "description": "GPUs per rank"},
+}
+
+
+def templated_seed() -> dict:
+    """The seed with its worker count and GPUs replaced by W&B template variables."""
+    template = seed_template()
+    worker = template["spec"]["tasks"][1]
+    worker["replicas"] = "{{workers}}"
+    container = worker["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"nvidia.com/gpu": "{{gpus}}"}}
+    return template
+
+
 @pytest.fixture
 def standin():
     with WandbStandin(api_key=API_KEY) as server:
         server.add_run(ENTITY, PROJECT, RUN_ID, summary=SUMMARY, config={"lr": 0.01})
         server.add_queue(ENTITY, "volcano-queue", config=seed_template())
+        server.add_queue(
+            ENTITY, "templated-queue", config=templated_seed(), template_variables=VARIABLES
+        )
         server.add_queue(ENTITY, "empty-queue", config=None)
         server.add_queue(ENTITY, "sagemaker-queue", config={"x": 1}, resource="sagemaker")
         yield server
@@ -170,6 +200,46 @@ def test_get_queue_template_against_wandb_standin(standin: WandbStandin, conn_id
     meta = next(r for r in standin.requests if r.operation == "GetRunQueueMetadata")
     assert meta.variables["entityName"] == ENTITY
     assert meta.variables["runQueue"] == "volcano-queue"
+
+
+def test_get_queue_reads_the_template_variables_against_wandb_standin(
+    standin: WandbStandin, conn_id: str
+) -> None:
+    """``wandb.Api().run_queue(...).template_variables`` as the SDK reads it: the schemas come
+    with the config, and bound the run's values; a DAG's own schemas cannot replace them."""
+    hook = WandbHook(conn_id)
+    ref = f"wandb-queue://{ENTITY}/templated-queue"
+    queue = hook.get_queue(ref)
+    assert queue.template == templated_seed()
+    assert [(v["name"], json.loads(v["schema"])) for v in queue.template_variable_schemas] == list(
+        VARIABLES.items()
+    )
+    assert standin.operations().count("GetDefaultResourceConfig") == 1  # one query for both
+    template, schemas = template_and_schemas(ref, None, hook)
+    job = render_job(
+        template,
+        macros=MACROS,
+        template_variables={"workers": "3", "gpus": 2},
+        template_variable_schemas=schemas,
+        template_namespace_allowed=True,
+    )
+    worker = job["spec"]["tasks"][1]
+    assert worker["replicas"] == 3
+    assert worker["template"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/gpu": 2
+    }
+    with pytest.raises(TemplateError, match="'gpus' is 3, above its maximum 2"):
+        render_job(
+            template,
+            macros=MACROS,
+            template_variables={"gpus": 3},
+            template_variable_schemas=schemas,
+        )
+    wider = [{"name": "gpus", "schema": {"type": "integer", "maximum": 64}}]
+    with pytest.raises(TemplateError, match="a DAG cannot declare or widen them"):
+        template_and_schemas(ref, wider, hook)
+    # A queue without variables renders as any template without them.
+    assert template_and_schemas(f"wandb-queue://{ENTITY}/volcano-queue", None, hook)[1] is None
 
 
 def test_get_queue_template_rejects_unusable_queues_against_wandb_standin(

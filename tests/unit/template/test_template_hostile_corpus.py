@@ -7,6 +7,7 @@ allows that one value; the seed and the example templates still render.
 from __future__ import annotations
 
 import inspect
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,11 @@ from tests.hostile_templates import (
     seed,
 )
 
-EXAMPLES = sorted((REPO / "dags" / "templates").glob("*.*")) + sorted(
-    (REPO / "tests" / "fixtures" / "templates").glob("*.*")
-)
+# A template's W&B Launch template variables sit beside it as ``<name>.variables.json``.
+VARIABLES_SUFFIX = ".variables.json"
+EXAMPLES = sorted(
+    p for p in (REPO / "dags" / "templates").glob("*.*") if not p.name.endswith(VARIABLES_SUFFIX)
+) + sorted((REPO / "tests" / "fixtures" / "templates").glob("*.*"))
 FIXTURE_MACROS = {**MACROS, "epochs": 3, "lr": 0.001, "batch_size": 64, "np": 3, "shards": 4}
 
 
@@ -65,7 +68,15 @@ def test_the_dag_can_allow_exactly_that_value(case: Hostile) -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_the_seed_and_the_example_templates_are_still_accepted(path: Path) -> None:
     own_key = DEPLOYMENT["run_env"]
-    job = render_job(path, macros=FIXTURE_MACROS, namespace="team-a", run_env=own_key)
+    variables = path.with_name(path.stem + VARIABLES_SUFFIX)
+    schemas = json.loads(variables.read_text()) if variables.exists() else None  # defaults
+    job = render_job(
+        path,
+        macros=FIXTURE_MACROS,
+        namespace="team-a",
+        run_env=own_key,
+        template_variable_schemas=schemas,
+    )
     for task in job["spec"]["tasks"]:
         for container in task["template"]["spec"]["containers"]:
             assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {

@@ -204,10 +204,22 @@ def test_expand_kwargs_gives_env_text_or_macros_per_point():
     assert expand_kwargs([{"lr": 0.1}], env_prefix="")[0] == {"env": {"LR": "0.1"}}
 
 
+def test_expand_kwargs_hands_a_point_over_as_the_runs_config():
+    """As W&B Launch does: the values as they are, for ``wandb.config``; each map index its own
+    mapping, so one run's config never changes another's."""
+    sweep_points = [{"lr": 0.01, "warm": True}, {"lr": 1, "warm": False}]
+    kwargs = expand_kwargs(sweep_points, to="run_config", replicas={"worker": 2})
+    assert kwargs == [
+        {"run_config": {"lr": 0.01, "warm": True}, "replicas": {"worker": 2}},
+        {"run_config": {"lr": 1, "warm": False}, "replicas": {"worker": 2}},
+    ]
+    assert kwargs[0]["run_config"] is not sweep_points[0]
+
+
 def test_expand_kwargs_refuses_a_target_it_fills_or_does_not_know():
     with pytest.raises(SweepError, match=r"env: is filled from the sweep points"):
         expand_kwargs([{"lr": 1}], env={"A": "b"})
-    with pytest.raises(SweepError, match=r"to: must be 'env' or 'macros'"):
+    with pytest.raises(SweepError, match=r"to: must be one of 'run_config', 'env', 'macros'"):
         expand_kwargs([{"lr": 1}], to="args")
 
 
