@@ -31,7 +31,7 @@ STALL_MESSAGE_LINES = 3
 log = logging.getLogger(__name__)
 
 # The outcomes whose job's pods, PodGroups and events are read for the cause and the report.
-_CLASSIFIED = (Outcome.PENDING_TIMEOUT, Outcome.FAILED, Outcome.STOPPED_FROM_WANDB)
+_CLASSIFIED = failure_exception.CLASSIFIED
 
 
 def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[dict]) -> set[str]:
