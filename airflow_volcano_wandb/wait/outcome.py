@@ -4,7 +4,9 @@ Pure. ``job_status.Verdict`` says what a job's own status means (wait, succeeded
 deleted); an :class:`Outcome` says why a *wait* ended, which also covers endings the job's
 status cannot tell: a pending timeout, Airflow's execution timeout, a watch that stayed down.
 A :class:`WaitResult` is the one serialisable record of that ending; it crosses the
-triggerer-to-worker boundary as a trigger event and is validated when it comes back.
+triggerer-to-worker boundary as a trigger event and is validated when it comes back. Each
+outcome's sentence, the message a failed task shows, is made here by its own constructor;
+``failure_exception.ENDINGS`` says which exception each outcome raises.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from airflow_volcano_wandb.job.job_status import JobStatus, Verdict
 from airflow_volcano_wandb.wait.restart_budget import CrashLoop
 from airflow_volcano_wandb.wait.stall import Stall
+from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 
 
 class Outcome(str, Enum):
@@ -101,6 +104,69 @@ class WaitResult:
             phase=status.phase,
             retry_count=status.retry_count,
         )
+
+    @classmethod
+    def _of_running(
+        cls, status: JobStatus, outcome: Outcome, message: str, **fields: Any
+    ) -> WaitResult:
+        """The wait's end with ``outcome``, for a job that is still there as ``status`` shows."""
+        seen = {
+            "name": status.name,
+            "namespace": status.namespace,
+            "uid": status.uid,
+            "phase": status.phase,
+            "retry_count": status.retry_count,
+        }
+        return cls(outcome=outcome, message=message, **{**seen, **fields})
+
+    @classmethod
+    def stopped_from_wandb(cls, status: JobStatus, rank: str) -> WaitResult:
+        """``rank``'s trainer exited with the stop code of a W&B run stopped from W&B."""
+        message = describe_stop(status.namespace, status.name, rank)
+        return cls._of_running(status, Outcome.STOPPED_FROM_WANDB, message)
+
+    @classmethod
+    def crash_looping(cls, status: JobStatus, loop: CrashLoop) -> WaitResult:
+        """The job's containers restarted past its budget; ``loop`` names the container."""
+        message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "
+        message += loop.describe()
+        return cls._of_running(status, Outcome.CRASH_LOOP, message, crash_loop=loop)
+
+    @classmethod
+    def not_placed(
+        cls, status: JobStatus, pending_timeout: float, unplaced: Mapping[str, str]
+    ) -> WaitResult:
+        """The gang was not wholly placed and running within ``pending_timeout`` seconds."""
+        missing = ", ".join(f"{task} {count}" for task, count in unplaced.items())
+        message = (
+            f"Volcano job {status.namespace}/{status.name} did not have every rank "
+            f"placed and running within pending_timeout={pending_timeout:g}s "
+            f"(phase {status.phase or 'none'}"
+            + (f"; ranks started: {missing}" if missing else "")
+            + ")"
+        )
+        return cls._of_running(status, Outcome.PENDING_TIMEOUT, message, unplaced=unplaced)
+
+    @classmethod
+    def timed_out(cls, status: JobStatus, name: str, namespace: str, uid: str) -> WaitResult:
+        """Airflow's ``execution_timeout`` was reached while job ``namespace/name`` ran."""
+        message = f"Gave up waiting on Volcano job {namespace}/{name}: execution_timeout reached"
+        return cls._of_running(status, Outcome.TIMEOUT, message, uid=uid, retry_count=0)
+
+    @classmethod
+    def stalled(cls, status: JobStatus, stall: Stall) -> WaitResult:
+        """The job's master printed nothing for its ``stall_timeout`` (``stall`` says where)."""
+        message = f"Volcano job {status.namespace}/{status.name} has stalled: {stall.describe()}"
+        return cls._of_running(status, Outcome.STALLED, message, stall=stall)
+
+    @classmethod
+    def watch_lost(cls, name: str, namespace: str, uid: str, why: str) -> WaitResult:
+        """Neither the watch nor a direct read reached the API for the grace: state unknown."""
+        message = (
+            f"Lost the watch on Volcano job {namespace}/{name}: {why}. The "
+            "job was left untouched; the next try reattaches to it."
+        )
+        return cls(Outcome.WATCH_LOST, name=name, namespace=namespace, uid=uid, message=message)
 
     def to_event(self) -> dict[str, Any]:
         """The JSON-safe payload of a trigger event."""
