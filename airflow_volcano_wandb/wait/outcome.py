@@ -23,13 +23,14 @@ from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 
 
 class Outcome(str, Enum):
-    """Why a wait on a job ended."""
+    """Why a wait on a job ended: the job's own end as its status tells it (the first three,
+    ``job_status.Verdict``'s values, so a verdict is an outcome), or an ending it cannot tell."""
 
-    SUCCEEDED = "succeeded"
+    SUCCEEDED = Verdict.SUCCEEDED.value
     #: Volcano ended the job badly: ``Failed``, ``Terminated`` or ``Aborted``.
-    FAILED = "failed"
+    FAILED = Verdict.FAILED.value
     #: The job was deleted (or replaced) by someone else while it was waited on.
-    DELETED = "deleted"
+    DELETED = Verdict.DELETED.value
     #: Not every rank was placed and running within ``pending_timeout``.
     PENDING_TIMEOUT = "pending_timeout"
     #: Airflow's ``execution_timeout`` was reached.
@@ -55,13 +56,6 @@ class Outcome(str, Enum):
     def job_state_known(self) -> bool:
         """Whether the ending was read from the job itself (confirmed by the apiserver)."""
         return self is not Outcome.WATCH_LOST
-
-
-_FROM_VERDICT = {
-    Verdict.SUCCEEDED: Outcome.SUCCEEDED,
-    Verdict.FAILED: Outcome.FAILED,
-    Verdict.DELETED: Outcome.DELETED,
-}
 
 
 class WaitResultError(ValueError):
@@ -94,7 +88,7 @@ class WaitResult:
         if outcome is None:
             if not status.terminal:
                 raise ValueError(f"job {status.name} is still waiting; it has no outcome")
-            outcome = _FROM_VERDICT[status.verdict]
+            outcome = Outcome(status.verdict.value)
         return cls(
             outcome=outcome,
             name=status.name,
