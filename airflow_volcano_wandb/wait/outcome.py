@@ -57,6 +57,13 @@ class Outcome(str, Enum):
         """Whether the ending was read from the job itself (confirmed by the apiserver)."""
         return self is not Outcome.WATCH_LOST
 
+    @property
+    def confirmed_on_a_fresh_read(self) -> bool:
+        """Whether this verdict, judged on a cached copy, is judged again on a fresh read first:
+        it ends in a deletion or a failed task, and a watch outage may have hidden the job's
+        real end. (The pods' and the silence's verdicts are always confirmed, by ``step_io``.)"""
+        return self in (Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT)
+
 
 class WaitResultError(ValueError):
     """A trigger event that is not a wait result of this provider."""

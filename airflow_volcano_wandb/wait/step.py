@@ -26,14 +26,8 @@ from airflow_volcano_wandb.wait.judge import (
     see,
     unplaced_ranks,
 )
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, probe_due, silence_probe
-
-# Verdicts that end in a deletion or a failed task: judged on a cached copy, they are judged
-# again on a fresh read first (a watch outage may have hidden the job's real end).
-CONFIRMED_OUTCOMES = frozenset(
-    {Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT}
-)
 
 
 @dataclass(frozen=True)

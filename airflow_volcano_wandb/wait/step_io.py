@@ -44,7 +44,7 @@ from airflow_volcano_wandb.wait.judge import (
 )
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
-from airflow_volcano_wandb.wait.step import CONFIRMED_OUTCOMES, Look, WaitMemory, look, stall_probe
+from airflow_volcano_wandb.wait.step import Look, WaitMemory, look, stall_probe
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
 #: The apiserver could not be asked: neither a job nor its absence.
@@ -85,7 +85,7 @@ async def take_step(
     if view.read_pods:
         return view.memory, await _running_job(calls, view, target, log, wandb)
     result = view.result
-    if result is None or fresh or result.outcome not in CONFIRMED_OUTCOMES:
+    if result is None or fresh or not result.outcome.confirmed_on_a_fresh_read:
         return view.memory, result
     confirmed = await fetch(calls, target, log)
     if confirmed is UNKNOWN:  # never destroy on a guess: wait, and read again
