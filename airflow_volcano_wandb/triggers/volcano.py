@@ -21,7 +21,7 @@ from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 from airflow_volcano_wandb.triggers.wait_spec import DEFAULT_WATCH_FAILURE_GRACE, WaitSpec
 from airflow_volcano_wandb.wait import step_io
 from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
@@ -243,16 +243,7 @@ class VolcanoJobTrigger(BaseTrigger):
         )
 
     def _watch_lost(self, why: str) -> WaitResult:
-        return WaitResult(
-            outcome=Outcome.WATCH_LOST,
-            name=self.job_name,
-            namespace=self.namespace,
-            uid=self.job_uid or "",
-            message=(
-                f"Lost the watch on Volcano job {self.namespace}/{self.job_name}: {why}. The "
-                "job was left untouched; the next try reattaches to it."
-            ),
-        )
+        return WaitResult.watch_lost(self.job_name, self.namespace, self.job_uid or "", why)
 
     def _sleep_for(self) -> float:
         wake, deadline = self.spec.poll_interval, self.spec.deadline

@@ -1,4 +1,12 @@
-"""Which exception a failed wait raises: its outcome, and the cause the job's pods show."""
+"""How a failed wait ends, in one table: its outcome and the cause its pods show, to the
+exception it raises and so the cause the next try is told (``resume_cause``).
+
+A wait ends with an :class:`~airflow_volcano_wandb.wait.outcome.Outcome` (``judge`` decides
+it, ``outcome`` words it); for the outcomes in :data:`CLASSIFIED` the job's pods and events
+are read for what caused it (``diagnostics.classify``: a ``FailureKind``, ``None`` when they
+could not be read). :data:`ENDINGS` maps each such pair to one class of ``exceptions``; the
+class names the resume cause. A new failure cause is one row here, its class there.
+"""
 
 from __future__ import annotations
 
@@ -23,6 +31,12 @@ from airflow_volcano_wandb.exceptions import (
 from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 
+#: The cause the job's pods show (``None``: they were not read, or could not be).
+Kind = FailureKind | None
+_EVERY_KIND: tuple[Kind, ...] = (None, *FailureKind)
+_Rows = dict[tuple[Outcome, Kind], type[VolcanoJobError]]
+
+#: What the job's pods show, for the outcomes they refine: the most specific class wins.
 _BY_KIND: dict[FailureKind, type[VolcanoJobError]] = {
     FailureKind.UNSCHEDULABLE: JobUnschedulableError,
     FailureKind.PREEMPTED: JobPreemptedError,
@@ -33,19 +47,42 @@ _BY_KIND: dict[FailureKind, type[VolcanoJobError]] = {
     FailureKind.JOB_FAILED: JobFailedError,
 }
 
-_BY_OUTCOME: dict[Outcome, type[VolcanoJobError]] = {
-    Outcome.FAILED: JobFailedError,
-    Outcome.PENDING_TIMEOUT: JobUnschedulableError,
-    Outcome.DELETED: JobDeletedError,
-    Outcome.WATCH_LOST: ApiserverUnreachableError,
-    Outcome.TIMEOUT: JobTimeoutError,
-    Outcome.CRASH_LOOP: TrainerCrashLoopError,
-    Outcome.STOPPED_FROM_WANDB: StoppedFromWandbError,
-    Outcome.STALLED: TrainingStalledError,
+
+def _refined(outcome: Outcome, unread: type[VolcanoJobError]) -> _Rows:
+    """An outcome whose class the pods' cause decides; ``unread`` when they were not read."""
+    return {(outcome, None): unread} | {(outcome, kind): cls for kind, cls in _BY_KIND.items()}
+
+
+def _alone(outcome: Outcome, cls: type[VolcanoJobError]) -> _Rows:
+    """An outcome that decides its class whatever the pods show."""
+    return {(outcome, kind): cls for kind in _EVERY_KIND}
+
+
+#: Every failed wait's ending: (outcome, the pods' cause) to the exception it raises.
+ENDINGS: _Rows = {
+    **_refined(Outcome.FAILED, JobFailedError),
+    **_refined(Outcome.PENDING_TIMEOUT, JobUnschedulableError),
+    # The pods only say which rank was stopped: whatever else they show, a person stopped it.
+    **_alone(Outcome.STOPPED_FROM_WANDB, StoppedFromWandbError),
+    **_alone(Outcome.DELETED, JobDeletedError),
+    **_alone(Outcome.WATCH_LOST, ApiserverUnreachableError),
+    **_alone(Outcome.TIMEOUT, JobTimeoutError),
+    **_alone(Outcome.CRASH_LOOP, TrainerCrashLoopError),
+    **_alone(Outcome.STALLED, TrainingStalledError),
 }
 
-# Outcomes whose exception the job's pods refine (the cause ``diagnostics.classify`` names).
-_CLASSIFIED = (Outcome.FAILED, Outcome.PENDING_TIMEOUT, Outcome.STOPPED_FROM_WANDB)
+#: The outcomes whose job's pods, PodGroups and events are read for their cause and report.
+CLASSIFIED = (Outcome.PENDING_TIMEOUT, Outcome.FAILED, Outcome.STOPPED_FROM_WANDB)
+
+
+def exception_class(outcome: Outcome, kind: Kind = None) -> type[VolcanoJobError]:
+    """The class a wait that ended with ``outcome`` raises, its pods showing ``kind``."""
+    return ENDINGS[(outcome, kind)]
+
+
+def resume_cause(outcome: Outcome, kind: Kind = None) -> str:
+    """The cause a try that ended so is told by (``job.resume``, ``resume_on``)."""
+    return exception_class(outcome, kind).resume_cause
 
 
 def for_failure(
@@ -64,34 +101,31 @@ def for_failure(
     :param run_url: the job's W&B run, named in the message of a run stopped from W&B (its
         page there says who stopped it; the trainer is told only that it was).
     """
-    error = _for_failure(result, message, classification)
-    if run_url and isinstance(error, StoppedFromWandbError):
-        return _for_failure(result, f"{message}; the W&B run: {run_url}", classification)
-    return error
-
-
-def _for_failure(
-    result: WaitResult, message: str, classification: Classification | None
-) -> VolcanoJobError:
+    kind = classification.kind if classification is not None else None
+    cls = exception_class(result.outcome, kind)
+    if run_url and cls is StoppedFromWandbError:
+        message = f"{message}; the W&B run: {run_url}"
     job = result.job_ref() if result.uid else None
-    if result.outcome is Outcome.CRASH_LOOP and result.crash_loop is not None:
+    return cls(message, job=job, **_fields(cls, result, classification))
+
+
+def _fields(
+    cls: type[VolcanoJobError], result: WaitResult, classification: Classification | None
+) -> dict[str, Any]:
+    """The exception's own fields, from the evidence the wait or its pods gave."""
+    if cls is TrainerCrashLoopError and result.crash_loop is not None:
         loop = result.crash_loop
-        return TrainerCrashLoopError(message, job=job, restarts=loop.restarts, **_where(loop))
-    if result.outcome is Outcome.STALLED and result.stall is not None:
+        return {"restarts": loop.restarts, **_where(loop)}
+    if cls is TrainingStalledError and result.stall is not None:
         stall = result.stall
         where = {"pod": stall.pod, "task": stall.task, "container": stall.container}
         timing = {"stall_timeout": stall.stall_timeout, "running_for": stall.running_for}
         timing |= {"wandb_step": stall.wandb_step, "wandb_logged_at": stall.wandb_logged_at}
-        return TrainingStalledError(message, job=job, **where, **timing)
-    if result.outcome not in _CLASSIFIED or classification is None:
-        return _BY_OUTCOME[result.outcome](message, job=job)
-    cls = _BY_KIND[classification.kind]
-    if result.outcome is Outcome.STOPPED_FROM_WANDB:  # the pods only say which rank
-        cls = StoppedFromWandbError
-    failure = classification.failure
-    if failure is None or not issubclass(cls, ContainerError):
-        return cls(message, job=job)
-    return cls(message, job=job, **_where(failure))
+        return where | timing
+    failure = classification.failure if classification is not None else None
+    if failure is None or not issubclass(cls, ContainerError) or result.outcome not in CLASSIFIED:
+        return {}
+    return _where(failure)
 
 
 def _where(container: Any) -> dict[str, Any]:

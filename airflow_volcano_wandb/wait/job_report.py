@@ -30,9 +30,6 @@ STALL_MESSAGE_LINES = 3
 
 log = logging.getLogger(__name__)
 
-# The outcomes whose job's pods, PodGroups and events are read for the cause and the report.
-_CLASSIFIED = (Outcome.PENDING_TIMEOUT, Outcome.FAILED, Outcome.STOPPED_FROM_WANDB)
-
 
 def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[dict]) -> set[str]:
     names = {str(job["metadata"].get("name", ""))} | diagnostics.pod_names(job)
@@ -73,7 +70,7 @@ def explain_end(
         return message, None  # the verdict names the container: nothing to classify
     if result.outcome is Outcome.STALLED:
         return message + _report_stall(hook, result, log_lines, task_log), None
-    if job is None or result.outcome not in _CLASSIFIED:
+    if job is None or result.outcome not in failure_exception.CLASSIFIED:
         return message, None
     try:
         meta = job["metadata"]
@@ -183,7 +180,8 @@ def report_failure(
     time, whose pods tell an image that cannot be pulled from a lack of resources (no logs are
     read then, so it is a few quick reads); it runs even if the diagnostics fail.
     """
-    delete_first = result.outcome not in (*_CLASSIFIED, Outcome.CRASH_LOOP, Outcome.STALLED)
+    read_first = (*failure_exception.CLASSIFIED, Outcome.CRASH_LOOP, Outcome.STALLED)
+    delete_first = result.outcome not in read_first
     if delete_job is not None and delete_first:
         delete_job()
     try:

@@ -3,7 +3,9 @@
 Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) judge
 the job as the apiserver or the watch last showed it (through ``step.look``), so the two can
 never disagree about what a job, a timeout or a half-placed gang means. A job's status is
-read once per look (:func:`see`); every question here asks that :class:`Seen`.
+read once per look (:func:`see`); every question here asks that :class:`Seen`. Each kind of
+evidence has its verdict: the job's status and the clock (:func:`judge_seen`), its pods
+(:func:`judge_pods`), its master's silence (:func:`judge_stall`); ``outcome`` words each.
 
 A PyTorch DDP job with a static world size makes progress only when every rank runs, so
 ``pending_timeout`` measures the time until *every* rank is placed and running, not only
@@ -15,8 +17,8 @@ whole must survive a triggerer restart, a handover, a retry that reattaches and 
 reschedule-mode poke, none of which keeps a waiter's memory: so it is read from the job
 (:func:`gang_was_whole`): Volcano's own ``Running`` condition when ``minAvailable`` covers
 every rank, else :data:`GANG_WHOLE_ANNOTATION`, which the first waiter to see the whole gang
-writes on the job (:func:`needs_gang_whole_mark`). A rank lost after that is Volcano's to
-restore: the wait reports it as restarting (:func:`progress_line`), never as a pending timeout.
+writes on the job (``step.needs_gang_whole_mark``). A rank lost after that is Volcano's to
+restore: the wait reports it as restarting (``step.progress_line``), never as a pending timeout.
 """
 
 from __future__ import annotations
@@ -24,16 +26,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import Any
 
 from airflow_volcano_wandb.job.job_status import JobStatus, interpret
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.job.ownership import DOMAIN
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
-from airflow_volcano_wandb.wait.stall import Stall, probe_due
-from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
+from airflow_volcano_wandb.wait.stall import Stall
 from airflow_volcano_wandb.wait.wandb_stop import stopped_rank
 
 #: Pod phases that mean a rank was placed on a node and started.
@@ -141,68 +142,55 @@ def judge(
     ``job`` is the latest copy known to be current (``None``: it does not exist). A job of the
     target's name but another uid counts as the target deleted. ``pods``, read after ``job``
     when :func:`counts_restarts` says so, are held to the target's restart budget, after a
-    look for a rank stopped from W&B (``wandb_stop``: a stop explains the restarts it causes).
+    look for a rank stopped from W&B (:func:`judge_pods`), before the timeouts.
     """
-    return judge_seen(see(job, target), target, now, gang_seen_whole=gang_seen_whole, pods=pods)
+    seen = see(job, target)
+    by_pods = judge_pods(seen, target, pods) if pods is not None else None
+    return by_pods or judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
 
 
 def judge_seen(
-    seen: Seen,
-    target: WaitTarget,
-    now: float,
-    *,
-    gang_seen_whole: bool = False,
-    pods: Sequence[Mapping[str, Any]] | None = None,
+    seen: Seen, target: WaitTarget, now: float, *, gang_seen_whole: bool = False
 ) -> WaitResult | None:
-    """:func:`judge` of a job already seen (:func:`see`)."""
+    """The verdict of the job's own status and the clock on a job already seen (:func:`see`):
+    its end, a gang not placed within ``pending_timeout``, Airflow's ``execution_timeout``."""
     status = seen.status
     if status.terminal:
         result = WaitResult.from_status(status)
         return result if target.uid is None else _with_uid(result, target.uid)
-    loop = None
-    if pods is not None and counts_restarts(seen, target):
-        uid = target.uid or status.uid
-        stopped = stopped_rank(pods, job_name=status.name, job_uid=uid)
-        if stopped is not None:
-            message = describe_stop(status.namespace, status.name, stopped)
-            return _ending(status, Outcome.STOPPED_FROM_WANDB, message)
-        loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
-    if loop is not None:
-        message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "
-        return _ending(status, Outcome.CRASH_LOOP, message + loop.describe(), crash_loop=loop)
     if target.pending_timeout is not None:
         waited = gang_wait_seconds(seen, now, gang_seen_whole=gang_seen_whole)
         if waited is not None and waited >= target.pending_timeout:
-            unplaced = unplaced_ranks(status)
-            missing = ", ".join(f"{task} {count}" for task, count in unplaced.items())
-            message = (
-                f"Volcano job {status.namespace}/{status.name} did not have every rank "
-                f"placed and running within pending_timeout={target.pending_timeout:g}s "
-                f"(phase {status.phase or 'none'}"
-                + (f"; ranks started: {missing}" if missing else "")
-                + ")"
-            )
-            return _ending(status, Outcome.PENDING_TIMEOUT, message, unplaced=unplaced)
+            return WaitResult.not_placed(status, target.pending_timeout, unplaced_ranks(status))
     if target.deadline is not None and now >= target.deadline:
-        message = (
-            f"Gave up waiting on Volcano job {target.namespace}/{target.name}: "
-            "execution_timeout reached"
-        )
         uid = status.uid or target.uid or ""
-        return _ending(status, Outcome.TIMEOUT, message, uid=uid, retry_count=0)
+        return WaitResult.timed_out(status, target.name, target.namespace, uid)
     return None
 
 
-def _ending(status: JobStatus, outcome: Outcome, message: str, **fields: Any) -> WaitResult:
-    """The wait's end with ``outcome``, for a job that is still there as ``status`` shows it."""
-    seen = {
-        "name": status.name,
-        "namespace": status.namespace,
-        "uid": status.uid,
-        "phase": status.phase,
-        "retry_count": status.retry_count,
-    }
-    return WaitResult(outcome=outcome, message=message, **{**seen, **fields})
+def judge_pods(
+    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]]
+) -> WaitResult | None:
+    """The verdict of the job's ``pods`` (read after it), which its status cannot show: a rank
+    stopped from W&B (``wandb_stop``: a stop explains the restarts it causes), else a crash
+    loop past the restart budget; ``None`` for anything else, an ended job's included."""
+    if seen.status.terminal or not counts_restarts(seen, target):
+        return None
+    status = seen.status
+    uid = target.uid or status.uid
+    stopped = stopped_rank(pods, job_name=status.name, job_uid=uid)
+    if stopped is not None:
+        return WaitResult.stopped_from_wandb(status, stopped)
+    loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
+    return WaitResult.crash_looping(status, loop) if loop is not None else None
+
+
+def judge_stall(seen: Seen, stall: Stall | None) -> WaitResult | None:
+    """``STALLED`` for a job still running whose master's log probe found ``stall``
+    (``stall.stalled``); ``None`` for anything else."""
+    if stall is None or seen.job is None or seen.status.phase != "Running":
+        return None
+    return WaitResult.stalled(seen.status, stall)
 
 
 def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
@@ -211,30 +199,6 @@ def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
     if seen.job is None or target.max_container_restarts is None:
         return False
     return seen.status.phase == "Running"
-
-
-def probes_stall(seen: Seen, target: WaitTarget, probed_at: float | None, now: float) -> bool:
-    """Whether the waiter should probe the master's log for a stall now: only a running job
-    can stall, only a target with a ``stall_timeout`` is held to one, and a waiter probes at
-    most once per ``stall_timeout / PROBES_PER_TIMEOUT`` (it last did at ``probed_at``)."""
-    if seen.job is None or seen.status.phase != "Running":
-        return False
-    return probe_due(target.stall_timeout, probed_at, now)
-
-
-def judge_stall(seen: Seen, stall: Stall | None) -> WaitResult | None:
-    """``STALLED`` for a job still running whose master's log probe found ``stall``
-    (``stall.stalled``); ``None`` for anything else."""
-    status = seen.status
-    if stall is None or seen.job is None or status.phase != "Running":
-        return None
-    message = f"Volcano job {status.namespace}/{status.name} has stalled: {stall.describe()}"
-    return _ending(status, Outcome.STALLED, message, stall=stall)
-
-
-def gang_is_whole(seen: Seen) -> bool:
-    """Whether every rank of the job is placed and running right now."""
-    return seen.status.phase == "Running" and not unplaced_ranks(seen.status)
 
 
 def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
@@ -274,35 +238,6 @@ def gang_whole_since(job: Mapping[str, Any]) -> str | None:
         return None
     running = [c for c in view.conditions if c.get("status") == "Running"]
     return running[0].get("lastTransitionTime") if running else None
-
-
-def needs_gang_whole_mark(seen: Seen) -> bool:
-    """Whether the waiter looking at the job should write :data:`GANG_WHOLE_ANNOTATION` now."""
-    return gang_is_whole(seen) and not gang_marked_whole(seen.job)
-
-
-def gang_whole_mark(now: float) -> dict[str, str]:
-    """The annotation that records the gang whole at ``now`` (epoch seconds)."""
-    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {GANG_WHOLE_ANNOTATION: stamp}
-
-
-def progress_line(seen: Seen, *, gang_seen_whole: bool = False) -> str:
-    """The task log's line for the job now; a gang that was whole and lost a rank says that
-    Volcano is restarting it, with Volcano's own reason when it gives one."""
-    status = seen.status
-    line = status.progress()
-    was_whole = gang_seen_whole or gang_was_whole(seen)
-    # Completing, Aborting and Terminating take ranks down on purpose: nothing is restarting.
-    restarting = status.phase in ("Running", "Pending", "Restarting")
-    lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")
-    if was_whole and restarting and lost_ranks:
-        lost = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())
-        line += " - restarting: the gang was whole"
-        line += f" and lost ranks ({lost})" if lost else ""
-        cause = ": ".join(part for part in (status.reason, status.message) if part)
-        line += f"; Volcano: {cause}" if cause else "; Volcano is replacing them"
-    return line
 
 
 def _with_uid(result: WaitResult, uid: str) -> WaitResult:

@@ -4,7 +4,9 @@ Pure. ``job_status.Verdict`` says what a job's own status means (wait, succeeded
 deleted); an :class:`Outcome` says why a *wait* ended, which also covers endings the job's
 status cannot tell: a pending timeout, Airflow's execution timeout, a watch that stayed down.
 A :class:`WaitResult` is the one serialisable record of that ending; it crosses the
-triggerer-to-worker boundary as a trigger event and is validated when it comes back.
+triggerer-to-worker boundary as a trigger event and is validated when it comes back. Each
+outcome's sentence, the message a failed task shows, is made here by its own constructor;
+``failure_exception.ENDINGS`` says which exception each outcome raises.
 """
 
 from __future__ import annotations
@@ -17,16 +19,18 @@ from typing import Any
 from airflow_volcano_wandb.job.job_status import JobStatus, Verdict
 from airflow_volcano_wandb.wait.restart_budget import CrashLoop
 from airflow_volcano_wandb.wait.stall import Stall
+from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 
 
 class Outcome(str, Enum):
-    """Why a wait on a job ended."""
+    """Why a wait on a job ended: the job's own end as its status tells it (the first three,
+    ``job_status.Verdict``'s values, so a verdict is an outcome), or an ending it cannot tell."""
 
-    SUCCEEDED = "succeeded"
+    SUCCEEDED = Verdict.SUCCEEDED.value
     #: Volcano ended the job badly: ``Failed``, ``Terminated`` or ``Aborted``.
-    FAILED = "failed"
+    FAILED = Verdict.FAILED.value
     #: The job was deleted (or replaced) by someone else while it was waited on.
-    DELETED = "deleted"
+    DELETED = Verdict.DELETED.value
     #: Not every rank was placed and running within ``pending_timeout``.
     PENDING_TIMEOUT = "pending_timeout"
     #: Airflow's ``execution_timeout`` was reached.
@@ -53,12 +57,12 @@ class Outcome(str, Enum):
         """Whether the ending was read from the job itself (confirmed by the apiserver)."""
         return self is not Outcome.WATCH_LOST
 
-
-_FROM_VERDICT = {
-    Verdict.SUCCEEDED: Outcome.SUCCEEDED,
-    Verdict.FAILED: Outcome.FAILED,
-    Verdict.DELETED: Outcome.DELETED,
-}
+    @property
+    def confirmed_on_a_fresh_read(self) -> bool:
+        """Whether this verdict, judged on a cached copy, is judged again on a fresh read first:
+        it ends in a deletion or a failed task, and a watch outage may have hidden the job's
+        real end. (The pods' and the silence's verdicts are always confirmed, by ``step_io``.)"""
+        return self in (Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT)
 
 
 class WaitResultError(ValueError):
@@ -91,7 +95,7 @@ class WaitResult:
         if outcome is None:
             if not status.terminal:
                 raise ValueError(f"job {status.name} is still waiting; it has no outcome")
-            outcome = _FROM_VERDICT[status.verdict]
+            outcome = Outcome(status.verdict.value)
         return cls(
             outcome=outcome,
             name=status.name,
@@ -101,6 +105,69 @@ class WaitResult:
             phase=status.phase,
             retry_count=status.retry_count,
         )
+
+    @classmethod
+    def _of_running(
+        cls, status: JobStatus, outcome: Outcome, message: str, **fields: Any
+    ) -> WaitResult:
+        """The wait's end with ``outcome``, for a job that is still there as ``status`` shows."""
+        seen = {
+            "name": status.name,
+            "namespace": status.namespace,
+            "uid": status.uid,
+            "phase": status.phase,
+            "retry_count": status.retry_count,
+        }
+        return cls(outcome=outcome, message=message, **{**seen, **fields})
+
+    @classmethod
+    def stopped_from_wandb(cls, status: JobStatus, rank: str) -> WaitResult:
+        """``rank``'s trainer exited with the stop code of a W&B run stopped from W&B."""
+        message = describe_stop(status.namespace, status.name, rank)
+        return cls._of_running(status, Outcome.STOPPED_FROM_WANDB, message)
+
+    @classmethod
+    def crash_looping(cls, status: JobStatus, loop: CrashLoop) -> WaitResult:
+        """The job's containers restarted past its budget; ``loop`` names the container."""
+        message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "
+        message += loop.describe()
+        return cls._of_running(status, Outcome.CRASH_LOOP, message, crash_loop=loop)
+
+    @classmethod
+    def not_placed(
+        cls, status: JobStatus, pending_timeout: float, unplaced: Mapping[str, str]
+    ) -> WaitResult:
+        """The gang was not wholly placed and running within ``pending_timeout`` seconds."""
+        missing = ", ".join(f"{task} {count}" for task, count in unplaced.items())
+        message = (
+            f"Volcano job {status.namespace}/{status.name} did not have every rank "
+            f"placed and running within pending_timeout={pending_timeout:g}s "
+            f"(phase {status.phase or 'none'}"
+            + (f"; ranks started: {missing}" if missing else "")
+            + ")"
+        )
+        return cls._of_running(status, Outcome.PENDING_TIMEOUT, message, unplaced=unplaced)
+
+    @classmethod
+    def timed_out(cls, status: JobStatus, name: str, namespace: str, uid: str) -> WaitResult:
+        """Airflow's ``execution_timeout`` was reached while job ``namespace/name`` ran."""
+        message = f"Gave up waiting on Volcano job {namespace}/{name}: execution_timeout reached"
+        return cls._of_running(status, Outcome.TIMEOUT, message, uid=uid, retry_count=0)
+
+    @classmethod
+    def stalled(cls, status: JobStatus, stall: Stall) -> WaitResult:
+        """The job's master printed nothing for its ``stall_timeout`` (``stall`` says where)."""
+        message = f"Volcano job {status.namespace}/{status.name} has stalled: {stall.describe()}"
+        return cls._of_running(status, Outcome.STALLED, message, stall=stall)
+
+    @classmethod
+    def watch_lost(cls, name: str, namespace: str, uid: str, why: str) -> WaitResult:
+        """Neither the watch nor a direct read reached the API for the grace: state unknown."""
+        message = (
+            f"Lost the watch on Volcano job {namespace}/{name}: {why}. The "
+            "job was left untouched; the next try reattaches to it."
+        )
+        return cls(Outcome.WATCH_LOST, name=name, namespace=namespace, uid=uid, message=message)
 
     def to_event(self) -> dict[str, Any]:
         """The JSON-safe payload of a trigger event."""

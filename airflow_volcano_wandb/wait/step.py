@@ -1,40 +1,33 @@
-"""One look at a job while waiting on it: what to log, what to write, what the judge says.
+"""One look at a job while waiting on it: what to log, what to write, what the judge says of
+its status, and what else to read.
 
 Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) look
 at the job through :func:`look`, and ``step_io`` carries out what it asks for, so the two
 never disagree about a progress line, the gang-whole mark or a verdict. The job's status is
-interpreted once per look (``judge.see``), whatever the look asks of it.
+interpreted once per look (``judge.see``), whatever the look asks of it. A step reads: look,
+then ``step_io`` reads what the look asked for and asks ``judge`` of it, then acts.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_volcano_wandb.wait.judge import (
+    GANG_WHOLE_ANNOTATION,
     Seen,
     WaitTarget,
     counts_restarts,
-    gang_is_whole,
-    gang_whole_mark,
+    gang_marked_whole,
+    gang_was_whole,
     judge_seen,
-    needs_gang_whole_mark,
-    probes_stall,
-    progress_line,
     see,
+    unplaced_ranks,
 )
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.wait.stall import Stall, silence_probe
-
-# Verdicts that only the job's pods show, each confirmed by a fresh GET and a fresh LIST.
-POD_OUTCOMES = frozenset({Outcome.CRASH_LOOP, Outcome.STOPPED_FROM_WANDB})
-
-# Verdicts that end in a deletion or a failed task: judged on a cached copy, they are judged
-# again on a fresh read first (a watch outage may have hidden the job's real end).
-CONFIRMED_OUTCOMES = frozenset(
-    {Outcome.FAILED, Outcome.DELETED, Outcome.PENDING_TIMEOUT, Outcome.TIMEOUT}
-)
+from airflow_volcano_wandb.wait.outcome import WaitResult
+from airflow_volcano_wandb.wait.stall import Stall, probe_due, silence_probe
 
 
 @dataclass(frozen=True)
@@ -67,7 +60,7 @@ class Look:
     #: The judge's result without the pods.
     result: WaitResult | None
     #: The wait goes on unless the pods, read now, show a crash loop (the restart budget) or
-    #: a rank stopped from W&B (:data:`POD_OUTCOMES`), or show a master to probe for a stall.
+    #: a rank stopped from W&B (``judge.judge_pods``), or show a master to probe for a stall.
     read_pods: bool
     #: Probe the master's log for a stall (``stall``), from the pods read now.
     probe_stall: bool = False
@@ -116,16 +109,6 @@ def _pods_due(target: WaitTarget, read_at: float | None, now: float) -> bool:
     return read_at is None or now - read_at >= target.pod_check_interval
 
 
-def pods_verdict(
-    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
-) -> WaitResult | None:
-    """The judge's verdict from the job's ``pods`` (read after it): a crash loop or a rank
-    stopped from W&B (:data:`POD_OUTCOMES`); ``None`` for anything else, which the waiter's
-    next plain look is to say."""
-    result = judge_seen(seen, target, now, pods=pods)
-    return result if result is not None and result.outcome in POD_OUTCOMES else None
-
-
 def stall_probe(
     seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> Stall | None:
@@ -135,3 +118,46 @@ def stall_probe(
         return None
     uid = target.uid or seen.status.uid
     return silence_probe(seen.job, pods, target.stall_timeout, now, uid)
+
+
+def probes_stall(seen: Seen, target: WaitTarget, probed_at: float | None, now: float) -> bool:
+    """Whether the waiter should probe the master's log for a stall now: only a running job
+    can stall, only a target with a ``stall_timeout`` is held to one, and a waiter probes at
+    most once per ``stall_timeout / PROBES_PER_TIMEOUT`` (it last did at ``probed_at``)."""
+    if seen.job is None or seen.status.phase != "Running":
+        return False
+    return probe_due(target.stall_timeout, probed_at, now)
+
+
+def gang_is_whole(seen: Seen) -> bool:
+    """Whether every rank of the job is placed and running right now."""
+    return seen.status.phase == "Running" and not unplaced_ranks(seen.status)
+
+
+def needs_gang_whole_mark(seen: Seen) -> bool:
+    """Whether the waiter looking at the job should write :data:`GANG_WHOLE_ANNOTATION` now."""
+    return gang_is_whole(seen) and not gang_marked_whole(seen.job)
+
+
+def gang_whole_mark(now: float) -> dict[str, str]:
+    """The annotation that records the gang whole at ``now`` (epoch seconds)."""
+    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {GANG_WHOLE_ANNOTATION: stamp}
+
+
+def progress_line(seen: Seen, *, gang_seen_whole: bool = False) -> str:
+    """The task log's line for the job now; a gang that was whole and lost a rank says that
+    Volcano is restarting it, with Volcano's own reason when it gives one."""
+    status = seen.status
+    line = status.progress()
+    was_whole = gang_seen_whole or gang_was_whole(seen)
+    # Completing, Aborting and Terminating take ranks down on purpose: nothing is restarting.
+    restarting = status.phase in ("Running", "Pending", "Restarting")
+    lost_ranks = unplaced_ranks(status) or status.phase in ("Pending", "Restarting")
+    if was_whole and restarting and lost_ranks:
+        lost = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())
+        line += " - restarting: the gang was whole"
+        line += f" and lost ranks ({lost})" if lost else ""
+        cause = ": ".join(part for part in (status.reason, status.message) if part)
+        line += f"; Volcano: {cause}" if cause else "; Volcano is replacing them"
+    return line

@@ -34,17 +34,17 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, judge_stall, see
+from airflow_volcano_wandb.wait.judge import (
+    Seen,
+    WaitTarget,
+    judge,
+    judge_pods,
+    judge_stall,
+    see,
+)
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
-from airflow_volcano_wandb.wait.step import (
-    CONFIRMED_OUTCOMES,
-    Look,
-    WaitMemory,
-    look,
-    pods_verdict,
-    stall_probe,
-)
+from airflow_volcano_wandb.wait.step import Look, WaitMemory, look, stall_probe
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
 #: The apiserver could not be asked: neither a job nor its absence.
@@ -81,6 +81,21 @@ async def take_step(
     :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
     """
     view = look(job, target, memory, time.time())
+    await _show(calls, view, log)
+    if view.read_pods:
+        return view.memory, await _running_job(calls, view, target, log, wandb)
+    result = view.result
+    if result is None or fresh or not result.outcome.confirmed_on_a_fresh_read:
+        return view.memory, result
+    confirmed = await fetch(calls, target, log)
+    if confirmed is UNKNOWN:  # never destroy on a guess: wait, and read again
+        return view.memory, None
+    whole = view.memory.gang_seen_whole
+    return view.memory, judge(confirmed, target, time.time(), gang_seen_whole=whole)
+
+
+async def _show(calls: JobCalls, view: Look, log: logging.Logger | Any) -> None:
+    """What the look asks to be shown: its progress line logged, the whole gang marked."""
     if view.progress is not None:
         log.info("%s", view.progress)
     if view.mark is not None and view.seen.job is not None:
@@ -88,16 +103,6 @@ async def take_step(
             await calls.annotate(view.seen.job, view.mark)
         except Exception as exc:  # this waiter remembers; the next one looks again
             log.warning("Could not record the whole gang on the job: %s", exc)
-    if view.read_pods:
-        return view.memory, await _running_job(calls, view, target, log, wandb)
-    result = view.result
-    if result is None or fresh or result.outcome not in CONFIRMED_OUTCOMES:
-        return view.memory, result
-    confirmed = await fetch(calls, target, log)
-    if confirmed is UNKNOWN:  # never destroy on a guess: wait, and read again
-        return view.memory, None
-    whole = view.memory.gang_seen_whole
-    return view.memory, judge(confirmed, target, time.time(), gang_seen_whole=whole)
 
 
 def take_step_sync(
@@ -142,7 +147,7 @@ async def _running_job(
 
     async def by_pods(seen: Seen, pods: list[dict]) -> WaitResult | None:
         # ``CRASH_LOOP`` or ``STOPPED_FROM_WANDB``
-        return pods_verdict(seen, target, pods, time.time())
+        return judge_pods(seen, target, pods)
 
     async def by_silence(seen: Seen, pods: list[dict]) -> WaitResult | None:
         # ``STALLED``: the master has run for ``stall_timeout`` with an empty log since

@@ -25,7 +25,7 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io, wandb_progress
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge_stall, probes_stall, see
+from airflow_volcano_wandb.wait.judge import WaitTarget, judge_stall, see
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.stall import (
     Stall,
@@ -36,7 +36,7 @@ from airflow_volcano_wandb.wait.stall import (
     stalled,
     stalled_online,
 )
-from airflow_volcano_wandb.wait.step import WaitMemory, look
+from airflow_volcano_wandb.wait.step import WaitMemory, look, probes_stall
 from tests.airflow_compat import dag_bag
 from tests.unit.wait.test_wait_verdicts import T0, job
 

@@ -13,17 +13,19 @@ from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.judge import (
     GANG_WHOLE_ANNOTATION,
     WaitTarget,
-    gang_is_whole,
     gang_was_whole,
-    gang_whole_mark,
     gang_whole_since,
     judge,
-    needs_gang_whole_mark,
-    progress_line,
     see,
     unplaced_ranks,
 )
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult, WaitResultError
+from airflow_volcano_wandb.wait.step import (
+    gang_is_whole,
+    gang_whole_mark,
+    needs_gang_whole_mark,
+    progress_line,
+)
 
 CREATED = "2026-11-29T10:00:00Z"
 T0 = datetime.fromisoformat("2026-11-29T10:00:00+00:00").timestamp()

@@ -13,9 +13,8 @@ import pytest
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.airflow_compat import AirflowFailException
 from airflow_volcano_wandb.wait import cleanup, diagnostics, failure_exception
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge, see
+from airflow_volcano_wandb.wait.judge import WaitTarget, judge, judge_pods, see
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
-from airflow_volcano_wandb.wait.step import pods_verdict
 from airflow_volcano_wandb.wait.wandb_stop import (
     STOPPED_FROM_WANDB_EXIT_CODE,
     STOPPED_FROM_WANDB_MARKER,
@@ -65,7 +64,7 @@ def test_the_judge_ends_the_wait_of_a_running_job_whose_run_was_stopped_before_t
     assert (
         "rank master-0's trainer ended" in result.message and f"exit code {STOP}" in result.message
     )
-    assert pods_verdict(see(RUNNING, TARGET), TARGET, pods, T0) == result
+    assert judge_pods(see(RUNNING, TARGET), TARGET, pods) == result
     assert WaitResult.from_event(json.loads(json.dumps(result.to_event()))) == result
 
 

@@ -1,0 +1,73 @@
+"""Each ending's words and its trigger event, made by its ``WaitResult`` constructor: a
+deferred task resumes across releases, and users match these messages, so both stay as
+every release has written them."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from airflow_volcano_wandb.job.job_status import JobStatus, Verdict
+from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+
+RUNNING = JobStatus("j", "ns", "u-1", "Running", Verdict.WAIT, retry_count=2)
+
+
+def _event(result: WaitResult) -> dict:
+    event = json.loads(json.dumps(result.to_event()))
+    assert WaitResult.from_event(event) == result
+    return event
+
+
+@pytest.mark.parametrize("verdict", [v for v in Verdict if v is not Verdict.WAIT])
+def test_a_jobs_own_end_is_the_outcome_its_verdict_names(verdict) -> None:
+    status = JobStatus("j", "ns", "u-1", "Completed", verdict)
+    assert WaitResult.from_status(status).outcome is Outcome(verdict.value)
+
+
+def test_a_lost_watch_keeps_its_event_and_words() -> None:
+    result = WaitResult.watch_lost("j", "ns", "u-1", "connection refused")
+    assert _event(result) == {
+        "outcome": "watch_lost",
+        "name": "j",
+        "namespace": "ns",
+        "uid": "u-1",
+        "message": (
+            "Lost the watch on Volcano job ns/j: connection refused. The job was left "
+            "untouched; the next try reattaches to it."
+        ),
+        "phase": "",
+        "retry_count": 0,
+        "unplaced": {},
+        "crash_loop": None,
+        "stall": None,
+    }
+
+
+def test_a_timeout_keeps_its_event_and_words() -> None:
+    result = WaitResult.timed_out(RUNNING, "j", "ns", "u-1")
+    assert _event(result) == {
+        "outcome": "timeout",
+        "name": "j",
+        "namespace": "ns",
+        "uid": "u-1",
+        "message": "Gave up waiting on Volcano job ns/j: execution_timeout reached",
+        "phase": "Running",
+        "retry_count": 0,  # the restarts of a job that timed out are not its end's
+        "unplaced": {},
+        "crash_loop": None,
+        "stall": None,
+    }
+
+
+def test_a_gang_not_placed_keeps_its_event_and_words() -> None:
+    result = WaitResult.not_placed(RUNNING, 60.0, {"worker": "1/2"})
+    event = _event(result)
+    assert event["outcome"] == "pending_timeout" and event["unplaced"] == {"worker": "1/2"}
+    assert event["message"] == (
+        "Volcano job ns/j did not have every rank placed and running within "
+        "pending_timeout=60s (phase Running; ranks started: worker 1/2)"
+    )
+    assert (event["phase"], event["retry_count"]) == ("Running", 2)
+    assert WaitResult.not_placed(RUNNING, 90.5, {}).message.endswith("=90.5s (phase Running)")
