@@ -98,7 +98,10 @@ def test_every_python_snippet_runs(page, monkeypatch):
         try:
             exec(compile("\n" * (line - 1) + code, f"{where}", "exec"), namespace)
         except BaseException:  # any failure of the snippet, SyntaxError included
-            pytest.fail(f"{where}:{line}: the snippet fails:\n{traceback.format_exc(limit=-3)}", pytrace=False)
+            pytest.fail(
+                f"{where}:{line}: the snippet fails:\n{traceback.format_exc(limit=-3)}",
+                pytrace=False,
+            )
     for task_id, kwargs in _volcano_operators(namespace):
         try:
             _renders(kwargs)
