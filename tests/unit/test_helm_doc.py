@@ -79,9 +79,7 @@ def test_the_fit_checks_binding_names_its_cluster_role_and_the_submitters():
         "kind": "ClusterRole",
         "name": cluster_role["metadata"]["name"],
     }
-    assert role_permissions("rbac-fit-check.yaml", kind="ClusterRole") == set(
-        FIT_CHECK_PERMISSIONS
-    )
+    assert role_permissions("rbac-fit-check.yaml", kind="ClusterRole") == set(FIT_CHECK_PERMISSIONS)
     assert _service_accounts(binding) == SUBMITTERS
 
 
@@ -104,9 +102,10 @@ def test_the_values_name_the_image_the_connections_and_only_real_settings():
 
 def test_the_network_policy_covers_the_seeds_master_port_and_https():
     policy = _only("NetworkPolicy")
-    assert policy["metadata"]["namespace"] == _manifest("namespace.yaml", "Namespace")["metadata"][
-        "name"
-    ]
+    assert (
+        policy["metadata"]["namespace"]
+        == _manifest("namespace.yaml", "Namespace")["metadata"]["name"]
+    )
     seed = yaml.safe_load((ROOT / "dags/templates/volcano-pytorch-queue-template.yaml").read_text())
     (port,) = [a.split("=")[1] for a in seed["spec"]["plugins"]["pytorch"] if "--port" in a]
     assert f"--port={port}" in PAGE.read_text() and f"({port})" in PAGE.read_text()
