@@ -93,7 +93,8 @@ test-unit: venv
 	$(BIN)/python -m pytest tests/unit
 
 # Ownership and lifecycle at full size (not in CI: about 20 minutes): 20 clears of a deferred
-# task through a real Airflow, and every fault at every step of submission (54 trials).
+# task through a real Airflow, and every fault at every step of submission (3 faults times the
+# steps a dry run counts: 48 trials when last counted; the test prints its own count).
 # `make test` runs the submission faults at a small size, `make test-long` the clears.
 test-lifecycle: venv
 	AVW_LIFECYCLE_REPEATS=20 AVW_SUBMISSION_FAULT_TRIALS=all $(BIN)/python -m pytest \

@@ -93,7 +93,9 @@ with DAG(
     VolcanoPyTorchJobOperator(
         task_id="train",
         template="templates/volcano-pytorch-queue-template.yaml",
-        image_uri="ghcr.io/example/volcano-ddp-mlp:latest",
+        # A pinned tag: with the seed's imagePullPolicy IfNotPresent a node would keep running
+        # whatever ":latest" it pulled first.
+        image_uri="ghcr.io/example/volcano-ddp-mlp:1.0.0",
         allowed_images=["ghcr.io/example/*"],  # the registry paths you control
         replicas={"worker": 2},
         namespace="{{ params.namespace }}",
@@ -106,6 +108,9 @@ with DAG(
         # (a stuck collective, a dead data loader), not training. Raise it for longer epochs.
         stall_timeout=1800,
         retries=2,
+        # Each try's bound: a week's retraining takes well under this; past it the job is
+        # deleted (every rank's GPUs freed) and the try fails with JobTimeoutError.
+        execution_timeout=timedelta(hours=6),
         outlets=[MODEL],
         **retry_policy_kwargs(training_retry_policy),
     )

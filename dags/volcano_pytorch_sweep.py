@@ -17,6 +17,8 @@ jobs only wait Pending in the queue while their tasks sit deferred.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pendulum
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
@@ -27,7 +29,9 @@ from airflow_volcano_wandb.wandb import sweep
 # The retraining DAG's model: volcano_pytorch_promote, scheduled on it, decides what is promoted.
 MODEL = Asset("volcano_pytorch_model")
 MAX_PARALLEL = 3
-IMAGE = "ghcr.io/example/volcano-ddp-mlp:latest"
+# A pinned tag: with the seed's imagePullPolicy IfNotPresent a node keeps the ":latest" it
+# pulled first, so the points of one sweep could train different code.
+IMAGE = "ghcr.io/example/volcano-ddp-mlp:1.0.0"
 SWEEP = {
     "name": "mlp-lr-hidden",
     "method": "grid",
@@ -78,6 +82,8 @@ with DAG(
         deferrable=True,
         pending_timeout=1800,
         retries=1,
+        # Each point's try, its wait for a place in the queue included (pending_timeout).
+        execution_timeout=timedelta(hours=2),
         max_active_tis_per_dagrun=MAX_PARALLEL,
     ).expand_kwargs(sweep.expand_kwargs(POINTS))
 

@@ -6,7 +6,9 @@ Volcano release installed has every plugin jobs are rendered with (``[volcano_wa
 volcano_version``), the Volcano queue exists and is ``Open``, the connection's identity holds
 every permission of ``docker/k8s/rbac.yaml``'s Role (with ``--external-key-secret``: of the
 narrower ``rbac-external-key-secret.yaml``, no Secret access), and the W&B connection has an
-API key (or is absent, which only offline runs tolerate).
+API key that W&B accepts (asked within a bound; or no key, which only offline runs tolerate).
+It also names the Airflow components that need the provider and whether a triggerer is
+needed. Jobs' namespace: ``--namespace``, else ``--template``'s, else the seed's ``wandb``.
 
 The checks are pure functions over objects fetched once (``doctor_reads.fetch``, which also
 asks who the connection acts as, so a missing RoleBinding's hint names the account to bind);
@@ -29,6 +31,7 @@ from airflow_volcano_wandb.cli.permissions import (
     Permission,
 )
 from airflow_volcano_wandb.cli.report import FAIL, OK, WARN, Result, exit_code
+from airflow_volcano_wandb.cli.setup_checks import check_components, check_wandb_key
 from airflow_volcano_wandb.cli.volcano_checks import (
     check_apis,
     check_queue,
@@ -36,6 +39,7 @@ from airflow_volcano_wandb.cli.volcano_checks import (
     check_webhooks,
 )
 from airflow_volcano_wandb.hooks.kubernetes_api import FIT_CHECK_CLUSTER_ROLE
+from airflow_volcano_wandb.wandb.wandb_run import effective_mode
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.cli.doctor_reads import Observed
@@ -146,13 +150,27 @@ def check_fit_check(allowed: Mapping[Permission, bool]) -> Result:
     )
 
 
-def check_wandb(conn_id: str, exists: bool, has_api_key: bool, offline: bool) -> Result:
-    """The W&B connection; ``offline`` is ``WANDB_MODE`` being ``offline``/``disabled`` here."""
+def check_wandb(
+    conn_id: str,
+    exists: bool,
+    has_api_key: bool,
+    offline: bool,
+    answer: tuple[bool | None, str] | None = None,
+) -> Result:
+    """The W&B connection; ``offline`` is ``WANDB_MODE`` being ``offline``/``disabled`` here
+    (every task's default ``wandb_mode``: ``wandb_run.effective_mode``); ``answer`` is what W&B
+    said of the key (``None``: not asked)."""
     title = f"W&B connection {conn_id!r}"
+    if has_api_key and offline:
+        return Result(title, OK, "has an API key, unused: WANDB_MODE is offline here")
     if has_api_key:
-        return Result(title, OK, "has an API key")
+        return check_wandb_key(conn_id, *answer) if answer else Result(title, OK, "has an API key")
     if offline:
-        return Result(title, OK, "no API key, fine: WANDB_MODE is offline here")
+        return Result(
+            title,
+            OK,
+            "no API key, fine: WANDB_MODE is offline here, so tasks without wandb_mode run offline",
+        )
     if not exists:
         return Result(
             title,
@@ -195,6 +213,7 @@ def evaluate(
     :param external_key_secret: judge RBAC against ``rbac-external-key-secret.yaml``.
     """
     return [
+        check_components(observed.default_deferrable),
         check_apis(observed.served),
         check_webhooks(observed.mutating, observed.validating),
         check_volcano_version(
@@ -207,14 +226,29 @@ def evaluate(
             observed.allowed, observed.namespace, external_key_secret, observed.identity
         ),
         check_fit_check(observed.fit_check_allowed),
-        check_wandb(wandb_conn_id, observed.wandb_exists, observed.wandb_has_key, offline),
+        check_wandb(
+            wandb_conn_id,
+            observed.wandb_exists,
+            observed.wandb_has_key,
+            offline,
+            observed.wandb_answer,
+        ),
     ]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conn-id", default="kubernetes_default", help="Kubernetes connection")
     parser.add_argument(
-        "--namespace", default=None, help="where jobs run (default: the connection's, else default)"
+        "--namespace",
+        default=None,
+        help="where jobs run (default: --template's metadata.namespace, else the seed "
+        "template's, wandb)",
+    )
+    parser.add_argument(
+        "--template",
+        default=None,
+        help="the DAGs' Volcano Job template file: its namespace is where jobs run (without "
+        "one, the connection's, else default)",
     )
     parser.add_argument("--wandb-conn-id", default="wandb_default", help="W&B connection")
     parser.add_argument("--queue", default="default", help="the Volcano queue jobs go to")
@@ -233,17 +267,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from airflow_volcano_wandb.cli.doctor_reads import fetch
+    from airflow_volcano_wandb.template.load import load_template
 
     try:
-        observed = fetch(
-            args.conn_id, args.namespace, args.wandb_conn_id, args.queue, args.volcano_namespace
-        )
+        offline = effective_mode(None, os.environ) in ("offline", "disabled")
+        template = load_template(args.template) if args.template else None
+    except ValueError as err:  # a TemplateError is one too
+        print(Result("settings", FAIL, str(err), "fix WANDB_MODE or --template").line())
+        return 1
+    try:
+        observed = fetch(args, template, ask_wandb_key=not offline)
     except Exception as err:  # any failure to reach the cluster is the report, not a traceback
         print(unreachable(args.conn_id, err).line())
         return 1
-    offline = os.environ.get("WANDB_MODE", "").lower() in ("offline", "disabled")
     results = evaluate(observed, args.queue, args.wandb_conn_id, offline, args.external_key_secret)
-    print(f"doctor: connection {args.conn_id!r}, namespace {observed.namespace!r}")
+    print(
+        f"doctor: connection {args.conn_id!r}, namespace {observed.namespace!r} "
+        f"({observed.namespace_source})"
+    )
     for result in results:
         print(result.line())
     code = exit_code(results)

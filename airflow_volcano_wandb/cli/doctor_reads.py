@@ -1,11 +1,19 @@
 """What ``doctor`` reads from the cluster and Airflow, as the connection's identity.
 
 The I/O half of ``doctor``: :func:`fetch` reads everything once into :class:`Observed`, and
-the pure checks in ``doctor.py`` judge it.
+the pure checks in ``doctor.py`` judge it. W&B is asked whether the key works with the
+SDK's own first question (GraphQL ``viewer``, HTTP basic auth as user ``api``), one request
+within :data:`WANDB_TIMEOUT` seconds; nothing it says carries the key.
 """
 
 from __future__ import annotations
 
+import argparse
+import base64
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +23,9 @@ from airflow_volcano_wandb.cli.permissions import (
     REQUIRED_PERMISSIONS,
     Permission,
 )
+from airflow_volcano_wandb.wandb.deadline import call_within
+from airflow_volcano_wandb.wandb.key_forms import WANDB_BASIC_AUTH_USER, key_forms
+from airflow_volcano_wandb.wandb.wandb_urls import DEFAULT_BASE_URL
 
 
 @dataclass
@@ -42,6 +53,59 @@ class Observed:
     identity: str | None = None
     #: The optional cluster-wide reads of the fit check (queues, nodes).
     fit_check_allowed: dict[Permission, bool] = field(default_factory=dict)
+    #: What W&B said of the key: (accepted, what it said); ``None``: not asked.
+    wandb_answer: tuple[bool | None, str] | None = None
+    #: Where :attr:`namespace` came from (``setup_checks.jobs_namespace``).
+    namespace_source: str = ""
+    #: ``[operators] default_deferrable``: whether every task needs the triggerer.
+    default_deferrable: bool = False
+
+
+#: Seconds W&B has to answer whether the key works.
+WANDB_TIMEOUT = 15
+_VIEWER = "query Viewer { viewer { id entity username } }"
+
+
+def _without_key(text: str, api_key: str) -> str:
+    for form in key_forms(api_key):
+        text = text.replace(form, "***")
+    return text
+
+
+def _viewer(base_url: str, api_key: str, timeout: float) -> tuple[bool | None, str]:
+    """Ask W&B who the key belongs to: accepted with the entity, refused (401/403, or no
+    viewer), or ``None`` when no answer came."""
+    credentials = base64.b64encode(f"{WANDB_BASIC_AUTH_USER}:{api_key}".encode()).decode()
+    request = urllib.request.Request(
+        f"{base_url.rstrip('/')}/graphql",
+        data=json.dumps({"query": _VIEWER}).encode(),
+        headers={"Authorization": f"Basic {credentials}", "Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            viewer = (json.load(response).get("data") or {}).get("viewer")
+    except urllib.error.HTTPError as err:
+        if err.code in (401, 403):
+            return False, f"{base_url} answered HTTP {err.code}"
+        return None, f"{base_url} answered HTTP {err.code}"
+    except (OSError, ValueError) as err:  # unreachable, timed out, not JSON
+        return None, f"{base_url}: {type(err).__name__}: {err}"
+    if not viewer:
+        return False, f"{base_url} knows no user for it"
+    return True, f"{base_url}, entity {viewer.get('entity') or viewer.get('username')!r}"
+
+
+def ask_wandb(
+    base_url: str | None, api_key: str, timeout: float = WANDB_TIMEOUT
+) -> tuple[bool | None, str]:
+    """Whether W&B accepts ``api_key`` (``None``: no answer within ``timeout`` seconds, name
+    resolution included); what it said, never the key."""
+    url = base_url or DEFAULT_BASE_URL
+    try:
+        works, said = call_within(timeout, _viewer, url, api_key, timeout)
+    except TimeoutError:
+        works, said = None, f"{url} gave no answer within {timeout:g} s"
+    return works, _without_key(said.splitlines()[0] if said else said, api_key)
 
 
 def _get(api: Any, path: str) -> dict[str, Any] | None:
@@ -159,17 +223,26 @@ def _identity(api: Any) -> str | None:
 
 
 def fetch(
-    conn_id: str, namespace: str | None, wandb_conn_id: str, queue: str, volcano_namespace: str
+    args: argparse.Namespace, template: Mapping[str, Any] | None, ask_wandb_key: bool
 ) -> Observed:
-    """Read what the checks need, as the connection's identity."""
+    """Read what the checks need, as the connection's identity (``args``: the command line).
+
+    :param template: the DAGs' template (``--template``), loaded; ``None``: the seed.
+    :param ask_wandb_key: ask W&B whether the connection's key works (not for offline runs).
+    """
     from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
 
+    from airflow_volcano_wandb.airflow_compat import conf
+    from airflow_volcano_wandb.cli.setup_checks import jobs_namespace
     from airflow_volcano_wandb.hooks.wandb import WandbHook
     from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
 
-    hook = KubernetesHook(conn_id=conn_id)
-    namespace = namespace or hook.get_namespace() or "default"
-    wandb = WandbHook(wandb_conn_id)
+    hook = KubernetesHook(conn_id=args.conn_id)
+    namespace, source = jobs_namespace(args.namespace, template, hook.get_namespace())
+    wandb = WandbHook(args.wandb_conn_id)
+    key = wandb.api_key
+    answer = ask_wandb(wandb.base_url, key) if key and ask_wandb_key else None
+    queue, volcano_namespace = args.queue, args.volcano_namespace
     with hook.get_conn() as api:
         queue_object, queue_readable = _queue(api, queue)
         return Observed(
@@ -182,7 +255,10 @@ def fetch(
             namespace_exists=_namespace_exists(api, namespace),
             allowed=_allowed(api, namespace),
             wandb_exists=wandb.connection is not None,
-            wandb_has_key=wandb.api_key is not None,
+            wandb_has_key=key is not None,
+            wandb_answer=answer,
+            namespace_source=source,
+            default_deferrable=conf.getboolean("operators", "default_deferrable", fallback=False),
             volcano_target=configured_volcano_version(),
             volcano_namespace=volcano_namespace,
             volcano_deployments=_deployments(api, volcano_namespace),

@@ -10,13 +10,31 @@ from typing import Literal
 
 from airflow_volcano_wandb.wait.outcome import Outcome
 
-OnFinishAction = Literal["delete", "delete_succeeded", "keep"]
+OnFinishAction = Literal[
+    "delete", "delete_succeeded", "keep", "delete_pod", "delete_succeeded_pod", "keep_pod"
+]
 ON_FINISH_ACTIONS: tuple[str, ...] = ("delete", "delete_succeeded", "keep")
+#: ``KubernetesPodOperator``'s names for the same three rules (its ``OnFinishAction``), so a
+#: DAG author moving a task from it keeps the value they know. Its pod is our whole job.
+POD_OPERATOR_ACTIONS: dict[str, str] = {
+    "delete_pod": "delete",
+    "delete_succeeded_pod": "delete_succeeded",
+    "keep_pod": "keep",
+}
+
+
+def normalize_on_finish_action(value: str) -> str:
+    """``value`` as one of :data:`ON_FINISH_ACTIONS` (a ``KubernetesPodOperator`` name mapped
+    to ours); :class:`ValueError` naming every accepted value for anything else."""
+    action = POD_OPERATOR_ACTIONS.get(value, value)
+    if action not in ON_FINISH_ACTIONS:
+        accepted = (*ON_FINISH_ACTIONS, *POD_OPERATOR_ACTIONS)
+        raise ValueError(f"on_finish_action must be one of {accepted}, got {value!r}")
+    return action
 
 
 def check_on_finish_action(value: str) -> None:
-    if value not in ON_FINISH_ACTIONS:
-        raise ValueError(f"on_finish_action must be one of {ON_FINISH_ACTIONS}, got {value!r}")
+    normalize_on_finish_action(value)
 
 
 def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
@@ -30,6 +48,7 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
     the kubelet would only restart the stopped trainer. A job whose
     state is unknown (the watch was lost) is never deleted: it may be hours into a run. A
     failed job stays for ``kubectl describe`` unless the action is ``delete``.
+    ``on_finish_action`` may be ours or ``KubernetesPodOperator``'s name for it.
     """
     if outcome in (
         Outcome.PENDING_TIMEOUT,
@@ -39,8 +58,9 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
         Outcome.STALLED,
     ):
         return True
+    action = normalize_on_finish_action(on_finish_action)
     if outcome is Outcome.SUCCEEDED:
-        return on_finish_action in ("delete", "delete_succeeded")
+        return action in ("delete", "delete_succeeded")
     if outcome is Outcome.FAILED:
-        return on_finish_action == "delete"
+        return action == "delete"
     return False  # DELETED: gone already; WATCH_LOST: state unknown

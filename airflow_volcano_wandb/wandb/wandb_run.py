@@ -28,11 +28,44 @@ __all__ = [
     "default_run_group",
     "default_run_name",
     "deterministic_run_id",
+    "effective_mode",
 ]
 RankMode = Literal["master", "shared"]
 WandbMode = Literal["online", "offline", "disabled"]
 RANK_MODES: tuple[str, ...] = ("master", "shared")
 WANDB_MODES: tuple[str, ...] = ("online", "offline", "disabled")
+
+#: The SDK's other spellings of the same modes, as ``WANDB_MODE`` may carry them.
+_MODE_ALIASES = {"dryrun": "offline", "run": "online"}
+
+
+def effective_mode(mode: str | None, environ: Mapping[str, str]) -> str | None:
+    """The run's W&B mode: ``wandb_mode`` when the DAG gives one, else the Airflow process's
+    ``WANDB_MODE`` (the SDK's own variable, so it means to the provider what it means to the
+    SDK), else ``None`` (the SDK's default, online).
+
+    One meaning of offline everywhere: an Airflow whose environment says
+    ``WANDB_MODE=offline`` runs its pods offline (they get ``WANDB_MODE=offline``), needs no
+    API key, and never writes back to W&B (summary, link back, lineage, resume check), as
+    ``wandb_mode="offline"`` does; ``doctor`` judges the W&B connection by the same rule.
+
+    :param mode: the operator's ``wandb_mode``; a Jinja template is returned as given.
+    :param environ: the Airflow process's environment (``os.environ``).
+    :raises ValueError: when ``WANDB_MODE`` is set to something the SDK does not know.
+    """
+    if mode is not None:
+        return mode
+    value = (environ.get("WANDB_MODE") or "").strip().lower()
+    if not value:
+        return None
+    value = _MODE_ALIASES.get(value, value)
+    if value not in WANDB_MODES:
+        raise ValueError(
+            f"WANDB_MODE={environ['WANDB_MODE']!r} in the Airflow environment is not a W&B mode "
+            f"({', '.join(WANDB_MODES)})"
+        )
+    return value
+
 
 _BASE36 = string.digits + string.ascii_lowercase
 _RUN_ID_LENGTH = 16

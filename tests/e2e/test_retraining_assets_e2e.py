@@ -190,10 +190,10 @@ def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
         "volcano_job": job["name"],
         "volcano_job_uid": job["uid"],
         "volcano_namespace": NAMESPACE,
-        "image": "ghcr.io/example/volcano-ddp-mlp:latest",
+        "image": "ghcr.io/example/volcano-ddp-mlp:1.0.0",
         "images": {
-            "master": "ghcr.io/example/volcano-ddp-mlp:latest",
-            "worker": "ghcr.io/example/volcano-ddp-mlp:latest",
+            "master": "ghcr.io/example/volcano-ddp-mlp:1.0.0",
+            "worker": "ghcr.io/example/volcano-ddp-mlp:1.0.0",
         },
         "replicas": {"master": 1, "worker": 2},
         "world_size": 3,  # processes: one per CPU pod
@@ -220,7 +220,7 @@ def test_the_event_started_the_promotion_dag_with_the_extra_intact(chain: Chain)
         "accuracy": ACCURACY,
         "wandb_run_id": event["extra"]["wandb_run_id"],
         "wandb_run_url": event["extra"]["wandb_run_url"],
-        "image": "ghcr.io/example/volcano-ddp-mlp:latest",
+        "image": "ghcr.io/example/volcano-ddp-mlp:1.0.0",
     }
     # ... and the asset's state store holds it, written by the promote task of that run.
     asset_id = event["asset_id"]

@@ -219,5 +219,19 @@ def test_the_cleanup_rule(outcome, action, deletes):
 
 
 def test_an_unknown_on_finish_action_is_refused():
-    with pytest.raises(ValueError, match="on_finish_action"):
+    with pytest.raises(ValueError, match="on_finish_action") as raised:
         cleanup.check_on_finish_action("shred")
+    assert "'keep_pod'" in str(raised.value)  # the message names every accepted value
+
+
+@pytest.mark.parametrize(
+    ("pod_operator_name", "ours"),
+    [("delete_pod", "delete"), ("delete_succeeded_pod", "delete_succeeded"), ("keep_pod", "keep")],
+)
+def test_kubernetes_pod_operators_names_mean_ours(pod_operator_name, ours):
+    cleanup.check_on_finish_action(pod_operator_name)
+    assert cleanup.normalize_on_finish_action(pod_operator_name) == ours
+    for outcome in Outcome:
+        assert cleanup.deletes_job(outcome, pod_operator_name) is cleanup.deletes_job(
+            outcome, ours
+        ), outcome

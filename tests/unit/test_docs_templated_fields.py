@@ -1,0 +1,41 @@
+"""docs/operator.md says which parameters are templated; the classes' template_fields agree."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from pathlib import Path
+
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
+
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
+
+
+def _names(text: str) -> set[str]:
+    return set(re.findall(r"`([a-z_]+)`", text))
+
+
+def _parameters(cls: type) -> set[str]:
+    return {name for c in cls.__mro__ for name in inspect.signature(c.__init__).parameters}
+
+
+def test_the_operators_templated_fields_are_as_the_page_says():
+    m = re.search(
+        r"Templated, like the\s+template's own fields: every W&B parameter but (.*?), and(.*?)\.",
+        PAGE,
+        re.S,
+    )
+    assert m, "docs/operator.md no longer says which operator fields are templated"
+    not_templated, named = _names(m.group(1)), _names(m.group(2))
+    fields = set(VolcanoPyTorchJobOperator.template_fields)
+    wandb = {p for p in _parameters(VolcanoPyTorchJobOperator) if p.startswith("wandb_")}
+    assert not_templated <= wandb and not (not_templated & fields)
+    assert wandb - not_templated <= fields
+    assert named <= fields
+
+
+def test_the_sensors_templated_fields_are_as_the_page_says():
+    m = re.search(r"The sensor's templated fields: (.*?)\.", PAGE, re.S)
+    assert m, "docs/operator.md no longer lists the sensor's templated fields"
+    assert _names(m.group(1)) == set(VolcanoJobSensor.template_fields)
