@@ -15,7 +15,7 @@ from airflow_volcano_wandb.cli.doctor_reads import ask_wandb
 from airflow_volcano_wandb.cli.report import FAIL, OK, WARN
 from test_support.wandb_standin import WandbStandin
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 KEY = "k" * 40
 
 
@@ -104,7 +104,7 @@ def test_offline_asks_nothing_and_needs_no_key():
 
 
 def test_the_report_opens_with_the_components():
-    from tests.unit.test_doctor import SERVED  # a cluster where everything is served
+    from tests.unit.cli.test_doctor import SERVED  # a cluster where everything is served
 
     observed = _observed(SERVED)
     results = doctor.evaluate(observed, "default", "wandb_default", offline=False)
