@@ -15,6 +15,7 @@ same (``tests/unit/test_versions.py`` checks).
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import os
 import shutil
@@ -128,11 +129,23 @@ def _say(message: str) -> None:
 
 
 def build_component(component: Component) -> Path:
-    """Build one binary into the cache unless it is there; return its path."""
+    """Build one binary into the cache unless it is there; return its path.
+
+    Two processes that start a cluster at once (two pytest sessions, a `cluster up` beside a
+    test run) build each binary once: the second waits on the first's lock, then finds it.
+    """
     target = binary_path(component)
     if target.exists():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
+    with (target.parent / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():
+            return target
+        return _build(component, target)
+
+
+def _build(component: Component, target: Path) -> Path:
     log_path = target.parent / "build.log"
     partial = target.with_name(target.name + ".partial")
     _say(f"[cluster] building {component.name} {component.version} (first run only) ...")
