@@ -38,6 +38,15 @@ SIM_DURATION = "sim.airflow-volcano-wandb.io/duration"
 BENCH_LABEL = "bench.airflow-volcano-wandb.io/run"
 BENCH_NODE_PREFIX = 900  # extra KWOK nodes are kwok-gpu-node-900, -901, ...
 PODS_PER_NODE = 110
+RESULTS = REPO / "bench" / "results"
+PY = sys.executable
+#: The benchmark run's start: run_all.py imports this module first.
+T0 = time.monotonic()
+
+
+def say(message: str) -> None:
+    """One progress line of the benchmark run, with the seconds since it started."""
+    print(f"[bench {time.monotonic() - T0:6.0f}s] {message}", flush=True)
 
 
 # ---- cluster ---------------------------------------------------------------------------

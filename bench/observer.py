@@ -4,7 +4,7 @@ Volcano's ``status.state.lastTransitionTime`` has second resolution, so it canno
 sub-second detection. This process watches the namespace's Volcano jobs (kubernetes client,
 sync, nothing shared with the provider) and writes one JSON line per phase change as it sees
 it: ``{"job", "phase", "t", "ltt"}`` (``t`` wall clock; ``ltt`` the status's time). Runs until
-terminated. Used by ``bench/run_all.py``.
+terminated. Started by ``bench/waiters.py``'s ``Observer``.
 """
 
 from __future__ import annotations

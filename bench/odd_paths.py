@@ -22,8 +22,8 @@ CrashLoopBackOff, so this is the provider's detection and report time plus the s
 restarts take to pass the budget; on a real kubelet the back-off (10 s, doubling) comes on
 top. ``defer_settle_seconds`` is 0, as for ``airflow dags test``.
 
-Run by ``bench/run_all.py`` in a child process per scenario with the bench's Airflow env;
-prints one JSON line and writes it to ``--out``.
+Run by ``bench/scenario_odd_paths.py`` in a child process per scenario with the bench's
+Airflow env; prints one JSON line and writes it to ``--out``.
 """
 
 from __future__ import annotations

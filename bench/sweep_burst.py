@@ -12,7 +12,8 @@ top of what N separate workers would see; the apiserver sees N clients either wa
 operator has its own hook and connection pool).
 
 Writes the submit times and the submitted jobs (name, uid per map index) as JSON (``--out``)
-for ``bench/run_all.py``, which counts duplicates, 429s and the wait's watch connections.
+for ``bench/scenario_sweep_burst.py``, which counts duplicates, 429s and the wait's watch
+connections.
 """
 
 from __future__ import annotations

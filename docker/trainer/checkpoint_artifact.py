@@ -3,8 +3,9 @@
 For pods without a shared volume: rank 0 logs each checkpoint it saves as a new version of the
 artifact ``AVW_CHECKPOINT_ARTIFACT`` names (the operator's ``checkpoint-<run id>``, in the
 run's entity and project), and ``AVW_RESUME_FROM=latest`` looks there too. Only W&B's side is
-here; where a file goes, atomically, and which ranks get it is ``train.py``'s. ``train.py``
-imports this module (beside it in the image) only on rank 0 of a run with the artifact set.
+here; where a file goes, atomically, and which ranks get it is ``checkpoints.py``'s and
+``resume.py``'s. ``resume.py`` and ``training.py`` import this module (beside them in the
+image) only on rank 0 of a run with the artifact set.
 
 The W&B API key is the SDK's business: nothing here reads or prints it.
 """

@@ -53,10 +53,12 @@ def _instructions(dockerfile: Path) -> list[tuple[str, str]]:
 def test_trainer_dockerfile_runs_the_launcher_beside_train_py() -> None:
     steps = _instructions(DOCKER / "trainer" / "Dockerfile")
     (entrypoint,) = [json.loads(arg) for word, arg in steps if word == "ENTRYPOINT"]
-    # launch.py finds train.py beside itself, and train.py imports checkpoint_artifact.py from
-    # beside itself: all three land in /app.
+    # launch.py finds train.py beside itself, and train.py imports its modules from beside
+    # itself: every Python file of the trainer lands in /app.
     assert entrypoint == ["python", "/app/launch.py"]
-    assert ("COPY", "launch.py train.py checkpoint_artifact.py /app/") in steps
+    trainer_files = sorted(path.name for path in (DOCKER / "trainer").glob("*.py"))
+    (copy,) = [arg.split() for word, arg in steps if word == "COPY" and arg.endswith(" /app/")]
+    assert sorted(copy[:-1]) == trainer_files
     args = dict(arg.split("=", 1) for word, arg in steps if word == "ARG" and "=" in arg)
     assert args["PYTHON_VERSION"] == "3.11" and args["TORCH_VARIANT"] == "cpu"
     (base,) = [arg for word, arg in steps if word == "FROM"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import signal
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 
 import pytest
 
@@ -30,7 +30,7 @@ from tests.trainer.test_train_ddp import (
     _run_job,
 )
 
-train_module = test_train_ddp.train_module  # the fixture: train.py imported in-process
+trainer = test_train_ddp.trainer  # the fixture: the trainer's modules imported in-process
 
 ENTITY, PROJECT = "ml-team", "volcano-demo"
 
@@ -90,7 +90,7 @@ def test_rank_0_logs_every_checkpoint_as_a_committed_artifact_version(tmp_path: 
 
 
 def test_a_stopped_job_resumes_from_the_artifact_on_pods_with_empty_directories(
-    tmp_path: Path, train_module: ModuleType
+    tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
     """A SIGTERM mid-way: rank 0 saves and commits one more version, exit 143. A new job of the
     same run (WANDB_RESUME=must) on pods with empty directories: rank 0 downloads the

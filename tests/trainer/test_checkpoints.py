@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -26,7 +26,7 @@ from tests.trainer.test_train_ddp import (
     _wait_job,
 )
 
-train_module = test_train_ddp.train_module  # the fixture: train.py imported in-process
+trainer = test_train_ddp.trainer  # the fixture: the trainer's modules imported in-process
 
 STEPS_PER_EPOCH = 32  # 4096 samples over 2 ranks, batches of 64: the defaults
 CHECKPOINT_FILE = "step-{:09d}.pt"
@@ -62,7 +62,7 @@ def _final_loss(run_dir: Path) -> float:
 
 
 def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
-    tmp_path: Path, train_module: ModuleType
+    tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
     """Every AVW_CHECKPOINT_EVERY steps and at the last step rank 0 saves ``step-<N>.pt``,
     keeping the newest AVW_CHECKPOINT_KEEP; the directory (created by the trainer) holds
@@ -80,10 +80,10 @@ def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
     # Saved at 20, 40, 60, 80 and 96: the older three were deleted as newer ones completed.
     assert _checkpoints(directory) == [CHECKPOINT_FILE.format(s) for s in (80, 96)]
     assert "(deleted 1 older: keeping 2)" in results[0].output
-    state = train_module.read_checkpoint(directory / CHECKPOINT_FILE.format(80))
+    state = trainer.checkpoints.read_checkpoint(directory / CHECKPOINT_FILE.format(80))
     assert state["step"] == 80 and len(state["epoch_losses"]) == 2
     # The seconds of training the checkpoint stands for: what a resume from it saves.
-    last = train_module.read_checkpoint(directory / CHECKPOINT_FILE.format(96))
+    last = trainer.checkpoints.read_checkpoint(directory / CHECKPOINT_FILE.format(96))
     assert 0 < state["trained_seconds"] < last["trained_seconds"]
     assert {"model", "optimizer", "rng", "hyper_params"} <= set(state)
     assert "saved checkpoint" in results[0].output
@@ -91,7 +91,7 @@ def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
 
 
 def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(
-    tmp_path: Path, train_module: ModuleType
+    tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
     """A SIGTERM to one pod stops every rank after the same step, rank 0 saving it, exit 143.
     A new run with ``AVW_RESUME_FROM=latest`` continues from that step (its first logged step is
@@ -119,7 +119,7 @@ def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(
     (tmp_path / "resumed").mkdir()
     resumed = _run_job(tmp_path / "resumed", [dict(resumed_env), dict(resumed_env)])
     _assert_ok(resumed)
-    trained = train_module.read_checkpoint(directory / saved)["trained_seconds"]
+    trained = trainer.checkpoints.read_checkpoint(directory / saved)["trained_seconds"]
     assert trained > 0
     for result in resumed:
         assert (
@@ -127,7 +127,7 @@ def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(
             f"after {trained:.1f} s of training"
         ) in result.output
     final = directory / CHECKPOINT_FILE.format(epochs * STEPS_PER_EPOCH)
-    assert train_module.read_checkpoint(final)["trained_seconds"] > trained  # accumulated
+    assert trainer.checkpoints.read_checkpoint(final)["trained_seconds"] > trained  # accumulated
     (resumed_run,) = _run_dirs(tmp_path / "resumed")
     steps = _history_steps(resumed_run)
     assert steps == list(range(step + 1, epochs * STEPS_PER_EPOCH + 1))
@@ -149,30 +149,31 @@ def test_resuming_from_a_checkpoint_that_does_not_exist_fails_naming_it(tmp_path
 
 
 def test_latest_is_the_highest_step_and_never_a_save_in_progress(
-    tmp_path: Path, train_module: ModuleType
+    tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
-    assert train_module.latest_checkpoint(tmp_path / "absent") is None
+    assert trainer.checkpoints.latest_checkpoint(tmp_path / "absent") is None
     for name in ("step-000000999.pt", "step-1000000000.pt", ".step-2000000000.pt.7.tmp"):
         (tmp_path / name).write_bytes(b"")
     (tmp_path / "step-3000000000.pt").mkdir()  # not a file
-    assert train_module.latest_checkpoint(tmp_path) == tmp_path / "step-1000000000.pt"
+    assert trainer.checkpoints.latest_checkpoint(tmp_path) == tmp_path / "step-1000000000.pt"
 
 
-def test_a_save_that_fails_leaves_no_checkpoint(tmp_path: Path, train_module: ModuleType) -> None:
+def test_a_save_that_fails_leaves_no_checkpoint(tmp_path: Path, trainer: SimpleNamespace) -> None:
     with pytest.raises(Exception):  # noqa: B017 (pickle's error type is no part of the contract)
-        train_module.save_checkpoint(tmp_path, 5, {"unpicklable": lambda: None})
+        trainer.checkpoints.save_checkpoint(tmp_path, 5, {"unpicklable": lambda: None})
     assert list(tmp_path.iterdir()) == []
-    path = train_module.save_checkpoint(tmp_path / "new", 5, {"step": 5})
+    path = trainer.checkpoints.save_checkpoint(tmp_path / "new", 5, {"step": 5})
     assert path == tmp_path / "new" / "step-000000005.pt"
     assert _checkpoints(tmp_path / "new") == ["step-000000005.pt"]
 
 
 def test_a_checkpoint_holds_only_tensors_and_reads_back_whole(
-    tmp_path: Path, train_module: ModuleType
+    tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
     """What torch 1.13's safe loader (the local real-pod image's) can read: no pickled float.
     The optimizer's state keeps its integer keys, which its load_state_dict matches on."""
-    torch = train_module.torch
+    import torch
+
     state = {
         "step": 7,
         "loss_sum": 0.25,
@@ -180,10 +181,10 @@ def test_a_checkpoint_holds_only_tensors_and_reads_back_whole(
         "optimizer": {"state": {0: {"momentum_buffer": torch.ones(2)}}, "param_groups": []},
         "rng": torch.get_rng_state(),
     }
-    path = train_module.save_checkpoint(tmp_path, 7, state)
+    path = trainer.checkpoints.save_checkpoint(tmp_path, 7, state)
     packed = torch.load(path, weights_only=True)
     assert all(isinstance(value, torch.Tensor) for value in packed.values())
-    read = train_module.read_checkpoint(path)
+    read = trainer.checkpoints.read_checkpoint(path)
     assert read["step"] == 7 and read["loss_sum"] == 0.25
     assert read["epoch_losses"] == [1.5, float("inf")]
     assert list(read["optimizer"]["state"]) == [0]
@@ -192,14 +193,14 @@ def test_a_checkpoint_holds_only_tensors_and_reads_back_whole(
 
 
 def test_pruning_keeps_the_newest_complete_checkpoints_and_leaves_saves_in_progress(
-    tmp_path: Path, train_module: ModuleType
+    tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
-    assert train_module.prune_checkpoints(tmp_path / "absent", 2) == []
+    assert trainer.checkpoints.prune_checkpoints(tmp_path / "absent", 2) == []
     for step in (5, 40, 300, 7):
         (tmp_path / CHECKPOINT_FILE.format(step)).write_bytes(b"")
     (tmp_path / ".step-000000400.pt.9.tmp").write_bytes(b"")  # another save, in progress
     (tmp_path / "notes.txt").write_bytes(b"")  # not the trainer's
-    deleted = train_module.prune_checkpoints(tmp_path, 2)
+    deleted = trainer.checkpoints.prune_checkpoints(tmp_path, 2)
     assert deleted == [tmp_path / CHECKPOINT_FILE.format(s) for s in (5, 7)]
     assert _checkpoints(tmp_path) == [
         ".step-000000400.pt.9.tmp",
@@ -207,8 +208,8 @@ def test_pruning_keeps_the_newest_complete_checkpoints_and_leaves_saves_in_progr
         CHECKPOINT_FILE.format(40),
         CHECKPOINT_FILE.format(300),
     ]
-    assert train_module.checkpoint_plan({}).keep == 3
-    assert train_module.checkpoint_plan({"AVW_CHECKPOINT_KEEP": "1"}).keep == 1
+    assert trainer.checkpoints.checkpoint_plan({}).keep == 3
+    assert trainer.checkpoints.checkpoint_plan({"AVW_CHECKPOINT_KEEP": "1"}).keep == 1
 
 
 @pytest.mark.parametrize(
@@ -225,7 +226,7 @@ def test_pruning_keeps_the_newest_complete_checkpoints_and_leaves_saves_in_progr
     ],
 )
 def test_checkpoint_env_that_cannot_work_is_refused(
-    train_module: ModuleType, env: dict[str, str], message: str
+    trainer: SimpleNamespace, env: dict[str, str], message: str
 ) -> None:
     with pytest.raises(SystemExit, match=message):
-        train_module.checkpoint_plan(env)
+        trainer.checkpoints.checkpoint_plan(env)

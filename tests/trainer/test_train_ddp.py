@@ -24,7 +24,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -66,15 +66,22 @@ def _require_torch() -> None:
 
 
 @pytest.fixture(scope="module")
-def train_module() -> ModuleType:
-    """``train.py`` imported in-process (it is a script, not a package module)."""
+def trainer() -> Iterator[SimpleNamespace]:
+    """The trainer's modules imported in-process, by name (``trainer.checkpoints``). They are
+    scripts that import each other from beside ``train.py`` (the image's ``/app``), not a
+    package, so their folder is on the import path while a test module uses them."""
     _require_torch()
-    spec = importlib.util.spec_from_file_location("avw_example_train", TRAIN_PY)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    folder = str(TRAIN_PY.parent)
+    sys.path.insert(0, folder)
+    try:
+        yield SimpleNamespace(
+            **{
+                path.stem: importlib.import_module(path.stem)
+                for path in TRAIN_PY.parent.glob("*.py")
+            }
+        )
+    finally:
+        sys.path.remove(folder)
 
 
 def _resolve(entries: list[dict[str, Any]], pod_name: str) -> dict[str, str]:
@@ -332,9 +339,10 @@ class _RecordedRun:
 
 @pytest.mark.parametrize("rank", [0, 1])
 def test_shared_rank_mode_online_init_arguments(
-    train_module: ModuleType, monkeypatch: pytest.MonkeyPatch, rank: int
+    trainer: SimpleNamespace, monkeypatch: pytest.MonkeyPatch, rank: int
 ) -> None:
     """Online shared mode: every rank inits the same id with settings the SDK accepts."""
+    import torch
     import wandb
 
     calls: list[dict[str, Any]] = []
@@ -351,16 +359,16 @@ def test_shared_rank_mode_online_init_arguments(
         "WANDB_TAGS": "airflow,dag:d",
         "AIRFLOW_CTX_DAG_ID": "d",
     }
-    plan = train_module.wandb_plan(environ, rank)
+    plan = trainer.wandb_run.wandb_plan(environ, rank)
     assert plan.init and plan.shared
-    info = train_module.DistInfo(
+    info = trainer.process_group.DistInfo(
         rank=rank,
         world_size=2,
         local_rank=0,
         backend="gloo",
-        device=train_module.torch.device("cpu"),
+        device=torch.device("cpu"),
     )
-    train_module.start_wandb(plan, info, train_module.HyperParams(), environ)
+    trainer.wandb_run.start_wandb(plan, info, trainer.hyperparameters.HyperParams(), environ)
     (kwargs,) = calls
     settings = kwargs["settings"]
     assert isinstance(settings, wandb.Settings)  # built by the installed SDK, so fields exist
@@ -374,42 +382,43 @@ def test_shared_rank_mode_online_init_arguments(
 
 
 def test_the_trainer_resumes_its_run_as_the_operator_says(
-    train_module: ModuleType, monkeypatch: pytest.MonkeyPatch
+    trainer: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``WANDB_RESUME=must`` on a try that resumes an interrupted run (``resume_on``) reaches
     ``wandb.init``; without it the trainer keeps ``allow``."""
+    import torch
     import wandb
 
     calls: list[dict[str, Any]] = []
     monkeypatch.setattr(wandb, "init", lambda **kwargs: calls.append(kwargs) or _RecordedRun())
-    info = train_module.DistInfo(
-        rank=0, world_size=1, local_rank=0, backend=None, device=train_module.torch.device("cpu")
+    info = trainer.process_group.DistInfo(
+        rank=0, world_size=1, local_rank=0, backend=None, device=torch.device("cpu")
     )
     for resume in ("must", None):
         environ = {"WANDB_MODE": "offline", "WANDB_RUN_ID": "run1"}
         environ.update({"WANDB_RESUME": resume} if resume else {})
-        plan = train_module.wandb_plan(environ, 0)
-        train_module.start_wandb(plan, info, train_module.HyperParams(), environ)
+        plan = trainer.wandb_run.wandb_plan(environ, 0)
+        trainer.wandb_run.start_wandb(plan, info, trainer.hyperparameters.HyperParams(), environ)
     assert [kwargs["resume"] for kwargs in calls] == ["must", "allow"]
 
 
-def test_master_rank_mode_only_rank_zero_inits(train_module: ModuleType) -> None:
+def test_master_rank_mode_only_rank_zero_inits(trainer: SimpleNamespace) -> None:
     for rank, expected in ((0, True), (1, False), (7, False)):
-        plan = train_module.wandb_plan({"WANDB_MODE": "offline"}, rank)
+        plan = trainer.wandb_run.wandb_plan({"WANDB_MODE": "offline"}, rank)
         assert plan.init is expected and not plan.shared
     with pytest.raises(SystemExit):
-        train_module.wandb_plan({"AVW_WANDB_RANK_MODE": "everyone"}, 0)
+        trainer.wandb_run.wandb_plan({"AVW_WANDB_RANK_MODE": "everyone"}, 0)
 
 
-def test_airflow_config_matches_provider(train_module: ModuleType) -> None:
+def test_airflow_config_matches_provider(trainer: SimpleNamespace) -> None:
     """The trainer cannot import the provider, so its copy of the env mapping must agree."""
     spec = WandbRunSpec.for_task_instance(
         AirflowRunContext(**{**AIRFLOW_CTX.__dict__, "map_index": 3}), project="p"
     )
     env = _resolve(container_env(spec, is_master_task=True), "pod")
-    assert train_module.airflow_config(env) == airflow_config_from_env(env)
-    assert train_module.airflow_config(env)["map_index"] == 3
-    assert train_module.airflow_config({}) == {}
+    assert trainer.wandb_run.airflow_config(env) == airflow_config_from_env(env)
+    assert trainer.wandb_run.airflow_config(env)["map_index"] == 3
+    assert trainer.wandb_run.airflow_config({}) == {}
 
 
 def _rendered_rank_env(name: str, **options: Any) -> dict[str, list[dict[str, Any]]]:
@@ -531,7 +540,7 @@ def test_the_image_entrypoint_runs_one_process_per_gpu_on_every_volcano(tmp_path
 
 
 def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
-    tmp_path: Path, train_module: ModuleType
+    tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
     """The seed's "stop" button: an online run against the W&B stand-in is stopped while it
     trains (the stand-in's file stream answers ``stopped``, as W&B's does), the SDK calls the
@@ -578,16 +587,16 @@ def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
         output = log.read_text()
         streams = [r.status for r in standin.file_streams(spec.run_id)]
         unauthorized = [r.path for r in standin.requests if r.status == 401]
-    assert code == train_module.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE, (
+    assert code == trainer.stopping.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE, (
         f"exited {code}:\n{output[-4000:]}"
     )
     assert "stopped from the W&B UI or API" in output and "AVW_TRAIN_RESULT" not in output
     message = (tmp_path / "termination-log").read_text()
-    assert message.startswith(train_module.STOPPED_FROM_WANDB_MARKER), message
+    assert message.startswith(trainer.stopping.STOPPED_FROM_WANDB_MARKER), message
     assert set(streams) == {200} and unauthorized == [], (streams, unauthorized)
     assert FAKE_API_KEY not in output
 
 
-def test_the_trainer_and_the_provider_agree_on_the_stop_exit_code(train_module: ModuleType) -> None:
-    assert train_module.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE
-    assert train_module.STOPPED_FROM_WANDB_MARKER == STOPPED_FROM_WANDB_MARKER
+def test_the_trainer_and_the_provider_agree_on_the_stop_exit_code(trainer: SimpleNamespace) -> None:
+    assert trainer.stopping.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE
+    assert trainer.stopping.STOPPED_FROM_WANDB_MARKER == STOPPED_FROM_WANDB_MARKER

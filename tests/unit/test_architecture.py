@@ -259,11 +259,25 @@ def test_nothing_outside_the_tests_imports_them(folder):
         assert not bad, f"{path.relative_to(REPO)} imports {sorted(bad)}"
 
 
+# Every module the project ships or runs: the provider, the local cluster's half of the
+# package, the example trainer, the benchmarks, the scripts and the example DAGs.
+SIZED_FOLDERS = ("airflow_volcano_wandb", "packages", "docker", "bench", "scripts", "dags")
+MAX_MODULE_LINES = 400
+# Over the limit today, each being split on another branch of issue #32 (Architecture III,
+# item 5); the lead removes an entry once that branch is merged.
+KNOWN_TOO_BIG = {"airflow_volcano_wandb/hooks/wandb.py"}
+
+
 def test_the_airflow_shell_and_the_rooms_stay_small():
-    """The operator stays a thin shell; a room that grows past ~400 lines holds two concepts."""
+    """The operator stays a thin shell; a room that grows past 400 lines holds two concepts."""
     assert len((PACKAGE / "operators" / "volcano.py").read_text().splitlines()) < 250
-    too_big = {rel(p): n for p in product_files() if (n := len(p.read_text().splitlines())) > 420}
-    assert too_big == {}
+    too_big = {
+        str(path.relative_to(REPO)): n
+        for folder in SIZED_FOLDERS
+        for path in sorted((REPO / folder).rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert {name: n for name, n in too_big.items() if name not in KNOWN_TOO_BIG} == {}
 
 
 def test_no_function_is_longer_than_80_lines_of_code():

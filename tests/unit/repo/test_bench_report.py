@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "bench"))
 
-import run_all
+import report as bench_report
 
 META = {"date": "2026-12-01", "cpus": 2, "python": "3.11", "load_before": 0.1, "total_s": 1.0}
 FIGURES = {
@@ -21,8 +21,8 @@ FIGURES = {
 @pytest.mark.parametrize("key", sorted(FIGURES))
 def test_a_partial_run_reports_the_figures_it_has(key):
     results = {key: FIGURES[key], "meta": META}
-    results["goals"] = run_all.goals(results)
-    report = run_all.markdown(results)
+    results["goals"] = bench_report.goals(results)
+    report = bench_report.markdown(results)
     assert "## 3. Operator overhead" in report
     assert ("`render_job`" in report) is (key == "render_ms")
     assert ("job created" in report) is (key == "submit_overhead_s")
@@ -32,8 +32,8 @@ def test_the_odd_paths_block_shows_the_crash_loop_figure():
     crash = {"crash_loop_detect_s": 4.5, "crash_loop_run": {"task_state": "failed"}}
     crash["crash_loop_run"]["max_container_restarts"] = 3
     results = {"odd_paths": crash, "meta": META}
-    results["goals"] = run_all.goals(results)
-    report = run_all.markdown(results)
+    results["goals"] = bench_report.goals(results)
+    report = bench_report.markdown(results)
     assert "## Odd paths" in report and "`crash_loop_detect_s`: 4.5 s" in report
     assert "restart_false_timeouts" not in report
 
@@ -58,8 +58,8 @@ def test_a_run_of_only_e2e_real_airflow_reports_it_with_the_settle_apart():
         "trial_passed": True,
     }
     results = {"e2e_real_airflow": figures, "meta": META}
-    results["goals"] = run_all.goals(results)
-    report = run_all.markdown(results)
+    results["goals"] = bench_report.goals(results)
+    report = bench_report.markdown(results)
     assert "## End to end through the real scheduler and triggerer" in report
     assert "| end at once (inside the settle) | 1 s | 14.0 s | 20.0 s |" in report
     assert "The settle's cost at the median: 11.0 s" in report
@@ -68,19 +68,19 @@ def test_a_run_of_only_e2e_real_airflow_reports_it_with_the_settle_apart():
 
 def test_an_e2e_real_airflow_run_that_did_not_run_says_why():
     results = {"e2e_real_airflow": {"tasks": 50, "error": "pytest exited 1"}, "meta": META}
-    results["goals"] = run_all.goals(results)
-    report = run_all.markdown(results)
+    results["goals"] = bench_report.goals(results)
+    report = bench_report.markdown(results)
     assert "The driver did not run: pytest exited 1." in report
 
 
 def test_a_run_of_only_resume_reports_its_four_figures():
     figures = {"steps_before_kill": 1041, "resumed_from_step": 1041, "steps_repeated": 0}
     results = {"resume": {**figures, "resume_overhead_s": 57.7, "train_s": 5.0}, "meta": META}
-    results["goals"] = run_all.goals(results)
-    report = run_all.markdown(results)
+    results["goals"] = bench_report.goals(results)
+    report = bench_report.markdown(results)
     assert "## Resume on the same run" in report
     assert "stopped after step 1041" in report and "resumed from step 1041" in report
     assert "`steps_repeated` 0" in report and "57.7 s after the SIGTERM" in report
     assert "GPU-seconds saved" not in report  # a run from before the trainer said its seconds
     results["resume"].update(saved_training_s=5.3, saved_gpu_seconds=10.6)
-    assert "held 5.3 s of training: 10.6 GPU-seconds saved" in run_all.markdown(results)
+    assert "held 5.3 s of training: 10.6 GPU-seconds saved" in bench_report.markdown(results)

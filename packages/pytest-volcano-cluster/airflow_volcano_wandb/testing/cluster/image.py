@@ -31,7 +31,19 @@ from airflow_volcano_wandb.testing.cluster import build
 TRAINER_RECIPE = Path("docker", "trainer")
 TRAINER_IMAGE = "avw-trainer:rootless"
 #: The trainer's own files, copied into /app as the Dockerfile's ``COPY`` does.
-TRAINER_FILES = ("launch.py", "train.py", "checkpoint_artifact.py")
+TRAINER_FILES = (
+    "launch.py",
+    "train.py",
+    "hyperparameters.py",
+    "process_group.py",
+    "wandb_run.py",
+    "model.py",
+    "training.py",
+    "checkpoints.py",
+    "resume.py",
+    "checkpoint_artifact.py",
+    "stopping.py",
+)
 PAUSE_IMAGE = "avw-pause:1"
 SUITE = "bookworm"
 MIRROR = "http://deb.debian.org/debian"

@@ -1,0 +1,207 @@
+"""6. An apiserver outage: kube-apiserver stopped while triggers wait in one triggerer;
+LIST/WATCH attempts counted against the backoff's bound, then every verdict checked against
+the job's real end, and no job deleted."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from common import Cluster, managed_job, parse_k8s_time, say
+from waiters import driver
+
+from airflow_volcano_wandb.job.job_status import FAILURE_PHASES
+from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
+from test_support.faults import start_component, stop_component, wait_apiserver_ready
+
+# How long after their creation the outage's jobs may still be starting up (jobs Running,
+# the driver importing Airflow and syncing): their run time is this plus the outage, so
+# they end after it. Any that end before it are counted (ended_before_outage).
+OUTAGE_SETUP_S = 90.0
+OUTAGE_SETUP_PER_JOB_S = 0.2
+
+
+def expected_outcome(phase: str) -> str | None:
+    """The verdict a job's real end calls for; None while it has not ended."""
+    if phase == "Completed":
+        return "succeeded"
+    return "failed" if phase in FAILURE_PHASES else None
+
+
+def max_attempts(seconds: float, initial: float, cap: float) -> int:
+    """The most list attempts the watcher's backoff allows in ``seconds`` of failures.
+
+    Each delay is at least the unjittered ``initial * 2**k`` capped at ``cap`` (jitter and
+    Retry-After only lengthen it), so counting the shortest delays gives the upper bound.
+    """
+    attempts, elapsed, delay = 1, 0.0, initial
+    while elapsed + delay <= seconds:
+        elapsed += delay
+        attempts += 1
+        delay = min(delay * 2, cap)
+    return attempts
+
+
+def wait_for_line(proc: subprocess.Popen, prefix: str) -> None:
+    while (line := proc.stdout.readline()) and not line.startswith(prefix):
+        pass
+    if not line:
+        raise RuntimeError(f"trigger driver exited before printing {prefix}")
+
+
+def take_apiserver_down(cluster: Cluster, seconds: float) -> tuple[float, float]:
+    """Stop kube-apiserver for ``seconds``, start it again; return (down, ready) wall times.
+
+    The restart is in a ``finally``: whatever happens, the cluster gets its apiserver back.
+    """
+    down = time.time()
+    argv = stop_component(cluster.state_dir, "kube-apiserver")
+    try:
+        time.sleep(max(0.0, down + seconds - time.time()))
+    finally:
+        start_component(cluster.state_dir, "kube-apiserver", argv)
+        wait_apiserver_ready(cluster.state_dir, timeout=180)
+    return down, time.time()
+
+
+def calls_between(calls: list, verb: str, start: float, end: float) -> int:
+    return sum(1 for t, v in calls if v == verb and start <= t <= end)
+
+
+def judge_verdicts(events: list[dict], jobs: list[dict], uids: dict[str, str]) -> dict:
+    """Compare each trigger's outcome with its job's real end; count jobs that are gone."""
+    by_name = {j["metadata"]["name"]: j for j in jobs}
+    fired = {e["job"]: e["outcome"] for e in events}
+    wrong, missing, deleted, outcomes = [], 0, 0, {}
+    for name, uid in uids.items():
+        job = by_name.get(name)
+        if job is None or job["metadata"]["uid"] != uid:
+            deleted += 1
+            continue
+        phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
+        outcome = fired.get(name)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+        if outcome is None:
+            missing += 1
+        elif outcome != expected_outcome(phase):
+            wrong.append(f"{name}: {outcome} but the job is {phase or 'without a phase'}")
+    return {"wrong": wrong, "missing": missing, "deleted": deleted, "outcomes": outcomes}
+
+
+def ended_before(jobs: list[dict], when: float) -> int:
+    """Jobs whose last transition (their end, for ended jobs) came before ``when``."""
+    count = 0
+    for job in jobs:
+        state = (job.get("status") or {}).get("state") or {}
+        ltt = parse_k8s_time(state.get("lastTransitionTime"))
+        count += bool(expected_outcome(state.get("phase", "")) and ltt and ltt < when)
+    return count
+
+
+def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float) -> dict:
+    """Stop the apiserver for ``seconds`` while ``waiting`` triggers wait in one triggerer.
+
+    One job in ten fails (exit code 3, ``TerminateJob``), so both verdicts are checked. The
+    jobs run through the outage and end after it; then every trigger's outcome is compared
+    with its job's real phase, and the jobs are counted (the outage must delete none).
+    """
+    namespace = cluster.create_namespace("bench-outage")
+    duration = OUTAGE_SETUP_S + OUTAGE_SETUP_PER_JOB_S * waiting + seconds
+    names = [f"out-{i:04d}" for i in range(waiting)]
+    bodies = [
+        managed_job(n, duration, run_id=namespace, index=i, exit_code=3 if i % 10 == 9 else 0)
+        for i, n in enumerate(names)
+    ]
+    say(f"outage: {waiting} jobs in {namespace}, each running {duration:.0f} s")
+    cluster.create_jobs(namespace, bodies)
+    cluster.wait_phase(namespace, waiting, {"Running"}, timeout=600, say=say)
+    uids = {
+        j["metadata"]["name"]: j["metadata"]["uid"]
+        for j in cluster.list_jobs(namespace, MANAGED_SELECTOR)
+    }
+    jobs_file = work / "outage-jobs.json"
+    jobs_file.write_text(json.dumps([{"name": n, "uid": u} for n, u in uids.items()]))
+    out = work / "outage.json"
+    proc = driver(
+        "latency", "watch", 0, namespace, jobs_file, out, env,
+        timeout=duration + 600, wait_go=True,
+    )  # fmt: skip
+    wait_for_line(proc, "READY")
+    proc.stdin.write("go\n")
+    proc.stdin.close()
+    wait_for_line(proc, "SYNCED")
+    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+    time.sleep(5)  # the triggers settle on the synced watch
+    say(f"outage: kube-apiserver down for {seconds:.0f} s")
+    down, ready = take_apiserver_down(cluster, seconds)
+    say(f"outage: apiserver ready again after {ready - down:.0f} s; waiting for the verdicts")
+    proc.wait(duration + 700)
+    result = json.loads(out.read_text())
+    jobs = cluster.list_jobs(namespace)
+    verdicts = judge_verdicts(result["events"], jobs, uids)
+    calls = result["api_calls"]
+    backoff = result["backoff"]
+    relists = [t for t, v in calls if v == "watch" and t > ready]
+    cluster.delete_namespace(namespace)
+    return {
+        "seconds": round(ready - down, 1),
+        "waiting": waiting,
+        "list_requests": calls_between(calls, "list", down, ready),
+        "watch_requests": calls_between(calls, "watch", down, ready),
+        "wrong_verdicts": len(verdicts["wrong"]),
+        "jobs_deleted": verdicts["deleted"],
+        "planned_s": seconds,
+        "max_list_requests": max_attempts(ready - down, backoff["initial"], backoff["max"]),
+        "get_requests": calls_between(calls, "get", down, ready),
+        "delete_requests": sum(1 for _, v in calls if v == "delete"),
+        "watching_again_after_s": round(relists[0] - ready, 1) if relists else None,
+        "missing_verdicts": verdicts["missing"],
+        "outcomes": verdicts["outcomes"],
+        "ended_before_outage": ended_before(jobs, down),
+        "wrong_examples": verdicts["wrong"][:5],
+    }
+
+
+def md_outage(r: dict) -> list[str]:
+    o = r["outage"]
+    return [
+        "## 6. kube-apiserver outage",
+        "",
+        f"kube-apiserver stopped for {o['seconds']} s (planned {o['planned_s']} s, to ready "
+        f"again) while {o['waiting']} triggers waited in one TriggerRunner; the jobs ended "
+        "after it (one in ten failing).",
+        "",
+        "| outage s | waiting | LIST attempts (backoff bound) | WATCH attempts | GETs | "
+        "wrong verdicts | missing verdicts | jobs deleted | watching again after |",
+        "|---|---|---|---|---|---|---|---|---|",
+        f"| {o['seconds']} | {o['waiting']} | {o['list_requests']} "
+        f"({o['max_list_requests']}) | {o['watch_requests']} | {o['get_requests']} | "
+        f"{o['wrong_verdicts']} | {o['missing_verdicts']} | {o['jobs_deleted']} | "
+        f"{o['watching_again_after_s']} s |",
+        "",
+        "Attempts are counted in the triggerer process, at the hook, from the stop to the "
+        "apiserver's /readyz answering (the apiserver is not there to count them). The bound "
+        "is what the watcher's backoff allows if every delay were its unjittered minimum. "
+        f"Outcomes: {o['outcomes']}; jobs that ended before the outage began: "
+        f"{o['ended_before_outage']}.",
+    ]
+
+
+def outage_goals(o: dict | None) -> list[str]:
+    if not o:
+        return []
+    bounded = o["list_requests"] <= o["max_list_requests"]
+    right = o["wrong_verdicts"] == 0 and o["missing_verdicts"] == 0
+    return [
+        f"no request storm in a {o['seconds']} s apiserver outage: "
+        f"{'met' if bounded else 'MISSED'} ({o['list_requests']} LIST attempts, backoff "
+        f"allows {o['max_list_requests']}; {o['watch_requests']} WATCH, "
+        f"{o['get_requests']} GET)",
+        f"every verdict right after it: {'met' if right else 'MISSED'} "
+        f"({o['wrong_verdicts']} wrong, {o['missing_verdicts']} missing of {o['waiting']})",
+        f"no job deleted: {'met' if o['jobs_deleted'] == 0 else 'MISSED'} "
+        f"({o['jobs_deleted']} gone, {o['delete_requests']} delete calls)",
+    ]

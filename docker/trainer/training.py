@@ -1,0 +1,145 @@
+"""The example trainer's loop: train, evaluate each epoch, log, save, and stop when told.
+
+Rank 0 logs the metrics (already averaged over the ranks) and saves the checkpoints; a
+SIGTERM ends every rank after the same whole step, saved first (``stopping.py``).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+from dataclasses import asdict
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from checkpoints import RESUME_LATEST, CheckpointPlan, Progress, prune_checkpoints, save_checkpoint
+from hyperparameters import HyperParams
+from model import build_model, epoch_order, evaluate, make_data, shard
+from process_group import DistInfo, say, sum_over_ranks
+from resume import load_checkpoint, resume_checkpoint
+from stopping import STOP
+
+
+def train(
+    params: HyperParams, info: DistInfo, run: Any, checkpoints: CheckpointPlan | None = None
+) -> dict[str, float]:
+    """Train, log to ``run`` (rank 0, or every rank in shared mode) and return the summary.
+
+    With ``checkpoints`` it resumes from the checkpoint named there and saves its own (rank
+    0); a stop asked by SIGTERM ends every rank after the same step, saved first.
+    """
+    checkpoints = checkpoints or CheckpointPlan(None, None, None)
+    train_x, train_y, eval_x, eval_y = make_data(params)
+    train_x, train_y = shard(train_x, info).to(info.device), shard(train_y, info).to(info.device)
+    eval_x, eval_y = shard(eval_x, info).to(info.device), shard(eval_y, info).to(info.device)
+    trained = build_model(params, info)  # what a checkpoint holds: not the DDP wrapper
+    optimizer = torch.optim.SGD(trained.parameters(), lr=params.lr, momentum=0.9)
+    progress = Progress()
+    resume_from = resume_checkpoint(checkpoints, info, run)
+    if resume_from is not None:
+        progress = load_checkpoint(resume_from[0], params, trained, optimizer)
+        say(
+            info,
+            f"resumed from step {progress.step} (checkpoint {resume_from[1]}) "
+            f"after {progress.trained_seconds:.1f} s of training",
+        )
+    elif checkpoints.resume_from == RESUME_LATEST:
+        artifact = f" or W&B artifact {checkpoints.artifact}" if checkpoints.artifact else ""
+        say(info, f"no checkpoint in {checkpoints.directory}{artifact} yet: starting from step 0")
+    trained_before = progress.trained_seconds  # by the tries before this one
+    model = trained
+    if info.distributed:
+        device_ids = [info.device.index] if info.device.type == "cuda" else None
+        model = DistributedDataParallel(trained, device_ids=device_ids)
+    loss_fn = nn.CrossEntropyLoss()
+    # Only rank 0 writes metrics (the values are already averaged over ranks) and checkpoints.
+    logger = run if info.rank == 0 else None
+
+    def save() -> None:
+        if info.rank == 0 and checkpoints.directory is not None:
+            progress.trained_seconds = trained_before + (time.monotonic() - started)
+            state = {
+                **asdict(progress),
+                "model": trained.state_dict(),
+                "optimizer": optimizer.state_dict(),
+                "rng": torch.get_rng_state(),
+                "hyper_params": asdict(params),
+            }
+            path = save_checkpoint(checkpoints.directory, progress.step, state)
+            logged = ""
+            if checkpoints.artifact:
+                import checkpoint_artifact  # beside this file in the image
+
+                name = checkpoint_artifact.log_checkpoint(
+                    run, checkpoints.artifact, path, progress.step, progress.trained_seconds
+                )
+                logged = f" (W&B artifact {name})"
+            pruned = prune_checkpoints(checkpoints.directory, checkpoints.keep)
+            gone = f" (deleted {len(pruned)} older: keeping {checkpoints.keep})" if pruned else ""
+            say(info, f"saved checkpoint {path}{logged}{gone}")
+
+    def end_epoch(epoch: int) -> tuple[float, float]:
+        progress.epoch_losses.append(progress.loss_sum / steps_per_epoch)
+        progress.loss_sum = 0.0
+        eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
+        metrics = {"train/epoch_loss": progress.epoch_losses[-1], "eval/loss": eval_loss}
+        if logger is not None:
+            logger.log(
+                {"train/step": progress.step, "epoch": epoch, **metrics, "eval/accuracy": eval_acc}
+            )
+        shown = " ".join(f"{k}={v:.4f}" for k, v in {**metrics, "eval/accuracy": eval_acc}.items())
+        say(info, f"epoch {epoch}/{params.epochs}: {shown}")
+        return eval_loss, eval_acc
+
+    steps_per_epoch = math.ceil(train_x.shape[0] / params.batch_size)
+    total_steps = steps_per_epoch * params.epochs
+    save_every = checkpoints.every or steps_per_epoch
+    eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
+    say(info, f"at step {progress.step}: eval/loss={eval_loss:.4f} eval/accuracy={eval_acc:.4f}")
+    started = time.monotonic()
+    order, order_epoch = None, 0
+    STOP.defer = True  # from here a SIGTERM ends training after a whole step (and a save)
+    try:
+        while progress.step < total_steps:
+            epoch, batch = divmod(progress.step, steps_per_epoch)
+            epoch += 1
+            if order is None or order_epoch != epoch:
+                order, order_epoch = epoch_order(params, epoch, train_x.shape[0], info), epoch
+            idx = order[batch * params.batch_size : (batch + 1) * params.batch_size]
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(train_x[idx]), train_y[idx])
+            loss.backward()
+            optimizer.step()
+            progress.step += 1
+            # One all-reduce averages the loss and tells every rank whether one was told to stop.
+            asked = torch.tensor([loss.item(), 1.0 if STOP.signal else 0.0], device=info.device)
+            totals = sum_over_ranks(asked, info)
+            global_loss, stopping = totals[0].item() / info.world_size, totals[1].item() > 0
+            progress.loss_sum += global_loss
+            if logger is not None:
+                logger.log({"train/step": progress.step, "train/loss": global_loss, "epoch": epoch})
+            if batch == steps_per_epoch - 1:
+                eval_loss, eval_acc = end_epoch(epoch)
+            if stopping or progress.step % save_every == 0 or progress.step == total_steps:
+                save()
+            if stopping:
+                say(info, f"stopping after step {progress.step}: asked to stop (SIGTERM)")
+                raise SystemExit(128 + (STOP.signal or signal.SIGTERM))
+    finally:
+        STOP.defer = False
+
+    summary = {
+        "eval/accuracy": eval_acc,
+        "eval/loss": eval_loss,
+        "train/first_epoch_loss": progress.epoch_losses[0],
+        "train/final_epoch_loss": progress.epoch_losses[-1],
+        "train/steps": float(progress.step),
+        "train/seconds": time.monotonic() - started,
+    }
+    if logger is not None:
+        logger.summary.update(summary)
+    return summary
