@@ -263,9 +263,6 @@ def test_nothing_outside_the_tests_imports_them(folder):
 # package, the example trainer, the benchmarks, the scripts and the example DAGs.
 SIZED_FOLDERS = ("airflow_volcano_wandb", "packages", "docker", "bench", "scripts", "dags")
 MAX_MODULE_LINES = 400
-# Over the limit today, each being split on another branch of issue #32 (Architecture III,
-# item 5); the lead removes an entry once that branch is merged.
-KNOWN_TOO_BIG = {"airflow_volcano_wandb/hooks/wandb.py"}
 
 
 def test_the_airflow_shell_and_the_rooms_stay_small():
@@ -277,7 +274,7 @@ def test_the_airflow_shell_and_the_rooms_stay_small():
         for path in sorted((REPO / folder).rglob("*.py"))
         if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
     }
-    assert {name: n for name, n in too_big.items() if name not in KNOWN_TOO_BIG} == {}
+    assert too_big == {}
 
 
 def test_no_function_is_longer_than_80_lines_of_code():
