@@ -14,6 +14,7 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OPTIONS as OPERATOR_OPTIONS
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.sensors.sensor_parts import OPTIONS as SENSOR_OPTIONS
+from airflow_volcano_wandb.template import render_job
 
 SHELLS = [(VolcanoPyTorchJobOperator, OPERATOR_OPTIONS), (VolcanoJobSensor, SENSOR_OPTIONS)]
 
@@ -87,3 +88,12 @@ def test_resume_on_names_known_causes_and_may_be_templated():
     templated = "{{ params.resume_on }}"  # checked once rendered, at execute
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", resume_on=templated)
     assert op.resume_on == templated
+
+
+def test_every_option_handed_to_render_job_is_its_keyword_with_its_default():
+    """``JobRequest.render`` passes each ``render=`` option by name: a renamed or dropped
+    ``render_job`` keyword, or a default the two disagree on, shows here, not in a DAG."""
+    keywords = inspect.signature(render_job).parameters
+    handed = {o.render: o.default for o in OPERATOR_OPTIONS if o.render}
+    assert set(handed) <= set(keywords)
+    assert {name: keywords[name].default for name in handed} == handed
