@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from functools import cached_property
 from typing import Any
 
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import KubernetesHook
@@ -34,33 +33,6 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
 )
 
 METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-
-
-class VolcanoConnectionMixin:
-    """How an operator or sensor reaches the cluster: the connection and its overrides.
-
-    The same four values build the sync hook here and the trigger's async hook in the
-    triggerer, so both ends always talk to the same cluster as the same identity.
-    """
-
-    kubernetes_conn_id: str | None
-    config_file: str | None
-    cluster_context: str | None
-    in_cluster: bool | None
-
-    def connection_kwargs(self) -> dict[str, Any]:
-        return {
-            "kubernetes_conn_id": self.kubernetes_conn_id,
-            "config_file": self.config_file,
-            "cluster_context": self.cluster_context,
-            "in_cluster": self.in_cluster,
-        }
-
-    @cached_property
-    def hook(self) -> VolcanoHook:
-        # One hook per task run: its connection lookup and API clients are reused by every
-        # call and every poke instead of being rebuilt each time.
-        return VolcanoHook(**self.connection_kwargs())
 
 
 class VolcanoHook(KubernetesHook):

@@ -1,244 +1,227 @@
 """Submit a Volcano PyTorch job from a W&B Launch queue template, wait for it, report.
 
-A thin Airflow shell over the rooms of docs/architecture.md.
+A thin Airflow shell: its options are its parts' (``operator_parts.py``), and ``execute`` /
+``execute_complete`` below read, top to bottom, what a try does with them.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import Any
 
-from airflow.configuration import conf
-from airflow.sdk import Context
+from airflow.sdk import BaseOperator, Context
 
 from airflow_volcano_wandb.airflow_compat import task_state_store
-from airflow_volcano_wandb.hooks.volcano import VolcanoConnectionMixin
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import deletion, submission
 from airflow_volcano_wandb.job.deployment import configured_deployment
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
-from airflow_volcano_wandb.operators.assets import annotate_outlet_events
-from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
-from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
-from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin, templated_seconds
+from airflow_volcano_wandb.links.wandb import WandbRunLink
+from airflow_volcano_wandb.operators.operator_parts import OPTIONS, OperatorParts
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
-from airflow_volcano_wandb.operators.wandb import XCOM_RUN_ID, XCOM_RUN_URL, WandbRunMixin
-from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
+from airflow_volcano_wandb.parts import options
+from airflow_volcano_wandb.parts.assets import annotate_outlet_events
+from airflow_volcano_wandb.parts.connection import Connection
+from airflow_volcano_wandb.parts.limits import templated_seconds
+from airflow_volcano_wandb.parts.training_run import pulled_run, run_lineage
+from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_ID, XCOM_RUN_URL, WandbReport
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
-from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wandb import wandb_run
 
 XCOM_JOB = "volcano_job"
 
 
-class VolcanoPyTorchJobOperator(
-    VolcanoConnectionMixin, JobTemplateMixin, WandbRunMixin, PodLogMixin, RestartBudgetMixin
-):
-    """Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
-
-    The job comes from :class:`.job_template.JobTemplateMixin`, its W&B run from
-    :class:`.wandb_run.WandbRunMixin` (and what is reported to it from ``WandbReportMixin``),
-    the pod logs it shows from :class:`.pod_logs.PodLogMixin`, its restart budget and stall
-    timeout from :class:`.restarts.RestartBudgetMixin`: their parameters are documented there.
+class VolcanoPyTorchJobOperator(BaseOperator):
+    __doc__ = f"""Run a multi-node PyTorch job on Volcano from a W&B Launch queue template.
 
     One task instance owns at most one live job, whatever its tries: the job carries labels
     naming the task instance, and a retry or a restarted worker finds it. A job still running
     is reattached; a completed one counts as this task's success without resubmitting; a
     failed, aborted or terminated one is deleted and submitted again.
 
-    :param kubernetes_conn_id: the cncf.kubernetes ``kubernetes`` connection.
-    :param config_file: a kubeconfig path, overriding the connection's.
-    :param cluster_context: a kubeconfig context, overriding the connection's.
-    :param in_cluster: use the in-cluster service account.
-    :param wait_for_completion: wait for the job to end (else return once submitted, for
-        ``VolcanoJobSensor``).
-    :param deferrable: wait in the triggerer, freeing the worker slot.
-    :param poll_interval: seconds between timeout checks; the job's state arrives by watch.
-    :param pending_timeout: seconds until every rank must be placed and running; else the
-        task fails with Volcano's reason and the job is deleted.
-    :param watch_failure_grace: seconds the job may stay unreadable (watch and reads failing)
-        before the task fails; the job is never deleted for that: the next try reattaches.
-    :param on_finish_action: ``delete_succeeded`` (default: a failed job stays for
-        inspection until a retry replaces it), ``delete`` or ``keep``.
-    :param reattach_on_restart: reattach to a live job of this task instance; if False it is
-        deleted and submitted again.
-    """
+    Two template layers apply, in this order: Airflow's ``{{{{ }}}}`` Jinja in the templated
+    parameters when the task runs, then the queue template's own ``${{ }}`` run macros,
+    structurally (``parts/job_request.py``).
 
-    template_fields: Sequence[str] = (
-        *JobTemplateMixin.template_fields,
-        *WandbRunMixin.template_fields,
-        "pending_timeout",
-        "on_finish_action",
-    )
+{options.param_docs(OPTIONS, indent="    ")}
+"""
+
+    template_fields: Sequence[str] = options.templated(OPTIONS)
+    template_ext: Sequence[str] = (".yaml", ".yml", ".json")
+    template_fields_renderers = {"template": "yaml", "macros": "json", "replicas": "json"}
+    operator_extra_links = (WandbRunLink(),)
     ui_color = "#ffd166"
 
-    def __init__(
-        self,
-        *,
-        kubernetes_conn_id: str | None = "kubernetes_default",
-        config_file: str | None = None,
-        cluster_context: str | None = None,
-        in_cluster: bool | None = None,
-        wait_for_completion: bool = True,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = 10.0,
-        pending_timeout: float | str | None = None,
-        watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE,
-        on_finish_action: OnFinishAction = "delete_succeeded",
-        reattach_on_restart: bool = True,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, **kwargs: Any) -> None:
+        given = options.take(OPTIONS, kwargs)
         super().__init__(**kwargs)
-        if "{{" not in str(on_finish_action):
-            cleanup.check_on_finish_action(on_finish_action)
-        self.kubernetes_conn_id, self.config_file = kubernetes_conn_id, config_file
-        self.cluster_context, self.in_cluster = cluster_context, in_cluster
-        self.wait_for_completion, self.deferrable = wait_for_completion, deferrable
-        self.poll_interval, self.pending_timeout = poll_interval, pending_timeout
-        self.watch_failure_grace = watch_failure_grace
-        self.on_finish_action, self.reattach_on_restart = on_finish_action, reattach_on_restart
+        for name, value in given.items():
+            setattr(self, name, value)
         #: The job this try submitted or reattached to, as soon as it exists (for on_kill).
         self._job: dict[str, str] | None = None
         self._try_number: int | None = None
+        #: What this try ran and trained into, once it ended (for OpenLineage).
+        self._facts: JobFacts | None = None
+        self._run: dict[str, Any] = {}
+        self._summary: dict[str, Any] | None = None
+
+    __init__.__signature__ = options.signature(OPTIONS)  # type: ignore[attr-defined]
+
+    @cached_property
+    def hook(self) -> VolcanoHook:
+        # One hook per task run: its connection lookup and API clients are reused by every call.
+        return options.build(Connection, self).hook()
 
     def execute(self, context: Context) -> dict[str, Any]:
+        parts = OperatorParts.of(self)
         ti = context["ti"]
         identity = TaskInstanceIdentity(
             ti.dag_id, ti.task_id, ti.run_id, ti.map_index, deployment=configured_deployment()
         )
         self._try_number = ti.try_number
-        cleanup.check_on_finish_action(self.on_finish_action)
-        wandb_hook = self.wandb_hook
+        intent = self._try_number or 1
+        wandb_hook, resumed = parts.report.hook(), None
 
-        def render(intent: int) -> tuple[wandb_run.WandbRunSpec, dict[str, Any]]:
-            spec = self.wandb_spec(context, identity, wandb_hook, intent)
+        def render(intent: int) -> tuple[Any, dict[str, Any]]:
+            spec = parts.run.spec(context, identity, wandb_hook, intent, resumed)
             labels = identity.job_labels(intent, spec.run_id)
             put = {"annotations": identity.annotations(ti.try_number), "labels": labels}
-            body = self.render(spec, wandb_hook, default_namespace=self.hook.get_namespace, **put)
-            if (name := self.resumed_job_name(body, intent)) is None:
+            namespace = self.hook.get_namespace
+            body = parts.job.render(spec, wandb_hook, default_namespace=namespace, **put)
+            if (name := parts.resume.resumed_job_name(resumed, body, intent)) is None:
                 return spec, body
-            return spec, self.render(
-                spec, wandb_hook, default_namespace=self.hook.get_namespace, name=name, **put
+            return spec, parts.job.render(
+                spec, wandb_hook, default_namespace=namespace, name=name, **put
             )
 
-        rendered = render(self._try_number or 1)  # bad input fails here, before any API client
+        rendered = render(intent)  # bad input fails here, before any API client
         store = task_state_store(context)  # Airflow >= 3.3: kept across tries
-        if self.resume_interrupted_run(self.hook, store, self._try_number or 1):
-            rendered = render(self._try_number or 1)  # the earlier run's id
+        if (resumed := parts.resume.interrupted_run(self.hook, store, intent)) is not None:
+            resumed = parts.run.settled(resumed)
+            rendered = render(intent)  # the earlier run's id
         spec, job = submission.submit_for_try(
             self.hook,
             rendered,
             render,
             identity,
-            try_number=self._try_number or 1,
-            reattach=self.reattach_on_restart,
-            api_key=None if self.wandb_api_key_secret else wandb_hook.api_key,
+            try_number=intent,
+            reattach=parts.wait.reattach_on_restart,
+            api_key=None if parts.run.wandb_api_key_secret else wandb_hook.api_key,
             on_job=self._known,
             store=store,
-            fit_check=self.fit_checked(rendered[1]),
+            fit_check=parts.job.fit_checked(rendered[1]),
             task_log=self.log,
         )
         ti.xcom_push(key=XCOM_JOB, value=self._job)
-        run = self.publish_run(ti, spec, job, store)
+        parts.resume.record_run(store, job)  # for the next try, the outcome not yet known
+        run = parts.run.publish(ti, spec, job)
+        parts.resume.say_resumed(resumed, job, ti, run)
 
         status = interpret(job)
         if status.terminal:  # only a Completed job is ever reused
             self.log.info("Job %s Completed in an earlier try; not resubmitting", status.name)
-            return self._report(context, WaitResult.from_status(status), run)
-        if not self.wait_for_completion:
+            return self._report(parts, context, WaitResult.from_status(status), run)
+        if not parts.wait.wait_for_completion:
             return {**self._job, **run}
-        asked = self.wandb_progress_kwargs(run[XCOM_RUN_ID], self.stall_timeout, wandb_hook)
-        trigger = self._trigger([wandb_hook.api_key], self.deferrable, asked)
-        if self.deferrable:
+        stall = parts.limits.stall_timeout
+        asked = parts.report.progress_kwargs(run[XCOM_RUN_ID], stall, wandb_hook)
+        trigger = self._trigger(parts, [wandb_hook.api_key], parts.wait.deferrable, asked)
+        if parts.wait.deferrable:
             self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
         try:
             result = wait_in_process(self.hook, trigger, job, self.log)
         except BaseException as exc:
             # A kill or any failure while waiting here: nobody would wait on the job any more.
             self._delete_job()
-            self.record_timeout(store, self._job, exc)  # a kill is told by the job being gone
+            parts.resume.record_timeout(store, self._job, exc)  # a kill: told by the job gone
             raise
-        return self._report(context, result, run)
+        return self._report(parts, context, result, run)
 
     def execute_complete(
         self, context: Context, event: dict[str, Any], run: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
+        parts = OperatorParts.of(self)
         self._try_number = context["ti"].try_number
         if run is None:  # dag.test() resumes without the deferral's kwargs: ask XCom
-            run = self.pulled_run(context["ti"])
-        return self._report(context, WaitResult.from_event(event), dict(run))
+            run = pulled_run(context["ti"], self.task_id)
+        return self._report(parts, context, WaitResult.from_event(event), dict(run))
 
     def _trigger(
-        self, masked: Sequence[str | None], deferred: bool, wandb_run: Mapping | None = None
+        self,
+        parts: OperatorParts,
+        masked: Sequence[str | None],
+        deferred: bool,
+        wandb_run: Mapping | None = None,
     ) -> VolcanoJobTrigger:
         """The wait, ``deferred`` or here, masking ``masked``, asking ``wandb_run`` on a stall."""
         assert self._job is not None
         timeout = self.execution_timeout
         deadline = time.time() + timeout.total_seconds() if timeout is not None else None
+        follow = parts.logs.follow_master_log or not deferred  # the sync wait always follows
         return VolcanoJobTrigger(
             job_name=self._job["name"],
             namespace=self._job["namespace"],
             job_uid=self._job["uid"],
-            **self.connection_kwargs(),
-            pending_timeout=templated_seconds(self.pending_timeout, "pending_timeout"),
+            **parts.connection.kwargs(),
+            pending_timeout=templated_seconds(parts.wait.pending_timeout, "pending_timeout"),
             deadline=deadline,
-            poll_interval=self.poll_interval,
-            watch_failure_grace=self.watch_failure_grace,
+            poll_interval=parts.wait.poll_interval,
+            watch_failure_grace=parts.wait.watch_failure_grace,
             try_number=self._try_number,
-            **self.master_log_kwargs(masked, follow=self.follow_master_log or not deferred),
+            **parts.logs.trigger_kwargs(masked, follow=follow),
             deferred_at=time.time() if deferred else None,
-            **self.limit_kwargs(),
+            **parts.limits.trigger_kwargs(),
             **(wandb_run or {}),
         )
 
     def _report(
-        self, context: Context, result: WaitResult, run: Mapping[str, Any]
+        self, parts: OperatorParts, context: Context, result: WaitResult, run: Mapping[str, Any]
     ) -> dict[str, Any]:
         """Clean up as ``on_finish_action`` says, tell what happened, succeed or fail."""
+        ti, hook = context["ti"], self.hook
         self._job = result.job_ref()
         self._facts, self._run = JobFacts.from_job({"metadata": self._job}), dict(run)
-        # A resumed task is a new process: pod logs shown below may echo the key.
-        self.wandb_hook.mask_api_key()
-        hook = self.hook
-        job_report.mark_reported(hook, result, context["ti"].try_number, self.log)
-        deletes = cleanup.deletes_job(result.outcome, self.on_finish_action)
+        parts.report.hook().mask_api_key()  # a resumed task is a new process: logs may echo it
+        job_report.mark_reported(hook, result, ti.try_number, self.log)
+        deletes = cleanup.deletes_job(result.outcome, parts.wait.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
             job = job_report.fetch_finished_job(hook, result, self.log)
             usage = job_report.log_gpu_seconds(hook, job, self.log)  # before a delete
-            context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
-            run = {**run, **self.say_resumed_step(hook, job, context["ti"], run)}
+            ti.xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
+            run = {**run, **parts.resume.say_resumed_step(hook, job, ti, run)}
             if job:
                 self._facts = JobFacts.from_job(job)
-                if self.deferrable:
-                    job_report.log_master_tail(hook, job, self.log_lines, self.log)
-            self.end_run(context, run, result, None)  # before a delete: the next try is told
+                if parts.wait.deferrable:
+                    job_report.log_master_tail(hook, job, parts.logs.log_lines, self.log)
+            _end_run(parts, context, run, result, None)  # before a delete: the next try knows
             if deletes:
                 self._delete_job()
-            summary = self._summary = self.push_summary(context["ti"], run)
+            summary = self._summary = parts.report.push_summary(ti, run)
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
-                annotate_outlet_events(
-                    context, self.outlets, asset_extra(self._facts, run, summary, usage)
-                )
+                extra = asset_extra(self._facts, run, summary, usage)
+                annotate_outlet_events(context, self.outlets, extra)
             summary_part = {"wandb_summary": summary} if summary is not None else {}
             return {**result.job_ref(), **run, **summary_part, "phase": result.phase}
         error = job_report.report_failure(
             hook,
             result,
             delete_job=self._delete_job if deletes else None,
-            log_lines=self.log_lines,
+            log_lines=parts.logs.log_lines,
             task_log=self.log,
             run_url=run.get(XCOM_RUN_URL),
         )
-        self.end_run(context, run, result, error)
+        _end_run(parts, context, run, result, error)
         raise error  # its class names the cause, for retry policies
 
     def _known(self, job: dict[str, str]) -> None:
-        self._job = job
+        self._job = job  # on_kill's, from the moment it exists
 
     def _delete_job(self, *, kill: bool = False) -> None:
         if self._job:
@@ -247,3 +230,20 @@ class VolcanoPyTorchJobOperator(
     def on_kill(self) -> None:
         """Killed while waiting in sync mode: delete the job and its pods, unless it ended."""
         self._delete_job(kill=True)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage: the Volcano job, the W&B run, its artifacts (docs/lineage.md)."""
+        report = options.build(WandbReport, self, log=self.log)
+        return run_lineage(report, self._facts, self._run, self._summary)
+
+    #: A failed try's: the same facets, as far as the try got.
+    get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
+
+
+def _end_run(
+    parts: OperatorParts, context: Context, run: Any, result: WaitResult, error: Any
+) -> None:
+    """The try's wait ended (``error``: what the task fails with; None for a success): tell
+    the next try (the cause, for ``resume_on``) and the W&B run (the link back)."""
+    parts.resume.record_cause(task_state_store(context), result.uid, error)
+    parts.report.link_back(context, run, "success" if error is None else result.outcome.value)

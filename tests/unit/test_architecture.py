@@ -21,6 +21,8 @@ NAME = PACKAGE.name
 ROOT_MODULES = {"__init__.py", "__main__.py", "exceptions.py", "versions.py", "airflow_compat.py"}
 CONCEPT_FOLDERS = {"template", "job", "wait", "logs", "wandb", "cli"}
 SHELLS = ("operators", "sensors", "triggers", "links")
+#: The parts the operator and the sensor are made of: below both, imported by them alone.
+PARTS = "parts"
 
 # The rooms from the ground up; each imports only rooms below it (links stands with the
 # shells: an operator's extra link).
@@ -35,8 +37,8 @@ FLOORS = [
     ("logs",),
     ("cli", "links"),
     ("triggers",),
-    ("operators",),
-    ("sensors",),
+    ("parts",),
+    ("operators", "sensors"),
     ("__main__", "__init__"),
 ]
 
@@ -161,7 +163,7 @@ def test_the_root_keeps_only_the_package_face_and_what_every_layer_shares():
     loose = {p.name for p in PACKAGE.glob("*.py")} - ROOT_MODULES
     assert loose == set(), "a module belongs in the folder of its concept"
     folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert folders == CONCEPT_FOLDERS | set(SHELLS) | {"hooks"}
+    assert folders == CONCEPT_FOLDERS | set(SHELLS) | {"hooks", PARTS}
 
 
 @pytest.mark.parametrize("entry", PURE)
@@ -223,6 +225,15 @@ def test_nothing_below_the_airflow_shells_imports_them():
             name for name in imports(path) if name.startswith(tuple(f"{NAME}.{s}" for s in SHELLS))
         }
         assert not bad, f"{rel(path)} imports the shells {sorted(bad)}"
+
+
+def test_only_the_operator_and_the_sensor_import_their_parts():
+    """``parts/`` is a layer below the two shells that wait on a job, above the rest."""
+    for path in product_files():
+        if rel(path).split("/")[0] in ("operators", "sensors", PARTS):
+            continue
+        bad = {name for name in imports(path) if name.startswith(f"{NAME}.{PARTS}")}
+        assert not bad, f"{rel(path)} imports the shells' parts {sorted(bad)}"
 
 
 def test_imports_never_form_a_loop():

@@ -12,6 +12,7 @@ import pytest
 from airflow_volcano_wandb.logs import master_log
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait.judge import WaitTarget
@@ -70,7 +71,9 @@ def test_the_operator_parameters_reach_the_serialized_trigger():
         master_log_max_bytes=2048,
     )
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    classpath, kwargs = op._trigger(masked=[KEY, None], deferred=True).serialize()
+    classpath, kwargs = op._trigger(
+        OperatorParts.of(op), masked=[KEY, None], deferred=True
+    ).serialize()
     assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
     assert kwargs["master_log_max_bytes"] == 2048
     # A digest of each of the key's forms travels to the triggerer; no form of it does.
@@ -107,7 +110,7 @@ def test_the_sensor_follows_too_with_its_connection_key_masked(monkeypatch):
 def test_following_is_off_by_default():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    kwargs = op._trigger(masked=[KEY], deferred=True).serialize()[1]
+    kwargs = op._trigger(OperatorParts.of(op), masked=[KEY], deferred=True).serialize()[1]
     assert kwargs["follow_master_log"] is False
     assert kwargs["masked_secrets"] == []  # nothing followed: no digest needs to leave
 
@@ -221,7 +224,10 @@ def test_the_keys_base64_and_basic_credentials_are_masked_too():
     stream = _Stream([lines.encode()], True)
     hook, log = _Hook([_pod()], [stream]), LineLog()
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", follow_master_log=True)
-    digests = [SecretDigest.from_json(d) for d in op.master_log_kwargs([KEY])["masked_secrets"]]
+    digests = [
+        SecretDigest.from_json(d)
+        for d in OperatorParts.of(op).logs.trigger_kwargs([KEY])["masked_secrets"]
+    ]
     _follow(hook, log, masked=tuple(digests))
     assert log.lines == ["[j-master-0] key64=***", "[j-master-0] Authorization: Basic ***"]
 

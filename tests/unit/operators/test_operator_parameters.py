@@ -1,4 +1,6 @@
-"""The operator's parameters, spread over its base classes, behave as one flat signature."""
+"""The operator's and the sensor's parameters, declared part by part, behave as one flat
+signature: the one ``inspect.signature``, the docs and Airflow's ``default_args``,
+``partial``/``expand`` and templating see."""
 
 from __future__ import annotations
 
@@ -9,55 +11,47 @@ import pytest
 from airflow.sdk import DAG
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from airflow_volcano_wandb.operators.job_template import JobTemplateMixin
-from airflow_volcano_wandb.operators.pod_logs import PodLogMixin
-from airflow_volcano_wandb.operators.restarts import RestartBudgetMixin
-from airflow_volcano_wandb.operators.resume import ResumeMixin
-from airflow_volcano_wandb.operators.wandb import WandbRunMixin
+from airflow_volcano_wandb.operators.operator_parts import OPTIONS as OPERATOR_OPTIONS
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
+from airflow_volcano_wandb.sensors.sensor_parts import OPTIONS as SENSOR_OPTIONS
+from airflow_volcano_wandb.template import render_job
 
-PARAMETER_CLASSES = (
-    VolcanoPyTorchJobOperator,
-    JobTemplateMixin,
-    WandbRunMixin,
-    PodLogMixin,
-    RestartBudgetMixin,
-    ResumeMixin,
-)
+SHELLS = [(VolcanoPyTorchJobOperator, OPERATOR_OPTIONS), (VolcanoJobSensor, SENSOR_OPTIONS)]
 
 
-def _own_parameters(cls: type) -> list[str]:
-    signature = inspect.signature(cls.__init__.__wrapped__)
-    return [name for name in signature.parameters if name not in ("self", "kwargs")]
+def _parameters(cls: type) -> list[str]:
+    signature = inspect.signature(cls)
+    return [p.name for p in signature.parameters.values() if p.kind is p.KEYWORD_ONLY]
 
 
-@pytest.mark.parametrize("cls", PARAMETER_CLASSES, ids=lambda cls: cls.__name__)
-def test_every_parameter_is_documented_on_the_class_that_takes_it(cls):
-    undocumented = [p for p in _own_parameters(cls) if f":param {p}:" not in cls.__doc__]
+@pytest.mark.parametrize(("cls", "declared"), SHELLS, ids=lambda x: getattr(x, "__name__", ""))
+def test_every_parameter_is_documented_on_the_class_users_see(cls, declared):
+    assert _parameters(cls) == [o.name for o in declared]
+    undocumented = [p for p in _parameters(cls) if f":param {p}:" not in cls.__doc__]
     assert undocumented == []
 
 
-def test_no_parameter_is_taken_by_two_classes():
-    names = [name for cls in PARAMETER_CLASSES for name in _own_parameters(cls)]
+@pytest.mark.parametrize(("cls", "declared"), SHELLS, ids=lambda x: getattr(x, "__name__", ""))
+def test_no_parameter_is_taken_by_two_parts(cls, declared):
+    names = [o.name for o in declared]
     assert len(names) == len(set(names))
+    assert cls.template_fields == tuple(o.name for o in declared if o.templated)
 
 
-def test_default_args_reach_the_parameters_of_every_base():
+def test_default_args_reach_every_parameter_of_every_part():
+    defaults = {o.name: f"from-defaults-{o.name}" for o in OPERATOR_OPTIONS}
+    checked = {o.name for o in OPERATOR_OPTIONS if o.check is not None}
+    for name in checked | {"template"}:  # a check refuses the made-up text
+        del defaults[name]
     with DAG("params", schedule=None, start_date=datetime(2026, 1, 1)) as dag:
-        op = VolcanoPyTorchJobOperator(
-            task_id="train",
-            template="seed.yaml",
-            default_args={
-                "wandb_project": "from-defaults",
-                "pod_security": "restricted",
-                "poll_interval": 3.0,
-            },
-        )
-    assert (op.wandb_project, op.pod_security, op.poll_interval) == (
-        "from-defaults",
-        "restricted",
-        3.0,
-    )
+        op = VolcanoPyTorchJobOperator(task_id="train", template="seed.yaml", default_args=defaults)
+    assert {name: getattr(op, name) for name in defaults} == defaults
     assert dag.task_dict["train"] is op
+    with DAG("sensed", schedule=None, start_date=datetime(2026, 1, 1)):
+        sensor = VolcanoJobSensor(
+            task_id="wait", default_args={"job_name": "j", "wandb_project": "p", "log_lines": 7}
+        )
+    assert (sensor.job_name, sensor.wandb_project, sensor.log_lines) == ("j", "p", 7)
 
 
 def test_template_fields_are_attributes_and_cover_the_templated_promises():
@@ -71,7 +65,7 @@ def test_template_fields_are_attributes_and_cover_the_templated_promises():
     assert op.template_ext == (".yaml", ".yml", ".json")
 
 
-def test_partial_and_expand_accept_the_parameters_of_every_base():
+def test_partial_and_expand_accept_the_parameters_of_every_part():
     with DAG("mapped", schedule=None, start_date=datetime(2026, 1, 1)):
         mapped = VolcanoPyTorchJobOperator.partial(
             task_id="sweep", template="seed.yaml", wandb_project="p", deferrable=True
@@ -94,3 +88,12 @@ def test_resume_on_names_known_causes_and_may_be_templated():
     templated = "{{ params.resume_on }}"  # checked once rendered, at execute
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", resume_on=templated)
     assert op.resume_on == templated
+
+
+def test_every_option_handed_to_render_job_is_its_keyword_with_its_default():
+    """``JobRequest.render`` passes each ``render=`` option by name: a renamed or dropped
+    ``render_job`` keyword, or a default the two disagree on, shows here, not in a DAG."""
+    keywords = inspect.signature(render_job).parameters
+    handed = {o.render: o.default for o in OPERATOR_OPTIONS if o.render}
+    assert set(handed) <= set(keywords)
+    assert {name: keywords[name].default for name in handed} == handed

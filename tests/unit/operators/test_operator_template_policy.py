@@ -1,6 +1,6 @@
 """The operator's template policy: fail-closed by default, relaxed only by the DAG.
 
-Rendering only (``JobTemplateMixin.render``): nothing here reaches a cluster.
+Rendering only (``JobRequest.render``): nothing here reaches a cluster.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.job import api_key_secret
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.template import DEFAULT_ALLOWED_SCHEDULERS
 from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef
 from tests.hostile_templates import (
@@ -52,8 +53,9 @@ def render(template: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         **kwargs,
     )
     hook: Any = KeyedWandbHook()
-    spec = op.wandb_spec(context_for(StubTaskInstance("d", "train", "r")), IDENTITY, hook, 1)
-    return op.render(spec, hook, labels={}, annotations={}, default_namespace=lambda: None)
+    parts = OperatorParts.of(op)
+    spec = parts.run.spec(context_for(StubTaskInstance("d", "train", "r")), IDENTITY, hook, 1)
+    return parts.job.render(spec, hook, labels={}, annotations={}, default_namespace=lambda: None)
 
 
 def mounting(secret: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The resume record's edges in the operator (``operators/resume.py``): a store or a read that
+"""The resume record's edges in the operator (``parts/resumption.py``): a store or a read that
 fails resumes nothing and fails no task; a sync wait cut by ``execution_timeout`` is recorded
 as a timeout, not left to be taken for a kill. (The record's path on the cluster is
 ``tests/integration/test_resume_on_cluster.py``.)"""
@@ -12,6 +12,8 @@ import pytest
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.job.resume import RunRecord
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
+from airflow_volcano_wandb.parts.training_run import pulled_run
 from tests.reliability.support import StubTaskInstance
 
 REF = {"name": "wandb-job-run1", "namespace": "ns", "uid": "uid-1"}
@@ -43,12 +45,17 @@ def _op(**kwargs: Any) -> VolcanoPyTorchJobOperator:
     return VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", **kwargs)
 
 
+def _resume(**kwargs: Any) -> Any:
+    """The operator's resume part, as ``execute`` builds it."""
+    return OperatorParts.of(_op(**kwargs)).resume
+
+
 def _unreported() -> Store:
     return Store({"volcano_job": REF, "volcano_run": RunRecord("run1", 1, "uid-1").to_store()})
 
 
 def test_a_job_that_cannot_be_read_is_not_taken_for_killed() -> None:
-    assert _op().resume_interrupted_run(UnreadableApi(), _unreported(), 2) is False
+    assert _resume().interrupted_run(UnreadableApi(), _unreported(), 2) is None
 
 
 class Api:
@@ -71,20 +78,19 @@ def _job(**metadata: Any) -> dict[str, Any]:
 def test_a_kill_is_told_by_the_job_gone_or_going_and_never_by_one_still_running() -> None:
     gone, going = Api(None), Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"), reads=2)
     for api in (gone, going, Api(_job(uid="uid-2"))):  # uid-2: another submission's name
-        op = _op()
-        assert op.resume_interrupted_run(api, _unreported(), 2) is True
-        assert (op._resumed.cause, op._resumed.wandb_resume) == ("killed", "allow")
-    assert _op().resume_interrupted_run(Api(_job()), _unreported(), 2) is False
+        resumed = _resume().interrupted_run(api, _unreported(), 2)
+        assert (resumed.cause, resumed.wandb_resume) == ("killed", "allow")
+    assert _resume().interrupted_run(Api(_job()), _unreported(), 2) is None
 
 
 def test_a_store_that_fails_resumes_nothing_and_fails_nothing() -> None:
-    op = _op()
-    assert op.resume_interrupted_run(UnreadableApi(), Store(fail=True), 2) is False
-    op.record_cause(Store(fail=True), "uid-1", None)  # no raise
+    resume = _resume()
+    assert resume.interrupted_run(UnreadableApi(), Store(fail=True), 2) is None
+    resume.record_cause(Store(fail=True), "uid-1", None)  # no raise
 
 
 def test_without_a_store_the_log_says_resume_is_unavailable(capsys) -> None:
-    assert _op().resume_interrupted_run(UnreadableApi(), None, 2) is False
+    assert _resume().interrupted_run(UnreadableApi(), None, 2) is None
     logged = capsys.readouterr()
     assert "resume_on needs Airflow 3.3's task state store" in logged.out + logged.err
 
@@ -93,42 +99,42 @@ def test_a_templated_resume_on_is_checked_once_rendered() -> None:
     op = _op(resume_on="{{ params.resume_on }}")
     op.resume_on = "preempted,preemption"  # as rendered
     with pytest.raises(AirflowException, match="'preemption'"):
-        op.resume_interrupted_run(UnreadableApi(), _unreported(), 2)
+        OperatorParts.of(op)  # as execute builds its parts, before any API call
 
 
 def test_a_sync_wait_cut_by_execution_timeout_is_recorded_as_a_timeout() -> None:
-    store, op = _unreported(), _op()
-    op.record_timeout(store, REF, KeyboardInterrupt())  # a kill: left to the next try's read
+    store, resume = _unreported(), _resume()
+    resume.record_timeout(store, REF, KeyboardInterrupt())  # a kill: left to the next try's read
     assert store.values["volcano_run"]["cause"] is None
-    op.record_timeout(store, REF, AirflowTaskTimeout("Timeout, PID: 1"))
+    resume.record_timeout(store, REF, AirflowTaskTimeout("Timeout, PID: 1"))
     assert store.values["volcano_run"]["cause"] == "timeout"
 
 
 def test_a_resumed_try_waits_until_the_killed_job_has_stopped() -> None:
     """Its ranks may still be saving on SIGTERM: the resumed job never writes beside them."""
     going = Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"), reads=3)
-    assert _op().resume_interrupted_run(going, _unreported(), 2) is True
+    assert _resume().interrupted_run(going, _unreported(), 2) is not None
     assert going.read == 4  # the kill's inference, two reads while it went, then gone
 
 
 def test_a_killed_job_that_never_goes_fails_the_try_instead_of_a_second_writer(
     monkeypatch,
 ) -> None:
-    from airflow_volcano_wandb.operators import resume as resume_mixin
+    from airflow_volcano_wandb.parts import resumption
 
-    monkeypatch.setattr(resume_mixin, "DYING_JOB_WAIT", 0.0)
-    monkeypatch.setattr(resume_mixin.time, "sleep", lambda _s: None)
+    monkeypatch.setattr(resumption, "DYING_JOB_WAIT", 0.0)
+    monkeypatch.setattr(resumption.time, "sleep", lambda _s: None)
     stuck = Api(_job(deletionTimestamp="2026-12-01T23:00:00Z"))
     with pytest.raises(AirflowException, match="not starting a second writer"):
-        _op().resume_interrupted_run(stuck, _unreported(), 2)
+        _resume().interrupted_run(stuck, _unreported(), 2)
 
 
 def test_a_resumed_try_resumed_without_its_deferral_kwargs_still_knows_it_resumed() -> None:
-    """``dag.test()`` resumes a deferred task without ``run``: what ``publish_run`` pushed is
+    """``dag.test()`` resumes a deferred task without ``run``: what ``publish`` pushed is
     read back, the resumed intent with it, so the report still says what the resume saved."""
     ti = StubTaskInstance("d", "t", "r", try_number=2)
     ti.xcom_push("wandb_run_id", "run1")
     ti.xcom_push("wandb_run_url", None)
-    assert _op().pulled_run(ti) == {"wandb_run_id": "run1", "wandb_run_url": None}
+    assert pulled_run(ti, "t") == {"wandb_run_id": "run1", "wandb_run_url": None}
     ti.xcom_push("resumed_from_intent", 1)
-    assert _op().pulled_run(ti)["resumed_from_intent"] == 1
+    assert pulled_run(ti, "t")["resumed_from_intent"] == 1

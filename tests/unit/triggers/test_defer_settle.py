@@ -11,25 +11,28 @@ from __future__ import annotations
 import time
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_DEFER_SETTLE_SECONDS,
+    VolcanoJobTrigger,
     defer_settle_seconds,
 )
 from airflow_volcano_wandb.wait.judge import WaitTarget
 
 
-def _operator() -> VolcanoPyTorchJobOperator:
+def _triggered(*, deferred: bool) -> VolcanoJobTrigger:
+    """The operator's wait on its job, deferred or here."""
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    return op
+    return op._trigger(OperatorParts.of(op), masked=[], deferred=deferred)
 
 
 def test_the_operator_bounds_a_deferred_wait_and_not_its_own():
     before = time.time()
-    deferred = _operator()._trigger(masked=[], deferred=True).serialize()[1]
+    deferred = _triggered(deferred=True).serialize()[1]
     assert before <= deferred["deferred_at"] <= time.time()
-    assert _operator()._trigger(masked=[], deferred=False).spec.deferred_at is None  # sync: no race
+    assert _triggered(deferred=False).spec.deferred_at is None  # sync: no race
 
 
 def test_the_sensor_bounds_its_deferred_wait():

@@ -17,6 +17,7 @@ import yaml
 
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception
@@ -187,7 +188,7 @@ def test_a_crash_looping_job_is_always_deleted(action):
 def test_the_operator_and_the_sensor_hand_their_budget_to_the_serialized_trigger():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    classpath, kwargs = op._trigger(masked=[], deferred=True).serialize()
+    classpath, kwargs = op._trigger(OperatorParts.of(op), masked=[], deferred=True).serialize()
     assert kwargs["max_container_restarts"] == DEFAULT_MAX_CONTAINER_RESTARTS
     module, _, name = classpath.rpartition(".")
     again = getattr(importlib.import_module(module), name)(**kwargs)
@@ -198,7 +199,12 @@ def test_the_operator_and_the_sensor_hand_their_budget_to_the_serialized_trigger
     assert sensor._trigger(target).serialize()[1]["max_container_restarts"] == 0
     off = VolcanoPyTorchJobOperator(task_id="t", template="s.yaml", max_container_restarts=None)
     off._job = op._job
-    assert off._trigger(masked=[], deferred=False).serialize()[1]["max_container_restarts"] is None
+    assert (
+        off._trigger(OperatorParts.of(off), masked=[], deferred=False).serialize()[1][
+            "max_container_restarts"
+        ]
+        is None
+    )
 
 
 def test_a_trigger_serialised_before_the_budget_existed_counts_no_restarts():

@@ -22,6 +22,7 @@ from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io, wandb_progress
@@ -330,8 +331,14 @@ def test_a_connection_without_a_key_is_not_asked(monkeypatch):
 def test_the_operator_and_the_sensor_hand_the_timeout_to_the_serialized_trigger():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", stall_timeout=1800)
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    assert op._trigger(masked=[], deferred=True).serialize()[1]["stall_timeout"] == 1800
-    assert op._trigger(masked=[], deferred=True).spec.target().stall_timeout == 1800
+    assert (
+        op._trigger(OperatorParts.of(op), masked=[], deferred=True).serialize()[1]["stall_timeout"]
+        == 1800
+    )
+    assert (
+        op._trigger(OperatorParts.of(op), masked=[], deferred=True).spec.target().stall_timeout
+        == 1800
+    )
     sensor = VolcanoJobSensor(
         task_id="w", job_name="j", namespace="ns", stall_timeout=60.5, wandb_conn_id=None
     )
@@ -341,7 +348,12 @@ def test_the_operator_and_the_sensor_hand_the_timeout_to_the_serialized_trigger(
     off = VolcanoPyTorchJobOperator(task_id="t", template="s.yaml")
     off._job = op._job
     assert off.stall_timeout is None
-    assert off._trigger(masked=[], deferred=False).serialize()[1]["stall_timeout"] is None
+    assert (
+        off._trigger(OperatorParts.of(off), masked=[], deferred=False).serialize()[1][
+            "stall_timeout"
+        ]
+        is None
+    )
 
 
 WANDB_KEY = "stall" + "0123456789abcdef" * 3
@@ -380,8 +392,8 @@ def test_the_trigger_names_the_online_run_for_a_stall_never_its_key(
         wandb_mode=mode,
     )
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    run = op.wandb_progress_kwargs("r1", op.stall_timeout, WandbHook(wandb_conn))
-    trigger = op._trigger([WANDB_KEY], True, run)
+    run = OperatorParts.of(op).report.progress_kwargs("r1", op.stall_timeout, WandbHook(wandb_conn))
+    trigger = op._trigger(OperatorParts.of(op), [WANDB_KEY], True, run)
     kwargs = trigger.serialize()[1]
     assert WANDB_KEY not in json.dumps(kwargs)
     named = WandbRunRef(wandb_conn, "r1", "ml-team", "retraining")
@@ -407,7 +419,7 @@ def test_without_a_key_the_trigger_names_no_run(monkeypatch):
         task_id="t", template="s.yaml", stall_timeout=60, wandb_conn_id="wandb_nokey"
     )
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    assert op.wandb_progress_kwargs("r1", 60, WandbHook("wandb_nokey")) == {}
+    assert OperatorParts.of(op).report.progress_kwargs("r1", 60, WandbHook("wandb_nokey")) == {}
 
 
 def test_a_trigger_serialised_before_the_timeout_existed_never_probes():

@@ -94,7 +94,7 @@ def test_what_a_resumed_try_does_not_know_is_left_out() -> None:
 
 
 def test_the_resume_keys_are_the_operators_xcoms() -> None:
-    from airflow_volcano_wandb.operators import resume
+    from airflow_volcano_wandb.parts import resumption as resume
 
     assert set(RESUME_KEYS) == {
         resume.XCOM_RESUMED_FROM_INTENT,

@@ -1,16 +1,16 @@
 """Which earlier W&B run a try's fresh job continues, and the record that tells the next try.
 
-The decision is ``job.resume``'s (pure); this mixin reads and writes its record in the task
-state store, and does the one fresh read that tells a kill in the triggerer.
+The decision is ``job.resume``'s (pure); this part reads and writes its record in the task
+state store, and does the one fresh read that tells a kill in the triggerer. It decides and
+records; the operator holds what it decided (the ``Resumption`` of a try) and hands it back.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
-
-from airflow.sdk import BaseOperator
 
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.exceptions import JobTimeoutError
@@ -19,6 +19,7 @@ from airflow_volcano_wandb.job import resume, submission
 from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.ownership import intent_of, wandb_run_of
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord
+from airflow_volcano_wandb.parts.options import option
 from airflow_volcano_wandb.wait import diagnostics
 
 #: The XCom of a try that resumed an earlier try's W&B run: that try's intent.
@@ -36,47 +37,37 @@ RESUMED_FROM_CHECKPOINT = "resumed_from_checkpoint"
 RESUME_LINE_BYTES = 64 * 1024
 
 
-class ResumeMixin(BaseOperator):
-    """Resuming an interrupted training on its W&B run (docs/trainer.md, "Checkpoints").
+def _check_resume_on(value: Any) -> None:
+    resume.resume_on(value)  # a bad cause fails the DAG's parse
 
-    :param resume_on: the endings of a try after which the next try's fresh job continues
-        that try's W&B run instead of starting one of its own: the same run id (so the same
-        checkpoint directory, ``/checkpoints/<run id>``, or W&B artifact, where
-        ``AVW_RESUME_FROM=latest`` finds the earlier try's newest checkpoint) and
-        ``WANDB_RESUME=must`` (``allow`` after a kill or deletion, which may come before the
-        trainer started its run). Any of
+
+@dataclass(frozen=True, kw_only=True)
+class ResumePolicy:
+    """Resuming an interrupted training on its W&B run (docs/trainer.md, "Checkpoints")."""
+
+    resume_on: str | Sequence[str] | None = option(
+        resume.DEFAULT_RESUME_ON,
+        """the endings of a try after which the next try's fresh job continues that try's
+        W&B run instead of starting one of its own: the same run id (so the same checkpoint
+        directory, ``/checkpoints/<run id>``, or W&B artifact, where ``AVW_RESUME_FROM=latest``
+        finds the earlier try's newest checkpoint) and ``WANDB_RESUME=must`` (``allow`` after
+        a kill or deletion, which may come before the trainer started its run). Any of
         ``preempted`` (a rank preempted or evicted: node pressure, a drain, a lost node),
         ``killed`` (the task was killed, cleared or marked failed while its job ran, and the
         job was deleted), ``deleted`` (someone else deleted the job), ``timeout``
         (``execution_timeout``), ``trainer_failure`` (an exit code, an OOM kill, a crash loop,
-        a stall, a job Volcano failed); a list, or a comma-separated string (templated).
-        Default ``("preempted", "killed")``: a trainer's own failure starts afresh unless the
-        DAG says so. A run stopped from W&B, a gang never placed, or a success are never
-        resumed. Needs Airflow 3.3's task state store (before it, every try starts a run).
-    """
+        a stall, a job Volcano failed); a list, or a comma-separated string. Default
+        ``("preempted", "killed")``: a trainer's own failure starts afresh unless the DAG says
+        so. A run stopped from W&B, a gang never placed, or a success are never resumed. Needs
+        Airflow 3.3's task state store (before it, every try starts a run).""",
+        templated=True,
+        check=_check_resume_on,
+    )
+    log: Any = None
 
-    template_fields: Sequence[str] = ("resume_on",)
-
-    def __init__(
-        self,
-        *,
-        resume_on: str | Sequence[str] | None = resume.DEFAULT_RESUME_ON,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        if not (isinstance(resume_on, str) and "{{" in resume_on):
-            resume.resume_on(resume_on)  # a bad cause fails the DAG's parse
-        self.resume_on = resume_on
-        #: The earlier run this try's fresh job continues (``resume_interrupted_run``).
-        self._resumed: Resumption | None = None
-
-    def resume_interrupted_run(self, hook: VolcanoHook, store: Any, try_number: int) -> bool:
-        """Decide whether this try's fresh job continues the interrupted try's run; True when
-        it does (the job is then rendered again, under that run's id)."""
-        self._resumed = self._resumption(hook, store, try_number)
-        return self._resumed is not None
-
-    def _resumption(self, hook: VolcanoHook, store: Any, try_number: int) -> Resumption | None:
+    def interrupted_run(self, hook: VolcanoHook, store: Any, try_number: int) -> Resumption | None:
+        """The interrupted try's run this try's fresh job continues, if it does (the job is
+        then rendered again, under that run's id)."""
         try:
             policy = resume.resume_on(self.resume_on)
         except ValueError as exc:
@@ -126,10 +117,11 @@ class ResumeMixin(BaseOperator):
             cause = resume.cause_of(error)
             _write(store, RunRecord(record.run_id, record.intent, uid, cause), self.log)
 
-    def say_resumed(self, job: Mapping[str, Any], ti: Any, run: dict[str, Any]) -> None:
-        """Log and publish that the job continues an earlier run, when it does (a reattach
-        keeps its own)."""
-        resumed = self._resumed
+    def say_resumed(
+        self, resumed: Resumption | None, job: Mapping[str, Any], ti: Any, run: dict[str, Any]
+    ) -> None:
+        """Log and publish that the job continues the earlier run ``resumed``, when it does (a
+        reattach keeps its own)."""
         if resumed is None or wandb_run_of(job) != resumed.run_id:
             return
         if intent_of(job) == resumed.from_intent:
@@ -146,10 +138,13 @@ class ResumeMixin(BaseOperator):
         ti.xcom_push(key=XCOM_RESUMED_FROM_INTENT, value=resumed.from_intent)
         run[XCOM_RESUMED_FROM_INTENT] = resumed.from_intent
 
-    def resumed_job_name(self, body: Mapping[str, Any], intent: int) -> str | None:
-        """The name of the job that resumes an interrupted try's run (``resume.resumed_job_name``:
-        never the interrupted job's); None when ``intent``'s job resumes nothing."""
-        resumed = self._resumed
+    @staticmethod
+    def resumed_job_name(
+        resumed: Resumption | None, body: Mapping[str, Any], intent: int
+    ) -> str | None:
+        """The name of the job that resumes the interrupted try's run ``resumed``
+        (``resume.resumed_job_name``: never the interrupted job's); None when ``intent``'s job
+        resumes nothing."""
         if resumed is None or intent == resumed.from_intent:
             return None
         return resume.resumed_job_name(body["metadata"]["name"], intent)

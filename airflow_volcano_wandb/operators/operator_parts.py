@@ -1,0 +1,108 @@
+"""The parts ``VolcanoPyTorchJobOperator`` is made of, and its own options: the wait.
+
+Each part is a frozen object built once per ``execute`` (or ``execute_complete``) from the
+operator's flat attributes, after Airflow rendered the templated ones; the operator's
+signature, ``:param:`` lines and ``template_fields`` are read off the parts' declared options
+(``parts/options.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.configuration import conf
+
+from airflow_volcano_wandb.parts.connection import Connection
+from airflow_volcano_wandb.parts.job_request import JobRequest
+from airflow_volcano_wandb.parts.limits import RunLimits
+from airflow_volcano_wandb.parts.log_follow import LogFollow
+from airflow_volcano_wandb.parts.options import build, option, options_of
+from airflow_volcano_wandb.parts.resumption import ResumePolicy
+from airflow_volcano_wandb.parts.training_run import TrainingRun
+from airflow_volcano_wandb.parts.wandb_report import WandbReport
+from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE
+from airflow_volcano_wandb.wait import cleanup
+from airflow_volcano_wandb.wait.cleanup import OnFinishAction
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorWait:
+    """How the operator waits for its job, and what stays of it."""
+
+    wait_for_completion: bool = option(
+        True,
+        """wait for the job to end (else return once submitted, for
+        ``VolcanoJobSensor``).""",
+    )
+    deferrable: bool = option(
+        conf.getboolean("operators", "default_deferrable", fallback=False),
+        "wait in the triggerer, freeing the worker slot.",
+    )
+    poll_interval: float = option(
+        10.0, "seconds between timeout checks; the job's state arrives by watch."
+    )
+    pending_timeout: float | str | None = option(
+        None,
+        """seconds until every rank must be placed and running; else the task fails with
+        Volcano's reason and the job is deleted.""",
+        templated=True,
+    )
+    watch_failure_grace: float = option(
+        DEFAULT_WATCH_FAILURE_GRACE,
+        """seconds the job may stay unreadable (watch and reads failing) before the task
+        fails; the job is never deleted for that: the next try reattaches.""",
+    )
+    on_finish_action: OnFinishAction = option(
+        "delete_succeeded",
+        """``delete_succeeded`` (default: a failed job stays for inspection until a retry
+        replaces it), ``delete`` or ``keep``.""",
+        templated=True,
+        check=cleanup.check_on_finish_action,
+    )
+    reattach_on_restart: bool = option(
+        True,
+        """reattach to a live job of this task instance; if False it is deleted and submitted
+        again.""",
+    )
+
+
+@dataclass(frozen=True)
+class OperatorParts:
+    """Everything the operator knows, typed, once its options are rendered."""
+
+    connection: Connection
+    job: JobRequest
+    run: TrainingRun
+    report: WandbReport
+    resume: ResumePolicy
+    logs: LogFollow
+    limits: RunLimits
+    wait: OperatorWait
+
+    @classmethod
+    def of(cls, op: Any) -> OperatorParts:
+        report = build(WandbReport, op, log=op.log)
+        return cls(
+            connection=build(Connection, op),
+            job=build(JobRequest, op, owner=op.owner, log=op.log),
+            run=build(TrainingRun, op, report=report, log=op.log),
+            report=report,
+            resume=build(ResumePolicy, op, log=op.log),
+            logs=build(LogFollow, op),
+            limits=build(RunLimits, op),
+            wait=build(OperatorWait, op),
+        )
+
+
+#: The operator's options, part by part (the order of its docstring).
+OPTIONS = options_of(
+    JobRequest,
+    TrainingRun,
+    WandbReport,
+    ResumePolicy,
+    LogFollow,
+    RunLimits,
+    Connection,
+    OperatorWait,
+)

@@ -1,0 +1,324 @@
+"""What the operator's job is: the queue template, what fills it, and the policy it must meet.
+
+Rendering itself is the pure ``template`` package; this part holds the options and hands
+them to ``render_job`` (each option that ``render_job`` takes as it is names its keyword in
+its declaration) with the run's macros and env.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job import fit
+from airflow_volcano_wandb.job.fit_check import check_fit
+from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
+from airflow_volcano_wandb.parts.options import REQUIRED, option, render_kwargs
+from airflow_volcano_wandb.template import (
+    DEFAULT_ALLOWED_SCHEDULERS,
+    DEFAULT_SHM_SIZE,
+    RunEnv,
+    TemplateError,
+    render_job,
+)
+from airflow_volcano_wandb.wandb import wandb_run
+from airflow_volcano_wandb.wandb.wandb_env import container_env, macro_values
+from airflow_volcano_wandb.wandb.wandb_queue_ref import is_queue_ref
+
+DEFAULT_FINISHED_JOB_TTL = 7 * 24 * 3600
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRequest:
+    """The Volcano job a task renders: its placement, the run's overrides, the pod policy,
+    its shaping and its checkpoints.
+
+    Two template layers apply, in this order. First Airflow renders ``{{ }}`` Jinja in the
+    templated options when the task runs (``params``, ``ds``, XComs...). Then the queue
+    template's own ``${ }`` run macros are filled (``${image_uri}``, ``${run_id}``,
+    ``${run_name}``, ``${entity_name}``, ``${project_name}``, ``${author}`` and ``macros``),
+    structurally: a value never becomes YAML, so it cannot add fields.
+    """
+
+    # What the job is, and where it lands.
+    template: str | Mapping[str, Any] = option(
+        REQUIRED,
+        """the queue template: a path to ``.yaml``/``.yml``/``.json`` (resolved in
+        the DAG folder too), YAML or JSON text, a dict, a W&B queue config
+        (``{"resource_args": {"kubernetes": ...}}``), or ``wandb-queue://<entity>/<queue>`` to
+        read it from a W&B Launch queue.""",
+        templated=True,
+    )
+    image_uri: str | None = option(
+        None, "the training image, the ``${image_uri}`` macro.", templated=True
+    )
+    replicas: Mapping[str, int | str] | None = option(
+        None,
+        """replicas per task name, e.g. ``{"worker": 3}``; digit strings from the
+        Trigger form are accepted. Gang ``minAvailable`` follows (see docs/templates.md).""",
+        templated=True,
+        render=True,
+    )
+    macros: Mapping[str, Any] | None = option(
+        None, "further ``${name}`` values, or overrides of the built-ins.", templated=True
+    )
+    namespace: str | None = option(
+        None,
+        """where the job runs; else the template's ``metadata.namespace`` (only
+        for a template from the DAG: a W&B queue's must be in ``allowed_namespaces``), else
+        the connection's namespace, else ``default``.""",
+        templated=True,
+        render=True,
+    )
+    job_name: str | None = option(
+        None,
+        """the job's name; by default the template's (the seed's
+        ``wandb-job-${run_id}`` is deterministic per submission). A fixed name is reused by
+        every try: a retry replaces the job an earlier try of this task instance reported
+        (deleted, confirmed gone, then created again); a job of that name that belongs to
+        another task instance or deployment is never touched (the task fails naming it).""",
+        templated=True,
+        render="name",
+    )
+    volcano_queue: str | None = option(
+        None,
+        """the Volcano queue (``spec.queue``); by default the template's.
+        (``queue`` is Airflow's own: the executor queue the task runs in.)""",
+        templated=True,
+        render="queue",
+    )
+    # The run's overrides of the template.
+    env: Mapping[str, str] | None = option(
+        None,
+        "extra env for every container, merged by name (this wins).",
+        templated=True,
+        render=True,
+    )
+    container_resources: Mapping[str, Any] | None = option(
+        None,
+        """container resources per task name, e.g.
+        ``{"worker": {"limits": {"nvidia.com/gpu": 8}}}`` (``resources`` is taken by
+        Airflow).""",
+        templated=True,
+        render="resources",
+    )
+    command: Mapping[str, list[str]] | None = option(
+        None, "container command per task name.", templated=True, render=True
+    )
+    args: Mapping[str, list[str]] | None = option(
+        None, "container args per task name.", templated=True, render=True
+    )
+    pod_annotations: Mapping[str, str] | None = option(
+        None, "annotations for every pod template.", templated=True, render=True
+    )
+    service_account: str | None = option(
+        None,
+        """the pods' ``serviceAccountName``; a template may name another
+        only when it is in ``allowed_service_accounts``.""",
+        templated=True,
+        render=True,
+    )
+    # Its shaping.
+    add_master_policy: bool = option(
+        True,
+        """give the ``pytorch`` plugin's master task
+        ``TaskCompleted -> CompleteJob`` when the template lacks it.""",
+        render=True,
+    )
+    gang: str = option(
+        "all_ranks",
+        """``all_ranks`` (default): a PyTorch job's ``minAvailable`` is raised to its
+        world size, so no rank holds GPUs before every rank can run; ``template`` keeps the
+        template's value (elastic trainers).""",
+        render=True,
+    )
+    shm_size: str | None = option(
+        DEFAULT_SHM_SIZE,
+        """size of the memory-backed ``/dev/shm`` every container of the ``pytorch``
+        plugin's tasks gets (the runtime's 64 MiB default breaks DataLoader workers and
+        NCCL); ``None``: no volume. See docs/templates.md.""",
+        render=True,
+    )
+    max_replicas: int = option(1024, "the largest replica count accepted for a task.", render=True)
+    volcano_version: str | None = option(
+        None,
+        """the Volcano release the cluster runs (``v1.12.2``): the job names
+        only plugins it has (before v1.12.3, no ``hcclrank``, so no ``PET_NODE_RANK``).
+        ``None``: ``[volcano_wandb] volcano_version``, by default the release the provider is
+        tested with. See docs/templates.md.""",
+    )
+    finished_job_ttl: int | None = option(
+        DEFAULT_FINISHED_JOB_TTL,
+        """seconds a finished job may stay before Volcano deletes it
+        (``spec.ttlSecondsAfterFinished``, unless the template sets one); default 7 days, so
+        kept jobs and their Secrets do not pile up. ``None``: no limit.""",
+    )
+    # The policy it must meet.
+    pod_security: str = option(
+        "baseline",
+        """the Pod Security Standards level every pod must meet:
+        ``baseline`` (default), ``restricted`` or ``privileged`` (no check). See
+        docs/security.md.""",
+        render=True,
+    )
+    allowed_images: Sequence[str] | None = option(
+        None,
+        """fnmatch patterns every rendered image must match (for images
+        typed into the Trigger form); ``None`` allows any.""",
+        render=True,
+    )
+    allowed_namespaces: Sequence[str] | None = option(
+        None, "namespaces the job may land in; ``None`` allows any.", render=True
+    )
+    allowed_service_accounts: Sequence[str] | None = option(
+        None, "service accounts a template may name.", render=True
+    )
+    allowed_secrets: Sequence[str] | None = option(
+        None,
+        """Secrets a template (or ``env``) may name, by exact name, in env,
+        ``envFrom``, volumes or ``imagePullSecrets``; by default none but the run's own key
+        Secret (or ``wandb_api_key_secret``). A pod can read any Secret it names, whatever its
+        service account may do; see docs/security.md.""",
+        render=True,
+    )
+    allowed_schedulers: Sequence[str] | None = option(
+        DEFAULT_ALLOWED_SCHEDULERS,
+        """``schedulerName`` values the job and its pods may have; by
+        default only ``volcano`` (another scheduler escapes the gang and the queue's quota).
+        ``None`` allows any.""",
+        render=True,
+    )
+    allowed_queues: Sequence[str] | None = option(
+        None,
+        """Volcano queues the job may land in (``default`` when it names
+        none); ``None`` allows any.""",
+        render=True,
+    )
+    allowed_priority_classes: Sequence[str] | None = option(
+        None,
+        """``priorityClassName`` values the job and its pods may
+        have; ``None`` allows any.""",
+        render=True,
+    )
+    max_total_gpus: int | None = option(
+        None,
+        """the most GPUs the whole gang may ask for (replicas times each
+        pod's ``<vendor>/gpu`` limits, over every task): a cap on what a Trigger form's
+        replicas and GPUs per worker can add up to; refused before anything is submitted.
+        ``None``: no cap.""",
+        templated=True,
+        render=True,
+    )
+    fit_check: str = option(
+        "fail",
+        """before the job is created, compare its gang (every rank's GPUs, CPU and
+        memory requests) with its Volcano queue's ``capability``, ``deserved`` and
+        ``allocated`` and with the nodes' allocatable resources. ``fail`` (default): a job
+        that can never be placed (more than the queue's cap, a pod larger than every node, a
+        gang larger than all nodes together) fails at once with ``JobWontFitError``, nothing
+        submitted; ``warn``: that is only logged and the job is submitted (an autoscaled
+        cluster may yet add the nodes; a queue's cap stays a cap, so the job will pend until
+        ``pending_timeout``); ``off``: nothing is read. Either way a job that fits but not now
+        (its queue's capacity in use) is logged and waited for. Queues and nodes are
+        cluster-scoped: without the optional ClusterRole of docker/k8s/rbac-fit-check.yaml
+        the task log says once what was skipped. See docs/operator.md.""",
+        check=fit.check_mode,
+    )
+    # Its checkpoints.
+    checkpoint_volume: str | None = option(
+        None,
+        """the name of a PersistentVolumeClaim in the job's namespace
+        where the trainer keeps its checkpoints (docs/trainer.md, "Checkpoints"): mounted at
+        ``/checkpoints`` in every task's main container, with
+        ``AVW_CHECKPOINT_DIR=/checkpoints/<W&B run id>`` (one directory per run) and
+        ``AVW_RESUME_FROM=latest``, so a restarted pod continues from the newest complete
+        checkpoint of its run. Every rank must see the same files: a ``ReadWriteMany`` claim
+        for a job over several nodes. ``None`` (default): no checkpoints.""",
+        templated=True,
+        render=True,
+    )
+    checkpoint_artifact: bool = option(
+        False,
+        """keep the checkpoints in the run's W&B artifact,
+        ``checkpoint-<W&B run id>`` (``AVW_CHECKPOINT_ARTIFACT``; a version per save), for a
+        cluster with no ``ReadWriteMany`` volume: a resumed try downloads its newest version.
+        Without ``checkpoint_volume``, ``/checkpoints`` is each pod's own ``emptyDir``. Needs
+        an online W&B run (not ``wandb_mode`` ``offline`` or ``disabled``). Default False.""",
+        render=True,
+    )
+    checkpoint_grace: int | None = option(
+        None,
+        """seconds a deleted pod has to finish its step and save a
+        checkpoint before it is killed (every pod's ``terminationGracePeriodSeconds``);
+        ``None``: the template's, else Kubernetes' 30.""",
+        render=True,
+    )
+    #: The DAG's owner: the ``${author}`` macro.
+    owner: str = ""
+    log: Any = None
+
+    def render(
+        self,
+        spec: wandb_run.WandbRunSpec,
+        wandb_hook: WandbHook,
+        *,
+        labels: Mapping[str, str],
+        annotations: Mapping[str, str],
+        default_namespace: Callable[[], str | None],
+        name: str | None = None,
+    ) -> dict[str, Any]:
+        """The Volcano Job for the run ``spec``; any bad input fails here, before submission.
+
+        :param name: the job's name, over ``job_name`` and the template's.
+        """
+        macros = {**macro_values(spec, author=self.owner), **(self.macros or {})}
+        if self.image_uri is not None:
+            macros["image_uri"] = self.image_uri
+        # A template from the DAG is its author's, like namespace=; a W&B queue's is edited by
+        # people outside the Airflow team, so its namespace must be allow-listed.
+        from_queue = is_queue_ref(self.template)
+        if self.checkpoint_artifact and spec.mode in ("offline", "disabled"):
+            raise AirflowException(
+                f"checkpoint_artifact needs an online W&B run to keep the checkpoints in, but "
+                f"wandb_mode is {spec.mode!r}. Nothing was submitted."
+            )
+        try:
+            template = wandb_hook.get_template(self.template) if from_queue else self.template
+            body = render_job(
+                template,
+                macros=macros,
+                **{**render_kwargs(self), **({"name": name} if name else {})},
+                labels=labels,
+                annotations=annotations,
+                template_namespace_allowed=not from_queue,
+                volcano_version=self.volcano_version or configured_volcano_version(),
+                run_env=RunEnv(
+                    master=container_env(spec, is_master_task=True),
+                    others=container_env(spec, is_master_task=False),
+                ),
+            )
+        except (TemplateError, ValueError) as exc:
+            raise AirflowException(f"Template error, nothing was submitted: {exc}") from exc
+        if not body["metadata"].get("namespace"):
+            body["metadata"]["namespace"] = default_namespace() or "default"
+        if self.finished_job_ttl is not None:
+            body["spec"].setdefault("ttlSecondsAfterFinished", int(self.finished_job_ttl))
+        return body
+
+    def fit_checked(self, body: Mapping[str, Any]) -> Callable[[VolcanoHook], None]:
+        """Judge once, with the submission's hook, whether ``body`` fits (``fit_check``). The
+        submission calls it right before a create, so a reattached job is never judged (the
+        queue's ``allocated`` would count the job itself)."""
+        judged = False
+
+        def check(hook: VolcanoHook) -> None:
+            nonlocal judged
+            if not judged:
+                check_fit(hook, body, self.fit_check, self.log)
+                judged = True
+
+        return check

@@ -1,0 +1,85 @@
+"""How often a job's containers may restart in place, and how long its master may stay
+silent, before the task gives up on it; and a limit's seconds as a template renders them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.parts.options import option
+from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+
+
+def _check_budget(budget: Any) -> None:
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)):
+        raise TypeError(f"max_container_restarts must be an int or None, not {budget!r}")
+    if budget is not None and budget < 0:
+        raise ValueError(f"max_container_restarts must be 0 or more, not {budget}")
+
+
+def _check_stall(seconds: Any) -> None:
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)):
+        raise TypeError(f"stall_timeout must be seconds or None, not {seconds!r}")
+    if seconds is not None and not seconds > 0:
+        raise ValueError(f"stall_timeout must be more than 0 seconds, not {seconds}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunLimits:
+    """The restart budget (``wait/restart_budget.py``) and the stall timeout
+    (``wait/stall.py``) of the operator and the sensor: the limits on a job that runs without
+    training.
+
+    Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
+    trainer inside its pod and the Volcano job stays ``Running``: without a budget, a trainer
+    that crashes at every start holds its GPUs until ``execution_timeout``. While the job
+    runs, the wait also reads its pods (one LIST per wake) and counts their containers'
+    restarts as Kubernetes Jobs and Kubeflow's ``runPolicy.backoffLimit`` do.
+    """
+
+    max_container_restarts: int | None = option(
+        DEFAULT_MAX_CONTAINER_RESTARTS,
+        """past this many restarts (every container of every live pod, over all ranks) the
+        task fails with ``TrainerCrashLoopError`` (naming the rank, the container and its last
+        exit code and reason; the log of the container before its restart is in the task log)
+        and the job is deleted, once a fresh read of the job and its pods confirms it. ``0``:
+        the first restart fails the task; ``None``: restarts are not counted. The default, 3,
+        fails a rank that crashes at every start within minutes (the kubelet waits 10 s, 20 s,
+        40 s, 80 s between its restarts) and lets a small gang recover from one crash of each
+        rank.""",
+        check=_check_budget,
+    )
+    stall_timeout: float | None = option(
+        None,
+        """seconds a running job's master (rank 0, its first container) may print no log
+        line: past them the task fails with ``TrainingStalledError`` (its message ends with
+        every rank's last log lines) and the job is deleted, once a fresh read of the job
+        (still ``Running``) and a second probe of the master's log confirm it. The wait probes
+        at most every ``stall_timeout / 4`` (one pod LIST and one ``sinceSeconds`` log read of
+        one byte). When the W&B run is online and ``wandb_conn_id`` has a key and a project, a
+        silent master's run is asked too (its summary's ``_step`` and ``_timestamp``, under a
+        deadline): a step logged within ``stall_timeout`` is progress (a trainer that logs only
+        to W&B), an older one is named in the error; when W&B cannot say, the log alone
+        judges. Set it well above the trainer's longest quiet stretch (checkpointing,
+        evaluation, a first data load). ``None`` (default): off.""",
+        check=_check_stall,
+    )
+
+    def trigger_kwargs(self) -> dict[str, Any]:
+        """The two limits, as the trigger (``WaitSpec``) and ``WaitTarget`` take them."""
+        return {
+            "max_container_restarts": self.max_container_restarts,
+            "stall_timeout": self.stall_timeout,
+        }
+
+
+def templated_seconds(value: float | str | None, name: str) -> float | None:
+    """A templated duration (the Trigger form sends text) as seconds; ``name`` is the
+    parameter, named when the value is no number."""
+    if value is None or value == "":
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise AirflowException(f"{name} must be in seconds, not {value!r}") from None

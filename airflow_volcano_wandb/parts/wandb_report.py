@@ -1,0 +1,160 @@
+"""What a task that waited on a job reports to its W&B run: the summary metrics it reads back
+and the link back to the task. A part of both the operator and ``VolcanoJobSensor``, so the
+sensor's wait reports what the operator's own wait reports."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from airflow.sdk import Context
+
+from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.parts.options import option
+from airflow_volcano_wandb.wandb import wandb_backlink, wandb_run, wandb_urls
+
+#: The XComs a task that waited on a job pushes about its W&B run (also the keys of ``run``).
+XCOM_RUN_ID = "wandb_run_id"
+XCOM_RUN_URL = "wandb_run_url"
+XCOM_SUMMARY = "wandb_summary"
+RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)
+
+#: W&B calls made after the task's outcome is known must not hold the worker for long: each
+#: HTTP request gets BEST_EFFORT_TIMEOUT seconds, each read or write, retries included,
+#: BEST_EFFORT_DEADLINE.
+BEST_EFFORT_TIMEOUT = 30
+BEST_EFFORT_DEADLINE = 60
+
+
+@dataclass(frozen=True, kw_only=True)
+class WandbReport:
+    """The W&B connection and project a task reports to (see the module's docstring)."""
+
+    wandb_conn_id: str | None = option(
+        "wandb_default", "the ``wandb`` connection (API key, base URL, entity, project)."
+    )
+    wandb_entity: str | None = option(
+        None, "W&B entity; else the connection's ``entity`` extra.", templated=True
+    )
+    wandb_project: str | None = option(
+        None, "W&B project; else the connection's ``project`` extra.", templated=True
+    )
+    wandb_mode: str | None = option(
+        None, "``online``, ``offline`` or ``disabled`` for the run's owner.", templated=True
+    )
+    wandb_summary_keys: Sequence[str] | None = option(
+        None,
+        """summary metrics to read from W&B after success and push to XCom ``wandb_summary``
+        (best-effort: a missing summary is a warning and ``{}``).""",
+    )
+    log: Any = None
+
+    @property
+    def online(self) -> bool:
+        """Whether the run may be asked (a mode of ``None`` is the SDK's default, online)."""
+        return self.wandb_mode not in ("offline", "disabled")
+
+    def hook(self) -> WandbHook:
+        return WandbHook(wandb_conn_id=self.wandb_conn_id)
+
+    def best_effort_hook(self) -> WandbHook:
+        """The hook for what is read or written after the job: bounded in wall time."""
+        return WandbHook(
+            wandb_conn_id=self.wandb_conn_id,
+            timeout=BEST_EFFORT_TIMEOUT,
+            deadline=BEST_EFFORT_DEADLINE,
+        )
+
+    def where(self, hook: WandbHook) -> tuple[str | None, str | None]:
+        """The entity and project: these options', else ``hook``'s connection's."""
+        return self.wandb_entity or hook.entity, self.wandb_project or hook.project
+
+    def progress_kwargs(
+        self, run_id: str | None, stall_timeout: float | None, hook: WandbHook | None = None
+    ) -> dict[str, Any]:
+        """The W&B run a stall probe asks for its last step before failing a silent master
+        (``WaitSpec.wandb_run``): only with a ``stall_timeout``, for an online run with a
+        project, of a connection with a key (``hook``'s, when loaded already). Its id, never
+        its key."""
+        if stall_timeout is None or not run_id or not self.wandb_conn_id or not self.online:
+            return {}
+        hook = hook or self.hook()
+        entity, project = self.where(hook)
+        if not hook.api_key or not project:
+            return {}
+        return {
+            "wandb_conn_id": self.wandb_conn_id,
+            "wandb_run_id": run_id,
+            "wandb_entity": entity,
+            "wandb_project": project,
+        }
+
+    def run_of(self, run_id: str, ti: Any) -> dict[str, Any]:
+        """The ``run`` of ``run_id`` (id and URL), pushed to XCom for the "W&B Run" button."""
+        hook = self.best_effort_hook()
+        entity, project = self.where(hook)
+        url = (
+            wandb_urls.run_url(hook.base_url, entity, project, run_id)
+            if entity and project
+            else None
+        )
+        run = {XCOM_RUN_ID: run_id, XCOM_RUN_URL: url}
+        for key, value in run.items():
+            ti.xcom_push(key=key, value=value)
+        return run
+
+    def push_summary(self, ti: Any, run: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The summary metrics asked for, read and pushed to XCom; None when none are."""
+        if not self.wandb_summary_keys:
+            return None
+        summary = self._read_summary(run)
+        ti.xcom_push(key=XCOM_SUMMARY, value=summary)
+        return summary
+
+    def _read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
+        """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""
+        if not self.online:
+            self.log.warning("W&B mode is %s: no summary to read back", self.wandb_mode)
+            return {}
+        try:
+            return self.best_effort_hook().get_run_summary(
+                run[XCOM_RUN_ID],
+                entity=self.wandb_entity,
+                project=self.wandb_project,
+                keys=list(self.wandb_summary_keys or ()),
+            )
+        except Exception as exc:
+            self.log.warning("Could not read the W&B run's summary (%s); pushing {}", exc)
+            return {}
+
+    def link_back(self, context: Context, run: Mapping[str, Any], outcome: str) -> None:
+        """Write this task and its outcome into the W&B run; never fails the task."""
+        hook = self.best_effort_hook()
+        entity, project = self.where(hook)
+        wandb_backlink.link_back(
+            hook,
+            run_context(context),
+            outcome,
+            run_id=run[XCOM_RUN_ID],
+            entity=entity,
+            project=project,
+            mode=self.wandb_mode,
+            has_key=bool(hook.api_key),
+            log=self.log,
+            resumed={key: run.get(key) for key in wandb_backlink.RESUME_KEYS},
+        )
+
+
+def run_context(context: Context) -> wandb_run.AirflowRunContext:
+    """The task instance, as the W&B run is told about it."""
+    ti, logical_date = context["ti"], getattr(context.get("dag_run"), "logical_date", None)
+    return wandb_run.AirflowRunContext(
+        dag_id=ti.dag_id,
+        dag_run_id=ti.run_id,
+        task_id=ti.task_id,
+        try_number=ti.try_number,
+        logical_date=logical_date.isoformat() if logical_date else None,
+        task_url=getattr(ti, "log_url", None),
+        map_index=ti.map_index,
+    )
