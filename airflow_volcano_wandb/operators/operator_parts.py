@@ -8,20 +8,23 @@ signature, ``:param:`` lines and ``template_fields`` are read off the parts' dec
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from airflow.configuration import conf
 
 from airflow_volcano_wandb.parts.connection import Connection
 from airflow_volcano_wandb.parts.job_request import JobRequest
-from airflow_volcano_wandb.parts.limits import RunLimits
+from airflow_volcano_wandb.parts.limits import RunLimits, templated_seconds
 from airflow_volcano_wandb.parts.log_follow import LogFollow
 from airflow_volcano_wandb.parts.options import build, option, options_of
 from airflow_volcano_wandb.parts.resumption import ResumePolicy
 from airflow_volcano_wandb.parts.training_run import TrainingRun
 from airflow_volcano_wandb.parts.wandb_report import WandbReport
-from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE
+from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 
@@ -92,6 +95,35 @@ class OperatorParts:
             logs=build(LogFollow, op),
             limits=build(RunLimits, op),
             wait=build(OperatorWait, op),
+        )
+
+    def trigger(
+        self,
+        job: Mapping[str, str],
+        try_number: int | None,
+        execution_timeout: timedelta | None,
+        masked: Sequence[str | None],
+        deferred: bool,
+        wandb_run: Mapping[str, Any] | None = None,
+    ) -> VolcanoJobTrigger:
+        """The wait on ``job``, ``deferred`` or in the task's process, masking ``masked``
+        in the followed log, asking ``wandb_run`` on a stall; it ends by ``execution_timeout``."""
+        deadline = time.time() + execution_timeout.total_seconds() if execution_timeout else None
+        follow = self.logs.follow_master_log or not deferred  # the sync wait always follows
+        return VolcanoJobTrigger(
+            job_name=job["name"],
+            namespace=job["namespace"],
+            job_uid=job["uid"],
+            **self.connection.kwargs(),
+            pending_timeout=templated_seconds(self.wait.pending_timeout, "pending_timeout"),
+            deadline=deadline,
+            poll_interval=self.wait.poll_interval,
+            watch_failure_grace=self.wait.watch_failure_grace,
+            try_number=try_number,
+            **self.logs.trigger_kwargs(masked, follow=follow),
+            deferred_at=time.time() if deferred else None,
+            **self.limits.trigger_kwargs(),
+            **(wandb_run or {}),
         )
 
 

@@ -6,7 +6,6 @@ A thin Airflow shell: its options are its parts' (``operator_parts.py``), and ``
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -26,7 +25,7 @@ from airflow_volcano_wandb.operators.sync_wait import wait_in_process
 from airflow_volcano_wandb.parts import options
 from airflow_volcano_wandb.parts.assets import annotate_outlet_events
 from airflow_volcano_wandb.parts.connection import Connection
-from airflow_volcano_wandb.parts.limits import templated_seconds
+from airflow_volcano_wandb.parts.job_request import template_text
 from airflow_volcano_wandb.parts.training_run import pulled_run, run_lineage
 from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_ID, XCOM_RUN_URL, WandbReport
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
@@ -53,7 +52,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
 
     template_fields: Sequence[str] = options.templated(OPTIONS)
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
-    template_fields_renderers = {"template": "yaml", "macros": "json", "replicas": "json"}
+    template_fields_renderers = options.renderers(OPTIONS)
     operator_extra_links = (WandbRunLink(),)
     ui_color = "#ffd166"
 
@@ -71,6 +70,12 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         self._summary: dict[str, Any] | None = None
 
     __init__.__signature__ = options.signature(OPTIONS)  # type: ignore[attr-defined]
+
+    def _do_render_template_fields(self, parent, template_fields, context, jinja_env, seen_oids):
+        if parent is self and self.template_variable_schemas is not None:
+            template_fields = [name for name in template_fields if name != "template"]
+            self.template = template_text(self.template, self.template_ext, jinja_env)
+        super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
 
     @cached_property
     def hook(self) -> VolcanoHook:
@@ -161,24 +166,8 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     ) -> VolcanoJobTrigger:
         """The wait, ``deferred`` or here, masking ``masked``, asking ``wandb_run`` on a stall."""
         assert self._job is not None
-        timeout = self.execution_timeout
-        deadline = time.time() + timeout.total_seconds() if timeout is not None else None
-        follow = parts.logs.follow_master_log or not deferred  # the sync wait always follows
-        return VolcanoJobTrigger(
-            job_name=self._job["name"],
-            namespace=self._job["namespace"],
-            job_uid=self._job["uid"],
-            **parts.connection.kwargs(),
-            pending_timeout=templated_seconds(parts.wait.pending_timeout, "pending_timeout"),
-            deadline=deadline,
-            poll_interval=parts.wait.poll_interval,
-            watch_failure_grace=parts.wait.watch_failure_grace,
-            try_number=self._try_number,
-            **parts.logs.trigger_kwargs(masked, follow=follow),
-            deferred_at=time.time() if deferred else None,
-            **parts.limits.trigger_kwargs(),
-            **(wandb_run or {}),
-        )
+        timeout, try_number = self.execution_timeout, self._try_number
+        return parts.trigger(self._job, try_number, timeout, masked, deferred, wandb_run)
 
     def _report(
         self, parts: OperatorParts, context: Context, result: WaitResult, run: Mapping[str, Any]

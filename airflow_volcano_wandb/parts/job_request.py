@@ -16,6 +16,7 @@ from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import fit
 from airflow_volcano_wandb.job.fit_check import check_fit
+from airflow_volcano_wandb.job.queue_template import template_and_schemas
 from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
 from airflow_volcano_wandb.parts.options import REQUIRED, option, render_kwargs
 from airflow_volcano_wandb.template import (
@@ -52,6 +53,7 @@ class JobRequest:
         (``{"resource_args": {"kubernetes": ...}}``), or ``wandb-queue://<entity>/<queue>`` to
         read it from a W&B Launch queue.""",
         templated=True,
+        renderer="yaml",
     )
     image_uri: str | None = option(
         None, "the training image, the ``${image_uri}`` macro.", templated=True
@@ -61,10 +63,41 @@ class JobRequest:
         """replicas per task name, e.g. ``{"worker": 3}``; digit strings from the
         Trigger form are accepted. Gang ``minAvailable`` follows (see docs/templates.md).""",
         templated=True,
+        renderer="json",
         render=True,
     )
     macros: Mapping[str, Any] | None = option(
-        None, "further ``${name}`` values, or overrides of the built-ins.", templated=True
+        None,
+        "further ``${name}`` values, or overrides of the built-ins.",
+        templated=True,
+        renderer="json",
+    )
+    template_variables: Mapping[str, Any] | None = option(
+        None,
+        """values of the template's W&B Launch template variables, ``{{name}}``,
+        checked against their schemas (type, minimum, maximum, enum) before anything is
+        submitted; a variable left out takes its schema's default. See docs/templates.md.""",
+        templated=True,
+        renderer="json",
+        render=True,
+    )
+    template_variable_schemas: Sequence[Mapping[str, Any] | str] | None = option(
+        None,
+        """the guardrails of ``template_variables``, as
+        ``wandb.Api().run_queue(...).template_variables`` returns them (``[{"name",
+        "schema"}]``, each schema a dict or JSON text). A ``wandb-queue://`` template's come
+        from its queue and may not be given here. With schemas, Airflow's Jinja leaves the
+        template itself alone, so its ``{{name}}`` reach W&B's rules. Not templated: nothing
+        a run supplies can widen them.""",
+    )
+    run_config: Mapping[str, Any] | None = option(
+        None,
+        """the W&B run's config (hyper-parameters), handed to every rank's
+        ``wandb.config`` through the SDK's Launch env (``WANDB_LAUNCH``, ``WANDB_CONFIG``, in
+        slices when long), as a Launch agent does: a Launch job's code reads it unchanged.""",
+        templated=True,
+        renderer="json",
+        render=True,
     )
     namespace: str | None = option(
         None,
@@ -287,10 +320,13 @@ class JobRequest:
                 f"wandb_mode is {spec.mode!r}. Nothing was submitted."
             )
         try:
-            template = wandb_hook.get_template(self.template) if from_queue else self.template
+            template, schemas = template_and_schemas(
+                self.template, self.template_variable_schemas, wandb_hook
+            )
             body = render_job(
                 template,
                 macros=macros,
+                template_variable_schemas=schemas,
                 **{**render_kwargs(self), **({"name": name} if name else {})},
                 labels=labels,
                 annotations=annotations,
@@ -322,3 +358,14 @@ class JobRequest:
                 judged = True
 
         return check
+
+
+def template_text(template: Any, template_ext: Sequence[str], jinja_env: Any) -> Any:
+    """``template`` as written, not rendered by Jinja: the file's text when it names one.
+
+    A template with W&B Launch template variables keeps its ``{{name}}`` for
+    ``render_job``, which fills them under their schemas; Jinja would otherwise consume them.
+    """
+    if isinstance(template, str) and template.endswith(tuple(template_ext)):
+        return jinja_env.loader.get_source(jinja_env, template)[0]
+    return template

@@ -39,6 +39,8 @@ class Option:
     #: Refuses a bad value with ``ValueError``/``TypeError`` (a Jinja string is checked once
     #: rendered, when its part is built).
     check: Callable[[Any], Any] | None = None
+    #: How the Airflow UI shows the rendered value ("json", "yaml"), for a templated option.
+    renderer: str | None = None
 
     def checked(self, value: Any) -> Any:
         if self.check is not None and not (self.templated and is_jinja(value)):
@@ -53,10 +55,17 @@ def option(
     templated: bool = False,
     render: str | bool = False,
     check: Callable[[Any], Any] | None = None,
+    renderer: str | None = None,
 ) -> Any:
     """Declare the field of a part as an option (``render=True``: ``render_job`` takes it by
-    the same name; a string: by that name)."""
-    meta = {"doc": doc, "templated": templated, "render": render, "check": check}
+    the same name; a string: by that name; ``renderer``: how the UI shows it rendered)."""
+    meta = {
+        "doc": doc,
+        "templated": templated,
+        "render": render,
+        "check": check,
+        "renderer": renderer,
+    }
     if default is REQUIRED:
         return dataclasses.field(metadata={"option": meta})
     return dataclasses.field(default=default, metadata={"option": meta})
@@ -81,6 +90,7 @@ def options_of(*parts: type) -> tuple[Option, ...]:
                     meta["templated"],
                     render,
                     meta["check"],
+                    meta["renderer"],
                 )
             )
     return tuple(declared)
@@ -125,6 +135,11 @@ def param_docs(options: Iterable[Option], indent: str = "") -> str:
 
 def templated(options: Iterable[Option]) -> tuple[str, ...]:
     return tuple(o.name for o in options if o.templated)
+
+
+def renderers(options: Iterable[Option]) -> dict[str, str]:
+    """A shell's ``template_fields_renderers``: each templated option that names one."""
+    return {o.name: o.renderer for o in options if o.templated and o.renderer}
 
 
 def take(options: Iterable[Option], kwargs: dict[str, Any]) -> dict[str, Any]:

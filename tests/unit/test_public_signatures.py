@@ -16,6 +16,10 @@ from airflow_volcano_wandb.template import render_job
 REQUIRED = "<required>"
 
 OPERATOR = {
+    # W&B Launch parity (#34): the queue's template variables and the run config.
+    "template_variables": None,
+    "template_variable_schemas": None,
+    "run_config": None,
     "add_master_policy": True,
     "allowed_images": None,
     "allowed_namespaces": None,
@@ -80,6 +84,8 @@ OPERATOR = {
     "watch_failure_grace": 600.0,
 }
 OPERATOR_TEMPLATE_FIELDS = {
+    "template_variables",
+    "run_config",
     "template",
     "image_uri",
     "replicas",
@@ -110,7 +116,13 @@ OPERATOR_TEMPLATE_FIELDS = {
     "on_finish_action",
 }
 OPERATOR_TEMPLATE_EXT = (".yaml", ".yml", ".json")
-OPERATOR_RENDERERS = {"template": "yaml", "macros": "json", "replicas": "json"}
+OPERATOR_RENDERERS = {
+    "template": "yaml",
+    "macros": "json",
+    "replicas": "json",
+    "template_variables": "json",
+    "run_config": "json",
+}
 
 SENSOR = {
     "cluster_context": None,
@@ -149,6 +161,9 @@ SENSOR_TEMPLATE_FIELDS = {
 }
 
 RENDER_JOB = {
+    "template_variables": None,
+    "template_variable_schemas": None,
+    "run_config": None,
     "template": REQUIRED,
     "macros": REQUIRED,
     "replicas": None,
