@@ -85,7 +85,7 @@ with DAG(
         # Each point's try, its wait for a place in the queue included (pending_timeout).
         execution_timeout=timedelta(hours=2),
         max_active_tis_per_dagrun=MAX_PARALLEL,
-    ).expand_kwargs(sweep.expand_kwargs(POINTS))
+    ).expand_kwargs(sweep.expand_kwargs(POINTS, to="run_config"))
 
     # all_done: a point that failed is passed over, it does not stop the others' promotion.
     @task(trigger_rule="all_done", outlets=[MODEL])

@@ -35,7 +35,7 @@ from airflow_volcano_wandb.testing.recorder import Recorder
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "volcano_pytorch_manual"
-TEMPLATE = "templates/volcano-pytorch-queue-template.yaml"
+TEMPLATE = "templates/volcano-pytorch-manual.yaml"
 JOB_LABEL = "volcano.sh/job-name"
 TASK_LABEL = "volcano.sh/task-spec"
 

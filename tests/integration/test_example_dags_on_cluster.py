@@ -160,8 +160,9 @@ def test_sweep_dag_one_job_and_run_per_point_in_one_group_best_offered_against_w
     assert {e["WANDB_SWEEP_ID"] for e in env.values()} == {"swp0abc1"}
     for index, point in enumerate(grid):  # each run's hyperparameters and map index
         assert env[index]["AIRFLOW_CTX_MAP_INDEX"] == str(index)
-        assert env[index]["TRAIN_LR"] == json.dumps(point["lr"])
-        assert env[index]["TRAIN_HIDDEN_SIZE"] == str(point["hidden_size"])
+        # The point is the run's config, as W&B Launch hands it to wandb.config.
+        assert env[index]["WANDB_LAUNCH"] == "True"
+        assert json.loads(env[index]["WANDB_CONFIG"]) == point
     # Every run's summary read back (the link-back may read a run again before writing it).
     asked = [r.variables.get("name") for r in standin.requests if r.operation == "Run"]
     assert set(asked) == run_ids
