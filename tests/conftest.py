@@ -27,7 +27,9 @@ os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
 # large) on a loaded 2-core machine, not about the DAGs: CI must not fail on machine noise.
 os.environ["AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT"] = "180"
 os.environ["AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP"] = "airflow_volcano_wandb.*"
-os.environ.setdefault("WANDB_MODE", "offline")
+# No WANDB_MODE here: the Airflow process's WANDB_MODE is every task's default wandb_mode
+# (wandb_run.effective_mode), so a test that wants offline says so.
+os.environ.pop("WANDB_MODE", None)
 # `dag.test()` and `airflow dags test` run the trigger in their own process: Airflow's
 # defer-exit race, which the settle time guards against, needs a scheduler. Stacks with a real
 # scheduler (tests/e2e/airflow_stack.py) do not inherit this and keep the default.

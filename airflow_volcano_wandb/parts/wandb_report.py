@@ -4,6 +4,7 @@ sensor's wait reports what the operator's own wait reports."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,6 +50,11 @@ class WandbReport:
         (best-effort: a missing summary is a warning and ``{}``).""",
     )
     log: Any = None
+
+    def __post_init__(self) -> None:
+        # One meaning of offline: the Airflow process's WANDB_MODE is every task's default.
+        mode = wandb_run.effective_mode(self.wandb_mode, os.environ)
+        object.__setattr__(self, "wandb_mode", mode)
 
     @property
     def online(self) -> bool:

@@ -76,3 +76,19 @@ def test_doctor_judges_the_key_by_the_same_rule():
     offline = effective_mode(None, {"WANDB_MODE": "offline"}) in ("offline", "disabled")
     result = doctor.check_wandb("wandb_default", False, False, offline)
     assert result.status == OK and "WANDB_MODE is offline" in result.detail
+
+
+def test_the_operator_and_the_sensor_take_the_airflow_processs_wandb_mode(monkeypatch):
+    from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+    from airflow_volcano_wandb.parts import options
+    from airflow_volcano_wandb.parts.wandb_report import WandbReport
+    from airflow_volcano_wandb.sensors import VolcanoJobSensor
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
+    sensor = VolcanoJobSensor(task_id="s", job_name="j")
+    for task in (op, sensor):
+        report = options.build(WandbReport, task)
+        assert (report.wandb_mode, report.online) == ("offline", False)
+    chosen = VolcanoPyTorchJobOperator(task_id="o", template="seed.yaml", wandb_mode="online")
+    assert options.build(WandbReport, chosen).wandb_mode == "online"  # the DAG's word wins
