@@ -34,6 +34,8 @@ MAP_INDEX_LABEL = f"{DOMAIN}/map-index"
 MANAGED_SELECTOR = f"{MANAGED_BY_LABEL}={MANAGED_BY}"
 DEPLOYMENT_LABEL = f"{DOMAIN}/deployment"
 WANDB_RUN_LABEL = f"{DOMAIN}/wandb-run-id"
+#: On every pod: the try that submitted the pod's job (a reattaching try keeps its pods).
+POD_TRY_LABEL = f"{DOMAIN}/try-number"
 #: The intent a job was submitted for (see :func:`next_intent`).
 INTENT_LABEL = f"{DOMAIN}/intent"
 #: The try that owns the wait on the job now: its submitter, or the newest try that adopted it.
@@ -85,6 +87,16 @@ class TaskInstanceIdentity:
         """
         run = {WANDB_RUN_LABEL: wandb_run_id} if is_label_value(wandb_run_id) else {}
         return {**self.labels(), **run, INTENT_LABEL: str(intent)}
+
+    def pod_labels(self, try_number: int) -> dict[str, str]:
+        """The labels of every pod of this identity's job, submitted by ``try_number``.
+
+        Volcano copies only a few of a job's labels to its pods, so the pod templates carry
+        them: ``kubectl get pods -l``, cost allocation (OpenCost, Kubecost) and log tools
+        attribute each pod to its Airflow task instance and try, as ``KubernetesPodOperator``'s
+        pods are labelled.
+        """
+        return {**self.labels(), POD_TRY_LABEL: str(try_number)}
 
     def annotations(self, try_number: int | None = None) -> dict[str, str]:
         annotations = {IDENTITY_ANNOTATION: self.key}

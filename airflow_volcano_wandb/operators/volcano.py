@@ -95,7 +95,11 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         def render(intent: int) -> tuple[Any, dict[str, Any]]:
             spec = parts.run.spec(context, identity, wandb_hook, intent, resumed)
             labels = identity.job_labels(intent, spec.run_id)
-            put = {"annotations": identity.annotations(ti.try_number), "labels": labels}
+            put = {
+                "annotations": identity.annotations(ti.try_number),
+                "labels": labels,
+                "pod_labels": identity.pod_labels(ti.try_number),
+            }
             namespace = self.hook.get_namespace
             body = parts.job.render(spec, wandb_hook, default_namespace=namespace, **put)
             if (name := parts.resume.resumed_job_name(resumed, body, intent)) is None:

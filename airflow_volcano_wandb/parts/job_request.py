@@ -301,6 +301,7 @@ class JobRequest:
         *,
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
+        pod_labels: Mapping[str, str],
         default_namespace: Callable[[], str | None],
         name: str | None = None,
     ) -> dict[str, Any]:
@@ -330,6 +331,7 @@ class JobRequest:
                 **{**render_kwargs(self), **({"name": name} if name else {})},
                 labels=labels,
                 annotations=annotations,
+                pod_labels=pod_labels,
                 template_namespace_allowed=not from_queue,
                 volcano_version=self.volcano_version or configured_volcano_version(),
                 run_env=RunEnv(

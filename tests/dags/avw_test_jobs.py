@@ -77,6 +77,9 @@ with _dag("avw_test_pending_deferrable") as pending_deferrable_dag:
 with _dag("avw_test_keep") as keep_dag:
     _operator(deferrable=False, on_finish_action="keep")
 
+with _dag("avw_test_submit_only") as submit_only_dag:
+    _operator(wait_for_completion=False)
+
 with _dag("avw_test_submit_then_sense") as submit_then_sense_dag:
     submit = _operator(wait_for_completion=False)
     sense = VolcanoJobSensor(

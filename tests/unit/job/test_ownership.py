@@ -114,3 +114,18 @@ def test_only_an_earlier_tries_reported_job_of_this_very_task_instance_is_replac
     forged = reported(mine)
     forged["metadata"]["annotations"][IDENTITY_ANNOTATION] = other.key
     assert not replaceable_past(forged, mine, try_number=2)
+
+
+def test_every_pod_names_its_task_instance_and_try_in_label_safe_values():
+    from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
+    from airflow_volcano_wandb.template.naming import is_label_value
+
+    identity = TaskInstanceIdentity("dag", "train", "manual__2026-12-03T11:34:58+00:00", 2)
+    labels = identity.pod_labels(3)
+    assert labels["app.kubernetes.io/managed-by"] == "airflow-volcano-wandb"
+    assert labels["airflow-volcano-wandb.io/dag-id"] == "dag"
+    assert labels["airflow-volcano-wandb.io/task-id"] == "train"
+    assert labels["airflow-volcano-wandb.io/map-index"] == "2"
+    assert labels["airflow-volcano-wandb.io/try-number"] == "3"
+    assert labels["airflow-volcano-wandb.io/task-instance"] == identity.digest
+    assert all(is_label_value(value) for value in labels.values())  # the run id made safe

@@ -55,7 +55,9 @@ def render(template: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     hook: Any = KeyedWandbHook()
     parts = OperatorParts.of(op)
     spec = parts.run.spec(context_for(StubTaskInstance("d", "train", "r")), IDENTITY, hook, 1)
-    return parts.job.render(spec, hook, labels={}, annotations={}, default_namespace=lambda: None)
+    return parts.job.render(
+        spec, hook, labels={}, annotations={}, pod_labels={}, default_namespace=lambda: None
+    )
 
 
 def mounting(secret: str) -> dict[str, Any]:
