@@ -9,13 +9,16 @@ signature, ``:param:`` lines and ``template_fields`` are read off the parts' dec
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
 from airflow.configuration import conf
 
+from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.job.resume import Resumption
 from airflow_volcano_wandb.parts.connection import Connection
 from airflow_volcano_wandb.parts.job_request import JobRequest
 from airflow_volcano_wandb.parts.limits import RunLimits, templated_seconds
@@ -27,6 +30,7 @@ from airflow_volcano_wandb.parts.wandb_report import WandbReport
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
+from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -96,6 +100,30 @@ class OperatorParts:
             limits=build(RunLimits, op),
             wait=build(OperatorWait, op),
         )
+
+    def render(
+        self,
+        context: Any,
+        identity: TaskInstanceIdentity,
+        wandb_hook: WandbHook,
+        intent: int,
+        resumed: Resumption | None,
+        default_namespace: Callable[[], str | None],
+    ) -> tuple[WandbRunSpec, dict[str, Any]]:
+        """The W&B run and the Volcano Job of ``intent`` for the task instance of
+        ``context``: its labels name the task instance, its pods' the try too."""
+        try_number = context["ti"].try_number
+        spec = self.run.spec(context, identity, wandb_hook, intent, resumed)
+        put = {
+            "annotations": identity.annotations(try_number),
+            "labels": identity.job_labels(intent, spec.run_id),
+            "pod_labels": identity.pod_labels(try_number),
+            "default_namespace": default_namespace,
+        }
+        body = self.job.render(spec, wandb_hook, **put)
+        if (name := self.resume.resumed_job_name(resumed, body, intent)) is None:
+            return spec, body
+        return spec, self.job.render(spec, wandb_hook, name=name, **put)
 
     def trigger(
         self,

@@ -20,6 +20,7 @@ from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.links.wandb import WandbRunLink
+from airflow_volcano_wandb.operators import preview
 from airflow_volcano_wandb.operators.operator_parts import OPTIONS, OperatorParts
 from airflow_volcano_wandb.operators.sync_wait import wait_in_process
 from airflow_volcano_wandb.parts import options
@@ -28,6 +29,7 @@ from airflow_volcano_wandb.parts.connection import Connection
 from airflow_volcano_wandb.parts.job_request import template_text
 from airflow_volcano_wandb.parts.training_run import pulled_run, run_lineage
 from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_ID, XCOM_RUN_URL, WandbReport
+from airflow_volcano_wandb.template import job_as_yaml
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
@@ -93,22 +95,11 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         wandb_hook, resumed = parts.report.hook(), None
 
         def render(intent: int) -> tuple[Any, dict[str, Any]]:
-            spec = parts.run.spec(context, identity, wandb_hook, intent, resumed)
-            labels = identity.job_labels(intent, spec.run_id)
-            put = {
-                "annotations": identity.annotations(ti.try_number),
-                "labels": labels,
-                "pod_labels": identity.pod_labels(ti.try_number),
-            }
             namespace = self.hook.get_namespace
-            body = parts.job.render(spec, wandb_hook, default_namespace=namespace, **put)
-            if (name := parts.resume.resumed_job_name(resumed, body, intent)) is None:
-                return spec, body
-            return spec, parts.job.render(
-                spec, wandb_hook, default_namespace=namespace, name=name, **put
-            )
+            return parts.render(context, identity, wandb_hook, intent, resumed, namespace)
 
         rendered = render(intent)  # bad input fails here, before any API client
+        self.log.info("The Volcano Job to submit:\n%s", job_as_yaml(rendered[1]))
         store = task_state_store(context)  # Airflow >= 3.3: kept across tries
         if (resumed := parts.resume.interrupted_run(self.hook, store, intent)) is not None:
             resumed = parts.run.settled(resumed)
@@ -219,6 +210,16 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     def _delete_job(self, *, kill: bool = False) -> None:
         if self._job:
             deletion.delete_if_owned(self.hook, self._job, self._try_number, self.log, kill=kill)
+
+    def dry_run(self) -> None:
+        """Print the Volcano Job this task would submit, as YAML, and submit nothing.
+
+        As ``KubernetesPodOperator.dry_run``: no Airflow run is needed. Templated options are
+        rendered against the DAG's params' defaults; the run is named ``dry_run`` and the
+        connections are read as the task would (the W&B key only to name its Secret: the job
+        carries a reference, never the key).
+        """
+        print(job_as_yaml(preview.rendered_job(self)))
 
     def on_kill(self) -> None:
         """Killed while waiting in sync mode: delete the job and its pods, unless it ended."""

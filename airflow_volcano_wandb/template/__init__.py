@@ -20,6 +20,7 @@ from airflow_volcano_wandb.template.render import (
     master_task_name,
     render_job,
 )
+from airflow_volcano_wandb.template.shown import job_as_yaml
 from airflow_volcano_wandb.template.trigger_params import (
     image_param,
     params_from_template_variables,
@@ -38,6 +39,7 @@ __all__ = [
     "TemplateError",
     "TemplateSource",
     "image_param",
+    "job_as_yaml",
     "load_template",
     "master_task_name",
     "params_from_template_variables",

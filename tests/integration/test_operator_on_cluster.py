@@ -54,6 +54,7 @@ def test_job_completes_through_the_master_policy(mode, cluster, capfd):
     out = _output(capfd)
     assert tis["train"][0] == "success", out[-5000:]
     assert "Volcano job" in out and "Completed" in out
+    assert "The Volcano Job to submit:" in out and "kind: Job" in out  # shown before it runs
     job = xcoms(f"avw_test_{mode}", dag_run.run_id)["train.volcano_job"]
     job = json.loads(job) if isinstance(job, str) else job
     assert job["namespace"] == namespace and job["uid"]

@@ -1,0 +1,46 @@
+"""The job a task would submit, rendered with no Airflow run: ``dry_run()``'s half.
+
+Airflow renders a task's templated options from a run's context; a dry run has none, so it
+renders them against what a manual trigger would start from (the DAG's params' defaults) and
+names the run ``dry_run``. A value only a run can give (an XCom) fails here, naming it.
+"""
+
+from __future__ import annotations
+
+import copy
+from types import SimpleNamespace
+from typing import Any
+
+from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.job.deployment import configured_deployment
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
+
+DRY_RUN_ID = "dry_run"
+
+
+def rendered_job(op: Any) -> dict[str, Any]:
+    """The Volcano Job ``op`` would submit in a first try of a run named ``dry_run``."""
+    ti = SimpleNamespace(
+        dag_id=op.dag_id,
+        task_id=op.task_id,
+        run_id=DRY_RUN_ID,
+        map_index=-1,
+        try_number=1,
+        log_url=None,
+    )
+    params = op.params.dump() if op.params else {}
+    context = {"ti": ti, "task": op, "params": params, "run_id": DRY_RUN_ID, "dag_run": None}
+    task = copy.copy(op)  # rendering writes the values in place; the DAG's task stays as it is
+    try:
+        task.render_template_fields(context)
+    except Exception as exc:
+        raise AirflowException(
+            f"dry_run: a templated option needs what only a DAG run gives ({exc})"
+        ) from exc
+    parts = OperatorParts.of(task)
+    identity = TaskInstanceIdentity(
+        op.dag_id, op.task_id, DRY_RUN_ID, deployment=configured_deployment()
+    )
+    hook = parts.report.hook()
+    return parts.render(context, identity, hook, 1, None, lambda: None)[1]

@@ -1,0 +1,18 @@
+"""The rendered Volcano Job as people read it: YAML in ``render_job``'s order of fields.
+
+What ``dry_run()`` prints and the task log shows before the job is submitted, so a reviewer
+sees exactly what the cluster will be asked to run. The job never holds the W&B API key (only
+a ``secretKeyRef`` to the run's Secret), so nothing is hidden here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import yaml
+
+
+def job_as_yaml(job: Mapping[str, Any]) -> str:
+    """``job`` as block YAML, keys in the order the job has them."""
+    return yaml.safe_dump(dict(job), sort_keys=False, default_flow_style=False)
