@@ -112,22 +112,25 @@ def test_the_report_opens_with_the_components():
     assert results[-1].status == FAIL  # W&B refused the key
 
 
+# A cluster that answers everything but Volcano's webhooks, and W&B refusing the key.
+FIRST_RUN = {
+    "namespace": "wandb",
+    "mutating": None,
+    "validating": None,
+    "queue": None,
+    "queue_readable": False,
+    "namespace_exists": None,
+    "allowed": {},
+    "wandb_exists": True,
+    "wandb_has_key": True,
+    "volcano_target": "1.14.1",
+    "volcano_namespace": "volcano-system",
+    "volcano_deployments": None,
+    "wandb_answer": (False, "https://api.wandb.ai answered HTTP 401"),
+}
+
+
 def _observed(served):
     from airflow_volcano_wandb.cli.doctor_reads import Observed
 
-    return Observed(
-        namespace="wandb",
-        served=served,
-        mutating=None,
-        validating=None,
-        queue=None,
-        queue_readable=False,
-        namespace_exists=None,
-        allowed={},
-        wandb_exists=True,
-        wandb_has_key=True,
-        volcano_target="1.14.1",
-        volcano_namespace="volcano-system",
-        volcano_deployments=None,
-        wandb_answer=(False, "https://api.wandb.ai answered HTTP 401"),
-    )
+    return Observed(served=served, **FIRST_RUN)
