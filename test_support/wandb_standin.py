@@ -58,6 +58,8 @@ from test_support.wandb_standin_queues import LaunchQueues
 __all__ = ["RecordedRequest", "WandbStandin"]
 
 _OPERATION_RE = re.compile(r"\b(query|mutation)\s+(\w+)")
+#: Where the wandb SDK posts its usage metrics when it is online.
+TELEMETRY_PATH = "/sdk/otel/"
 _FILE_STREAM_RE = re.compile(r"^/files/([^/]+)/([^/]+)/([^/]+)/file_stream$")
 _ARTIFACT_FILE_RE = re.compile(r"^/artifacts/([^/]+)/files/(.+)$")
 _MANIFEST = "wandb_manifest.json"  # not a name an artifact's own file can have here
@@ -148,6 +150,7 @@ class WandbStandin(LaunchQueues):
         self.viewer_entity = viewer_entity
         self.any_run_summary = any_run_summary
         self.requests: list[RecordedRequest] = []
+        self.telemetry: list[str] = []
         #: The variables of every ``UpsertBucket`` mutation received, in order.
         self.upserts: list[dict[str, Any]] = []
         self._runs: dict[tuple[str, str, str], _Run] = {}
@@ -289,6 +292,12 @@ class WandbStandin(LaunchQueues):
             return [r.operation for r in self.requests]
 
     def _handle(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, Any]:
+        if path.startswith(TELEMETRY_PATH):
+            # The SDK's own usage metrics (OpenTelemetry, sent by any online client): taken
+            # and kept apart, since they are no call of the provider's.
+            with self._lock:
+                self.telemetry.append(path)
+            return 200, {}
         try:
             request = json.loads(body or b"{}")
         except ValueError:

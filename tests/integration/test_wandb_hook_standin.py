@@ -351,6 +351,40 @@ def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
     api.close()
 
 
+def test_the_operator_renders_a_queues_template_variables_against_wandb_standin(
+    standin: WandbStandin, conn_id: str, kubernetes_connection, volcano_cluster, volcano_namespace
+) -> None:
+    """A task on a Launch queue with template variables: the queue's schemas bound the values
+    whatever the DAG says; out of bounds or widened, nothing is submitted."""
+    from airflow_volcano_wandb.airflow_compat import AirflowException
+    from tests.reliability.support import StubTaskInstance, execute_operator, list_jobs, operator
+
+    queue = f"wandb-queue://{ENTITY}/templated-queue"
+    ti = StubTaskInstance("avw_standin_variables", "train", "r1")
+    api = volcano_cluster.api_client()
+
+    def submit(**options: Any) -> dict:
+        options = {"namespace": volcano_namespace, "wait_for_completion": False, **options}
+        return execute_operator(operator(template=queue, wandb_conn_id=conn_id, **options), ti)
+
+    with pytest.raises(AirflowException, match=r"(?s)Template error.*workers.*above its maximum 4"):
+        submit(template_variables={"workers": 5, "gpus": 1})  # above the queue's maximum
+    widened = [{"name": "workers", "schema": {"type": "integer", "maximum": 100}}]
+    with pytest.raises(AirflowException, match="template_variable_schemas"):
+        submit(template_variables={"workers": 50, "gpus": 1}, template_variable_schemas=widened)
+    assert list_jobs(api, volcano_namespace) == []  # nothing was submitted
+
+    submitted = submit(template_variables={"workers": 3, "gpus": 1})
+    (job,) = list_jobs(api, volcano_namespace)
+    assert job["metadata"]["uid"] == submitted["uid"]
+    worker = job["spec"]["tasks"][1]
+    assert worker["replicas"] == 3  # an integer, as the schema types it
+    assert worker["template"]["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/gpu": "1"
+    }
+    api.close()
+
+
 TASK = airflow_run_context(
     dag_run_id="scheduled__2026-11-30",
     logical_date=None,
