@@ -95,7 +95,8 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         wandb_hook, resumed = parts.report.hook(), None
 
         def render(intent: int) -> tuple[Any, dict[str, Any]]:
-            namespace = self.hook.get_namespace
+            # Bad input fails before any API client exists: the namespace is asked last.
+            namespace = lambda: self.hook.get_namespace()  # noqa: E731
             return parts.render(context, identity, wandb_hook, intent, resumed, namespace)
 
         rendered = render(intent)  # bad input fails here, before any API client

@@ -14,5 +14,8 @@ import yaml
 
 
 def job_as_yaml(job: Mapping[str, Any]) -> str:
-    """``job`` as block YAML, keys in the order the job has them."""
-    return yaml.safe_dump(dict(job), sort_keys=False, default_flow_style=False)
+    """``job`` as one block YAML document (``---`` to ``...``), keys in the order the job has
+    them: the markers set it apart from log lines printed around it."""
+    return yaml.safe_dump(
+        dict(job), sort_keys=False, default_flow_style=False, explicit_start=True, explicit_end=True
+    )
