@@ -187,7 +187,10 @@ class AirflowStack:
                     {"conn_type": "kubernetes", "extra": {"kube_config_path": str(self.kubeconfig)}}
                 ),
                 "AIRFLOW_CONN_WANDB_DEFAULT": json.dumps(self.wandb_conn),
-                "WANDB_MODE": "offline",
+                # The Airflow's WANDB_MODE is every task's default wandb_mode: offline unless
+                # the stack's W&B is the local stand-in (a connection with a host), which
+                # answers the provider's reads and writes as W&B would.
+                **({} if self.wandb_conn.get("host") else {"WANDB_MODE": "offline"}),
                 "PYTHONUNBUFFERED": "1",
             }
         )
