@@ -134,6 +134,7 @@ def main() -> int:
                     real_node.place_on_real_node(template)
                 ),
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_IMAGES": image.TRAINER_IMAGE,
+                "AIRFLOW__VOLCANO_PYTORCH_MANUAL__DEFAULT_IMAGE": image.TRAINER_IMAGE,
                 "AIRFLOW__VOLCANO_PYTORCH_MANUAL__FOLLOW_MASTER_LOG": "True",
             }
         )
