@@ -98,12 +98,23 @@ def _says_which_airflow_it_needs(page: Path, line: int, err: ImportError) -> boo
     return any("Airflow 3.3" in text for text in nearby)
 
 
-@pytest.mark.parametrize("page", PAGES_WITH_SNIPPETS, ids=lambda p: p.relative_to(ROOT).as_posix())
-def test_every_python_snippet_runs(page, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    # A trainer-side snippet calls wandb.init(): no W&B server is asked.
+@pytest.fixture
+def wandb_disabled(monkeypatch):
+    """A trainer-side snippet calls wandb.init(): no W&B server is asked. wandb reads its env
+    once, into a process-wide singleton that an earlier test's W&B client may have made online,
+    so the singleton is dropped before the env is read and again after."""
+    import wandb
+
+    wandb.teardown()
     monkeypatch.setenv("WANDB_MODE", "disabled")
     monkeypatch.setenv("WANDB_SILENT", "true")
+    yield
+    wandb.teardown()
+
+
+@pytest.mark.parametrize("page", PAGES_WITH_SNIPPETS, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_python_snippet_runs(page, monkeypatch, wandb_disabled):
+    monkeypatch.chdir(ROOT)
     where = page.relative_to(ROOT).as_posix()
     namespace: dict[str, Any] = {"__name__": f"doc_snippet_{page.stem}"}
     for line, code in snippets(page):
