@@ -91,8 +91,31 @@ class JobPreemptedError(ContainerError):
     resume_cause = PREEMPTED
 
 
-class ImagePullError(ContainerError):
-    """A rank's image could not be pulled (a wrong ``image_uri`` or pull secret)."""
+class ContainerStartError(ContainerError):
+    """A placed rank's container cannot start (the kubelet says why in ``reason``); the base
+    of the two causes below. The job is deleted, so every rank releases its GPUs.
+
+    :param image: the image the container's spec asks for.
+    """
+
+    resume_cause = NOT_STARTED
+
+    def __init__(self, message: str, *, image: str = "", **fields: Any) -> None:
+        super().__init__(message, **fields)
+        self.image = image
+
+
+class ImagePullError(ContainerStartError):
+    """A rank's image cannot be pulled (a wrong ``image_uri``, tag or pull secret:
+    ``ErrImagePull``, ``ImagePullBackOff``) or is no image reference (``InvalidImageName``)."""
+
+    resume_cause = NOT_STARTED
+
+
+class ContainerConfigError(ContainerStartError):
+    """A rank's container cannot be created as configured (``CreateContainerConfigError``,
+    ``CreateContainerError``): a Secret or ConfigMap, or a key of one, that it needs is
+    missing."""
 
     resume_cause = NOT_STARTED
 

@@ -15,17 +15,10 @@ task's pod template asks for.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 
-from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
+from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta, epoch_seconds
 from airflow_volcano_wandb.template.gpus import pod_gpus
-
-
-def _epoch(timestamp: str | None) -> float | None:
-    if not timestamp:
-        return None
-    return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
 
 
 def _rank(pod: Mapping[str, Any], job_name: str) -> str:
@@ -37,7 +30,7 @@ def _ended(pod: Mapping[str, Any], now: float) -> float:
     ends = []
     for status in (pod.get("status") or {}).get("containerStatuses") or []:
         terminated = (status.get("state") or {}).get("terminated")
-        ends.append(_epoch(terminated.get("finishedAt")) if terminated else now)
+        ends.append(epoch_seconds(terminated.get("finishedAt")) if terminated else now)
     return max((end for end in ends if end is not None), default=now)
 
 
@@ -53,7 +46,7 @@ def gpu_seconds(
     (left out when ``None``: how long they ran is not known)."""
     usage: dict[str, float] = {}
     for pod in pods:
-        started = _epoch((pod.get("status") or {}).get("startTime"))
+        started = epoch_seconds((pod.get("status") or {}).get("startTime"))
         if started is None:
             continue
         seconds = max(0.0, _ended(pod, now) - started)
@@ -82,7 +75,7 @@ def removed_ranks(job: Mapping[str, Any], pods: Iterable[Mapping[str, Any]]) -> 
 def ran_between(start: str | None, end: str | None) -> float | None:
     """Seconds from ``start`` to ``end`` (RFC 3339 timestamps); ``None`` when either is
     missing."""
-    started, ended = _epoch(start), _epoch(end)
+    started, ended = epoch_seconds(start), epoch_seconds(end)
     return None if started is None or ended is None else max(0.0, ended - started)
 
 

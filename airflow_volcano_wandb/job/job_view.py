@@ -10,10 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from types import MappingProxyType
 from typing import Any
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+def epoch_seconds(timestamp: Any) -> float | None:
+    """An API timestamp (RFC 3339, as ``creationTimestamp`` or a condition's
+    ``lastTransitionTime``) as epoch seconds; ``None`` for a field the API left empty."""
+    if not timestamp:
+        return None
+    return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

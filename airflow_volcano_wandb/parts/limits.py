@@ -1,5 +1,6 @@
-"""How often a job's containers may restart in place, and how long its master may stay
-silent, before the task gives up on it; and a limit's seconds as a template renders them."""
+"""How often a job's containers may restart in place, how long its master may stay silent
+and how long a placed container may fail to start, before the task gives up on it; and a
+limit's seconds as a template renders them."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.parts.options import option
 from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+from airflow_volcano_wandb.wait.startup import DEFAULT_STARTUP_TIMEOUT
 
 
 def _check_budget(budget: Any) -> None:
@@ -18,18 +20,23 @@ def _check_budget(budget: Any) -> None:
         raise ValueError(f"max_container_restarts must be 0 or more, not {budget}")
 
 
-def _check_stall(seconds: Any) -> None:
-    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, int | float)):
-        raise TypeError(f"stall_timeout must be seconds or None, not {seconds!r}")
-    if seconds is not None and not seconds > 0:
-        raise ValueError(f"stall_timeout must be more than 0 seconds, not {seconds}")
+def _seconds_check(name: str) -> Any:
+    def check(seconds: Any) -> None:
+        if seconds is None:
+            return
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError(f"{name} must be seconds or None, not {seconds!r}")
+        if not seconds > 0:
+            raise ValueError(f"{name} must be more than 0 seconds, not {seconds}")
+
+    return check
 
 
 @dataclass(frozen=True, kw_only=True)
 class RunLimits:
-    """The restart budget (``wait/restart_budget.py``) and the stall timeout
-    (``wait/stall.py``) of the operator and the sensor: the limits on a job that runs without
-    training.
+    """The restart budget (``wait/restart_budget.py``), the stall timeout (``wait/stall.py``)
+    and the startup budget (``wait/startup.py``) of the operator and the sensor: the limits on
+    a job that holds its GPUs without training.
 
     Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
     trainer inside its pod and the Volcano job stays ``Running``: without a budget, a trainer
@@ -63,14 +70,32 @@ class RunLimits:
         to W&B), an older one is named in the error; when W&B cannot say, the log alone
         judges. Set it well above the trainer's longest quiet stretch (checkpointing,
         evaluation, a first data load). ``None`` (default): off.""",
-        check=_check_stall,
+        check=_seconds_check("stall_timeout"),
+    )
+    startup_timeout: float | None = option(
+        DEFAULT_STARTUP_TIMEOUT,
+        """seconds a placed rank's container may keep failing to start before the task fails
+        and the job is deleted, so every rank releases its GPUs (``KubernetesPodOperator``'s
+        ``startup_timeout_seconds``). It counts from when the pod was placed on its node (or
+        its container last ended), never while the gang queues for GPUs: that is
+        ``pending_timeout``'s. An image that cannot be pulled (``ErrImagePull``,
+        ``ImagePullBackOff``) fails with ``ImagePullError``, a missing Secret or ConfigMap key
+        (``CreateContainerConfigError``) with ``ContainerConfigError``, after this many
+        seconds; an image reference the kubelet can never pull (``InvalidImageName``,
+        ``ErrImageNeverPull``) at once. A slow pull of a large image (``ContainerCreating``)
+        is not a failure. The message names the pod, the image and the kubelet's words; the
+        verdict is confirmed by a fresh read of the job and its pods first. While a rank has
+        not started, the wait reads the job's pods (one LIST per ``pod_check_interval``).
+        ``None``: not looked for.""",
+        check=_seconds_check("startup_timeout"),
     )
 
     def trigger_kwargs(self) -> dict[str, Any]:
-        """The two limits, as the trigger (``WaitSpec``) and ``WaitTarget`` take them."""
+        """The limits, as the trigger (``WaitSpec``) and ``WaitTarget`` take them."""
         return {
             "max_container_restarts": self.max_container_restarts,
             "stall_timeout": self.stall_timeout,
+            "startup_timeout": self.startup_timeout,
         }
 
 

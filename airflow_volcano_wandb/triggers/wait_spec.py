@@ -67,6 +67,9 @@ class WaitSpec:
         (``wandb_run_id`` in ``wandb_entity``/``wandb_project``): a master silent for
         ``stall_timeout`` whose run logged a step meanwhile is not stalled. ``None``: the log
         alone judges (an offline run, no key, a trigger stored before these fields).
+    :param startup_timeout: seconds a placed rank's container may keep failing to start for a
+        reason that may heal (``startup``); ``None``: not looked for, as for a trigger stored
+        by a release without it.
     """
 
     job_name: str
@@ -95,6 +98,7 @@ class WaitSpec:
     wandb_run_id: str | None = None
     wandb_entity: str | None = None
     wandb_project: str | None = None
+    startup_timeout: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "masked_secrets", tuple(self.masked_secrets or ()))
@@ -121,6 +125,7 @@ class WaitSpec:
             deadline=self.deadline,
             max_container_restarts=self.max_container_restarts,
             stall_timeout=self.stall_timeout,
+            startup_timeout=self.startup_timeout,
         )
 
     def wandb_run(self) -> WandbRunRef | None:

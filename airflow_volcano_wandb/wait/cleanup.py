@@ -40,14 +40,14 @@ def check_on_finish_action(value: str) -> None:
 def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
     """Whether the job goes when the wait ends with ``outcome``.
 
-    A job that overstayed ``pending_timeout`` or Airflow's ``execution_timeout``, or that
-    crash-loops past ``max_container_restarts``, or whose master stalled past
-    ``stall_timeout``, holds GPUs without training (neither a crash loop under ``OnFailure``
-    nor a hung trainer ends by itself), so it goes whatever the action; so does a job
+    A job that overstayed ``pending_timeout`` or Airflow's ``execution_timeout``, that
+    crash-loops past ``max_container_restarts``, whose master stalled past ``stall_timeout``,
+    or a rank of which cannot start its container (``startup_timeout``), holds GPUs without
+    training (none of these ends by itself), so it goes whatever the action; so does a job
     whose W&B run was stopped from W&B: a person asked for it to end, and under ``OnFailure``
-    the kubelet would only restart the stopped trainer. A job whose
-    state is unknown (the watch was lost) is never deleted: it may be hours into a run. A
-    failed job stays for ``kubectl describe`` unless the action is ``delete``.
+    the kubelet would only restart the stopped trainer. A job whose state is unknown (the
+    watch was lost) is never deleted: it may be hours into a run. A failed job stays for
+    ``kubectl describe`` unless the action is ``delete``.
     ``on_finish_action`` may be ours or ``KubernetesPodOperator``'s name for it.
     """
     if outcome in (
@@ -56,6 +56,7 @@ def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
         Outcome.CRASH_LOOP,
         Outcome.STOPPED_FROM_WANDB,
         Outcome.STALLED,
+        Outcome.START_FAILED,
     ):
         return True
     action = normalize_on_finish_action(on_finish_action)

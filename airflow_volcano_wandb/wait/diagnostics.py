@@ -62,6 +62,7 @@ STUCK_WAITING_REASONS = frozenset(
         "ErrImagePull",
         "ImagePullBackOff",
         "InvalidImageName",
+        "ErrImageNeverPull",
         "CreateContainerConfigError",
         "CreateContainerError",
         "CrashLoopBackOff",
@@ -144,6 +145,8 @@ class FailureKind(str, Enum):
     PREEMPTED = "preempted"
     #: A rank's image cannot be pulled.
     IMAGE_PULL = "image_pull"
+    #: A rank's container cannot be created as configured (a missing Secret or ConfigMap key).
+    CONTAINER_CONFIG = "container_config"
     #: A rank's container was killed for running out of memory.
     OOM_KILLED = "oom_killed"
     #: A rank's trainer exited because its W&B run was stopped from W&B (``wandb_stop``).
@@ -162,7 +165,10 @@ class Classification:
     failure: ContainerFailure | None = None
 
 
-IMAGE_PULL_REASONS = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName"})
+IMAGE_PULL_REASONS = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+)
+CONTAINER_CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError"})
 # Pod status reasons and event reasons of the kubelet, kube-scheduler, Volcano's scheduler
 # ("Evict") and the taint manager when they take a pod away from a running job.
 EVICTION_REASONS = frozenset(
@@ -179,7 +185,8 @@ def classify(
 ) -> Classification:
     """Why the job failed (``never_started``: why its gang was not placed in time).
 
-    Pure. The most specific cause wins, in this order: an image that cannot be pulled, a rank
+    Pure. The most specific cause wins, in this order: an image that cannot be pulled, a
+    container that cannot be created as configured, a rank
     whose W&B run was stopped from W&B (its exit ended the others), a rank preempted or
     evicted (its containers' exit codes are the kill's, not the trainer's), a container killed
     for memory, any other non-zero exit; else the job-level kind.
@@ -194,6 +201,9 @@ def classify(
     pulls = [f for f in failures if f.exit_code is None and f.reason in IMAGE_PULL_REASONS]
     if pulls:
         return Classification(FailureKind.IMAGE_PULL, pulls[0])
+    configs = [f for f in failures if f.exit_code is None and f.reason in CONTAINER_CONFIG_REASONS]
+    if configs:
+        return Classification(FailureKind.CONTAINER_CONFIG, configs[0])
     if never_started:
         return Classification(FailureKind.UNSCHEDULABLE)
     for failure in failures:

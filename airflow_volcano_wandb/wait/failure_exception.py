@@ -14,7 +14,9 @@ from typing import Any
 
 from airflow_volcano_wandb.exceptions import (
     ApiserverUnreachableError,
+    ContainerConfigError,
     ContainerError,
+    ContainerStartError,
     ImagePullError,
     JobDeletedError,
     JobFailedError,
@@ -41,6 +43,7 @@ _BY_KIND: dict[FailureKind, type[VolcanoJobError]] = {
     FailureKind.UNSCHEDULABLE: JobUnschedulableError,
     FailureKind.PREEMPTED: JobPreemptedError,
     FailureKind.IMAGE_PULL: ImagePullError,
+    FailureKind.CONTAINER_CONFIG: ContainerConfigError,
     FailureKind.OOM_KILLED: OOMKilledError,
     FailureKind.STOPPED_FROM_WANDB: StoppedFromWandbError,
     FailureKind.EXIT_CODE: TrainerExitError,
@@ -69,6 +72,10 @@ ENDINGS: _Rows = {
     **_alone(Outcome.TIMEOUT, JobTimeoutError),
     **_alone(Outcome.CRASH_LOOP, TrainerCrashLoopError),
     **_alone(Outcome.STALLED, TrainingStalledError),
+    # The container that cannot start says which of the two it is (``_own_kind``).
+    **_alone(Outcome.START_FAILED, ContainerStartError),
+    (Outcome.START_FAILED, FailureKind.IMAGE_PULL): ImagePullError,
+    (Outcome.START_FAILED, FailureKind.CONTAINER_CONFIG): ContainerConfigError,
 }
 
 #: The outcomes whose job's pods, PodGroups and events are read for their cause and report.
@@ -101,12 +108,21 @@ def for_failure(
     :param run_url: the job's W&B run, named in the message of a run stopped from W&B (its
         page there says who stopped it; the trainer is told only that it was).
     """
-    kind = classification.kind if classification is not None else None
+    kind = classification.kind if classification is not None else _own_kind(result)
     cls = exception_class(result.outcome, kind)
     if run_url and cls is StoppedFromWandbError:
         message = f"{message}; the W&B run: {run_url}"
     job = result.job_ref() if result.uid else None
     return cls(message, job=job, **_fields(cls, result, classification))
+
+
+def _own_kind(result: WaitResult) -> Kind:
+    """The cause the wait's own evidence shows, when no pods were classified: the container
+    that cannot start is an image that cannot be had, or a configuration that cannot be met."""
+    failure = result.start_failure
+    if failure is None:
+        return None
+    return FailureKind.IMAGE_PULL if failure.image_cannot_be_had else FailureKind.CONTAINER_CONFIG
 
 
 def _fields(
@@ -116,6 +132,10 @@ def _fields(
     if cls is TrainerCrashLoopError and result.crash_loop is not None:
         loop = result.crash_loop
         return {"restarts": loop.restarts, **_where(loop)}
+    if issubclass(cls, ContainerStartError) and result.start_failure is not None:
+        failure = result.start_failure
+        where = {"pod": failure.pod, "task": failure.task, "container": failure.container}
+        return where | {"reason": failure.reason, "image": failure.image}
     if cls is TrainingStalledError and result.stall is not None:
         stall = result.stall
         where = {"pod": stall.pod, "task": stall.task, "container": stall.container}

@@ -70,6 +70,9 @@ def explain_end(
         return message, None  # the verdict names the container: nothing to classify
     if result.outcome is Outcome.STALLED:
         return message + _report_stall(hook, result, log_lines, task_log), None
+    if result.outcome is Outcome.START_FAILED:
+        _report_start_failure(hook, result, job, task_log)
+        return message, None  # the verdict names the container and its image
     if job is None or result.outcome not in failure_exception.CLASSIFIED:
         return message, None
     try:
@@ -136,6 +139,25 @@ def _report_crash_loop(
     return lines[-1].strip() if lines else ""
 
 
+def _report_start_failure(
+    hook: VolcanoHook,
+    result: WaitResult,
+    job: Mapping[str, Any] | None,
+    task_log: logging.Logger | Any,
+) -> None:
+    """Log the job's warning events (the kubelet's pull errors, a missing Secret): the
+    container never ran, so there is no log to show. Best-effort, like every report."""
+    try:
+        pods = hook.list_job_pods(result.name, result.namespace)
+        job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
+        events = hook.list_events(result.namespace, _involved_names(job, pods, []))
+    except Exception as exc:
+        task_log.warning("Could not read the events of the job that cannot start (%s)", exc)
+        return
+    for line in diagnostics.failure_report([], {}, events, 0):
+        task_log.error("%s", line)
+
+
 def _report_stall(
     hook: VolcanoHook, result: WaitResult, log_lines: int, task_log: logging.Logger | Any
 ) -> str:
@@ -176,11 +198,17 @@ def report_failure(
 
     ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
     for a timeout (nothing to read), and right *after* them for a failed, crash-looping,
-    stalled or stopped job, whose pods' logs are the report, and for a gang not placed in
-    time, whose pods tell an image that cannot be pulled from a lack of resources (no logs are
-    read then, so it is a few quick reads); it runs even if the diagnostics fail.
+    stalled or stopped job, whose pods' logs are the report, for one that cannot start, whose
+    events say why, and for a gang not placed in time, whose pods tell an image that cannot be
+    pulled from a lack of resources (no logs are read then, so it is a few quick reads); it
+    runs even if the diagnostics fail.
     """
-    read_first = (*failure_exception.CLASSIFIED, Outcome.CRASH_LOOP, Outcome.STALLED)
+    read_first = (
+        *failure_exception.CLASSIFIED,
+        Outcome.CRASH_LOOP,
+        Outcome.STALLED,
+        Outcome.START_FAILED,
+    )
     delete_first = result.outcome not in read_first
     if delete_job is not None and delete_first:
         delete_job()

@@ -26,15 +26,15 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from airflow_volcano_wandb.job.job_status import JobStatus, interpret
-from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
+from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta, epoch_seconds
 from airflow_volcano_wandb.job.ownership import DOMAIN
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
 from airflow_volcano_wandb.wait.stall import Stall
+from airflow_volcano_wandb.wait.startup import start_failure
 from airflow_volcano_wandb.wait.wandb_stop import stopped_rank
 
 #: Pod phases that mean a rank was placed on a node and started.
@@ -65,8 +65,12 @@ class WaitTarget:
     max_container_restarts: int | None = None
     #: Seconds the master of a running job may print nothing (``stall``); ``None``: no limit.
     stall_timeout: float | None = None
-    #: How often a running job's pods are read for the restart budget and a stop from W&B
-    #: (``[volcano_wandb] pod_check_interval`` of the waiting process), whatever wakes the wait.
+    #: Seconds a placed rank's container may keep failing to start for a reason that may heal
+    #: (``startup``); ``None``: a container that cannot start is not looked for.
+    startup_timeout: float | None = None
+    #: How often a job's pods are read for the restart budget, a stop from W&B and a container
+    #: that cannot start (``[volcano_wandb] pod_check_interval`` of the waiting process),
+    #: whatever wakes the wait.
     pod_check_interval: float = DEFAULT_POD_CHECK_INTERVAL
 
 
@@ -122,11 +126,7 @@ def gang_wait_seconds(seen: Seen, now: float, *, gang_seen_whole: bool = False) 
         return None
     if not since:
         return None
-    return now - _epoch(str(since))
-
-
-def _epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+    return now - (epoch_seconds(since) or now)
 
 
 def judge(
@@ -141,11 +141,10 @@ def judge(
 
     ``job`` is the latest copy known to be current (``None``: it does not exist). A job of the
     target's name but another uid counts as the target deleted. ``pods``, read after ``job``
-    when :func:`counts_restarts` says so, are held to the target's restart budget, after a
-    look for a rank stopped from W&B (:func:`judge_pods`), before the timeouts.
+    when :func:`reads_pods` says so, are judged (:func:`judge_pods`) before the timeouts.
     """
     seen = see(job, target)
-    by_pods = judge_pods(seen, target, pods) if pods is not None else None
+    by_pods = judge_pods(seen, target, pods, now) if pods is not None else None
     return by_pods or judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
 
 
@@ -169,20 +168,31 @@ def judge_seen(
 
 
 def judge_pods(
-    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]]
+    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> WaitResult | None:
     """The verdict of the job's ``pods`` (read after it), which its status cannot show: a rank
     stopped from W&B (``wandb_stop``: a stop explains the restarts it causes), else a crash
-    loop past the restart budget; ``None`` for anything else, an ended job's included."""
-    if seen.status.terminal or not counts_restarts(seen, target):
+    loop past the restart budget, else a placed rank whose container cannot start
+    (``startup``); ``None`` for anything else, an ended job's included."""
+    if seen.status.terminal or seen.job is None:
         return None
     status = seen.status
     uid = target.uid or status.uid
-    stopped = stopped_rank(pods, job_name=status.name, job_uid=uid)
-    if stopped is not None:
-        return WaitResult.stopped_from_wandb(status, stopped)
-    loop = crash_loop(pods, target.max_container_restarts, job_name=status.name, job_uid=uid)
-    return WaitResult.crash_looping(status, loop) if loop is not None else None
+    if counts_restarts(seen, target):
+        stopped = stopped_rank(pods, job_name=status.name, job_uid=uid)
+        if stopped is not None:
+            return WaitResult.stopped_from_wandb(status, stopped)
+        budget = target.max_container_restarts
+        loop = crash_loop(pods, budget, job_name=status.name, job_uid=uid)
+        if loop is not None:
+            return WaitResult.crash_looping(status, loop)
+    if checks_startup(seen, target):
+        failure = start_failure(
+            pods, target.startup_timeout, now, job_name=status.name, job_uid=uid
+        )
+        if failure is not None:
+            return WaitResult.could_not_start(status, failure)
+    return None
 
 
 def judge_stall(seen: Seen, stall: Stall | None) -> WaitResult | None:
@@ -199,6 +209,20 @@ def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
     if seen.job is None or target.max_container_restarts is None:
         return False
     return seen.status.phase == "Running"
+
+
+def checks_startup(seen: Seen, target: WaitTarget) -> bool:
+    """Whether the waiter should read the job's pods for a container that cannot start now:
+    only while a rank has not started (a placed pod whose container the kubelet cannot start
+    is ``Pending``), and only for a target with a ``startup_timeout``."""
+    if seen.job is None or seen.status.terminal or target.startup_timeout is None:
+        return False
+    return seen.status.phase in ("", "Pending") or bool(unplaced_ranks(seen.status))
+
+
+def reads_pods(seen: Seen, target: WaitTarget) -> bool:
+    """Whether the job's pods have a verdict to give now (:func:`judge_pods`)."""
+    return counts_restarts(seen, target) or checks_startup(seen, target)
 
 
 def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 from airflow_volcano_wandb.job.job_status import JobStatus, Verdict
 from airflow_volcano_wandb.wait.restart_budget import CrashLoop
 from airflow_volcano_wandb.wait.stall import Stall
+from airflow_volcano_wandb.wait.startup import StartFailure
 from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 
 
@@ -44,6 +45,10 @@ class Outcome(str, Enum):
     #: The job ran, but its master printed nothing for ``stall_timeout`` (``stall``): a hung
     #: collective or a deadlocked trainer holds its GPUs without training.
     STALLED = "stalled"
+    #: A placed rank's container cannot start (``startup``): its image cannot be pulled or is
+    #: no image reference, or a Secret or ConfigMap (key) it needs is missing; at once where
+    #: the kubelet cannot heal it, after ``startup_timeout`` where it might.
+    START_FAILED = "start_failed"
     #: The API could not be listed or watched for longer than the grace; the job's state is
     #: unknown, so it is never deleted for this.
     WATCH_LOST = "watch_lost"
@@ -86,6 +91,8 @@ class WaitResult:
     crash_loop: CrashLoop | None = None
     #: The master container that went silent (``Outcome.STALLED`` only).
     stall: Stall | None = None
+    #: The container that cannot start (``Outcome.START_FAILED`` only).
+    start_failure: StartFailure | None = None
 
     @classmethod
     def from_status(
@@ -161,6 +168,13 @@ class WaitResult:
         return cls._of_running(status, Outcome.STALLED, message, stall=stall)
 
     @classmethod
+    def could_not_start(cls, status: JobStatus, failure: StartFailure) -> WaitResult:
+        """A placed rank's container cannot start; ``failure`` names it, its image and why."""
+        message = f"Volcano job {status.namespace}/{status.name} cannot start: "
+        message += failure.describe()
+        return cls._of_running(status, Outcome.START_FAILED, message, start_failure=failure)
+
+    @classmethod
     def watch_lost(cls, name: str, namespace: str, uid: str, why: str) -> WaitResult:
         """Neither the watch nor a direct read reached the API for the grace: state unknown."""
         message = (
@@ -176,6 +190,7 @@ class WaitResult:
         event["unplaced"] = dict(self.unplaced)
         event["crash_loop"] = self.crash_loop.to_dict() if self.crash_loop else None
         event["stall"] = self.stall.to_dict() if self.stall else None
+        event["start_failure"] = self.start_failure.to_dict() if self.start_failure else None
         return event
 
     @classmethod
@@ -198,6 +213,11 @@ class WaitResult:
                     CrashLoop.from_dict(event["crash_loop"]) if event.get("crash_loop") else None
                 ),
                 stall=Stall.from_dict(event["stall"]) if event.get("stall") else None,
+                start_failure=(
+                    StartFailure.from_dict(event["start_failure"])
+                    if event.get("start_failure")
+                    else None
+                ),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise WaitResultError(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc

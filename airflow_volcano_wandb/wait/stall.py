@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from airflow_volcano_wandb.job.job_view import ObjectMeta
+from airflow_volcano_wandb.job.job_view import ObjectMeta, epoch_seconds
 from airflow_volcano_wandb.wait.diagnostics import master_pod
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 from airflow_volcano_wandb.wandb.numbers import finite_number
@@ -168,7 +168,7 @@ def silence_probe(
     started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
     if not started:
         return None
-    running_for = now - _epoch(str(started))
+    running_for = now - (epoch_seconds(started) or now)
     if running_for < stall_timeout:
         return None
     pod = str(master["metadata"]["name"])
@@ -199,7 +199,3 @@ def stalled_online(stall: Stall, last_step: WandbStep | None, now: float) -> Sta
 
 def _stamp(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _epoch(timestamp: str) -> float:
-    return datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()

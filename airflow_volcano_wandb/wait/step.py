@@ -19,10 +19,10 @@ from airflow_volcano_wandb.wait.judge import (
     GANG_WHOLE_ANNOTATION,
     Seen,
     WaitTarget,
-    counts_restarts,
     gang_marked_whole,
     gang_was_whole,
     judge_seen,
+    reads_pods,
     see,
     unplaced_ranks,
 )
@@ -59,8 +59,9 @@ class Look:
     mark: dict[str, str] | None
     #: The judge's result without the pods.
     result: WaitResult | None
-    #: The wait goes on unless the pods, read now, show a crash loop (the restart budget) or
-    #: a rank stopped from W&B (``judge.judge_pods``), or show a master to probe for a stall.
+    #: The wait goes on unless the pods, read now, show a crash loop (the restart budget), a
+    #: rank stopped from W&B or a container that cannot start (``judge.judge_pods``), or show
+    #: a master to probe for a stall.
     read_pods: bool
     #: Probe the master's log for a stall (``stall``), from the pods read now.
     probe_stall: bool = False
@@ -84,7 +85,7 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
     result = judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
     probe = result is None and probes_stall(seen, target, memory.stall_probed_at, now)
     read_pods = result is None and (
-        probe or (counts_restarts(seen, target) and _pods_due(target, memory.pods_read_at, now))
+        probe or (reads_pods(seen, target) and _pods_due(target, memory.pods_read_at, now))
     )
     return Look(
         seen=seen,
@@ -103,9 +104,9 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
 
 
 def _pods_due(target: WaitTarget, read_at: float | None, now: float) -> bool:
-    """The restart budget's reads of a running job's pods, at most every
-    ``pod_check_interval``: a wake of the waiter (each change of the job, each
-    ``poll_interval``) need not LIST them again."""
+    """The reads of a job's pods for their verdicts, at most every ``pod_check_interval``: a
+    wake of the waiter (each change of the job, each ``poll_interval``) need not LIST them
+    again."""
     return read_at is None or now - read_at >= target.pod_check_interval
 
 

@@ -15,6 +15,12 @@ show it again (:func:`_confirmed`). The trigger's ``max_container_restarts`` def
 ``None`` (not counted), unlike the operator's and the sensor's: a trigger serialised by a
 release without the budget keeps waiting as it did.
 
+The startup budget, likewise: while a rank has not started, a step reads the pods at the same
+pace, and a placed container the kubelet cannot start (``startup``) ends the wait (and deletes
+the job) once the same fresh reads show it again: at once for a reason that never heals
+(``InvalidImageName``), after ``startup_timeout`` for one that may (``ImagePullBackOff``, a
+missing Secret key). The trigger's ``startup_timeout`` defaults to ``None`` too.
+
 The stall timeout, likewise: at most once per ``stall_timeout / 4`` (``stall``) a step reads
 the pods and probes the log of a master that has run for ``stall_timeout``; an empty log
 ends the wait (and deletes the job) only after a fresh GET of the job, a fresh LIST of its
@@ -138,7 +144,8 @@ async def _running_job(
     log: logging.Logger | Any,
     wandb: WandbProgress | None,
 ) -> WaitResult | None:
-    """The pods' verdicts (the restart budget, a rank stopped from W&B), then the stall
+    """The pods' verdicts (the restart budget, a rank stopped from W&B, a container that
+    cannot start), then the stall
     timeout, judged from the pods read now; ``None`` (wait on) when none ends the wait, and
     when the pods cannot be read."""
     pods = await _pods(calls, target, log)
@@ -146,8 +153,8 @@ async def _running_job(
         return None
 
     async def by_pods(seen: Seen, pods: list[dict]) -> WaitResult | None:
-        # ``CRASH_LOOP`` or ``STOPPED_FROM_WANDB``
-        return judge_pods(seen, target, pods)
+        # ``CRASH_LOOP``, ``STOPPED_FROM_WANDB`` or ``START_FAILED``
+        return judge_pods(seen, target, pods, time.time())
 
     async def by_silence(seen: Seen, pods: list[dict]) -> WaitResult | None:
         # ``STALLED``: the master has run for ``stall_timeout`` with an empty log since

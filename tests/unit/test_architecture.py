@@ -60,6 +60,7 @@ PURE = [
     "wait/restart_budget.py",
     "wait/wandb_stop.py",
     "wait/stall.py",
+    "wait/startup.py",
     "wait/step.py",
     "triggers/wait_spec.py",
     "logs/log_lines.py",

@@ -48,6 +48,7 @@ STORED_NOW = {
     "wandb_run_id": None,
     "wandb_entity": None,
     "wandb_project": None,
+    "startup_timeout": None,
 }
 
 
@@ -55,6 +56,7 @@ def test_a_trigger_stored_by_the_previous_release_comes_back_the_same():
     trigger = VolcanoJobTrigger(**json.loads(json.dumps(STORED_BEFORE)))
     assert trigger.serialize() == (CLASSPATH, STORED_NOW)
     assert trigger.spec.target().stall_timeout is None  # no stall limit it never had
+    assert trigger.spec.target().startup_timeout is None  # nor a startup budget
     assert trigger.spec.wandb_run() is None  # a silent master is judged by its log alone
     assert (trigger.job_name, trigger.namespace, trigger.job_uid, trigger.try_number) == (
         "wandb-job-abc",

@@ -42,6 +42,7 @@ def test_a_lost_watch_keeps_its_event_and_words() -> None:
         "unplaced": {},
         "crash_loop": None,
         "stall": None,
+        "start_failure": None,
     }
 
 
@@ -58,6 +59,7 @@ def test_a_timeout_keeps_its_event_and_words() -> None:
         "unplaced": {},
         "crash_loop": None,
         "stall": None,
+        "start_failure": None,
     }
 
 

@@ -64,7 +64,7 @@ def test_the_judge_ends_the_wait_of_a_running_job_whose_run_was_stopped_before_t
     assert (
         "rank master-0's trainer ended" in result.message and f"exit code {STOP}" in result.message
     )
-    assert judge_pods(see(RUNNING, TARGET), TARGET, pods) == result
+    assert judge_pods(see(RUNNING, TARGET), TARGET, pods, T0) == result
     assert WaitResult.from_event(json.loads(json.dumps(result.to_event()))) == result
 
 

@@ -1,0 +1,184 @@
+"""The startup budget: how long a placed rank's container may fail to start.
+
+Pure. A gang waiting for GPUs is queueing, and may wait (``pending_timeout`` bounds that, off
+by default). A pod that the scheduler has placed and whose container the kubelet cannot start
+is not queueing: it holds its GPU, and so does every started rank of its gang, while nothing
+trains. The kubelet says why in the container's ``state.waiting.reason``:
+
+* :data:`NEVER_STARTS`: nothing can change it (a malformed image reference, a pull the pod's
+  policy forbids). The wait ends as soon as a pod read shows it.
+* :data:`MAY_HEAL`: a registry blip, a pull secret or a missing Secret or ConfigMap key created
+  a little late can heal. The wait ends once the pod has been placed (or its container last
+  ended) for ``startup_timeout`` and the kubelet still reports the error.
+
+A container still being created (``ContainerCreating``, a slow pull of a large image) is not
+failing, and is never ended by this budget. The clock is read from the pod itself (its
+``PodScheduled`` condition, a container's last exit), so a triggerer restart or a handover
+does not restart it. The anchor is ``KubernetesPodOperator``'s ``startup_timeout_seconds``
+(120 s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow_volcano_wandb.job.job_view import ObjectMeta, epoch_seconds
+from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+
+#: The default ``startup_timeout``, as ``KubernetesPodOperator``'s ``startup_timeout_seconds``.
+DEFAULT_STARTUP_TIMEOUT = 120.0
+
+#: Waiting reasons no retry of the kubelet can change: the wait ends at once.
+NEVER_STARTS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
+#: Waiting reasons that a registry, a pull secret or a late Secret can still heal: the wait
+#: ends after ``startup_timeout`` of them.
+MAY_HEAL = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError", "CreateContainerError"}
+)
+#: The reasons that mean the image cannot be had (``ImagePullError``); the others mean the
+#: container's configuration cannot be met (``ContainerConfigError``).
+IMAGE_REASONS = frozenset(
+    {"InvalidImageName", "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff"}
+)
+
+
+@dataclass(frozen=True)
+class StartFailure:
+    """The container of a placed rank that the kubelet cannot start, in the kubelet's words.
+
+    ``failing_for`` is how long the pod has been placed (or the container last ended);
+    ``startup_timeout`` the budget it was held to (``None``: it failed for a reason that never
+    heals, and the budget was not waited out).
+    """
+
+    pod: str
+    rank: str
+    container: str
+    image: str
+    reason: str
+    message: str
+    failing_for: float
+    startup_timeout: float | None
+
+    @property
+    def task(self) -> str:
+        """The rank's Volcano task (``worker``): Volcano names pods ``<job>-<task>-<index>``."""
+        task, _, index = self.rank.rpartition("-")
+        return task if index.isdigit() else ""
+
+    @property
+    def image_cannot_be_had(self) -> bool:
+        """Whether the image is what fails (else the container's configuration)."""
+        return self.reason in IMAGE_REASONS
+
+    def describe(self) -> str:
+        """One sentence for the task log and the exception."""
+        text = (
+            f"rank {self.rank} (pod {self.pod}) container {self.container} with image "
+            f"{self.image or '?'} cannot start: {self.reason}"
+        )
+        if self.message:
+            text += f": {self.message}"
+        if self.startup_timeout is None:
+            return text + " (the kubelet cannot retry its way out of this)"
+        return (
+            text + f" (placed {self.failing_for:.0f}s ago, past "
+            f"startup_timeout={self.startup_timeout:g}s)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> StartFailure:
+        """Read back a ``to_dict`` (e.g. from a trigger event); raises on anything else."""
+        budget = data.get("startup_timeout")
+        return cls(
+            pod=str(data["pod"]),
+            rank=str(data["rank"]),
+            container=str(data["container"]),
+            image=str(data.get("image") or ""),
+            reason=str(data["reason"]),
+            message=str(data.get("message") or ""),
+            failing_for=float(data["failing_for"]),
+            startup_timeout=None if budget is None else float(budget),
+        )
+
+
+def start_failure(
+    pods: Iterable[Mapping[str, Any]],
+    startup_timeout: float | None,
+    now: float,
+    *,
+    job_name: str,
+    job_uid: str | None = None,
+) -> StartFailure | None:
+    """The first placed container (by pod, init containers first) that cannot start and has
+    exhausted its budget; ``None`` while none has, and always for ``startup_timeout=None``.
+
+    :param pods: the job's pods as the API returns them (a fresh list, not a cached one).
+    :param startup_timeout: seconds a container may keep failing for a :data:`MAY_HEAL` reason.
+    :param now: epoch seconds.
+    :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
+    :param job_uid: the submission whose pods count (``None``: every pod given).
+    """
+    if startup_timeout is None:
+        return None
+    for pod in sorted(job_pods(pods, job_uid), key=lambda p: ObjectMeta.of(p).name):
+        placed_at = _scheduled_at(pod)
+        if placed_at is None:
+            continue
+        for container in _containers(pod):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = str(waiting.get("reason") or "")
+            if reason not in NEVER_STARTS and reason not in MAY_HEAL:
+                continue
+            since = max(placed_at, _last_exit(container) or placed_at)
+            failing_for = max(0.0, now - since)
+            if reason in MAY_HEAL and failing_for < startup_timeout:
+                continue
+            name = ObjectMeta.of(pod).name
+            return StartFailure(
+                pod=name,
+                rank=rank_of(name, job_name),
+                container=str(container.get("name") or ""),
+                image=_image(pod, container),
+                reason=reason,
+                message=str(waiting.get("message") or "").strip(),
+                failing_for=failing_for,
+                startup_timeout=startup_timeout if reason in MAY_HEAL else None,
+            )
+    return None
+
+
+def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+
+
+def _scheduled_at(pod: Mapping[str, Any]) -> float | None:
+    """When the pod was placed on its node; ``None`` while it is not (it is queueing)."""
+    for condition in (pod.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+            return epoch_seconds(condition.get("lastTransitionTime")) or epoch_seconds(
+                ObjectMeta.of(pod).creation_timestamp
+            )
+    return None
+
+
+def _last_exit(container: Mapping[str, Any]) -> float | None:
+    """When the container last ended: a restart that cannot start again counts from there."""
+    terminated = (container.get("lastState") or {}).get("terminated") or {}
+    return epoch_seconds(terminated.get("finishedAt"))
+
+
+def _image(pod: Mapping[str, Any], container: Mapping[str, Any]) -> str:
+    """The image the pod's spec asks for (the status may show it rewritten, or not at all)."""
+    name = container.get("name")
+    spec = pod.get("spec") or {}
+    for declared in [*(spec.get("initContainers") or []), *(spec.get("containers") or [])]:
+        if declared.get("name") == name:
+            return str(declared.get("image") or "")
+    return str(container.get("image") or "")
