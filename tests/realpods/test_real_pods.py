@@ -15,7 +15,11 @@ import pytest
 import yaml
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb.exceptions import TrainerExitError, TrainingStalledError
+from airflow_volcano_wandb.exceptions import (
+    ImagePullError,
+    TrainerExitError,
+    TrainingStalledError,
+)
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, node, placement, wandb_offline
@@ -328,6 +332,55 @@ def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout(
     text = str(error)
     assert f"no log line for at least {STALL_TIMEOUT}s" in text, text
     assert "[master-0] step 1 on " in text and "[worker-0] step 1 on " in text, text
+    api = volcano_cluster.api_client()
+    wait_until(lambda: not list_jobs(api, volcano_namespace), 120, what="the job deleted")
+
+
+@pytest.mark.parametrize(
+    ("bad_image", "reasons", "startup_timeout"),
+    [
+        # Nothing listens there: containerd's pull fails, the kubelet backs off (may heal).
+        ("127.0.0.1:9/avw/no-such-trainer:1", ("ErrImagePull", "ImagePullBackOff"), 20),
+        # No image reference at all: the kubelet never tries (fails at once).
+        ("Not/An Image:1", ("InvalidImageName",), 600),
+    ],
+    ids=["unreachable-registry", "invalid-name"],
+)
+def test_a_worker_whose_image_cannot_start_on_real_pods_fails_and_frees_the_gang(
+    airflow_db,
+    kubernetes_connection,
+    volcano_cluster,
+    volcano_namespace,
+    real_node,
+    monkeypatch,
+    bad_image,
+    reasons,
+    startup_timeout,
+):
+    """#33 on a real kubelet: the master starts and holds its slot, the worker's image cannot
+    be had. Under the defaults (no pending_timeout) the task fails with ``ImagePullError``
+    naming the worker's pod, its image and the kubelet's words, and the job is deleted."""
+    monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
+    template = _job("badimage", volcano_namespace, "import time; time.sleep(900)")
+    del template["metadata"]["namespace"]
+    for task in template["spec"]["tasks"]:
+        task["replicas"] = 1
+        if task["name"] == "worker":
+            task["template"]["spec"]["containers"][0]["image"] = bad_image
+    template["spec"]["minAvailable"] = 2
+    op = support.operator(
+        namespace=volcano_namespace,
+        template=template,
+        allowed_images=[image.TRAINER_IMAGE, bad_image],
+        deferrable=False,
+        startup_timeout=startup_timeout,
+        execution_timeout=timedelta(seconds=300),
+    )
+    with pytest.raises(ImagePullError) as failure:
+        support.execute_operator(op, support.StubTaskInstance("avw_real_pull", "train", "bad"))
+    error = failure.value
+    assert error.task == "worker" and error.reason in reasons, error
+    assert error.image == bad_image and f"with image {bad_image}" in str(error), error
     api = volcano_cluster.api_client()
     wait_until(lambda: not list_jobs(api, volcano_namespace), 120, what="the job deleted")
 
