@@ -47,12 +47,13 @@ _OPTIONS = {
         "default": VOLCANO_VERSION,
     },
     "pod_check_interval": {
-        "description": "Seconds between reads of a running job's pods (one "
-        "label-selected LIST) for the restart budget (max_container_restarts) "
-        "and a run stopped from W&B, whatever else wakes the wait. Lower finds "
-        "a crash loop sooner; higher costs the apiserver less with many "
-        "waiting jobs. Read by the triggerer and by tasks waiting in their own "
-        "process; at least 1.",
+        "description": "Seconds between reads of a waiting job's pods (one "
+        "label-selected LIST) for the restart budget (max_container_restarts), "
+        "a run stopped from W&B and, while a rank has not started, a container "
+        "that cannot start (startup_timeout), whatever else wakes the wait. "
+        "Lower finds a crash loop or a bad image sooner; higher costs the "
+        "apiserver less with many waiting jobs. Read by the triggerer and by "
+        "tasks waiting in their own process; at least 1.",
         "version_added": "0.1.0",
         "type": "float",
         "example": "60",
