@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow.configuration import conf
 
+from airflow_volcano_wandb.airflow_compat import task_state_store
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.job.resume import Resumption
@@ -30,6 +31,7 @@ from airflow_volcano_wandb.parts.wandb_report import WandbReport
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_WATCH_FAILURE_GRACE, VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
 
 
@@ -153,6 +155,12 @@ class OperatorParts:
             **self.limits.trigger_kwargs(),
             **(wandb_run or {}),
         )
+
+    def end_run(self, context: Any, run: Any, result: WaitResult, error: Any) -> None:
+        """The try's wait ended (``error``: what the task fails with; None for a success):
+        tell the next try (the cause, for ``resume_on``) and the W&B run (the link back)."""
+        self.resume.record_cause(task_state_store(context), result.uid, error)
+        self.report.link_back(context, run, "success" if error is None else result.outcome.value)
 
 
 #: The operator's options, part by part (the order of its docstring).

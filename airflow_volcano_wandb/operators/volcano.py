@@ -52,9 +52,9 @@ class VolcanoPyTorchJobOperator(BaseOperator):
 {options.param_docs(OPTIONS, indent="    ")}
 """
 
-    template_fields: Sequence[str] = options.templated(OPTIONS)
+    template_fields: Sequence[str] = (*options.templated(OPTIONS), preview.RENDERED_JOB)
     template_ext: Sequence[str] = (".yaml", ".yml", ".json")
-    template_fields_renderers = options.renderers(OPTIONS)
+    template_fields_renderers = {**options.renderers(OPTIONS), preview.RENDERED_JOB: "yaml"}
     operator_extra_links = (WandbRunLink(),)
     ui_color = "#ffd166"
 
@@ -70,6 +70,11 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         self._facts: JobFacts | None = None
         self._run: dict[str, Any] = {}
         self._summary: dict[str, Any] | None = None
+        self.rendered_job: str | None = None  # set by execute: preview.RENDERED_JOB
+
+    @property
+    def overwrite_rtif_after_execution(self) -> bool:  # the Rendered Template view's Job
+        return self.rendered_job is not None
 
     __init__.__signature__ = options.signature(OPTIONS)  # type: ignore[attr-defined]
 
@@ -100,11 +105,11 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             return parts.render(context, identity, wandb_hook, intent, resumed, namespace)
 
         rendered = render(intent)  # bad input fails here, before any API client
-        self.log.info("The Volcano Job to submit:\n%s", job_as_yaml(rendered[1]))
+        self.rendered_job = preview.shown(rendered[1], self.log)
         store = task_state_store(context)  # Airflow >= 3.3: kept across tries
         if (resumed := parts.resume.interrupted_run(self.hook, store, intent)) is not None:
             resumed = parts.run.settled(resumed)
-            rendered = render(intent)  # the earlier run's id
+            self.rendered_job = preview.shown((rendered := render(intent))[1], self.log)
         spec, job = submission.submit_for_try(
             self.hook,
             rendered,
@@ -133,7 +138,8 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         asked = parts.report.progress_kwargs(run[XCOM_RUN_ID], stall, wandb_hook)
         trigger = self._trigger(parts, [wandb_hook.api_key], parts.wait.deferrable, asked)
         if parts.wait.deferrable:
-            self.defer(trigger=trigger, method_name="execute_complete", kwargs={"run": run})
+            resumed_with = {"run": run, preview.RENDERED_JOB: self.rendered_job}
+            self.defer(trigger=trigger, method_name="execute_complete", kwargs=resumed_with)
         try:
             result = wait_in_process(self.hook, trigger, job, self.log)
         except BaseException as exc:
@@ -144,10 +150,14 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         return self._report(parts, context, result, run)
 
     def execute_complete(
-        self, context: Context, event: dict[str, Any], run: Mapping[str, Any] | None = None
+        self,
+        context: Context,
+        event: dict[str, Any],
+        run: Mapping[str, Any] | None = None,
+        rendered_job: str | None = None,
     ) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
-        parts = OperatorParts.of(self)
+        parts, self.rendered_job = OperatorParts.of(self), rendered_job  # the view keeps it
         self._try_number = context["ti"].try_number
         if run is None:  # dag.test() resumes without the deferral's kwargs: ask XCom
             run = pulled_run(context["ti"], self.task_id)
@@ -185,7 +195,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
                 self._facts = JobFacts.from_job(job)
                 if parts.wait.deferrable:
                     job_report.log_master_tail(hook, job, parts.logs.log_lines, self.log)
-            _end_run(parts, context, run, result, None)  # before a delete: the next try knows
+            parts.end_run(context, run, result, None)  # before a delete: the next try knows
             if deletes:
                 self._delete_job()
             summary = self._summary = parts.report.push_summary(ti, run)
@@ -202,7 +212,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             task_log=self.log,
             run_url=run.get(XCOM_RUN_URL),
         )
-        _end_run(parts, context, run, result, error)
+        parts.end_run(context, run, result, error)
         raise error  # its class names the cause, for retry policies
 
     def _known(self, job: dict[str, str]) -> None:
@@ -233,12 +243,3 @@ class VolcanoPyTorchJobOperator(BaseOperator):
 
     #: A failed try's: the same facets, as far as the try got.
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
-
-
-def _end_run(
-    parts: OperatorParts, context: Context, run: Any, result: WaitResult, error: Any
-) -> None:
-    """The try's wait ended (``error``: what the task fails with; None for a success): tell
-    the next try (the cause, for ``resume_on``) and the W&B run (the link back)."""
-    parts.resume.record_cause(task_state_store(context), result.uid, error)
-    parts.report.link_back(context, run, "success" if error is None else result.outcome.value)

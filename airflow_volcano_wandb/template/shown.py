@@ -14,8 +14,15 @@ import yaml
 
 
 def job_as_yaml(job: Mapping[str, Any]) -> str:
-    """``job`` as one block YAML document (``---`` to ``...``), keys in the order the job has
-    them: the markers set it apart from log lines printed around it."""
+    """``job`` as one block YAML document (``---`` to ``...``): the markers set it apart from
+    log lines printed around it. Its head in kubectl's order (``apiVersion``, ``kind``,
+    ``metadata``, ``spec``), so a view that shows only the start (Airflow truncates a rendered
+    field) shows what the job is; the rest in the order the job has them."""
+    head = {key: job[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in job}
     return yaml.safe_dump(
-        dict(job), sort_keys=False, default_flow_style=False, explicit_start=True, explicit_end=True
+        {**head, **job},
+        sort_keys=False,
+        default_flow_style=False,
+        explicit_start=True,
+        explicit_end=True,
     )

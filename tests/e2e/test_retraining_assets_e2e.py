@@ -162,6 +162,20 @@ def test_the_scheduled_training_run_succeeded(chain: Chain) -> None:
     )
 
 
+def test_the_deferred_tasks_rendered_template_view_shows_the_job_it_submitted(
+    chain: Chain,
+) -> None:
+    # Resumed by the triggerer in a new process, which renders the fields afresh: the Job
+    # comes back with the deferral. Airflow's default [core] max_templated_field_length
+    # (4096) keeps the Job's head, which says what and where it is.
+    ti = chain.task_instance(TRAIN_DAG, chain.train_run["dag_run_id"], "train")
+    shown = ti["rendered_fields"]["rendered_job"]
+    assert shown.startswith("Truncated. You can change this behaviour"), shown[:300]
+    head = shown.split("---\n", 1)[1]
+    assert head.startswith("apiVersion: batch.volcano.sh/v1alpha1\nkind: Job\nmetadata:\n"), head
+    assert "airflow-volcano-wandb.io/" in head  # the labels that name the task instance
+
+
 def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
     run_id = chain.train_run["dag_run_id"]
     events = chain.stack.api("GET", "/assets/events", params={"source_dag_id": TRAIN_DAG})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.job.api_key_secret import NAME_PREFIX
@@ -35,7 +36,9 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
     volcano_cluster,
     volcano_namespace,
     capfd,
+    monkeypatch,
 ):
+    monkeypatch.setenv("AIRFLOW__CORE__MAX_TEMPLATED_FIELD_LENGTH", "65536")
     api_key = wandb_connection
     api, namespace = volcano_cluster.api_client(), volcano_namespace
     template = seed_template(master={SIM_DURATION: "1"}, worker={SIM_DURATION: "1"})
@@ -87,6 +90,12 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
 
     assert api_key not in json.dumps(xcoms("avw_test_keep", dag_run.run_id), default=str)
     assert api_key not in json.dumps(rendered_fields("avw_test_keep", dag_run.run_id), default=str)
+    # The Rendered Template view shows the Job the try submitted, its key by Secret name only
+    # (whole: the DAG processor's [core] max_templated_field_length is raised in this session).
+    (shown,) = [f["rendered_job"] for f in rendered_fields("avw_test_keep", dag_run.run_id)]
+    assert yaml.safe_load(shown)["metadata"]["name"] == job["metadata"]["name"]
+    assert f"name: {secret_name}" in shown
+    assert yaml.safe_load(shown)["spec"]["tasks"][1]["replicas"] == 2
 
     # Deleting the job deletes the Secret (garbage collection through the ownerReference).
     k8s.CustomObjectsApi(api).delete_namespaced_custom_object(

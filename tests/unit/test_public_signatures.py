@@ -85,6 +85,7 @@ OPERATOR = {
     "watch_failure_grace": 600.0,
 }
 OPERATOR_TEMPLATE_FIELDS = {
+    "rendered_job",  # set by execute: the Job a try submits, for the Rendered Template view
     "template_variables",
     "run_config",
     "template",
@@ -123,6 +124,7 @@ OPERATOR_RENDERERS = {
     "replicas": "json",
     "template_variables": "json",
     "run_config": "json",
+    "rendered_job": "yaml",
 }
 
 SENSOR = {
