@@ -51,8 +51,7 @@ class CrashLoop:
     @property
     def task(self) -> str:
         """The rank's Volcano task (``worker``): Volcano names pods ``<job>-<task>-<index>``."""
-        task, _, index = self.rank.rpartition("-")
-        return task if index.isdigit() else ""
+        return task_of_rank(self.rank)
 
     def describe(self) -> str:
         """One sentence for the task log and the exception."""
@@ -157,6 +156,12 @@ def rank_of(pod: str, job_name: str) -> str:
     """A pod's place in its job (``master-0``), from Volcano's ``<job>-<task>-<index>`` name."""
     prefix = f"{job_name}-"
     return pod[len(prefix) :] if job_name and pod.startswith(prefix) else pod
+
+
+def task_of_rank(rank: str) -> str:
+    """A rank's Volcano task (``worker`` of ``worker-1``); ``""`` for a rank of no such shape."""
+    task, _, index = rank.rpartition("-")
+    return task if index.isdigit() else ""
 
 
 def _container_statuses(

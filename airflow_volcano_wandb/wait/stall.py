@@ -28,7 +28,7 @@ from typing import Any
 
 from airflow_volcano_wandb.job.job_view import ObjectMeta, epoch_seconds
 from airflow_volcano_wandb.wait.diagnostics import master_pod
-from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of, task_of_rank
 from airflow_volcano_wandb.wandb.numbers import finite_number
 
 #: How many probes of the master's log a waiter makes per ``stall_timeout`` at most: a stall
@@ -54,8 +54,7 @@ class Stall:
     @property
     def task(self) -> str:
         """The rank's Volcano task (``master``): Volcano names pods ``<job>-<task>-<index>``."""
-        task, _, index = self.rank.rpartition("-")
-        return task if index.isdigit() else ""
+        return task_of_rank(self.rank)
 
     @property
     def since_seconds(self) -> int:

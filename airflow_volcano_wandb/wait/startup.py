@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_volcano_wandb.job.job_view import ObjectMeta, epoch_seconds
-from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of, task_of_rank
 
 #: The default ``startup_timeout``, as ``KubernetesPodOperator``'s ``startup_timeout_seconds``.
 DEFAULT_STARTUP_TIMEOUT = 120.0
@@ -65,8 +65,7 @@ class StartFailure:
     @property
     def task(self) -> str:
         """The rank's Volcano task (``worker``): Volcano names pods ``<job>-<task>-<index>``."""
-        task, _, index = self.rank.rpartition("-")
-        return task if index.isdigit() else ""
+        return task_of_rank(self.rank)
 
     @property
     def image_cannot_be_had(self) -> bool:
