@@ -52,10 +52,11 @@ class VolcanoJobSensor(BaseSensorOperator):
     ``reschedule`` mode nothing is followed (each poke is a new process).
 
     The sensor's own parameters are ``sensor_parts.SensedJob``'s; the W&B report, the pod
-    logs (the sensor shows pod log tails on failure only), the restart budget and stall
-    timeout (each poke, or the trigger, reads a running job's pods for their restarts, and
-    probes its master's log for a stall when one is due) and the connection are the parts it
-    shares with the operator (``parts/``).
+    logs (the sensor shows pod log tails on failure only), the restart budget, the startup
+    budget and the stall timeout (each poke, or the trigger, reads a waiting job's pods for
+    their restarts and for a container that cannot start, and probes its master's log for a
+    stall when one is due) and the connection are the parts it shares with the operator
+    (``parts/``).
 
 {options.param_docs(OPTIONS, indent="    ")}
 """

@@ -42,7 +42,7 @@ class WaitMemory:
     #: When it last probed the master's log for a stall (epoch seconds); forgotten on a
     #: restart, which only means one probe sooner than due.
     stall_probed_at: float | None = None
-    #: When it last read the job's pods for their restarts (epoch seconds), the same way.
+    #: When it last read the job's pods for their verdicts (epoch seconds), the same way.
     pods_read_at: float | None = None
 
 

@@ -245,7 +245,7 @@ async def _pods(
         # The budget is a bound on a failing job, not the wait's source of truth: a read that
         # fails leaves the job to the next look, which reads again.
         log.warning(
-            "Could not read the pods of Volcano job %s/%s for their restarts: %s",
+            "Could not read the pods of Volcano job %s/%s for their verdicts: %s",
             target.namespace,
             target.name,
             exc,
