@@ -57,11 +57,13 @@ test: venv
 	$(BIN)/ruff check .
 	AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest --durations=30
 
-# Tests too long for `make test` and CI (marked `long`; about 25 minutes): a mapped sweep
+# Tests too long for `make test` and CI (marked `long`; about 40 minutes): a mapped sweep
 # killed and cleared per map index on a real scheduler and triggerer; the lifecycle trials
 # through a real Airflow (clears while deferred, two deployments side by side); the watches
-# and request rate of two triggerers with 2 then 8 waiting jobs; the apiserver down at submit
-# (a private cluster). `make test-ha` and `make test-lifecycle` run some of them at full size.
+# and request rate of two triggerers with 2 then 8 waiting jobs; the HA faults and a
+# triggerer restarted under a deferred wait; the apiserver restarted, and down at submit (a
+# private cluster); a RoleBinding removed for 30 s; the trainer's stop-and-resume trials.
+# `make test-ha` and `make test-lifecycle` run some of them at full size.
 test-long: venv
 	$(BIN)/python -m pytest -m long
 
@@ -74,7 +76,7 @@ test-real-pods: venv
 # frozen triggerer to the other one, and the faults (tests/reliability/test_ha_airflow.py);
 # the watches and request rate of two triggerers with 2 and then 20 waiting jobs
 # (tests/reliability/test_ha_watch_load.py: counted in the apiserver's audit log, so a cluster
-# this target starts writes one). `make test` runs the first with 4 jobs; `make test-long` the
+# this target starts writes one). `make test` runs the handover with 4 jobs; `make test-long` the
 # second with 2 then 8.
 test-ha: venv
 	scripts/install-system-deps.sh

@@ -24,7 +24,7 @@ from test_support import faults
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability import support
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.cluster, pytest.mark.long, pytest.mark.timeout(600)]
 
 OUTAGE_SECONDS = 15
 # run index -> (kind, expected trigger status)

@@ -181,6 +181,7 @@ def test_execution_timeout_while_deferred_deletes_the_job(runs):
     assert "JobTimeoutError" in text  # the class a retry policy matches
 
 
+@pytest.mark.long  # 4 minutes under CI load: make test-long, not CI
 def test_a_restarted_triggerer_takes_the_wait_over_and_leaves_the_job_alone(stack, volcano_cluster):
     """Not a kill of the task: the triggerer itself stops while the task waits.
 

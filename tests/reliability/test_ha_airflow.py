@@ -271,6 +271,7 @@ def _deletions_logged(stack: AirflowStack, trials: list[Trial]) -> list[str]:
     ]
 
 
+@pytest.mark.long  # 2.5 minutes under CI load: make test-long, not CI
 def test_a_killed_triggerer_a_killed_scheduler_and_a_database_restart_keep_every_job(
     reliability_airflow, volcano_cluster, admin
 ):

@@ -255,6 +255,7 @@ def test_nothing_readable_past_the_grace_fails_the_task_and_leaves_the_job(as_se
     assert not job["metadata"].get("deletionTimestamp")
 
 
+@pytest.mark.long  # 1 minute: make test-long, not CI
 def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
     as_service_account, monkeypatch
 ):
