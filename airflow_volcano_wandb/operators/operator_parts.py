@@ -152,6 +152,7 @@ class OperatorParts:
             try_number=try_number,
             **self.logs.trigger_kwargs(masked, follow=follow),
             deferred_at=time.time() if deferred else None,
+            waiting_since=time.time(),
             **self.limits.trigger_kwargs(),
             **(wandb_run or {}),
         )

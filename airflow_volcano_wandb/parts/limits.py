@@ -76,17 +76,17 @@ class RunLimits:
         DEFAULT_STARTUP_TIMEOUT,
         """seconds a placed rank's container may keep failing to start before the task fails
         and the job is deleted, so every rank releases its GPUs (``KubernetesPodOperator``'s
-        ``startup_timeout_seconds``). It counts from when the pod was placed on its node (or
-        its container last ended), never while the gang queues for GPUs: that is
-        ``pending_timeout``'s. An image that cannot be pulled (``ErrImagePull``,
-        ``ImagePullBackOff``) fails with ``ImagePullError``, a missing Secret or ConfigMap key
-        (``CreateContainerConfigError``) with ``ContainerConfigError``, after this many
-        seconds; an image reference the kubelet can never pull (``InvalidImageName``,
-        ``ErrImageNeverPull``) at once. A slow pull of a large image (``ContainerCreating``)
-        is not a failure. The message names the pod, the image and the kubelet's words; the
-        verdict is confirmed by a fresh read of the job and its pods first. While a rank has
-        not started, the wait reads the job's pods (one LIST per ``pod_check_interval``).
-        ``None``: not looked for.""",
+        ``startup_timeout_seconds``). It counts from when the pod was placed on its node, its
+        container last ended or this try's wait began, whichever is latest; never while the
+        gang queues for GPUs: that is ``pending_timeout``'s. An image that cannot be pulled
+        (``ErrImagePull``, ``ImagePullBackOff``) fails with ``ImagePullError``, a missing
+        Secret or ConfigMap key (``CreateContainerConfigError``) with
+        ``ContainerConfigError``, after this many seconds; an image reference the kubelet can
+        never pull (``InvalidImageName``, ``ErrImageNeverPull``) at once. A slow pull of a
+        large image (``ContainerCreating``) is not a failure. The message names the pod, the
+        image and the kubelet's words; the verdict is confirmed by a fresh read of the job and
+        its pods first. While a rank has not started, the wait reads the job's pods (one LIST
+        per ``pod_check_interval``). ``None``: not looked for.""",
         check=_seconds_check("startup_timeout"),
     )
 

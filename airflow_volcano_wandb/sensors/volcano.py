@@ -71,6 +71,7 @@ class VolcanoJobSensor(BaseSensorOperator):
             setattr(self, name, value)
         self._failing_since: float | None = None
         self._memory = WaitMemory()  # of this process: each rescheduled poke starts afresh
+        self._waiting_since = time.time()  # the same: a rescheduled poke counts from itself
         #: The run a poke's stall probe asks (``False``: none; ``None``: not known yet).
         self._wandb: WandbProgress | bool | None = None
         #: The submission waited on: ``job_uid``'s, else the first one seen.
@@ -99,6 +100,7 @@ class VolcanoJobSensor(BaseSensorOperator):
             deadline=deadline,
             **self.parts.limits.trigger_kwargs(),
             pod_check_interval=pod_check_interval(),
+            waiting_since=self._waiting_since,
         )
 
     def execute(self, context: Context) -> Any:
@@ -141,6 +143,7 @@ class VolcanoJobSensor(BaseSensorOperator):
             watch_failure_grace=parts.job.watch_failure_grace,
             **parts.logs.trigger_kwargs(masked),
             deferred_at=time.time(),
+            waiting_since=target.waiting_since,
             **parts.limits.trigger_kwargs(),
             **self._wandb_progress_kwargs(job),
         )

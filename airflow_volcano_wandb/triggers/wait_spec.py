@@ -70,6 +70,9 @@ class WaitSpec:
     :param startup_timeout: seconds a placed rank's container may keep failing to start for a
         reason that may heal (``startup``); ``None``: not looked for, as for a trigger stored
         by a release without it.
+    :param waiting_since: when this try's wait began (epoch seconds), deferred or not: the
+        startup budget counts from no earlier, so a retry that reattaches to a job whose key
+        Secret it has just delivered gives the kubelet the whole budget.
     """
 
     job_name: str
@@ -99,6 +102,7 @@ class WaitSpec:
     wandb_entity: str | None = None
     wandb_project: str | None = None
     startup_timeout: float | None = None
+    waiting_since: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "masked_secrets", tuple(self.masked_secrets or ()))
@@ -126,6 +130,7 @@ class WaitSpec:
             max_container_restarts=self.max_container_restarts,
             stall_timeout=self.stall_timeout,
             startup_timeout=self.startup_timeout,
+            waiting_since=self.waiting_since,
         )
 
     def wandb_run(self) -> WandbRunRef | None:

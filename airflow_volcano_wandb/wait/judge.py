@@ -68,6 +68,8 @@ class WaitTarget:
     #: Seconds a placed rank's container may keep failing to start for a reason that may heal
     #: (``startup``); ``None``: a container that cannot start is not looked for.
     startup_timeout: float | None = None
+    #: When this try's wait began (epoch seconds): the startup budget counts from no earlier.
+    waiting_since: float | None = None
     #: How often a job's pods are read for the restart budget, a stop from W&B and a container
     #: that cannot start (``[volcano_wandb] pod_check_interval`` of the waiting process),
     #: whatever wakes the wait.
@@ -188,7 +190,12 @@ def judge_pods(
             return WaitResult.crash_looping(status, loop)
     if checks_startup(seen, target):
         failure = start_failure(
-            pods, target.startup_timeout, now, job_name=status.name, job_uid=uid
+            pods,
+            target.startup_timeout,
+            now,
+            job_name=status.name,
+            job_uid=uid,
+            not_before=target.waiting_since,
         )
         if failure is not None:
             return WaitResult.could_not_start(status, failure)

@@ -8,14 +8,16 @@ trains. The kubelet says why in the container's ``state.waiting.reason``:
 * :data:`NEVER_STARTS`: nothing can change it (a malformed image reference, a pull the pod's
   policy forbids). The wait ends as soon as a pod read shows it.
 * :data:`MAY_HEAL`: a registry blip, a pull secret or a missing Secret or ConfigMap key created
-  a little late can heal. The wait ends once the pod has been placed (or its container last
-  ended) for ``startup_timeout`` and the kubelet still reports the error.
+  a little late can heal. The wait ends once the container has been failing for
+  ``startup_timeout`` and the kubelet still reports the error.
 
 A container still being created (``ContainerCreating``, a slow pull of a large image) is not
-failing, and is never ended by this budget. The clock is read from the pod itself (its
-``PodScheduled`` condition, a container's last exit), so a triggerer restart or a handover
-does not restart it. The anchor is ``KubernetesPodOperator``'s ``startup_timeout_seconds``
-(120 s).
+failing, and is never ended by this budget. The clock starts at the latest of the pod's
+placement (its ``PodScheduled`` condition), the container's last exit and the start of this
+try's wait (``not_before``): all read from the pod or the wait's own fields, so a triggerer
+restart or a handover does not restart it, and a retry that reattaches to a job whose key
+Secret it has just delivered gives the kubelet the whole budget to start the container. The
+anchor is ``KubernetesPodOperator``'s ``startup_timeout_seconds`` (120 s).
 """
 
 from __future__ import annotations
@@ -48,9 +50,9 @@ IMAGE_REASONS = frozenset(
 class StartFailure:
     """The container of a placed rank that the kubelet cannot start, in the kubelet's words.
 
-    ``failing_for`` is how long the pod has been placed (or the container last ended);
-    ``startup_timeout`` the budget it was held to (``None``: it failed for a reason that never
-    heals, and the budget was not waited out).
+    ``failing_for`` is how long the container has been failing, as far as the clock counts
+    (see the module); ``startup_timeout`` the budget it was held to (``None``: it failed for
+    a reason that never heals, and the budget was not waited out).
     """
 
     pod: str
@@ -83,7 +85,7 @@ class StartFailure:
         if self.startup_timeout is None:
             return text + " (the kubelet cannot retry its way out of this)"
         return (
-            text + f" (placed {self.failing_for:.0f}s ago, past "
+            text + f" (failing for {self.failing_for:.0f}s, past "
             f"startup_timeout={self.startup_timeout:g}s)"
         )
 
@@ -113,6 +115,7 @@ def start_failure(
     *,
     job_name: str,
     job_uid: str | None = None,
+    not_before: float | None = None,
 ) -> StartFailure | None:
     """The first placed container (by pod, init containers first) that cannot start and has
     exhausted its budget; ``None`` while none has, and always for ``startup_timeout=None``.
@@ -122,6 +125,8 @@ def start_failure(
     :param now: epoch seconds.
     :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
     :param job_uid: the submission whose pods count (``None``: every pod given).
+    :param not_before: when this try's wait began (epoch seconds): no failure counts from
+        before it.
     """
     if startup_timeout is None:
         return None
@@ -134,7 +139,7 @@ def start_failure(
             reason = str(waiting.get("reason") or "")
             if reason not in NEVER_STARTS and reason not in MAY_HEAL:
                 continue
-            since = max(placed_at, _last_exit(container) or placed_at)
+            since = max(placed_at, _last_exit(container) or placed_at, not_before or placed_at)
             failing_for = max(0.0, now - since)
             if reason in MAY_HEAL and failing_for < startup_timeout:
                 continue

@@ -29,7 +29,7 @@ IMAGE = "example.org/avw/trainer:test"  # support.operator's image_uri
 
 
 def _placed_for(error: Exception) -> float:
-    found = re.search(r"placed (\d+)s ago", str(error))
+    found = re.search(r"failing for (\d+)s", str(error))
     assert found, error
     return float(found.group(1))
 

@@ -49,6 +49,7 @@ STORED_NOW = {
     "wandb_entity": None,
     "wandb_project": None,
     "startup_timeout": None,
+    "waiting_since": None,
 }
 
 

@@ -80,8 +80,10 @@ def job(phase: str = "Pending", running: int = 0) -> dict:
 TARGET = WaitTarget(name="j", namespace="ns", uid=UID, startup_timeout=120.0)
 
 
-def failure(pods: list[dict], now: float, budget: float | None = 120.0) -> StartFailure | None:
-    return start_failure(pods, budget, now, job_name="j", job_uid=UID)
+def failure(
+    pods: list[dict], now: float, budget: float | None = 120.0, not_before: float | None = None
+) -> StartFailure | None:
+    return start_failure(pods, budget, now, job_name="j", job_uid=UID, not_before=not_before)
 
 
 @pytest.mark.parametrize("reason", ["InvalidImageName", "ErrImageNeverPull"])
@@ -108,7 +110,7 @@ def test_a_reason_that_may_heal_fails_only_after_the_budget(reason):
     assert failure(pods, T0 + 119) is None
     found = failure(pods, T0 + 121)
     assert found is not None and found.reason == reason and found.startup_timeout == 120
-    assert "placed 121s ago, past startup_timeout=120s" in found.describe()
+    assert "failing for 121s, past startup_timeout=120s" in found.describe()
     assert found.image_cannot_be_had is reason.startswith(("ErrImage", "ImagePull"))
 
 
@@ -117,6 +119,17 @@ def test_a_container_that_ran_counts_from_its_last_exit():
     pods = [pod("master-0", "ImagePullBackOff", last_exit="2027-01-15T09:00:00Z")]
     assert failure(pods, T0 + 3610) is None
     assert failure(pods, T0 + 3600 + 121) is not None
+
+
+def test_a_retry_that_just_delivered_the_key_gives_the_kubelet_the_whole_budget():
+    # Placed an hour ago, waiting for a key Secret its dead submitter never made; the retry
+    # that reattached delivered it 10 s ago and waits since: the kubelet has not retried yet.
+    pods = [pod("master-0", "CreateContainerConfigError", message='secret "k" not found')]
+    assert failure(pods, T0 + 3600, not_before=T0 + 3590) is None
+    found = failure(pods, T0 + 3600 + 121, not_before=T0 + 3600)
+    assert found is not None and round(found.failing_for) == 121
+    # A reason that never heals does not wait for anything.
+    assert failure([pod("master-0", "InvalidImageName")], T0 + 1, not_before=T0 + 1)
 
 
 @pytest.mark.parametrize(
