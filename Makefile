@@ -62,7 +62,7 @@ test: venv
 # through a real Airflow (clears while deferred, two deployments side by side); the watches
 # and request rate of two triggerers with 2 then 8 waiting jobs; the HA faults and a
 # triggerer restarted under a deferred wait; the apiserver restarted, and down at submit (a
-# private cluster); a RoleBinding removed for 30 s; the trainer's stop-and-resume trials.
+# private cluster); a RoleBinding removed for 30 s.
 # `make test-ha` and `make test-lifecycle` run some of them at full size.
 test-long: venv
 	$(BIN)/python -m pytest -m long

@@ -89,7 +89,6 @@ def test_rank_0_logs_every_checkpoint_as_a_committed_artifact_version(tmp_path: 
     assert all(FAKE_API_KEY not in result.output for result in results)
 
 
-@pytest.mark.long  # 2.5 minutes under CI load: make test-long, not CI
 def test_a_stopped_job_resumes_from_the_artifact_on_pods_with_empty_directories(
     tmp_path: Path, trainer: SimpleNamespace
 ) -> None:

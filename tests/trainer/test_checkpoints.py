@@ -90,7 +90,6 @@ def test_a_run_leaves_complete_step_named_checkpoints_and_nothing_else(
     assert "saved checkpoint" not in results[1].output  # only rank 0 writes
 
 
-@pytest.mark.long  # 2.5 minutes under CI load: make test-long, not CI
 def test_a_stopped_run_saves_the_step_it_reached_and_latest_resumes_there(
     tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
