@@ -17,8 +17,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable, Hashable
-from typing import Any
+from collections.abc import Callable, Hashable
 
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -54,35 +53,11 @@ class NamespaceJobWatcher(NamespaceWatch):
 
     resource = JOBS_RESOURCE
     resource_words = f"Volcano jobs ({JOBS_RESOURCE})"
-
-    def __init__(
-        self,
-        hook_factory: Callable[[], AsyncVolcanoHook],
-        namespace: str,
-        label_selector: str | None = None,
-    ) -> None:
-        super().__init__(hook_factory, namespace, label_selector)
-        #: The namespace's pod watch, when the waiters' jobs are read from one (set by the
-        #: trigger that starts it; ``None``: every read of pods is a LIST).
-        self.pods: NamespacePodWatcher | None = None
-
-    async def _list_page(
-        self, hook: AsyncVolcanoHook, api: Any, continue_token: str | None
-    ) -> tuple[list[dict], str, str | None]:
-        return await hook.list_jobs_page(
-            api, self.namespace, self.label_selector, namespace_watch.LIST_PAGE_SIZE, continue_token
-        )
-
-    def _watch_events(
-        self, hook: AsyncVolcanoHook, api: Any, resource_version: str
-    ) -> AsyncIterator[tuple[str, dict]]:
-        return hook.watch_jobs(
-            api,
-            self.namespace,
-            resource_version,
-            namespace_watch.WATCH_TIMEOUT_SECONDS,
-            label_selector=self.label_selector,
-        )
+    list_call = "list_jobs_page"
+    watch_call = "watch_jobs"
+    #: The namespace's pod watch, when the waiters' jobs are read from one (set by the
+    #: trigger that starts it; ``None``: every read of pods is a LIST).
+    pods: NamespacePodWatcher | None = None
 
     def job(self, name: str) -> dict | None:
         """The watch's copy of the job while the watch is up; None if unseen or not synced."""

@@ -67,13 +67,16 @@ class NamespaceWatch:
     """The latest copy of the namespace's objects of one kind (matching a selector), grouped
     by key; wakes the subscribers of a key when it changes.
 
-    A kind says what to list and watch (:meth:`_list_page`, :meth:`_watch_events`), how its
-    objects are grouped (:meth:`_key`) and what of each is kept (:meth:`_kept`).
+    A kind says what to list and watch (the hook's calls ``list_call`` and ``watch_call``),
+    how its objects are grouped (:meth:`_key`) and what of each is kept (:meth:`_kept`).
     """
 
     #: What is watched, in words for a log and for RBAC (``describe_failure``).
     resource = ""
     resource_words = ""
+    #: The ``AsyncVolcanoHook`` calls that page a LIST and stream a watch of the kind.
+    list_call = ""
+    watch_call = ""
 
     def __init__(
         self,
@@ -100,12 +103,22 @@ class NamespaceWatch:
     async def _list_page(
         self, hook: AsyncVolcanoHook, api: Any, continue_token: str | None
     ) -> tuple[list[dict], str, str | None]:
-        raise NotImplementedError
+        list_page = getattr(hook, self.list_call)
+        return await list_page(
+            api, self.namespace, self.label_selector, LIST_PAGE_SIZE, continue_token
+        )
 
     def _watch_events(
         self, hook: AsyncVolcanoHook, api: Any, resource_version: str
     ) -> AsyncIterator[tuple[str, dict]]:
-        raise NotImplementedError
+        watch = getattr(hook, self.watch_call)
+        return watch(
+            api,
+            self.namespace,
+            resource_version,
+            WATCH_TIMEOUT_SECONDS,
+            label_selector=self.label_selector,
+        )
 
     def _key(self, obj: dict) -> str | None:
         """The key the object is kept under; ``None``: not kept."""

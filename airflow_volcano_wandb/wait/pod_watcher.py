@@ -19,13 +19,11 @@ images, the node): a pod spec's volumes, env and probes are most of its size.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.hooks.volcano_requests import JOB_NAME_LABEL
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
-from airflow_volcano_wandb.wait import namespace_watch
 from airflow_volcano_wandb.wait.namespace_watch import NamespaceWatch
 
 #: The pods watched: those of this provider's jobs.
@@ -39,24 +37,8 @@ class NamespacePodWatcher(NamespaceWatch):
 
     resource = "pods"
     resource_words = "pods of managed Volcano jobs"
-
-    async def _list_page(
-        self, hook: AsyncVolcanoHook, api: Any, continue_token: str | None
-    ) -> tuple[list[dict], str, str | None]:
-        return await hook.list_pods_page(
-            api, self.namespace, self.label_selector, namespace_watch.LIST_PAGE_SIZE, continue_token
-        )
-
-    def _watch_events(
-        self, hook: AsyncVolcanoHook, api: Any, resource_version: str
-    ) -> AsyncIterator[tuple[str, dict]]:
-        return hook.watch_pods(
-            api,
-            self.namespace,
-            resource_version,
-            namespace_watch.WATCH_TIMEOUT_SECONDS,
-            label_selector=self.label_selector,
-        )
+    list_call = "list_pods_page"
+    watch_call = "watch_pods"
 
     def _key(self, obj: dict) -> str | None:
         return ((obj.get("metadata") or {}).get("labels") or {}).get(JOB_NAME_LABEL)
