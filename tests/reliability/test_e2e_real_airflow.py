@@ -16,14 +16,16 @@ master runs 1 s: the job is ``Completed`` while its trigger still waits out
 is seen ``Completed``; the task's end is its ``end_date`` in Airflow (same machine clock).
 
 Beside each wave run as many tasks of two kinds of Airflow's own (``dags/avw_floor_dags.py``),
-each waiting for a moment with Airflow's ``DateTimeTrigger``: one that resumes on a worker and
-only returns (``avw_floor_resume``), and ``DateTimeSensorAsync`` ending in the triggerer
-(``avw_floor_sensor``); half fire about when the wave's first half of jobs end, half about
-when the second half does. For every task of the three kinds: the trigger's fire (the
+each waiting with Airflow's ``DateTimeTrigger`` as long after its deferral as the provider's
+task of the same kind (``FLOOR_AFTER_S``): one that resumes on a worker and only returns
+(``avw_floor_resume``), and ``DateTimeSensorAsync`` ending in the triggerer
+(``avw_floor_sensor``). For every task of the three kinds: the trigger's fire (the
 triggerer's ``Trigger fired event`` line in the trigger's log) to the task's ``end_date``, and
-for those resumed on a worker the steps between (``scheduled_when``: the triggerer wrote the
-event; ``queued_when``: a scheduler queued it; ``start_date``: the worker's task process
-started; then the provider's own lines in its task log).
+for those resumed on a worker the steps between (``STEPS``: ``scheduled_when``, set as the
+triggerer writes the event; ``queued_when``; then the resumed process's task log lines:
+its first, the DAG file parsed, ``Post Execute``; and the provider's own lines inside
+``execute_complete``, ``PROVIDER_MARKS``). The task instance's ``start_date`` is its first
+try's, so it tells nothing of the resumed process.
 
 Asserted: every task succeeds on its first try. Times are figures, never asserted.
 """
