@@ -79,7 +79,7 @@ def _measured(e: dict) -> str:
     m = e.get("measured")
     if not m:
         return ""
-    bytecode = "" if "bytecode" not in m else f", imports from bytecode {m['bytecode']}"
+    bytecode = "" if "bytecode" not in m else f"; bytecode: {m['bytecode']}"
     return f"; measured {m['date']}, load average before {m['load_before']}{bytecode}"
 
 
