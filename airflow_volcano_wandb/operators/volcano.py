@@ -183,18 +183,19 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         self._job = result.job_ref()
         self._facts, self._run = JobFacts.from_job({"metadata": self._job}), dict(run)
         parts.report.hook().mask_api_key()  # a resumed task is a new process: logs may echo it
-        job_report.mark_reported(hook, result, ti.try_number, self.log)
+        patched = job_report.mark_reported(hook, result, ti.try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, parts.wait.on_finish_action)
         if result.outcome.succeeded:
             self.log.info("%s", result.message)
-            job = job_report.fetch_finished_job(hook, result, self.log)
-            usage = job_report.log_gpu_seconds(hook, job, self.log)  # before a delete
+            job = job_report.fetch_finished_job(hook, result, self.log, patched)
+            pods = job_report.finished_job_pods(hook, job, self.log)  # before a delete
+            usage = None if pods is None else job_report.log_gpu_seconds(hook, job, self.log, pods)
             ti.xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
             run = {**run, **parts.resume.say_resumed_step(hook, job, ti, run)}
             if job:
                 self._facts = JobFacts.from_job(job)
-                if parts.wait.deferrable:
-                    job_report.log_master_tail(hook, job, parts.logs.log_lines, self.log)
+                if parts.wait.deferrable and pods is not None:
+                    job_report.log_master_tail(hook, job, parts.logs.log_lines, self.log, pods)
             parts.end_run(context, run, result, None)  # before a delete: the next try knows
             if deletes:
                 self._delete_job()

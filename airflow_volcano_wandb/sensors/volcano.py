@@ -242,9 +242,9 @@ class VolcanoJobSensor(BaseSensorOperator):
         report.hook().mask_api_key()
         if result.uid:
             self._job = result.job_ref()
-        job_report.mark_reported(self.hook, result, ti.try_number, self.log)
+        patched = job_report.mark_reported(self.hook, result, ti.try_number, self.log)
         deletes = cleanup.deletes_job(result.outcome, self.parts.job.on_finish_action)
-        job = job_report.fetch_finished_job(self.hook, result, self.log)
+        job = job_report.fetch_finished_job(self.hook, result, self.log, patched)
         run = report.run_of(run_id, ti) if (run_id := self._run_id(job)) else None
         if result.outcome.succeeded:
             self.log.info("%s", result.message)

@@ -255,10 +255,19 @@ def ended_meanwhile(
 
 
 def fetch_finished_job(
-    hook: VolcanoHook, result: WaitResult, task_log: logging.Logger | Any
+    hook: VolcanoHook,
+    result: WaitResult,
+    task_log: logging.Logger | Any,
+    patched: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """The succeeded job as it is now, for its log tail and its facts; ``None`` (with a
-    warning) when it cannot be read: the job succeeded, so reading it may not fail the task."""
+    """The finished job as it is now, for its log tail and its facts; ``None`` (with a
+    warning) when it cannot be read: the job succeeded, so reading it may not fail the task.
+
+    ``patched``: the apiserver's answer to :func:`mark_reported`'s patch of this very
+    submission, made just now; it is the job as it is now, so no second read is made.
+    """
+    if patched is not None:
+        return patched
     try:
         return hook.get_job(result.name, result.namespace)
     except Exception as exc:
@@ -276,15 +285,38 @@ def _masked_pod_log(hook: VolcanoHook, pod: str, namespace: str, log_lines: int)
     return str(redact(hook.read_pod_log(pod, namespace, log_lines)))
 
 
+def finished_job_pods(
+    hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
+) -> list[dict] | None:
+    """The finished job's pods, read once for its GPU-seconds and its master's log tail;
+    ``None`` (with a warning) when there is no job or they cannot be read (a report, never a
+    reason to fail)."""
+    if job is None:
+        return None
+    meta = job["metadata"]
+    try:
+        return hook.list_job_pods(meta["name"], meta["namespace"])
+    except Exception as exc:
+        task_log.warning("Could not read the job's pods for its report (%s)", exc)
+        return None
+
+
 def log_master_tail(
-    hook: VolcanoHook, job: Mapping[str, Any] | None, log_lines: int, task_log: Any
+    hook: VolcanoHook,
+    job: Mapping[str, Any] | None,
+    log_lines: int,
+    task_log: Any,
+    pods: list[dict] | None = None,
 ) -> None:
-    """Show the master's last log lines (deferrable mode streams nothing while waiting)."""
+    """Show the master's last log lines (deferrable mode streams nothing while waiting);
+    ``pods``: the job's pods as :func:`finished_job_pods` read them (else they are read)."""
     if job is None:
         return
     meta = job["metadata"]
     try:
-        master = diagnostics.master_pod(hook.list_job_pods(meta["name"], meta["namespace"]), job)
+        if pods is None:
+            pods = hook.list_job_pods(meta["name"], meta["namespace"])
+        master = diagnostics.master_pod(pods, job)
         if master is None:
             return
         pod_name = master["metadata"]["name"]
@@ -299,18 +331,23 @@ XCOM_GPU_SECONDS = "gpu_seconds"
 
 
 def log_gpu_seconds(
-    hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
+    hook: VolcanoHook,
+    job: Mapping[str, Any] | None,
+    task_log: Any,
+    pods: list[dict] | None = None,
 ) -> dict[str, float] | None:
     """The finished job's GPU-seconds per rank (``gpu_usage``), logged; ``None`` when its pods
-    cannot be read (a report, never a reason to fail)."""
+    cannot be read (a report, never a reason to fail). ``pods``: the job's pods as
+    :func:`finished_job_pods` read them (else they are read here)."""
     if job is None:
         return None
     meta = job["metadata"]
-    try:
-        pods = hook.list_job_pods(meta["name"], meta["namespace"])
-    except Exception as exc:
-        task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
-        return None
+    if pods is None:
+        try:
+            pods = hook.list_job_pods(meta["name"], meta["namespace"])
+        except Exception as exc:
+            task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
+            return None
     removed = gpu_usage.removed_ranks(job, pods)
     ran = gpu_usage.ran_between(gang_whole_since(job), JobView.of(job).transition_time)
     usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time(), removed, ran)
@@ -328,17 +365,20 @@ def log_gpu_seconds(
 
 def mark_reported(
     hook: VolcanoHook, result: WaitResult, try_number: int, task_log: logging.Logger | Any
-) -> None:
-    """Record on the job that ``try_number`` reported its outcome (best-effort).
+) -> dict[str, Any] | None:
+    """Record on the job that ``try_number`` reported its outcome (best-effort); the job as
+    the apiserver answered the patch (this very submission: the patch is uid-guarded), or
+    ``None`` when nothing was patched.
 
     A reported job is a past result: a later try (a cleared task) submits afresh instead of
     counting it. A lost watch is no outcome of the job, and a deleted job has nothing to mark.
     """
     if not result.outcome.job_state_known or result.outcome is Outcome.DELETED or not result.uid:
-        return
+        return None
     try:
-        hook.set_job_annotations(
+        return hook.set_job_annotations(
             result.name, result.namespace, result.uid, {REPORTED_ANNOTATION: str(try_number)}
         )
     except Exception as exc:
         task_log.warning("Could not mark job %s as reported (%s)", result.name, exc)
+        return None
