@@ -6,7 +6,14 @@ them and ``TriggerRunner.run_trigger`` runs each as a task of one asyncio loop, 
 runner's block watchdog. Only the supervisor link (DB sync) is left out. Each fired event is
 stamped (wall clock) the moment the runner queues it.
 
-Modes:
+Trigger modes (``--mode``): ``operator``, the trigger as the operator defers it with every
+option at its default (restart budget 3, startup budget 120 s, ``poll_interval`` 10 s, the
+settle after the deferral: see ``operator_default_kwargs``); ``watch``, the bare trigger of
+the earlier runs (no budgets, so it never reads pods); ``poll``, the polling baseline
+(``polling_trigger.py``). The triggerer's ``[volcano_wandb]`` settings come from the
+environment, as a triggerer's do (``AIRFLOW__VOLCANO_WANDB__POD_WATCH``, ...).
+
+Kinds:
 - ``scale``: start the triggers, let them settle, then measure a window: CPU seconds, RSS,
   TCP connections to the apiserver, and client-side requests. Prints ``WINDOW_START`` /
   ``WINDOW_END`` lines so the parent can read the apiserver's metrics at the same moments.
@@ -80,7 +87,12 @@ def _count_hook_calls() -> None:
 
         return call
 
-    for verb, name in (("list", "list_jobs_page"), ("get", "read_job"), ("delete", "delete_job")):
+    for verb, name in (
+        ("list", "list_jobs_page"),
+        ("get", "read_job"),
+        ("delete", "delete_job"),
+        ("list_pods", "list_job_pods"),  # a job's pods, for the restart and startup budgets
+    ):
         setattr(AsyncVolcanoHook, name, counted_coroutine(verb, getattr(AsyncVolcanoHook, name)))
     AsyncVolcanoHook.watch_jobs = counted_stream(AsyncVolcanoHook.watch_jobs)
 
@@ -127,8 +139,45 @@ def load_jobs(path: str, limit: int) -> list[dict]:
     return [e if isinstance(e, dict) else {"name": e} for e in entries]
 
 
+def operator_default_kwargs(job: dict, follow: bool) -> dict:
+    """What the operator's deferred trigger carries when a DAG sets none of the wait's options
+    (``OperatorParts.trigger``): the submission's uid, try 1, the parts' defaults (the restart
+    budget of 3 and the 120 s startup budget of ``RunLimits``, ``poll_interval`` 10 s, the
+    watch's failure grace), deferred now. Built from the parts themselves, so a default that
+    changes there changes here."""
+    from airflow_volcano_wandb.operators.operator_parts import OperatorWait
+    from airflow_volcano_wandb.parts.connection import Connection
+    from airflow_volcano_wandb.parts.limits import RunLimits
+    from airflow_volcano_wandb.parts.log_follow import LogFollow
+
+    wait = OperatorWait()
+    now = time.time()
+    return {
+        "job_uid": job.get("uid"),
+        **Connection().kwargs(),
+        "pending_timeout": wait.pending_timeout,
+        "deadline": None,  # no execution_timeout
+        "poll_interval": wait.poll_interval,
+        "watch_failure_grace": wait.watch_failure_grace,
+        "try_number": 1,
+        **LogFollow().trigger_kwargs((), follow=follow),
+        "deferred_at": now,
+        "waiting_since": now,
+        **RunLimits().trigger_kwargs(),
+    }
+
+
 def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: bool = False):
+    """``operator``: the provider's trigger as the operator defers it by default; ``watch``:
+    as the earlier benchmarks made it (no restart budget, no startup budget: no pod reads, no
+    settle); ``poll``: the polling baseline."""
     name = job["name"]
+    if mode == "operator":
+        from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
+        return VolcanoJobTrigger(
+            job_name=name, namespace=namespace, **operator_default_kwargs(job, follow)
+        )
     if mode == "watch":
         from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 
@@ -198,7 +247,7 @@ async def drive(options: argparse.Namespace) -> dict:
     await runner.create_triggers()
     synced_after: list[float] = []
     sync_task = asyncio.create_task(first_sync(started, synced_after))
-    if options.mode != "watch":
+    if options.mode == "poll":
         sync_task.cancel()  # polling keeps no shared watch
     result: dict = {
         "mode": options.mode,
@@ -206,6 +255,9 @@ async def drive(options: argparse.Namespace) -> dict:
         "jobs": len(names),
         "started": started,
         "rss_before_mb": rss_before / 2**20,
+        # The triggerer's [volcano_wandb] pod_watch as its environment sets it (None: unset,
+        # the provider's default).
+        "pod_watch_env": os.environ.get("AIRFLOW__VOLCANO_WANDB__POD_WATCH"),
     }
 
     async def housekeeping(until: float) -> None:
@@ -276,7 +328,7 @@ async def drive(options: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=["scale", "latency"])
-    parser.add_argument("--mode", choices=["watch", "poll"], required=True)
+    parser.add_argument("--mode", choices=["operator", "watch", "poll"], required=True)
     parser.add_argument("--interval", type=float, default=2.0, help="poll interval")
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--jobs-file", required=True, help="JSON list of job names")
