@@ -131,22 +131,28 @@ def background(cluster: Cluster, tag: str) -> tuple[float, float, dict]:
 
 def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
     """A waiter's requests per minute by verb and resource, and its watches by resource: the
-    window's less the background's (``idle``, from ``background``). Only what moved by at least
-    0.5 a minute (or one watch) is kept."""
+    window's less the background's (``idle``, from ``background``).
+
+    Only the resources a waiter touches (Volcano jobs, pods, their subresources) are broken
+    down, those that moved by at least 0.5 a minute; the control plane's own requests on
+    everything else (mostly its watches timing out and starting again, one request each, at
+    random) are summed apart, as ``other_requests_per_min``: what is left of them after the
+    background is subtracted is the noise of the method."""
     window = rates(start["requests"], end["requests"], minutes)
     keys = set(window) | set(idle["rates"])
     by_key = {k: window.get(k, 0.0) - idle["rates"].get(k, 0.0) for k in keys}
+    ours = {k: v for k, v in by_key.items() if waiter_resource(k)}
     watches = {
         r: max(start["watches"].get(r, 0.0), end["watches"].get(r, 0.0))
         - idle["watches"].get(r, 0.0)
         for r in set(start["watches"]) | set(end["watches"])
+        if waiter_resource(f"WATCH {r}")
     }
     return {
-        "by_verb_resource": {k: round(v, 1) for k, v in sorted(by_key.items()) if abs(v) >= 0.5},
+        "by_verb_resource": {k: round(v, 1) for k, v in sorted(ours.items()) if abs(v) >= 0.5},
         "watches_by_resource": {r: round(n) for r, n in sorted(watches.items()) if round(n)},
-        "waiter_requests_per_min": round(
-            max(0.0, sum(v for k, v in by_key.items() if waiter_resource(k))), 1
-        ),
+        "waiter_requests_per_min": round(max(0.0, sum(ours.values())), 1),
+        "other_requests_per_min": round(sum(v for k, v in by_key.items() if k not in ours), 1),
     }
 
 
@@ -201,6 +207,7 @@ def waiter_row(
         "waiter_requests_per_min": breakdown["waiter_requests_per_min"],
         "by_verb_resource": breakdown["by_verb_resource"],
         "watches_by_resource": breakdown["watches_by_resource"],
+        "other_requests_per_min": breakdown["other_requests_per_min"],
         "pod_watch_connections": breakdown["watches_by_resource"].get("pods", 0),
         "pod_watch_env": result.get("pod_watch_env"),
         "cpu_s_per_min": round(result["cpu_s_per_min"], 2),
