@@ -12,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from common import Cluster, managed_job, say
+from common import Cluster, managed_job, say, waiter_resource
 from waiters import background, waiter_row
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
@@ -101,7 +101,9 @@ def triggerer_scale(
         "rows": rows,
         "background_reads_per_min": round(idle[0], 1),
         "background_by_verb_resource": {
-            k: round(v, 1) for k, v in sorted(idle[2]["rates"].items()) if abs(v) >= 0.5
+            k: round(v, 1)
+            for k, v in sorted(idle[2]["rates"].items())
+            if abs(v) >= 0.5 and waiter_resource(k)
         },
         "jobs_created_s": round(created_s, 1),
         "jobs_running_s": round(running_s, 1),
@@ -164,7 +166,7 @@ def md_scale(r: dict) -> list[str]:
         "",
         "Requests/min are the apiserver's `apiserver_request_total` over the window (by verb and "
         "resource; jobs+pods sums every verb on Volcano jobs and pods), less the control "
-        "plane's own, measured idle just before with every job running "
+        "plane's own on them, measured idle for a minute just before with every job running "
         f"({background if background is not None else scale['background_reads_per_min']}/min); "
         "watches from `apiserver_longrunning_requests` less the background's. "
         f"{max(x['jobs'] for x in rows)} jobs were created in "
