@@ -47,17 +47,31 @@ _OPTIONS = {
         "default": VOLCANO_VERSION,
     },
     "pod_check_interval": {
-        "description": "Seconds between reads of a waiting job's pods (one "
-        "label-selected LIST) for the restart budget (max_container_restarts), "
+        "description": "Seconds between looks at a waiting job's pods (from "
+        "the shared pod watch, see pod_watch) for the restart budget (max_container_restarts), "
         "a run stopped from W&B and, while a rank has not started, a container "
         "that cannot start (startup_timeout), whatever else wakes the wait. "
-        "Lower finds a crash loop or a bad image sooner; higher costs the "
-        "apiserver less with many waiting jobs. Read by the triggerer and by "
+        "Lower finds a crash loop or a bad image sooner; with pod_watch off, "
+        "higher costs the apiserver less with many waiting jobs (one LIST per "
+        "job per interval). Read by the triggerer and by "
         "tasks waiting in their own process; at least 1.",
         "version_added": "0.1.0",
         "type": "float",
         "example": "60",
         "default": "30",
+    },
+    "pod_watch": {
+        "description": "Read waiting jobs' pods from one label-selected watch of "
+        "the pods of managed jobs per namespace, shared by every wait in the "
+        "process (True), instead of one LIST per job per pod_check_interval "
+        "(False: for a Role without 'watch' on pods; a Role without it also "
+        "falls back to the LISTs, with a warning per failed watch). A verdict "
+        "that deletes a job is confirmed by a fresh LIST either way. Read by "
+        "the triggerer and by tasks waiting in their own process.",
+        "version_added": "0.1.0",
+        "type": "boolean",
+        "example": "False",
+        "default": "True",
     },
     "defer_settle_seconds": {
         "description": "A deferred task's trigger fires no sooner than this "

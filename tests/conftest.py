@@ -46,6 +46,12 @@ def _populate_dags_folder() -> None:
 _populate_dags_folder()
 
 
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The session's Airflow home goes with the session (a machine kept hundreds of them);
+    the Airflow stacks that tests start keep their logs under test-artifacts/ instead."""
+    shutil.rmtree(AIRFLOW_HOME, ignore_errors=True)
+
+
 @pytest.fixture(scope="session")
 def airflow_db() -> Path:
     """A migrated metadata DB (SQLite) in the session's Airflow home."""

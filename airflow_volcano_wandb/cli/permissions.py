@@ -40,7 +40,7 @@ def _permissions(group: str, resource: str, verbs: str) -> tuple[Permission, ...
 REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     *_permissions("batch.volcano.sh", "jobs", "create get list watch patch delete"),
     *_permissions("scheduling.volcano.sh", "podgroups", "list"),
-    *_permissions("", "pods", "list"),
+    *_permissions("", "pods", "list watch"),
     *_permissions("", "pods/log", "get"),
     *_permissions("", "events", "list"),
     *_permissions("", "secrets", "create"),

@@ -162,9 +162,16 @@ def to_dict(api: k8s.ApiClient, obj: Any) -> dict:
     return api.sanitize_for_serialization(obj)
 
 
-def describe_failure(exc: BaseException, verb: str, namespace: str) -> str:
-    """What went wrong with a list or watch of the namespace's jobs, in words for a log."""
-    what = f"{verb} of Volcano jobs ({JOBS_RESOURCE}) in namespace '{namespace}'"
+def describe_failure(
+    exc: BaseException,
+    verb: str,
+    namespace: str,
+    resource: str = JOBS_RESOURCE,
+    resource_words: str = f"Volcano jobs ({JOBS_RESOURCE})",
+) -> str:
+    """What went wrong with a list or watch of the namespace's jobs (or another
+    ``resource``), in words for a log."""
+    what = f"{verb} of {resource_words} in namespace '{namespace}'"
     if isinstance(exc, AsyncApiException):
         if exc.status == 401:
             return (
@@ -172,8 +179,8 @@ def describe_failure(exc: BaseException, verb: str, namespace: str) -> str:
                 "the token or client certificate is invalid or has expired"
             )
         if exc.status == 403:
-            return str(permission_error(exc, verb, JOBS_RESOURCE, namespace))
-        if exc.status == 404:
+            return str(permission_error(exc, verb, resource, namespace))
+        if exc.status == 404 and resource == JOBS_RESOURCE:
             return (
                 f"The Volcano Job CRD ({JOBS_RESOURCE}, {VERSION}) is not served by this "
                 f"cluster (HTTP 404 on the {what}): is Volcano installed?"

@@ -1,8 +1,10 @@
-"""The async side of the Volcano hook, for triggers: read and delete jobs, list+watch."""
+"""The async side of the Volcano hook, for triggers: read and delete jobs, list+watch jobs
+and pods."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import aiohttp
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
@@ -102,7 +104,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
             _continue=continue_token,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
-        return volcano_requests.jobs_page(result)
+        return volcano_requests.list_page(result)
 
     async def list_job_pods(
         self, api: async_k8s.ApiClient, name: str, namespace: str
@@ -151,7 +153,27 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
             _request_timeout=aiohttp.ClientTimeout(sock_connect=30),
         )
 
-    async def watch_jobs(
+    async def list_pods_page(
+        self,
+        api: async_k8s.ApiClient,
+        namespace: str,
+        label_selector: str | None = None,
+        limit: int = 500,
+        continue_token: str | None = None,
+    ) -> tuple[list[dict], str, str | None]:
+        """One page of the namespace's pods, as :meth:`list_jobs_page` pages jobs."""
+        response = await async_k8s.CoreV1Api(api).list_namespaced_pod(
+            namespace,
+            label_selector=label_selector,
+            limit=limit,
+            _continue=continue_token,
+            _preload_content=False,
+            _request_timeout=ASYNC_CALL_TIMEOUT,
+        )
+        async with response:
+            return volcano_requests.list_page(await response.json())
+
+    def watch_jobs(
         self,
         api: async_k8s.ApiClient,
         namespace: str,
@@ -159,25 +181,60 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         timeout_seconds: int = 300,
         label_selector: str | None = None,
     ) -> AsyncIterator[tuple[str, dict]]:
-        """Watch events (type, object) from ``resource_version``; raw ERROR events included."""
-        from kubernetes_asyncio import watch
+        """Watch events (type, object) of jobs from ``resource_version``; raw ERROR events
+        included."""
+        return _watch(
+            async_k8s.CustomObjectsApi(api).list_namespaced_custom_object,
+            volcano_requests.job_args(namespace),
+            resource_version,
+            timeout_seconds,
+            label_selector,
+        )
 
-        watcher = watch.Watch()
-        try:
-            async for event in watcher.stream(
-                async_k8s.CustomObjectsApi(api).list_namespaced_custom_object,
-                *volcano_requests.job_args(namespace),
-                resource_version=resource_version,
-                label_selector=label_selector,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                # The server ends the stream after timeout_seconds; silence well past that
-                # means a dead connection (a dropped route, a lost NAT entry), which TCP
-                # alone would never report: give up on it, so the watcher reconnects.
-                _request_timeout=aiohttp.ClientTimeout(
-                    sock_connect=30, sock_read=timeout_seconds + WATCH_READ_GRACE
-                ),
-            ):
-                yield event["type"], event["raw_object"]
-        finally:
-            watcher.stop()
+    def watch_pods(
+        self,
+        api: async_k8s.ApiClient,
+        namespace: str,
+        resource_version: str,
+        timeout_seconds: int = 300,
+        label_selector: str | None = None,
+    ) -> AsyncIterator[tuple[str, dict]]:
+        """Watch events (type, object) of pods from ``resource_version``, as
+        :meth:`watch_jobs`."""
+        return _watch(
+            async_k8s.CoreV1Api(api).list_namespaced_pod,
+            (namespace,),
+            resource_version,
+            timeout_seconds,
+            label_selector,
+        )
+
+
+async def _watch(
+    list_call: Callable[..., Any],
+    args: tuple[str, ...],
+    resource_version: str,
+    timeout_seconds: int,
+    label_selector: str | None,
+) -> AsyncIterator[tuple[str, dict]]:
+    from kubernetes_asyncio import watch
+
+    watcher = watch.Watch()
+    try:
+        async for event in watcher.stream(
+            list_call,
+            *args,
+            resource_version=resource_version,
+            label_selector=label_selector,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+            # The server ends the stream after timeout_seconds; silence well past that means a
+            # dead connection (a dropped route, a lost NAT entry), which TCP alone would never
+            # report: give up on it, so the watcher reconnects.
+            _request_timeout=aiohttp.ClientTimeout(
+                sock_connect=30, sock_read=timeout_seconds + WATCH_READ_GRACE
+            ),
+        ):
+            yield event["type"], event["raw_object"]
+    finally:
+        watcher.stop()

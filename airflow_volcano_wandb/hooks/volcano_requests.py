@@ -105,9 +105,9 @@ def items(answer: Mapping[str, Any]) -> list[dict]:
     return list(answer.get("items") or [])
 
 
-def jobs_page(answer: Mapping[str, Any]) -> tuple[list[dict], str, str | None]:
-    """One page of a LIST of jobs: its items, the list's resourceVersion (to watch from once
-    every page is in) and the next page's token (``None`` on the last page)."""
+def list_page(answer: Mapping[str, Any]) -> tuple[list[dict], str, str | None]:
+    """One page of a LIST (of jobs, or pods): its items, the list's resourceVersion (to watch
+    from once every page is in) and the next page's token (``None`` on the last page)."""
     metadata = answer.get("metadata") or {}
     return items(answer), metadata["resourceVersion"], metadata.get("continue") or None
 

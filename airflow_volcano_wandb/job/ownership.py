@@ -206,3 +206,14 @@ def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:
         if labels.get(key.strip()) != value.strip():
             return False
     return True
+
+
+def pods_managed(job: Mapping[str, Any] | None) -> bool:
+    """Whether every task of ``job`` labels its pods as this provider's (``MANAGED_BY_LABEL``
+    on its pod template), as the operator's jobs do: only then does a watch of managed pods
+    see all of the job's pods."""
+    tasks = ((job or {}).get("spec") or {}).get("tasks") or []
+    return bool(tasks) and all(
+        ObjectMeta.of(task.get("template") or {}).labels.get(MANAGED_BY_LABEL) == MANAGED_BY
+        for task in tasks
+    )

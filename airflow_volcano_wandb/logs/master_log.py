@@ -3,9 +3,12 @@ in the task's own process while it waits there (sync mode: the trigger's wait ru
 follow included; a poking sensor: :class:`MasterLogThread`). One follow, wherever it runs.
 
 Opt-in per job (``follow_master_log``): the shared job watch (``job_watcher``) is untouched,
-and each following trigger holds one log stream of its own. So a triggerer with a thousand
-waiting jobs does not open a thousand streams, at most ``max_concurrent_log_follows``
-(``[volcano_wandb]`` in airflow.cfg) run at once per triggerer; the others wait for a slot.
+and each following trigger holds one log stream of its own, over one API client per event
+loop, connection and namespace (``log_client``). So a triggerer with a thousand waiting jobs
+does not open a thousand streams, at most ``max_concurrent_log_follows`` (``[volcano_wandb]``
+in airflow.cfg) run at once per triggerer; the others wait for a slot. The master pod is
+looked for in the namespace's shared pod watch (``pod_watcher``) when the trigger has one and
+it is synced, else by a LIST of the job's pods.
 
 What follows the master (rank 0) pod's first container:
 
@@ -36,12 +39,14 @@ import functools
 import logging
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from typing import Any
 
 from airflow.configuration import conf
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.job.ownership import pods_managed
+from airflow_volcano_wandb.logs.log_client import log_client
 from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
@@ -96,13 +101,23 @@ async def follow_master_log(
     max_bytes: int,
     masked: Sequence[SecretDigest] = (),
     job_changed: asyncio.Event | None = None,
+    *,
+    client_key: Hashable = None,
+    watched_pods: Callable[[str], list[dict] | None] | None = None,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
     caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
-    a follow still waiting for the master pod look again at once."""
+    a follow still waiting for the master pod look again at once.
+
+    :param client_key: the connection's key: follows of one connection and namespace share a
+        client (``log_client``).
+    :param watched_pods: the job's pods by job name from a shared pod watch (``None`` while
+        it is not synced); without it, each look at the master pod is a LIST.
+    """
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
-        await _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed).run()
+        master_log = _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed)
+        await master_log.run(client_key, watched_pods)
 
 
 def _key(pod: dict) -> tuple[str, int]:
@@ -145,13 +160,21 @@ class _MasterLog:
         self._streamed: tuple[str, int] | None = None
         self._failures = 0
         self._done = False
+        self._watched_pods: Callable[[str], list[dict] | None] | None = None
 
-    async def run(self) -> None:
+    async def run(
+        self,
+        client_key: Hashable = None,
+        watched_pods: Callable[[str], list[dict] | None] | None = None,
+    ) -> None:
         while not (self._done or self._cap.reached):
             try:
-                hook = self._hook_factory()  # fresh credentials on every retry
-                async with hook.get_conn() as api:
-                    await self._follow(hook, api)
+                async with log_client(client_key, self._namespace, self._hook_factory) as client:
+                    try:
+                        await self._follow(client.hook, client.api, watched_pods)
+                    except Exception:
+                        client.retire()  # the next try loads fresh credentials
+                        raise
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -167,13 +190,19 @@ class _MasterLog:
                 self._failures += 1
                 await asyncio.sleep(RECHECK_SECONDS)
 
-    async def _follow(self, hook: AsyncVolcanoHook, api: Any) -> None:
+    async def _follow(
+        self,
+        hook: AsyncVolcanoHook,
+        api: Any,
+        watched_pods: Callable[[str], list[dict] | None] | None,
+    ) -> None:
         job = await hook.read_job(api, self._job_name, self._namespace)
         master = master_task_name(job) if job is not None else None
         if master is None:
             self._log.debug("No master task in %s/%s to follow", self._namespace, self._job_name)
             self._done = True
             return
+        self._watched_pods = watched_pods if pods_managed(job) else None
         while not self._cap.reached:
             self._job_changed.clear()  # before the look: a change after it wakes the wait below
             pod = await self._master_pod(hook, api, master)
@@ -193,7 +222,9 @@ class _MasterLog:
                     await asyncio.wait_for(self._job_changed.wait(), RECHECK_SECONDS)
 
     async def _master_pod(self, hook: AsyncVolcanoHook, api: Any, master: str) -> dict | None:
-        pods = await hook.list_job_pods(api, self._job_name, self._namespace)
+        pods = self._watched_pods(self._job_name) if self._watched_pods else None
+        if pods is None:
+            pods = await hook.list_job_pods(api, self._job_name, self._namespace)
         started = [
             p
             for p in pods

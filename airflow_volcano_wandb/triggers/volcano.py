@@ -20,7 +20,7 @@ from airflow_volcano_wandb.triggers import kill
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 from airflow_volcano_wandb.triggers.wait_spec import DEFAULT_WATCH_FAILURE_GRACE, WaitSpec
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL
+from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, may_read_pods
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
@@ -52,10 +52,16 @@ def pod_check_interval() -> float:
     return max(1.0, configured)
 
 
+def pod_watch() -> bool:
+    """``[volcano_wandb] pod_watch`` of this (triggerer or worker) process."""
+    return conf.getboolean("volcano_wandb", "pod_watch", fallback=True)
+
+
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
     from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher, Subscription
     from airflow_volcano_wandb.wait.judge import WaitTarget
+    from airflow_volcano_wandb.wait.pod_watcher import NamespacePodWatcher
 
 
 class VolcanoJobTrigger(BaseTrigger):
@@ -114,15 +120,18 @@ class VolcanoJobTrigger(BaseTrigger):
             airflow_compat.warn_if_no_trigger_on_kill()
         started = time.monotonic()
         job_watcher = await kubernetes_side()
-        follow = await self._start_log_follow()
+        pods = self._watch_pods(job_watcher)
+        follow = await self._start_log_follow(pods[0] if pods is not None else None)
         try:
-            result = await self._watch(job_watcher)
+            result = await self._watch(job_watcher, pods[0] if pods is not None else None)
             if self.spec.deferred_at is not None:  # the master log is still followed meanwhile
                 await asyncio.sleep(self._settle_left(started))
         finally:
             if follow is not None:  # ends with the wait, whatever ended the wait
                 follow.cancel()
                 await asyncio.gather(follow, return_exceptions=True)
+            if pods is not None:
+                await job_watcher.release(*pods)
         self._fired = True
         yield TriggerEvent(result.to_event())
 
@@ -138,12 +147,26 @@ class VolcanoJobTrigger(BaseTrigger):
         by_deferral = (self.spec.deferred_at or 0.0) + settle - time.time()
         return max(0.0, min(by_own_clock, by_deferral))
 
-    async def _watch(self, job_watcher: ModuleType) -> WaitResult:
+    def _watch_pods(self, job_watcher: ModuleType) -> tuple[NamespacePodWatcher, Any] | None:
+        """The namespace's shared pod watch, subscribed to, for a wait that reads its job's
+        pods (its pod checks, the master-log follow) of a job this provider submitted (whose
+        pods the watch selects); ``None`` when there is nothing to read or ``pod_watch`` is
+        off (then each read is a LIST)."""
+        spec = self.spec
+        reads_pods = spec.follow_master_log or may_read_pods(spec.target())
+        if not (reads_pods and spec.watch_selector and pod_watch()):
+            return None
+        pods = job_watcher.shared_pod_watcher(spec.connection_key(), self.namespace, self.hook)
+        return pods, pods.subscribe(self.job_name)
+
+    async def _watch(self, job_watcher: ModuleType, pods: NamespacePodWatcher | None) -> WaitResult:
         selector = self.spec.watch_selector
         while True:
             watcher = job_watcher.shared_watcher(
                 self.spec.connection_key(), self.namespace, self.hook, selector
             )
+            if pods is not None:
+                watcher.pods = pods
             subscription = watcher.subscribe(self.job_name)
             try:
                 result = await self._wait(watcher, subscription, selector)
@@ -155,9 +178,10 @@ class VolcanoJobTrigger(BaseTrigger):
             # managed jobs: follow it on the namespace's unfiltered watch instead.
             selector = None
 
-    async def _start_log_follow(self) -> asyncio.Task | None:
+    async def _start_log_follow(self, pods: NamespacePodWatcher | None) -> asyncio.Task | None:
         """The master log's follow, for a job that asked for it; its own task, so that
-        nothing it does (or fails to do) can delay or change the wait."""
+        nothing it does (or fails to do) can delay or change the wait. It looks for the
+        master pod in ``pods`` (the shared pod watch) while that is synced."""
         spec = self.spec
         if not spec.follow_master_log:
             return None
@@ -172,6 +196,8 @@ class VolcanoJobTrigger(BaseTrigger):
                 spec.master_log_max_bytes,
                 [SecretDigest.from_json(digest) for digest in spec.masked_secrets],
                 self._progress_changed,
+                client_key=spec.connection_key(),
+                watched_pods=pods.objects if pods is not None else None,
             ),
             name=f"volcano-master-log-{self.namespace}-{self.job_name}",
         )

@@ -227,6 +227,14 @@ def checks_startup(seen: Seen, target: WaitTarget) -> bool:
     return seen.status.phase in ("", "Pending") or bool(unplaced_ranks(seen.status))
 
 
+def may_read_pods(target: WaitTarget) -> bool:
+    """Whether a wait on ``target`` ever reads the job's pods (a limit that pods judge)."""
+    return any(
+        limit is not None
+        for limit in (target.max_container_restarts, target.startup_timeout, target.stall_timeout)
+    )
+
+
 def reads_pods(seen: Seen, target: WaitTarget) -> bool:
     """Whether the job's pods have a verdict to give now (:func:`judge_pods`)."""
     return counts_restarts(seen, target) or checks_startup(seen, target)

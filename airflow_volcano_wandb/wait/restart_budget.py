@@ -121,7 +121,7 @@ def crash_loop(
     ``None``: no budget). The container named is the one that restarted most (the first pod
     by name among equals): it is the crash-looping rank, the others at most followed it.
 
-    :param pods: the job's pods as the API returns them (a fresh list, not a cached one).
+    :param pods: the job's pods as read (the shared pod watch's copies, or a LIST).
     :param budget: ``max_container_restarts``.
     :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
     :param job_uid: the submission whose pods count (``None``: every pod given).

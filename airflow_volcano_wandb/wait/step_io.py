@@ -6,8 +6,10 @@ so both log the same lines and reach the same verdicts.
 
 The restart budget: a crash-looping trainer under ``restartPolicy: OnFailure`` changes
 nothing in the Volcano job's status, so the shared job watch never sees it. While the job runs
-(and has a budget), a step reads the job's pods (one label-selected LIST, at most every
-``pod_check_interval``: ``step.look`` says when) and ``judge`` holds them to the budget. The
+(and has a budget), a step reads the job's pods (at most every ``pod_check_interval``:
+``step.look`` says when) and ``judge`` holds them to the budget. The pods come from the
+namespace's shared pod watch (``pod_watcher``) while it is synced and the job labels its pods
+for it, else from one label-selected LIST. The
 same read shows a rank that exited because its W&B run was stopped from W&B (``wandb_stop``;
 the kubelet restarts it in place too). A crash loop or a stop ends the wait (and deletes the
 job) only after a fresh GET of the job and a fresh LIST of its pods, read after the verdict,
@@ -40,6 +42,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
+from airflow_volcano_wandb.job.ownership import pods_managed
 from airflow_volcano_wandb.wait.judge import (
     Seen,
     WaitTarget,
@@ -63,6 +66,8 @@ class JobCalls(Protocol):
     async def fetch(self, name: str) -> dict | None: ...
 
     async def list_pods(self, job_name: str) -> list[dict]: ...
+
+    def watched_pods(self, job_name: str) -> list[dict] | None: ...
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any: ...
 
@@ -148,7 +153,7 @@ async def _running_job(
     cannot start), then the stall
     timeout, judged from the pods read now; ``None`` (wait on) when none ends the wait, and
     when the pods cannot be read."""
-    pods = await _pods(calls, target, log)
+    pods = await _pods(calls, target, log, view.seen.job)
     if pods is None:
         return None
 
@@ -183,7 +188,7 @@ async def _confirmed(
     fresh = await fetch(calls, target, log)
     if fresh is UNKNOWN:
         return None
-    pods_again = await _pods(calls, target, log)
+    pods_again = await _pods(calls, target, log, None)
     if pods_again is None:
         return None
     return await verdict(see(fresh, target), pods_again)
@@ -237,8 +242,17 @@ async def _heard_from_wandb(
 
 
 async def _pods(
-    calls: JobCalls, target: WaitTarget, log: logging.Logger | Any
+    calls: JobCalls,
+    target: WaitTarget,
+    log: logging.Logger | Any,
+    job: Mapping[str, Any] | None,
 ) -> list[dict] | None:
+    """The job's pods: the pod watch's copies when ``job`` (as just looked at) labels all its
+    pods as the watch selects them and the watch is synced; else a LIST, as for ``job``
+    ``None`` (a verdict's confirmation: always from the apiserver)."""
+    watched = calls.watched_pods(target.name) if pods_managed(job) else None
+    if watched is not None:
+        return watched
     try:
         return await calls.list_pods(target.name)
     except Exception as exc:
@@ -264,6 +278,9 @@ class _SyncHookCalls:
 
     async def list_pods(self, job_name: str) -> list[dict]:
         return self.hook.list_job_pods(job_name, self.namespace)
+
+    def watched_pods(self, job_name: str) -> list[dict] | None:
+        return None  # a poke reads afresh: no watch outlives it
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any:
         meta = job["metadata"]

@@ -99,14 +99,18 @@ def submit_job(
     master_seconds: int,
     labels: dict[str, str] | None = None,
     master_annotations: dict[str, str] | None = None,
+    pod_labels: dict[str, str] | None = None,
 ) -> dict:
     """Create the seed's job directly (no operator), its master running ``master_seconds``
-    (and simulated as ``master_annotations`` say)."""
+    (and simulated as ``master_annotations`` say), its pods labelled with ``pod_labels``."""
     master = {SIM_DURATION: str(master_seconds), **(master_annotations or {})}
     job = seed_template(master=master, worker={SIM_DURATION: "600"})
     job["metadata"].update(name=name, namespace=namespace, labels=labels or {})
     for task in job["spec"]["tasks"]:
         task["template"]["spec"]["containers"][0]["image"] = "example.org/trainer:1"
+        task["template"].setdefault("metadata", {}).setdefault("labels", {}).update(
+            pod_labels or {}
+        )
     return custom(api).create_namespaced_custom_object(
         "batch.volcano.sh", "v1alpha1", namespace, "jobs", job
     )

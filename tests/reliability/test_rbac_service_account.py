@@ -33,7 +33,7 @@ from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.job import api_key_secret
 from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
-from airflow_volcano_wandb.wait import job_watcher
+from airflow_volcano_wandb.wait import job_watcher, namespace_watch
 from tests.integration.jobs import (
     SIM_DURATION,
     failing_template,
@@ -182,7 +182,7 @@ def test_a_missing_watch_permission_is_reported_and_retried(as_service_account, 
 
     Whether and when to give up is the trigger's call, on ``failing_since``.
     """
-    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 1.0)
+    monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_MAX", 1.0)
     make, _ = as_service_account
     namespace = make(drop=("jobs", "watch"))
 
@@ -213,7 +213,7 @@ def _key_secrets(admin, namespace: str) -> list[str]:
 def test_a_watch_refused_for_good_falls_back_to_reading_the_job(as_service_account, monkeypatch):
     """The apiserver still answers GETs: the wait reads the job directly past the grace and
     ends with the job's own outcome instead of failing as a lost watch."""
-    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 1.0)
+    monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_MAX", 1.0)
     make, _ = as_service_account
     namespace = make(drop=("jobs", "watch"))
     op = support.operator(
@@ -260,7 +260,7 @@ def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
     as_service_account, monkeypatch
 ):
     """A RoleBinding re-applied by Helm or Argo CD: 403s for a while, then all is well."""
-    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 2.0)
+    monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_MAX", 2.0)
     make, admin = as_service_account
     namespace = make()
     rbac = client.RbacAuthorizationV1Api(admin)

@@ -20,7 +20,7 @@ import yaml
 from kubernetes import client
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-from airflow_volcano_wandb.wait import job_watcher
+from airflow_volcano_wandb.wait import job_watcher, namespace_watch
 from tests.integration.jobs import submit_job
 from tests.reliability.support import GROUP, VERSION, kubernetes_conn_env
 
@@ -47,7 +47,7 @@ async def _until(predicate: Callable[[], object], timeout: float, what: str) -> 
 def test_a_replaced_kubeconfig_is_picked_up_and_the_watch_recovers(
     admin, volcano_cluster, volcano_namespace, monkeypatch, tmp_path
 ):
-    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 1.0)  # recover within seconds
+    monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_MAX", 1.0)  # recover within seconds
     namespace = volcano_namespace
     job = submit_job(admin, namespace, "rotated", master_seconds=600)
     kubeconfig = _with_bad_token(volcano_cluster.kubeconfig, tmp_path / "rotating.kubeconfig")

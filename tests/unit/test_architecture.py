@@ -88,11 +88,14 @@ EDGES = [
     "job/api_key_secret.py",
     "job/deployment.py",
     "job/fit_check.py",
+    "wait/namespace_watch.py",
     "wait/job_watcher.py",
+    "wait/pod_watcher.py",
     "wait/job_report.py",
     "wait/step_io.py",
     "wait/wandb_progress.py",
     "logs/master_log.py",
+    "logs/log_client.py",
     "cli",
 ]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")

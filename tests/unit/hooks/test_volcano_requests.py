@@ -64,7 +64,7 @@ def test_the_annotation_patches_guard_the_uid() -> None:
 
 def test_answers_are_read_alike() -> None:
     page = {"metadata": {"resourceVersion": "9", "continue": ""}, "items": [{"a": 1}]}
-    assert requests.jobs_page(page) == ([{"a": 1}], "9", None)
+    assert requests.list_page(page) == ([{"a": 1}], "9", None)
     assert requests.items({"items": None}) == []
     assert requests.log_text(b"\xff") == "\ufffd"
     groups = [

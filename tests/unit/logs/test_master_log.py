@@ -303,7 +303,7 @@ def test_errors_are_logged_and_retried_never_raised():
 def test_the_trigger_follows_only_when_asked(monkeypatch):
     started = []
 
-    async def fake_follow(*args):
+    async def fake_follow(*args, **kwargs):
         started.append(args[1])
         await asyncio.Event().wait()
 
@@ -311,7 +311,7 @@ def test_the_trigger_follows_only_when_asked(monkeypatch):
 
     async def start(follow: bool):
         trigger = VolcanoJobTrigger(job_name="j", namespace="ns", follow_master_log=follow)
-        task = await trigger._start_log_follow()
+        task = await trigger._start_log_follow(None)
         await asyncio.sleep(0)
         if task is not None:
             task.cancel()

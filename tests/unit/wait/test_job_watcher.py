@@ -19,7 +19,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException
 
 from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError, describe_failure
-from airflow_volcano_wandb.wait import job_watcher
+from airflow_volcano_wandb.wait import job_watcher, namespace_watch
 from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher
 
 NS = "team"
@@ -145,9 +145,9 @@ class FakeHook:
 def fast(monkeypatch):
     """Backoffs of milliseconds, so a test takes no time; a watch is never 'stable' unless a
     test says so."""
-    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_INITIAL", 0.001)
-    monkeypatch.setattr(job_watcher, "RECONNECT_BACKOFF_MAX", 0.5)
-    monkeypatch.setattr(job_watcher, "STABLE_WATCH_SECONDS", 3600.0)
+    monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_INITIAL", 0.001)
+    monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_MAX", 0.5)
+    monkeypatch.setattr(namespace_watch, "STABLE_WATCH_SECONDS", 3600.0)
     monkeypatch.setattr(job_watcher, "FETCH_BACKOFF_INITIAL", 0.001)
 
 
@@ -219,7 +219,7 @@ def test_every_reconnect_builds_a_new_hook_and_client():
 
 
 def test_a_403_is_retried_reported_and_forgotten_once_granted(monkeypatch):
-    monkeypatch.setattr(job_watcher, "STABLE_WATCH_SECONDS", 0.05)
+    monkeypatch.setattr(namespace_watch, "STABLE_WATCH_SECONDS", 0.05)
 
     async def scenario(cluster, watcher):
         cluster.list_failures = [api_error(403)] * 3
@@ -258,7 +258,7 @@ def test_a_list_followed_by_a_failing_watch_does_not_reset_the_backoff():
 
 
 def test_a_watch_that_stays_up_resets_the_backoff(monkeypatch):
-    monkeypatch.setattr(job_watcher, "STABLE_WATCH_SECONDS", 0.05)
+    monkeypatch.setattr(namespace_watch, "STABLE_WATCH_SECONDS", 0.05)
 
     async def scenario(cluster, watcher):
         cluster.list_failures = [api_error(503)] * 4
@@ -268,7 +268,7 @@ def test_a_watch_that_stays_up_resets_the_backoff(monkeypatch):
         cluster.break_watch(api_error(503))
         await until(lambda: len(delays) == 5)
         assert delays[4] < delays[3], delays  # started over after the stable watch
-        assert delays[4] <= 1.5 * job_watcher.RECONNECT_BACKOFF_INITIAL
+        assert delays[4] <= 1.5 * namespace_watch.RECONNECT_BACKOFF_INITIAL
 
     run(scenario, a_job("a"))
 
@@ -288,7 +288,7 @@ def test_retry_after_of_a_429_is_honoured(verb):
 
 
 def test_the_list_is_paginated_and_a_410_between_pages_lists_again_from_the_top(monkeypatch):
-    monkeypatch.setattr(job_watcher, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(namespace_watch, "LIST_PAGE_SIZE", 2)
 
     async def scenario(cluster, watcher):
         cluster.expire_next_continue_token = True
@@ -339,7 +339,7 @@ def test_watchers_are_shared_per_connection_namespace_and_selector():
         assert job_watcher.shared_watcher("conn", NS, hook, "x=1") is one
         assert job_watcher.shared_watcher("conn", NS, hook) is not one
         assert job_watcher.shared_watcher("conn", NS, hook, "x=2") is not one
-        job_watcher._watchers.clear()
+        namespace_watch._watches.clear()
 
     asyncio.run(main())
 
