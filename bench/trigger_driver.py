@@ -78,11 +78,11 @@ def _count_hook_calls() -> None:
 
         return call
 
-    def counted_stream(original):
+    def counted_stream(verb: str, original):
         # watch_jobs is an async generator: count when it is called, hand back the same
         # generator, so the watcher's handling of the stream is untouched.
         def call(self, *args, **kwargs):
-            API_CALLS.append((time.time(), "watch"))
+            API_CALLS.append((time.time(), verb))
             return original(self, *args, **kwargs)
 
         return call
@@ -92,9 +92,14 @@ def _count_hook_calls() -> None:
         ("get", "read_job"),
         ("delete", "delete_job"),
         ("list_pods", "list_job_pods"),  # a job's pods, for the restart and startup budgets
+        ("list_pod_page", "list_pods_page"),  # the pod watch's LIST, where there is one
     ):
-        setattr(AsyncVolcanoHook, name, counted_coroutine(verb, getattr(AsyncVolcanoHook, name)))
-    AsyncVolcanoHook.watch_jobs = counted_stream(AsyncVolcanoHook.watch_jobs)
+        if hasattr(AsyncVolcanoHook, name):
+            original = getattr(AsyncVolcanoHook, name)
+            setattr(AsyncVolcanoHook, name, counted_coroutine(verb, original))
+    AsyncVolcanoHook.watch_jobs = counted_stream("watch", AsyncVolcanoHook.watch_jobs)
+    if hasattr(AsyncVolcanoHook, "watch_pods"):
+        AsyncVolcanoHook.watch_pods = counted_stream("watch_pods", AsyncVolcanoHook.watch_pods)
 
 
 def _count_shown_lines() -> None:
@@ -195,12 +200,31 @@ def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: 
     return PollingVolcanoJobTrigger(job_name=name, namespace=namespace, poll_interval=interval)
 
 
-async def first_sync(started: float, printed: list[bool]) -> None:
-    """Record when every shared watch first has its complete LIST in (and say SYNCED)."""
+def _watch_registry():
+    """The module holding the event loop's shared watches, and the watches: ``namespace_watch``
+    since the pod watch (job and pod watches alike), ``job_watcher`` before it."""
+    try:
+        from airflow_volcano_wandb.wait import namespace_watch
+    except ImportError:
+        from airflow_volcano_wandb.wait import job_watcher
+
+        return job_watcher, list(job_watcher._watchers.values())
+    return namespace_watch, list(namespace_watch._watches.values())
+
+
+def _job_watches() -> list:
     from airflow_volcano_wandb.wait import job_watcher
 
+    kind = getattr(job_watcher, "NamespaceJobWatcher", None)
+    watches = _watch_registry()[1]
+    return [w for w in watches if kind is None or isinstance(w, kind)]
+
+
+async def first_sync(started: float, printed: list[bool]) -> None:
+    """Record when every shared watch (jobs', and pods' where there is a pod watch) first has
+    its complete LIST in (and say SYNCED)."""
     while True:
-        watchers = list(job_watcher._watchers.values())
+        watchers = _watch_registry()[1]
         if watchers and all(w.synced.is_set() for w in watchers):
             printed.append(time.time() - started)
             print("SYNCED", flush=True)
@@ -209,10 +233,13 @@ async def first_sync(started: float, printed: list[bool]) -> None:
 
 
 def watch_connects() -> int:
-    """List+watch (re)connections the shared watchers made so far."""
-    from airflow_volcano_wandb.wait import job_watcher
+    """List+watch (re)connections the shared watchers made so far (jobs' and pods')."""
+    return sum(w.connects for w in _watch_registry()[1])
 
-    return sum(w.connects for w in job_watcher._watchers.values())
+
+def watch_counts() -> tuple[int, int]:
+    """The shared job watches and all shared watches this process holds now."""
+    return len(_job_watches()), len(_watch_registry()[1])
 
 
 async def drive(options: argparse.Namespace) -> dict:
@@ -221,7 +248,7 @@ async def drive(options: argparse.Namespace) -> dict:
     from airflow.models.trigger import Trigger
 
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger  # noqa: F401  (imported before
-    from airflow_volcano_wandb.wait import job_watcher
+    from airflow_volcano_wandb.wait import job_watcher  # noqa: F401  (its watches too,
     from bench.polling_trigger import PollingVolcanoJobTrigger  # noqa: F401  the RSS baseline)
 
     jobs = load_jobs(options.jobs_file, options.jobs)
@@ -274,7 +301,7 @@ async def drive(options: argparse.Namespace) -> dict:
         end = time.time() + options.window
         while time.time() < end:
             conns.append(apiserver_connections(options.port))
-            watches.append(job_watcher.active_watchers())
+            watches.append(watch_counts())
             await housekeeping(min(end, time.time() + 2))
         cpu1, req1, t1 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
         print("WINDOW_END", flush=True)
@@ -286,7 +313,8 @@ async def drive(options: argparse.Namespace) -> dict:
                 "client_requests_per_min": (req1 - req0) / minutes,
                 "tcp_connections_max": max(conns),
                 "tcp_connections_mean": sum(conns) / len(conns),
-                "shared_watchers": max(watches),
+                "shared_watchers": max(jobs for jobs, _ in watches),
+                "shared_watches_all": max(every for _, every in watches),
                 "rss_mb": proc.memory_info().rss / 2**20,
                 "fired_early": len(runner.events.stamps),
                 "cpu_s_total": (cpu1.user + cpu1.system) - (cpu_start.user + cpu_start.system),
@@ -312,9 +340,10 @@ async def drive(options: argparse.Namespace) -> dict:
     result["first_sync_s"] = synced_after[0] if synced_after else None
     result["watch_connects"] = watch_connects()
     # The watcher's backoff schedule, for the parent to bound the attempts it should see.
+    registry = _watch_registry()[0]
     result["backoff"] = {
-        "initial": job_watcher.RECONNECT_BACKOFF_INITIAL,
-        "max": job_watcher.RECONNECT_BACKOFF_MAX,
+        "initial": registry.RECONNECT_BACKOFF_INITIAL,
+        "max": registry.RECONNECT_BACKOFF_MAX,
     }
     result["api_calls"] = API_CALLS
     runner.stop = True
