@@ -156,7 +156,14 @@ def md_namespace(r: dict) -> list[str]:
         "complete label-selected, paginated LIST. vc-controller-manager was stopped while "
         "the namespace was filled and measured (the jobs are admitted by Volcano's webhooks; "
         "the finished ones got their phase through the status subresource; ours never "
-        f"start). Filling it took {n['jobs_created_s']} s.",
+        f"start). Filling it took {n['jobs_created_s']} s."
+        + (
+            f" The triggers were the operator's at its defaults; pod watches: "
+            f"{n['pod_watch_connections']}; requests in the window by verb and resource "
+            f"(not less a background): {n['by_verb_resource'] or 'none'}."
+            if "trigger" in n
+            else " (Earlier run: the bare trigger, without the restart budget.)"
+        ),
     ]
 
 
