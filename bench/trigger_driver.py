@@ -294,6 +294,11 @@ async def drive(options: argparse.Namespace) -> dict:
             await asyncio.sleep(1)
 
     if options.mode_kind == "scale":
+        # The window opens once every shared watch has its first LIST in (so the triggers'
+        # looks before it, which read the job or its pods directly, are over), then a settle.
+        sync_deadline = time.time() + options.sync_timeout
+        while options.mode != "poll" and not synced_after and time.time() < sync_deadline:
+            await housekeeping(time.time() + 1)
         await housekeeping(time.time() + options.settle)
         conns, watches = [], []
         cpu0, req0, t0 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
@@ -363,7 +368,10 @@ def main() -> None:
     parser.add_argument("--jobs-file", required=True, help="JSON list of job names")
     parser.add_argument("--jobs", type=int, default=10**9)
     parser.add_argument("--port", type=int, default=0, help="apiserver port")
-    parser.add_argument("--settle", type=float, default=8.0)
+    parser.add_argument("--settle", type=float, default=8.0, help="after the first sync")
+    parser.add_argument(
+        "--sync-timeout", type=float, default=180.0, help="scale: the longest wait for it"
+    )
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", required=True)
