@@ -248,11 +248,14 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path) -> None:
         if name not in options.only:
             continue
         say(name)
-        load = results_file.load_before()
+        load, commit = results_file.load_before(), results_file.commit()  # as it starts
         figures = run_scenario(name, options, cluster, env, work)
         say(f"{name}: {json.dumps(figures)[:2000]}")
         meta = results_file.scenario_meta(
-            load, quick=options.quick, how=f"bench/run_all.py {' '.join(sys.argv[1:])}"
+            load,
+            quick=options.quick,
+            how=f"bench/run_all.py {' '.join(sys.argv[1:])}",
+            commit=commit,
         )
         results_file.record(name, figures, meta, options.results)
 
