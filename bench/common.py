@@ -8,10 +8,10 @@ the measured process's.
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import math
 import os
-import re
 import statistics
 import sys
 import time
@@ -211,6 +211,11 @@ class Cluster:
                 last = time.monotonic()
             time.sleep(2)
 
+    def count_running_pods(self, namespace: str) -> int:
+        query = "?fieldSelector=status.phase%3DRunning"
+        path = f"/api/v1/namespaces/{namespace}/pods{query}"
+        return len(self.kube.get(path, timeout=120)["items"])
+
     def metrics(self) -> str:
         return self.kube.get("/metrics", timeout=30).get("raw", "")
 
@@ -256,20 +261,42 @@ def tiny_job(
 
 
 def managed_job(
-    name: str, duration: float, *, run_id: str, index: int, exit_code: int = 0
+    name: str,
+    duration: float,
+    *,
+    run_id: str,
+    index: int,
+    exit_code: int = 0,
+    workers: int = 0,
 ) -> dict[str, Any]:
     """A tiny job labelled and annotated as the operator submits one (try 1 of a mapped task
     instance), so the provider's watch, narrowed to its own jobs, sees it.
 
-    A non-zero ``exit_code`` makes the pod fail and, as with the integration tests' failing
-    template, ``PodFailed -> TerminateJob`` makes that the job's end (``Terminated``).
+    Its pod templates carry the pod labels the operator's rendered jobs put on theirs
+    (``TaskInstanceIdentity.pod_labels``: ``app.kubernetes.io/managed-by`` and the task
+    instance's, with the try), so a waiter that selects pods by them sees these pods.
+    ``workers`` adds a ``worker`` task of that many replicas beside the master (master 1 +
+    worker 2 is the seed template's gang), all placed together (``minAvailable``); they "run"
+    a minute longer than the master, whose end ends the job.
+
+    A non-zero ``exit_code`` makes the master's pod fail and, as with the integration tests'
+    failing template, ``PodFailed -> TerminateJob`` makes that the job's end (``Terminated``).
     """
     identity = TaskInstanceIdentity("bench", "train", run_id, map_index=index)
     body = tiny_job(name, duration, labels=identity.labels())
     body["metadata"]["annotations"] = identity.annotations(try_number=1)
+    master = body["spec"]["tasks"][0]
+    master["template"]["metadata"]["labels"] = identity.pod_labels(try_number=1)
+    if workers:
+        worker = copy.deepcopy(master)
+        worker.update(name="worker", replicas=workers)
+        worker.pop("policies")
+        worker["template"]["metadata"]["annotations"][SIM_DURATION] = f"{duration + 60:.1f}"
+        worker["template"]["spec"]["containers"][0]["name"] = "worker"
+        body["spec"]["tasks"].append(worker)
+        body["spec"]["minAvailable"] = 1 + workers
     if exit_code:
-        task = body["spec"]["tasks"][0]
-        task["template"]["metadata"]["annotations"][EXIT_CODE_ANNOTATION] = str(exit_code)
+        master["template"]["metadata"]["annotations"][EXIT_CODE_ANNOTATION] = str(exit_code)
         body["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
     return body
 
@@ -279,48 +306,18 @@ def other_owner_job(name: str) -> dict[str, Any]:
     return tiny_job(name, 60, labels={"app.kubernetes.io/managed-by": "someone-else"})
 
 
-# ---- apiserver metrics -----------------------------------------------------------------
+# ---- apiserver metrics: apiserver_metrics.py (re-exported here) ----------------------
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}\s+([0-9.eE+-]+)$")
-_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
-
-
-def parse_metrics(text: str, names: set[str]) -> list[tuple[str, dict[str, str], float]]:
-    out = []
-    for line in text.splitlines():
-        if not line or line[0] == "#":
-            continue
-        m = _SAMPLE.match(line)
-        if m and m.group(1) in names:
-            out.append((m.group(1), dict(_LABEL.findall(m.group(2))), float(m.group(3))))
-    return out
-
-
-def job_api_counters(text: str) -> dict[str, float]:
-    """Requests on Volcano jobs by verb, and the open watches on them, from /metrics."""
-    counts: dict[str, float] = {"watches": 0.0}
-    for name, labels, value in parse_metrics(
-        text, {"apiserver_request_total", "apiserver_longrunning_requests"}
-    ):
-        if labels.get("group") != GROUP or labels.get("resource") != PLURAL:
-            continue
-        if name == "apiserver_longrunning_requests":
-            if labels.get("verb") == "WATCH":
-                counts["watches"] += value
-            continue
-        verb = labels.get("verb", "?")
-        if labels.get("subresource"):
-            verb += "/" + labels["subresource"]
-        counts[verb] = counts.get(verb, 0.0) + value
-    return counts
-
-
-READ_VERBS = ("GET", "LIST", "WATCH")
-
-
-def reads(counters: dict[str, float]) -> float:
-    return sum(counters.get(v, 0.0) for v in READ_VERBS)
-
+from apiserver_metrics import (  # noqa: E402, F401  (the scenarios import them from here)
+    READ_VERBS,
+    api_counters,
+    job_api_counters,
+    parse_metrics,
+    rates,
+    reads,
+    request_key,
+    waiter_resource,
+)
 
 # ---- statistics ------------------------------------------------------------------------
 

@@ -43,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import results_file  # noqa: E402
 import yaml  # noqa: E402
 from common import GROUP, SIM_DURATION, VERSION, Cluster, parse_k8s_time  # noqa: E402
 
@@ -334,7 +335,9 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument("--namespace", help="fixed-name: where the task runs")
     parser.add_argument("--out", type=Path, required=True)
+    results_file.add_record_option(parser)
     options = parser.parse_args()
+    load = results_file.load_before()
     if options.scenario == "fixed-name":
         result = fixed_name(options.namespace)
     elif options.scenario == "crash-loop":
@@ -344,6 +347,24 @@ def main() -> None:
         result = restart_false_timeouts(cluster, options.jobs, options.restarts)
     options.out.write_text(json.dumps(result) + "\n")
     print(json.dumps(result))
+    if options.record:
+        record(options, result, load)
+
+
+def record(options: argparse.Namespace, result: dict, load: float) -> None:
+    """This scenario's figures into the results file's ``odd_paths``, as
+    ``scenario_odd_paths.odd_paths`` puts them there; the other scenarios' stay."""
+    part = options.scenario
+    if part == "fixed-name":
+        figures = {"fixed_name_retries_ok": bool(result["ok"])}
+    elif part == "crash-loop":
+        figures = {"crash_loop_detect_s": result["crash_loop_detect_s"], "crash_loop_run": result}
+    else:
+        figures = {"restart_false_timeouts": result["restart_false_timeouts"]}
+        figures["restart_run"] = result
+    how = f"bench/odd_paths.py {' '.join(sys.argv[1:])}"
+    meta = results_file.scenario_meta(load, how=how)
+    results_file.record_part("odd_paths", part, figures, meta, options.record)
 
 
 if __name__ == "__main__":

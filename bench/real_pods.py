@@ -2,6 +2,7 @@
 
     .venv/bin/python -m airflow_volcano_wandb.testing.cluster up --state-dir DIR --real-node
     .venv/bin/python bench/real_pods.py --cluster-dir DIR [--state-dir S] [--cold-image]
+        [--record [bench/results]]
 
 Runs ``scripts/demo.py --real-pods`` (master + 2 workers, DDP over gloo) while watching the
 namespace, then prints one JSON object:
@@ -40,6 +41,9 @@ from kubernetes import config  # noqa: E402
 
 from airflow_volcano_wandb.testing.cluster import image  # noqa: E402
 from airflow_volcano_wandb.testing.recorder import Recorder  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import results_file  # noqa: E402  (beside this file: the results file every scenario writes)
 
 NAMESPACE = "wandb"
 
@@ -83,7 +87,9 @@ def main() -> int:
     parser.add_argument("--cluster-dir", type=Path, required=True)
     parser.add_argument("--state-dir", type=Path, default=Path(tempfile.mkdtemp(prefix="avw-rp-")))
     parser.add_argument("--cold-image", action="store_true")
+    results_file.add_record_option(parser)
     args = parser.parse_args()
+    load = results_file.load_before()
 
     api = config.new_client_from_config(config_file=str(args.cluster_dir / "kubeconfig"))
     with Recorder.pods(api, NAMESPACE) as pods, Recorder.jobs(api, NAMESPACE) as jobs:
@@ -114,22 +120,20 @@ def main() -> int:
             finished[pod.metadata.name] = _utc(state.terminated.finished_at)
     master = f"{name}-master-0"
     archive = image.trainer_image()
-    print(
-        json.dumps(
-            {
-                "image_build_s_cold": _cold_image_seconds(args.cold_image),
-                "image_mb": round(archive.stat().st_size / 2**20),
-                "pods_ready_s": round(max(started.values()) - created, 1),
-                "train_s": round(finished[master] - started[master], 1),
-                "completion_to_task_success_s": round(
-                    _wait_task_end(args.state_dir) - completed, 1
-                ),
-                "ranks": len(ranks),
-                "job": f"{NAMESPACE}/{name}",
-            },
-            indent=2,
-        )
-    )
+    figures = {
+        "image_build_s_cold": _cold_image_seconds(args.cold_image),
+        "image_mb": round(archive.stat().st_size / 2**20),
+        "pods_ready_s": round(max(started.values()) - created, 1),
+        "train_s": round(finished[master] - started[master], 1),
+        "completion_to_task_success_s": round(_wait_task_end(args.state_dir) - completed, 1),
+        "ranks": len(ranks),
+        "job": f"{NAMESPACE}/{name}",
+    }
+    print(json.dumps(figures, indent=2))
+    if args.record:
+        how = "bench/real_pods.py" + (" --cold-image" if args.cold_image else "")
+        meta = results_file.scenario_meta(load, how=how)
+        results_file.record("real_pods", {"real_pods": figures}, meta, args.record)
     return 0
 
 

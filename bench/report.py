@@ -18,40 +18,94 @@ from scenario_scale import md_scale, scale_goals
 from scenario_sweep_burst import md_sweep
 
 
+def _scenario_line(meta: dict) -> str:
+    """Where a section's figures come from: their own run's date, machine and load."""
+    if meta.get("carried_over"):
+        return f"_Carried over, not measured by this tool: {meta['carried_over']}._"
+    line = (
+        f"_Measured {meta['date']} on {meta['cpus']} CPUs, load average before "
+        f"{meta['load_before']}"
+        + (", smoke-test sizes (`--quick`)" if meta.get("quick") else "")
+        + (f", commit {meta['commit']}" if meta.get("commit") else "")
+        + (f"; `{meta['how']}`" if meta.get("how") else "")
+        + "._"
+    )
+    if meta.get("note"):
+        line += f" {meta['note']}"
+    return line
+
+
 def markdown(r: dict) -> str:
-    lines = [
-        "# Benchmarks (latest run)",
-        "",
-        f"{r['meta']['date']}, {r['meta']['cpus']} CPUs, Python {r['meta']['python']}, "
-        f"load average before: {r['meta']['load_before']}; total {r['meta']['total_s']:.0f} s. "
-        "Reproduce: `make bench`."
-        + (" Quick mode (smoke-test sizes)." if r["meta"].get("quick") else ""),
-        "",
-    ]
+    per_scenario = r.get("scenario_meta")
+    if per_scenario:
+        lines = [
+            "# Benchmarks (the latest figures of every scenario)",
+            "",
+            "Each section's figures come from that scenario's latest run, whose date, load "
+            "average before it and command head the section; a partial run (`--only`) or a "
+            "script's `--record` replaces its own scenario's only. Reproduce: `make bench`.",
+            "",
+        ]
+    else:  # a results file from before scenarios had their own dates
+        lines = [
+            "# Benchmarks (latest run)",
+            "",
+            f"{r['meta']['date']}, {r['meta']['cpus']} CPUs, Python {r['meta']['python']}, "
+            f"load average before: {r['meta']['load_before']}; total "
+            f"{r['meta']['total_s']:.0f} s. Reproduce: `make bench`."
+            + (" Quick mode (smoke-test sizes)." if r["meta"].get("quick") else ""),
+            "",
+        ]
     # A section per scenario present: a partial run (--only) may lack some.
     sections = (
-        ("completion_latency_s", md_latency),
-        ("triggerer_scale", md_scale),
-        ("submit_overhead_s", md_operator),
-        ("render_ms", md_operator),
-        ("e2e_overhead_s", md_e2e),
-        ("namespace_scale", md_namespace),
-        ("outage", md_outage),
-        ("sweep_burst", md_sweep),
-        ("live_progress", md_live_progress),
-        ("odd_paths", md_odd_paths),
-        ("handover", md_handover),
-        ("e2e_real_airflow", md_e2e_real_airflow),
-        ("resume", md_resume),
+        ("completion_latency_s", md_latency, "latency"),
+        ("triggerer_scale", md_scale, "scale"),
+        ("submit_overhead_s", md_operator, "e2e"),
+        ("render_ms", md_operator, "render"),
+        ("e2e_overhead_s", md_e2e, "e2e"),
+        ("namespace_scale", md_namespace, "namespace_scale"),
+        ("outage", md_outage, "outage"),
+        ("sweep_burst", md_sweep, "sweep_burst"),
+        ("live_progress", md_live_progress, "live_progress"),
+        ("odd_paths", md_odd_paths, "odd_paths"),
+        ("handover", md_handover, "handover"),
+        ("e2e_real_airflow", md_e2e_real_airflow, "e2e_real_airflow"),
+        ("resume", md_resume, "resume"),
+        ("real_pods", md_real_pods, "real_pods"),
     )
     shown: set = set()
-    for key, section in sections:
+    for key, section, scenario in sections:
         if key in r and section not in shown:
             shown.add(section)
-            lines += [*section(r), ""]
+            body = section(r)
+            # md_operator shows both render's and e2e's figures: each says its own date.
+            names = ["e2e", "render"] if section is md_operator else [scenario]
+            dated = [  # once, when both have the same
+                *dict.fromkeys(
+                    _scenario_line(per_scenario[name])
+                    for name in names
+                    if per_scenario and name in per_scenario
+                )
+            ]
+            lines += [*body[:1], *(["", *dated] if dated else []), *body[1:], ""]
     lines += ["## Goals", ""]
     lines += [f"- {g}" for g in r["goals"]]
     return "\n".join(lines) + "\n"
+
+
+def md_real_pods(r: dict) -> list[str]:
+    p = r["real_pods"]
+    return [
+        "## Real pods (the cluster's real kubelet node)",
+        "",
+        "`bench/real_pods.py`: the manual DAG's master + 2 workers trained for real (DDP over "
+        f"gloo): pods ready {p['pods_ready_s']} s after the job was created, the master "
+        f"trained {p['train_s']} s, the wait task succeeded {p['completion_to_task_success_s']} "
+        "s after the job's `Completed`"
+        + (f"; trainer image {p['image_mb']} MB" if p.get("image_mb") else "")
+        + (f", cold image build {p['image_build_s_cold']} s" if p.get("image_build_s_cold") else "")
+        + ".",
+    ]
 
 
 def goals(r: dict) -> list[str]:

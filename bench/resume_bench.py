@@ -28,6 +28,7 @@ from it (rank 0 downloads, then sends it to the worker). ``artifact_overhead_rat
 With ``--repeat N`` each figure is the median of N runs of each, taken in turns.
 
     .venv/bin/python bench/resume_bench.py [--train-s 20] [--repeat 1] [--out resume.json]
+        [--record [bench/results]]
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ from airflow_volcano_wandb.job import resume
 from airflow_volcano_wandb.testing.cluster.process import free_ports
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # test_support, beside bench/
-from test_support.wandb_standin import WandbStandin
+from test_support.wandb_standin import WandbStandin  # noqa: I001
+
+import results_file  # beside this file: the results file every scenario writes
 
 TRAIN_PY = Path(__file__).resolve().parents[1] / "docker" / "trainer" / "train.py"
 TIMEOUT_S = 600
@@ -213,12 +216,18 @@ def main() -> None:
     parser.add_argument("--train-s", type=float, default=20.0, help="training before the stop")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each, for medians")
     parser.add_argument("--out", type=Path, help="also write the JSON line here")
+    results_file.add_record_option(parser)
     options = parser.parse_args()
+    load = results_file.load_before()
     result = side_by_side(options.train_s, options.repeat)
     line = json.dumps(result, sort_keys=True)
     print(line)
     if options.out:
         options.out.write_text(line + "\n")
+    if options.record:
+        how = f"bench/resume_bench.py --train-s {options.train_s:g} --repeat {options.repeat}"
+        meta = results_file.scenario_meta(load, how=how)
+        results_file.record("resume", {"resume": result}, meta, options.record)
 
 
 if __name__ == "__main__":

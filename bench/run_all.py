@@ -58,30 +58,28 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import results_file
 from common import PY, REPO, RESULTS, T0, Cluster, airflow_env, say
 from e2e_real_airflow import e2e_real_airflow
 from handover import handover
 from live_progress import live_progress
-from report import goals, markdown
+from report import markdown
 from scenario_latency import completion_latency, latency_figures
 from scenario_namespace_scale import namespace_scale
 from scenario_odd_paths import odd_paths
 from scenario_outage import outage
 from scenario_overhead import end_to_end, render
 from scenario_resume import resume
-from scenario_scale import triggerer_scale
+from scenario_scale import DEFAULT_WAITERS, WAITERS, triggerer_scale
 from scenario_sweep_burst import sweep_burst
 from waiters import driver
 
@@ -108,6 +106,11 @@ def parse_options() -> argparse.Namespace:
     parser.add_argument("--latency-jobs", type=int, default=100)
     parser.add_argument("--e2e-runs", type=int, default=4, help="dag.test() runs per mode")
     parser.add_argument("--window", type=float, default=30.0, help="scale window (s)")
+    parser.add_argument(
+        "--scale-waiters",
+        default=",".join(DEFAULT_WAITERS),
+        help=f"triggerer scale's waiters, of {sorted(WAITERS)}",
+    )
     parser.add_argument(
         "--namespace-jobs", type=int, default=10000, help="other owners' jobs beside ours"
     )
@@ -153,11 +156,87 @@ def parse_options() -> argparse.Namespace:
     return options
 
 
-def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dict) -> None:
+def pods_needed(options) -> int:
+    """The most pods the scenarios asked for hold at once (the scale and outage jobs have a
+    master and two workers each): simulated nodes are added for them."""
+    only = options.only
+    scale = 3 * max(int(s) for s in options.sizes.split(",")) if "scale" in only else 0
+    latency = options.latency_jobs if "latency" in only else 0
+    return max(
+        scale + latency,
+        3 * options.outage_waiting if "outage" in only else 0,
+        options.live_jobs if "live_progress" in only else 0,
+        3 * options.sweep_tasks if "sweep_burst" in only else 0,
+    )
+
+
+def run_scenario(name: str, options, cluster: Cluster, env: dict, work: Path) -> dict:
+    """One scenario's figures, under its keys of ``results_file.SCENARIO_KEYS``."""
     sizes = [int(s) for s in options.sizes.split(",")]
-    if "render" in options.only:
-        say("render_job")
-        results["render_ms"] = render(repeat=500)
+    if name == "render":
+        return {"render_ms": render(repeat=500)}
+    if name == "e2e":
+        e2e = end_to_end(cluster, env, work, options.e2e_runs)
+        return {
+            "submit_overhead_s": e2e["submit_overhead_s"],
+            "e2e_overhead_s": e2e["e2e"],
+            "e2e_sim_duration_s": e2e["sim_duration_s"],
+        }
+    if name == "latency":
+        figures = completion_latency(cluster, env, work, options.latency_jobs)
+        return {"completion_latency_s": latency_figures(figures)}
+    if name == "scale":
+        waiters = tuple(options.scale_waiters.split(","))
+        scale = triggerer_scale(cluster, env, work, sizes, options.window, waiters)
+        return {"triggerer_scale": scale.pop("rows"), "scale_meta": scale}
+    if name == "namespace_scale":
+        return {
+            "namespace_scale": namespace_scale(
+                cluster,
+                env,
+                work,
+                options.namespace_jobs,
+                options.namespace_waiting,
+                options.window,
+            )
+        }
+    if name == "sweep_burst":
+        return {"sweep_burst": sweep_burst(cluster, env, work, options.sweep_tasks, options.window)}
+    if name == "live_progress":
+        return {
+            "live_progress": live_progress(
+                cluster,
+                env,
+                work,
+                driver,
+                say,
+                jobs=options.live_jobs,
+                lines=options.live_lines,
+                window=options.window,
+                runs=options.live_runs,
+            )
+        }
+    if name == "outage":
+        return {"outage": outage(cluster, env, work, options.outage_waiting, options.outage_s)}
+    if name == "odd_paths":
+        return {"odd_paths": odd_paths(cluster, env, work, options.quick)}
+    if name == "handover":
+        return {"handover": handover(options.cluster_dir, options.handover_jobs, say)}
+    if name == "e2e_real_airflow":
+        return {
+            "e2e_real_airflow": e2e_real_airflow(
+                options.cluster_dir, options.e2e_real_tasks, options.e2e_real_wave, say
+            )
+        }
+    if name == "resume":
+        train_s, repeat = (5, 1) if options.quick else (20, 3)
+        return {"resume": resume(work, train_s=train_s, repeat=repeat)}
+    raise ValueError(name)
+
+
+def run_scenarios(options, cluster: Cluster, env: dict, work: Path) -> None:
+    """Each scenario asked for, in order, each written into the results file as it ends
+    (with its date and the load average before it), so a run cut short keeps what it did."""
     # render needs no Airflow DB; handover and e2e_real_airflow start an Airflow of their own.
     # resume runs the trainer as local processes: no Airflow, no cluster.
     if options.only - {"render", "handover", "e2e_real_airflow", "resume"}:
@@ -165,71 +244,27 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path, results: dic
         subprocess.run(
             [PY, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True
         )
-    if "e2e" in options.only:
-        e2e = end_to_end(cluster, env, work, options.e2e_runs)
-        results["submit_overhead_s"] = e2e["submit_overhead_s"]
-        results["e2e_overhead_s"] = e2e["e2e"]
-        results["e2e_sim_duration_s"] = e2e["sim_duration_s"]
-    if "latency" in options.only:
-        results["completion_latency_s"] = latency_figures(
-            completion_latency(cluster, env, work, options.latency_jobs)
+    for name in SCENARIOS:
+        if name not in options.only:
+            continue
+        say(name)
+        load, commit = results_file.load_before(), results_file.commit()  # as it starts
+        figures = run_scenario(name, options, cluster, env, work)
+        say(f"{name}: {json.dumps(figures)[:2000]}")
+        meta = results_file.scenario_meta(
+            load,
+            quick=options.quick,
+            how=f"bench/run_all.py {' '.join(sys.argv[1:])}",
+            commit=commit,
         )
-    if "scale" in options.only:
-        scale = triggerer_scale(cluster, env, work, sizes, options.window)
-        results["triggerer_scale"] = scale.pop("rows")
-        results["scale_meta"] = scale
-    if "namespace_scale" in options.only:
-        ns = namespace_scale(
-            cluster, env, work, options.namespace_jobs, options.namespace_waiting, options.window
-        )
-        results["namespace_scale"] = ns
-        say(f"namespace: {ns}")
-    if "sweep_burst" in options.only:
-        results["sweep_burst"] = sweep_burst(
-            cluster, env, work, options.sweep_tasks, options.window
-        )
-        say(f"sweep: {results['sweep_burst']}")
-    if "live_progress" in options.only:
-        results["live_progress"] = live_progress(
-            cluster,
-            env,
-            work,
-            driver,
-            say,
-            jobs=options.live_jobs,
-            lines=options.live_lines,
-            window=options.window,
-            runs=options.live_runs,
-        )
-        say(f"live_progress: {results['live_progress']}")
-    if "outage" in options.only:
-        results["outage"] = outage(cluster, env, work, options.outage_waiting, options.outage_s)
-        say(f"outage: {results['outage']}")
-    if "odd_paths" in options.only:
-        results["odd_paths"] = odd_paths(cluster, env, work, options.quick)
-        say(f"odd_paths: {results['odd_paths']}")
-    if "handover" in options.only:
-        results["handover"] = handover(options.cluster_dir, options.handover_jobs, say)
-        say(f"handover: {results['handover']}")
-    if "e2e_real_airflow" in options.only:
-        results["e2e_real_airflow"] = e2e_real_airflow(
-            options.cluster_dir, options.e2e_real_tasks, options.e2e_real_wave, say
-        )
-        say(f"e2e_real_airflow: {results['e2e_real_airflow']}")
-    if "resume" in options.only:
-        results["resume"] = resume(
-            work, train_s=5 if options.quick else 20, repeat=1 if options.quick else 3
-        )
-        say(f"resume: {results['resume']}")
+        results_file.record(name, figures, meta, options.results)
 
 
 def main() -> None:
     options = parse_options()
     out_dir = options.results
     if options.report_only:
-        (out_dir / "latest.md").write_text(
-            markdown(json.loads((out_dir / "latest.json").read_text()))
-        )
+        results_file.write(results_file.read(out_dir), out_dir)
         return
     cluster = Cluster(options.cluster_dir)
     work = Path(tempfile.mkdtemp(prefix="avw-bench-"))
@@ -237,41 +272,23 @@ def main() -> None:
     shutil.copytree(REPO / "dags", home / "dags", dirs_exist_ok=True)
     shutil.copytree(REPO / "tests" / "dags", home / "dags", dirs_exist_ok=True)
     env = airflow_env(home, cluster.kubeconfig)
-    load_before = round(os.getloadavg()[0], 2)
     say(f"work dir {work}; cluster {cluster.server}")
-    pods = max(int(s) for s in options.sizes.split(",")) + options.latency_jobs
-    added = cluster.ensure_pod_capacity(max(pods, options.outage_waiting, options.live_jobs) + 50)
+    added = cluster.ensure_pod_capacity(pods_needed(options) + 50)
     if added:
         say(f"added {len(added)} simulated nodes for capacity")
-    # A partial run keeps the figures of the scenarios it did not run.
-    previous = out_dir / "latest.json"
-    partial = set(SCENARIOS) - options.only
-    results: dict[str, Any] = (
-        json.loads(previous.read_text()) if partial and previous.exists() else {}
-    )
     try:
-        run_scenarios(options, cluster, env, work, results)
+        run_scenarios(options, cluster, env, work)
     finally:
         # Pods go with their namespaces; only then may their simulated nodes go.
-        if cluster.wait_namespaces_gone():
+        if cluster.wait_namespaces_gone(timeout=600):
             cluster.delete_nodes(added)
         elif added:
             say(f"namespaces still terminating; left nodes {added}")
         if not options.keep_work:
             shutil.rmtree(work, ignore_errors=True)
-    results["goals"] = goals(results)
-    results["meta"] = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_before": load_before,
-        "total_s": round(time.monotonic() - T0, 1),
-        "quick": options.quick,
-        "scenarios": sorted(options.only),
-    }
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "latest.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out_dir / "latest.md").write_text(markdown(results))
+    results = results_file.read(out_dir)
+    results["meta"]["total_s"] = round(time.monotonic() - T0, 1)
+    results_file.write(results, out_dir)
     print(markdown(results))
     say(f"wrote {out_dir}/latest.json and latest.md")
 

@@ -8,7 +8,15 @@ import subprocess
 import time
 from pathlib import Path
 
-from common import Cluster, job_api_counters, managed_job, other_owner_job, say
+from common import (
+    Cluster,
+    api_counters,
+    job_api_counters,
+    managed_job,
+    other_owner_job,
+    rates,
+    say,
+)
 from waiters import driver
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
@@ -45,13 +53,16 @@ def fill_namespace(cluster: Cluster, namespace: str, others: int, waiting: int) 
 
 
 def scale_window(proc: subprocess.Popen, cluster: Cluster) -> dict[str, dict]:
-    """Read the driver's output, scraping the apiserver's job counters at its window marks."""
+    """Read the driver's output, scraping the apiserver's job counters (and, under ``"all"``,
+    every verb and resource, with the time) at its window marks."""
     marks: dict[str, dict] = {}
     for line in proc.stdout:
-        if line.startswith("WINDOW_START"):
-            marks["start"] = job_api_counters(cluster.metrics())
-        elif line.startswith("WINDOW_END"):
-            marks["end"] = job_api_counters(cluster.metrics())
+        for mark, prefix in (("start", "WINDOW_START"), ("end", "WINDOW_END")):
+            if line.startswith(prefix):
+                text = cluster.metrics()
+                marks[mark] = job_api_counters(text)
+                marks[mark]["all"] = api_counters(text)
+                marks[mark]["t"] = time.monotonic()
     return marks
 
 
@@ -75,10 +86,11 @@ def namespace_scale(
         jobs_file = work / "namespace-jobs.json"
         jobs_file.write_text(json.dumps(filled["jobs"]))
         idle_watches = background_job_watches(cluster)
+        idle_all = api_counters(cluster.metrics())["watches"]
         out = work / "namespace-scale.json"
         say(f"namespace: {waiting} triggers in one TriggerRunner, {others} other jobs beside")
         proc = driver(
-            "scale", "watch", 0, namespace, jobs_file, out, env,
+            "scale", "operator", 0, namespace, jobs_file, out, env,
             port=cluster.port, settle=10, window=window,
         )  # fmt: skip
         marks = scale_window(proc, cluster)
@@ -90,7 +102,21 @@ def namespace_scale(
         start_component(cluster.state_dir, "vc-controller-manager", argv)
     result = json.loads(out.read_text())
     watches = max(marks["start"]["watches"], marks["end"]["watches"]) - idle_watches
+    start, end = marks["start"]["all"], marks["end"]["all"]
+    minutes = (marks["end"]["t"] - marks["start"]["t"]) / 60
+    by_resource = {
+        r: round(max(start["watches"].get(r, 0), n) - idle_all.get(r, 0))
+        for r, n in end["watches"].items()
+    }
     return {
+        "trigger": "operator defaults (its jobs never start here: no pods)",
+        "pod_watch_connections": by_resource.get("pods", 0),
+        # Not less a background: the controller is stopped; the scheduler and KWOK remain.
+        "by_verb_resource": {
+            k: round(v, 1)
+            for k, v in sorted(rates(start["requests"], end["requests"], minutes).items())
+            if v >= 0.5
+        },
         "jobs_in_namespace": others + waiting,
         "waiting": len(filled["jobs"]),
         "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
@@ -130,7 +156,14 @@ def md_namespace(r: dict) -> list[str]:
         "complete label-selected, paginated LIST. vc-controller-manager was stopped while "
         "the namespace was filled and measured (the jobs are admitted by Volcano's webhooks; "
         "the finished ones got their phase through the status subresource; ours never "
-        f"start). Filling it took {n['jobs_created_s']} s.",
+        f"start). Filling it took {n['jobs_created_s']} s."
+        + (
+            f" The triggers were the operator's at its defaults; pod watches: "
+            f"{n['pod_watch_connections']}; requests in the window by verb and resource "
+            f"(not less a background): {n['by_verb_resource'] or 'none'}."
+            if "trigger" in n
+            else " (Earlier run: the bare trigger, without the restart budget.)"
+        ),
     ]
 
 

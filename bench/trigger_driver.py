@@ -6,7 +6,14 @@ them and ``TriggerRunner.run_trigger`` runs each as a task of one asyncio loop, 
 runner's block watchdog. Only the supervisor link (DB sync) is left out. Each fired event is
 stamped (wall clock) the moment the runner queues it.
 
-Modes:
+Trigger modes (``--mode``): ``operator``, the trigger as the operator defers it with every
+option at its default (restart budget 3, startup budget 120 s, ``poll_interval`` 10 s, the
+settle after the deferral: see ``operator_default_kwargs``); ``watch``, the bare trigger of
+the earlier runs (no budgets, so it never reads pods); ``poll``, the polling baseline
+(``polling_trigger.py``). The triggerer's ``[volcano_wandb]`` settings come from the
+environment, as a triggerer's do (``AIRFLOW__VOLCANO_WANDB__POD_WATCH``, ...).
+
+Kinds:
 - ``scale``: start the triggers, let them settle, then measure a window: CPU seconds, RSS,
   TCP connections to the apiserver, and client-side requests. Prints ``WINDOW_START`` /
   ``WINDOW_END`` lines so the parent can read the apiserver's metrics at the same moments.
@@ -71,18 +78,28 @@ def _count_hook_calls() -> None:
 
         return call
 
-    def counted_stream(original):
+    def counted_stream(verb: str, original):
         # watch_jobs is an async generator: count when it is called, hand back the same
         # generator, so the watcher's handling of the stream is untouched.
         def call(self, *args, **kwargs):
-            API_CALLS.append((time.time(), "watch"))
+            API_CALLS.append((time.time(), verb))
             return original(self, *args, **kwargs)
 
         return call
 
-    for verb, name in (("list", "list_jobs_page"), ("get", "read_job"), ("delete", "delete_job")):
-        setattr(AsyncVolcanoHook, name, counted_coroutine(verb, getattr(AsyncVolcanoHook, name)))
-    AsyncVolcanoHook.watch_jobs = counted_stream(AsyncVolcanoHook.watch_jobs)
+    for verb, name in (
+        ("list", "list_jobs_page"),
+        ("get", "read_job"),
+        ("delete", "delete_job"),
+        ("list_pods", "list_job_pods"),  # a job's pods, for the restart and startup budgets
+        ("list_pod_page", "list_pods_page"),  # the pod watch's LIST, where there is one
+    ):
+        if hasattr(AsyncVolcanoHook, name):
+            original = getattr(AsyncVolcanoHook, name)
+            setattr(AsyncVolcanoHook, name, counted_coroutine(verb, original))
+    AsyncVolcanoHook.watch_jobs = counted_stream("watch", AsyncVolcanoHook.watch_jobs)
+    if hasattr(AsyncVolcanoHook, "watch_pods"):
+        AsyncVolcanoHook.watch_pods = counted_stream("watch_pods", AsyncVolcanoHook.watch_pods)
 
 
 def _count_shown_lines() -> None:
@@ -127,8 +144,45 @@ def load_jobs(path: str, limit: int) -> list[dict]:
     return [e if isinstance(e, dict) else {"name": e} for e in entries]
 
 
+def operator_default_kwargs(job: dict, follow: bool) -> dict:
+    """What the operator's deferred trigger carries when a DAG sets none of the wait's options
+    (``OperatorParts.trigger``): the submission's uid, try 1, the parts' defaults (the restart
+    budget of 3 and the 120 s startup budget of ``RunLimits``, ``poll_interval`` 10 s, the
+    watch's failure grace), deferred now. Built from the parts themselves, so a default that
+    changes there changes here."""
+    from airflow_volcano_wandb.operators.operator_parts import OperatorWait
+    from airflow_volcano_wandb.parts.connection import Connection
+    from airflow_volcano_wandb.parts.limits import RunLimits
+    from airflow_volcano_wandb.parts.log_follow import LogFollow
+
+    wait = OperatorWait()
+    now = time.time()
+    return {
+        "job_uid": job.get("uid"),
+        **Connection().kwargs(),
+        "pending_timeout": wait.pending_timeout,
+        "deadline": None,  # no execution_timeout
+        "poll_interval": wait.poll_interval,
+        "watch_failure_grace": wait.watch_failure_grace,
+        "try_number": 1,
+        **LogFollow().trigger_kwargs((), follow=follow),
+        "deferred_at": now,
+        "waiting_since": now,
+        **RunLimits().trigger_kwargs(),
+    }
+
+
 def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: bool = False):
+    """``operator``: the provider's trigger as the operator defers it by default; ``watch``:
+    as the earlier benchmarks made it (no restart budget, no startup budget: no pod reads, no
+    settle); ``poll``: the polling baseline."""
     name = job["name"]
+    if mode == "operator":
+        from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
+        return VolcanoJobTrigger(
+            job_name=name, namespace=namespace, **operator_default_kwargs(job, follow)
+        )
     if mode == "watch":
         from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 
@@ -146,12 +200,31 @@ def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: 
     return PollingVolcanoJobTrigger(job_name=name, namespace=namespace, poll_interval=interval)
 
 
-async def first_sync(started: float, printed: list[bool]) -> None:
-    """Record when every shared watch first has its complete LIST in (and say SYNCED)."""
+def _watch_registry():
+    """The module holding the event loop's shared watches, and the watches: ``namespace_watch``
+    since the pod watch (job and pod watches alike), ``job_watcher`` before it."""
+    try:
+        from airflow_volcano_wandb.wait import namespace_watch
+    except ImportError:
+        from airflow_volcano_wandb.wait import job_watcher
+
+        return job_watcher, list(job_watcher._watchers.values())
+    return namespace_watch, list(namespace_watch._watches.values())
+
+
+def _job_watches() -> list:
     from airflow_volcano_wandb.wait import job_watcher
 
+    kind = getattr(job_watcher, "NamespaceJobWatcher", None)
+    watches = _watch_registry()[1]
+    return [w for w in watches if kind is None or isinstance(w, kind)]
+
+
+async def first_sync(started: float, printed: list[bool]) -> None:
+    """Record when every shared watch (jobs', and pods' where there is a pod watch) first has
+    its complete LIST in (and say SYNCED)."""
     while True:
-        watchers = list(job_watcher._watchers.values())
+        watchers = _watch_registry()[1]
         if watchers and all(w.synced.is_set() for w in watchers):
             printed.append(time.time() - started)
             print("SYNCED", flush=True)
@@ -160,10 +233,13 @@ async def first_sync(started: float, printed: list[bool]) -> None:
 
 
 def watch_connects() -> int:
-    """List+watch (re)connections the shared watchers made so far."""
-    from airflow_volcano_wandb.wait import job_watcher
+    """List+watch (re)connections the shared watchers made so far (jobs' and pods')."""
+    return sum(w.connects for w in _watch_registry()[1])
 
-    return sum(w.connects for w in job_watcher._watchers.values())
+
+def watch_counts() -> tuple[int, int]:
+    """The shared job watches and all shared watches this process holds now."""
+    return len(_job_watches()), len(_watch_registry()[1])
 
 
 async def drive(options: argparse.Namespace) -> dict:
@@ -172,7 +248,7 @@ async def drive(options: argparse.Namespace) -> dict:
     from airflow.models.trigger import Trigger
 
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger  # noqa: F401  (imported before
-    from airflow_volcano_wandb.wait import job_watcher
+    from airflow_volcano_wandb.wait import job_watcher  # noqa: F401  (its watches too,
     from bench.polling_trigger import PollingVolcanoJobTrigger  # noqa: F401  the RSS baseline)
 
     jobs = load_jobs(options.jobs_file, options.jobs)
@@ -198,7 +274,7 @@ async def drive(options: argparse.Namespace) -> dict:
     await runner.create_triggers()
     synced_after: list[float] = []
     sync_task = asyncio.create_task(first_sync(started, synced_after))
-    if options.mode != "watch":
+    if options.mode == "poll":
         sync_task.cancel()  # polling keeps no shared watch
     result: dict = {
         "mode": options.mode,
@@ -206,6 +282,9 @@ async def drive(options: argparse.Namespace) -> dict:
         "jobs": len(names),
         "started": started,
         "rss_before_mb": rss_before / 2**20,
+        # The triggerer's [volcano_wandb] pod_watch as its environment sets it (None: unset,
+        # the provider's default).
+        "pod_watch_env": os.environ.get("AIRFLOW__VOLCANO_WANDB__POD_WATCH"),
     }
 
     async def housekeeping(until: float) -> None:
@@ -215,6 +294,11 @@ async def drive(options: argparse.Namespace) -> dict:
             await asyncio.sleep(1)
 
     if options.mode_kind == "scale":
+        # The window opens once every shared watch has its first LIST in (so the triggers'
+        # looks before it, which read the job or its pods directly, are over), then a settle.
+        sync_deadline = time.time() + options.sync_timeout
+        while options.mode != "poll" and not synced_after and time.time() < sync_deadline:
+            await housekeeping(time.time() + 1)
         await housekeeping(time.time() + options.settle)
         conns, watches = [], []
         cpu0, req0, t0 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
@@ -222,7 +306,7 @@ async def drive(options: argparse.Namespace) -> dict:
         end = time.time() + options.window
         while time.time() < end:
             conns.append(apiserver_connections(options.port))
-            watches.append(job_watcher.active_watchers())
+            watches.append(watch_counts())
             await housekeeping(min(end, time.time() + 2))
         cpu1, req1, t1 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
         print("WINDOW_END", flush=True)
@@ -234,7 +318,8 @@ async def drive(options: argparse.Namespace) -> dict:
                 "client_requests_per_min": (req1 - req0) / minutes,
                 "tcp_connections_max": max(conns),
                 "tcp_connections_mean": sum(conns) / len(conns),
-                "shared_watchers": max(watches),
+                "shared_watchers": max(jobs for jobs, _ in watches),
+                "shared_watches_all": max(every for _, every in watches),
                 "rss_mb": proc.memory_info().rss / 2**20,
                 "fired_early": len(runner.events.stamps),
                 "cpu_s_total": (cpu1.user + cpu1.system) - (cpu_start.user + cpu_start.system),
@@ -260,9 +345,10 @@ async def drive(options: argparse.Namespace) -> dict:
     result["first_sync_s"] = synced_after[0] if synced_after else None
     result["watch_connects"] = watch_connects()
     # The watcher's backoff schedule, for the parent to bound the attempts it should see.
+    registry = _watch_registry()[0]
     result["backoff"] = {
-        "initial": job_watcher.RECONNECT_BACKOFF_INITIAL,
-        "max": job_watcher.RECONNECT_BACKOFF_MAX,
+        "initial": registry.RECONNECT_BACKOFF_INITIAL,
+        "max": registry.RECONNECT_BACKOFF_MAX,
     }
     result["api_calls"] = API_CALLS
     runner.stop = True
@@ -276,13 +362,16 @@ async def drive(options: argparse.Namespace) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=["scale", "latency"])
-    parser.add_argument("--mode", choices=["watch", "poll"], required=True)
+    parser.add_argument("--mode", choices=["operator", "watch", "poll"], required=True)
     parser.add_argument("--interval", type=float, default=2.0, help="poll interval")
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--jobs-file", required=True, help="JSON list of job names")
     parser.add_argument("--jobs", type=int, default=10**9)
     parser.add_argument("--port", type=int, default=0, help="apiserver port")
-    parser.add_argument("--settle", type=float, default=8.0)
+    parser.add_argument("--settle", type=float, default=8.0, help="after the first sync")
+    parser.add_argument(
+        "--sync-timeout", type=float, default=180.0, help="scale: the longest wait for it"
+    )
     parser.add_argument("--window", type=float, default=30.0)
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", required=True)

@@ -10,7 +10,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from common import PY, REPO, Cluster, job_api_counters, reads, say
+from common import (
+    PY,
+    REPO,
+    Cluster,
+    api_counters,
+    job_api_counters,
+    rates,
+    reads,
+    say,
+    waiter_resource,
+)
 
 
 class Observer:
@@ -92,19 +102,60 @@ def driver(
 
 
 def scrape(cluster: Cluster) -> tuple[float, dict]:
-    return time.monotonic(), job_api_counters(cluster.metrics())
+    """The apiserver's counters now: on Volcano jobs (``job_api_counters``) and, under
+    ``"all"``, every request by verb and resource and the open watches by resource."""
+    text = cluster.metrics()
+    counters = job_api_counters(text)
+    counters["all"] = api_counters(text)
+    return time.monotonic(), counters
 
 
-def background(cluster: Cluster, tag: str) -> tuple[float, float]:
+def background(cluster: Cluster, tag: str) -> tuple[float, float, dict]:
     """What the control plane itself reads on Volcano jobs (controller, scheduler), per
-    minute, and its open job watches: to subtract, as the metrics do not say who asked."""
+    minute, and its open job watches: to subtract, as the metrics do not say who asked. The
+    third item is the same for every verb and resource (``rates`` per minute, open
+    ``watches`` by resource)."""
     time.sleep(5)
     a_t, a = scrape(cluster)
-    time.sleep(20)
+    # A minute: the control plane's own requests are mostly its watches starting again, now
+    # and then; over 20 s one such request read as 3 a minute, subtracted from every window.
+    time.sleep(60)
     b_t, b = scrape(cluster)
-    idle_rate = (reads(b) - reads(a)) / ((b_t - a_t) / 60)
+    minutes = (b_t - a_t) / 60
+    idle_rate = (reads(b) - reads(a)) / minutes
+    by_key = {
+        "rates": rates(a["all"]["requests"], b["all"]["requests"], minutes),
+        "watches": b["all"]["watches"],
+    }
     say(f"{tag}: background {idle_rate:.1f} job reads/min, {b['watches']:.0f} job watches open")
-    return idle_rate, b["watches"]
+    return idle_rate, b["watches"], by_key
+
+
+def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
+    """A waiter's requests per minute by verb and resource, and its watches by resource: the
+    window's less the background's (``idle``, from ``background``).
+
+    Only the resources a waiter touches (Volcano jobs, pods, their subresources) are broken
+    down, those that moved by at least 0.5 a minute; the control plane's own requests on
+    everything else (mostly its watches timing out and starting again, one request each, at
+    random) are summed apart, as ``other_requests_per_min``: what is left of them after the
+    background is subtracted is the noise of the method."""
+    window = rates(start["requests"], end["requests"], minutes)
+    keys = set(window) | set(idle["rates"])
+    by_key = {k: window.get(k, 0.0) - idle["rates"].get(k, 0.0) for k in keys}
+    ours = {k: v for k, v in by_key.items() if waiter_resource(k)}
+    watches = {
+        r: max(start["watches"].get(r, 0.0), end["watches"].get(r, 0.0))
+        - idle["watches"].get(r, 0.0)
+        for r in set(start["watches"]) | set(end["watches"])
+        if waiter_resource(f"WATCH {r}")
+    }
+    return {
+        "by_verb_resource": {k: round(v, 1) for k, v in sorted(ours.items()) if abs(v) >= 0.5},
+        "watches_by_resource": {r: round(n) for r, n in sorted(watches.items()) if round(n)},
+        "waiter_requests_per_min": round(max(0.0, sum(ours.values())), 1),
+        "other_requests_per_min": round(sum(v for k, v in by_key.items() if k not in ours), 1),
+    }
 
 
 def waiter_row(
@@ -122,7 +173,7 @@ def waiter_row(
     """One waiter process (``trigger_driver.py scale``) over ``jobs`` jobs: the apiserver's
     view of it (watches, reads/min less the background ``idle``) and its own CPU and RSS."""
     waiter, mode, interval = how
-    idle_rate, idle_watches = idle
+    idle_rate, idle_watches, idle_by_key = idle
     out = work / f"{tag}-{waiter}-{jobs}.json"
     proc = driver(
         "scale",
@@ -148,11 +199,19 @@ def waiter_row(
     (s_t, s), (e_t, e) = marks["start"], marks["end"]
     minutes = (e_t - s_t) / 60
     api_rate = (reads(e) - reads(s)) / minutes - idle_rate
+    breakdown = net_breakdown(s["all"], e["all"], minutes, idle_by_key)
     row = {
         "waiter": waiter,
         "jobs": jobs,
         "watch_connections": round(max(e["watches"], s["watches"]) - idle_watches),
         "requests_per_min": round(max(api_rate, 0.0), 1),
+        # Requests on jobs and pods, every verb, less the background: what the waiter costs.
+        "waiter_requests_per_min": breakdown["waiter_requests_per_min"],
+        "by_verb_resource": breakdown["by_verb_resource"],
+        "watches_by_resource": breakdown["watches_by_resource"],
+        "other_requests_per_min": breakdown["other_requests_per_min"],
+        "pod_watch_connections": breakdown["watches_by_resource"].get("pods", 0),
+        "pod_watch_env": result.get("pod_watch_env"),
         "cpu_s_per_min": round(result["cpu_s_per_min"], 2),
         "rss_mb": round(result["rss_mb"], 1),
         "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
@@ -164,8 +223,10 @@ def waiter_row(
         "fired_early": result["fired_early"],
     }
     say(
-        f"{tag}: {waiter:<8} N={jobs:<5} watches {row['watch_connections']}, "
-        f"{row['requests_per_min']:.0f} req/min "
+        f"{tag}: {waiter:<8} N={jobs:<5} watches {row['watch_connections']} job "
+        f"{row['pod_watch_connections']} pod, "
+        f"{row['requests_per_min']:.0f} job reads/min, "
+        f"{row['waiter_requests_per_min']:.0f} on jobs+pods {row['by_verb_resource']} "
         f"(client {row['client_requests_per_min']:.0f}),"
         f" {row['cpu_s_per_min']:.2f} CPU s/min, RSS {row['rss_mb']:.0f} MB "
         f"(+{row['rss_growth_mb']:.1f})"
