@@ -41,7 +41,6 @@ REFUSED_HERE = [
     ("", "secrets", "", "list"),
     ("", "secrets", "", "watch"),
     ("", "secrets", "", "delete"),
-    ("", "pods", "", "watch"),
     ("", "events", "", "watch"),
     ("events.k8s.io", "events", "", "list"),
     ("", "pods", "", "create"),
