@@ -13,8 +13,8 @@ fresh LIST (``step_io._confirmed``), and a job whose pods do not carry the label
 by someone else, or by a release before the label) is read by a LIST, as is every job while
 the pod watch is not synced.
 
-Each copy keeps what the readers read (metadata, the status, the containers' names and
-images, the node): a pod spec's volumes, env and probes are most of its size.
+Each copy keeps only what the readers read (``kept_pod``): a pod as the API sends it is
+mostly env, volumes, probes and bookkeeping no wait reads.
 """
 
 from __future__ import annotations
@@ -23,13 +23,38 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_volcano_wandb.hooks.volcano_requests import JOB_NAME_LABEL
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
+from airflow_volcano_wandb.job.ownership import MANAGED_BY_LABEL, MANAGED_SELECTOR
+from airflow_volcano_wandb.wait.diagnostics import TASK_LABELS
 from airflow_volcano_wandb.wait.namespace_watch import NamespaceWatch
 
 #: The pods watched: those of this provider's jobs.
 WATCHED_PODS_SELECTOR = MANAGED_SELECTOR
-#: What of a container's spec is kept.
+#: What of each part of a pod is kept (``kept_pod``).
+KEPT_METADATA = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+KEPT_LABELS = (
+    JOB_NAME_LABEL,
+    *TASK_LABELS,
+    MANAGED_BY_LABEL,
+)
 KEPT_CONTAINER_FIELDS = ("name", "image", "resources")
+KEPT_STATUS = ("phase", "reason", "message", "startTime")
+KEPT_CONTAINER_STATUS = (
+    "name",
+    "image",
+    "ready",
+    "started",
+    "restartCount",
+    "state",
+    "lastState",
+)
+KEPT_CONDITION = ("type", "status", "reason", "message", "lastTransitionTime")
 
 
 class NamespacePodWatcher(NamespaceWatch):
@@ -48,20 +73,33 @@ class NamespacePodWatcher(NamespaceWatch):
 
 
 def kept_pod(pod: dict) -> dict:
-    """The pod as the cache keeps it: its metadata (but ``managedFields``), its status, and of
-    its spec the node and the containers' names, images and resources."""
-    metadata = dict(pod.get("metadata") or {})
-    metadata.pop("managedFields", None)
+    """The pod as the cache keeps it: what the waits read of it (its identity, its job and
+    task labels, its owners' uids, the node and the containers' names, images and resources,
+    and its status but addresses and image digests), as new dicts with shared keys: a
+    thousand jobs' pods are kept, and a pod as the API sends it is mostly what no wait reads
+    (env, volumes, probes, ``managedFields``)."""
+    metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
-    kept_spec: dict[str, Any] = {
-        kind: [_kept_container(c) for c in spec.get(kind) or []]
-        for kind in ("initContainers", "containers")
-        if spec.get(kind)
-    }
-    if spec.get("nodeName"):
-        kept_spec["nodeName"] = spec["nodeName"]
-    return {"metadata": metadata, "spec": kept_spec, "status": pod.get("status") or {}}
+    status = pod.get("status") or {}
+    kept_metadata = _kept(metadata, KEPT_METADATA)
+    kept_metadata["labels"] = _kept(metadata.get("labels") or {}, KEPT_LABELS)
+    kept_metadata["ownerReferences"] = [
+        _kept(owner, ("uid",)) for owner in metadata.get("ownerReferences") or []
+    ]
+    kept_spec = _kept(spec, ("nodeName",))
+    kept_status = _kept(status, KEPT_STATUS)
+    for kind in ("initContainers", "containers"):
+        if spec.get(kind):
+            kept_spec[kind] = [_kept(c, KEPT_CONTAINER_FIELDS) for c in spec[kind]]
+    for kind in ("initContainerStatuses", "containerStatuses"):
+        if status.get(kind):
+            kept_status[kind] = [_kept(c, KEPT_CONTAINER_STATUS) for c in status[kind]]
+    if status.get("conditions"):
+        kept_status["conditions"] = [_kept(c, KEPT_CONDITION) for c in status["conditions"]]
+    return {"metadata": kept_metadata, "spec": kept_spec, "status": kept_status}
 
 
-def _kept_container(container: Mapping[str, Any]) -> dict:
-    return {key: container[key] for key in KEPT_CONTAINER_FIELDS if key in container}
+def _kept(obj: Mapping[str, Any], fields: tuple[str, ...]) -> dict:
+    """``obj``'s ``fields`` that it has, keyed by the names in ``fields``: one string each for
+    all pods, where each pod parsed from the API has strings of its own."""
+    return {key: obj[key] for key in fields if key in obj}
