@@ -8,6 +8,7 @@ from __future__ import annotations
 from e2e_real_airflow import e2e_real_airflow_goals, md_e2e_real_airflow
 from handover import handover_goals, md_handover
 from live_progress import md_live_progress
+from pod_cache_bench import md_pod_cache
 from scenario_latency import latency_goals, md_latency
 from scenario_namespace_scale import md_namespace, namespace_goals
 from scenario_odd_paths import md_odd_paths
@@ -72,6 +73,7 @@ def markdown(r: dict) -> str:
         ("e2e_real_airflow", md_e2e_real_airflow, "e2e_real_airflow"),
         ("resume", md_resume, "resume"),
         ("real_pods", md_real_pods, "real_pods"),
+        ("pod_cache", md_pod_cache, "pod_cache"),
     )
     shown: set = set()
     for key, section, scenario in sections:

@@ -34,6 +34,7 @@ SCENARIO_KEYS: dict[str, tuple[str, ...]] = {
     "e2e_real_airflow": ("e2e_real_airflow",),
     "resume": ("resume",),
     "real_pods": ("real_pods",),
+    "pod_cache": ("pod_cache",),
 }
 
 
