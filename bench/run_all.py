@@ -41,6 +41,8 @@ Measures, each side by side with polling baselines in the same run (issue 8):
     resume_overhead_s, saved_training_s, saved_gpu_seconds, and the same with the checkpoints
     in a W&B artifact (artifact, artifact_overhead_ratio) (bench/resume_bench.py; local
     processes, no cluster).
+13. pod_cache (issue 35): what the shared pod watch keeps per running pod, side by side with
+    the pod as the API sends it (bench/pod_cache_bench.py; Python only, no cluster).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -72,6 +74,7 @@ from common import PY, REPO, RESULTS, T0, Cluster, airflow_env, say
 from e2e_real_airflow import e2e_real_airflow
 from handover import handover
 from live_progress import live_progress
+from pod_cache_bench import measure as pod_cache
 from report import markdown
 from scenario_latency import completion_latency, latency_figures
 from scenario_namespace_scale import namespace_scale
@@ -96,6 +99,7 @@ SCENARIOS = (
     "handover",
     "e2e_real_airflow",
     "resume",
+    "pod_cache",
 )
 
 
@@ -231,6 +235,8 @@ def run_scenario(name: str, options, cluster: Cluster, env: dict, work: Path) ->
     if name == "resume":
         train_s, repeat = (5, 1) if options.quick else (20, 3)
         return {"resume": resume(work, train_s=train_s, repeat=repeat)}
+    if name == "pod_cache":
+        return {"pod_cache": pod_cache(300 if options.quick else 3000)}
     raise ValueError(name)
 
 
@@ -238,8 +244,8 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path) -> None:
     """Each scenario asked for, in order, each written into the results file as it ends
     (with its date and the load average before it), so a run cut short keeps what it did."""
     # render needs no Airflow DB; handover and e2e_real_airflow start an Airflow of their own.
-    # resume runs the trainer as local processes: no Airflow, no cluster.
-    if options.only - {"render", "handover", "e2e_real_airflow", "resume"}:
+    # resume runs the trainer as local processes, pod_cache only Python: no Airflow, no cluster.
+    if options.only - {"render", "handover", "e2e_real_airflow", "resume", "pod_cache"}:
         say("airflow db migrate")
         subprocess.run(
             [PY, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True
