@@ -25,7 +25,7 @@ from kubernetes import client
 
 from airflow_volcano_wandb.hooks import volcano_async
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from airflow_volcano_wandb.wait import job_watcher
+from airflow_volcano_wandb.wait import namespace_watch
 from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
 from tests.reliability import support
 
@@ -110,7 +110,7 @@ def test_a_silently_dead_watch_connection_is_replaced(
     proxy, volcano_cluster, volcano_namespace, monkeypatch
 ):
     # Short server-side watch timeout so the read timeout (timeout + grace) is short too.
-    monkeypatch.setattr(job_watcher, "WATCH_TIMEOUT_SECONDS", 10)
+    monkeypatch.setattr(namespace_watch, "WATCH_TIMEOUT_SECONDS", 10)
     monkeypatch.setattr(volcano_async, "WATCH_READ_GRACE", 5)
     namespace = volcano_namespace
     template = seed_template(master={SIM_DURATION: "8"}, worker={SIM_DURATION: "600"})
