@@ -121,9 +121,10 @@ class VolcanoJobTrigger(BaseTrigger):
         started = time.monotonic()
         job_watcher = await kubernetes_side()
         pods = self._watch_pods(job_watcher)
-        follow = await self._start_log_follow(pods[0] if pods is not None else None)
+        pod_watch = pods[0] if pods is not None else None
+        follow = await self._start_log_follow(pod_watch)
         try:
-            result = await self._watch(job_watcher, pods[0] if pods is not None else None)
+            result = await self._watch(job_watcher, pod_watch)
             if self.spec.deferred_at is not None:  # the master log is still followed meanwhile
                 await asyncio.sleep(self._settle_left(started))
         finally:

@@ -188,7 +188,7 @@ async def _confirmed(
     fresh = await fetch(calls, target, log)
     if fresh is UNKNOWN:
         return None
-    pods_again = await _pods(calls, target, log, None)
+    pods_again = await _pods(calls, target, log, job=None)  # from the apiserver
     if pods_again is None:
         return None
     return await verdict(see(fresh, target), pods_again)
