@@ -16,7 +16,7 @@ job name, see :func:`replaceable_past`).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -206,11 +206,6 @@ def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:
         if labels.get(key.strip()) != value.strip():
             return False
     return True
-
-
-#: A job's pods by the job's name, as a watch of managed pods holds them (``None`` while that
-#: watch is not synced): what a wait and a log follow read instead of a LIST.
-WatchedPods = Callable[[str], "list[dict] | None"]
 
 
 def pods_managed(job: Mapping[str, Any] | None) -> bool:

@@ -45,7 +45,7 @@ from typing import Any
 from airflow.configuration import conf
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-from airflow_volcano_wandb.job.ownership import WatchedPods, pods_managed
+from airflow_volcano_wandb.job.ownership import pods_managed
 from airflow_volcano_wandb.logs.log_client import log_client
 from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
@@ -103,7 +103,7 @@ async def follow_master_log(
     job_changed: asyncio.Event | None = None,
     *,
     client_key: Hashable = None,
-    watched_pods: WatchedPods | None = None,
+    watched_pods: Callable[[str], list[dict] | None] | None = None,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
     caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
@@ -160,12 +160,12 @@ class _MasterLog:
         self._streamed: tuple[str, int] | None = None
         self._failures = 0
         self._done = False
-        self._watched_pods: WatchedPods | None = None
+        self._watched_pods: Callable[[str], list[dict] | None] | None = None
 
     async def run(
         self,
         client_key: Hashable = None,
-        watched_pods: WatchedPods | None = None,
+        watched_pods: Callable[[str], list[dict] | None] | None = None,
     ) -> None:
         while not (self._done or self._cap.reached):
             try:
@@ -194,7 +194,7 @@ class _MasterLog:
         self,
         hook: AsyncVolcanoHook,
         api: Any,
-        watched_pods: WatchedPods | None,
+        watched_pods: Callable[[str], list[dict] | None] | None,
     ) -> None:
         job = await hook.read_job(api, self._job_name, self._namespace)
         master = master_task_name(job) if job is not None else None

@@ -55,6 +55,9 @@ class NamespaceJobWatcher(NamespaceWatch):
     resource_words = f"Volcano jobs ({JOBS_RESOURCE})"
     list_call = "list_jobs_page"
     watch_call = "watch_jobs"
+    #: The namespace's pod watch, when the waiters' jobs are read from one (set by the
+    #: trigger that starts it; ``None``: every read of pods is a LIST).
+    pods: NamespacePodWatcher | None = None
 
     def job(self, name: str) -> dict | None:
         """The watch's copy of the job while the watch is up; None if unseen or not synced."""
@@ -104,6 +107,11 @@ class NamespaceJobWatcher(NamespaceWatch):
         return await self.over_client(
             lambda hook, api: hook.list_job_pods(api, job_name, self.namespace)
         )
+
+    def watched_pods(self, job_name: str) -> list[dict] | None:
+        """The job's pods as the namespace's pod watch has them; ``None`` when no pod watch is
+        synced (then :meth:`list_pods` reads them)."""
+        return self.pods.objects(job_name) if self.pods is not None else None
 
     async def log_since(self, pod: str, container: str, since_seconds: int) -> str:
         """The first byte of a container's log of the last ``since_seconds`` (``""``: it

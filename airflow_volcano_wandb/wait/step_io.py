@@ -42,7 +42,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from airflow_volcano_wandb.job.ownership import WatchedPods, pods_managed
+from airflow_volcano_wandb.job.ownership import pods_managed
 from airflow_volcano_wandb.wait.judge import (
     Seen,
     WaitTarget,
@@ -67,6 +67,8 @@ class JobCalls(Protocol):
 
     async def list_pods(self, job_name: str) -> list[dict]: ...
 
+    def watched_pods(self, job_name: str) -> list[dict] | None: ...
+
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any: ...
 
     async def log_since(self, pod: str, container: str, since_seconds: int) -> str: ...
@@ -81,24 +83,18 @@ async def take_step(
     *,
     fresh: bool,
     wandb: WandbProgress | None = None,
-    watched_pods: WatchedPods | None = None,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
     log its progress, mark its gang whole, judge it (with its pods for the restart budget and
     the stall timeout; ``wandb``: its online run, asked before a silent master is stalled).
     A verdict that deletes or fails, judged on a cached copy, is judged again on a fresh read.
-    ``watched_pods``: a job's pods by its name from the namespace's shared pod watch (``None``
-    while it is not synced); without it, or for a job whose pods it does not select, the pods
-    are LISTed.
 
     :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
     """
     view = look(job, target, memory, time.time())
     await _show(calls, view, log)
     if view.read_pods:
-        managed = watched_pods is not None and pods_managed(view.seen.job)
-        watched = watched_pods(target.name) if managed else None
-        return view.memory, await _running_job(calls, view, target, log, wandb, watched)
+        return view.memory, await _running_job(calls, view, target, log, wandb)
     result = view.result
     if result is None or fresh or not result.outcome.confirmed_on_a_fresh_read:
         return view.memory, result
@@ -152,13 +148,12 @@ async def _running_job(
     target: WaitTarget,
     log: logging.Logger | Any,
     wandb: WandbProgress | None,
-    watched: list[dict] | None,
 ) -> WaitResult | None:
     """The pods' verdicts (the restart budget, a rank stopped from W&B, a container that
-    cannot start), then the stall timeout, judged from the pods as ``watched`` (the pod
-    watch's copies) or else read now; ``None`` (wait on) when none ends the wait, and when the
-    pods cannot be read."""
-    pods = await _pods(calls, target, log, watched)
+    cannot start), then the stall
+    timeout, judged from the pods read now; ``None`` (wait on) when none ends the wait, and
+    when the pods cannot be read."""
+    pods = await _pods(calls, target, log, view.seen.job)
     if pods is None:
         return None
 
@@ -193,7 +188,7 @@ async def _confirmed(
     fresh = await fetch(calls, target, log)
     if fresh is UNKNOWN:
         return None
-    pods_again = await _pods(calls, target, log, watched=None)  # from the apiserver
+    pods_again = await _pods(calls, target, log, job=None)  # from the apiserver
     if pods_again is None:
         return None
     return await verdict(see(fresh, target), pods_again)
@@ -250,10 +245,12 @@ async def _pods(
     calls: JobCalls,
     target: WaitTarget,
     log: logging.Logger | Any,
-    watched: list[dict] | None,
+    job: Mapping[str, Any] | None,
 ) -> list[dict] | None:
-    """The job's pods: ``watched`` (the pod watch's copies) when there are such; else a
-    LIST, as for a verdict's confirmation (always from the apiserver)."""
+    """The job's pods: the pod watch's copies when ``job`` (as just looked at) labels all its
+    pods as the watch selects them and the watch is synced; else a LIST, as for ``job``
+    ``None`` (a verdict's confirmation: always from the apiserver)."""
+    watched = calls.watched_pods(target.name) if pods_managed(job) else None
     if watched is not None:
         return watched
     try:
@@ -281,6 +278,9 @@ class _SyncHookCalls:
 
     async def list_pods(self, job_name: str) -> list[dict]:
         return self.hook.list_job_pods(job_name, self.namespace)
+
+    def watched_pods(self, job_name: str) -> list[dict] | None:
+        return None  # a poke reads afresh: no watch outlives it
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any:
         meta = job["metadata"]

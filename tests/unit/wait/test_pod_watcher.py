@@ -183,15 +183,13 @@ def _step(hook: FakePodHook, job: dict, pods_watch: NamespacePodWatcher | None) 
 
     async def main():
         watcher = job_watcher.NamespaceJobWatcher(lambda: hook, NS)
+        watcher.pods = pods_watch
         if pods_watch is not None:
             pods_watch.subscribe("j")
             await until(pods_watch.synced.is_set)
         target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
         try:
-            watched = pods_watch.objects if pods_watch is not None else None
-            return await step_io.take_step(
-                watcher, job, target, WaitMemory(), LOG, fresh=False, watched_pods=watched
-            )
+            return await step_io.take_step(watcher, job, target, WaitMemory(), LOG, fresh=False)
         finally:
             if pods_watch is not None:
                 await pods_watch.stop()
