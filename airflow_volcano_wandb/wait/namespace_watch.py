@@ -42,6 +42,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from airflow_volcano_wandb.hooks.kubernetes_api import describe_failure, retry_after_seconds
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.wait import heap
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,12 @@ class NamespaceWatch:
             return None
         return list(self._objects.get(key, {}).values())
 
+    @property
+    def listing(self) -> bool:
+        """Whether the watch is (re)listing without failing: its copies come without any
+        request of a waiter's (a failing watch is not listing: its waiters read directly)."""
+        return self._task is not None and not self.synced.is_set() and self.failing_since is None
+
     async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Any]) -> Any:
         """``call(hook, api)`` over the watch's open client (no TLS handshake per call), or
         over a client of its own while the watch is down; errors are raised."""
@@ -258,6 +265,7 @@ class NamespaceWatch:
                     self.connects += 1
                     self._client = (hook, api)
                     resource_version = await self._list_all(hook, api)
+                    heap.release_free_memory()  # the LIST's pages, freed: their memory too
                     self._watch_up()
                     verb = "watch"
                     while True:
