@@ -78,6 +78,8 @@ class NamespaceWatch:
     #: The ``AsyncVolcanoHook`` calls that page a LIST and stream a watch of the kind.
     list_call = ""
     watch_call = ""
+    #: Objects per page of the LIST: a page is parsed whole before its copies are kept.
+    list_page_size = LIST_PAGE_SIZE
 
     def __init__(
         self,
@@ -106,7 +108,7 @@ class NamespaceWatch:
     ) -> tuple[list[dict], str, str | None]:
         list_page = getattr(hook, self.list_call)
         return await list_page(
-            api, self.namespace, self.label_selector, LIST_PAGE_SIZE, continue_token
+            api, self.namespace, self.label_selector, self.list_page_size, continue_token
         )
 
     def _watch_events(

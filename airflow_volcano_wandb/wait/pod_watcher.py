@@ -64,6 +64,10 @@ class NamespacePodWatcher(NamespaceWatch):
     resource_words = "pods of managed Volcano jobs"
     list_call = "list_pods_page"
     watch_call = "watch_pods"
+    # A pod as the API sends it is some 20 KiB once parsed: a page of 500 is 10 MB parsed at
+    # once, whose freed memory the kept copies (their strings come from it) pin for good.
+    # Pages of 100 hold the LIST's peak to a fifth, for 30 requests a (re)list at 3,000 pods.
+    list_page_size = 100
 
     def _key(self, obj: dict) -> str | None:
         return ((obj.get("metadata") or {}).get("labels") or {}).get(JOB_NAME_LABEL)

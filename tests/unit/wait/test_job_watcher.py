@@ -288,7 +288,7 @@ def test_retry_after_of_a_429_is_honoured(verb):
 
 
 def test_the_list_is_paginated_and_a_410_between_pages_lists_again_from_the_top(monkeypatch):
-    monkeypatch.setattr(namespace_watch, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(NamespaceJobWatcher, "list_page_size", 2)
 
     async def scenario(cluster, watcher):
         cluster.expire_next_continue_token = True

@@ -66,6 +66,7 @@ class FakePodHook:
         self.pods = {p["metadata"]["name"]: p for p in pods}
         self.calls: list[tuple[str, Any]] = []
         self.stream: asyncio.Queue | None = None
+        self.limits: list[int] = []
 
     @contextlib.asynccontextmanager
     async def get_conn(self) -> AsyncIterator[object]:
@@ -73,6 +74,7 @@ class FakePodHook:
 
     async def list_pods_page(self, api, namespace, label_selector, limit, continue_token):
         self.calls.append(("list", label_selector))
+        self.limits.append(limit)
         return [copy.deepcopy(p) for p in self.pods.values()], "10", None
 
     async def watch_pods(self, api, namespace, resource_version, timeout_seconds, label_selector):
@@ -295,3 +297,12 @@ def test_while_the_pod_watch_fails_a_step_lists_the_pods_and_keeps_its_verdicts(
         ("list_job_pods", "j"),
         ("list_job_pods", "j"),  # the verdict's confirmation
     ]
+
+
+def test_the_pod_watch_lists_in_pages_of_a_hundred_pods():
+    # A page is parsed whole before its pods' copies are kept: small pages keep the LIST's
+    # peak (and the memory it leaves behind) small. The job watch pages by 500.
+    hook = FakePodHook([a_pod("j", "j-master-0")])
+    _step(hook, JOB, NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR))
+    assert hook.limits == [100]
+    assert job_watcher.NamespaceJobWatcher.list_page_size == 500
