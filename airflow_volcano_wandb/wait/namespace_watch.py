@@ -204,6 +204,9 @@ class NamespaceWatch:
 
     def _watch_stable(self) -> None:
         self._stable_timer = None
+        # The waiters' first looks after the LIST (a triggerer's start: a thousand at once)
+        # are over by now: what they freed goes back too.
+        heap.release_free_memory()
         self._backoff = RECONNECT_BACKOFF_INITIAL
         if self.failing_since is not None:
             log.info(

@@ -440,3 +440,17 @@ def test_fetch_raises_a_refusal_at_once_and_a_lasting_outage_after_its_budget(mo
         assert 2 < len(cluster.reads) < 1000
 
     run(scenario, a_job("a"))
+
+
+def test_the_heap_is_given_back_after_each_list_and_once_the_watch_is_stable(monkeypatch):
+    monkeypatch.setattr(namespace_watch, "STABLE_WATCH_SECONDS", 0.05)
+    released = []
+    monkeypatch.setattr(namespace_watch.heap, "release_free_memory", lambda: released.append(1))
+
+    async def scenario(cluster, watcher):
+        watcher.subscribe("a")
+        await until(watcher.synced.is_set)
+        assert len(released) == 1  # the LIST's pages
+        await until(lambda: len(released) == 2)  # the first looks after it
+
+    run(scenario, a_job("a"))
