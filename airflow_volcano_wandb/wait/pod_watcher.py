@@ -11,7 +11,8 @@ name (Volcano's ``volcano.sh/job-name`` label).
 The cache answers the reads that only look. A verdict that deletes the job still rests on a
 fresh LIST (``step_io._confirmed``), and a job whose pods do not carry the label (submitted
 by someone else, or by a release before the label) is read by a LIST, as is every job while
-the pod watch is not synced.
+the pod watch is failing; while its LIST is under way without failure (``listing``), a look
+waits for it rather than send a LIST per job.
 
 Each copy keeps only what the readers read (``kept_pod``): a pod as the API sends it is
 mostly env, volumes, probes and bookkeeping no wait reads.
