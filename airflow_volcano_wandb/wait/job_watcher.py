@@ -113,6 +113,11 @@ class NamespaceJobWatcher(NamespaceWatch):
         synced (then :meth:`list_pods` reads them)."""
         return self.pods.objects(job_name) if self.pods is not None else None
 
+    def pod_watch_listing(self) -> bool:
+        """Whether the namespace's pod watch is (re)listing, not failing: its copies of the
+        pods come within seconds, without a LIST per job."""
+        return self.pods is not None and self.pods.listing
+
     async def log_since(self, pod: str, container: str, since_seconds: int) -> str:
         """The first byte of a container's log of the last ``since_seconds`` (``""``: it
         printed nothing then); errors are raised. For the stall timeout: a job's status shows

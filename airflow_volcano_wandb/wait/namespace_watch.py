@@ -42,6 +42,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from airflow_volcano_wandb.hooks.kubernetes_api import describe_failure, retry_after_seconds
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from airflow_volcano_wandb.wait import heap
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,8 @@ class NamespaceWatch:
     #: The ``AsyncVolcanoHook`` calls that page a LIST and stream a watch of the kind.
     list_call = ""
     watch_call = ""
+    #: Objects per page of the LIST: a page is parsed whole before its copies are kept.
+    list_page_size = LIST_PAGE_SIZE
 
     def __init__(
         self,
@@ -105,7 +108,7 @@ class NamespaceWatch:
     ) -> tuple[list[dict], str, str | None]:
         list_page = getattr(hook, self.list_call)
         return await list_page(
-            api, self.namespace, self.label_selector, LIST_PAGE_SIZE, continue_token
+            api, self.namespace, self.label_selector, self.list_page_size, continue_token
         )
 
     def _watch_events(
@@ -156,6 +159,12 @@ class NamespaceWatch:
             return None
         return list(self._objects.get(key, {}).values())
 
+    @property
+    def listing(self) -> bool:
+        """Whether the watch is (re)listing without failing: its copies come without any
+        request of a waiter's (a failing watch is not listing: its waiters read directly)."""
+        return self._task is not None and not self.synced.is_set() and self.failing_since is None
+
     async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Any]) -> Any:
         """``call(hook, api)`` over the watch's open client (no TLS handshake per call), or
         over a client of its own while the watch is down; errors are raised."""
@@ -195,6 +204,9 @@ class NamespaceWatch:
 
     def _watch_stable(self) -> None:
         self._stable_timer = None
+        # The waiters' first looks after the LIST (a triggerer's start: a thousand at once)
+        # are over by now: what they freed goes back too.
+        heap.release_free_memory()
         self._backoff = RECONNECT_BACKOFF_INITIAL
         if self.failing_since is not None:
             log.info(
@@ -258,6 +270,7 @@ class NamespaceWatch:
                     self.connects += 1
                     self._client = (hook, api)
                     resource_version = await self._list_all(hook, api)
+                    heap.release_free_memory()  # the LIST's pages, freed: their memory too
                     self._watch_up()
                     verb = "watch"
                     while True:

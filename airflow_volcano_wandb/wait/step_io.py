@@ -69,6 +69,8 @@ class JobCalls(Protocol):
 
     def watched_pods(self, job_name: str) -> list[dict] | None: ...
 
+    def pod_watch_listing(self) -> bool: ...
+
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any: ...
 
     async def log_since(self, pod: str, container: str, since_seconds: int) -> str: ...
@@ -250,9 +252,15 @@ async def _pods(
     """The job's pods: the pod watch's copies when ``job`` (as just looked at) labels all its
     pods as the watch selects them and the watch is synced; else a LIST, as for ``job``
     ``None`` (a verdict's confirmation: always from the apiserver)."""
-    watched = calls.watched_pods(target.name) if pods_managed(job) else None
+    managed = pods_managed(job)
+    watched = calls.watched_pods(target.name) if managed else None
     if watched is not None:
         return watched
+    if managed and calls.pod_watch_listing():
+        # The pod watch's LIST is under way (a triggerer's start, a relist), not failing: the
+        # next check reads its copies. A LIST per job meanwhile would be a thousand at once,
+        # racing that one LIST for the apiserver, and a hundred connections held after it.
+        return None
     try:
         return await calls.list_pods(target.name)
     except Exception as exc:
@@ -281,6 +289,9 @@ class _SyncHookCalls:
 
     def watched_pods(self, job_name: str) -> list[dict] | None:
         return None  # a poke reads afresh: no watch outlives it
+
+    def pod_watch_listing(self) -> bool:
+        return False
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any:
         meta = job["metadata"]

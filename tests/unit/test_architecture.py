@@ -62,6 +62,7 @@ PURE = [
     "wait/stall.py",
     "wait/startup.py",
     "wait/step.py",
+    "wait/heap.py",
     "triggers/wait_spec.py",
     "logs/log_lines.py",
     "wandb/key_forms.py",

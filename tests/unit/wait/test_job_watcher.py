@@ -288,7 +288,7 @@ def test_retry_after_of_a_429_is_honoured(verb):
 
 
 def test_the_list_is_paginated_and_a_410_between_pages_lists_again_from_the_top(monkeypatch):
-    monkeypatch.setattr(namespace_watch, "LIST_PAGE_SIZE", 2)
+    monkeypatch.setattr(NamespaceJobWatcher, "list_page_size", 2)
 
     async def scenario(cluster, watcher):
         cluster.expire_next_continue_token = True
@@ -438,5 +438,19 @@ def test_fetch_raises_a_refusal_at_once_and_a_lasting_outage_after_its_budget(mo
             await watcher.fetch("a")
         assert raised.value.status == 503
         assert 2 < len(cluster.reads) < 1000
+
+    run(scenario, a_job("a"))
+
+
+def test_the_heap_is_given_back_after_each_list_and_once_the_watch_is_stable(monkeypatch):
+    monkeypatch.setattr(namespace_watch, "STABLE_WATCH_SECONDS", 0.05)
+    released = []
+    monkeypatch.setattr(namespace_watch.heap, "release_free_memory", lambda: released.append(1))
+
+    async def scenario(cluster, watcher):
+        watcher.subscribe("a")
+        await until(watcher.synced.is_set)
+        assert len(released) == 1  # the LIST's pages
+        await until(lambda: len(released) == 2)  # the first looks after it
 
     run(scenario, a_job("a"))

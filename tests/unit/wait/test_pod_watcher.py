@@ -66,6 +66,7 @@ class FakePodHook:
         self.pods = {p["metadata"]["name"]: p for p in pods}
         self.calls: list[tuple[str, Any]] = []
         self.stream: asyncio.Queue | None = None
+        self.limits: list[int] = []
 
     @contextlib.asynccontextmanager
     async def get_conn(self) -> AsyncIterator[object]:
@@ -73,6 +74,7 @@ class FakePodHook:
 
     async def list_pods_page(self, api, namespace, label_selector, limit, continue_token):
         self.calls.append(("list", label_selector))
+        self.limits.append(limit)
         return [copy.deepcopy(p) for p in self.pods.values()], "10", None
 
     async def watch_pods(self, api, namespace, resource_version, timeout_seconds, label_selector):
@@ -251,3 +253,56 @@ def test_pod_watches_are_shared_per_connection_and_namespace_apart_from_job_watc
         namespace_watch._watches.clear()
 
     asyncio.run(main())
+
+
+def _step_while_pod_watch_lists(fail: bool) -> tuple[FakePodHook, Any]:
+    """One step while the pod watch's first LIST hangs (``fail``: after one that failed)."""
+    hook = FakePodHook([a_pod("j", "j-master-0", restarts=5), a_pod("j", "j-worker-0")])
+    listed = asyncio.Event()
+    attempts = []
+
+    async def hanging_list(api, namespace, label_selector, limit, continue_token):
+        attempts.append(label_selector)
+        if fail and len(attempts) == 1:
+            raise ConnectionResetError("reset")
+        listed.set()
+        await asyncio.Event().wait()  # the LIST never completes within the test
+
+    hook.list_pods_page = hanging_list  # type: ignore[method-assign]
+
+    async def main():
+        watcher = job_watcher.NamespaceJobWatcher(lambda: hook, NS)
+        watcher.pods = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
+        watcher.pods.subscribe("j")
+        await until(lambda: attempts and (not fail or watcher.pods.failing_since))
+        target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
+        try:
+            return await step_io.take_step(watcher, JOB, target, WaitMemory(), LOG, fresh=False)
+        finally:
+            await watcher.pods.stop()
+
+    return hook, asyncio.run(asyncio.wait_for(main(), 10))
+
+
+def test_while_the_pod_watch_lists_a_step_sends_no_list_of_its_own():
+    hook, (memory, result) = _step_while_pod_watch_lists(fail=False)
+    assert result is None and memory.pods_read_at is not None  # looked, judged nothing yet
+    assert [c for c in hook.calls if c[0] == "list_job_pods"] == []
+
+
+def test_while_the_pod_watch_fails_a_step_lists_the_pods_and_keeps_its_verdicts():
+    hook, (_, result) = _step_while_pod_watch_lists(fail=True)
+    assert result is not None and result.outcome.name == "CRASH_LOOP"
+    assert [c for c in hook.calls if c[0] == "list_job_pods"] == [
+        ("list_job_pods", "j"),
+        ("list_job_pods", "j"),  # the verdict's confirmation
+    ]
+
+
+def test_the_pod_watch_lists_in_pages_of_a_hundred_pods():
+    # A page is parsed whole before its pods' copies are kept: small pages keep the LIST's
+    # peak (and the memory it leaves behind) small. The job watch pages by 500.
+    hook = FakePodHook([a_pod("j", "j-master-0")])
+    _step(hook, JOB, NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR))
+    assert hook.limits == [100]
+    assert job_watcher.NamespaceJobWatcher.list_page_size == 500
