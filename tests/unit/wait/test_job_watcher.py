@@ -440,3 +440,20 @@ def test_fetch_raises_a_refusal_at_once_and_a_lasting_outage_after_its_budget(mo
         assert 2 < len(cluster.reads) < 1000
 
     run(scenario, a_job("a"))
+
+
+def test_while_the_watch_is_failing_a_fetch_makes_one_attempt():
+    # In an apiserver outage a thousand waiters each read their job once per poll_interval;
+    # retrying each read within FETCH_RETRY_BUDGET made about five attempts of every one.
+    async def scenario(cluster, watcher):
+        watcher.subscribe("a")
+        await until(lambda: cluster._stream)
+        cluster.list_failures = [ConnectionRefusedError("refused")] * 1000
+        cluster.break_watch(ConnectionResetError("reset by peer"))
+        await until(lambda: watcher.failing_since is not None)
+        cluster.read_failures = [ConnectionRefusedError("refused")] * 3
+        with pytest.raises(ConnectionRefusedError):
+            await watcher.fetch("a")
+        assert len(cluster.reads) == 1
+
+    run(scenario, a_job("a"))
