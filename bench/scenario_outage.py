@@ -146,7 +146,9 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
     proc.stdin.write("go\n")
     proc.stdin.close()
     wait_for_line(proc, "SYNCED")
-    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+    # Keep the pipe drained, into a file: the runner logs a trigger's error there.
+    driver_log = work / "outage-driver.log"
+    threading.Thread(target=lambda: driver_log.write_text(proc.stdout.read()), daemon=True).start()
     time.sleep(5)  # the triggers settle on the synced watch
     say(f"outage: kube-apiserver down for {seconds:.0f} s")
     down, ready = take_apiserver_down(cluster, seconds)
@@ -178,6 +180,8 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
         "outcomes": verdicts["outcomes"],
         "ended_before_outage": ended_before(jobs, down),
         "wrong_examples": verdicts["wrong"][:5],
+        "failed_triggers": result.get("failed_triggers", [])[:5],
+        "awaiting": result.get("awaiting", {}),
         # The triggers' start, their first sync and the settle: the steady state before it.
         "calls_before": calls_by_verb(calls, 0.0, down),
         "calls_during": calls_by_verb(calls, down, ready),

@@ -220,6 +220,29 @@ def _job_watches() -> list:
     return [w for w in watches if kind is None or isinstance(w, kind)]
 
 
+def awaiting(limit: int = 8) -> dict[str, int]:
+    """Where the triggers that have not fired are suspended, counted: each provider trigger's
+    ``run`` generator followed down its chain of awaits to the innermost coroutine (file, line
+    and name of each frame), so a trial whose verdicts went missing says where they wait."""
+    import gc
+    from collections import Counter
+
+    stacks: Counter = Counter()
+    for obj in gc.get_objects():
+        frame = getattr(obj, "ag_frame", None)
+        if frame is None or "triggers/volcano" not in frame.f_code.co_filename:
+            continue
+        where, link = [], obj
+        while link is not None:
+            frame = getattr(link, "ag_frame", None) or getattr(link, "cr_frame", None)
+            if frame is not None:
+                name = Path(frame.f_code.co_filename).name
+                where.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
+            link = getattr(link, "ag_await", None) or getattr(link, "cr_await", None)
+        stacks[" > ".join(where)] += 1
+    return dict(stacks.most_common(limit))
+
+
 async def first_sync(started: float, printed: list[bool]) -> None:
     """Record when every shared watch (jobs', and pods' where there is a pod watch) first has
     its complete LIST in (and say SYNCED)."""
@@ -341,6 +364,11 @@ async def drive(options: argparse.Namespace) -> dict:
             for t, tid, payload in runner.events.stamps
         ]
         result["rss_mb"] = proc.memory_info().rss / 2**20
+        # Triggers that ended without an event (an error), and where the unfired ones wait.
+        result["failed_triggers"] = [
+            {"job": names[tid - 1], "error": repr(exc)[:500]} for tid, exc in runner.failed_triggers
+        ]
+        result["awaiting"] = awaiting() if len(runner.events.stamps) < len(names) else {}
     sync_task.cancel()
     result["first_sync_s"] = synced_after[0] if synced_after else None
     result["watch_connects"] = watch_connects()
