@@ -3,8 +3,7 @@
 The triggers go the way a triggerer takes them: ``serialize()``, kwargs encrypted and
 decrypted as the triggerer's workload carries them, ``TriggerRunner.create_triggers`` inflates
 them and ``TriggerRunner.run_trigger`` runs each as a task of one asyncio loop, beside the
-runner's block watchdog. Only the supervisor link (DB sync) is left out. Each fired event is
-stamped (wall clock) the moment the runner queues it.
+runner's block watchdog; no supervisor link (DB sync). Each event is stamped as it is queued.
 
 Trigger modes (``--mode``): ``operator``, the trigger as the operator defers it with every
 option at its default (restart budget 3, startup budget 120 s, ``poll_interval`` 10 s, the
@@ -28,8 +27,8 @@ In both modes: ``SYNCED`` is printed once every shared watch has its first compl
 (paginated) LIST in, and ``first_sync_s`` says how long after the triggers were created that
 was; ``api_calls`` lists every list/watch/get/delete the hook was asked for, with its wall
 time, counted before it goes out (so attempts against a stopped apiserver count too).
-
-Run by ``bench/run_all.py``; the result is one JSON file (``--out``).
+Run by ``bench/run_all.py``; the result is one JSON file (``--out``), with the triggers that sent
+no event and where they wait (``unfired.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
+from unfired import unfired_triggers  # noqa: E402
 
 REQUESTS = {"count": 0}
 SHOWN = {"lines": 0}
@@ -220,29 +220,6 @@ def _job_watches() -> list:
     return [w for w in watches if kind is None or isinstance(w, kind)]
 
 
-def awaiting(limit: int = 8) -> dict[str, int]:
-    """Where the triggers that have not fired are suspended, counted: each provider trigger's
-    ``run`` generator followed down its chain of awaits to the innermost coroutine (file, line
-    and name of each frame), so a trial whose verdicts went missing says where they wait."""
-    import gc
-    from collections import Counter
-
-    stacks: Counter = Counter()
-    for obj in gc.get_objects():
-        frame = getattr(obj, "ag_frame", None)
-        if frame is None or "triggers/volcano" not in frame.f_code.co_filename:
-            continue
-        where, link = [], obj
-        while link is not None:
-            frame = getattr(link, "ag_frame", None) or getattr(link, "cr_frame", None)
-            if frame is not None:
-                name = Path(frame.f_code.co_filename).name
-                where.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
-            link = getattr(link, "ag_await", None) or getattr(link, "cr_await", None)
-        stacks[" > ".join(where)] += 1
-    return dict(stacks.most_common(limit))
-
-
 async def first_sync(started: float, printed: list[bool]) -> None:
     """Record when every shared watch (jobs', and pods' where there is a pod watch) first has
     its complete LIST in (and say SYNCED)."""
@@ -364,11 +341,7 @@ async def drive(options: argparse.Namespace) -> dict:
             for t, tid, payload in runner.events.stamps
         ]
         result["rss_mb"] = proc.memory_info().rss / 2**20
-        # Triggers that ended without an event (an error), and where the unfired ones wait.
-        result["failed_triggers"] = [
-            {"job": names[tid - 1], "error": repr(exc)[:500]} for tid, exc in runner.failed_triggers
-        ]
-        result["awaiting"] = awaiting() if len(runner.events.stamps) < len(names) else {}
+        result.update(unfired_triggers(runner, names))
     sync_task.cancel()
     result["first_sync_s"] = synced_after[0] if synced_after else None
     result["watch_connects"] = watch_connects()
