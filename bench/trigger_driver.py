@@ -27,8 +27,7 @@ In both modes: ``SYNCED`` is printed once every shared watch has its first compl
 (paginated) LIST in, and ``first_sync_s`` says how long after the triggers were created that
 was; ``api_calls`` lists every list/watch/get/delete the hook was asked for, with its wall
 time, counted before it goes out (so attempts against a stopped apiserver count too).
-Run by ``bench/run_all.py``; the result is one JSON file (``--out``), with the triggers that sent
-no event and where they wait (``unfired.py``).
+Run by ``bench/run_all.py``; one JSON file (``--out``), with the unfired triggers (``unfired.py``).
 """
 
 from __future__ import annotations
@@ -46,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
-from unfired import unfired_triggers  # noqa: E402
+from unfired import dump_on_sigusr1, unfired_triggers  # noqa: E402
 
 REQUESTS = {"count": 0}
 SHOWN = {"lines": 0}
@@ -258,6 +257,7 @@ async def drive(options: argparse.Namespace) -> dict:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     proc = psutil.Process()
     rss_before = proc.memory_info().rss
+    dump_on_sigusr1()
     runner = TriggerRunner()
     runner.job_id = 1
     runner.events = StampedEvents()

@@ -4,9 +4,11 @@ says why)."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from collections import Counter
 from pathlib import Path
+from types import AsyncGeneratorType
 from typing import Any
 
 
@@ -16,8 +18,11 @@ def awaiting(limit: int = 8) -> dict[str, int]:
     and name of each frame)."""
     stacks: Counter = Counter()
     for obj in gc.get_objects():
-        frame = getattr(obj, "ag_frame", None)
-        if frame is None or "triggers/volcano" not in frame.f_code.co_filename:
+        # Only async generators: a getattr on any other object may run code (six's lazy
+        # modules import on attribute access, and failed the first run that tried).
+        if not isinstance(obj, AsyncGeneratorType) or obj.ag_frame is None:
+            continue
+        if "triggers/volcano" not in obj.ag_frame.f_code.co_filename:
             continue
         where, link = [], obj
         while link is not None:
@@ -28,6 +33,18 @@ def awaiting(limit: int = 8) -> dict[str, int]:
             link = getattr(link, "ag_await", None) or getattr(link, "cr_await", None)
         stacks[" > ".join(where)] += 1
     return dict(stacks.most_common(limit))
+
+
+def dump_on_sigusr1() -> None:
+    """``kill -USR1`` the driver: where its unfired triggers wait, on stderr, at once (not
+    only at its ``--timeout``)."""
+    import json
+    import signal
+    import sys
+
+    asyncio.get_running_loop().add_signal_handler(
+        signal.SIGUSR1, lambda: print(json.dumps(awaiting(), indent=1), file=sys.stderr, flush=True)
+    )
 
 
 def unfired_triggers(runner: Any, names: list[str]) -> dict[str, Any]:
