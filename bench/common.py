@@ -113,7 +113,9 @@ class Cluster:
         nodes = self.kube.get("/api/v1/nodes")["items"]
         free = 0
         for node in nodes:
-            free += int(node["status"].get("allocatable", {}).get("pods", "0"))
+            # A tainted node (the real node: NoSchedule) takes none of the bench's pods.
+            if not node["spec"].get("taints"):
+                free += int(node["status"].get("allocatable", {}).get("pods", "0"))
         used = len(self.kube.get("/api/v1/pods?fieldSelector=status.phase%3DRunning")["items"])
         missing = pods - (free - used)
         added: list[str] = []

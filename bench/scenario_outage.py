@@ -8,6 +8,7 @@ import json
 import subprocess
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 
 from common import Cluster, managed_job, parse_k8s_time, say
@@ -69,6 +70,13 @@ def take_apiserver_down(cluster: Cluster, seconds: float) -> tuple[float, float]
 
 def calls_between(calls: list, verb: str, start: float, end: float) -> int:
     return sum(1 for t, v in calls if v == verb and start <= t <= end)
+
+
+def calls_by_verb(calls: list, start: float, end: float) -> dict[str, int]:
+    """Every call the hook was asked for from ``start`` to ``end``, counted by verb (``get``,
+    ``list`` and ``watch`` are of Volcano jobs; ``list_pods``, ``list_pod_page`` and
+    ``watch_pods`` of pods: see ``trigger_driver._count_hook_calls``)."""
+    return dict(sorted(Counter(v for t, v in calls if start <= t <= end).items()))
 
 
 def judge_verdicts(events: list[dict], jobs: list[dict], uids: dict[str, str]) -> dict:
@@ -138,7 +146,9 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
     proc.stdin.write("go\n")
     proc.stdin.close()
     wait_for_line(proc, "SYNCED")
-    threading.Thread(target=proc.stdout.read, daemon=True).start()  # keep the pipe drained
+    # Keep the pipe drained, into a file: the runner logs a trigger's error there.
+    driver_log = work / "outage-driver.log"
+    threading.Thread(target=lambda: driver_log.write_text(proc.stdout.read()), daemon=True).start()
     time.sleep(5)  # the triggers settle on the synced watch
     say(f"outage: kube-apiserver down for {seconds:.0f} s")
     down, ready = take_apiserver_down(cluster, seconds)
@@ -170,6 +180,13 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
         "outcomes": verdicts["outcomes"],
         "ended_before_outage": ended_before(jobs, down),
         "wrong_examples": verdicts["wrong"][:5],
+        "failed_triggers": result.get("failed_triggers", [])[:5],
+        "awaiting": result.get("awaiting", {}),
+        # The triggers' start, their first sync and the settle: the steady state before it.
+        "calls_before": calls_by_verb(calls, 0.0, down),
+        "calls_during": calls_by_verb(calls, down, ready),
+        # From the apiserver's return to the last verdict: the relists and the confirming reads.
+        "calls_after": calls_by_verb(calls, ready, float("inf")),
     }
 
 
@@ -200,7 +217,12 @@ def md_outage(r: dict) -> list[str]:
         "apiserver's /readyz answering (the apiserver is not there to count them). The bound "
         "is what the watcher's backoff allows if every delay were its unjittered minimum. "
         f"Outcomes: {o['outcomes']}; jobs that ended before the outage began: "
-        f"{o['ended_before_outage']}.",
+        f"{o['ended_before_outage']}."
+        + (
+            f" Calls by verb during the outage: {o['calls_during']}; after it: {o['calls_after']}."
+            if "calls_during" in o
+            else ""
+        ),
     ]
 
 

@@ -3,8 +3,7 @@
 The triggers go the way a triggerer takes them: ``serialize()``, kwargs encrypted and
 decrypted as the triggerer's workload carries them, ``TriggerRunner.create_triggers`` inflates
 them and ``TriggerRunner.run_trigger`` runs each as a task of one asyncio loop, beside the
-runner's block watchdog. Only the supervisor link (DB sync) is left out. Each fired event is
-stamped (wall clock) the moment the runner queues it.
+runner's block watchdog; no supervisor link (DB sync). Each event is stamped as it is queued.
 
 Trigger modes (``--mode``): ``operator``, the trigger as the operator defers it with every
 option at its default (restart budget 3, startup budget 120 s, ``poll_interval`` 10 s, the
@@ -28,8 +27,7 @@ In both modes: ``SYNCED`` is printed once every shared watch has its first compl
 (paginated) LIST in, and ``first_sync_s`` says how long after the triggers were created that
 was; ``api_calls`` lists every list/watch/get/delete the hook was asked for, with its wall
 time, counted before it goes out (so attempts against a stopped apiserver count too).
-
-Run by ``bench/run_all.py``; the result is one JSON file (``--out``).
+Run by ``bench/run_all.py``; one JSON file (``--out``), with the unfired triggers (``unfired.py``).
 """
 
 from __future__ import annotations
@@ -47,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
+from unfired import dump_on_sigusr1, unfired_triggers  # noqa: E402
 
 REQUESTS = {"count": 0}
 SHOWN = {"lines": 0}
@@ -258,6 +257,7 @@ async def drive(options: argparse.Namespace) -> dict:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     proc = psutil.Process()
     rss_before = proc.memory_info().rss
+    dump_on_sigusr1()
     runner = TriggerRunner()
     runner.job_id = 1
     runner.events = StampedEvents()
@@ -341,6 +341,7 @@ async def drive(options: argparse.Namespace) -> dict:
             for t, tid, payload in runner.events.stamps
         ]
         result["rss_mb"] = proc.memory_info().rss / 2**20
+        result.update(unfired_triggers(runner, names))
     sync_task.cancel()
     result["first_sync_s"] = synced_after[0] if synced_after else None
     result["watch_connects"] = watch_connects()

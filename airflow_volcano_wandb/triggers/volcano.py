@@ -85,10 +85,10 @@ class VolcanoJobTrigger(BaseTrigger):
         run = self.spec.wandb_run() if self.spec.stall_timeout is not None else None
         self._wandb = WandbProgress(run) if run is not None else None  # for the stall timeout
         self._progress_changed = asyncio.Event()  # wakes the master-log follow
-        #: The failing watch's fallback: when the job was last read directly, and whether the
-        #: apiserver answered.
+        #: The failing watch's fallback: when the job was last read directly, and when a direct
+        #: read was last answered (monotonic).
         self._direct_read_at: float | None = None
-        self._direct_read_answered = False
+        self._direct_read_answered_at: float | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return f"{type(self).__module__}.{type(self).__qualname__}", self.spec.to_kwargs()
@@ -227,7 +227,8 @@ class VolcanoJobTrigger(BaseTrigger):
             elif self._direct_read_due(watcher):
                 job = await step_io.fetch(watcher, target, self.log)
                 self._direct_read_at = time.monotonic()
-                self._direct_read_answered = job is not step_io.UNKNOWN
+                if job is not step_io.UNKNOWN:
+                    self._direct_read_answered_at = self._direct_read_at
             else:
                 job = step_io.UNKNOWN
             if fresh and job not in (None, step_io.UNKNOWN) and not selector_matches(selector, job):
@@ -261,13 +262,14 @@ class VolcanoJobTrigger(BaseTrigger):
         return last is None or time.monotonic() - last >= self.spec.poll_interval
 
     def _apiserver_lost(self, watcher: NamespaceJobWatcher) -> bool:
-        """The watch has failed for ``watch_failure_grace`` and the last direct read too."""
+        """The watch has failed for ``watch_failure_grace``, and no direct read was answered
+        in that time either (one read lost to a blip, between answered ones, is no outage:
+        a failing watch's reads are made once each, ``job_watcher.NamespaceJobWatcher.fetch``)."""
         failing_since = watcher.failing_since
-        return (
-            failing_since is not None
-            and not self._direct_read_answered
-            and time.monotonic() - failing_since >= self.spec.watch_failure_grace
-        )
+        if failing_since is None:
+            return False
+        heard = max(failing_since, self._direct_read_answered_at or failing_since)
+        return time.monotonic() - heard >= self.spec.watch_failure_grace
 
     def _watch_lost(self, why: str) -> WaitResult:
         return WaitResult.watch_lost(self.job_name, self.namespace, self.job_uid or "", why)

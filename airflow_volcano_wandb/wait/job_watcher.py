@@ -70,9 +70,14 @@ class NamespaceJobWatcher(NamespaceWatch):
         Goes over the watch's open client when there is one (no TLS handshake per call).
         Transient errors are retried for up to ``FETCH_RETRY_BUDGET`` seconds; anything
         else, or a transient error that outlasts the budget, is raised (a 403 as an error
-        naming the missing permission).
+        naming the missing permission). While the watch itself is failing, one attempt is
+        made: the apiserver is then most likely failing too, the watch's own backoff probes
+        it for every waiter, and a waiter reads again at its ``poll_interval`` (retries would
+        multiply each waiter's attempts, about five in ten seconds, a thousand waiters' in an
+        outage; a read that fails is never acted on).
         """
-        deadline = time.monotonic() + FETCH_RETRY_BUDGET
+        budget = 0.0 if self.failing_since is not None else FETCH_RETRY_BUDGET
+        deadline = time.monotonic() + budget
         backoff = FETCH_BACKOFF_INITIAL
         while True:
             client = self._client

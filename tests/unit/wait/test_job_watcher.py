@@ -454,3 +454,20 @@ def test_the_heap_is_given_back_after_each_list_and_once_the_watch_is_stable(mon
         await until(lambda: len(released) == 2)  # the first looks after it
 
     run(scenario, a_job("a"))
+
+
+def test_while_the_watch_is_failing_a_fetch_makes_one_attempt():
+    # In an apiserver outage a thousand waiters each read their job once per poll_interval;
+    # retrying each read within FETCH_RETRY_BUDGET made about five attempts of every one.
+    async def scenario(cluster, watcher):
+        watcher.subscribe("a")
+        await until(lambda: cluster._stream)
+        cluster.list_failures = [ConnectionRefusedError("refused")] * 1000
+        cluster.break_watch(ConnectionResetError("reset by peer"))
+        await until(lambda: watcher.failing_since is not None)
+        cluster.read_failures = [ConnectionRefusedError("refused")] * 3
+        with pytest.raises(ConnectionRefusedError):
+            await watcher.fetch("a")
+        assert len(cluster.reads) == 1
+
+    run(scenario, a_job("a"))

@@ -1,0 +1,58 @@
+"""What became of the triggers of a ``trigger_driver.py`` run that sent no event: the ones
+that ended with an error, and where the others wait (so a trial whose verdicts went missing
+says why)."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from collections import Counter
+from pathlib import Path
+from types import AsyncGeneratorType
+from typing import Any
+
+
+def awaiting(limit: int = 8) -> dict[str, int]:
+    """Where the provider's triggers that have not fired are suspended, counted: each one's
+    ``run`` generator followed down its chain of awaits to the innermost coroutine (file, line
+    and name of each frame)."""
+    stacks: Counter = Counter()
+    for obj in gc.get_objects():
+        # Only async generators: a getattr on any other object may run code (six's lazy
+        # modules import on attribute access, and failed the first run that tried).
+        if not isinstance(obj, AsyncGeneratorType) or obj.ag_frame is None:
+            continue
+        if "triggers/volcano" not in obj.ag_frame.f_code.co_filename:
+            continue
+        where, link = [], obj
+        while link is not None:
+            frame = getattr(link, "ag_frame", None) or getattr(link, "cr_frame", None)
+            if frame is not None:
+                name = Path(frame.f_code.co_filename).name
+                where.append(f"{name}:{frame.f_lineno} {frame.f_code.co_name}")
+            link = getattr(link, "ag_await", None) or getattr(link, "cr_await", None)
+        stacks[" > ".join(where)] += 1
+    return dict(stacks.most_common(limit))
+
+
+def dump_on_sigusr1() -> None:
+    """``kill -USR1`` the driver: where its unfired triggers wait, on stderr, at once (not
+    only at its ``--timeout``)."""
+    import json
+    import signal
+    import sys
+
+    asyncio.get_running_loop().add_signal_handler(
+        signal.SIGUSR1, lambda: print(json.dumps(awaiting(), indent=1), file=sys.stderr, flush=True)
+    )
+
+
+def unfired_triggers(runner: Any, names: list[str]) -> dict[str, Any]:
+    """``failed_triggers``: those that ended without an event (their job, their error);
+    ``awaiting``: where the unfired ones wait (empty when every trigger fired)."""
+    return {
+        "failed_triggers": [
+            {"job": names[tid - 1], "error": repr(exc)[:500]} for tid, exc in runner.failed_triggers
+        ],
+        "awaiting": awaiting() if len(runner.events.stamps) < len(names) else {},
+    }
