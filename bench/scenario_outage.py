@@ -181,6 +181,7 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
         "ended_before_outage": ended_before(jobs, down),
         "wrong_examples": verdicts["wrong"][:5],
         "failed_triggers": result.get("failed_triggers", [])[:5],
+        "cancelled_triggers": len(result.get("cancelled_triggers", [])),
         "awaiting": result.get("awaiting", {}),
         # The triggers' start, their first sync and the settle: the steady state before it.
         "calls_before": calls_by_verb(calls, 0.0, down),

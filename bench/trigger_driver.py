@@ -45,7 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
-from unfired import dump_on_sigusr1, unfired_triggers  # noqa: E402
+from unfired import dump_on_sigusr1, keep_cancelled, unfired_triggers  # noqa: E402
 
 REQUESTS = {"count": 0}
 SHOWN = {"lines": 0}
@@ -261,6 +261,7 @@ async def drive(options: argparse.Namespace) -> dict:
     runner = TriggerRunner()
     runner.job_id = 1
     runner.events = StampedEvents()
+    cancelled = keep_cancelled(runner)
     watchdog = asyncio.create_task(runner.block_watchdog())
     started = time.time()
     cpu_start = proc.cpu_times()
@@ -282,8 +283,7 @@ async def drive(options: argparse.Namespace) -> dict:
         "jobs": len(names),
         "started": started,
         "rss_before_mb": rss_before / 2**20,
-        # The triggerer's [volcano_wandb] pod_watch as its environment sets it (None: unset,
-        # the provider's default).
+        # The triggerer's [volcano_wandb] pod_watch from its environment (None: the default).
         "pod_watch_env": os.environ.get("AIRFLOW__VOLCANO_WANDB__POD_WATCH"),
     }
 
@@ -341,7 +341,7 @@ async def drive(options: argparse.Namespace) -> dict:
             for t, tid, payload in runner.events.stamps
         ]
         result["rss_mb"] = proc.memory_info().rss / 2**20
-        result.update(unfired_triggers(runner, names))
+        result.update(unfired_triggers(runner, names, cancelled))
     sync_task.cancel()
     result["first_sync_s"] = synced_after[0] if synced_after else None
     result["watch_connects"] = watch_connects()

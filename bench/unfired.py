@@ -47,12 +47,32 @@ def dump_on_sigusr1() -> None:
     )
 
 
-def unfired_triggers(runner: Any, names: list[str]) -> dict[str, Any]:
+def keep_cancelled(runner: Any) -> list[int]:
+    """Make the runner's cleanup note the triggers whose task ended cancelled, which it drops
+    without a word (a trigger's ``run`` that raised ``CancelledError`` looks the same as a
+    trigger the triggerer cancelled); return the list it fills with their ids."""
+    cancelled: list[int] = []
+    cleanup = runner.cleanup_finished_triggers
+
+    async def noting_cleanup() -> list[int]:
+        for trigger_id, details in runner.triggers.items():
+            if details["task"].done() and details["task"].cancelled():
+                cancelled.append(trigger_id)
+        return await cleanup()
+
+    runner.cleanup_finished_triggers = noting_cleanup
+    return cancelled
+
+
+def unfired_triggers(runner: Any, names: list[str], cancelled: list[int]) -> dict[str, Any]:
     """``failed_triggers``: those that ended without an event (their job, their error);
-    ``awaiting``: where the unfired ones wait (empty when every trigger fired)."""
+    ``cancelled_triggers``: those whose ``run`` ended cancelled, though nothing cancelled them
+    (``keep_cancelled``); ``awaiting``: where the unfired ones wait (empty when every trigger
+    fired)."""
     return {
         "failed_triggers": [
             {"job": names[tid - 1], "error": repr(exc)[:500]} for tid, exc in runner.failed_triggers
         ],
+        "cancelled_triggers": [names[tid - 1] for tid in cancelled],
         "awaiting": awaiting() if len(runner.events.stamps) < len(names) else {},
     }
