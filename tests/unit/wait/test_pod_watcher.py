@@ -185,13 +185,14 @@ def _step(hook: FakePodHook, job: dict, pods_watch: NamespacePodWatcher | None) 
 
     async def main():
         watcher = job_watcher.NamespaceJobWatcher(lambda: hook, NS)
-        watcher.pods = pods_watch
         if pods_watch is not None:
             pods_watch.subscribe("j")
             await until(pods_watch.synced.is_set)
         target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
         try:
-            return await step_io.take_step(watcher, job, target, WaitMemory(), LOG, fresh=False)
+            return await step_io.take_step(
+                watcher, job, target, WaitMemory(), LOG, fresh=False, pod_watch=pods_watch
+            )
         finally:
             if pods_watch is not None:
                 await pods_watch.stop()
@@ -272,14 +273,16 @@ def _step_while_pod_watch_lists(fail: bool) -> tuple[FakePodHook, Any]:
 
     async def main():
         watcher = job_watcher.NamespaceJobWatcher(lambda: hook, NS)
-        watcher.pods = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
-        watcher.pods.subscribe("j")
-        await until(lambda: attempts and (not fail or watcher.pods.failing_since))
+        pods = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
+        pods.subscribe("j")
+        await until(lambda: attempts and (not fail or pods.failing_since))
         target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
         try:
-            return await step_io.take_step(watcher, JOB, target, WaitMemory(), LOG, fresh=False)
+            return await step_io.take_step(
+                watcher, JOB, target, WaitMemory(), LOG, fresh=False, pod_watch=pods
+            )
         finally:
-            await watcher.pods.stop()
+            await pods.stop()
 
     return hook, asyncio.run(asyncio.wait_for(main(), 10))
 
