@@ -196,7 +196,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 [SecretDigest.from_json(digest) for digest in spec.masked_secrets],
                 self._progress_changed,
                 client_key=spec.connection_key(),
-                watched_pods=pods.objects if pods is not None else None,
+                pod_watch=pods,
             ),
             name=f"volcano-master-log-{self.namespace}-{self.job_name}",
         )
