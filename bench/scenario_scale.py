@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from common import Cluster, managed_job, say, waiter_resource
-from waiters import background, waiter_row
+from waiters import background, largest, waiter_row
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 
@@ -105,6 +105,11 @@ def triggerer_scale(
             for k, v in sorted(idle[2]["rates"].items())
             if abs(v) >= 0.5 and waiter_resource(k)
         },
+        # What else the control plane asked for in the background minute (it is subtracted
+        # from every row's ``other_requests_per_min``).
+        "background_other_largest": largest(
+            {k: v for k, v in idle[2]["rates"].items() if not waiter_resource(k)}
+        ),
         "jobs_created_s": round(created_s, 1),
         "jobs_running_s": round(running_s, 1),
         "pods_per_job": 1 + WORKERS,

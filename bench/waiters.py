@@ -155,7 +155,14 @@ def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
         "watches_by_resource": {r: round(n) for r, n in sorted(watches.items()) if round(n)},
         "waiter_requests_per_min": round(max(0.0, sum(ours.values())), 1),
         "other_requests_per_min": round(sum(v for k, v in by_key.items() if k not in ours), 1),
+        "other_largest": largest({k: v for k, v in by_key.items() if k not in ours}),
     }
+
+
+def largest(rates_by_key: dict[str, float], count: int = 3) -> dict[str, float]:
+    """The ``count`` rates farthest from zero: what ``other_requests_per_min`` is made of."""
+    top = sorted(rates_by_key.items(), key=lambda item: -abs(item[1]))[:count]
+    return {k: round(v, 1) for k, v in top if abs(v) >= 0.5}
 
 
 def waiter_row(
@@ -210,6 +217,7 @@ def waiter_row(
         "by_verb_resource": breakdown["by_verb_resource"],
         "watches_by_resource": breakdown["watches_by_resource"],
         "other_requests_per_min": breakdown["other_requests_per_min"],
+        "other_largest": breakdown["other_largest"],
         "pod_watch_connections": breakdown["watches_by_resource"].get("pods", 0),
         "pod_watch_env": result.get("pod_watch_env"),
         "cpu_s_per_min": round(result["cpu_s_per_min"], 2),

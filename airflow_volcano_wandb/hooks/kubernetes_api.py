@@ -30,8 +30,10 @@ from airflow_volcano_wandb.hooks.volcano_requests import (  # noqa: F401 (their 
 FIT_CHECK_CLUSTER_ROLE = "docker/k8s/rbac-fit-check.yaml"
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
-# no FIN) would keep a trigger waiting forever.
-ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(sock_connect=30, sock_read=60)
+# no FIN) would keep a trigger waiting forever, and so would a wait for one of a shared
+# client's pooled connections that never frees (``connect`` bounds the wait and the connect).
+CONNECTION_WAIT = 60
+ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(connect=CONNECTION_WAIT, sock_connect=30, sock_read=60)
 # Sync calls too (connect, read): a create whose answer never comes is retried, and its 409
 # reattaches, instead of holding the task until its execution_timeout. The apiserver itself
 # gives up on a request after 60 s (--request-timeout).

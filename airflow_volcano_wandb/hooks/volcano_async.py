@@ -14,6 +14,7 @@ from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiExcepti
 from airflow_volcano_wandb.hooks import volcano_requests
 from airflow_volcano_wandb.hooks.kubernetes_api import (
     ASYNC_CALL_TIMEOUT,
+    CONNECTION_WAIT,
     JOBS_RESOURCE,
     WATCH_READ_GRACE,
     permission_error,
@@ -150,7 +151,7 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
             follow=True,
             timestamps=True,
             _preload_content=False,
-            _request_timeout=aiohttp.ClientTimeout(sock_connect=30),
+            _request_timeout=aiohttp.ClientTimeout(connect=CONNECTION_WAIT, sock_connect=30),
         )
 
     async def list_pods_page(
@@ -232,7 +233,9 @@ async def _watch(
             # dead connection (a dropped route, a lost NAT entry), which TCP alone would never
             # report: give up on it, so the watcher reconnects.
             _request_timeout=aiohttp.ClientTimeout(
-                sock_connect=30, sock_read=timeout_seconds + WATCH_READ_GRACE
+                connect=CONNECTION_WAIT,
+                sock_connect=30,
+                sock_read=timeout_seconds + WATCH_READ_GRACE,
             ),
         ):
             yield event["type"], event["raw_object"]

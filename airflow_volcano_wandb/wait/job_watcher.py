@@ -77,16 +77,13 @@ class NamespaceJobWatcher(NamespaceWatch):
         deadline = time.monotonic() + budget
         backoff = FETCH_BACKOFF_INITIAL
         while True:
-            client = self._client
             try:
                 job = await self.over_client(
                     lambda hook, api: hook.read_job(api, name, self.namespace)
                 )
             except Exception as exc:
-                # A reconnect may close the client under a read: that is not the API failing.
-                replaced = client is not None and client is not self._client
                 delay = max(backoff * (1 + random.random() / 2), retry_after_seconds(exc))
-                if not (replaced or is_transient(exc)) or time.monotonic() + delay > deadline:
+                if not is_transient(exc) or time.monotonic() + delay > deadline:
                     if isinstance(exc, ApiException) and exc.status == 403:
                         raise permission_error(exc, "get", JOBS_RESOURCE, self.namespace) from exc
                     raise

@@ -41,7 +41,7 @@ from typing import Any, TypeVar
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from airflow_volcano_wandb.hooks.kubernetes_api import describe_failure, retry_after_seconds
-from airflow_volcano_wandb.hooks.shared_client import over_shared_client
+from airflow_volcano_wandb.hooks.shared_client import LentClient
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.wait import heap
 
@@ -97,7 +97,7 @@ class NamespaceWatch:
         self.failing_since: float | None = None
         self.last_failure = ""
         self.connects = 0
-        self._client: tuple[AsyncVolcanoHook, Any] | None = None
+        self._client: LentClient | None = None
         self._backoff = RECONNECT_BACKOFF_INITIAL
         self._stable_timer: asyncio.TimerHandle | None = None
         self._task: asyncio.Task | None = None
@@ -168,17 +168,14 @@ class NamespaceWatch:
 
     async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Any]) -> Any:
         """``call(hook, api)`` over the watch's open client (no TLS handshake per call), or
-        over a client of its own while the watch is down; errors are raised.
-
-        The watch closing its client under the call (to reconnect) raises
-        ``shared_client.SharedClientClosed``, a connection error."""
+        over a client of its own while the watch is down; errors are raised. A reconnect
+        never closes the client under the call (``shared_client.LentClient``)."""
         client = self._client
         if client is None:
             hook = self._hook_factory()
             async with hook.get_conn() as api:
                 return await call(hook, api)
-        what = f"the client of the watch of {self.resource_words} in {self.namespace}"
-        return await over_shared_client(call(*client), what)
+        return await client.call(call)
 
     async def stop(self) -> None:
         """End the watch; the cache answers no more (``objects`` is ``None`` from now on)."""
@@ -271,24 +268,25 @@ class NamespaceWatch:
                 # A new hook per connection: it loads the kubeconfig (or in-cluster token)
                 # again, so rotated credentials or a replaced file are used from now on.
                 hook = self._hook_factory()
-                async with hook.get_conn() as api:
-                    self.connects += 1
-                    self._client = (hook, api)
-                    try:
-                        resource_version = await self._list_all(hook, api)
-                        heap.release_free_memory()  # the LIST's pages, freed: their memory too
-                        self._watch_up()
-                        verb = "watch"
-                        while True:
-                            resource_version, gone = await self._follow(hook, api, resource_version)
-                            if gone:
-                                # Our resourceVersion is older than etcd keeps: events were
-                                # missed, so the cache is stale until the relist below.
-                                self._watch_down()
-                                break
-                    finally:
-                        # Before the client closes: no call starts on a closing client.
-                        self._client = None
+                client = await LentClient.open(hook)
+                self.connects += 1
+                self._client = client
+                api = client.api
+                try:
+                    resource_version = await self._list_all(hook, api)
+                    heap.release_free_memory()  # the LIST's pages, freed: their memory too
+                    self._watch_up()
+                    verb = "watch"
+                    while True:
+                        resource_version, gone = await self._follow(hook, api, resource_version)
+                        if gone:
+                            # Our resourceVersion is older than etcd keeps: events were
+                            # missed, so the cache is stale until the relist below.
+                            self._watch_down()
+                            break
+                finally:
+                    self._client = None  # lent no more; closed once the calls over it return
+                    await client.let_go()
                 continue  # relist at once: a 410 is routine, not a failure
             except asyncio.CancelledError:
                 raise
