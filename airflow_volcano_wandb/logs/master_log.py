@@ -51,6 +51,7 @@ from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, 
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.diagnostics import task_of
+from airflow_volcano_wandb.wait.step_io import WatchedPods
 
 #: Follows at once per triggerer when ``[volcano_wandb] max_concurrent_log_follows`` is unset.
 DEFAULT_MAX_CONCURRENT_FOLLOWS = 50
@@ -103,7 +104,7 @@ async def follow_master_log(
     job_changed: asyncio.Event | None = None,
     *,
     client_key: Hashable = None,
-    watched_pods: Callable[[str], list[dict] | None] | None = None,
+    pod_watch: WatchedPods | None = None,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
     caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
@@ -111,13 +112,14 @@ async def follow_master_log(
 
     :param client_key: the connection's key: follows of one connection and namespace share a
         client (``log_client``).
-    :param watched_pods: the job's pods by job name from a shared pod watch (``None`` while
-        it is not synced); without it, each look at the master pod is a LIST.
+    :param pod_watch: the wait's pod watch, whose copies of the job's pods are read while it
+        is synced; without it (or while it is not synced), each look at the master pod is a
+        LIST.
     """
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
         master_log = _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed)
-        await master_log.run(client_key, watched_pods)
+        await master_log.run(client_key, pod_watch)
 
 
 def _key(pod: dict) -> tuple[str, int]:
@@ -160,18 +162,18 @@ class _MasterLog:
         self._streamed: tuple[str, int] | None = None
         self._failures = 0
         self._done = False
-        self._watched_pods: Callable[[str], list[dict] | None] | None = None
+        self._pod_watch: WatchedPods | None = None
 
     async def run(
         self,
         client_key: Hashable = None,
-        watched_pods: Callable[[str], list[dict] | None] | None = None,
+        pod_watch: WatchedPods | None = None,
     ) -> None:
         while not (self._done or self._cap.reached):
             try:
                 async with log_client(client_key, self._namespace, self._hook_factory) as client:
                     try:
-                        await self._follow(client.hook, client.api, watched_pods)
+                        await self._follow(client.hook, client.api, pod_watch)
                     except Exception:
                         client.retire()  # the next try loads fresh credentials
                         raise
@@ -194,7 +196,7 @@ class _MasterLog:
         self,
         hook: AsyncVolcanoHook,
         api: Any,
-        watched_pods: Callable[[str], list[dict] | None] | None,
+        pod_watch: WatchedPods | None,
     ) -> None:
         job = await hook.read_job(api, self._job_name, self._namespace)
         master = master_task_name(job) if job is not None else None
@@ -202,7 +204,7 @@ class _MasterLog:
             self._log.debug("No master task in %s/%s to follow", self._namespace, self._job_name)
             self._done = True
             return
-        self._watched_pods = watched_pods if pods_managed(job) else None
+        self._pod_watch = pod_watch if pods_managed(job) else None
         while not self._cap.reached:
             self._job_changed.clear()  # before the look: a change after it wakes the wait below
             pod = await self._master_pod(hook, api, master)
@@ -222,7 +224,8 @@ class _MasterLog:
                     await asyncio.wait_for(self._job_changed.wait(), RECHECK_SECONDS)
 
     async def _master_pod(self, hook: AsyncVolcanoHook, api: Any, master: str) -> dict | None:
-        pods = self._watched_pods(self._job_name) if self._watched_pods else None
+        watch = self._pod_watch
+        pods = watch.objects(self._job_name) if watch is not None else None
         if pods is None:
             pods = await hook.list_job_pods(api, self._job_name, self._namespace)
         started = [

@@ -166,11 +166,9 @@ class VolcanoJobTrigger(BaseTrigger):
             watcher = job_watcher.shared_watcher(
                 self.spec.connection_key(), self.namespace, self.hook, selector
             )
-            if pods is not None:
-                watcher.pods = pods
             subscription = watcher.subscribe(self.job_name)
             try:
-                result = await self._wait(watcher, subscription, selector)
+                result = await self._wait(watcher, subscription, selector, pods)
             finally:
                 await job_watcher.release(watcher, subscription)
             if result is not None:
@@ -198,15 +196,21 @@ class VolcanoJobTrigger(BaseTrigger):
                 [SecretDigest.from_json(digest) for digest in spec.masked_secrets],
                 self._progress_changed,
                 client_key=spec.connection_key(),
-                watched_pods=pods.objects if pods is not None else None,
+                pod_watch=pods,
             ),
             name=f"volcano-master-log-{self.namespace}-{self.job_name}",
         )
 
     async def _wait(
-        self, watcher: NamespaceJobWatcher, subscription: Subscription, selector: str | None
+        self,
+        watcher: NamespaceJobWatcher,
+        subscription: Subscription,
+        selector: str | None,
+        pods: step_io.WatchedPods | None,
     ) -> WaitResult | None:
         """The wait's result; ``None`` when the job is outside this watch's ``selector``.
+        Each step reads the job's pods from ``pods``, this wait's pod watch (``None``: none),
+        never from anything set on the job watch every wait of the namespace shares.
 
         While the watch is up, the job is judged on its cached copy. While it is failing, the
         job is read directly, at most once per ``poll_interval``: a watch cut every few seconds
@@ -234,7 +238,7 @@ class VolcanoJobTrigger(BaseTrigger):
             if fresh and job not in (None, step_io.UNKNOWN) and not selector_matches(selector, job):
                 return None
             if job is not step_io.UNKNOWN:
-                result = await self._step(watcher, job, target, fresh)
+                result = await self._step(watcher, job, target, fresh, pods)
                 if result is not None:
                     return result
             elif self._apiserver_lost(watcher):
@@ -243,12 +247,25 @@ class VolcanoJobTrigger(BaseTrigger):
                 await asyncio.wait_for(subscription.changed.wait(), timeout=self._sleep_for())
 
     async def _step(
-        self, watcher: NamespaceJobWatcher, job: dict | None, target: WaitTarget, fresh: bool
+        self,
+        watcher: NamespaceJobWatcher,
+        job: dict | None,
+        target: WaitTarget,
+        fresh: bool,
+        pods: step_io.WatchedPods | None,
     ) -> WaitResult | None:
-        """One look at ``job`` (``wait/step_io``); a changed progress wakes the log follow."""
+        """One look at ``job`` (``wait/step_io``), its pods read from ``pods`` while that
+        holds them; a changed progress wakes the log follow."""
         before = self._memory.progress
         self._memory, result = await step_io.take_step(
-            watcher, job, target, self._memory, self.log, fresh=fresh, wandb=self._wandb
+            watcher,
+            job,
+            target,
+            self._memory,
+            self.log,
+            fresh=fresh,
+            pod_watch=pods,
+            wandb=self._wandb,
         )
         if self._memory.progress != before:
             self._progress_changed.set()

@@ -6,9 +6,9 @@ and each is woken only when its own job changes. The cache drops ``metadata.mana
 
 Besides the cache, the calls a wait makes about its job (``step_io.JobCalls``) go over the
 watch's open client: ``fetch(name)`` reads one job afresh, for a verdict that must not rest
-on the cache alone (before deleting anything) or a job the watch has not shown; the job's
-pods come from the namespace's pod watch (``pod_watcher``) while it is synced, else from a
-LIST.
+on the cache alone (before deleting anything) or a job the watch has not shown;
+``list_pods(job_name)`` LISTs the job's pods, for a job whose pods the wait's own pod watch
+(``pod_watcher``, handed to the step by the trigger, never set here) does not hold.
 """
 
 from __future__ import annotations
@@ -55,9 +55,6 @@ class NamespaceJobWatcher(NamespaceWatch):
     resource_words = f"Volcano jobs ({JOBS_RESOURCE})"
     list_call = "list_jobs_page"
     watch_call = "watch_jobs"
-    #: The namespace's pod watch, when the waiters' jobs are read from one (set by the
-    #: trigger that starts it; ``None``: every read of pods is a LIST).
-    pods: NamespacePodWatcher | None = None
 
     def job(self, name: str) -> dict | None:
         """The watch's copy of the job while the watch is up; None if unseen or not synced."""
@@ -109,16 +106,6 @@ class NamespaceJobWatcher(NamespaceWatch):
         return await self.over_client(
             lambda hook, api: hook.list_job_pods(api, job_name, self.namespace)
         )
-
-    def watched_pods(self, job_name: str) -> list[dict] | None:
-        """The job's pods as the namespace's pod watch has them; ``None`` when no pod watch is
-        synced (then :meth:`list_pods` reads them)."""
-        return self.pods.objects(job_name) if self.pods is not None else None
-
-    def pod_watch_listing(self) -> bool:
-        """Whether the namespace's pod watch is (re)listing, not failing: its copies of the
-        pods come within seconds, without a LIST per job."""
-        return self.pods is not None and self.pods.listing
 
     async def log_since(self, pod: str, container: str, since_seconds: int) -> str:
         """The first byte of a container's log of the last ``since_seconds`` (``""``: it

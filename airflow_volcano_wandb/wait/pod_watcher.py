@@ -12,7 +12,9 @@ The cache answers the reads that only look. A verdict that deletes the job still
 fresh LIST (``step_io._confirmed``), and a job whose pods do not carry the label (submitted
 by someone else, or by a release before the label) is read by a LIST, as is every job while
 the pod watch is failing; while its LIST is under way without failure (``listing``), a look
-waits for it rather than send a LIST per job.
+waits for it rather than send a LIST per job. Each trigger hands the watch it subscribed to
+to its own steps and log follow (what they read of it: ``step_io.WatchedPods``); nothing
+points to it from the job watch the namespace's waits share.
 
 Each copy keeps only what the readers read (``kept_pod``): a pod as the API sends it is
 mostly env, volumes, probes and bookkeeping no wait reads.

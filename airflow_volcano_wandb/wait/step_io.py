@@ -2,14 +2,16 @@
 
 The trigger runs :func:`take_step` over its shared watch (``NamespaceJobWatcher`` has the
 calls :class:`JobCalls` names), the sensor's poke over the sync hook (:func:`take_step_sync`),
-so both log the same lines and reach the same verdicts.
+so both log the same lines and reach the same verdicts. Each wait hands the step the pod watch
+it reads (:class:`WatchedPods`; ``None``: none), so no wait's reads rest on what another wait
+set on the watch they share.
 
 The restart budget: a crash-looping trainer under ``restartPolicy: OnFailure`` changes
 nothing in the Volcano job's status, so the shared job watch never sees it. While the job runs
 (and has a budget), a step reads the job's pods (at most every ``pod_check_interval``:
 ``step.look`` says when) and ``judge`` holds them to the budget. The pods come from the
 namespace's shared pod watch (``pod_watcher``) while it is synced and the job labels its pods
-for it, else from one label-selected LIST. The
+for it (the pod watch the trigger hands the step), else from one label-selected LIST. The
 same read shows a rank that exited because its W&B run was stopped from W&B (``wandb_stop``;
 the kubelet restarts it in place too). A crash loop or a stop ends the wait (and deletes the
 job) only after a fresh GET of the job and a fresh LIST of its pods, read after the verdict,
@@ -67,13 +69,23 @@ class JobCalls(Protocol):
 
     async def list_pods(self, job_name: str) -> list[dict]: ...
 
-    def watched_pods(self, job_name: str) -> list[dict] | None: ...
-
-    def pod_watch_listing(self) -> bool: ...
-
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any: ...
 
     async def log_since(self, pod: str, container: str, since_seconds: int) -> str: ...
+
+
+class WatchedPods(Protocol):
+    """What a wait reads of a watch of managed jobs' pods (``pod_watcher.NamespacePodWatcher``)
+    instead of a LIST per job."""
+
+    def objects(self, job_name: str) -> list[dict] | None:
+        """The job's pods (``[]``: none) while the watch is synced; ``None`` otherwise."""
+        ...
+
+    @property
+    def listing(self) -> bool:
+        """Whether the watch's LIST is under way without failing: its copies come soon."""
+        ...
 
 
 async def take_step(
@@ -84,19 +96,22 @@ async def take_step(
     log: logging.Logger | Any,
     *,
     fresh: bool,
+    pod_watch: WatchedPods | None,
     wandb: WandbProgress | None = None,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
     log its progress, mark its gang whole, judge it (with its pods for the restart budget and
-    the stall timeout; ``wandb``: its online run, asked before a silent master is stalled).
-    A verdict that deletes or fails, judged on a cached copy, is judged again on a fresh read.
+    the stall timeout, from ``pod_watch`` when it holds them, see :func:`_pods`; ``None``: no
+    pod watch, each read a LIST; ``wandb``: its online run, asked before a silent master is
+    stalled). A verdict that deletes or fails, judged on a cached copy, is judged again on a
+    fresh read.
 
     :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
     """
     view = look(job, target, memory, time.time())
     await _show(calls, view, log)
     if view.read_pods:
-        return view.memory, await _running_job(calls, view, target, log, wandb)
+        return view.memory, await _running_job(calls, pod_watch, view, target, log, wandb)
     result = view.result
     if result is None or fresh or not result.outcome.confirmed_on_a_fresh_read:
         return view.memory, result
@@ -127,9 +142,11 @@ def take_step_sync(
     wandb: WandbProgress | None = None,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """:func:`take_step` in a task's own process, over the sync ``VolcanoHook``, for a job just
-    read from the apiserver."""
+    read from the apiserver (its pods too: no pod watch outlives a poke)."""
     calls = _SyncHookCalls(hook, target.namespace)
-    return asyncio.run(take_step(calls, job, target, memory, log, fresh=True, wandb=wandb))
+    return asyncio.run(
+        take_step(calls, job, target, memory, log, fresh=True, pod_watch=None, wandb=wandb)
+    )
 
 
 async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) -> Any:
@@ -146,6 +163,7 @@ async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) 
 
 async def _running_job(
     calls: JobCalls,
+    pod_watch: WatchedPods | None,
     view: Look,
     target: WaitTarget,
     log: logging.Logger | Any,
@@ -155,7 +173,7 @@ async def _running_job(
     cannot start), then the stall
     timeout, judged from the pods read now; ``None`` (wait on) when none ends the wait, and
     when the pods cannot be read."""
-    pods = await _pods(calls, target, log, view.seen.job)
+    pods = await _pods(calls, pod_watch, target, log, view.seen.job)
     if pods is None:
         return None
 
@@ -190,7 +208,7 @@ async def _confirmed(
     fresh = await fetch(calls, target, log)
     if fresh is UNKNOWN:
         return None
-    pods_again = await _pods(calls, target, log, job=None)  # from the apiserver
+    pods_again = await _pods(calls, None, target, log, job=None)  # from the apiserver
     if pods_again is None:
         return None
     return await verdict(see(fresh, target), pods_again)
@@ -245,18 +263,19 @@ async def _heard_from_wandb(
 
 async def _pods(
     calls: JobCalls,
+    pod_watch: WatchedPods | None,
     target: WaitTarget,
     log: logging.Logger | Any,
     job: Mapping[str, Any] | None,
 ) -> list[dict] | None:
-    """The job's pods: the pod watch's copies when ``job`` (as just looked at) labels all its
-    pods as the watch selects them and the watch is synced; else a LIST, as for ``job``
-    ``None`` (a verdict's confirmation: always from the apiserver)."""
-    managed = pods_managed(job)
-    watched = calls.watched_pods(target.name) if managed else None
+    """The job's pods: ``pod_watch``'s copies when ``job`` (as just looked at) labels all its
+    pods as the watch selects them and the watch is synced; else a LIST, as without a pod
+    watch and for ``job`` ``None`` (a verdict's confirmation: always from the apiserver)."""
+    watch = pod_watch if pods_managed(job) else None
+    watched = watch.objects(target.name) if watch is not None else None
     if watched is not None:
         return watched
-    if managed and calls.pod_watch_listing():
+    if watch is not None and watch.listing:
         # The pod watch's LIST is under way (a triggerer's start, a relist), not failing: the
         # next check reads its copies. A LIST per job meanwhile would be a thousand at once,
         # racing that one LIST for the apiserver, and a hundred connections held after it.
@@ -286,12 +305,6 @@ class _SyncHookCalls:
 
     async def list_pods(self, job_name: str) -> list[dict]:
         return self.hook.list_job_pods(job_name, self.namespace)
-
-    def watched_pods(self, job_name: str) -> list[dict] | None:
-        return None  # a poke reads afresh: no watch outlives it
-
-    def pod_watch_listing(self) -> bool:
-        return False
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any:
         meta = job["metadata"]

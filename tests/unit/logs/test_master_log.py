@@ -392,4 +392,4 @@ class JobCallsSeen:
 
 def _look(trigger: VolcanoJobTrigger, calls: JobCallsSeen, job: dict) -> None:
     """One step of the trigger on ``job`` as its watch shows it, without a cluster."""
-    asyncio.run(trigger._step(calls, job, trigger.spec.target(), fresh=True))
+    asyncio.run(trigger._step(calls, job, trigger.spec.target(), fresh=True, pods=None))

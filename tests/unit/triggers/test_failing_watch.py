@@ -46,7 +46,7 @@ async def _wait(watch: FailingWatch, seconds: float):
         job_name="j", namespace="ns", poll_interval=0.02, watch_failure_grace=GRACE
     )
     subscription = SimpleNamespace(changed=asyncio.Event())
-    return await asyncio.wait_for(trigger._wait(watch, subscription, None), seconds)
+    return await asyncio.wait_for(trigger._wait(watch, subscription, None, None), seconds)
 
 
 def test_a_read_lost_between_answered_ones_does_not_end_the_wait():

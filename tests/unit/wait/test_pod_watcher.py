@@ -185,13 +185,14 @@ def _step(hook: FakePodHook, job: dict, pods_watch: NamespacePodWatcher | None) 
 
     async def main():
         watcher = job_watcher.NamespaceJobWatcher(lambda: hook, NS)
-        watcher.pods = pods_watch
         if pods_watch is not None:
             pods_watch.subscribe("j")
             await until(pods_watch.synced.is_set)
         target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
         try:
-            return await step_io.take_step(watcher, job, target, WaitMemory(), LOG, fresh=False)
+            return await step_io.take_step(
+                watcher, job, target, WaitMemory(), LOG, fresh=False, pod_watch=pods_watch
+            )
         finally:
             if pods_watch is not None:
                 await pods_watch.stop()
@@ -272,14 +273,16 @@ def _step_while_pod_watch_lists(fail: bool) -> tuple[FakePodHook, Any]:
 
     async def main():
         watcher = job_watcher.NamespaceJobWatcher(lambda: hook, NS)
-        watcher.pods = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
-        watcher.pods.subscribe("j")
-        await until(lambda: attempts and (not fail or watcher.pods.failing_since))
+        pods = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
+        pods.subscribe("j")
+        await until(lambda: attempts and (not fail or pods.failing_since))
         target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
         try:
-            return await step_io.take_step(watcher, JOB, target, WaitMemory(), LOG, fresh=False)
+            return await step_io.take_step(
+                watcher, JOB, target, WaitMemory(), LOG, fresh=False, pod_watch=pods
+            )
         finally:
-            await watcher.pods.stop()
+            await pods.stop()
 
     return hook, asyncio.run(asyncio.wait_for(main(), 10))
 
@@ -306,3 +309,47 @@ def test_the_pod_watch_lists_in_pages_of_a_hundred_pods():
     _step(hook, JOB, NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR))
     assert hook.limits == [100]
     assert job_watcher.NamespaceJobWatcher.list_page_size == 500
+
+
+def test_two_waits_sharing_a_job_watch_each_read_their_own_pod_watch():
+    # One namespace, one job watch; k's wait has a pod watch, j's has none (say a trigger of a
+    # release or connection without one). Each reads its own: k's wait setting its pod watch
+    # on the shared job watch, as the trigger once did, would have j's wait read it too.
+    hook = FakePodHook(
+        [
+            a_pod("j", "j-master-0", restarts=5),
+            a_pod("j", "j-worker-0"),
+            a_pod("k", "k-master-0"),
+            a_pod("k", "k-worker-0"),
+        ]
+    )
+    job_k = copy.deepcopy(JOB)
+    job_k["metadata"].update(name="k", uid="k-uid")
+
+    async def main():
+        watcher = job_watcher.NamespaceJobWatcher(lambda: hook, NS)
+        pods_k = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
+        pods_k.subscribe("k")
+        await until(pods_k.synced.is_set)
+
+        async def step(job: dict, pod_watch: NamespacePodWatcher | None) -> Any:
+            name = job["metadata"]["name"]
+            target = WaitTarget(
+                name=name, namespace=NS, uid=f"{name}-uid", max_container_restarts=1
+            )
+            return await step_io.take_step(
+                watcher, job, target, WaitMemory(), LOG, fresh=False, pod_watch=pod_watch
+            )
+
+        try:
+            return await step(job_k, pods_k), await step(JOB, None)
+        finally:
+            await pods_k.stop()
+
+    (memory_k, result_k), (_, result_j) = asyncio.run(asyncio.wait_for(main(), 10))
+    assert result_k is None and memory_k.pods_read_at is not None  # k's pods, from its watch
+    assert result_j is not None and result_j.outcome.name == "CRASH_LOOP"
+    assert [c for c in hook.calls if c[0] == "list_job_pods"] == [
+        ("list_job_pods", "j"),  # j's look: it has no pod watch
+        ("list_job_pods", "j"),  # the verdict's confirmation
+    ]

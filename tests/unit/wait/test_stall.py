@@ -223,7 +223,9 @@ def _step(calls: Calls, monkeypatch, wandb=None, log=None) -> WaitResult | None:
     monkeypatch.setattr(step_io.time, "time", lambda: T0)
     log = log or logging.getLogger("test")
     memory, result = asyncio.run(
-        step_io.take_step(calls, RUNNING, TARGET, WaitMemory(), log, fresh=False, wandb=wandb)
+        step_io.take_step(
+            calls, RUNNING, TARGET, WaitMemory(), log, fresh=False, pod_watch=None, wandb=wandb
+        )
     )
     assert memory.stall_probed_at == T0
     return result
