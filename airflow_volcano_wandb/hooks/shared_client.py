@@ -1,7 +1,8 @@
 """An API client its owner lends to other callers, closed only once nobody is calling over it.
 
 A namespace's watch lends its open client to every waiter's reads (no TLS handshake per
-read) and lets it go when it reconnects. Closing an aiohttp client under calls is not safe
+read) and lets it go when it reconnects; the master-log follows of a namespace share one
+(``logs.log_client``) and let it go when a stream fails. Closing an aiohttp client under calls is not safe
 (aiohttp 3.14, with the ``trust_env`` session kubernetes_asyncio makes): requests queued for
 its pool are cancelled, and that ``CancelledError`` ends a trigger's ``run`` as if the
 triggerer had cancelled it, so the triggerer drops it without an event; requests between
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -32,8 +33,8 @@ class LentClient:
         self.hook = hook
         self.api = api
         self._stack = stack
-        self._calls = 0
-        self._let_go = False
+        self._users = 0
+        self.held = True  # until the owner lets it go
 
     @classmethod
     async def open(cls, hook: Any) -> LentClient:
@@ -42,23 +43,33 @@ class LentClient:
         api = await stack.enter_async_context(hook.get_conn())
         return cls(hook, api, stack)
 
-    async def call(self, call: Callable[[Any, Any], Awaitable[T]]) -> T:
-        """``call(hook, api)`` over this client; it stays open until the call returns."""
-        self._calls += 1
+    @contextlib.asynccontextmanager
+    async def lent(self) -> AsyncIterator[LentClient]:
+        """One use of the client (a call, a log stream); it stays open until every use ends."""
+        self._users += 1
         try:
-            return await call(self.hook, self.api)
+            yield self
         finally:
-            self._calls -= 1
-            if self._let_go and not self._calls:
-                # Not awaited here: the caller's answer (or its cancellation) must not wait
-                # on a TLS shutdown.
+            self._users -= 1
+            if not self.held and not self._users:
+                # Not awaited here: the user's answer (or its cancellation) must not wait on a
+                # TLS shutdown.
                 task = asyncio.get_running_loop().create_task(self._stack.aclose())
                 _closing.add(task)
                 task.add_done_callback(_closing.discard)
 
+    async def call(self, call: Callable[[Any, Any], Awaitable[T]]) -> T:
+        """``call(hook, api)`` over this client, as one use of it."""
+        async with self.lent():
+            return await call(self.hook, self.api)
+
+    @property
+    def in_use(self) -> bool:
+        return self._users > 0
+
     async def let_go(self) -> None:
-        """The owner is done with the client: close it now if nobody is calling over it,
-        else when the last call returns. Lend it no more after this."""
-        self._let_go = True
-        if not self._calls:
+        """The owner is done with the client: close it now if nobody uses it, else when the
+        last use ends. Lend it no more after this."""
+        self.held = False
+        if not self._users:
             await self._stack.aclose()

@@ -4,11 +4,11 @@ Each followed master needs a stream of its own (an HTTP/1.1 response is one conn
 not a client of its own: a client holds its own TLS context and connection pool (about half a
 megabyte). So the follows of a triggerer share one client per (event loop, connection,
 namespace), opened by the first follow and closed by the last. A follow whose stream failed
-calls :meth:`LogClient.retire`: the next follow to start opens a new client, with credentials
-loaded afresh (a rotated token, a replaced kubeconfig), and the old one closes when the last
-follow still on it leaves. A client pools at most ``connection_pool_maxsize`` (100)
-connections: more follows at once than that wait for one (``max_concurrent_log_follows``
-keeps them at 50 by default).
+lets its client go (``shared_client.LentClient``): the next follow to start opens a new
+client, with credentials loaded afresh (a rotated token, a replaced kubeconfig), and the old
+one closes when the last follow still on it leaves. A client pools at most
+``connection_pool_maxsize`` (100) connections: more follows at once than that wait for one
+(``max_concurrent_log_follows`` keeps them at 50 by default).
 """
 
 from __future__ import annotations
@@ -17,29 +17,11 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable
-from typing import Any
 
+from airflow_volcano_wandb.hooks.shared_client import LentClient
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
-
-class LogClient:
-    """A hook and its open client, with the follows using it counted."""
-
-    def __init__(self, hook: AsyncVolcanoHook, api: Any, stack: contextlib.AsyncExitStack):
-        self.hook, self.api = hook, api
-        self._stack = stack
-        self.users = 0
-        self.retired = False
-
-    def retire(self) -> None:
-        """Open no new follow on this client (it failed once: its credentials may be stale)."""
-        self.retired = True
-
-    async def close(self) -> None:
-        await self._stack.aclose()
-
-
-_clients: dict[tuple[int, Hashable, str], LogClient] = {}
+_clients: dict[tuple[int, Hashable, str], LentClient] = {}
 _opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
     weakref.WeakKeyDictionary()
 )
@@ -48,7 +30,7 @@ _opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
 @contextlib.asynccontextmanager
 async def log_client(
     key: Hashable, namespace: str, hook_factory: Callable[[], AsyncVolcanoHook]
-) -> AsyncIterator[LogClient]:
+) -> AsyncIterator[LentClient]:
     """The event loop's log client for this connection and namespace, for one follow."""
     loop = asyncio.get_running_loop()
     loop_key = (id(loop), key, namespace)
@@ -57,20 +39,16 @@ async def log_client(
         opening = _opening[loop] = asyncio.Lock()
     async with opening:
         client = _clients.get(loop_key)
-        if client is None or client.retired:
-            stack = contextlib.AsyncExitStack()
-            hook = hook_factory()
-            api = await stack.enter_async_context(hook.get_conn())
-            client = _clients[loop_key] = LogClient(hook, api, stack)
-        client.users += 1
+        if client is None or not client.held:
+            client = _clients[loop_key] = await LentClient.open(hook_factory())
     try:
-        yield client
+        async with client.lent():
+            yield client
     finally:
-        client.users -= 1
-        if client.users == 0:  # the last follow on it: closed, whether current or retired
-            if _clients.get(loop_key) is client:
-                del _clients[loop_key]
-            await client.close()
+        # The last follow on the current client closes it; one let go closes on its own.
+        if not client.in_use and _clients.get(loop_key) is client:
+            del _clients[loop_key]
+            await client.let_go()
 
 
 def open_log_clients() -> int:

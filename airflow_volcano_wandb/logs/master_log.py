@@ -175,7 +175,7 @@ class _MasterLog:
                     try:
                         await self._follow(client.hook, client.api, pod_watch)
                     except Exception:
-                        client.retire()  # the next try loads fresh credentials
+                        await client.let_go()  # the next try loads fresh credentials
                         raise
             except asyncio.CancelledError:
                 raise

@@ -42,16 +42,17 @@ def test_follows_share_a_client_that_the_last_one_out_closes():
     asyncio.run(main())
 
 
-def test_a_retired_client_serves_no_new_follow_and_closes_when_its_last_follow_leaves():
+def test_a_client_let_go_serves_no_new_follow_and_closes_when_its_last_follow_leaves():
     Hook.made = []
 
     async def main():
         async with log_client("conn", "ns", Hook) as failed:
-            failed.retire()  # its stream failed: its credentials may be stale
+            await failed.let_go()  # its stream failed: its credentials may be stale
             async with log_client("conn", "ns", Hook) as fresh:
                 assert fresh is not failed and len(Hook.made) == 2
             assert not Hook.made[1].open
-            assert Hook.made[0].open  # still used by the follow that retired it
+            assert Hook.made[0].open  # still used by the follow that let it go
+        await asyncio.sleep(0)  # the close its last follow began
         assert not Hook.made[0].open
         assert log_clients.open_log_clients() == 0
 
