@@ -113,8 +113,8 @@ async def follow_master_log(
     :param client_key: the connection's key: follows of one connection and namespace share a
         client (``log_client``).
     :param pod_watch: the wait's pod watch, whose copies of the job's pods are read while it
-        is synced; without it (or while it is not synced), each look at the master pod is a
-        LIST.
+        is synced; while its LIST is under way the follow waits for them; without it (or while
+        it is failing), each look at the master pod is a LIST.
     """
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
@@ -226,6 +226,8 @@ class _MasterLog:
     async def _master_pod(self, hook: AsyncVolcanoHook, api: Any, master: str) -> dict | None:
         watch = self._pod_watch
         pods = watch.objects(self._job_name) if watch is not None else None
+        if pods is None and watch is not None and watch.listing:
+            return None  # its copies come with the LIST under way: no LIST of our own racing it
         if pods is None:
             pods = await hook.list_job_pods(api, self._job_name, self._namespace)
         started = [
@@ -247,6 +249,8 @@ class _MasterLog:
                 try:
                     chunk = await asyncio.wait_for(response.content.readany(), RECHECK_SECONDS)
                 except TimeoutError:
+                    if self._pod_watch is not None and self._pod_watch.listing:
+                        continue  # the pod watch relists: nothing says the master changed
                     current = await self._master_pod(hook, api, master)
                     if current is None or _key(current) != self._streamed:
                         return

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.logs import master_log
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
@@ -393,3 +394,45 @@ class JobCallsSeen:
 def _look(trigger: VolcanoJobTrigger, calls: JobCallsSeen, job: dict) -> None:
     """One step of the trigger on ``job`` as its watch shows it, without a cluster."""
     asyncio.run(trigger._step(calls, job, trigger.spec.target(), fresh=True, pods=None))
+
+
+class _ListingPodWatch:
+    """A pod watch whose LIST is under way, then synced with the master's pod."""
+
+    def __init__(self, pod: dict) -> None:
+        self.pod, self.synced = pod, False
+
+    def objects(self, key: str) -> list[dict] | None:
+        return [self.pod] if self.synced else None
+
+    @property
+    def listing(self) -> bool:
+        return not self.synced
+
+
+def test_a_follow_makes_no_list_of_its_own_while_the_pod_watch_lists():
+    class ManagedJobHook(_Hook):
+        async def read_job(self, api, name, namespace):
+            managed = {"metadata": {"labels": {MANAGED_BY_LABEL: MANAGED_BY}}}
+            tasks = [{"name": t, "template": managed} for t in ("master", "worker")]
+            return {"spec": {"tasks": tasks}}
+
+    stream = _Stream([b"2026-01-01T00:00:01Z a\n"], True)
+    hook, log = ManagedJobHook([_pod()], [stream]), LineLog()
+    watch = _ListingPodWatch(_pod())
+
+    async def main() -> list[int]:
+        task = asyncio.create_task(
+            master_log.follow_master_log(lambda: hook, "j", "ns", log, 100, 10_000, pod_watch=watch)
+        )
+        await asyncio.sleep(0.3)  # rechecks while the LIST is under way
+        listed_while_listing = hook.listed
+        watch.synced = True
+        await asyncio.sleep(0.3)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        return [listed_while_listing, hook.listed]
+
+    listed = asyncio.run(main())
+    assert listed == [0, 0]
+    assert "[j-master-0] a" in log.lines
