@@ -14,9 +14,10 @@ Measures, each side by side with polling baselines in the same run (issue 8):
 3. operator overhead: execute() start to job created; render_job (bench/render_bench.py);
 4. end-to-end overhead under dag.test(), sync vs deferrable (bench/e2e_bench.py);
 5. namespace_scale (issue 11): one triggerer, --namespace-waiting triggers (1000) among
-   --namespace-jobs other owners' jobs (10000) in one namespace: RSS growth, watch
-   connections, first (paginated, label-selected) LIST; vc-controller-manager is stopped
-   meanwhile (see namespace_scale());
+   --namespace-jobs other owners' jobs (10000) in one namespace, ours Running with 3 pods
+   each: RSS growth, watch connections, first (paginated, label-selected) LIST, requests;
+   vc-controller-manager is stopped while the others are made and measured (see
+   namespace_scale());
 6. outage (issue 11): kube-apiserver stopped for --outage-s (300 s) while --outage-waiting
    triggers (1000) wait: LIST/WATCH attempts counted in the triggerer against the backoff's
    bound, then every verdict checked against the job's real end, and no job deleted;
@@ -161,14 +162,15 @@ def parse_options() -> argparse.Namespace:
 
 
 def pods_needed(options) -> int:
-    """The most pods the scenarios asked for hold at once (the scale and outage jobs have a
-    master and two workers each): simulated nodes are added for them."""
+    """The most pods the scenarios asked for hold at once (the scale, namespace and outage
+    jobs have a master and two workers each): simulated nodes are added for them."""
     only = options.only
     scale = 3 * max(int(s) for s in options.sizes.split(",")) if "scale" in only else 0
     latency = options.latency_jobs if "latency" in only else 0
     return max(
         scale + latency,
         3 * options.outage_waiting if "outage" in only else 0,
+        3 * options.namespace_waiting if "namespace_scale" in only else 0,
         options.live_jobs if "live_progress" in only else 0,
         3 * options.sweep_tasks if "sweep_burst" in only else 0,
     )

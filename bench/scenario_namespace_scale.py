@@ -17,6 +17,7 @@ from common import (
     rates,
     say,
 )
+from scenario_scale import WORKERS
 from waiters import driver
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
@@ -28,28 +29,43 @@ def background_job_watches(cluster: Cluster) -> float:
     return job_api_counters(cluster.metrics())["watches"]
 
 
-def fill_namespace(cluster: Cluster, namespace: str, others: int, waiting: int) -> dict:
-    """``others`` jobs of other owners (nine in ten marked Completed) and ``waiting`` of ours.
+def start_ours(cluster: Cluster, namespace: str, waiting: int) -> dict:
+    """``waiting`` jobs of ours, each a master and ``WORKERS`` workers, run by Volcano until
+    every one is ``Running``. Returns them as the operator knows them after submitting: name
+    and uid."""
+    t = time.monotonic()
+    ours = [f"wait-{i:04d}" for i in range(waiting)]
+    cluster.create_jobs(
+        namespace,
+        [
+            managed_job(n, 7200, run_id=namespace, index=i, workers=WORKERS)
+            for i, n in enumerate(ours)
+        ],
+    )
+    cluster.wait_phase(namespace, waiting, {"Running"}, timeout=1200, say=say)
+    running_s = time.monotonic() - t
+    pods = cluster.count_running_pods(namespace)
+    say(f"namespace: {waiting} jobs of ours Running after {running_s:.0f} s, {pods} pods")
+    created = cluster.list_jobs(namespace, MANAGED_SELECTOR)
+    return {
+        "jobs": [{"name": j["metadata"]["name"], "uid": j["metadata"]["uid"]} for j in created],
+        "running_s": round(running_s, 1),
+        "pods_running": pods,
+    }
 
-    Runs while vc-controller-manager is stopped (see ``namespace_scale``). Returns the
-    waiting jobs as the operator knows them after submitting: name and uid.
+
+def fill_namespace(cluster: Cluster, namespace: str, others: int) -> dict:
+    """``others`` jobs of other owners, nine in ten marked Completed.
+
+    Runs while vc-controller-manager is stopped (see ``namespace_scale``).
     """
     t = time.monotonic()
     other_names = [f"other-{i:05d}" for i in range(others)]
     cluster.create_jobs(namespace, [other_owner_job(n) for n in other_names])
     finished = other_names[: others * 9 // 10]
     cluster.set_job_phases(namespace, dict.fromkeys(finished, "Completed"))
-    ours = [f"wait-{i:04d}" for i in range(waiting)]
-    cluster.create_jobs(
-        namespace, [managed_job(n, 7200, run_id=namespace, index=i) for i, n in enumerate(ours)]
-    )
-    created = cluster.list_jobs(namespace, MANAGED_SELECTOR)
-    say(f"namespace: {others} + {waiting} jobs in {time.monotonic() - t:.0f} s")
-    return {
-        "jobs": [{"name": j["metadata"]["name"], "uid": j["metadata"]["uid"]} for j in created],
-        "created_s": round(time.monotonic() - t, 1),
-        "finished_others": len(finished),
-    }
+    say(f"namespace: {others} other jobs beside in {time.monotonic() - t:.0f} s")
+    return {"created_s": round(time.monotonic() - t, 1), "finished_others": len(finished)}
 
 
 def scale_window(proc: subprocess.Popen, cluster: Cluster) -> dict[str, dict]:
@@ -71,20 +87,23 @@ def namespace_scale(
 ) -> dict:
     """One triggerer, ``waiting`` triggers, in a namespace crowded with other owners' jobs.
 
-    What is measured is the triggerer's side: its RSS, its watch connections and how long
-    its first (label-selected, paginated) LIST takes while the apiserver filters the whole
-    namespace. The Volcano controller's work on the jobs plays no part in that, and running
-    ``others`` jobs would swamp a laptop, so the controller is stopped while the namespace
-    fills and is measured: the jobs are real Volcano Jobs (admitted by Volcano's webhooks),
-    the finished ones get their ``Completed`` phase through the status subresource, and the
-    waiting ones never start (they stay without a phase, which a trigger waits on forever).
+    What is measured is the triggerer's side: its RSS, its watch connections, how long its
+    first (label-selected, paginated) LIST takes while the apiserver filters the whole
+    namespace, and its requests while its jobs run. Our jobs are started first, by Volcano,
+    until every one is ``Running`` with its pods (the triggers at the operator's defaults read
+    them). Then the controller is stopped while the namespace fills with the others and is
+    measured: running ``others`` jobs would swamp a laptop, and the controller's work plays
+    no part in the triggerer's. The others are real Volcano Jobs (admitted by Volcano's
+    webhooks); the finished ones get their ``Completed`` phase through the status
+    subresource, and the rest never start. Ours keep running: nothing changes them.
     """
     namespace = cluster.create_namespace("bench-ns")
+    ours = start_ours(cluster, namespace, waiting)
     argv = stop_component(cluster.state_dir, "vc-controller-manager")
     try:
-        filled = fill_namespace(cluster, namespace, others, waiting)
+        filled = fill_namespace(cluster, namespace, others)
         jobs_file = work / "namespace-jobs.json"
-        jobs_file.write_text(json.dumps(filled["jobs"]))
+        jobs_file.write_text(json.dumps(ours["jobs"]))
         idle_watches = background_job_watches(cluster)
         idle_all = api_counters(cluster.metrics())["watches"]
         out = work / "namespace-scale.json"
@@ -96,7 +115,7 @@ def namespace_scale(
         marks = scale_window(proc, cluster)
         proc.wait(120)
     finally:
-        # Gone before the controller is back, or it would start on the waiting jobs.
+        # Gone before the controller is back, or it would start the others' unfinished jobs.
         cluster.delete_namespace(namespace)
         cluster.wait_namespace_gone(namespace, timeout=300)
         start_component(cluster.state_dir, "vc-controller-manager", argv)
@@ -109,7 +128,7 @@ def namespace_scale(
         for r, n in end["watches"].items()
     }
     return {
-        "trigger": "operator defaults (its jobs never start here: no pods)",
+        "trigger": "operator defaults; its jobs Running, 3 pods each",
         "pod_watch_connections": by_resource.get("pods", 0),
         # Not less a background: the controller is stopped; the scheduler and KWOK remain.
         "by_verb_resource": {
@@ -118,7 +137,9 @@ def namespace_scale(
             if v >= 0.5
         },
         "jobs_in_namespace": others + waiting,
-        "waiting": len(filled["jobs"]),
+        "waiting": len(ours["jobs"]),
+        "pods_running": ours["pods_running"],
+        "ours_running_s": ours["running_s"],
         "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
         "watch_connections": round(watches),
         "first_sync_s": round(result["first_sync_s"], 2) if result["first_sync_s"] else None,
@@ -155,8 +176,15 @@ def md_namespace(r: dict) -> list[str]:
         "background's; first sync is from the triggers' creation to the shared watch's "
         "complete label-selected, paginated LIST. vc-controller-manager was stopped while "
         "the namespace was filled and measured (the jobs are admitted by Volcano's webhooks; "
-        "the finished ones got their phase through the status subresource; ours never "
-        f"start). Filling it took {n['jobs_created_s']} s."
+        "the finished ones got their phase through the status subresource; the other "
+        "unfinished ones never start)"
+        + (
+            f"; ours were started by Volcano before it, all Running after "
+            f"{n['ours_running_s']} s ({n['pods_running']} pods Running)"
+            if "pods_running" in n
+            else "; ours never started (earlier run)"
+        )
+        + f". Filling it took {n['jobs_created_s']} s."
         + (
             f" The triggers were the operator's at its defaults; pod watches: "
             f"{n['pod_watch_connections']}; requests in the window by verb and resource "
@@ -171,9 +199,15 @@ def namespace_goals(n: dict | None) -> list[str]:
     if not n:
         return []
     size = f"{n['waiting']} waiting among {n['jobs_in_namespace']} jobs"
+    # Issue 11's bound was for waits on jobs without pods (the job watch's copies alone);
+    # issue 35's, for running jobs of 3 pods each, holds the pod watch's copies too.
+    running = "pods_running" in n
+    bound = 80 if running else 50
+    if running:
+        size = f"{n['waiting']} running jobs of 3 pods among {n['jobs_in_namespace']} jobs"
     return [
-        f"RSS growth < 50 MB with {size}: "
-        f"{'met' if n['rss_growth_mb'] < 50 else 'MISSED'} (+{n['rss_growth_mb']} MB)",
+        f"RSS growth < {bound} MB with {size}: "
+        f"{'met' if n['rss_growth_mb'] < bound else 'MISSED'} (+{n['rss_growth_mb']} MB)",
         f"1 watch connection with {size}: "
         f"{'met' if n['watch_connections'] == 1 else 'CHECK'} ({n['watch_connections']}); "
         f"first sync {n['first_sync_s']} s",
