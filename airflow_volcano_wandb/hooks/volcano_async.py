@@ -9,6 +9,7 @@ from typing import Any
 import aiohttp
 from airflow.providers.cncf.kubernetes.hooks.kubernetes import AsyncKubernetesHook
 from kubernetes_asyncio import client as async_k8s
+from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
 from airflow_volcano_wandb.hooks import volcano_requests
@@ -211,6 +212,16 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         )
 
 
+class _RawEventWatch(watch.Watch):
+    """A watch whose events keep their object as sent (``raw_object``, a dict) and nothing
+    more: the readers read only that, and building a ``V1Pod`` of each event as well costs
+    about fifty times the event's parse (some 1 ms against 0.02 ms), on the triggerer's event
+    loop, for every pod of a thousand jobs ending together."""
+
+    def get_return_type(self, func: object) -> str | None:  # type: ignore[override]
+        return None
+
+
 async def _watch(
     list_call: Callable[..., Any],
     args: tuple[str, ...],
@@ -218,9 +229,7 @@ async def _watch(
     timeout_seconds: int,
     label_selector: str | None,
 ) -> AsyncIterator[tuple[str, dict]]:
-    from kubernetes_asyncio import watch
-
-    watcher = watch.Watch()
+    watcher = _RawEventWatch()
     try:
         async for event in watcher.stream(
             list_call,

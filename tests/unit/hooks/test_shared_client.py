@@ -96,7 +96,7 @@ def test_an_idle_client_closes_when_let_go() -> None:
 
 def test_a_callers_own_cancellation_is_a_cancellation_and_the_client_still_closes() -> None:
     async def scenario() -> tuple[asyncio.Task, bool]:
-        async with slow_server(answer_after=5) as url:
+        async with slow_server(answer_after=1) as url:
             hook = SessionHook()
             client = await LentClient.open(hook)
             call = asyncio.create_task(client.call(lambda hook, api: get(url, api)))
