@@ -6,14 +6,14 @@ A section per scenario present: a partial run (``run_all.py --only``) may lack s
 from __future__ import annotations
 
 from e2e_real_airflow import e2e_real_airflow_goals, md_e2e_real_airflow
-from handover import handover_goals, md_handover
 from live_progress import md_live_progress
-from pod_cache_bench import md_pod_cache
+from scenario_handover import handover_goals, md_handover
 from scenario_latency import latency_goals, md_latency
 from scenario_namespace_scale import md_namespace, namespace_goals
 from scenario_odd_paths import md_odd_paths
 from scenario_outage import md_outage, outage_goals
 from scenario_overhead import md_e2e, md_operator
+from scenario_pod_cache import md_pod_cache
 from scenario_resume import md_resume
 from scenario_scale import md_scale, scale_goals
 from scenario_sweep_burst import md_sweep
