@@ -18,6 +18,7 @@ import pytest
 from aiohttp import web
 
 from airflow_volcano_wandb.hooks.shared_client import LentClient
+from tests.local_server import served
 
 CALLS = 3000  # enough that many are still in their executor hops when the owner lets go
 
@@ -30,15 +31,8 @@ async def slow_server(answer_after: float = 0.02) -> AsyncIterator[str]:
 
     app = web.Application()
     app.router.add_get("/", answer)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}/"
-    finally:
-        await runner.cleanup()
+    async with served(app) as base_url:
+        yield f"{base_url}/"
 
 
 class SessionHook:

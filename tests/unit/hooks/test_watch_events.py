@@ -14,6 +14,7 @@ from aiohttp import web
 from kubernetes_asyncio import client as async_k8s
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+from tests.local_server import served
 
 
 def pod(name: str, version: str) -> dict:
@@ -54,18 +55,11 @@ def test_pod_events_are_the_objects_as_sent_and_no_model_is_built(monkeypatch) -
 
         app = web.Application()
         app.router.add_get("/api/v1/namespaces/ns/pods", stream)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]
-        config = async_k8s.Configuration(host=f"http://127.0.0.1:{port}")
-        try:
+        async with served(app) as base_url:
+            config = async_k8s.Configuration(host=base_url)
             async with async_k8s.ApiClient(config) as api:
                 hook = AsyncVolcanoHook(conn_id=None)
                 return [e async for e in hook.watch_pods(api, "ns", "10", timeout_seconds=5)]
-        finally:
-            await runner.cleanup()
 
     events = asyncio.run(scenario())
     assert events == [(e["type"], e["object"]) for e in EVENTS]
