@@ -12,46 +12,19 @@ from common import (
     Cluster,
     api_counters,
     job_api_counters,
-    managed_job,
     other_owner_job,
     rates,
     say,
 )
-from scenario_scale import WORKERS
+from scenario_scale import start_running
 from waiters import driver
 
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from test_support.faults import start_component, stop_component
 
 
 def background_job_watches(cluster: Cluster) -> float:
     """Watches on Volcano jobs the control plane holds now (the metrics do not say whose)."""
     return job_api_counters(cluster.metrics())["watches"]
-
-
-def start_ours(cluster: Cluster, namespace: str, waiting: int) -> dict:
-    """``waiting`` jobs of ours, each a master and ``WORKERS`` workers, run by Volcano until
-    every one is ``Running``. Returns them as the operator knows them after submitting: name
-    and uid."""
-    t = time.monotonic()
-    ours = [f"wait-{i:04d}" for i in range(waiting)]
-    cluster.create_jobs(
-        namespace,
-        [
-            managed_job(n, 7200, run_id=namespace, index=i, workers=WORKERS)
-            for i, n in enumerate(ours)
-        ],
-    )
-    cluster.wait_phase(namespace, waiting, {"Running"}, timeout=1200, say=say)
-    running_s = time.monotonic() - t
-    pods = cluster.count_running_pods(namespace)
-    say(f"namespace: {waiting} jobs of ours Running after {running_s:.0f} s, {pods} pods")
-    created = cluster.list_jobs(namespace, MANAGED_SELECTOR)
-    return {
-        "jobs": [{"name": j["metadata"]["name"], "uid": j["metadata"]["uid"]} for j in created],
-        "running_s": round(running_s, 1),
-        "pods_running": pods,
-    }
 
 
 def fill_namespace(cluster: Cluster, namespace: str, others: int) -> dict:
@@ -98,7 +71,11 @@ def namespace_scale(
     subresource, and the rest never start. Ours keep running: nothing changes them.
     """
     namespace = cluster.create_namespace("bench-ns")
-    ours = start_ours(cluster, namespace, waiting)
+    ours = start_running(cluster, namespace, [f"wait-{i:04d}" for i in range(waiting)])
+    say(
+        f"namespace: {waiting} jobs of ours Running after {ours['running_s']:.0f} s, "
+        f"{ours['pods']} pods"
+    )
     argv = stop_component(cluster.state_dir, "vc-controller-manager")
     try:
         filled = fill_namespace(cluster, namespace, others)
@@ -138,8 +115,8 @@ def namespace_scale(
         },
         "jobs_in_namespace": others + waiting,
         "waiting": len(ours["jobs"]),
-        "pods_running": ours["pods_running"],
-        "ours_running_s": ours["running_s"],
+        "pods_running": ours["pods"],
+        "ours_running_s": round(ours["running_s"], 1),
         "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
         "watch_connections": round(watches),
         "first_sync_s": round(result["first_sync_s"], 2) if result["first_sync_s"] else None,

@@ -43,6 +43,34 @@ def waiter_env(env: dict, pod_watch: str | None) -> dict:
     return out
 
 
+def start_running(cluster: Cluster, namespace: str, names: list[str]) -> dict:
+    """Jobs of ours of these names, each a master and ``WORKERS`` workers running for 2 h, run
+    by Volcano until every one is ``Running``: the seconds to create them and to all Running,
+    the pods Running, and the jobs as the operator knows them after submitting (name and uid,
+    in creation order)."""
+    t = time.monotonic()
+    cluster.create_jobs(
+        namespace,
+        [
+            managed_job(n, 7200, run_id=namespace, index=i, workers=WORKERS)
+            for i, n in enumerate(names)
+        ],
+    )
+    created_s = time.monotonic() - t
+    cluster.wait_phase(namespace, len(names), {"Running"}, timeout=1200, say=say)
+    running_s = time.monotonic() - t
+    uids = {
+        j["metadata"]["name"]: j["metadata"]["uid"]
+        for j in cluster.list_jobs(namespace, MANAGED_SELECTOR)
+    }
+    return {
+        "created_s": created_s,
+        "running_s": running_s,
+        "pods": cluster.count_running_pods(namespace),
+        "jobs": [{"name": n, "uid": uids[n]} for n in names],
+    }
+
+
 def triggerer_scale(
     cluster: Cluster,
     env: dict,
@@ -55,27 +83,12 @@ def triggerer_scale(
     namespace = cluster.create_namespace("bench-scale")
     names = [f"scale-{i:04d}" for i in range(top)]
     say(f"scale: creating {top} jobs of {1 + WORKERS} pods in {namespace} (running for 2 h)")
-    t = time.monotonic()
-    cluster.create_jobs(
-        namespace,
-        [
-            managed_job(n, 7200, run_id=namespace, index=i, workers=WORKERS)
-            for i, n in enumerate(names)
-        ],
-    )
-    created_s = time.monotonic() - t
-    cluster.wait_phase(namespace, top, {"Running"}, timeout=1200, say=say)
-    running_s = time.monotonic() - t
-    pods = cluster.count_running_pods(namespace)
+    started = start_running(cluster, namespace, names)
+    created_s, running_s, pods = started["created_s"], started["running_s"], started["pods"]
     say(f"scale: {top} jobs created in {created_s:.0f}s, all Running after {running_s:.0f}s")
     say(f"scale: {pods} pods Running")
-    # As the operator knows them after submitting: name and uid, in creation order.
-    uids = {
-        j["metadata"]["name"]: j["metadata"]["uid"]
-        for j in cluster.list_jobs(namespace, MANAGED_SELECTOR)
-    }
     names_file = work / "scale-jobs.json"
-    names_file.write_text(json.dumps([{"name": n, "uid": uids[n]} for n in names]))
+    names_file.write_text(json.dumps(started["jobs"]))
 
     idle = background(cluster, "scale")
 
