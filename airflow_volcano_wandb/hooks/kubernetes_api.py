@@ -5,14 +5,11 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import tenacity
-from kubernetes import client as k8s
-from kubernetes.client.rest import ApiException
-from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
-from kubernetes_asyncio.config.config_exception import ConfigException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb.hooks.volcano_requests import (  # noqa: F401 (their names here too)
@@ -25,6 +22,11 @@ from airflow_volcano_wandb.hooks.volcano_requests import (  # noqa: F401 (their 
     QUEUE_RESOURCE,
     VERSION,
 )
+
+if TYPE_CHECKING:
+    from kubernetes import client as k8s
+    from kubernetes.client.rest import ApiException
+    from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
 #: The optional read-only ClusterRole the fit check reads queues and nodes with.
 FIT_CHECK_CLUSTER_ROLE = "docker/k8s/rbac-fit-check.yaml"
@@ -45,6 +47,21 @@ RETRY_BUDGET = 2 * SYNC_CALL_TIMEOUT[1] + RETRY_AFTER_MAX
 WATCH_READ_GRACE = 30
 
 log = logging.getLogger(__name__)
+
+
+def _loaded(*classes: tuple[str, str]) -> tuple[type, ...]:
+    """The ``(module, class)`` of ``classes`` whose client this process has loaded. An error of
+    a client never loaded cannot have been raised, and asking loads none: a DAG file imports
+    this module, and neither Kubernetes client may load at parse time."""
+    return tuple(getattr(sys.modules[m], name) for m, name in classes if m in sys.modules)
+
+
+_ASYNC_API_ERROR = ("kubernetes_asyncio.client.exceptions", "ApiException")
+
+
+def _api_errors() -> tuple[type, ...]:
+    """Either client's ``ApiException``."""
+    return _loaded(("kubernetes.client.exceptions", "ApiException"), _ASYNC_API_ERROR)
 
 
 class JobExistsError(Exception):
@@ -73,7 +90,7 @@ def is_transient(exc: BaseException) -> bool:
     """
     if isinstance(exc, PermissionError):
         return False
-    if isinstance(exc, ApiException | AsyncApiException):
+    if isinstance(exc, _api_errors()):
         return exc.status in RETRYABLE_STATUSES or exc.status == 0
     # aiohttp's disconnects (ServerDisconnectedError, ...) are not OSErrors.
     return isinstance(
@@ -83,7 +100,7 @@ def is_transient(exc: BaseException) -> bool:
 
 def retry_after_seconds(exc: BaseException | None) -> float:
     """The wait a 429/503 answer asked for (its Retry-After header), capped; else 0."""
-    if not isinstance(exc, ApiException | AsyncApiException) or not exc.headers:
+    if not isinstance(exc, _api_errors()) or not exc.headers:
         return 0.0
     try:
         seconds = float(exc.headers.get("Retry-After", 0))
@@ -109,7 +126,7 @@ def _log_retry(state: tenacity.RetryCallState) -> None:
 
 
 def _short(exc: BaseException | None) -> str:
-    if isinstance(exc, ApiException | AsyncApiException):
+    if isinstance(exc, _api_errors()):
         return f"HTTP {exc.status} {exc.reason}"
     return f"{type(exc).__name__}: {exc}"
 
@@ -133,7 +150,7 @@ def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -
     ``namespace`` is ``""`` for a cluster-scoped resource (nodes, Volcano queues), which only
     a ClusterRole can grant.
     """
-    if isinstance(exc, ApiException | AsyncApiException) and exc.status == 403:
+    if isinstance(exc, _api_errors()) and exc.status == 403:
         where, grant = (
             (
                 f"in namespace '{namespace}'",
@@ -174,7 +191,7 @@ def describe_failure(
     """What went wrong with a list or watch of the namespace's jobs (or another
     ``resource``), in words for a log."""
     what = f"{verb} of {resource_words} in namespace '{namespace}'"
-    if isinstance(exc, AsyncApiException):
+    if isinstance(exc, _loaded(_ASYNC_API_ERROR)):
         if exc.status == 401:
             return (
                 f"Kubernetes refused this connection's credentials (HTTP 401) on the {what}: "
@@ -192,7 +209,8 @@ def describe_failure(
         if exc.status == 429:
             return f"Kubernetes throttled the {what} (HTTP 429): {api_message(exc)}"
         return f"The {what} failed with HTTP {exc.status}: {api_message(exc)}"
-    if isinstance(exc, ConfigException | FileNotFoundError):
+    config_errors = _loaded(("kubernetes_asyncio.config.config_exception", "ConfigException"))
+    if isinstance(exc, (*config_errors, FileNotFoundError)):
         return f"Could not load the Kubernetes configuration for the {what}: {exc}"
     if isinstance(exc, TimeoutError):
         return f"The Kubernetes API did not answer the {what} in time"

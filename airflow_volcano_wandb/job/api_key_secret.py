@@ -31,7 +31,7 @@ import logging
 import secrets
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from urllib3.exceptions import HTTPError as Urllib3Error
 
@@ -41,9 +41,11 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     VERSION,
     SecretExistsError,
 )
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 API_KEY_FIELD = "api-key"
 #: Every key Secret the provider names starts so; a job naming another Secret brought its own.

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
-
-from kubernetes.client.rest import ApiException
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.exceptions import JobWontFitError
 from airflow_volcano_wandb.hooks.kubernetes_api import (
@@ -22,14 +20,18 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     KubernetesPermissionError,
     api_message,
 )
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import fit
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 DEFAULT_QUEUE = "default"  # what Volcano's admission puts in a job that names no queue
 
 
 def _read(read: Callable[[], Any], what: str, unread: list[str]) -> Any:
     """``read()``, or ``None`` (noting why in ``unread``) when the API refuses it."""
+    from kubernetes.client.rest import ApiException
+
     try:
         return read()
     except KubernetesPermissionError:

@@ -22,9 +22,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from kubernetes.client.rest import ApiException
 from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
@@ -35,12 +34,14 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     KubernetesPermissionError,
     api_message,
 )
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import api_key_secret, deletion
 from airflow_volcano_wandb.job.deployment import warn_of_other_deployments
 from airflow_volcano_wandb.job.job_status import job_ref
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.job.submission_plan import Action, Step, Try, plan, plan_taken
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 log = logging.getLogger(__name__)
 #: The W&B run spec rendered with a job body; this module only passes it along.
@@ -76,6 +77,8 @@ def refused_outright(exc: BaseException) -> bool:
     Timeouts, throttling and 5xx are not: the create may have been applied with its answer
     lost, and the next try reattaches to that job.
     """
+    from kubernetes.client.rest import ApiException
+
     if isinstance(exc, ApiException):
         return 400 <= exc.status < 500 and exc.status not in (*RETRYABLE_STATUSES, 409)
     return isinstance(exc, KubernetesPermissionError)
@@ -342,6 +345,8 @@ def _say(step: Step, task_log: Any) -> None:
 
 
 def _create(hook: VolcanoHook, body: dict[str, Any]) -> dict[str, Any]:
+    from kubernetes.client.rest import ApiException
+
     try:
         return hook.create_job(body, body["metadata"]["namespace"])
     except (ApiException, KubernetesPermissionError) as exc:

@@ -17,9 +17,12 @@ import asyncio
 import contextlib
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable
+from typing import TYPE_CHECKING
 
 from airflow_volcano_wandb.hooks.shared_client import LentClient
-from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
 _clients: dict[tuple[int, Hashable, str], LentClient] = {}
 _opening: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (

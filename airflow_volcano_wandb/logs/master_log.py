@@ -40,11 +40,10 @@ import logging
 import threading
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.configuration import conf
 
-from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.job.ownership import pods_managed
 from airflow_volcano_wandb.logs.log_client import log_client
 from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
@@ -52,6 +51,9 @@ from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.diagnostics import task_of
 from airflow_volcano_wandb.wait.step_io import WatchedPods
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
 #: Follows at once per triggerer when ``[volcano_wandb] max_concurrent_log_follows`` is unset.
 DEFAULT_MAX_CONCURRENT_FOLLOWS = 50

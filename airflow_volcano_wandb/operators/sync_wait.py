@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowTaskTimeout
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.job_status import job_ref
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 
 class WaitEndedWithoutResult(RuntimeError):

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, Context
 
 from airflow_volcano_wandb.airflow_compat import task_state_store
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import deletion, submission
 from airflow_volcano_wandb.job.deployment import configured_deployment
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
@@ -33,6 +32,9 @@ from airflow_volcano_wandb.template import job_as_yaml
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 XCOM_JOB = "volcano_job"
 

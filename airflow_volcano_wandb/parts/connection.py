@@ -7,10 +7,12 @@ triggerer, so both ends always talk to the same cluster as the same identity.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.parts.options import option
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,4 +36,6 @@ class Connection:
         }
 
     def hook(self) -> VolcanoHook:
+        from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+
         return VolcanoHook(**self.kwargs())

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import fit
 from airflow_volcano_wandb.job.fit_check import check_fit
@@ -29,6 +28,9 @@ from airflow_volcano_wandb.template import (
 from airflow_volcano_wandb.wandb import wandb_run
 from airflow_volcano_wandb.wandb.wandb_env import container_env, macro_values
 from airflow_volcano_wandb.wandb.wandb_queue_ref import is_queue_ref
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 DEFAULT_FINISHED_JOB_TTL = 7 * 24 * 3600
 

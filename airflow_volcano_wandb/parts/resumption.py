@@ -10,17 +10,19 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.exceptions import JobTimeoutError
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import resume, submission
 from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.ownership import intent_of, wandb_run_of
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord
 from airflow_volcano_wandb.parts.options import option
 from airflow_volcano_wandb.wait import diagnostics
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 #: The XCom of a try that resumed an earlier try's W&B run: that try's intent.
 XCOM_RESUMED_FROM_INTENT = "resumed_from_intent"

@@ -7,13 +7,12 @@ import time
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, Context
 
 from airflow_volcano_wandb.airflow_compat import AirflowSensorTimeout, AirflowTaskTimeout
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import job_ref
@@ -31,6 +30,9 @@ from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 
 class VolcanoJobSensor(BaseSensorOperator):

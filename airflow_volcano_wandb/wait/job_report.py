@@ -11,11 +11,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.exceptions import VolcanoJobError
-from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job import gpu_usage
 from airflow_volcano_wandb.job.job_status import Verdict, interpret
 from airflow_volcano_wandb.job.job_view import JobView
@@ -24,6 +23,9 @@ from airflow_volcano_wandb.wait import diagnostics, failure_exception
 from airflow_volcano_wandb.wait.judge import gang_whole_since
 from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 #: Lines of each rank's log in a stall's exception (the task log shows ``log_lines`` of each).
 STALL_MESSAGE_LINES = 3

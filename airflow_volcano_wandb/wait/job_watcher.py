@@ -18,8 +18,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Hashable
-
-from kubernetes_asyncio.client.exceptions import ApiException
+from typing import TYPE_CHECKING
 
 from airflow_volcano_wandb.hooks.kubernetes_api import (
     JOBS_RESOURCE,
@@ -27,10 +26,12 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     permission_error,
     retry_after_seconds,
 )
-from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.wait import namespace_watch
 from airflow_volcano_wandb.wait.namespace_watch import NamespaceWatch, Subscription
 from airflow_volcano_wandb.wait.pod_watcher import WATCHED_PODS_SELECTOR, NamespacePodWatcher
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
 __all__ = [
     "NamespaceJobWatcher",
@@ -73,6 +74,8 @@ class NamespaceJobWatcher(NamespaceWatch):
         multiply each waiter's attempts, about five in ten seconds, a thousand waiters' in an
         outage; a read that fails is never acted on).
         """
+        from kubernetes_asyncio.client.exceptions import ApiException
+
         budget = 0.0 if self.failing_since is not None else FETCH_RETRY_BUDGET
         deadline = time.monotonic() + budget
         backoff = FETCH_BACKOFF_INITIAL

@@ -36,14 +36,14 @@ import random
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-from kubernetes_asyncio.client.exceptions import ApiException
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_volcano_wandb.hooks.kubernetes_api import describe_failure, retry_after_seconds
 from airflow_volcano_wandb.hooks.shared_client import LentClient
-from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.wait import heap
+
+if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +322,8 @@ class NamespaceWatch:
         self, hook: AsyncVolcanoHook, api: Any, resource_version: str
     ) -> tuple[str, bool]:
         """Apply watch events until the server ends the stream; say if it answered 410 Gone."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
         try:
             async for kind, obj in self._watch_events(hook, api, resource_version):
                 resource_version = obj["metadata"].get("resourceVersion", resource_version)
