@@ -1,10 +1,14 @@
-"""docs/operator.md says which parameters are templated; the classes' template_fields agree."""
+"""docs/operator.md names every parameter of the operator and the sensor, and says which are
+templated; the classes' signatures and template_fields agree."""
 
 from __future__ import annotations
 
 import inspect
 import re
 from pathlib import Path
+
+import pytest
+from airflow.sdk import BaseOperator, BaseSensorOperator
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
@@ -18,6 +22,28 @@ def _names(text: str) -> set[str]:
 
 def _parameters(cls: type) -> set[str]:
     return {name for c in cls.__mro__ for name in inspect.signature(c.__init__).parameters}
+
+
+def _own_parameters(cls: type, base: type) -> set[str]:
+    """The keyword parameters ``cls`` adds to ``base``'s."""
+    return set(inspect.signature(cls.__init__).parameters) - set(
+        inspect.signature(base.__init__).parameters
+    )
+
+
+@pytest.mark.parametrize(
+    ("cls", "base", "begins", "ends"),
+    [
+        (VolcanoPyTorchJobOperator, BaseOperator, "All of them work in", "Templated, like the"),
+        (VolcanoJobSensor, BaseSensorOperator, "`VolcanoJobSensor` parameters:", "The sensor's"),
+    ],
+    ids=["operator", "sensor"],
+)
+def test_the_page_names_every_parameter(cls, base, begins, ends):
+    m = re.search(rf"{re.escape(begins)}(.*?){re.escape(ends)}", PAGE, re.S)
+    assert m, f"docs/operator.md no longer lists {cls.__name__}'s parameters"
+    missing = sorted(_own_parameters(cls, base) - _names(m.group(1)))
+    assert not missing, f"docs/operator.md's list of {cls.__name__}'s parameters lacks {missing}"
 
 
 def test_the_operators_templated_fields_are_as_the_page_says():
