@@ -1,5 +1,6 @@
 """The README is the front door: it opens with the two commands, stays short, and every link in
-it, in CONTRIBUTING.md and in docs/ leads somewhere that exists (file and heading)."""
+it, in CONTRIBUTING.md and in docs/ leads somewhere that exists (file and heading), as does
+every repository path they name."""
 
 import re
 from pathlib import Path
@@ -13,6 +14,25 @@ PAGES = [README, CONTRIBUTING, *sorted((ROOT / "docs").glob("*.md"))]
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+#: The repository's top-level folders: a path under one of them is the repository's.
+REPO_DIRS = (
+    "airflow_volcano_wandb",
+    "bench",
+    "dags",
+    "docker",
+    "docs",
+    "packages",
+    "scripts",
+    "test_support",
+    "tests",
+)
+#: A path from the repository root, backticked or not (``tests/unit/x.py::test_y``,
+#: ``bench/results/latest.{json,md}``, ``dags/``).
+ROOTED = re.compile(rf"(?<![\w./-])((?:{'|'.join(REPO_DIRS)})/[\w.*{{}},/-]*)")
+#: A backticked module path inside the package (``parts/job_request.py``).
+MODULE = re.compile(r"`([\w-]+(?:/[\w-]+)*/[\w-]+\.py)`")
+#: The local cluster's distribution fills in the provider's package (``testing/``) from here.
+DISTRIBUTIONS = sorted((ROOT / "packages").glob("*/"))
 
 
 def prose(text: str) -> list[str]:
@@ -97,6 +117,55 @@ def test_relative_links_resolve(page):
         if not dest.exists() or missing_anchor:
             broken.append(target)
     assert not broken, f"{page.name}: broken links {broken}"
+
+
+def named_paths(text: str) -> set[str]:
+    """The repository paths the prose of ``text`` names, each ``{a,b}`` spelled out; a module
+    path inside the package as ``airflow_volcano_wandb/<path>``."""
+    lines = "\n".join(prose(text))
+    paths = {m.rstrip(".,") for m in ROOTED.findall(lines)}
+    paths |= {f"airflow_volcano_wandb/{m}" for m in MODULE.findall(lines) if m not in paths}
+    spelled = set()
+    for path in paths:
+        if m := re.search(r"\{([^{}]*)\}", path):
+            spelled |= {
+                path[: m.start()] + part + path[m.end() :] for part in m.group(1).split(",")
+            }
+        else:
+            spelled.add(path)
+    return spelled
+
+
+def exists(path: str) -> bool:
+    """In the repository, or in a distribution under ``packages/`` (its share of the package);
+    a ``*`` matches at least one."""
+    return any(
+        any(base.glob(path)) if "*" in path else (base / path).exists()
+        for base in (ROOT, *DISTRIBUTIONS)
+    )
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_named_repository_paths_exist(page):
+    missing = sorted(p for p in named_paths(page.read_text()) if not exists(p))
+    assert not missing, f"{page.name} names paths that do not exist: {missing}"
+
+
+def test_a_named_path_is_found_however_it_is_written():
+    text = (
+        "`tests/unit/x.py::test_y`, see tests/unit/y.py. Writes `bench/results/latest.{json,md}`"
+        " (`parts/job_request.py`, `https://e.com/dags/z.py`).\n```\ndags/in_a_fence.py\n```\n"
+    )
+    assert named_paths(text) == {
+        "tests/unit/x.py",
+        "tests/unit/y.py",
+        "bench/results/latest.json",
+        "bench/results/latest.md",
+        "airflow_volcano_wandb/parts/job_request.py",
+    }
+    assert all((ROOT / d).is_dir() for d in REPO_DIRS)
+    assert exists("airflow_volcano_wandb/testing/**")  # in packages/pytest-volcano-cluster/
+    assert not exists("tests/unit/test_helm_doc.py")  # moved to tests/unit/repo/
 
 
 def test_contributing_names_only_real_make_targets():
