@@ -8,9 +8,7 @@ import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
 import tenacity
-from urllib3.exceptions import HTTPError as Urllib3Error
 
 from airflow_volcano_wandb.hooks.volcano_requests import (  # noqa: F401 (their names here too)
     GROUP,
@@ -34,8 +32,7 @@ RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 # Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
 # no FIN) would keep a trigger waiting forever, and so would a wait for one of a shared
 # client's pooled connections that never frees (``connect`` bounds the wait and the connect).
-CONNECTION_WAIT = 60
-ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(connect=CONNECTION_WAIT, sock_connect=30, sock_read=60)
+CONNECTION_WAIT = 60  # hooks/volcano_async.py's ASYNC_CALL_TIMEOUT: aiohttp loads with it
 # Sync calls too (connect, read): a create whose answer never comes is retried, and its 409
 # reattaches, instead of holding the task until its execution_timeout. The apiserver itself
 # gives up on a request after 60 s (--request-timeout).
@@ -57,11 +54,17 @@ def _loaded(*classes: tuple[str, str]) -> tuple[type, ...]:
 
 
 _ASYNC_API_ERROR = ("kubernetes_asyncio.client.exceptions", "ApiException")
+_AIOHTTP_ERROR = ("aiohttp", "ClientError")  # aiohttp's disconnects are not OSErrors
 
 
 def _api_errors() -> tuple[type, ...]:
     """Either client's ``ApiException``."""
     return _loaded(("kubernetes.client.exceptions", "ApiException"), _ASYNC_API_ERROR)
+
+
+def unreachable_errors() -> tuple[type, ...]:
+    """The sync client's transport errors (urllib3's, once loaded) and ``ConnectionError``."""
+    return (*_loaded(("urllib3.exceptions", "HTTPError")), ConnectionError)
 
 
 class JobExistsError(Exception):
@@ -93,9 +96,7 @@ def is_transient(exc: BaseException) -> bool:
     if isinstance(exc, _api_errors()):
         return exc.status in RETRYABLE_STATUSES or exc.status == 0
     # aiohttp's disconnects (ServerDisconnectedError, ...) are not OSErrors.
-    return isinstance(
-        exc, Urllib3Error | aiohttp.ClientError | ConnectionError | TimeoutError | OSError
-    )
+    return isinstance(exc, (*unreachable_errors(), *_loaded(_AIOHTTP_ERROR), TimeoutError, OSError))
 
 
 def retry_after_seconds(exc: BaseException | None) -> float:
@@ -214,6 +215,6 @@ def describe_failure(
         return f"Could not load the Kubernetes configuration for the {what}: {exc}"
     if isinstance(exc, TimeoutError):
         return f"The Kubernetes API did not answer the {what} in time"
-    if isinstance(exc, aiohttp.ClientError | OSError):
+    if isinstance(exc, (*_loaded(_AIOHTTP_ERROR), OSError)):
         return f"Could not reach the Kubernetes API for the {what} ({type(exc).__name__}: {exc})"
     return f"The {what} failed ({type(exc).__name__}: {exc})"

@@ -14,12 +14,13 @@ from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiExcepti
 
 from airflow_volcano_wandb.hooks import volcano_requests
 from airflow_volcano_wandb.hooks.kubernetes_api import (
-    ASYNC_CALL_TIMEOUT,
     CONNECTION_WAIT,
     JOBS_RESOURCE,
     WATCH_READ_GRACE,
     permission_error,
 )
+
+ASYNC_CALL_TIMEOUT = aiohttp.ClientTimeout(connect=CONNECTION_WAIT, sock_connect=30, sock_read=60)
 
 
 class AsyncVolcanoHook(AsyncKubernetesHook):

@@ -33,13 +33,12 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from urllib3.exceptions import HTTPError as Urllib3Error
-
 from airflow_volcano_wandb.hooks.kubernetes_api import (
     GROUP,
     RETRYABLE_STATUSES,
     VERSION,
     SecretExistsError,
+    unreachable_errors,
 )
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef
@@ -149,7 +148,7 @@ def deliver(
             return
         failure: Exception = exc
         said = f"a Secret named {namespace}/{ref.name} was created by someone else first"
-    except (Urllib3Error, ConnectionError):
+    except unreachable_errors():
         raise
     except Exception as exc:
         # A transient answer (5xx, throttling) is no verdict on the job: it keeps running and

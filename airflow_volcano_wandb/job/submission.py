@@ -24,8 +24,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
-from urllib3.exceptions import HTTPError as Urllib3Error
-
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError, JobRefusedError
 from airflow_volcano_wandb.hooks.kubernetes_api import (
@@ -33,6 +31,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     JobExistsError,
     KubernetesPermissionError,
     api_message,
+    unreachable_errors,
 )
 from airflow_volcano_wandb.job import api_key_secret, deletion
 from airflow_volcano_wandb.job.deployment import warn_of_other_deployments
@@ -180,7 +179,7 @@ def submit_for_try(
         raise (JobRefusedError if refused else AirflowException)(str(exc)) from exc
     except api_key_secret.KeyNotDeliveredError as exc:
         raise AirflowException(str(exc)) from exc
-    except (Urllib3Error, ConnectionError) as exc:  # the hook's bounded retries gave up
+    except unreachable_errors() as exc:  # the hook's bounded retries gave up
         raise ApiserverUnreachableError(
             f"Submission failed: could not reach the Kubernetes API at "
             f"{hook.api_client.configuration.host} ({type(exc).__name__}: {exc}). If the "

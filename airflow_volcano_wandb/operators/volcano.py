@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
@@ -32,9 +32,6 @@ from airflow_volcano_wandb.template import job_as_yaml
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
-
-if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
-    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 XCOM_JOB = "volcano_job"
 
@@ -87,7 +84,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
 
     @cached_property
-    def hook(self) -> VolcanoHook:
+    def hook(self):  # a VolcanoHook: its module, and the Kubernetes client, load on first use
         # One hook per task run: its connection lookup and API clients are reused by every call.
         return options.build(Connection, self).hook()
 
