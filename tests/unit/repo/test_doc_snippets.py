@@ -188,8 +188,10 @@ def test_every_snippet_imports_what_it_uses(page):
     earlier: set[str] = set()
     for line, code in snippets(page):
         tree = ast.parse(code)
-        used = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
-        missing = sorted((used & earlier) - _imported(tree))
+        names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+        used = {n.id for n in names if isinstance(n.ctx, ast.Load)}
+        bound = {n.id for n in names if isinstance(n.ctx, ast.Store)} | _imported(tree)
+        missing = sorted((used & earlier) - bound)
         assert not missing, f"{page.name}:{line}: uses {missing}, imported only by an earlier block"
         earlier |= _imported(tree)
 
