@@ -25,7 +25,7 @@ from airflow_volcano_wandb.operators.sync_wait import wait_in_process
 from airflow_volcano_wandb.parts import options
 from airflow_volcano_wandb.parts.assets import annotate_outlet_events
 from airflow_volcano_wandb.parts.connection import Connection
-from airflow_volcano_wandb.parts.job_request import template_text
+from airflow_volcano_wandb.parts.jinja_fields import render_own_fields
 from airflow_volcano_wandb.parts.training_run import pulled_run, run_lineage
 from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_ID, XCOM_RUN_URL, WandbReport
 from airflow_volcano_wandb.template import job_as_yaml
@@ -78,9 +78,10 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     __init__.__signature__ = options.signature(OPTIONS)  # type: ignore[attr-defined]
 
     def _do_render_template_fields(self, parent, template_fields, context, jinja_env, seen_oids):
-        if parent is self and self.template_variable_schemas is not None:
-            template_fields = [name for name in template_fields if name != "template"]
-            self.template = template_text(self.template, self.template_ext, jinja_env)
+        if parent is self:  # typed data and a template with variables: not rendered as text
+            template_fields = render_own_fields(
+                self, template_fields, context, jinja_env, seen_oids
+            )
         super()._do_render_template_fields(parent, template_fields, context, jinja_env, seen_oids)
 
     @cached_property

@@ -64,14 +64,14 @@ class JobRequest:
         None,
         """replicas per task name, e.g. ``{"worker": 3}``; digit strings from the
         Trigger form are accepted. Gang ``minAvailable`` follows (see docs/templates.md).""",
-        templated=True,
+        typed=True,
         renderer="json",
         render=True,
     )
     macros: Mapping[str, Any] | None = option(
         None,
         "further ``${name}`` values, or overrides of the built-ins.",
-        templated=True,
+        typed=True,
         renderer="json",
     )
     template_variables: Mapping[str, Any] | None = option(
@@ -79,7 +79,7 @@ class JobRequest:
         """values of the template's W&B Launch template variables, ``{{name}}``,
         checked against their schemas (type, minimum, maximum, enum) before anything is
         submitted; a variable left out takes its schema's default. See docs/templates.md.""",
-        templated=True,
+        typed=True,
         renderer="json",
         render=True,
     )
@@ -97,7 +97,7 @@ class JobRequest:
         """the W&B run's config (hyper-parameters), handed to every rank's
         ``wandb.config`` through the SDK's Launch env (``WANDB_LAUNCH``, ``WANDB_CONFIG``, in
         slices when long), as a Launch agent does: a Launch job's code reads it unchanged.""",
-        templated=True,
+        typed=True,
         renderer="json",
         render=True,
     )
@@ -138,7 +138,7 @@ class JobRequest:
         """container resources per task name, e.g.
         ``{"worker": {"limits": {"nvidia.com/gpu": 8}}}`` (``resources`` is taken by
         Airflow).""",
-        templated=True,
+        typed=True,
         render="resources",
     )
     command: Mapping[str, list[str]] | None = option(
@@ -362,14 +362,3 @@ class JobRequest:
                 judged = True
 
         return check
-
-
-def template_text(template: Any, template_ext: Sequence[str], jinja_env: Any) -> Any:
-    """``template`` as written, not rendered by Jinja: the file's text when it names one.
-
-    A template with W&B Launch template variables keeps its ``{{name}}`` for
-    ``render_job``, which fills them under their schemas; Jinja would otherwise consume them.
-    """
-    if isinstance(template, str) and template.endswith(tuple(template_ext)):
-        return jinja_env.loader.get_source(jinja_env, template)[0]
-    return template

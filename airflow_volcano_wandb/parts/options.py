@@ -3,9 +3,10 @@
 An option is a field of the frozen part it belongs to (``JobRequest``, ``WandbReport``,
 ``LogFollow``...), declared with :func:`option`: its type, its default, its doc line, whether
 Airflow templates it, the ``render_job`` keyword it fills, and the check its value must pass.
-A shell's signature, its docstring's ``:param:`` lines, its ``template_fields`` and its
-parse-time checks are read off these declarations, and each part is built from the shell's
-flat attributes once they are rendered (:func:`build`).
+A shell's signature, its docstring's ``:param:`` lines, its ``template_fields`` (and which
+of them render typed, ``jinja_fields.py``) and its parse-time checks are read off these
+declarations, and each part is built from the shell's flat attributes once they are
+rendered (:func:`build`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ class Option:
     check: Callable[[Any], Any] | None = None
     #: How the Airflow UI shows the rendered value ("json", "yaml"), for a templated option.
     renderer: str | None = None
+    #: A templated option whose whole ``{{ expression }}`` strings keep the type they evaluate
+    #: to (``parts/jinja_fields.py``): it carries data for ``wandb.config`` or the template.
+    typed: bool = False
 
     def checked(self, value: Any) -> Any:
         if self.check is not None and not (self.templated and is_jinja(value)):
@@ -56,15 +60,18 @@ def option(
     render: str | bool = False,
     check: Callable[[Any], Any] | None = None,
     renderer: str | None = None,
+    typed: bool = False,
 ) -> Any:
     """Declare the field of a part as an option (``render=True``: ``render_job`` takes it by
-    the same name; a string: by that name; ``renderer``: how the UI shows it rendered)."""
+    the same name; a string: by that name; ``renderer``: how the UI shows it rendered;
+    ``typed``: templated, and a whole ``{{ expression }}`` keeps its type)."""
     meta = {
         "doc": doc,
-        "templated": templated,
+        "templated": templated or typed,
         "render": render,
         "check": check,
         "renderer": renderer,
+        "typed": typed,
     }
     if default is REQUIRED:
         return dataclasses.field(metadata={"option": meta})
@@ -91,6 +98,7 @@ def options_of(*parts: type) -> tuple[Option, ...]:
                     render,
                     meta["check"],
                     meta["renderer"],
+                    meta["typed"],
                 )
             )
     return tuple(declared)
@@ -118,7 +126,9 @@ def param_docs(options: Iterable[Option], indent: str = "") -> str:
     lines = []
     for o in options:
         text = f":param {o.name}: {' '.join(o.doc.split())}"
-        if o.templated:
+        if o.typed:
+            text += " Templated; a value that is one whole ``{{ }}`` keeps its type."
+        elif o.templated:
             text += " Templated."
         lines.append(
             textwrap.fill(
@@ -135,6 +145,10 @@ def param_docs(options: Iterable[Option], indent: str = "") -> str:
 
 def templated(options: Iterable[Option]) -> tuple[str, ...]:
     return tuple(o.name for o in options if o.templated)
+
+
+def typed(options: Iterable[Option]) -> frozenset[str]:
+    return frozenset(o.name for o in options if o.typed)
 
 
 def renderers(options: Iterable[Option]) -> dict[str, str]:

@@ -61,3 +61,15 @@ def test_a_part_is_built_from_the_rendered_values_and_a_bad_one_fails_the_task()
     shell.count = 0  # as a template rendered it
     with pytest.raises(AirflowException, match="positive"):
         options.build(Part, shell)
+
+
+def test_a_typed_option_is_templated_and_its_doc_says_a_whole_expression_keeps_its_type():
+    @dataclass(frozen=True, kw_only=True)
+    class Typed:
+        config: dict | None = option(None, "the run's config.", typed=True)
+
+    declared = options.options_of(Typed)
+    assert options.templated(declared) == ("config",) and options.typed(declared) == {"config"}
+    assert "Templated; a value that is one whole ``{{ }}`` keeps its type." in options.param_docs(
+        declared
+    )

@@ -10,6 +10,7 @@ from typing import Any
 from airflow.sdk import BaseOperator, BaseSensorOperator
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.parts.jinja_fields import TYPED_FIELDS
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.template import render_job
 
@@ -116,6 +117,14 @@ OPERATOR_TEMPLATE_FIELDS = {
     "wandb_api_key_secret",
     "pending_timeout",
     "on_finish_action",
+}
+#: The fields where a whole ``{{ expression }}`` keeps its type (#41), for wandb.config.
+OPERATOR_TYPED_FIELDS = {
+    "run_config",
+    "template_variables",
+    "replicas",
+    "macros",
+    "container_resources",
 }
 OPERATOR_TEMPLATE_EXT = (".yaml", ".yml", ".json")
 OPERATOR_RENDERERS = {
@@ -231,6 +240,7 @@ def test_the_operators_flat_parameters_are_unchanged():
     assert set(VolcanoPyTorchJobOperator.template_fields) == OPERATOR_TEMPLATE_FIELDS
     assert VolcanoPyTorchJobOperator.template_ext == OPERATOR_TEMPLATE_EXT
     assert VolcanoPyTorchJobOperator.template_fields_renderers == OPERATOR_RENDERERS
+    assert TYPED_FIELDS == OPERATOR_TYPED_FIELDS
 
 
 def test_the_sensors_flat_parameters_are_unchanged():
