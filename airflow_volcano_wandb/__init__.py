@@ -46,6 +46,18 @@ _OPTIONS = {
         "example": "v1.12.2",
         "default": VOLCANO_VERSION,
     },
+    "macros_from_env": {
+        "description": "Comma-separated names (not patterns) of ${NAME} macros "
+        "that a job template may use, filled from the environment of the "
+        "process that renders the job (the Airflow worker), as W&B's Launch "
+        "agent fills them from its own. Nothing else of the environment reaches "
+        "a job, and any other unknown macro stays an error. An operator's "
+        "macros_from_env wins.",
+        "version_added": "0.1.0",
+        "type": "string",
+        "example": "MY_REGISTRY,TEAM_BUCKET",
+        "default": "",
+    },
     "pod_check_interval": {
         "description": "Seconds between looks at a waiting job's pods (from "
         "the shared pod watch, see pod_watch) for the restart budget (max_container_restarts), "

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from airflow_volcano_wandb.airflow_compat import AirflowException
+from airflow_volcano_wandb.airflow_compat import AirflowException, conf
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.job import fit
 from airflow_volcano_wandb.job.fit_check import check_fit
@@ -25,6 +25,7 @@ from airflow_volcano_wandb.template import (
     TemplateError,
     render_job,
 )
+from airflow_volcano_wandb.template.macros import macros_from_env_names
 from airflow_volcano_wandb.wandb import wandb_run
 from airflow_volcano_wandb.wandb.wandb_env import container_env, macro_values
 from airflow_volcano_wandb.wandb.wandb_queue_ref import is_queue_ref
@@ -73,6 +74,15 @@ class JobRequest:
         "further ``${name}`` values, or overrides of the built-ins.",
         typed=True,
         renderer="json",
+    )
+    macros_from_env: Sequence[str] | None = option(
+        None,
+        """names (not patterns) of ``${NAME}`` macros filled from the environment of
+        the process that renders the job (the worker), as W&B's agent fills them from its
+        own; ``macros`` wins. Nothing else of the environment reaches the job, and errors
+        name macros, never values. ``None``: ``[volcano_wandb] macros_from_env``. See
+        docs/templates.md.""",
+        check=macros_from_env_names,
     )
     template_variables: Mapping[str, Any] | None = option(
         None,
@@ -329,6 +339,7 @@ class JobRequest:
             body = render_job(
                 template,
                 macros=macros,
+                macros_from_env=configured_macros_from_env(self.macros_from_env),
                 template_variable_schemas=schemas,
                 **{**render_kwargs(self), **({"name": name} if name else {})},
                 labels=labels,
@@ -362,3 +373,11 @@ class JobRequest:
                 judged = True
 
         return check
+
+
+def configured_macros_from_env(given: Sequence[str] | None) -> Sequence[str] | None:
+    """``given``, else ``[volcano_wandb] macros_from_env`` (comma-separated names)."""
+    if given is not None:
+        return given
+    configured = conf.get("volcano_wandb", "macros_from_env", fallback="") or ""
+    return [name.strip() for name in configured.split(",") if name.strip()]

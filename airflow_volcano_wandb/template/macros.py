@@ -3,12 +3,17 @@
 Substitution works on the parsed tree, string by string. A value is inserted as data and is
 never parsed or scanned again, so a value such as ``"x\\nspec: {evil: 1}"``, ``"{{ 7*7 }}"`` or
 ``"${other}"`` stays one literal string in one place.
+
+W&B's agent fills any other ``${NAME}`` from its own environment. Here only the names listed
+in ``macros_from_env`` are, from the environment of the process that renders: the rest of it,
+secrets included, never reaches a job spec. Errors name macros, never their values.
 """
 
 from __future__ import annotations
 
+import os
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from airflow_volcano_wandb.template.errors import (
@@ -178,8 +183,29 @@ def check_macro_names(macros: Mapping[str, Any]) -> None:
         )
 
 
+def macros_from_env_names(names: Sequence[str] | None) -> tuple[str, ...]:
+    """``macros_from_env`` checked: exact macro names (not patterns), none a built-in."""
+    if names is None:
+        return ()
+    if isinstance(names, str | bytes) or not isinstance(names, Sequence):
+        raise TemplateError(f"macros_from_env must be a list of names, not {type_name(names)}")
+    bad = [show(n) for n in names if not isinstance(n, str) or not MACRO_NAME.match(n)]
+    if bad:
+        raise TemplateError(
+            f"macros_from_env takes names, not patterns: {', '.join(bad)} (a name matches "
+            "[A-Za-z_][A-Za-z0-9_]*)"
+        )
+    builtin = [n for n in names if n in BUILTIN_MACROS]
+    if builtin:
+        raise TemplateError(
+            f"macros_from_env names the built-in macro(s) {', '.join(builtin)}, which the run "
+            "fills; they cannot come from the environment"
+        )
+    return tuple(names)
+
+
 def substitute(
-    template: Mapping[str, Any], macros: Mapping[str, Any]
+    template: Mapping[str, Any], macros: Mapping[str, Any], from_env: Collection[str] = ()
 ) -> tuple[dict[str, Any], list[Path]]:
     """Return a fresh copy of ``template`` with every ``${name}`` filled in, and the paths
     where a whole-string macro inserted an integer beyond int64 (for validation to check).
@@ -187,29 +213,40 @@ def substitute(
     A string that is exactly ``${name}`` becomes the value itself, with its type (a number,
     a boolean, a list or a mapping, copied). Inside a longer string the value is formatted
     by :func:`~airflow_volcano_wandb.template.values.as_text`. ``$${`` gives a literal
-    ``${``. Unknown names are collected and reported together with the known ones.
+    ``${``. ``from_env`` (checked by :func:`macros_from_env_names`): names filled from this
+    process's environment where ``macros`` has none. Unknown names are collected and
+    reported together with the known ones.
     """
     check_macro_names(macros)
+    environment = {name: os.environ[name] for name in from_env if name in os.environ}
+    macros = {**environment, **macros}
     sub = _Substitution(macros)
     try:
         result = sub.walk(template, None)
     except RecursionError:
         raise TemplateError("the template is nested too deeply") from None
     if sub.unknown:
+
+        def where(names: list[str]) -> str:
+            return ", ".join(f"${{{n}}} at {format_path(flatten(sub.unknown[n]))}" for n in names)
+
         missing = [name for name in sub.unknown if name in BUILTIN_MACROS]
-        unknown = [name for name in sub.unknown if name not in BUILTIN_MACROS]
+        unset = [name for name in sub.unknown if name in from_env]
+        unknown = [name for name in sub.unknown if name not in (*BUILTIN_MACROS, *from_env)]
         known = sorted(set(BUILTIN_MACROS) | set(macros))
         parts = []
         if unknown:
-            where = ", ".join(
-                f"${{{n}}} at {format_path(flatten(sub.unknown[n]))}" for n in unknown
+            parts.append(
+                f"unknown macro(s): {where(unknown)} (one the environment of the process that "
+                "renders should fill must be listed in macros_from_env)"
             )
-            parts.append(f"unknown macro(s): {where}")
+        if unset:
+            parts.append(
+                f"macro(s) listed in macros_from_env but not set in the environment of the "
+                f"process that renders: {where(unset)}"
+            )
         if missing:
-            where = ", ".join(
-                f"${{{n}}} at {format_path(flatten(sub.unknown[n]))}" for n in missing
-            )
-            parts.append(f"built-in macro(s) without a value for this run: {where}")
+            parts.append(f"built-in macro(s) without a value for this run: {where(missing)}")
         parts.append(f"known macros: {', '.join(known)} (write $${{name}} for a literal ${{name}})")
         raise TemplateError(
             "; ".join(parts),

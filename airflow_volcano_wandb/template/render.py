@@ -6,7 +6,8 @@ stages live in :mod:`airflow_volcano_wandb.template`, one concept per module:
 1. ``load``: path, YAML/JSON string, dict or W&B queue config -> the Job mapping.
 1b. ``template_variables``: W&B Launch's ``{{name}}``, checked against the queue's schemas
     and filled in, structurally (only when there are schemas).
-2. ``macros``: a fresh copy with ``${name}`` filled in, structurally.
+2. ``macros``: a fresh copy with ``${name}`` filled in, structurally (``macros_from_env``:
+   the listed names from this process's environment).
 3. ``normalize``: typed values in string-only fields become text; counts become ints.
 4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata.
 4b. ``run_config``: the run's config as W&B Launch's env on every task's main container.
@@ -36,7 +37,7 @@ from airflow_volcano_wandb.template import naming, overrides, secret_refs, torch
 from airflow_volcano_wandb.template.checkpoints import Checkpoints
 from airflow_volcano_wandb.template.errors import errors_at
 from airflow_volcano_wandb.template.load import load_template as _load
-from airflow_volcano_wandb.template.macros import substitute
+from airflow_volcano_wandb.template.macros import macros_from_env_names, substitute
 from airflow_volcano_wandb.template.normalize import normalize
 from airflow_volcano_wandb.template.placement import Placement
 from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL, LEVELS
@@ -121,6 +122,7 @@ def render_job(
     template: TemplateSource,
     *,
     macros: Mapping[str, Any],
+    macros_from_env: Sequence[str] | None = None,
     replicas: Mapping[str, int | str] | None = None,
     image: str | Mapping[str, str] | None = None,
     env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
@@ -168,6 +170,9 @@ def render_job(
         A string that is exactly ``${name}`` takes the value with its type; inside a
         longer string it is formatted as text (``true``/``false``, digits, float repr).
         ``$${name}`` gives a literal ``${name}``.
+    :param macros_from_env: names (not patterns) of macros filled from this process's
+        environment, as W&B's agent fills any ``${NAME}`` from its own; ``macros`` wins. Any
+        other unknown macro is an error that names this option; errors never show a value.
     :param replicas: task name -> replicas (int or digit string), 0..``max_replicas``.
     :param image: one image for every container of every task, or task name -> image for the
         task's main container (the one named like the task, else the first).
@@ -251,6 +256,7 @@ def render_job(
     :returns: the Volcano Job as a new plain dict (JSON types only).
     :raises TemplateError: with the JSON path of every offending field.
     """
+    from_env = macros_from_env_names(macros_from_env)
     shaping = Shaping.checked(
         gang=gang,
         add_master_policy=add_master_policy,
@@ -296,6 +302,7 @@ def render_job(
     return _render(
         template,
         macros,
+        from_env,
         placement,
         task_overrides,
         run_env,
@@ -317,6 +324,7 @@ class _Variables(NamedTuple):
 def _render(
     template: TemplateSource,
     macros: Mapping[str, Any],
+    from_env: tuple[str, ...],
     placement: Placement,
     task_overrides: overrides.TaskOverrides,
     run_env: RunEnv | None,
@@ -327,7 +335,7 @@ def _render(
 ) -> dict[str, Any]:
     """The stages, in order (the module's docstring), with every argument already checked."""
     loaded = render_variables(_load(template), variables.values, variables.schemas)
-    job, wide_ints = substitute(loaded, macros)
+    job, wide_ints = substitute(loaded, macros, from_env)
     tasks = check_shape(job)
     normalize(job, tasks)
     replicas_before = gang_sizes.replica_counts(tasks)

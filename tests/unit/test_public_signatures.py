@@ -21,6 +21,8 @@ OPERATOR = {
     "template_variables": None,
     "template_variable_schemas": None,
     "run_config": None,
+    # Launch fidelity II (#41): ${NAME} macros from the worker's environment, by name.
+    "macros_from_env": None,
     "add_master_policy": True,
     "allowed_images": None,
     "allowed_namespaces": None,
@@ -179,6 +181,7 @@ RENDER_JOB = {
     "run_config": None,
     "template": REQUIRED,
     "macros": REQUIRED,
+    "macros_from_env": None,
     "replicas": None,
     "image": None,
     "env": None,
