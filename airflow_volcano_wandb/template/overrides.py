@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -271,22 +271,29 @@ class TaskOverrides:
     pod_labels: Mapping[str, Any] | None = None
     pod_annotations: Mapping[str, Any] | None = None
 
-    def apply(self, job: dict[str, Any], tasks: list[dict[str, Any]], max_replicas: int) -> None:
-        """Apply each override given, with its own merge rule."""
-        if self.replicas is not None:
-            apply_replicas(tasks, self.replicas, max_replicas)
-        if self.image is not None:
-            apply_image(tasks, self.image)
-        if self.env is not None:
-            apply_env(tasks, self.env)
-        if self.resources is not None:
-            apply_resources(tasks, self.resources)
-        if self.command is not None:
-            apply_container_list(tasks, "command", self.command)
-        if self.args is not None:
-            apply_container_list(tasks, "args", self.args)
-        if self.service_account is not None:
-            apply_service_account(tasks, self.service_account)
+    def apply(
+        self,
+        job: dict[str, Any],
+        tasks: list[dict[str, Any]],
+        max_replicas: int,
+        applied: Callable[[str], None],
+    ) -> None:
+        """Apply each override given, with its own merge rule, calling ``applied`` with its
+        name after each (the queue's guardrails judge it, ``guardrails.py``)."""
+        given: list[tuple[str, Any, Callable[[Any], None]]] = [
+            ("replicas", self.replicas, lambda v: apply_replicas(tasks, v, max_replicas)),
+            ("image", self.image, lambda v: apply_image(tasks, v)),
+            ("env", self.env, lambda v: apply_env(tasks, v)),
+            # The operator's name for it: ``resources`` is Airflow's own there.
+            ("container_resources", self.resources, lambda v: apply_resources(tasks, v)),
+            ("command", self.command, lambda v: apply_container_list(tasks, "command", v)),
+            ("args", self.args, lambda v: apply_container_list(tasks, "args", v)),
+            ("service_account", self.service_account, lambda v: apply_service_account(tasks, v)),
+        ]
+        for name, value, apply in given:
+            if value is not None:
+                apply(value)
+                applied(name)
         apply_metadata(
             job,
             tasks,
@@ -295,3 +302,4 @@ class TaskOverrides:
             pod_labels=self.pod_labels,
             pod_annotations=self.pod_annotations,
         )
+        applied("labels and annotations")

@@ -9,7 +9,8 @@ stages live in :mod:`airflow_volcano_wandb.template`, one concept per module:
 2. ``macros``: a fresh copy with ``${name}`` filled in, structurally (``macros_from_env``:
    the listed names from this process's environment).
 3. ``normalize``: typed values in string-only fields become text; counts become ints.
-4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata.
+4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata;
+   ``guardrails`` holds each to the schema of a template variable that fills what it changes.
 4b. ``run_config``: the run's config as W&B Launch's env on every task's main container.
 5. ``checkpoints``: a volume for the trainer's checkpoints, its mount and the contract's env in
    every task's main container, and the pods' grace period.
@@ -36,6 +37,7 @@ from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import naming, overrides, secret_refs, torchrun, volcano
 from airflow_volcano_wandb.template.checkpoints import Checkpoints
 from airflow_volcano_wandb.template.errors import errors_at
+from airflow_volcano_wandb.template.guardrails import Guardrails
 from airflow_volcano_wandb.template.load import load_template as _load
 from airflow_volcano_wandb.template.macros import macros_from_env_names, substitute
 from airflow_volcano_wandb.template.normalize import normalize
@@ -334,13 +336,15 @@ def _render(
     variables: _Variables,
 ) -> dict[str, Any]:
     """The stages, in order (the module's docstring), with every argument already checked."""
-    loaded = render_variables(_load(template), variables.values, variables.schemas)
+    loaded, filled = render_variables(_load(template), variables.values, variables.schemas)
     job, wide_ints = substitute(loaded, macros, from_env)
     tasks = check_shape(job)
     normalize(job, tasks)
     replicas_before = gang_sizes.replica_counts(tasks)
     namespace_source = placement.apply(job, policy.namespaces)
-    task_overrides.apply(job, tasks, shaping.max_replicas)
+    guardrails = Guardrails(job, filled)
+    task_overrides.apply(job, tasks, shaping.max_replicas, lambda name: guardrails.judge(job, name))
+    guardrails.check()
     if run_env is not None:
         _apply_run_env(job, tasks, run_env)
     apply_run_config(tasks, variables.run_config)

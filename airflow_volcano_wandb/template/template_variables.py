@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow_volcano_wandb.template.errors import Path, TemplateError, error_at, errors_at
 from airflow_volcano_wandb.template.macros import MACRO_NAME
@@ -233,30 +233,45 @@ def bind(schemas: Mapping[str, VariableSchema], values: Mapping[str, Any] | None
     return bound
 
 
+class Filled(NamedTuple):
+    """A field the template variables filled: ``whole`` when one variable is all of its value
+    (that variable's schema can judge any other value there), else the variables in its text."""
+
+    variables: tuple[VariableSchema, ...]
+    whole: bool
+
+
 class _Filling:
     """One walk that copies the template and fills ``{{name}}`` in; names it does not know are
-    collected and reported together."""
+    collected and reported together, and the fields it fills are recorded."""
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self.values = values
         self.unknown: dict[str, Path] = {}
+        self.filled: dict[Path, tuple[tuple[str, ...], bool]] = {}
 
     def string(self, text: str, path: Path) -> Any:
         if "{{" not in text:
             return text
         whole = _VARIABLE.fullmatch(text)
         if whole and whole.group(1) in self.values:
+            self.filled[path] = ((whole.group(1),), True)
             return _escape(self.values[whole.group(1)])
+        names: list[str] = []
 
         def one(match: re.Match[str]) -> str:
             name = match.group(1)
             if name not in self.values:
                 self.unknown.setdefault(name, path)
                 return match.group(0)
+            names.append(name)
             what = f"template variable {{{{{name}}}}}"
             return _escape(as_text(self.values[name], path, what))
 
-        return _VARIABLE.sub(one, text)
+        filled = _VARIABLE.sub(one, text)
+        if names:
+            self.filled[path] = (tuple(dict.fromkeys(names)), False)
+        return filled
 
     def walk(self, node: Any, path: Path) -> Any:
         if isinstance(node, str):
@@ -282,8 +297,11 @@ def _escape(value: Any) -> Any:
     return value.replace("${", "$${") if isinstance(value, str) else value
 
 
-def fill(template: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
-    """A copy of ``template`` with every ``{{name}}`` filled from ``values`` (see :func:`bind`).
+def fill(
+    template: Mapping[str, Any], values: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[Path, tuple[tuple[str, ...], bool]]]:
+    """A copy of ``template`` with every ``{{name}}`` filled from ``values`` (see :func:`bind`),
+    and where: each filled field's variables, and whether one of them is its whole value.
 
     :raises TemplateError: for a ``{{name}}`` no schema declares, with every place found.
     """
@@ -304,14 +322,15 @@ def fill(template: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, An
             ],
             "the template uses template variables no schema declares",
         )
-    return result
+    return result, filling.filled
 
 
 def render_variables(
     template: Mapping[str, Any], values: Mapping[str, Any] | None, schemas: Sequence[Any] | None
-) -> Mapping[str, Any]:
+) -> tuple[Mapping[str, Any], dict[Path, Filled]]:
     """``render_job``'s template-variable stage: the template filled in, or the template as it
-    is when there are no schemas and no values (a template without variables)."""
+    is when there are no schemas and no values (a template without variables); and the fields
+    the variables filled, for ``guardrails`` to hold the overrides to."""
     if schemas is None:
         if values:
             raise error_at(
@@ -319,8 +338,13 @@ def render_variables(
                 f"values for {', '.join(map(repr, values))} but no template_variable_schemas: "
                 "the template has no variables",
             )
-        return template
-    return fill(template, bind(parse_schemas(schemas), values))
+        return template, {}
+    parsed = parse_schemas(schemas)
+    filled, places = fill(template, bind(parsed, values))
+    return filled, {
+        path: Filled(tuple(parsed[name] for name in names), whole)
+        for path, (names, whole) in places.items()
+    }
 
 
 def param_specs(schemas: Sequence[Any]) -> dict[str, dict[str, Any]]:

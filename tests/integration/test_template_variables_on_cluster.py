@@ -2,7 +2,8 @@
 
 The queue (served by the stand-in in the GraphQL shape the SDK reads) bounds its worker count
 and GPUs per rank; the run's values are rendered into the job that reaches the real apiserver
-and Volcano's admission webhook, and a value above a maximum submits nothing. The path is the
+and Volcano's admission webhook, and a value above a maximum submits nothing, nor does a DAG's
+override past one. The path is the
 one the operator takes: ``WandbHook.get_queue`` through ``template_and_schemas``, ``render_job``,
 ``VolcanoHook.create_job``.
 """
@@ -15,11 +16,14 @@ from typing import Any
 
 import pytest
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks import VolcanoHook, WandbHook
 from airflow_volcano_wandb.job.queue_template import template_and_schemas
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.template import TemplateError, render_job
 from test_support.wandb_standin import WandbStandin
 from tests.integration.jobs import list_jobs, seed_template
+from tests.reliability.support import StubTaskInstance, context_for
 
 pytestmark = pytest.mark.cluster
 
@@ -92,6 +96,35 @@ def test_a_value_above_its_maximum_submits_nothing(
 ):
     with pytest.raises(TemplateError, match=r"'workers' is 4, above its maximum 3"):
         _render(wandb_conn, volcano_namespace, {"workers": 4, "gpus": 0})
+    api = volcano_cluster.api_client()
+    try:
+        assert list_jobs(api, volcano_namespace) == []
+    finally:
+        api.close()
+
+
+def test_a_dags_override_past_a_variables_bound_fails_before_any_job_exists(
+    kubernetes_connection, volcano_namespace, wandb_conn, volcano_cluster
+):
+    """W&B Launch drops resource overrides on a queue with variables; here an override past
+    the bound of the variable that fills its field fails the task, and nothing is created."""
+    op = VolcanoPyTorchJobOperator(
+        task_id="train",
+        template=QUEUE,
+        image_uri="registry.local/ddp-mlp:1.0",
+        namespace=volcano_namespace,
+        wandb_conn_id=wandb_conn,
+        wandb_entity=ENTITY,
+        wandb_project="retraining",
+        wandb_mode="offline",
+        template_variables={"workers": 2, "gpus": 0},
+        replicas={"worker": 20},
+    )
+    with pytest.raises(AirflowException, match="nothing was submitted") as info:
+        op.execute(context_for(StubTaskInstance("d", "train", "over-bound")))
+    assert "the replicas override sets 20: template variable 'workers' is 20, above its " in str(
+        info.value
+    )
     api = volcano_cluster.api_client()
     try:
         assert list_jobs(api, volcano_namespace) == []
