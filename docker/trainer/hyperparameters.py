@@ -2,7 +2,8 @@
 
 Every hyper-parameter is read here and only here (:func:`parse_args`, :func:`hyper_params`);
 the rest of the trainer takes a :class:`HyperParams`. The two flags that are not
-hyper-parameters, ``--backend`` and ``--dist-timeout``, say how the process group is joined.
+hyper-parameters say how the process group is joined (``--backend``, ``--dist-timeout``) and how
+often the training loss is logged (``--log-every``).
 """
 
 from __future__ import annotations
@@ -63,8 +64,23 @@ def parse_args(
         help="seconds to wait for all ranks to join (env TRAIN_DIST_TIMEOUT); worker pods "
         "can start well before the master pod's address resolves",
     )
+    parser.add_argument(
+        "--log-every",
+        type=int,
+        default=environ.get("TRAIN_LOG_EVERY") or 1,  # argparse applies `type` to a text default
+        help="log the training loss to W&B every N steps (env TRAIN_LOG_EVERY, default 1); "
+        "the W&B SDK keeps up with a few records a second, and a run that logs faster delays "
+        "what it learns from W&B, a stop from the W&B UI among it (docs/trainer.md)",
+    )
     args = parser.parse_args(argv)
-    for name in ("epochs", "batch_size", "hidden_size", "train_samples", "eval_samples"):
+    for name in (
+        "epochs",
+        "batch_size",
+        "hidden_size",
+        "train_samples",
+        "eval_samples",
+        "log_every",
+    ):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.classes < 2 or args.features < 1:

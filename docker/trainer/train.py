@@ -79,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run = start_wandb(plan, info, params, environ)
         params = params_from_run_config(run, params, info)
-        summary = train(params, info, run, checkpoints)
+        summary = train(params, info, run, checkpoints, log_every=args.log_every)
         exit_code = 0
         if info.rank == 0:
             # One machine-readable line for pod logs and tests; metrics only, no env.

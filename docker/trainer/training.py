@@ -25,12 +25,18 @@ from stopping import STOP
 
 
 def train(
-    params: HyperParams, info: DistInfo, run: Any, checkpoints: CheckpointPlan | None = None
+    params: HyperParams,
+    info: DistInfo,
+    run: Any,
+    checkpoints: CheckpointPlan | None = None,
+    *,
+    log_every: int = 1,
 ) -> dict[str, float]:
     """Train, log to ``run`` (rank 0, or every rank in shared mode) and return the summary.
 
     With ``checkpoints`` it resumes from the checkpoint named there and saves its own (rank
-    0); a stop asked by SIGTERM ends every rank after the same step, saved first.
+    0); a stop asked by SIGTERM ends every rank after the same step, saved first. The training
+    loss is logged every ``log_every`` steps and at the last one; the evaluation every epoch.
     """
     checkpoints = checkpoints or CheckpointPlan(None, None, None)
     train_x, train_y, eval_x, eval_y = make_data(params)
@@ -120,7 +126,9 @@ def train(
             totals = sum_over_ranks(asked, info)
             global_loss, stopping = totals[0].item() / info.world_size, totals[1].item() > 0
             progress.loss_sum += global_loss
-            if logger is not None:
+            if logger is not None and (
+                progress.step % log_every == 0 or progress.step == total_steps
+            ):
                 logger.log({"train/step": progress.step, "train/loss": global_loss, "epoch": epoch})
             if batch == steps_per_epoch - 1:
                 eval_loss, eval_acc = end_epoch(epoch)
