@@ -10,6 +10,8 @@ As wandb 0.31 sends them:
 - ``mutation CreateRunFiles`` (``wandb-metadata.json``, ``requirements.txt``, the config):
   upload URLs on the stand-in, ``PUT /runfiles/<entity>/<project>/<run>/<name>``, kept in memory;
 - ``query Run`` (``Api.run(path)``: the run, with ``summaryMetrics`` as a JSON string);
+- ``query RunStoppedStatus`` (what W&B Launch's agent, and the provider's wait, ask of a run:
+  ``stopped`` once :meth:`Runs.stop_run` was called);
 - ``POST /files/<entity>/<project>/<run>/file_stream``, where the run sends its history, logs
   and heartbeats. The answer carries the run's stop flag (``{"stopped": true}`` once
   :meth:`Runs.stop_run` was called): that is the only way wandb-core 0.31 learns that a run
@@ -181,6 +183,15 @@ class Runs:
         if run is None:
             return {"project": None}
         return {"project": {"run": self._run_fragment(run)}}
+
+    def _op_RunStoppedStatus(self, variables: dict[str, Any]) -> dict[str, Any]:
+        entity = variables.get("entityName") or self.viewer_entity
+        key = (entity, variables.get("projectName"), variables.get("runId"))
+        with self._lock:
+            stopped = key in self._stopped
+            if key not in self._runs and not stopped:
+                return {"project": {"run": None}}
+        return {"project": {"run": {"stopped": stopped}}}
 
     def _run_fragment(self, run: _Run) -> dict[str, Any]:
         stopped = (run.entity, run.project, run.run_id) in self._stopped

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any
 
@@ -23,6 +23,11 @@ def epoch_seconds(timestamp: Any) -> float | None:
     if not timestamp:
         return None
     return datetime.fromisoformat(str(timestamp).replace("Z", "+00:00")).timestamp()
+
+
+def api_timestamp(epoch: float) -> str:
+    """Epoch seconds as the API writes a timestamp (RFC 3339, UTC, whole seconds)."""
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _mapping(value: Any) -> Mapping[str, Any]:

@@ -134,8 +134,8 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             return self._report(parts, context, WaitResult.from_status(status), run)
         if not parts.wait.wait_for_completion:
             return {**self._job, **run}
-        stall = parts.limits.stall_timeout
-        asked = parts.report.progress_kwargs(run[XCOM_RUN_ID], stall, wandb_hook)
+        asks = parts.limits.asks_wandb
+        asked = parts.report.progress_kwargs(run[XCOM_RUN_ID], asks, wandb_hook)
         trigger = self._trigger(parts, [wandb_hook.api_key], parts.wait.deferrable, asked)
         if parts.wait.deferrable:
             resumed_with = {"run": run, preview.RENDERED_JOB: self.rendered_job}

@@ -1,6 +1,6 @@
-"""How often a job's containers may restart in place, how long its master may stay silent
-and how long a placed container may fail to start, before the task gives up on it; and a
-limit's seconds as a template renders them."""
+"""How often a job's containers may restart in place, how long its master may stay silent,
+how long a placed container may fail to start and how long a job may outlive its stopped W&B
+run, before the task gives up on it; and a limit's seconds as a template renders them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.parts.options import option
 from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
 from airflow_volcano_wandb.wait.startup import DEFAULT_STARTUP_TIMEOUT
+from airflow_volcano_wandb.wait.wandb_stop import DEFAULT_WANDB_STOP_GRACE
 
 
 def _check_budget(budget: Any) -> None:
@@ -90,12 +91,34 @@ class RunLimits:
         check=_seconds_check("startup_timeout"),
     )
 
+    wandb_stop_grace: float | None = option(
+        DEFAULT_WANDB_STOP_GRACE,
+        """seconds a job may go on running after its W&B run was stopped from the W&B UI or
+        API: past them the job is deleted and the task fails with ``StoppedFromWandbError``,
+        saying that the trainer did not stop by itself. A trainer that sees the stop ends
+        sooner (exit code 86, docs/trainer.md); this is for one that misses it, as W&B
+        Launch's agent ends such a run itself. The wait asks W&B whether the run was stopped
+        (its ``RunStoppedStatus``, as Launch's agent does) once a minute at most, or every
+        ``wandb_stop_grace`` when shorter, for an online run whose ``wandb_conn_id`` has a
+        key and a project; the first waiter to hear it marks the job, and the job goes once a
+        fresh read shows it still running that long after the mark and W&B says so again.
+        ``None``: W&B is not asked (the trainer alone ends a stopped run).""",
+        check=_seconds_check("wandb_stop_grace"),
+    )
+
+    @property
+    def asks_wandb(self) -> bool:
+        """Whether the wait asks the job's online W&B run anything (its last step for the
+        stall timeout, whether it was stopped)."""
+        return self.stall_timeout is not None or self.wandb_stop_grace is not None
+
     def trigger_kwargs(self) -> dict[str, Any]:
         """The limits, as the trigger (``WaitSpec``) and ``WaitTarget`` take them."""
         return {
             "max_container_restarts": self.max_container_restarts,
             "stall_timeout": self.stall_timeout,
             "startup_timeout": self.startup_timeout,
+            "wandb_stop_grace": self.wandb_stop_grace,
         }
 
 

@@ -77,13 +77,13 @@ class WandbReport:
         return self.wandb_entity or hook.entity, self.wandb_project or hook.project
 
     def progress_kwargs(
-        self, run_id: str | None, stall_timeout: float | None, hook: WandbHook | None = None
+        self, run_id: str | None, asks: bool, hook: WandbHook | None = None
     ) -> dict[str, Any]:
-        """The W&B run a stall probe asks for its last step before failing a silent master
-        (``WaitSpec.wandb_run``): only with a ``stall_timeout``, for an online run with a
-        project, of a connection with a key (``hook``'s, when loaded already). Its id, never
-        its key."""
-        if stall_timeout is None or not run_id or not self.wandb_conn_id or not self.online:
+        """The W&B run the wait asks (``WaitSpec.wandb_run``): for its last step before failing
+        a silent master, and whether it was stopped. Only when the wait ``asks`` anything
+        (``RunLimits.asks_wandb``), for an online run with a project, of a connection with a
+        key (``hook``'s, when loaded already). Its id, never its key."""
+        if not asks or not run_id or not self.wandb_conn_id or not self.online:
             return {}
         hook = hook or self.hook()
         entity, project = self.where(hook)

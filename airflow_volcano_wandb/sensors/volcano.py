@@ -155,8 +155,8 @@ class VolcanoJobSensor(BaseSensorOperator):
         return self.parts.job.wandb_run_id or (wandb_run_of(job) if job else None)
 
     def _wandb_progress_kwargs(self, job: dict[str, Any] | None) -> dict[str, Any]:
-        """The online W&B run a stall probe asks (``WandbReport.progress_kwargs``)."""
-        return self.parts.report.progress_kwargs(self._run_id(job), self.parts.limits.stall_timeout)
+        """The online W&B run the wait asks (``WandbReport.progress_kwargs``)."""
+        return self.parts.report.progress_kwargs(self._run_id(job), self.parts.limits.asks_wandb)
 
     @contextlib.contextmanager
     def _master_log_followed(self) -> Iterator[None]:

@@ -82,8 +82,9 @@ class VolcanoJobTrigger(BaseTrigger):
         self.spec = WaitSpec.from_kwargs({"job_name": job_name, "namespace": namespace, **fields})
         self._fired = False
         self._memory = WaitMemory()
-        run = self.spec.wandb_run() if self.spec.stall_timeout is not None else None
-        self._wandb = WandbProgress(run) if run is not None else None  # for the stall timeout
+        run = self.spec.wandb_run()
+        # Asked for its last step (the stall timeout) and whether it was stopped.
+        self._wandb = WandbProgress(run) if run is not None else None
         self._progress_changed = asyncio.Event()  # wakes the master-log follow
         #: The failing watch's fallback: when the job was last read directly, and when a direct
         #: read was last answered (monotonic).

@@ -65,14 +65,18 @@ class WaitSpec:
         ``None``: no limit, as for a trigger stored by a release without it.
     :param wandb_conn_id: the ``wandb`` connection whose key reads the job's online W&B run
         (``wandb_run_id`` in ``wandb_entity``/``wandb_project``): a master silent for
-        ``stall_timeout`` whose run logged a step meanwhile is not stalled. ``None``: the log
-        alone judges (an offline run, no key, a trigger stored before these fields).
+        ``stall_timeout`` whose run logged a step meanwhile is not stalled, and a run stopped
+        from W&B ends a job still running ``wandb_stop_grace`` later. ``None``: W&B is not
+        asked (an offline run, no key, a trigger stored before these fields).
     :param startup_timeout: seconds a placed rank's container may keep failing to start for a
         reason that may heal (``startup``); ``None``: not looked for, as for a trigger stored
         by a release without it.
     :param waiting_since: when this try's wait began (epoch seconds), deferred or not: the
         startup budget counts from no earlier, so a retry that reattaches to a job whose key
         Secret it has just delivered gives the kubelet the whole budget.
+    :param wandb_stop_grace: seconds a job may run on after its W&B run was heard stopped
+        (``wandb_stop``); ``None``: W&B is not asked, as for a trigger stored by a release
+        without it.
     """
 
     job_name: str
@@ -103,6 +107,7 @@ class WaitSpec:
     wandb_project: str | None = None
     startup_timeout: float | None = None
     waiting_since: float | None = None
+    wandb_stop_grace: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "masked_secrets", tuple(self.masked_secrets or ()))
@@ -131,10 +136,12 @@ class WaitSpec:
             stall_timeout=self.stall_timeout,
             startup_timeout=self.startup_timeout,
             waiting_since=self.waiting_since,
+            wandb_stop_grace=self.wandb_stop_grace,
         )
 
     def wandb_run(self) -> WandbRunRef | None:
-        """The online W&B run a stall probe asks (``stall.stalled_online``); ``None``: none."""
+        """The online W&B run the wait asks (``stall.stalled_online``, ``wandb_stop``); ``None``:
+        none."""
         return WandbRunRef.of_kwargs(vars(self))
 
     def connection_key(self) -> tuple:

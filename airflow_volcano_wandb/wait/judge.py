@@ -74,6 +74,9 @@ class WaitTarget:
     #: that cannot start (``[volcano_wandb] pod_check_interval`` of the waiting process),
     #: whatever wakes the wait.
     pod_check_interval: float = DEFAULT_POD_CHECK_INTERVAL
+    #: Seconds a running job may go on after its W&B run was heard stopped (``wandb_stop``)
+    #: before the wait deletes it; ``None``: W&B is not asked.
+    wandb_stop_grace: float | None = None
 
 
 @dataclass(frozen=True)

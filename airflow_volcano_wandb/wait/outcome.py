@@ -21,6 +21,7 @@ from airflow_volcano_wandb.wait.restart_budget import CrashLoop
 from airflow_volcano_wandb.wait.stall import Stall
 from airflow_volcano_wandb.wait.startup import StartFailure
 from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
+from airflow_volcano_wandb.wait.wandb_stop import describe_unheeded
 
 
 class Outcome(str, Enum):
@@ -41,6 +42,7 @@ class Outcome(str, Enum):
     CRASH_LOOP = "crash_loop"
     #: A rank's trainer exited with the code that says its W&B run was stopped from the W&B UI
     #: or API (``wandb_stop``); the job still ran (restarting it in place) or Volcano ended it.
+    #: Or W&B said the run was stopped and the job still ran ``wandb_stop_grace`` later.
     STOPPED_FROM_WANDB = "stopped_from_wandb"
     #: The job ran, but its master printed nothing for ``stall_timeout`` (``stall``): a hung
     #: collective or a deadlocked trainer holds its GPUs without training.
@@ -131,6 +133,12 @@ class WaitResult:
     def stopped_from_wandb(cls, status: JobStatus, rank: str) -> WaitResult:
         """``rank``'s trainer exited with the stop code of a W&B run stopped from W&B."""
         message = describe_stop(status.namespace, status.name, rank)
+        return cls._of_running(status, Outcome.STOPPED_FROM_WANDB, message)
+
+    @classmethod
+    def stop_unheeded(cls, status: JobStatus, run_id: str, grace: float) -> WaitResult:
+        """W&B run ``run_id`` was stopped, and the job still ran ``grace`` seconds later."""
+        message = describe_unheeded(status.namespace, status.name, run_id, grace)
         return cls._of_running(status, Outcome.STOPPED_FROM_WANDB, message)
 
     @classmethod

@@ -23,10 +23,9 @@ import dataclasses
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-from airflow_volcano_wandb.job.job_view import ObjectMeta, epoch_seconds
+from airflow_volcano_wandb.job.job_view import ObjectMeta, api_timestamp, epoch_seconds
 from airflow_volcano_wandb.wait.diagnostics import master_pod
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of, task_of_rank
 from airflow_volcano_wandb.wandb.numbers import finite_number
@@ -73,7 +72,7 @@ class Stall:
         step = "" if self.wandb_step is None else f", {self.wandb_step},"
         return (
             f"{silent}; its W&B run's last step{step} was logged at "
-            f"{_stamp(self.wandb_logged_at)}, more than stall_timeout ago too"
+            f"{api_timestamp(self.wandb_logged_at)}, more than stall_timeout ago too"
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -194,7 +193,3 @@ def stalled_online(stall: Stall, last_step: WandbStep | None, now: float) -> Sta
     return dataclasses.replace(
         stall, wandb_step=last_step.step, wandb_logged_at=last_step.logged_at
     )
-
-
-def _stamp(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

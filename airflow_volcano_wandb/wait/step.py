@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
+from airflow_volcano_wandb.job.job_view import api_timestamp
 from airflow_volcano_wandb.wait.judge import (
     GANG_WHOLE_ANNOTATION,
     Seen,
@@ -28,6 +28,7 @@ from airflow_volcano_wandb.wait.judge import (
 )
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, probe_due, silence_probe
+from airflow_volcano_wandb.wait.wandb_stop import ask_interval
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,8 @@ class WaitMemory:
     stall_probed_at: float | None = None
     #: When it last read the job's pods for their verdicts (epoch seconds), the same way.
     pods_read_at: float | None = None
+    #: When it last asked W&B whether the job's run was stopped (epoch seconds), the same way.
+    wandb_stop_asked_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,8 @@ class Look:
     read_pods: bool
     #: Probe the master's log for a stall (``stall``), from the pods read now.
     probe_stall: bool = False
+    #: Ask W&B whether the job's run was stopped (``wandb_stop``).
+    ask_wandb_stop: bool = False
 
 
 def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, now: float) -> Look:
@@ -87,6 +92,7 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
     read_pods = result is None and (
         probe or (reads_pods(seen, target) and _pods_due(target, memory.pods_read_at, now))
     )
+    ask = result is None and asks_wandb_stop(seen, target, memory.wandb_stop_asked_at, now)
     return Look(
         seen=seen,
         memory=WaitMemory(
@@ -94,12 +100,14 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
             progress=line,
             stall_probed_at=now if probe else memory.stall_probed_at,
             pods_read_at=now if read_pods else memory.pods_read_at,
+            wandb_stop_asked_at=now if ask else memory.wandb_stop_asked_at,
         ),
         progress=line if line != memory.progress else None,
         mark=mark,
         result=result,
         read_pods=read_pods,
         probe_stall=probe,
+        ask_wandb_stop=ask,
     )
 
 
@@ -130,6 +138,16 @@ def probes_stall(seen: Seen, target: WaitTarget, probed_at: float | None, now: f
     return probe_due(target.stall_timeout, probed_at, now)
 
 
+def asks_wandb_stop(seen: Seen, target: WaitTarget, asked_at: float | None, now: float) -> bool:
+    """Whether the waiter should ask W&B whether the job's run was stopped now: only of a job
+    still there and not ended, only for a target with a ``wandb_stop_grace``, and at most every
+    ``wandb_stop.ask_interval`` (it last asked at ``asked_at``)."""
+    grace = target.wandb_stop_grace
+    if grace is None or seen.job is None or seen.status.terminal:
+        return False
+    return asked_at is None or now - asked_at >= ask_interval(grace)
+
+
 def gang_is_whole(seen: Seen) -> bool:
     """Whether every rank of the job is placed and running right now."""
     return seen.status.phase == "Running" and not unplaced_ranks(seen.status)
@@ -142,8 +160,7 @@ def needs_gang_whole_mark(seen: Seen) -> bool:
 
 def gang_whole_mark(now: float) -> dict[str, str]:
     """The annotation that records the gang whole at ``now`` (epoch seconds)."""
-    stamp = datetime.fromtimestamp(now, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    return {GANG_WHOLE_ANNOTATION: stamp}
+    return {GANG_WHOLE_ANNOTATION: api_timestamp(now)}
 
 
 def progress_line(seen: Seen, *, gang_seen_whole: bool = False) -> str:

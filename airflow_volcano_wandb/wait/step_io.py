@@ -32,6 +32,12 @@ pods and a second probe show it again. Off (``None``) unless asked for, in the t
 When the waiter has the job's online W&B run (``wandb_progress``), a silent master whose run
 logged a step within ``stall_timeout`` is not stalled (``stall.stalled_online``).
 
+A stop from W&B that the trainer misses: with a ``wandb_stop_grace`` and the job's online run,
+a step asks W&B at most every ``wandb_stop.ask_interval`` whether the run was stopped. The
+first waiter to hear it marks the job (``wandb_stop.STOP_SEEN_ANNOTATION``); a job that a
+fresh GET shows still running ``wandb_stop_grace`` after that mark ends the wait (and is
+deleted), and only when W&B says again that the run was stopped.
+
 Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
 triggerer's event loop.
 """
@@ -57,6 +63,7 @@ from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
 from airflow_volcano_wandb.wait.step import Look, WaitMemory, look, stall_probe
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
+from airflow_volcano_wandb.wait.wandb_stop import STOPPED_BY, stop_seen_at, stop_seen_mark
 
 #: The apiserver could not be asked: neither a job nor its absence.
 UNKNOWN: Any = object()
@@ -110,6 +117,10 @@ async def take_step(
     """
     view = look(job, target, memory, time.time())
     await _show(calls, view, log)
+    if view.ask_wandb_stop and wandb is not None:
+        unheeded = await _stop_unheeded(calls, view.seen, target, log, wandb)
+        if unheeded is not None:
+            return view.memory, unheeded
     if view.read_pods:
         return view.memory, await _running_job(calls, pod_watch, view, target, log, wandb)
     result = view.result
@@ -212,6 +223,46 @@ async def _confirmed(
     if pods_again is None:
         return None
     return await verdict(see(fresh, target), pods_again)
+
+
+async def _stop_unheeded(
+    calls: JobCalls,
+    seen: Seen,
+    target: WaitTarget,
+    log: logging.Logger | Any,
+    wandb: WandbProgress,
+) -> WaitResult | None:
+    """The wait's end when W&B says the job's run was stopped and a fresh GET shows the job
+    still running ``wandb_stop_grace`` after a waiter first heard it; ``None`` (wait on) until
+    then, and when W&B or the apiserver cannot say. The first to hear it marks the job."""
+    if seen.job is None or not await wandb.stopped(log):
+        return None
+    grace = target.wandb_stop_grace or 0.0
+    heard_at = stop_seen_at(seen.job)
+    if heard_at is None:
+        log.info(
+            "W&B run %s was %s: the trainer has %gs (wandb_stop_grace) to end Volcano job %s/%s "
+            "by itself before the job is deleted",
+            wandb.run.run_id,
+            STOPPED_BY,
+            grace,
+            target.namespace,
+            target.name,
+        )
+        try:
+            await calls.annotate(seen.job, stop_seen_mark(time.time()))
+        except Exception as exc:  # the next waiter to hear it marks it
+            log.warning("Could not record on the job that its W&B run was stopped: %s", exc)
+        return None
+    if time.time() - heard_at < grace:
+        return None
+    fresh = await fetch(calls, target, log)
+    if fresh is UNKNOWN or fresh is None:  # gone: the job's own verdict says how it ended
+        return None
+    status = see(fresh, target).status
+    if status.terminal:
+        return None
+    return WaitResult.stop_unheeded(status, wandb.run.run_id, grace)
 
 
 async def _silent_master(

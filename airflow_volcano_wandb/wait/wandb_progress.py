@@ -1,11 +1,13 @@
-"""The W&B half of the stall timeout: a silent master's run, asked for its last step.
+"""What a wait asks of the job's online W&B run: its last step, and whether it was stopped.
 
 A trainer may log only to W&B. Before a silent master is judged stalled (``stall``), its
 online run's summary is read (``_step`` and ``_timestamp``, the time of its last
-``wandb.log``) through ``WandbHook.get_run_summary``: blocking, so it runs in a thread (off
-the triggerer's event loop) and under the hook's deadline. Whatever keeps W&B from answering
-(no key, an error, a run not created yet) leaves the verdict to the log alone, said once per
-waiter.
+``wandb.log``) through ``WandbHook.get_run_summary``. A run stopped from the W&B UI or API
+ends its job even when the trainer misses the stop (``wandb_stop``): the wait asks
+``WandbHook.run_stopped``, as W&B Launch's agent does. Each read is blocking, so it runs in a
+thread (off the triggerer's event loop) and under the hook's deadline. Whatever keeps W&B from
+answering (no key, an error, a run not created yet) leaves the verdict to the job and its log,
+said once per waiter and question.
 """
 
 from __future__ import annotations
@@ -27,33 +29,40 @@ class WandbProgress:
 
     def __init__(self, run: WandbRunRef) -> None:
         self.run = run
-        self._said_unheard = False
+        self._said_unheard: set[str] = set()
 
     async def last_step(self, log: logging.Logger | Any) -> WandbStep | None:
         """The run's last step; ``None`` when W&B cannot say (logged once per waiter)."""
+        unheard = "a silent master is judged by its log alone"
         try:
-            summary = await asyncio.to_thread(_read_summary, self.run)
+            summary = await asyncio.to_thread(_read, self.run, "get_run_summary")
         except Exception as exc:
-            self._unheard(log, f"{type(exc).__name__}: {exc}")
+            self._unheard(log, "the last step", f"{type(exc).__name__}: {exc}", unheard)
             return None
         step = WandbStep.of_summary(summary)
         if step is None:
-            self._unheard(log, "the run has logged no step yet")
+            self._unheard(log, "the last step", "the run has logged no step yet", unheard)
         return step
 
-    def _unheard(self, log: logging.Logger | Any, why: str) -> None:
-        if self._said_unheard:
+    async def stopped(self, log: logging.Logger | Any) -> bool:
+        """Whether the run was stopped from the W&B UI or API; ``False`` when W&B cannot say
+        (logged once per waiter)."""
+        try:
+            return bool(await asyncio.to_thread(_read, self.run, "run_stopped"))
+        except Exception as exc:
+            unheard = "a stop from W&B reaches the job through its trainer alone"
+            self._unheard(log, "the stop status", f"{type(exc).__name__}: {exc}", unheard)
+            return False
+
+    def _unheard(self, log: logging.Logger | Any, what: str, why: str, meaning: str) -> None:
+        if what in self._said_unheard:
             return
-        self._said_unheard = True
-        log.info(
-            "Could not read the last step of W&B run %s (%s): a silent master is judged by "
-            "its log alone",
-            self.run.run_id,
-            why,
-        )
+        self._said_unheard.add(what)
+        log.info("Could not read %s of W&B run %s (%s): %s", what, self.run.run_id, why, meaning)
 
 
-def _read_summary(run: WandbRunRef) -> dict[str, Any]:
+def _read(run: WandbRunRef, method: str) -> Any:
+    """``WandbHook.<method>`` of the run (``get_run_summary`` or ``run_stopped``)."""
     # Imported here, in the thread: the triggerer imports the trigger on its event loop.
     from airflow_volcano_wandb.hooks.wandb import WandbHook
 
@@ -61,4 +70,4 @@ def _read_summary(run: WandbRunRef) -> dict[str, Any]:
     hook = WandbHook(run.conn_id, timeout=WANDB_TIMEOUT, deadline=WANDB_DEADLINE)
     if not hook.api_key:
         raise LookupError(f"the W&B connection {run.conn_id!r} has no API key")
-    return hook.get_run_summary(run.run_id, entity=run.entity, project=run.project)
+    return getattr(hook, method)(run.run_id, entity=run.entity, project=run.project)

@@ -12,6 +12,14 @@ a failed pod): the waiter finds the stop in the pods it reads for the restart bu
 (``step_io``), as the container's current or last termination. A template whose failed pod
 ends the job shows it in ``diagnostics.classify`` instead. Either way the task fails with
 ``StoppedFromWandbError``.
+
+A trainer that misses the stop (its own code, not the example trainer; an SDK backed up behind
+a flood of records) would train on. So the wait, like W&B Launch's agent, also asks W&B whether
+the run was stopped (``wandb_progress``), at most every :func:`ask_interval`: the first waiter
+to hear it marks the job (:data:`STOP_SEEN_ANNOTATION`, so a restarted triggerer, a handover or
+a rescheduled poke counts from the same moment), and a job still running ``wandb_stop_grace``
+seconds after that mark is deleted and the task fails with ``StoppedFromWandbError``
+(:func:`describe_unheeded`).
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_volcano_wandb.job.job_view import ObjectMeta
+from airflow_volcano_wandb.job.job_view import ObjectMeta, api_timestamp, epoch_seconds
+from airflow_volcano_wandb.job.ownership import DOMAIN
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 
 #: The exit code of a trainer whose W&B run was stopped from the W&B UI or API. Kept equal to
@@ -36,6 +45,14 @@ STOPPED_FROM_WANDB_MARKER = "avw-stopped-from-wandb"
 #: What the task log and the exception say about who stopped the run: the W&B client is told
 #: only *that* the run was stopped, not by whom (the run's page in W&B shows that).
 STOPPED_BY = "stopped from the W&B UI or API"
+
+#: How long a trainer has, by default, to end its job after its W&B run was stopped.
+DEFAULT_WANDB_STOP_GRACE = 60.0
+#: At most this often a waiter asks W&B whether the run was stopped (once a minute per running
+#: job, as W&B Launch's agent does), or every ``wandb_stop_grace`` when that is shorter.
+WANDB_STOP_CHECK_INTERVAL = 60.0
+#: When a waiter first heard from W&B that the job's run was stopped (UTC, ISO 8601).
+STOP_SEEN_ANNOTATION = f"{DOMAIN}/wandb-stop-seen-at"
 
 
 def stopped_rank(
@@ -78,4 +95,33 @@ def describe(namespace: str, name: str, rank: str) -> str:
         f"Volcano job {namespace}/{name} was {STOPPED_BY}: rank {rank}'s trainer ended as a "
         f"stopped W&B run's does (exit code {STOPPED_FROM_WANDB_EXIT_CODE}, or "
         f"{STOPPED_FROM_WANDB_MARKER!r} as its termination message under torchrun)"
+    )
+
+
+def ask_interval(grace: float) -> float:
+    """How often a waiter holding a job to ``grace`` asks W&B whether its run was stopped."""
+    return min(WANDB_STOP_CHECK_INTERVAL, grace)
+
+
+def stop_seen_mark(now: float) -> dict[str, str]:
+    """The annotation that records the stop heard from W&B at ``now`` (epoch seconds)."""
+    return {STOP_SEEN_ANNOTATION: api_timestamp(now)}
+
+
+def stop_seen_at(job: Mapping[str, Any]) -> float | None:
+    """When a waiter first heard of the job's run stopped (epoch seconds); ``None``: never, or
+    a mark no waiter wrote (not a timestamp), which the next waiter to hear the stop rewrites."""
+    try:
+        return epoch_seconds(ObjectMeta.of(job).annotations.get(STOP_SEEN_ANNOTATION))
+    except ValueError:
+        return None
+
+
+def describe_unheeded(namespace: str, name: str, run_id: str, grace: float) -> str:
+    """The sentence a wait ended by a stop the trainer did not act on ends with."""
+    return (
+        f"Volcano job {namespace}/{name} was {STOPPED_BY}: W&B run {run_id} was marked "
+        f"stopped, but the trainer did not stop by itself within wandb_stop_grace={grace:g}s, "
+        "so the job was deleted (a trainer that stops itself exits with code "
+        f"{STOPPED_FROM_WANDB_EXIT_CODE}: docs/trainer.md)"
     )

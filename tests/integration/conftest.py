@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+
 import pytest
+
+from test_support.wandb_standin import WandbStandin
+from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
+
+#: The ``wandb`` connection the ``wandb_standin`` fixture makes, to the stand-in.
+STANDIN_CONN_ID = "wandb_standin"
 
 
 @pytest.fixture
@@ -16,3 +25,19 @@ def cluster(airflow_db, kubernetes_connection, volcano_cluster, volcano_namespac
     # The pods are read every 30 s by default; these tests wait on what the pods show.
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
     return volcano_cluster.api_client(), volcano_namespace
+
+
+@pytest.fixture
+def wandb_standin(monkeypatch) -> Iterator[WandbStandin]:
+    """The W&B stand-in, and the ``wandb_standin`` connection to it (its key, in ``ml-team``'s
+    ``retraining`` project)."""
+    with WandbStandin(api_key=API_KEY) as server:
+        connection = {
+            "conn_type": "wandb",
+            "host": server.url,
+            "password": API_KEY,
+            "extra": {"entity": ENTITY, "project": PROJECT},
+        }
+        monkeypatch.setenv(f"AIRFLOW_CONN_{STANDIN_CONN_ID.upper()}", json.dumps(connection))
+        monkeypatch.delenv("WANDB_API_KEY", raising=False)  # the connection's key, not ours
+        yield server

@@ -23,6 +23,7 @@ import pytest
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from test_support.wandb_standin import WandbStandin
+from tests.integration.conftest import STANDIN_CONN_ID
 from tests.integration.jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 from tests.reliability import support
@@ -48,19 +49,10 @@ class Lines(logging.Handler):
 
 
 @pytest.fixture
-def standin(monkeypatch) -> Iterator[WandbStandin]:
-    """The stand-in with the run, at step 0, and the ``wandb_stall`` connection to it."""
-    with WandbStandin(api_key=API_KEY) as server:
-        server.add_run(ENTITY, PROJECT, RUN_ID, summary={"_step": 0, "_timestamp": time.time()})
-        connection = {
-            "conn_type": "wandb",
-            "host": server.url,
-            "password": API_KEY,
-            "extra": {"entity": ENTITY, "project": PROJECT},
-        }
-        monkeypatch.setenv("AIRFLOW_CONN_WANDB_STALL", json.dumps(connection))
-        monkeypatch.delenv("WANDB_API_KEY", raising=False)  # the connection's key, not ours
-        yield server
+def standin(wandb_standin: WandbStandin) -> WandbStandin:
+    """The stand-in with the run, at step 0."""
+    wandb_standin.add_run(ENTITY, PROJECT, RUN_ID, summary={"_step": 0, "_timestamp": time.time()})
+    return wandb_standin
 
 
 @contextlib.contextmanager
@@ -117,7 +109,7 @@ def test_a_silent_master_whose_wandb_run_advances_is_not_stalled_until_it_stops_
         template=seed_template(master={SIM_DURATION: "60"}, worker={SIM_DURATION: "600"}),
         deferrable=True,
         stall_timeout=STALL_TIMEOUT,
-        wandb_conn_id="wandb_stall",
+        wandb_conn_id=STANDIN_CONN_ID,
         wandb_entity=ENTITY,
         wandb_project=PROJECT,
         wandb_mode="online",
@@ -126,7 +118,7 @@ def test_a_silent_master_whose_wandb_run_advances_is_not_stalled_until_it_stops_
     ti = support.StubTaskInstance("avw_stall_wandb", "train", "wandb")
     trigger = support.execute_operator(op, ti)
     kwargs = trigger.serialize()[1]
-    assert (kwargs["wandb_conn_id"], kwargs["wandb_run_id"]) == ("wandb_stall", RUN_ID)
+    assert (kwargs["wandb_conn_id"], kwargs["wandb_run_id"]) == (STANDIN_CONN_ID, RUN_ID)
     assert API_KEY not in json.dumps(kwargs)
     with logged("avw.test.stall_wandb.trigger") as (log, lines), advancing(standin) as stop:
         trigger._log = log
@@ -152,7 +144,7 @@ def test_the_poking_sensor_hears_the_wandb_run_the_job_names_the_same_way_agains
                 namespace,
                 "avw_stall_wandb",
                 timeout=50,
-                wandb_conn_id="wandb_stall",
+                wandb_conn_id=STANDIN_CONN_ID,
                 stall_timeout=STALL_TIMEOUT,
                 wandb_mode="online",
             )

@@ -5,8 +5,12 @@ tests/trainer/test_train_ddp.py, against the W&B stand-in. Here the simulated ma
 that code, as the trainer does: under the seed's ``restartPolicy: OnFailure`` the simulated
 kubelet restarts it in its pod (the job stays ``Running``: Volcano's ``exitCode`` policies act
 on failed pods only), and the wait finds the stop in the pods it reads for the restart budget;
-the job is deleted after a fresh GET and LIST confirm it. The last test runs a DAG with
-``retries=2`` through ``dag.test()``: Airflow's own task runner fails the task at once.
+the job is deleted after a fresh GET and LIST confirm it. A DAG with ``retries=2`` runs through
+``dag.test()``: Airflow's own task runner fails the task at once.
+
+The last two stop a run whose trainer misses the stop (the simulated master trains on): the
+run is stopped in the W&B stand-in, the wait hears it from W&B (``RunStoppedStatus``), marks
+the job, and deletes it ``wandb_stop_grace`` later, as W&B Launch's agent ends such a run.
 """
 
 from __future__ import annotations
@@ -16,7 +20,10 @@ import asyncio
 import pytest
 
 from airflow_volcano_wandb.exceptions import ContainerError, StoppedFromWandbError
-from airflow_volcano_wandb.wait.wandb_stop import STOPPED_FROM_WANDB_EXIT_CODE
+from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
+from airflow_volcano_wandb.wait.wandb_stop import STOP_SEEN_ANNOTATION, STOPPED_FROM_WANDB_EXIT_CODE
+from test_support.wandb_standin import WandbStandin
+from tests.integration.conftest import STANDIN_CONN_ID
 from tests.integration.jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
@@ -26,6 +33,7 @@ from tests.integration.jobs import (
     submit_job,
     wait_until,
 )
+from tests.integration.test_wandb_hook_standin import ENTITY, PROJECT
 from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
@@ -85,3 +93,67 @@ def test_a_stopped_run_is_not_retried_despite_retries_left(cluster, tmp_path):
     assert [(r["try"], r["class"], r["exit_code"]) for r in records] == [
         (1, "StoppedFromWandbError", STOPPED_FROM_WANDB_EXIT_CODE)
     ]
+
+
+RUN_ID = "stopped-but-training"
+#: Seconds the trainer that misses the stop is given: short, so the test is.
+GRACE = 3
+
+
+def _stopped_run(standin: WandbStandin) -> None:
+    standin.add_run(ENTITY, PROJECT, RUN_ID, summary={}, state="running")
+    standin.stop_run(ENTITY, PROJECT, RUN_ID)
+
+
+def _assert_unheeded(error: StoppedFromWandbError, standin: WandbStandin) -> None:
+    assert f"W&B run {RUN_ID} was marked stopped" in str(error), error
+    assert f"did not stop by itself within wandb_stop_grace={GRACE}s" in str(error), error
+    asked = [r for r in standin.requests if r.operation == "RunStoppedStatus"]
+    assert asked and asked[0].variables["runId"] == RUN_ID, standin.operations()
+
+
+def test_a_trainer_that_misses_the_stop_has_its_job_deleted_after_the_grace(cluster, wandb_standin):
+    api, namespace = cluster
+    _stopped_run(wandb_standin)
+    op = support.operator(
+        namespace=namespace,
+        template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
+        deferrable=True,
+        wandb_stop_grace=GRACE,
+        wandb_conn_id=STANDIN_CONN_ID,
+        wandb_entity=ENTITY,
+        wandb_project=PROJECT,
+        wandb_mode="online",
+        wandb_run_id=RUN_ID,
+    )
+    ti = support.StubTaskInstance(DAG_ID, "train", "unheeded")
+    trigger = support.execute_operator(op, ti)
+    events = asyncio.run(support.collect_events(trigger, timeout=120))
+    assert [event["outcome"] for event in events] == ["stopped_from_wandb"]
+    # The first waiter to hear the stop marked the job: the grace counts from that mark.
+    (job,) = list_jobs(api, namespace)
+    assert STOP_SEEN_ANNOTATION in job["metadata"]["annotations"], job["metadata"]
+    with pytest.raises(StoppedFromWandbError) as failure:
+        op.execute_complete(support.context_for(ti), events[0], run=None)
+    _assert_unheeded(failure.value, wandb_standin)
+    wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
+
+
+def test_the_poking_sensor_ends_a_job_whose_trainer_misses_the_stop_the_same_way(
+    cluster, wandb_standin
+):
+    api, namespace = cluster
+    _stopped_run(wandb_standin)
+    job = submit_job(api, namespace, "sensed", master_seconds=600, labels={WANDB_RUN_LABEL: RUN_ID})
+    with pytest.raises(StoppedFromWandbError) as failure:
+        support.poke_until_verdict(
+            job,
+            namespace,
+            DAG_ID,
+            timeout=120,
+            wandb_conn_id=STANDIN_CONN_ID,
+            wandb_stop_grace=GRACE,
+            wandb_mode="online",
+        )
+    _assert_unheeded(failure.value, wandb_standin)
+    wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")

@@ -50,6 +50,7 @@ STORED_NOW = {
     "wandb_project": None,
     "startup_timeout": None,
     "waiting_since": None,
+    "wandb_stop_grace": None,
 }
 
 

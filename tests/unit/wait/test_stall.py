@@ -308,18 +308,19 @@ def test_when_wandb_cannot_say_the_log_alone_judges(monkeypatch):
 
 
 def test_a_wandb_read_that_fails_is_said_once_and_leaves_the_log_to_judge(monkeypatch):
-    def unreachable(run: WandbRunRef) -> dict:
+    def unreachable(run: WandbRunRef, method: str) -> dict:
         raise ConnectionError("W&B is unreachable")
 
-    monkeypatch.setattr(wandb_progress, "_read_summary", unreachable)
+    monkeypatch.setattr(wandb_progress, "_read", unreachable)
     progress, log = wandb_progress.WandbProgress(Wandb.run), Log()
     assert asyncio.run(progress.last_step(log)) is None
     assert asyncio.run(progress.last_step(log)) is None
     (said,) = log.lines
     assert "ConnectionError: W&B is unreachable" in said[1] and "log alone" in said[1]
-    monkeypatch.setattr(wandb_progress, "_read_summary", lambda run: {"_step": 3})
+    monkeypatch.setattr(wandb_progress, "_read", lambda run, method: {"_step": 3})
     assert asyncio.run(progress.last_step(log)) is None  # no _timestamp: nothing logged yet
-    monkeypatch.setattr(wandb_progress, "_read_summary", lambda run: {"_step": 3, "_timestamp": T0})
+    summary = {"_step": 3, "_timestamp": T0}
+    monkeypatch.setattr(wandb_progress, "_read", lambda run, method: summary)
     assert asyncio.run(progress.last_step(log)) == WandbStep(3, T0)
     assert len(log.lines) == 1
 
@@ -327,7 +328,7 @@ def test_a_wandb_read_that_fails_is_said_once_and_leaves_the_log_to_judge(monkey
 def test_a_connection_without_a_key_is_not_asked(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_WANDB_NOKEY", json.dumps({"conn_type": "wandb"}))
     with pytest.raises(LookupError, match="no API key"):
-        wandb_progress._read_summary(WandbRunRef("wandb_nokey", "r1", None, "p"))
+        wandb_progress._read(WandbRunRef("wandb_nokey", "r1", None, "p"), "get_run_summary")
 
 
 def test_the_operator_and_the_sensor_hand_the_timeout_to_the_serialized_trigger():
@@ -374,27 +375,26 @@ def wandb_conn(monkeypatch) -> str:
 
 
 @pytest.mark.parametrize(
-    ("mode", "stall_timeout", "asked"),
+    ("mode", "stall_timeout", "grace", "asked"),
     [
-        (None, 1800, True),
-        ("online", 1800, True),
-        ("offline", 1800, False),
-        ("disabled", 1800, False),
-        (None, None, False),
+        (None, 1800, None, True),
+        ("online", 1800, 60, True),
+        ("offline", 1800, 60, False),
+        ("disabled", 1800, 60, False),
+        (None, None, 60, True),  # whether it was stopped (wait.wandb_stop)
+        (None, None, None, False),
     ],
 )
-def test_the_trigger_names_the_online_run_for_a_stall_never_its_key(
-    wandb_conn, mode, stall_timeout, asked
+def test_the_trigger_names_the_online_run_it_asks_never_its_key(
+    wandb_conn, mode, stall_timeout, grace, asked
 ):
+    limits = {"stall_timeout": stall_timeout, "wandb_stop_grace": grace}
     op = VolcanoPyTorchJobOperator(
-        task_id="t",
-        template="s.yaml",
-        stall_timeout=stall_timeout,
-        wandb_conn_id=wandb_conn,
-        wandb_mode=mode,
+        task_id="t", template="s.yaml", wandb_conn_id=wandb_conn, wandb_mode=mode, **limits
     )
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    run = OperatorParts.of(op).report.progress_kwargs("r1", op.stall_timeout, WandbHook(wandb_conn))
+    parts = OperatorParts.of(op)
+    run = parts.report.progress_kwargs("r1", parts.limits.asks_wandb, WandbHook(wandb_conn))
     trigger = op._trigger(OperatorParts.of(op), [WANDB_KEY], True, run)
     kwargs = trigger.serialize()[1]
     assert WANDB_KEY not in json.dumps(kwargs)
@@ -405,9 +405,9 @@ def test_the_trigger_names_the_online_run_for_a_stall_never_its_key(
         task_id="w",
         job_name="j",
         namespace="ns",
-        stall_timeout=stall_timeout,
         wandb_conn_id=wandb_conn,
         wandb_mode=mode,
+        **limits,
     )
     labelled = {"metadata": {"labels": {WANDB_RUN_LABEL: "r1"}}}
     sensed = sensor._trigger(sensor._target(), labelled)
@@ -421,7 +421,7 @@ def test_without_a_key_the_trigger_names_no_run(monkeypatch):
         task_id="t", template="s.yaml", stall_timeout=60, wandb_conn_id="wandb_nokey"
     )
     op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    assert OperatorParts.of(op).report.progress_kwargs("r1", 60, WandbHook("wandb_nokey")) == {}
+    assert OperatorParts.of(op).report.progress_kwargs("r1", True, WandbHook("wandb_nokey")) == {}
 
 
 def test_a_trigger_serialised_before_the_timeout_existed_never_probes():
