@@ -13,6 +13,7 @@ from scenario_namespace_scale import md_namespace, namespace_goals
 from scenario_odd_paths import md_odd_paths
 from scenario_outage import md_outage, outage_goals
 from scenario_overhead import md_e2e, md_operator
+from scenario_parse_light import md_parse_light, parse_light_goals
 from scenario_pod_cache import md_pod_cache
 from scenario_resume import md_resume
 from scenario_scale import md_scale, scale_goals
@@ -74,6 +75,7 @@ def markdown(r: dict) -> str:
         ("resume", md_resume, "resume"),
         ("real_pods", md_real_pods, "real_pods"),
         ("pod_cache", md_pod_cache, "pod_cache"),
+        ("parse_light", md_parse_light, "parse_light"),
     )
     shown: set = set()
     for key, section, scenario in sections:
@@ -117,4 +119,5 @@ def goals(r: dict) -> list[str]:
     out += handover_goals(r.get("handover"))
     out += e2e_real_airflow_goals(r.get("e2e_real_airflow"))
     out += scale_goals(r.get("triggerer_scale"))
+    out += parse_light_goals(r.get("parse_light"))
     return out

@@ -35,6 +35,7 @@ SCENARIO_KEYS: dict[str, tuple[str, ...]] = {
     "resume": ("resume",),
     "real_pods": ("real_pods",),
     "pod_cache": ("pod_cache",),
+    "parse_light": ("parse_light",),
 }
 
 

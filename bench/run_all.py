@@ -44,6 +44,9 @@ Measures, each side by side with polling baselines in the same run (issue 8):
     processes, no cluster).
 13. pod_cache (issue 35): what the shared pod watch keeps per running pod, side by side with
     the pod as the API sends it (bench/pod_cache_bench.py; Python only, no cluster).
+14. parse_light (issue 42): each example DAG file's import beside a DAG of Airflow's standard
+    operators, `python -X importtime` in fresh interpreters, in turns; the Kubernetes and W&B
+    client modules it loaded (bench/scenario_parse_light.py; no cluster).
 
 --quick runs every scenario at smoke-test sizes; --only picks scenarios (a partial run
 merges into the results already there); --results writes elsewhere than bench/results.
@@ -82,6 +85,7 @@ from scenario_namespace_scale import namespace_scale
 from scenario_odd_paths import odd_paths
 from scenario_outage import outage
 from scenario_overhead import end_to_end, render
+from scenario_parse_light import measure as parse_light
 from scenario_resume import resume
 from scenario_scale import DEFAULT_WAITERS, WAITERS, triggerer_scale
 from scenario_sweep_burst import sweep_burst
@@ -101,6 +105,7 @@ SCENARIOS = (
     "e2e_real_airflow",
     "resume",
     "pod_cache",
+    "parse_light",
 )
 
 
@@ -239,6 +244,8 @@ def run_scenario(name: str, options, cluster: Cluster, env: dict, work: Path) ->
         return {"resume": resume(work, train_s=train_s, repeat=repeat)}
     if name == "pod_cache":
         return {"pod_cache": pod_cache(300 if options.quick else 3000)}
+    if name == "parse_light":
+        return {"parse_light": parse_light(3 if options.quick else 11, env)}
     raise ValueError(name)
 
 
@@ -246,8 +253,10 @@ def run_scenarios(options, cluster: Cluster, env: dict, work: Path) -> None:
     """Each scenario asked for, in order, each written into the results file as it ends
     (with its date and the load average before it), so a run cut short keeps what it did."""
     # render needs no Airflow DB; handover and e2e_real_airflow start an Airflow of their own.
-    # resume runs the trainer as local processes, pod_cache only Python: no Airflow, no cluster.
-    if options.only - {"render", "handover", "e2e_real_airflow", "resume", "pod_cache"}:
+    # resume runs the trainer as local processes, pod_cache and parse_light only Python: no
+    # Airflow DB, no cluster.
+    no_db = {"render", "handover", "e2e_real_airflow", "resume", "pod_cache", "parse_light"}
+    if options.only - no_db:
         say("airflow db migrate")
         subprocess.run(
             [PY, "-m", "airflow", "db", "migrate"], env=env, check=True, capture_output=True

@@ -131,3 +131,17 @@ def test_odd_paths_parts_keep_their_own_dates(tmp_path):
         "crash-loop": "d1",
         "fixed-name": "d2",
     }
+
+
+def test_a_run_of_only_parse_light_reports_each_dag_and_misses_a_client():
+    dag = {"ms": 1400, "min_ms": 1100, "modules": 1570, "client_modules": 0, "ratio": 1.09}
+    names = ("volcano_pytorch_manual", "volcano_pytorch_retraining", "volcano_pytorch_sweep")
+    figures = {"runs": 3, "standard_ms": 1277, "standard_min_ms": 1031, "standard_modules": 1491}
+    figures |= {"load_after": 2.8, **{name: dict(dag) for name in names}}
+    results = {"parse_light": figures, "meta": META}
+    results["goals"] = bench_report.goals(results)
+    report = bench_report.markdown(results)
+    assert "| `volcano_pytorch_sweep` | 1400 | 1100 | 1570 | 0 | 1.09 |" in report
+    assert "no client: met (1.09x, 0)" in report
+    figures["volcano_pytorch_manual"]["client_modules"] = 865
+    assert "no client: MISSED (1.09x, 865)" in bench_report.goals(results)[-1]

@@ -1,0 +1,103 @@
+"""14. parse_light (issue 42): a DAG file's import, paid at each parse and task start. Each
+example DAG beside a DAG of Airflow's standard operators, in turns (order rotated), each in a
+fresh interpreter under ``python -X importtime`` (the DAG's own line: cumulative, Airflow
+included); an uncounted first turn caches bytecode. Medians, and the median of each turn's
+ratio to the standard DAG (paired: a shared machine's load drifts); client modules loaded.
+
+    .venv/bin/python bench/scenario_parse_light.py [--runs 11] [--record [bench/results]]
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DAGS = ("volcano_pytorch_manual", "volcano_pytorch_retraining", "volcano_pytorch_sweep")
+STANDARD = """import datetime, pendulum
+from airflow.sdk import DAG
+from airflow.providers.standard.operators.bash import BashOperator
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.providers.standard.sensors.time_delta import TimeDeltaSensor
+with DAG("standard_operators", schedule=None, start_date=pendulum.datetime(2026, 1, 1)):
+    TimeDeltaSensor(task_id="wait", delta=datetime.timedelta(seconds=1)) >> BashOperator(
+        task_id="run", bash_command="true") >> PythonOperator(task_id="end", python_callable=print)
+"""
+
+
+def _import(module: str, env: dict) -> tuple[float, list[str]]:
+    """The module's cumulative import time (ms) and the modules it loaded."""
+    argv = [sys.executable, "-X", "importtime", "-c", f"import {module}"]
+    err = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, check=True).stderr
+    rows = [line.split("|") for line in err.splitlines() if line.startswith("import time:")]
+    names = [row[2].strip() for row in rows[1:]]
+    return int(rows[names.index(module) + 1][1]) / 1000, names
+
+
+def measure(runs: int, env: dict | None = None) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="avw-parse-light-"))
+    (work / "standard_operators.py").write_text(STANDARD)
+    env = {k: v for k, v in (env or os.environ).items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.setdefault("AIRFLOW_HOME", str(work / "airflow"))
+    env.setdefault("PYTHONPYCACHEPREFIX", str(Path.home() / ".cache/airflow-volcano-wandb/pycache"))
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "dags"), str(work), str(REPO)])
+    order, times, loaded = ["standard_operators", *DAGS], {}, {}
+    for turn in range(runs + 1):
+        for dag in order[turn % 4 :] + order[: turn % 4]:
+            ms, loaded[dag] = _import(dag, env)
+            times.setdefault(dag, []).extend([ms] if turn else [])
+    base, clients = times["standard_operators"], ("kubernetes", "kubernetes_asyncio", "wandb")
+    p = {"runs": runs, "standard_modules": len(loaded["standard_operators"])}
+    p |= {"standard_ms": round(statistics.median(base)), "standard_min_ms": round(min(base))}
+    p["load_after"] = round(os.getloadavg()[0], 2)
+    for dag in DAGS:  # in the report table's order
+        p[dag] = {"ms": round(statistics.median(times[dag])), "min_ms": round(min(times[dag]))}
+        p[dag]["modules"] = len(loaded[dag])
+        p[dag]["client_modules"] = sum(name.split(".")[0] in clients for name in loaded[dag])
+        p[dag]["ratio"] = round(statistics.median(map(float.__truediv__, times[dag], base)), 2)
+    return p
+
+
+def md_parse_light(r: dict) -> list[str]:
+    p = r["parse_light"]
+    return [
+        "## Parse light: a DAG file's import",
+        "",
+        f"`python -X importtime`, medians of {p['runs']} fresh interpreters each, in turns: "
+        f"the standard operators' DAG {p['standard_ms']} ms, fastest {p['standard_min_ms']} ms "
+        f"({p['standard_modules']} modules); load average after {p['load_after']:.2f}.",
+        "",
+        "| example DAG | ms | fastest ms | modules | client modules | vs standard, paired |",
+        "|---|---|---|---|---|---|",
+        *(f"| `{d}` | {' | '.join(str(v) for v in p[d].values())} |" for d in DAGS),
+    ]
+
+
+def parse_light_goals(p: dict | None) -> list[str]:
+    if not p:
+        return []
+    worst, clients = max(p[d]["ratio"] for d in DAGS), sum(p[d]["client_modules"] for d in DAGS)
+    ok = "met" if worst <= 1.2 and clients == 0 else "MISSED"
+    return [f"DAG import <= 1.2x standard operators', no client: {ok} ({worst}x, {clients})"]
+
+
+if __name__ == "__main__":
+    import argparse
+    import json
+
+    import results_file
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=11, help="timed imports of each DAG")
+    results_file.add_record_option(parser)
+    options, load = parser.parse_args(), results_file.load_before()
+    print(json.dumps(figures := measure(options.runs)))
+    if options.record:
+        meta = results_file.scenario_meta(
+            load, how=" ".join(["bench/scenario_parse_light.py", *sys.argv[1:]])
+        )
+        results_file.record("parse_light", {"parse_light": figures}, meta, options.record)
