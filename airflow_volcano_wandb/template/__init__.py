@@ -6,25 +6,25 @@ concept per module. See ``docs/templates.md``.
 
 from airflow_volcano_wandb.template.errors import TemplateError
 from airflow_volcano_wandb.template.macros import BUILTIN_MACROS
+from airflow_volcano_wandb.template.naming import DEFAULT_MAX_REPLICAS
+from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL as DEFAULT_POD_SECURITY
+from airflow_volcano_wandb.template.pod_security import LEVELS as POD_SECURITY_LEVELS
+from airflow_volcano_wandb.template.policy import DEFAULT_ALLOWED_SCHEDULERS
 from airflow_volcano_wandb.template.render import (
-    DEFAULT_ALLOWED_SCHEDULERS,
-    DEFAULT_MAX_REPLICAS,
-    DEFAULT_POD_SECURITY,
-    DEFAULT_SCHEDULER_NAME,
-    DEFAULT_SHM_SIZE,
-    DEFAULT_VOLCANO_VERSION,
-    POD_SECURITY_LEVELS,
     RunEnv,
     TemplateSource,
     load_template,
     master_task_name,
     render_job,
 )
+from airflow_volcano_wandb.template.shaping import DEFAULT_SCHEDULER_NAME
 from airflow_volcano_wandb.template.shown import job_as_yaml
+from airflow_volcano_wandb.template.torchrun import DEFAULT_SHM_SIZE
 from airflow_volcano_wandb.template.trigger_params import (
     image_param,
     params_from_template_variables,
 )
+from airflow_volcano_wandb.versions import VOLCANO_VERSION as DEFAULT_VOLCANO_VERSION
 
 __all__ = [
     "BUILTIN_MACROS",

@@ -14,20 +14,21 @@ save, and ``AVW_CHECKPOINT_DIR`` is then a pod's own ``emptyDir`` where the trai
 checkpoint before it uploads it, and downloads the artifact's newest to resume.
 
 :func:`~airflow_volcano_wandb.template.render_job`'s ``checkpoint_volume``,
-``checkpoint_artifact`` and ``checkpoint_grace``, checked once. Pure; see docs/templates.md
-("Checkpoints").
+``checkpoint_artifact`` and ``checkpoint_grace``, declared and checked once. Pure; see
+docs/templates.md ("Checkpoints").
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_volcano_wandb.template import naming
 from airflow_volcano_wandb.template.errors import error_at
+from airflow_volcano_wandb.template.options import keep_checked, option
 from airflow_volcano_wandb.template.structure import main_container, pod_spec
-from airflow_volcano_wandb.template.values import show
+from airflow_volcano_wandb.template.values import flag, show
 
 VOLUME = "avw-checkpoints"
 MOUNT_PATH = "/checkpoints"
@@ -43,57 +44,83 @@ _ARTIFACT_NAME = re.compile(r"[A-Za-z0-9_.-]{1,128}")
 RESUME_LATEST = "latest"
 
 
-@dataclass(frozen=True)
+def _grace(value: Any) -> int | None:
+    if value is not None and (type(value) is not int or value < 1):
+        raise error_at(
+            ("checkpoint_grace",), f"must be a positive number of seconds, not {show(value)}"
+        )
+    return value
+
+
+def _claim(value: Any) -> str | None:
+    if value is not None and not naming.is_dns1123_subdomain(value):
+        raise error_at(
+            ("checkpoint_volume",),
+            "must name a PersistentVolumeClaim (a DNS-1123 subdomain such as "
+            f"'training-checkpoints'), not {show(value)}",
+        )
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class Checkpoints:
-    """Where checkpoints are kept and the pods' grace period; built by :meth:`checked`."""
+    """Where checkpoints are kept and the pods' grace period, checked as it is built."""
 
-    claim: str | None
-    """A PersistentVolumeClaim's name; ``None``: no shared volume."""
-    grace: int | None
-    """``terminationGracePeriodSeconds`` of every pod; ``None`` keeps the template's."""
-    directory: str | None
-    """The run's own directory on the volume, as the containers see it; ``None``: no
-    checkpoints, no volume, no env."""
-    artifact: str | None = None
-    """The run's W&B artifact the trainer saves every checkpoint to; ``None``: none."""
+    checkpoint_volume: str | None = option(
+        None,
+        """the name of a PersistentVolumeClaim for the trainer's checkpoints
+        (docs/trainer.md, "Checkpoints"): every task's pod template gets a volume of it,
+        mounted at ``/checkpoints`` in the main container, which gets
+        ``AVW_CHECKPOINT_DIR=/checkpoints/<the run_id macro>`` (one directory per run) and
+        ``AVW_RESUME_FROM=latest`` (unless it sets ``AVW_RESUME_FROM`` itself), so a restarted
+        pod continues from the newest complete checkpoint of its run. Every rank must see the
+        same files: a ``ReadWriteMany`` claim for a job over several nodes. ``None``: none.""",
+        check=_claim,
+    )
+    checkpoint_artifact: bool = option(
+        False,
+        """True to keep the checkpoints in the run's W&B artifact, ``checkpoint-<the run_id
+        macro>`` (``AVW_CHECKPOINT_ARTIFACT``), for a cluster without a shared volume; without
+        ``checkpoint_volume`` the ``/checkpoints`` volume is then each pod's own ``emptyDir``.
+        Needs an online W&B run.""",
+        check=flag("checkpoint_artifact"),
+    )
+    checkpoint_grace: int | None = option(
+        None,
+        """seconds a deleted pod has to save a checkpoint before it is killed:
+        ``terminationGracePeriodSeconds`` of every pod template. ``None``: the template's (the
+        kubelet's default is 30).""",
+        check=_grace,
+    )
+    #: The ``run_id`` macro (the W&B run id), which names the run's directory and its
+    #: artifact: two runs never share checkpoints.
+    run_id: Any = None
+    #: The run's own directory on the volume, as the containers see it; ``None``: no
+    #: checkpoints, no volume, no env.
+    directory: str | None = field(init=False, default=None)
+    #: The run's W&B artifact the trainer saves every checkpoint to; ``None``: none.
+    artifact: str | None = field(init=False, default=None)
 
-    @classmethod
-    def checked(cls, *, volume: Any, grace: Any, run_id: Any, artifact: Any = False) -> Checkpoints:
-        """Check the arguments; :class:`TemplateError` names the first bad one.
-
-        :param run_id: the ``run_id`` macro (the W&B run id), which names the run's directory
-            and its artifact: two runs never share checkpoints.
-        :param artifact: True to keep checkpoints in the run's W&B artifact too (without a
-            ``volume``, only there).
-        """
-        if grace is not None and (type(grace) is not int or grace < 1):
+    def __post_init__(self) -> None:
+        keep_checked(self)
+        if self.checkpoint_volume is None and not self.checkpoint_artifact:
+            return
+        which = "checkpoint_volume" if self.checkpoint_volume is not None else "checkpoint_artifact"
+        if not _is_directory_name(self.run_id):
             raise error_at(
-                ("checkpoint_grace",), f"must be a positive number of seconds, not {show(grace)}"
+                (which,),
+                "needs the run_id macro to name the run's own checkpoints, got "
+                f"{show(self.run_id)}",
             )
-        if type(artifact) is not bool:
-            raise error_at(("checkpoint_artifact",), f"must be True or False, not {show(artifact)}")
-        if volume is None and not artifact:
-            return cls(None, grace, None)
-        if volume is not None and not naming.is_dns1123_subdomain(volume):
-            raise error_at(
-                ("checkpoint_volume",),
-                "must name a PersistentVolumeClaim (a DNS-1123 subdomain such as "
-                f"'training-checkpoints'), not {show(volume)}",
-            )
-        field = "checkpoint_volume" if volume is not None else "checkpoint_artifact"
-        if not _is_directory_name(run_id):
-            raise error_at(
-                (field,),
-                f"needs the run_id macro to name the run's own checkpoints, got {show(run_id)}",
-            )
-        name = f"{ARTIFACT_PREFIX}{run_id}" if artifact else None
+        name = f"{ARTIFACT_PREFIX}{self.run_id}" if self.checkpoint_artifact else None
         if name is not None and not _ARTIFACT_NAME.fullmatch(name):
             raise error_at(
                 ("checkpoint_artifact",),
                 f"names the run's artifact {show(name)}, which W&B refuses: a run id of "
                 "letters, digits, '-', '_' and '.' is needed",
             )
-        return cls(volume, grace, f"{MOUNT_PATH}/{run_id}", name)
+        object.__setattr__(self, "directory", f"{MOUNT_PATH}/{self.run_id}")
+        object.__setattr__(self, "artifact", name)
 
     def apply(self, tasks: list[dict[str, Any]]) -> None:
         """Set every pod template's grace period; with a claim, mount it in every task's main
@@ -102,8 +129,8 @@ class Checkpoints:
             spec = pod_spec(task)
             if spec is None:
                 continue  # validation reports it
-            if self.grace is not None:
-                spec["terminationGracePeriodSeconds"] = self.grace
+            if self.checkpoint_grace is not None:
+                spec["terminationGracePeriodSeconds"] = self.checkpoint_grace
             if self.directory is not None:
                 self._mount(task, spec, ("spec", "tasks", i))
 
@@ -133,8 +160,8 @@ class Checkpoints:
             )
         # Without a claim, the pod's own scratch: a checkpoint waits there for its upload.
         source = (
-            {"persistentVolumeClaim": {"claimName": self.claim}}
-            if self.claim is not None
+            {"persistentVolumeClaim": {"claimName": self.checkpoint_volume}}
+            if self.checkpoint_volume is not None
             else {"emptyDir": {}}
         )
         volumes.append({"name": VOLUME, **source})

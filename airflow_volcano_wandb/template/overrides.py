@@ -1,5 +1,6 @@
 """Per-run overrides, applied after macros. Each has one merge rule, documented in
-``docs/templates.md`` and on :func:`airflow_volcano_wandb.template.render_job`."""
+``docs/templates.md`` and on its declaration in :class:`TaskOverrides` (``render_job``'s
+keywords of the same names)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 
 from airflow_volcano_wandb.template import naming
 from airflow_volcano_wandb.template.errors import Path, error_at
+from airflow_volcano_wandb.template.options import option
 from airflow_volcano_wandb.template.quantity import check_quantity
 from airflow_volcano_wandb.template.structure import (
     iter_containers,
@@ -254,22 +256,55 @@ def apply_service_account(tasks: list[dict[str, Any]], name: Any) -> None:
             spec["serviceAccountName"] = name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TaskOverrides:
-    """What this run changes in the template's tasks (:func:`render_job`'s parameters of the
-    same names); ``None`` leaves the template's own."""
+    """What this run changes in the template's tasks, each with its merge rule; ``None``
+    leaves the template's own."""
 
-    replicas: Mapping[str, Any] | None = None
-    image: str | Mapping[str, Any] | None = None
-    env: Mapping[str, Any] | Sequence[Any] | None = None
-    resources: Mapping[str, Any] | None = None
-    command: Mapping[str, Sequence[Any]] | None = None
-    args: Mapping[str, Sequence[Any]] | None = None
-    service_account: Any = None
-    labels: Mapping[str, Any] | None = None
-    annotations: Mapping[str, Any] | None = None
-    pod_labels: Mapping[str, Any] | None = None
-    pod_annotations: Mapping[str, Any] | None = None
+    replicas: Mapping[str, int | str] | None = option(
+        None,
+        """task name -> replicas, e.g. ``{"worker": 3}``: an int or a digit string (as a
+        Trigger form gives), 0..``max_replicas``. The gang's ``minAvailable`` follows
+        (``gang``).""",
+    )
+    image: str | Mapping[str, str] | None = option(
+        None,
+        """one image for every container of every task, or task name -> image for the task's
+        main container (the one named like the task, else the first).""",
+    )
+    env: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = option(
+        None,
+        """``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}`` merged by name into
+        every container (not init containers); the override wins. Numbers and booleans are
+        formatted as text.""",
+    )
+    resources: Mapping[str, Mapping[str, Any]] | None = option(
+        None,
+        """task name -> ``{"limits": {...}, "requests": {...}}`` merged per resource into the
+        main container; a ``None`` quantity removes the resource.""",
+    )
+    command: Mapping[str, Sequence[Any]] | None = option(
+        None, "task name -> list, replacing the main container's command."
+    )
+    args: Mapping[str, Sequence[Any]] | None = option(
+        None, "task name -> list, replacing the main container's args."
+    )
+    labels: Mapping[str, Any] | None = option(None, "merged into the job's labels (override wins).")
+    annotations: Mapping[str, Any] | None = option(
+        None, "merged into the job's annotations (override wins)."
+    )
+    pod_labels: Mapping[str, Any] | None = option(
+        None, "merged into every task's pod template labels."
+    )
+    pod_annotations: Mapping[str, Any] | None = option(
+        None, "merged into every task's pod template annotations."
+    )
+    service_account: str | None = option(
+        None,
+        """set ``serviceAccountName`` on every pod template (and drop the deprecated
+        ``serviceAccount``); a template may name another only when it is in
+        ``allowed_service_accounts``.""",
+    )
 
     def apply(
         self,

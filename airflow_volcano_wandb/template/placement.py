@@ -7,23 +7,35 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_volcano_wandb.template.errors import TemplateError, error_at
-from airflow_volcano_wandb.template.values import show, type_name
+from airflow_volcano_wandb.template.errors import error_at
+from airflow_volcano_wandb.template.options import keep_checked, option
+from airflow_volcano_wandb.template.values import flag, show, type_name
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Placement:
     """The run's name, namespace and queue for the job; ``None`` keeps the template's."""
 
-    name: Any = None
-    namespace: Any = None
-    queue: Any = None
-    #: A namespace the template names is honoured (else only with an allow-list).
-    template_namespace_allowed: bool = False
+    namespace: str | None = option(
+        None,
+        """replaces ``metadata.namespace``. Without it, a namespace the template sets is an
+        error unless ``template_namespace_allowed`` or ``allowed_namespaces`` is given.""",
+    )
+    name: str | None = option(
+        None,
+        """replaces ``metadata.name``. The name, like the template's, is made valid if it is
+        not (see :func:`naming.fit_job_name`), so read the final name from the result.""",
+    )
+    queue: str | None = option(None, "replaces ``spec.queue``.")
+    template_namespace_allowed: bool = option(
+        False,
+        """honour the template's ``metadata.namespace`` when no ``namespace`` is given, even
+        without ``allowed_namespaces``.""",
+        check=flag("template_namespace_allowed"),
+    )
 
     def __post_init__(self) -> None:
-        if not isinstance(self.template_namespace_allowed, bool):
-            raise TemplateError("template_namespace_allowed must be True or False")
+        keep_checked(self)
 
     def apply(self, job: dict[str, Any], allowed_namespaces: tuple[str, ...] | None) -> str:
         """Set the job's name, namespace and queue; return where the namespace came from,

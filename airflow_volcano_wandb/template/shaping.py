@@ -2,66 +2,96 @@
 overrides: gang sizes, the master's policy, the scheduler, a name that leaves room for pod
 names, the ``torchrun`` env and ``/dev/shm``, for the Volcano release the job is for.
 
-:func:`~airflow_volcano_wandb.template.render_job`'s ``gang``, ``add_master_policy``,
-``max_replicas``, ``torchrun_env``, ``shm_size`` and ``volcano_version``, checked once.
+:func:`~airflow_volcano_wandb.template.render_job`'s ``add_master_policy``, ``max_replicas``,
+``gang``, ``torchrun_env``, ``shm_size`` and ``volcano_version``, declared and checked once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import naming, torchrun, volcano
 from airflow_volcano_wandb.template import plugins as releases
 from airflow_volcano_wandb.template.errors import TemplateError, error_at
+from airflow_volcano_wandb.template.options import keep_checked, option
 from airflow_volcano_wandb.template.structure import task_index
-from airflow_volcano_wandb.template.values import show
+from airflow_volcano_wandb.template.values import flag, show
+from airflow_volcano_wandb.versions import VOLCANO_VERSION
 
 DEFAULT_SCHEDULER_NAME = "volcano"
 
 
-@dataclass(frozen=True)
+def _gang(value: Any) -> str:
+    if value not in gang_sizes.GANG_MODES:
+        raise error_at(
+            ("gang",), f"must be one of {', '.join(gang_sizes.GANG_MODES)}, not {show(value)}"
+        )
+    return value
+
+
+def _max_replicas(value: Any) -> int:
+    if type(value) is not int or value < 1:
+        raise TemplateError(f"max_replicas must be a positive integer, got {show(value)}")
+    return value
+
+
+@dataclass(frozen=True, kw_only=True)
 class Shaping:
-    """The switches that shape the job; built only through :meth:`checked`."""
+    """The switches that shape the job, each checked as it is built."""
 
-    gang: str
-    add_master_policy: bool
-    max_replicas: int
-    torchrun_env: bool
-    shm_size: str | None
+    add_master_policy: bool = option(
+        True,
+        """when the ``pytorch`` plugin is used, give its master task ``TaskCompleted ->
+        CompleteJob`` if missing, so the job completes with the master.""",
+        check=flag("add_master_policy"),
+    )
+    max_replicas: int = option(
+        naming.DEFAULT_MAX_REPLICAS,
+        "upper bound for any task's replicas; also sizes the pod-name budget.",
+        check=_max_replicas,
+    )
+    gang: str = option(
+        "all_ranks",
+        """``all_ranks`` (default) raises ``spec.minAvailable`` of a ``pytorch``-plugin job to
+        its world size (master and worker replicas), so no rank starts before all can;
+        ``template`` keeps the template's value (for elastic trainers).""",
+        check=_gang,
+    )
+    torchrun_env: bool = option(
+        True,
+        """give every container of the ``pytorch`` plugin's master and worker tasks the env
+        ``torchrun`` reads (``PET_NNODES``, ``PET_NODE_RANK``, ``PET_NPROC_PER_NODE`` from the
+        container's GPU limit, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``); entries the
+        container has already are kept. Where ``volcano_version`` has Volcano's ``hcclrank``
+        plugin, also enables it and sets ``PET_NODE_RANK`` from the pod annotation it
+        writes.""",
+        check=flag("torchrun_env"),
+    )
+    shm_size: str | None = option(
+        torchrun.DEFAULT_SHM_SIZE,
+        """``sizeLimit`` of a memory-backed ``emptyDir`` mounted at ``/dev/shm`` in those
+        containers (unless one mounts something there already; the runtime's 64 MiB default
+        breaks DataLoader workers and NCCL); ``None``: none.""",
+    )
+    volcano_version: str = option(
+        VOLCANO_VERSION,
+        """the Volcano release the job is for (``v1.14.1``, ``1.13``; the oldest is
+        ``v1.7.0``, the first with the ``pytorch`` plugin): the renderer adds only plugins it
+        has, and a template naming one it lacks is an error at ``spec.plugins.<name>``, as its
+        admission webhook would refuse the job.""",
+    )
     #: The Volcano release the job is for, parsed.
-    target: tuple[int, ...]
+    target: tuple[int, ...] = field(init=False, repr=False)
 
-    @classmethod
-    def checked(
-        cls,
-        *,
-        gang: Any,
-        add_master_policy: Any,
-        max_replicas: Any,
-        torchrun_env: Any,
-        shm_size: str | None,
-        volcano_version: Any,
-    ) -> Shaping:
-        """The switches, each checked; :class:`TemplateError` naming the first bad one."""
-        if gang not in gang_sizes.GANG_MODES:
-            raise error_at(
-                ("gang",), f"must be one of {', '.join(gang_sizes.GANG_MODES)}, not {show(gang)}"
-            )
-        if type(max_replicas) is not int or max_replicas < 1:
-            raise TemplateError(
-                f"max_replicas must be a positive integer, got {show(max_replicas)}"
-            )
-        if not isinstance(add_master_policy, bool):
-            raise TemplateError("add_master_policy must be True or False")
-        if not isinstance(torchrun_env, bool):
-            raise TemplateError("torchrun_env must be True or False")
+    def __post_init__(self) -> None:
+        keep_checked(self)
         try:
-            target = releases.target_version(volcano_version)
+            target = releases.target_version(self.volcano_version)
         except releases.VersionError as exc:
             raise error_at(("volcano_version",), str(exc)) from None
-        return cls(gang, add_master_policy, max_replicas, torchrun_env, shm_size, target)
+        object.__setattr__(self, "target", target)
 
     def apply(self, job: dict[str, Any], tasks: list[dict[str, Any]], replicas_before: Any) -> None:
         """Shape ``job`` whose tasks had ``replicas_before`` before the run's overrides."""

@@ -8,7 +8,7 @@ that once, while copying, keeps the later stages free of type surprises.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from airflow_volcano_wandb.template.errors import Path, error_at
@@ -58,6 +58,17 @@ def as_text(value: Any, path: Path, what: str = "value") -> str:
             path, f"{what} is a {type_name(value)}, which cannot be formatted inside a string"
         )
     raise error_at(path, f"{what} has type {type_name(value)}; expected a string or a number")
+
+
+def flag(argument: str) -> Callable[[Any], bool]:
+    """The check of a ``render_job`` keyword that is True or False."""
+
+    def check(value: Any) -> bool:
+        if type(value) is not bool:
+            raise error_at((argument,), f"must be True or False, not {show(value)}")
+        return value
+
+    return check
 
 
 def copy_json(value: Any, path: Path, what: str = "value") -> Any:

@@ -1,0 +1,157 @@
+"""Options declared once, as the fields of the frozen part they belong to.
+
+A field declared with :func:`option` carries its type, default, doc line and check; a
+signature (:func:`signature`) and a docstring's ``:param:`` lines (:func:`param_docs`) are
+read off the declarations (:func:`options_of`). ``render_job``'s option groups
+(``Placement``, ``TaskOverrides``, ``Shaping``, ``Policy``, ``Checkpoints``, ``Variables``)
+and the operator's and sensor's parts (``parts/``) are declared this way. Pure: no Airflow.
+What only Airflow's shells read (templated, typed, the UI's renderer) is carried along for
+them; ``parts/options.py`` acts on it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import textwrap
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+#: The default of an option a caller must give.
+REQUIRED: Any = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Option:
+    """One declared parameter (see the module's docstring)."""
+
+    name: str
+    default: Any
+    doc: str
+    annotation: Any = inspect.Parameter.empty
+    templated: bool = False
+    #: The ``render_job`` keyword this option's value is handed to as it is, if any.
+    render: str | None = None
+    #: Refuses a bad value with ``ValueError``/``TypeError`` (a Jinja string is checked once
+    #: rendered, when its part is built); a template group keeps what it returns.
+    check: Callable[[Any], Any] | None = None
+    #: How the Airflow UI shows the rendered value ("json", "yaml"), for a templated option.
+    renderer: str | None = None
+    #: A templated option whose whole ``{{ expression }}`` strings keep the type they evaluate
+    #: to (``parts/jinja_fields.py``): it carries data for ``wandb.config`` or the template.
+    typed: bool = False
+
+    def checked(self, value: Any) -> Any:
+        if self.check is not None and not (self.templated and is_jinja(value)):
+            self.check(value)
+        return value
+
+
+def option(
+    default: Any,
+    doc: str,
+    *,
+    templated: bool = False,
+    render: str | bool = False,
+    check: Callable[[Any], Any] | None = None,
+    renderer: str | None = None,
+    typed: bool = False,
+) -> Any:
+    """Declare the field of a part as an option (``render=True``: ``render_job`` takes it by
+    the same name; a string: by that name; ``renderer``: how the UI shows it rendered;
+    ``typed``: templated, and a whole ``{{ expression }}`` keeps its type)."""
+    meta = {
+        "doc": doc,
+        "templated": templated or typed,
+        "render": render,
+        "check": check,
+        "renderer": renderer,
+        "typed": typed,
+    }
+    if default is REQUIRED:
+        return dataclasses.field(metadata={"option": meta})
+    return dataclasses.field(default=default, metadata={"option": meta})
+
+
+@functools.cache
+def options_of(*parts: type) -> tuple[Option, ...]:
+    """The options the ``parts`` (dataclasses) declare, in declaration order (read once)."""
+    declared = []
+    for part in parts:
+        hints = inspect.get_annotations(part, eval_str=True)
+        for field in dataclasses.fields(part):
+            if (meta := field.metadata.get("option")) is None:
+                continue
+            render = field.name if meta["render"] is True else meta["render"] or None
+            default = REQUIRED if field.default is dataclasses.MISSING else field.default
+            declared.append(
+                Option(
+                    field.name,
+                    default,
+                    meta["doc"],
+                    hints.get(field.name, inspect.Parameter.empty),
+                    meta["templated"],
+                    render,
+                    meta["check"],
+                    meta["renderer"],
+                    meta["typed"],
+                )
+            )
+    return tuple(declared)
+
+
+def keep_checked(part: Any) -> None:
+    """Check each option of the frozen ``part`` in declaration order, keeping the value its
+    check returns (a template group's ``__post_init__``: the first bad one raises)."""
+    for o in options_of(type(part)):
+        if o.check is not None:
+            object.__setattr__(part, o.name, o.check(getattr(part, o.name)))
+
+
+def is_jinja(value: Any) -> bool:
+    return isinstance(value, str) and "{{" in value
+
+
+def signature(
+    options: Iterable[Option], *, of: Callable[..., Any] | None = None
+) -> inspect.Signature:
+    """The keyword-only signature the options make: after ``of``'s own parameters (but its
+    ``**``) with its return type, for a function that takes them as ``**kwargs``; without
+    ``of``, a shell's ``__init__``: ``self``, the options and ``**kwargs`` (``inspect.signature``,
+    IDEs that ask the interpreter, Airflow's ``default_args`` and ``partial``/``expand``)."""
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    declared = [
+        inspect.Parameter(o.name, keyword, default=o.default, annotation=o.annotation)
+        for o in options
+    ]
+    if of is not None:
+        own = inspect.signature(of, eval_str=True)
+        head = [p for p in own.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        return own.replace(parameters=head + declared)
+    params = [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD), *declared]
+    params.append(inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any))
+    return inspect.Signature(params, return_annotation=None)
+
+
+def param_docs(options: Iterable[Option], indent: str = "") -> str:
+    """The ``:param:`` lines of a docstring, one per option, each ``indent``-ed."""
+    lines = []
+    for o in options:
+        text = f":param {o.name}: {' '.join(o.doc.split())}"
+        if o.typed:
+            text += " Templated; a value that is one whole ``{{ }}`` keeps its type."
+        elif o.templated:
+            text += " Templated."
+        lines.append(
+            textwrap.fill(
+                text,
+                96,
+                initial_indent=indent,
+                subsequent_indent=indent + "    ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
+    return "\n".join(lines)
