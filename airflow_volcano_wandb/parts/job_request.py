@@ -1,8 +1,9 @@
 """What the operator's job is: the queue template, what fills it, and the policy it must meet.
 
 Rendering itself is the pure ``template`` package; this part holds the options and hands
-them to ``render_job`` (each option that ``render_job`` takes as it is names its keyword in
-its declaration) with the run's macros and env.
+them to ``render_job`` with the run's macros and env. An option ``render_job`` takes as it is
+is ``rendered(keyword)``: its default and doc are the keyword's declaration in ``template/``;
+here it says only how Airflow templates it, and the operator's word where it adds one.
 """
 
 from __future__ import annotations
@@ -17,14 +18,8 @@ from airflow_volcano_wandb.job import fit
 from airflow_volcano_wandb.job.fit_check import check_fit
 from airflow_volcano_wandb.job.queue_template import template_and_schemas
 from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
-from airflow_volcano_wandb.parts.options import REQUIRED, option, render_kwargs
-from airflow_volcano_wandb.template import (
-    DEFAULT_ALLOWED_SCHEDULERS,
-    DEFAULT_SHM_SIZE,
-    RunEnv,
-    TemplateError,
-    render_job,
-)
+from airflow_volcano_wandb.parts.options import REQUIRED, option, render_kwargs, rendered
+from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
 from airflow_volcano_wandb.template.macros import macros_from_env_names
 from airflow_volcano_wandb.wandb import wandb_run
 from airflow_volcano_wandb.wandb.wandb_env import container_env, macro_values
@@ -61,14 +56,7 @@ class JobRequest:
     image_uri: str | None = option(
         None, "the training image, the ``${image_uri}`` macro.", templated=True
     )
-    replicas: Mapping[str, int | str] | None = option(
-        None,
-        """replicas per task name, e.g. ``{"worker": 3}``; digit strings from the
-        Trigger form are accepted. Gang ``minAvailable`` follows (see docs/templates.md).""",
-        typed=True,
-        renderer="json",
-        render=True,
-    )
+    replicas: Mapping[str, int | str] | None = rendered("replicas", typed=True, renderer="json")
     macros: Mapping[str, Any] | None = option(
         None,
         "further ``${name}`` values, or overrides of the built-ins.",
@@ -84,14 +72,8 @@ class JobRequest:
         docs/templates.md.""",
         check=macros_from_env_names,
     )
-    template_variables: Mapping[str, Any] | None = option(
-        None,
-        """values of the template's W&B Launch template variables, ``{{name}}``,
-        checked against their schemas (type, minimum, maximum, enum) before anything is
-        submitted; a variable left out takes its schema's default. See docs/templates.md.""",
-        typed=True,
-        renderer="json",
-        render=True,
+    template_variables: Mapping[str, Any] | None = rendered(
+        "template_variables", typed=True, renderer="json"
     )
     template_variable_schemas: Sequence[Mapping[str, Any] | str] | None = option(
         None,
@@ -102,22 +84,13 @@ class JobRequest:
         template itself alone, so its ``{{name}}`` reach W&B's rules. Not templated: nothing
         a run supplies can widen them.""",
     )
-    run_config: Mapping[str, Any] | None = option(
-        None,
-        """the W&B run's config (hyper-parameters), handed to every rank's
-        ``wandb.config`` through the SDK's Launch env (``WANDB_LAUNCH``, ``WANDB_CONFIG``, in
-        slices when long), as a Launch agent does: a Launch job's code reads it unchanged.""",
-        typed=True,
-        renderer="json",
-        render=True,
-    )
-    namespace: str | None = option(
-        None,
+    run_config: Mapping[str, Any] | None = rendered("run_config", typed=True, renderer="json")
+    namespace: str | None = rendered(
+        "namespace",
         """where the job runs; else the template's ``metadata.namespace`` (only
         for a template from the DAG: a W&B queue's must be in ``allowed_namespaces``), else
         the connection's namespace, else ``default``.""",
         templated=True,
-        render=True,
     )
     job_name: str | None = option(
         None,
@@ -137,12 +110,7 @@ class JobRequest:
         render="queue",
     )
     # The run's overrides of the template.
-    env: Mapping[str, str] | None = option(
-        None,
-        "extra env for every container, merged by name (this wins).",
-        templated=True,
-        render=True,
-    )
+    env: Mapping[str, str] | None = rendered("env", templated=True)
     container_resources: Mapping[str, Any] | None = option(
         None,
         """container resources per task name, e.g.
@@ -151,44 +119,15 @@ class JobRequest:
         typed=True,
         render="resources",
     )
-    command: Mapping[str, list[str]] | None = option(
-        None, "container command per task name.", templated=True, render=True
-    )
-    args: Mapping[str, list[str]] | None = option(
-        None, "container args per task name.", templated=True, render=True
-    )
-    pod_annotations: Mapping[str, str] | None = option(
-        None, "annotations for every pod template.", templated=True, render=True
-    )
-    service_account: str | None = option(
-        None,
-        """the pods' ``serviceAccountName``; a template may name another
-        only when it is in ``allowed_service_accounts``.""",
-        templated=True,
-        render=True,
-    )
+    command: Mapping[str, list[str]] | None = rendered("command", templated=True)
+    args: Mapping[str, list[str]] | None = rendered("args", templated=True)
+    pod_annotations: Mapping[str, str] | None = rendered("pod_annotations", templated=True)
+    service_account: str | None = rendered("service_account", templated=True)
     # Its shaping.
-    add_master_policy: bool = option(
-        True,
-        """give the ``pytorch`` plugin's master task
-        ``TaskCompleted -> CompleteJob`` when the template lacks it.""",
-        render=True,
-    )
-    gang: str = option(
-        "all_ranks",
-        """``all_ranks`` (default): a PyTorch job's ``minAvailable`` is raised to its
-        world size, so no rank holds GPUs before every rank can run; ``template`` keeps the
-        template's value (elastic trainers).""",
-        render=True,
-    )
-    shm_size: str | None = option(
-        DEFAULT_SHM_SIZE,
-        """size of the memory-backed ``/dev/shm`` every container of the ``pytorch``
-        plugin's tasks gets (the runtime's 64 MiB default breaks DataLoader workers and
-        NCCL); ``None``: no volume. See docs/templates.md.""",
-        render=True,
-    )
-    max_replicas: int = option(1024, "the largest replica count accepted for a task.", render=True)
+    add_master_policy: bool = rendered("add_master_policy")
+    gang: str = rendered("gang")
+    shm_size: str | None = rendered("shm_size")
+    max_replicas: int = rendered("max_replicas")
     volcano_version: str | None = option(
         None,
         """the Volcano release the cluster runs (``v1.12.2``): the job names
@@ -203,61 +142,15 @@ class JobRequest:
         kept jobs and their Secrets do not pile up. ``None``: no limit.""",
     )
     # The policy it must meet.
-    pod_security: str = option(
-        "baseline",
-        """the Pod Security Standards level every pod must meet:
-        ``baseline`` (default), ``restricted`` or ``privileged`` (no check). See
-        docs/security.md.""",
-        render=True,
-    )
-    allowed_images: Sequence[str] | None = option(
-        None,
-        """fnmatch patterns every rendered image must match (for images
-        typed into the Trigger form); ``None`` allows any.""",
-        render=True,
-    )
-    allowed_namespaces: Sequence[str] | None = option(
-        None, "namespaces the job may land in; ``None`` allows any.", render=True
-    )
-    allowed_service_accounts: Sequence[str] | None = option(
-        None, "service accounts a template may name.", render=True
-    )
-    allowed_secrets: Sequence[str] | None = option(
-        None,
-        """Secrets a template (or ``env``) may name, by exact name, in env,
-        ``envFrom``, volumes or ``imagePullSecrets``; by default none but the run's own key
-        Secret (or ``wandb_api_key_secret``). A pod can read any Secret it names, whatever its
-        service account may do; see docs/security.md.""",
-        render=True,
-    )
-    allowed_schedulers: Sequence[str] | None = option(
-        DEFAULT_ALLOWED_SCHEDULERS,
-        """``schedulerName`` values the job and its pods may have; by
-        default only ``volcano`` (another scheduler escapes the gang and the queue's quota).
-        ``None`` allows any.""",
-        render=True,
-    )
-    allowed_queues: Sequence[str] | None = option(
-        None,
-        """Volcano queues the job may land in (``default`` when it names
-        none); ``None`` allows any.""",
-        render=True,
-    )
-    allowed_priority_classes: Sequence[str] | None = option(
-        None,
-        """``priorityClassName`` values the job and its pods may
-        have; ``None`` allows any.""",
-        render=True,
-    )
-    max_total_gpus: int | None = option(
-        None,
-        """the most GPUs the whole gang may ask for (replicas times each
-        pod's ``<vendor>/gpu`` limits, over every task): a cap on what a Trigger form's
-        replicas and GPUs per worker can add up to; refused before anything is submitted.
-        ``None``: no cap.""",
-        templated=True,
-        render=True,
-    )
+    pod_security: str = rendered("pod_security")
+    allowed_images: Sequence[str] | None = rendered("allowed_images")
+    allowed_namespaces: Sequence[str] | None = rendered("allowed_namespaces")
+    allowed_service_accounts: Sequence[str] | None = rendered("allowed_service_accounts")
+    allowed_secrets: Sequence[str] | None = rendered("allowed_secrets")
+    allowed_schedulers: Sequence[str] | None = rendered("allowed_schedulers")
+    allowed_queues: Sequence[str] | None = rendered("allowed_queues")
+    allowed_priority_classes: Sequence[str] | None = rendered("allowed_priority_classes")
+    max_total_gpus: int | None = rendered("max_total_gpus", templated=True)
     fit_check: str = option(
         "fail",
         """before the job is created, compare its gang (every rank's GPUs, CPU and
@@ -274,34 +167,9 @@ class JobRequest:
         check=fit.check_mode,
     )
     # Its checkpoints.
-    checkpoint_volume: str | None = option(
-        None,
-        """the name of a PersistentVolumeClaim in the job's namespace
-        where the trainer keeps its checkpoints (docs/trainer.md, "Checkpoints"): mounted at
-        ``/checkpoints`` in every task's main container, with
-        ``AVW_CHECKPOINT_DIR=/checkpoints/<W&B run id>`` (one directory per run) and
-        ``AVW_RESUME_FROM=latest``, so a restarted pod continues from the newest complete
-        checkpoint of its run. Every rank must see the same files: a ``ReadWriteMany`` claim
-        for a job over several nodes. ``None`` (default): no checkpoints.""",
-        templated=True,
-        render=True,
-    )
-    checkpoint_artifact: bool = option(
-        False,
-        """keep the checkpoints in the run's W&B artifact,
-        ``checkpoint-<W&B run id>`` (``AVW_CHECKPOINT_ARTIFACT``; a version per save), for a
-        cluster with no ``ReadWriteMany`` volume: a resumed try downloads its newest version.
-        Without ``checkpoint_volume``, ``/checkpoints`` is each pod's own ``emptyDir``. Needs
-        an online W&B run (not ``wandb_mode`` ``offline`` or ``disabled``). Default False.""",
-        render=True,
-    )
-    checkpoint_grace: int | None = option(
-        None,
-        """seconds a deleted pod has to finish its step and save a
-        checkpoint before it is killed (every pod's ``terminationGracePeriodSeconds``);
-        ``None``: the template's, else Kubernetes' 30.""",
-        render=True,
-    )
+    checkpoint_volume: str | None = rendered("checkpoint_volume", templated=True)
+    checkpoint_artifact: bool = rendered("checkpoint_artifact")
+    checkpoint_grace: int | None = rendered("checkpoint_grace")
     #: The DAG's owner: the ``${author}`` macro.
     owner: str = ""
     log: Any = None
