@@ -5,9 +5,9 @@ that catches ``AirflowException`` keeps working; an Airflow 3.3 ``ExceptionRetry
 match the cause instead of the message, e.g. retry a preempted job after a delay but fail an
 out-of-memory one at once (see ``dags/volcano_pytorch_retraining.py`` and docs/reliability.md).
 
-What caused a failure is decided by ``wait.diagnostics.classify`` (pure) from the job, its pods
-and events; ``wait.failure_exception.ENDINGS``, one table, maps the wait's outcome and that
-cause to the class to raise (``for_failure``).
+Each way a wait ends is one row of ``job.endings``, which names the class it raises; what
+caused a failure is decided by ``wait.diagnostics.classify`` (pure) from the job, its pods and
+events, and refines the ending (``wait.failure_exception.for_failure``).
 Each class also names the cause a try that fails with it ended by (``resume_cause``), which
 decides whether the next try resumes its W&B run (``job.resume``, ``resume_on``).
 """

@@ -14,7 +14,7 @@ from pathlib import Path
 from common import Cluster, managed_job, parse_k8s_time, say
 from waiters import driver
 
-from airflow_volcano_wandb.job.job_status import FAILURE_PHASES
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from test_support.faults import start_component, stop_component, wait_apiserver_ready
 
@@ -29,7 +29,7 @@ def expected_outcome(phase: str) -> str | None:
     """The verdict a job's real end calls for; None while it has not ended."""
     if phase == "Completed":
         return "succeeded"
-    return "failed" if phase in FAILURE_PHASES else None
+    return "failed" if phase in Ending.FAILED.row.phases else None
 
 
 def max_attempts(seconds: float, initial: float, cap: float) -> int:

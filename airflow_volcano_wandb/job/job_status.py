@@ -1,37 +1,19 @@
 """What a Volcano Job's status means for the Airflow task waiting on it.
 
 Pure: takes the job as the plain dict the API returns (or ``None`` when the job is gone) and
-says whether to keep waiting, and if not, whether it succeeded and why. The trigger, the
-sensor and the operator's sync wait all read jobs through this one module, so they can never
-disagree about what a phase means.
+says whether to keep waiting, and if not, how it ended (``endings``: a phase is a lookup into
+that table). The trigger, the sensor and the operator's sync wait all read jobs through this
+one module, so they can never disagree about what a phase means.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Any
 
+from airflow_volcano_wandb.job.endings import Ending, of_phase
 from airflow_volcano_wandb.job.job_view import JobView
-
-
-class Verdict(str, Enum):
-    """How a wait on a job ends, or that it goes on."""
-
-    WAIT = "wait"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    DELETED = "deleted"
-
-
-# Volcano's JobPhase values (volcano.sh/apis batch/v1alpha1). Completing, Aborting, Terminating
-# and Restarting are transient: Volcano moves on from them by itself, so they mean "wait".
-SUCCESS_PHASES = frozenset({"Completed"})
-FAILURE_PHASES = frozenset({"Failed", "Terminated", "Aborted"})
-WAIT_PHASES = frozenset(
-    {"", "Pending", "Running", "Restarting", "Completing", "Aborting", "Terminating"}
-)
 
 
 @dataclass(frozen=True)
@@ -42,7 +24,8 @@ class JobStatus:
     namespace: str
     uid: str
     phase: str
-    verdict: Verdict
+    #: How the job ended (``SUCCEEDED``, ``FAILED`` or ``DELETED``); ``None``: wait on.
+    ending: Ending | None
     reason: str = ""
     message: str = ""
     retry_count: int = 0
@@ -52,7 +35,7 @@ class JobStatus:
 
     @property
     def terminal(self) -> bool:
-        return self.verdict is not Verdict.WAIT
+        return self.ending is not None
 
     def progress(self) -> str:
         """One line for the task log, e.g. ``Running: master 1/1, worker 2/3 (retry 1)``.
@@ -75,7 +58,7 @@ class JobStatus:
 
     def explain(self) -> str:
         """The job's end in one sentence: phase, then Volcano's own reason and message."""
-        if self.verdict is Verdict.DELETED:
+        if self.ending is Ending.DELETED:
             return (
                 f"Volcano job {self.namespace}/{self.name} was deleted while it was being "
                 "waited on (by someone or something other than this task)"
@@ -98,7 +81,7 @@ def job_ref(job: Mapping[str, Any]) -> dict[str, str]:
 def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str = "") -> JobStatus:
     """Read a Volcano Job dict; ``None`` means the job no longer exists."""
     if job is None:
-        return JobStatus(name=name, namespace=namespace, uid="", phase="", verdict=Verdict.DELETED)
+        return JobStatus(name=name, namespace=namespace, uid="", phase="", ending=Ending.DELETED)
     view = JobView.of(job)
     # Foreground deletion keeps the job until its pods are gone, often for their whole grace
     # period; a job being deleted will not finish its run, so the wait ends now.
@@ -108,7 +91,7 @@ def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str =
         namespace=view.namespace or namespace,
         uid=view.uid,
         phase=view.phase,
-        verdict=Verdict.DELETED if deleting else _verdict_for(view.phase),
+        ending=Ending.DELETED if deleting else of_phase(view.phase),
         reason=view.reason,
         message=view.message,
         retry_count=view.retry_count,
@@ -116,13 +99,3 @@ def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str =
         replicas=view.replicas,
         pods_by_task=view.pods_by_task,
     )
-
-
-def _verdict_for(phase: str) -> Verdict:
-    if phase in SUCCESS_PHASES:
-        return Verdict.SUCCEEDED
-    if phase in FAILURE_PHASES:
-        return Verdict.FAILED
-    # A phase this version does not know yet is not an end: waiting is the safe reading, and
-    # the pending timeout or Airflow's execution_timeout still bounds the wait.
-    return Verdict.WAIT

@@ -21,7 +21,7 @@ from enum import Enum
 from typing import Any, NamedTuple
 
 from airflow_volcano_wandb.job import job_status
-from airflow_volcano_wandb.job.job_status import Verdict
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.ownership import (
     TRY_NUMBER_ANNOTATION,
     TaskInstanceIdentity,
@@ -147,7 +147,7 @@ def _steps(listed: Sequence[Job], this_try: Try) -> tuple[Step, ...]:
         if _reusable(job, this_try.reattach):
             rest = _steps(listed[index + 1 :], this_try)
             return (*steps, _reattach(job, this_try, rest))
-        if status.verdict is Verdict.DELETED:
+        if status.ending is Ending.DELETED:
             # Being deleted (a kill or clear of an earlier try): reattaching would only see
             # it vanish.
             said = Line(
@@ -170,9 +170,9 @@ def _reusable(job: Job, reattach: bool) -> bool:
     if is_reported(job):
         return False
     status = job_status.interpret(job)
-    if status.verdict is Verdict.DELETED:
+    if status.ending is Ending.DELETED:
         return False
-    return status.verdict is Verdict.SUCCEEDED or (reattach and not status.terminal)
+    return status.ending is Ending.SUCCEEDED or (reattach and not status.terminal)
 
 
 def _reattach(job: Job, this_try: Try, if_gone: tuple[Step, ...], *said: Line) -> Step:

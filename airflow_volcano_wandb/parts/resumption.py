@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowTaskTimeout
 from airflow_volcano_wandb.exceptions import JobTimeoutError
 from airflow_volcano_wandb.job import resume, submission
-from airflow_volcano_wandb.job.job_status import Verdict, interpret
+from airflow_volcano_wandb.job.endings import Ending
+from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.job.ownership import intent_of, wandb_run_of
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord
 from airflow_volcano_wandb.parts.options import option
@@ -215,7 +216,7 @@ def _gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> bool:
         return False
     if job is None or job["metadata"].get("uid") != ref["uid"]:
         return True
-    return interpret(job).verdict is Verdict.DELETED
+    return interpret(job).ending is Ending.DELETED
 
 
 #: Seconds a resumed try waits for the killed job it continues to be gone (its pods stopped).

@@ -14,6 +14,7 @@ from airflow.sdk import BaseSensorOperator, Context
 from airflow_volcano_wandb.airflow_compat import AirflowSensorTimeout, AirflowTaskTimeout
 from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.job import deletion
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import job_ref
 from airflow_volcano_wandb.job.ownership import wandb_run_of
@@ -26,7 +27,7 @@ from airflow_volcano_wandb.sensors.sensor_parts import OPTIONS, SensorParts
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger, pod_check_interval
 from airflow_volcano_wandb.wait import cleanup, job_report, step_io
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
@@ -273,7 +274,7 @@ class VolcanoJobSensor(BaseSensorOperator):
         )
         if run:
             report.link_back(context, run, result.outcome.value)
-        if result.outcome is Outcome.TIMEOUT:  # a sensor's timeout is never retried
+        if result.outcome is Ending.TIMEOUT:  # a sensor's timeout is never retried
             raise AirflowSensorTimeout(str(error)) from error
         raise error
 

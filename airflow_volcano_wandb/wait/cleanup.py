@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from airflow_volcano_wandb.wait.outcome import Outcome
+from airflow_volcano_wandb.job.endings import Ending
 
 OnFinishAction = Literal[
     "delete", "delete_succeeded", "keep", "delete_pod", "delete_succeeded_pod", "keep_pod"
@@ -37,31 +37,22 @@ def check_on_finish_action(value: str) -> None:
     normalize_on_finish_action(value)
 
 
-def deletes_job(outcome: Outcome, on_finish_action: str) -> bool:
+def deletes_job(outcome: Ending, on_finish_action: str) -> bool:
     """Whether the job goes when the wait ends with ``outcome``.
 
-    A job that overstayed ``pending_timeout`` or Airflow's ``execution_timeout``, that
-    crash-loops past ``max_container_restarts``, whose master stalled past ``stall_timeout``,
-    or a rank of which cannot start its container (``startup_timeout``), holds GPUs without
-    training (none of these ends by itself), so it goes whatever the action; so does a job
-    whose W&B run was stopped from W&B: a person asked for it to end, and under ``OnFailure``
-    the kubelet would only restart the stopped trainer. A job whose state is unknown (the
-    watch was lost) is never deleted: it may be hours into a run. A failed job stays for
-    ``kubectl describe`` unless the action is ``delete``.
+    An ending whose row says ``deletes`` goes whatever the action: a job that holds GPUs
+    without training and will not end by itself (a timeout, a crash loop, a stall, a container
+    that cannot start), or whose W&B run a person stopped (under ``OnFailure`` the kubelet
+    would only restart the stopped trainer). A job whose state is unknown (the watch was lost)
+    is never deleted: it may be hours into a run. A failed job stays for ``kubectl describe``
+    unless the action is ``delete``.
     ``on_finish_action`` may be ours or ``KubernetesPodOperator``'s name for it.
     """
-    if outcome in (
-        Outcome.PENDING_TIMEOUT,
-        Outcome.TIMEOUT,
-        Outcome.CRASH_LOOP,
-        Outcome.STOPPED_FROM_WANDB,
-        Outcome.STALLED,
-        Outcome.START_FAILED,
-    ):
+    if outcome.row.deletes:
         return True
     action = normalize_on_finish_action(on_finish_action)
-    if outcome is Outcome.SUCCEEDED:
+    if outcome is Ending.SUCCEEDED:
         return action in ("delete", "delete_succeeded")
-    if outcome is Outcome.FAILED:
+    if outcome is Ending.FAILED:
         return action == "delete"
     return False  # DELETED: gone already; WATCH_LOST: state unknown

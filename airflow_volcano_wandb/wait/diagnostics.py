@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.wandb_stop import is_stop
@@ -136,32 +136,13 @@ def container_failures(
     return sorted(failures, key=lambda f: (f.task != master_task, f.pod, f.container))
 
 
-class FailureKind(str, Enum):
-    """What caused a job to fail or never start, as far as its pods and events tell."""
-
-    #: The gang was never wholly placed (not enough resources, a full queue).
-    UNSCHEDULABLE = "unschedulable"
-    #: A rank was preempted by a scheduler or evicted from its node.
-    PREEMPTED = "preempted"
-    #: A rank's image cannot be pulled.
-    IMAGE_PULL = "image_pull"
-    #: A rank's container cannot be created as configured (a missing Secret or ConfigMap key).
-    CONTAINER_CONFIG = "container_config"
-    #: A rank's container was killed for running out of memory.
-    OOM_KILLED = "oom_killed"
-    #: A rank's trainer exited because its W&B run was stopped from W&B (``wandb_stop``).
-    STOPPED_FROM_WANDB = "stopped_from_wandb"
-    #: A rank's container exited non-zero (or is stuck for a reason of its own).
-    EXIT_CODE = "exit_code"
-    #: Volcano ended the job and no pod or event says why any more.
-    JOB_FAILED = "job_failed"
-
-
 @dataclass(frozen=True)
 class Classification:
-    """A failure's kind and the container (or pod) that shows it, when one does."""
+    """A failure's cause, as one of the endings, and the container (or pod) that shows it,
+    when one does: ``FAILED`` when no pod or event says why any more, ``PENDING_TIMEOUT`` for
+    a gang not placed for want of room."""
 
-    kind: FailureKind
+    kind: Ending
     failure: ContainerFailure | None = None
 
 
@@ -189,7 +170,7 @@ def classify(
     container that cannot be created as configured, a rank
     whose W&B run was stopped from W&B (its exit ended the others), a rank preempted or
     evicted (its containers' exit codes are the kill's, not the trainer's), a container killed
-    for memory, any other non-zero exit; else the job-level kind.
+    for memory, any other non-zero exit; else the job-level ending.
 
     :param job: the Volcano job as last read (``None`` when gone).
     :param pods: its pods, as plain dicts.
@@ -200,24 +181,24 @@ def classify(
     failures = container_failures(pods, master)
     pulls = [f for f in failures if f.exit_code is None and f.reason in IMAGE_PULL_REASONS]
     if pulls:
-        return Classification(FailureKind.IMAGE_PULL, pulls[0])
+        return Classification(Ending.IMAGE_PULL, pulls[0])
     configs = [f for f in failures if f.exit_code is None and f.reason in CONTAINER_CONFIG_REASONS]
     if configs:
-        return Classification(FailureKind.CONTAINER_CONFIG, configs[0])
+        return Classification(Ending.CONTAINER_CONFIG, configs[0])
     if never_started:
-        return Classification(FailureKind.UNSCHEDULABLE)
+        return Classification(Ending.PENDING_TIMEOUT)
     for failure in failures:
         if is_stop(failure.exit_code, failure.message):
-            return Classification(FailureKind.STOPPED_FROM_WANDB, failure)
+            return Classification(Ending.STOPPED_FROM_WANDB, failure)
     evicted = _evicted(job, pods, events)
     if evicted is not None:
-        return Classification(FailureKind.PREEMPTED, evicted)
+        return Classification(Ending.PREEMPTED, evicted)
     for failure in failures:
         if failure.reason == "OOMKilled":
-            return Classification(FailureKind.OOM_KILLED, failure)
+            return Classification(Ending.OOM_KILLED, failure)
     if failures:
-        return Classification(FailureKind.EXIT_CODE, failures[0])
-    return Classification(FailureKind.JOB_FAILED)
+        return Classification(Ending.EXIT_CODE, failures[0])
+    return Classification(Ending.FAILED)
 
 
 def _evicted(

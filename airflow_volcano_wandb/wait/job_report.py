@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from airflow_volcano_wandb.airflow_compat import redact
 from airflow_volcano_wandb.exceptions import VolcanoJobError
 from airflow_volcano_wandb.job import gpu_usage
-from airflow_volcano_wandb.job.job_status import Verdict, interpret
+from airflow_volcano_wandb.job.endings import Ending
+from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.job.job_view import JobView
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.wait import diagnostics, failure_exception
 from airflow_volcano_wandb.wait.judge import gang_whole_since
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
@@ -65,17 +66,17 @@ def explain_end(
     cause is then ``None`` (the outcome alone decides the exception).
     """
     message = result.message
-    if result.outcome is Outcome.CRASH_LOOP:
+    if result.outcome is Ending.CRASH_LOOP:
         last_words = _report_crash_loop(hook, result, job, log_lines, task_log)
         if last_words:
             message += f"; its last log line before the restart: {last_words}"
         return message, None  # the verdict names the container: nothing to classify
-    if result.outcome is Outcome.STALLED:
+    if result.outcome is Ending.STALLED:
         return message + _report_stall(hook, result, log_lines, task_log), None
-    if result.outcome is Outcome.START_FAILED:
+    if result.outcome is Ending.START_FAILED:
         _report_start_failure(hook, result, job, task_log)
         return message, None  # the verdict names the container and its image
-    if job is None or result.outcome not in failure_exception.CLASSIFIED:
+    if job is None or not result.outcome.row.reads_pods:
         return message, None
     try:
         meta = job["metadata"]
@@ -83,7 +84,7 @@ def explain_end(
         pods = hook.list_job_pods(meta["name"], namespace)
         podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
         events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
-        never_started = result.outcome is Outcome.PENDING_TIMEOUT
+        never_started = result.outcome is Ending.PENDING_TIMEOUT
         cause = diagnostics.classify(job, pods, events, never_started=never_started)
         if never_started:
             if cause.failure is not None:  # placed, but its image cannot be pulled
@@ -205,18 +206,12 @@ def report_failure(
     pulled from a lack of resources (no logs are read then, so it is a few quick reads); it
     runs even if the diagnostics fail.
     """
-    read_first = (
-        *failure_exception.CLASSIFIED,
-        Outcome.CRASH_LOOP,
-        Outcome.STALLED,
-        Outcome.START_FAILED,
-    )
-    delete_first = result.outcome not in read_first
+    delete_first = result.outcome is Ending.TIMEOUT  # the one that deletes with no report
     if delete_job is not None and delete_first:
         delete_job()
     try:
         job = None
-        if result.outcome.job_state_known and result.uid:
+        if result.outcome.row.known and result.uid:
             job = hook.get_job(result.name, result.namespace)
             if job is not None and job["metadata"].get("uid") != result.uid:
                 job = None
@@ -250,7 +245,7 @@ def ended_meanwhile(
     if current is None or (job.get("uid") and current["metadata"].get("uid") != job["uid"]):
         return None
     status = interpret(current)
-    if status.verdict in (Verdict.WAIT, Verdict.DELETED):
+    if status.ending in (None, Ending.DELETED):
         return None
     task_log.info("The wait timed out, but the job has ended: %s", status.explain())
     return WaitResult.from_status(status)
@@ -375,7 +370,7 @@ def mark_reported(
     A reported job is a past result: a later try (a cleared task) submits afresh instead of
     counting it. A lost watch is no outcome of the job, and a deleted job has nothing to mark.
     """
-    if not result.outcome.job_state_known or result.outcome is Outcome.DELETED or not result.uid:
+    if not result.outcome.row.known or result.outcome is Ending.DELETED or not result.uid:
         return None
     try:
         return hook.set_job_annotations(

@@ -124,7 +124,7 @@ async def take_step(
     if view.read_pods:
         return view.memory, await _running_job(calls, pod_watch, view, target, log, wandb)
     result = view.result
-    if result is None or fresh or not result.outcome.confirmed_on_a_fresh_read:
+    if result is None or fresh or not result.outcome.row.confirm:
         return view.memory, result
     confirmed = await fetch(calls, target, log)
     if confirmed is UNKNOWN:  # never destroy on a guess: wait, and read again

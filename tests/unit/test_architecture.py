@@ -47,6 +47,7 @@ PURE = [
     "template",
     "job/ownership.py",
     "job/job_status.py",
+    "job/endings.py",
     "job/job_view.py",
     "hooks/volcano_requests.py",
     "job/submission_plan.py",

@@ -22,11 +22,12 @@ from airflow_volcano_wandb.exceptions import (
     TrainingStalledError,
 )
 from airflow_volcano_wandb.job import resume
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.resume import Resumption, RunRecord, TrainerResumed
 from airflow_volcano_wandb.template.naming import MAX_JOB_NAME_LENGTH
 from airflow_volcano_wandb.wait import failure_exception
-from airflow_volcano_wandb.wait.diagnostics import Classification, FailureKind
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.diagnostics import Classification
+from airflow_volcano_wandb.wait.outcome import WaitResult
 
 DEFAULT = resume.DEFAULT_RESUME_ON
 
@@ -59,10 +60,10 @@ def test_each_failure_class_names_its_cause(error, cause) -> None:
 
 def _raised_by_a_failed_wait() -> set[type[BaseException]]:
     """Every class ``for_failure`` raises: each failed outcome, alone and with each cause."""
-    causes = [None, *(Classification(kind) for kind in FailureKind)]
+    causes = [None, *(Classification(kind) for kind in Ending if not kind.succeeded)]
     return {
         type(failure_exception.for_failure(WaitResult(outcome, "j", "ns", "u1", "m"), "m", cause))
-        for outcome in Outcome
+        for outcome in Ending
         if not outcome.succeeded
         for cause in causes
     }

@@ -11,8 +11,8 @@ import time
 from collections.abc import Callable
 from types import SimpleNamespace
 
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
-from airflow_volcano_wandb.wait.outcome import Outcome
 
 GRACE = 0.3
 
@@ -68,6 +68,6 @@ def test_reads_refused_for_the_grace_end_the_wait_as_a_lost_watch():
     answered_until = time.monotonic() + 0.3
     watch = FailingWatch(lambda read: time.monotonic() < answered_until)
     result = asyncio.run(_wait(watch, 5.0))
-    assert result.outcome is Outcome.WATCH_LOST
+    assert result.outcome is Ending.WATCH_LOST
     assert time.monotonic() - answered_until >= GRACE - 0.05  # counted from the last answer
     assert "Could not reach the Kubernetes API" in result.message

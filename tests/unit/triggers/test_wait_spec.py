@@ -10,7 +10,7 @@ from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, WaitTarget
-from airflow_volcano_wandb.wait.outcome import Outcome
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory, look
 
@@ -171,5 +171,5 @@ def test_a_look_at_another_submission_judges_the_target_deleted_and_logs_nothing
     other = _job("Running", 2)
     other["metadata"]["uid"] = "u-2"
     seen = look(other, TARGET, WaitMemory(), 0.0)
-    assert seen.progress is None and seen.result.outcome is Outcome.DELETED
+    assert seen.progress is None and seen.result.outcome is Ending.DELETED
     assert not seen.read_pods

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait import diagnostics
 
 
@@ -174,22 +175,21 @@ def _oom(name, task):
 
 def test_classify_names_the_most_specific_cause():
     classify = diagnostics.classify
-    kind = diagnostics.FailureKind
-    assert classify(_job(), [pod("j-master-0", "master", exit_code=2)], []).kind is kind.EXIT_CODE
+    assert classify(_job(), [pod("j-master-0", "master", exit_code=2)], []).kind is Ending.EXIT_CODE
     oom = classify(
         _job(), [pod("j-master-0", "master", exit_code=1), _oom("j-worker-1", "worker")], []
     )
     assert (oom.kind, oom.failure.pod, oom.failure.exit_code) == (
-        kind.OOM_KILLED,
+        Ending.OOM_KILLED,
         "j-worker-1",
         137,
     )
     # An evicted pod's containers die with 137 too: the eviction is the cause.
     evicted = pod("j-worker-0", "worker", phase="Failed", reason="Evicted", exit_code=137)
     found = classify(_job(), [evicted], [])
-    assert (found.kind, found.failure.task) == (kind.PREEMPTED, "worker")
+    assert (found.kind, found.failure.task) == (Ending.PREEMPTED, "worker")
     assert "was stopped: Evicted" in found.failure.describe()
-    assert classify(_job(), [], []).kind is kind.JOB_FAILED
+    assert classify(_job(), [], []).kind is Ending.FAILED
 
 
 def test_classify_finds_a_preemption_of_a_pod_that_is_gone_by_its_event():
@@ -201,12 +201,11 @@ def test_classify_finds_a_preemption_of_a_pod_that_is_gone_by_its_event():
     }
     assert "j-worker-1" in diagnostics.pod_names(_job())
     found = diagnostics.classify(_job(), [pod("j-master-0", "master", exit_code=1)], [event])
-    assert found.kind is diagnostics.FailureKind.PREEMPTED
+    assert found.kind is Ending.PREEMPTED
     assert (found.failure.pod, found.failure.task) == ("j-worker-1", "worker")
 
 
 def test_classify_tells_an_image_pull_from_a_gang_that_does_not_fit():
-    kind = diagnostics.FailureKind
     stuck = [pod("j-master-0", "master", waiting="ErrImagePull", phase="Pending")]
-    assert diagnostics.classify(_job(), stuck, [], never_started=True).kind is kind.IMAGE_PULL
-    assert diagnostics.classify(_job(), [], [], never_started=True).kind is kind.UNSCHEDULABLE
+    assert diagnostics.classify(_job(), stuck, [], never_started=True).kind is Ending.IMAGE_PULL
+    assert diagnostics.classify(_job(), [], [], never_started=True).kind is Ending.PENDING_TIMEOUT

@@ -10,8 +10,9 @@ import secrets
 from airflow_volcano_wandb.airflow_compat import mask_secret
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.hooks import WandbHook
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait import job_report
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall
 
 
@@ -89,7 +90,7 @@ def test_the_ranks_last_lines_of_a_stall_are_masked_in_the_log_and_the_exception
     mask_secret(key)
     stall = Stall("j-master-0", "master-0", "pytorch", 60.0, 75.0)
     result = WaitResult(
-        Outcome.STALLED, "j", "ns", "u-1", "Volcano job ns/j has stalled", stall=stall
+        Ending.STALLED, "j", "ns", "u-1", "Volcano job ns/j has stalled", stall=stall
     )
     hook = _StalledPods(f"[sim] env WANDB_API_KEY={key}")
     hook.get_job = lambda name, namespace: None

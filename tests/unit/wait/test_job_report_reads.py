@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait import job_report
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 
 TASK_LOG = logging.getLogger("t")
 JOB = {
@@ -49,7 +50,7 @@ class _Counting:
 
 
 def _succeeded() -> WaitResult:
-    return WaitResult(Outcome.SUCCEEDED, "j", "ns", "u-1", "Volcano job ns/j Completed")
+    return WaitResult(Ending.SUCCEEDED, "j", "ns", "u-1", "Volcano job ns/j Completed")
 
 
 def test_the_patched_job_is_the_finished_job_without_a_second_read():
@@ -69,7 +70,7 @@ def test_without_a_patched_job_the_job_is_read():
 
 def test_nothing_is_patched_for_a_deleted_job():
     hook = _Counting()
-    deleted = WaitResult(Outcome.DELETED, "j", "ns", "u-1", "gone")
+    deleted = WaitResult(Ending.DELETED, "j", "ns", "u-1", "gone")
     assert job_report.mark_reported(hook, deleted, 1, TASK_LOG) is None
     assert hook.calls == []
 

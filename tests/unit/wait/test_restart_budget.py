@@ -16,13 +16,14 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb import exceptions
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception
 from airflow_volcano_wandb.wait.judge import WaitTarget, counts_restarts, judge, see
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.restart_budget import (
     DEFAULT_MAX_CONTAINER_RESTARTS,
     CrashLoop,
@@ -139,7 +140,7 @@ CRASHING = [pod("master-0", 4), pod("worker-0", 0), pod("worker-1", 0)]
 def test_the_judge_ends_the_wait_of_a_running_job_past_its_budget():
     running = job("Running", running={"master": 1, "worker": 2})
     result = judge(running, TARGET, T0, pods=CRASHING)
-    assert result.outcome is Outcome.CRASH_LOOP
+    assert result.outcome is Ending.CRASH_LOOP
     assert (result.uid, result.phase, result.crash_loop.rank) == ("u-1", "Running", "master-0")
     assert "crash-looping" in result.message and "rank master-0" in result.message
     assert judge(running, TARGET, T0, pods=CRASHING[1:]) is None
@@ -156,8 +157,8 @@ def test_the_judge_counts_restarts_only_of_a_running_job_with_a_budget():
 
 
 def test_a_job_that_ended_is_judged_by_its_phase_not_its_restarts():
-    assert judge(job("Completed"), TARGET, T0, pods=CRASHING).outcome is Outcome.SUCCEEDED
-    assert judge(job("Failed"), TARGET, T0, pods=CRASHING).outcome is Outcome.FAILED
+    assert judge(job("Completed"), TARGET, T0, pods=CRASHING).outcome is Ending.SUCCEEDED
+    assert judge(job("Failed"), TARGET, T0, pods=CRASHING).outcome is Ending.FAILED
 
 
 def test_a_crash_loop_round_trips_through_a_trigger_event():
@@ -165,7 +166,7 @@ def test_a_crash_loop_round_trips_through_a_trigger_event():
     result = judge(running, TARGET, T0, pods=CRASHING)
     event = json.loads(json.dumps(result.to_event()))
     assert WaitResult.from_event(event) == result
-    plain = WaitResult(Outcome.FAILED, "j", "ns", "u-1", "why")
+    plain = WaitResult(Ending.FAILED, "j", "ns", "u-1", "why")
     assert WaitResult.from_event(json.loads(json.dumps(plain.to_event()))) == plain
 
 
@@ -182,7 +183,7 @@ def test_a_crash_loop_raises_trainer_crash_loop_error_naming_the_container():
 
 @pytest.mark.parametrize("action", ["keep", "delete_succeeded", "delete"])
 def test_a_crash_looping_job_is_always_deleted(action):
-    assert cleanup.deletes_job(Outcome.CRASH_LOOP, action)
+    assert cleanup.deletes_job(Ending.CRASH_LOOP, action)
 
 
 def test_the_operator_and_the_sensor_hand_their_budget_to_the_serialized_trigger():

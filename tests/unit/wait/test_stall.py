@@ -27,7 +27,8 @@ from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io, wandb_progress
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge_stall, see
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.job.endings import Ending
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import (
     Stall,
     WandbRunRef,
@@ -139,7 +140,7 @@ def test_the_verdict_names_the_master_the_timeout_and_how_long_it_ran():
     probe = Stall("j-master-0", "master-0", "pytorch", TIMEOUT, 900.0)
     result = judge_stall(see(RUNNING, TARGET), probe)
     assert (result.outcome, result.uid, result.phase, result.stall) == (
-        Outcome.STALLED,
+        Ending.STALLED,
         "u-1",
         "Running",
         probe,
@@ -192,7 +193,7 @@ def test_a_verdict_with_the_wandb_run_names_its_last_step_and_when():
 
 @pytest.mark.parametrize("action", ["keep", "delete_succeeded", "delete"])
 def test_a_stalled_job_is_always_deleted(action):
-    assert cleanup.deletes_job(Outcome.STALLED, action)
+    assert cleanup.deletes_job(Ending.STALLED, action)
 
 
 class Calls:
@@ -236,7 +237,7 @@ def test_a_silent_master_ends_the_wait_only_when_a_fresh_read_and_a_second_probe
 ):
     calls = Calls(RUNNING, ["", ""])
     result = _step(calls, monkeypatch)
-    assert result.outcome is Outcome.STALLED and result.stall.pod == "j-master-0"
+    assert result.outcome is Ending.STALLED and result.stall.pod == "j-master-0"
     assert calls.probes == [("j-master-0", "pytorch", 600)] * 2
 
 
@@ -292,7 +293,7 @@ def test_a_silent_master_whose_wandb_run_logged_a_step_lately_is_not_stalled(mon
 def test_a_silent_master_whose_wandb_run_is_quiet_too_is_stalled_naming_its_step(monkeypatch):
     quiet = WandbStep(1200, T0 - TIMEOUT - 60)
     result = _step(Calls(RUNNING, ["", ""]), monkeypatch, Wandb([quiet, quiet]))
-    assert result.outcome is Outcome.STALLED
+    assert result.outcome is Ending.STALLED
     assert (result.stall.wandb_step, result.stall.wandb_logged_at) == (1200, quiet.logged_at)
     assert "last step, 1200, was logged at" in result.message
 
@@ -304,7 +305,7 @@ def test_a_wandb_run_that_advanced_by_the_confirmation_saves_the_job(monkeypatch
 
 def test_when_wandb_cannot_say_the_log_alone_judges(monkeypatch):
     result = _step(Calls(RUNNING, ["", ""]), monkeypatch, Wandb([None, None]))
-    assert result.outcome is Outcome.STALLED and result.stall.wandb_logged_at is None
+    assert result.outcome is Ending.STALLED and result.stall.wandb_logged_at is None
 
 
 def test_a_wandb_read_that_fails_is_said_once_and_leaves_the_log_to_judge(monkeypatch):

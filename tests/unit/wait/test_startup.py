@@ -12,10 +12,11 @@ from airflow_volcano_wandb.exceptions import (
     ContainerStartError,
     ImagePullError,
 )
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait import failure_exception
 from airflow_volcano_wandb.wait.cleanup import deletes_job
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge, reads_pods, see
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.startup import StartFailure, start_failure
 from airflow_volcano_wandb.wait.step import WaitMemory, look
 
@@ -155,7 +156,7 @@ def test_the_judge_reads_pods_while_a_rank_has_not_started_and_ends_the_wait():
     assert look(job(), TARGET, WaitMemory(), T0).read_pods
     assert judge(job(), TARGET, T0 + 60, pods=pods) is None
     result = judge(job(), TARGET, T0 + 130, pods=pods)
-    assert result is not None and result.outcome is Outcome.START_FAILED
+    assert result is not None and result.outcome is Ending.START_FAILED
     assert result.start_failure.rank == "master-0" and result.uid == UID
     assert result.message.startswith("Volcano job ns/j cannot start: rank master-0")
     assert WaitResult.from_event(json.loads(json.dumps(result.to_event()))) == result
@@ -194,4 +195,4 @@ def test_the_ending_raises_its_own_class_with_the_containers_fields(reason, cls)
     )
     assert error.image == "registry.example/trainer:1" and error.exit_code is None
     assert error.resume_cause == "not_started" and "kubelet words" in str(error)
-    assert deletes_job(Outcome.START_FAILED, "keep")  # it holds GPUs: it goes
+    assert deletes_job(Ending.START_FAILED, "keep")  # it holds GPUs: it goes

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import pytest
 
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.judge import (
@@ -19,7 +20,7 @@ from airflow_volcano_wandb.wait.judge import (
     see,
     unplaced_ranks,
 )
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult, WaitResultError
+from airflow_volcano_wandb.wait.outcome import WaitResult, WaitResultError
 from airflow_volcano_wandb.wait.step import (
     gang_is_whole,
     gang_whole_mark,
@@ -53,7 +54,7 @@ TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", pending_timeout=60)
 
 def test_result_round_trips_through_a_trigger_event():
     result = WaitResult(
-        Outcome.PENDING_TIMEOUT, "j", "ns", "u-1", "why", "Running", 2, {"worker": "0/2"}
+        Ending.PENDING_TIMEOUT, "j", "ns", "u-1", "why", "Running", 2, {"worker": "0/2"}
     )
     event = json.loads(json.dumps(result.to_event()))
     assert WaitResult.from_event(event) == result
@@ -75,7 +76,7 @@ def test_a_waiting_job_has_no_outcome_of_its_own():
 
 @pytest.mark.parametrize(
     ("phase", "outcome"),
-    [("Completed", Outcome.SUCCEEDED), ("Failed", Outcome.FAILED), ("Aborted", Outcome.FAILED)],
+    [("Completed", Ending.SUCCEEDED), ("Failed", Ending.FAILED), ("Aborted", Ending.FAILED)],
 )
 def test_terminal_phases_end_the_wait(phase, outcome):
     assert judge(job(phase), TARGET, T0).outcome is outcome
@@ -84,14 +85,14 @@ def test_terminal_phases_end_the_wait(phase, outcome):
 def test_a_missing_job_or_another_uid_is_the_target_deleted():
     for current in (None, job("Running", uid="someone-else"), job("Running", deleting=True)):
         result = judge(current, TARGET, T0)
-        assert result.outcome is Outcome.DELETED and result.uid == "u-1"
+        assert result.outcome is Ending.DELETED and result.uid == "u-1"
 
 
 def test_pending_counts_from_the_transition():
     pending = job("Pending", transition="2026-11-29T10:00:30Z")
     assert judge(pending, TARGET, T0 + 89) is None
     result = judge(pending, TARGET, T0 + 90)
-    assert result.outcome is Outcome.PENDING_TIMEOUT
+    assert result.outcome is Ending.PENDING_TIMEOUT
     assert result.unplaced == {"master": "0/1", "worker": "0/2"}
 
 
@@ -100,7 +101,7 @@ def test_a_running_job_with_ranks_missing_is_still_waiting_for_its_gang():
     assert unplaced_ranks(interpret(partial)) == {"worker": "0/2"}
     assert judge(partial, TARGET, T0 + 59) is None
     result = judge(partial, TARGET, T0 + 60)
-    assert result.outcome is Outcome.PENDING_TIMEOUT
+    assert result.outcome is Ending.PENDING_TIMEOUT
     assert "worker 0/2" in result.message
 
 
@@ -114,7 +115,7 @@ def test_a_whole_gang_is_not_pending_and_a_later_lost_rank_is_volcanos_to_restor
 def test_after_a_restart_the_gang_clock_starts_at_the_transition():
     restarted = job("Running", running={"master": 1}, transition="2026-11-29T12:00:00Z", retry=1)
     assert judge(restarted, TARGET, T0 + 7200 + 59) is None
-    assert judge(restarted, TARGET, T0 + 7200 + 60).outcome is Outcome.PENDING_TIMEOUT
+    assert judge(restarted, TARGET, T0 + 7200 + 60).outcome is Ending.PENDING_TIMEOUT
 
 
 def marked_whole(current: dict) -> dict:
@@ -144,7 +145,7 @@ def test_the_whole_gang_is_marked_once_and_the_mark_is_a_timestamp():
 def test_a_gang_marked_whole_never_gets_a_pending_timeout_whoever_judges_it(later):
     """A triggerer restarted, a retry reattaching, a reschedule poke: no memory, the mark."""
     assert judge(marked_whole(later), TARGET, T0 + 10**5) is None
-    assert judge(later, TARGET, T0 + 10**5).outcome is Outcome.PENDING_TIMEOUT  # unmarked
+    assert judge(later, TARGET, T0 + 10**5).outcome is Ending.PENDING_TIMEOUT  # unmarked
 
 
 @pytest.mark.parametrize(("min_available", "was_whole"), [(3, True), (1, False)])
@@ -198,20 +199,20 @@ def test_the_deadline_ends_the_wait_as_a_timeout():
     target = WaitTarget(name="j", namespace="ns", uid="u-1", deadline=T0 + 5)
     whole = job("Running", running={"master": 1, "worker": 2})
     assert judge(whole, target, T0 + 4) is None
-    assert judge(whole, target, T0 + 5).outcome is Outcome.TIMEOUT
+    assert judge(whole, target, T0 + 5).outcome is Ending.TIMEOUT
 
 
 @pytest.mark.parametrize(
     ("outcome", "action", "deletes"),
     [
-        (Outcome.SUCCEEDED, "delete_succeeded", True),
-        (Outcome.SUCCEEDED, "keep", False),
-        (Outcome.FAILED, "delete_succeeded", False),
-        (Outcome.FAILED, "delete", True),
-        (Outcome.PENDING_TIMEOUT, "keep", True),
-        (Outcome.TIMEOUT, "keep", True),
-        (Outcome.DELETED, "delete", False),
-        (Outcome.WATCH_LOST, "delete", False),
+        (Ending.SUCCEEDED, "delete_succeeded", True),
+        (Ending.SUCCEEDED, "keep", False),
+        (Ending.FAILED, "delete_succeeded", False),
+        (Ending.FAILED, "delete", True),
+        (Ending.PENDING_TIMEOUT, "keep", True),
+        (Ending.TIMEOUT, "keep", True),
+        (Ending.DELETED, "delete", False),
+        (Ending.WATCH_LOST, "delete", False),
     ],
 )
 def test_the_cleanup_rule(outcome, action, deletes):
@@ -231,7 +232,7 @@ def test_an_unknown_on_finish_action_is_refused():
 def test_kubernetes_pod_operators_names_mean_ours(pod_operator_name, ours):
     cleanup.check_on_finish_action(pod_operator_name)
     assert cleanup.normalize_on_finish_action(pod_operator_name) == ours
-    for outcome in Outcome:
+    for outcome in Ending:
         assert cleanup.deletes_job(outcome, pod_operator_name) is cleanup.deletes_job(
             outcome, ours
         ), outcome

@@ -12,9 +12,10 @@ import pytest
 
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.airflow_compat import AirflowFailException
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait import cleanup, diagnostics, failure_exception
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge, judge_pods, see
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.wandb_stop import (
     STOPPED_FROM_WANDB_EXIT_CODE,
     STOPPED_FROM_WANDB_MARKER,
@@ -58,7 +59,7 @@ def test_the_judge_ends_the_wait_of_a_running_job_whose_run_was_stopped_before_t
     # Every rank of a shared-mode run stops: 3 restarts, within the budget, and still a stop.
     pods = [pod("master-0", 1, exit_code=STOP), pod("worker-0", 1, exit_code=STOP)]
     result = judge(RUNNING, TARGET, T0, pods=pods)
-    assert result.outcome is Outcome.STOPPED_FROM_WANDB
+    assert result.outcome is Ending.STOPPED_FROM_WANDB
     assert (result.name, result.uid, result.phase) == ("j", "u-1", "Running")
     assert "stopped from the W&B UI or API" in result.message
     assert (
@@ -70,7 +71,7 @@ def test_the_judge_ends_the_wait_of_a_running_job_whose_run_was_stopped_before_t
 
 def test_a_stop_wins_over_the_crash_loop_it_causes():
     pods = [pod("master-0", 2, exit_code=STOP), pod("worker-0", 3, exit_code=1)]
-    assert judge(RUNNING, TARGET, T0, pods=pods).outcome is Outcome.STOPPED_FROM_WANDB
+    assert judge(RUNNING, TARGET, T0, pods=pods).outcome is Ending.STOPPED_FROM_WANDB
 
 
 def test_without_a_restart_budget_the_pods_are_not_read_for_a_stop():
@@ -93,9 +94,9 @@ def test_a_job_volcano_ended_after_a_stop_is_classified_as_stopped_not_as_an_exi
     # The master's stop ended the job; the worker was killed on the way (exit 143).
     pods = [_failed_pod(STOP), _failed_pod(143, "worker")]
     cause = diagnostics.classify(None, pods, [])
-    assert cause.kind is diagnostics.FailureKind.STOPPED_FROM_WANDB
+    assert cause.kind is Ending.STOPPED_FROM_WANDB
     assert (cause.failure.task, cause.failure.exit_code) == ("master", STOP)
-    result = WaitResult(Outcome.FAILED, "j", "ns", "u-1", "Volcano job ns/j failed")
+    result = WaitResult(Ending.FAILED, "j", "ns", "u-1", "Volcano job ns/j failed")
     error = failure_exception.for_failure(result, "m", cause, run_url=URL)
     assert type(error) is exceptions.StoppedFromWandbError
     assert (error.task, error.pod, error.exit_code) == ("master", "j-master-0", STOP)
@@ -109,7 +110,7 @@ def test_a_stop_seen_in_the_pods_raises_stopped_from_wandb_error_naming_the_run(
     assert str(unread) == f"{result.message}; the W&B run: {URL}"
     # The pods, read for the report, name the rank even when they show another cause first.
     cause = diagnostics.Classification(
-        diagnostics.FailureKind.EXIT_CODE,
+        Ending.EXIT_CODE,
         diagnostics.ContainerFailure("j-master-0", "master", "pytorch", STOP, "Error"),
     )
     error = failure_exception.for_failure(result, "m", cause)
@@ -128,4 +129,4 @@ def test_stopped_from_wandb_error_is_never_retried_and_still_a_container_error()
 
 @pytest.mark.parametrize("action", ["keep", "delete_succeeded", "delete"])
 def test_a_job_stopped_from_wandb_is_always_deleted(action):
-    assert cleanup.deletes_job(Outcome.STOPPED_FROM_WANDB, action)
+    assert cleanup.deletes_job(Ending.STOPPED_FROM_WANDB, action)

@@ -16,7 +16,8 @@ from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io
 from airflow_volcano_wandb.wait.judge import WaitTarget, see
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.job.endings import Ending
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory, asks_wandb_stop
 from airflow_volcano_wandb.wait.wandb_stop import (
@@ -119,7 +120,7 @@ def test_the_first_waiter_to_hear_the_stop_marks_the_job_and_waits_on(monkeypatc
 def test_a_job_still_running_a_grace_after_the_mark_ends_the_wait_as_a_stop(monkeypatch):
     overdue = marked(T0 - GRACE)
     _, result = _step(overdue, Calls(overdue), Wandb(stopped=True), monkeypatch)
-    assert result.outcome is Outcome.STOPPED_FROM_WANDB and result.uid == "u-1"
+    assert result.outcome is Ending.STOPPED_FROM_WANDB and result.uid == "u-1"
     assert "W&B run r1 was marked stopped" in result.message
     assert "the trainer did not stop by itself within wandb_stop_grace=60s" in result.message
     error = failure_exception.for_failure(result, result.message)

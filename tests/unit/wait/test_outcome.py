@@ -8,10 +8,11 @@ import json
 
 import pytest
 
-from airflow_volcano_wandb.job.job_status import JobStatus, Verdict
-from airflow_volcano_wandb.wait.outcome import Outcome, WaitResult
+from airflow_volcano_wandb.job.endings import Ending
+from airflow_volcano_wandb.job.job_status import JobStatus
+from airflow_volcano_wandb.wait.outcome import WaitResult
 
-RUNNING = JobStatus("j", "ns", "u-1", "Running", Verdict.WAIT, retry_count=2)
+RUNNING = JobStatus("j", "ns", "u-1", "Running", None, retry_count=2)
 
 
 def _event(result: WaitResult) -> dict:
@@ -20,10 +21,10 @@ def _event(result: WaitResult) -> dict:
     return event
 
 
-@pytest.mark.parametrize("verdict", [v for v in Verdict if v is not Verdict.WAIT])
-def test_a_jobs_own_end_is_the_outcome_its_verdict_names(verdict) -> None:
-    status = JobStatus("j", "ns", "u-1", "Completed", verdict)
-    assert WaitResult.from_status(status).outcome is Outcome(verdict.value)
+@pytest.mark.parametrize("ending", [Ending.SUCCEEDED, Ending.FAILED, Ending.DELETED])
+def test_a_jobs_own_end_is_the_outcome(ending) -> None:
+    status = JobStatus("j", "ns", "u-1", "Completed", ending)
+    assert WaitResult.from_status(status).outcome is ending
 
 
 def test_a_lost_watch_keeps_its_event_and_words() -> None:
