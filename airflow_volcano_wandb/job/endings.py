@@ -28,6 +28,9 @@ class Row:
     error: str = ""
     #: Volcano's job phases that end the wait so (the others, and unknown ones, mean wait).
     phases: tuple[str, ...] = ()
+    #: The reasons a container, a pod or an event gives (the kubelet's, a scheduler's, the
+    #: taint manager's) that show this cause.
+    reasons: tuple[str, ...] = ()
     #: Read from the job itself; ``False``: its state is unknown, it is never deleted for it.
     known: bool = True
     #: Judged on a cached copy, it is judged again on a fresh read first: it deletes or fails
@@ -94,13 +97,25 @@ class Ending(str, Enum):
     #: The API could not be listed or watched for longer than the grace.
     WATCH_LOST = Row("watch_lost", "ApiserverUnreachableError", known=False)
     #: A rank was preempted by a scheduler or evicted from its node.
-    PREEMPTED = Row("preempted", "JobPreemptedError")
+    PREEMPTED = Row(
+        "preempted",
+        "JobPreemptedError",
+        reasons=("Evicted", "Evict", "Preempted", "Preempting", "TaintManagerEviction"),
+    )
     #: A rank's image cannot be pulled, or is no image reference.
-    IMAGE_PULL = Row("image_pull", "ImagePullError")
+    IMAGE_PULL = Row(
+        "image_pull",
+        "ImagePullError",
+        reasons=("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"),
+    )
     #: A rank's container cannot be created as configured (a missing Secret or ConfigMap key).
-    CONTAINER_CONFIG = Row("container_config", "ContainerConfigError")
+    CONTAINER_CONFIG = Row(
+        "container_config",
+        "ContainerConfigError",
+        reasons=("CreateContainerConfigError", "CreateContainerError"),
+    )
     #: A rank's container was killed for running out of memory.
-    OOM_KILLED = Row("oom_killed", "OOMKilledError")
+    OOM_KILLED = Row("oom_killed", "OOMKilledError", reasons=("OOMKilled",))
     #: A rank's container exited non-zero (or is stuck for a reason of its own).
     EXIT_CODE = Row("exit_code", "TrainerExitError")
 
@@ -115,6 +130,7 @@ class Ending(str, Enum):
 
 
 _BY_PHASE = {phase: ending for ending in Ending for phase in ending.row.phases}
+_BY_REASON = {reason: ending for ending in Ending for reason in ending.row.reasons}
 
 
 def of_phase(phase: str) -> Ending | None:
@@ -123,3 +139,8 @@ def of_phase(phase: str) -> Ending | None:
     and a phase this version does not know yet is not an end either: waiting is the safe
     reading, and the pending timeout or Airflow's execution_timeout still bounds the wait."""
     return _BY_PHASE.get(phase)
+
+
+def of_reason(reason: str) -> Ending | None:
+    """The cause a container's, a pod's or an event's reason shows, ``None`` for no known one."""
+    return _BY_REASON.get(reason)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_volcano_wandb.job.endings import Ending
+from airflow_volcano_wandb.job.endings import Ending, of_reason
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.wandb_stop import is_stop
@@ -56,18 +56,10 @@ def task_of(pod: Mapping[str, Any]) -> str:
     return ""
 
 
-# Waiting reasons that never fix themselves, so they are worth surfacing while still Pending.
-STUCK_WAITING_REASONS = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "ErrImageNeverPull",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-        "CrashLoopBackOff",
-    }
-)
+#: The causes a container waiting to start shows (their reasons are worth surfacing while the
+#: pod is still Pending: they seldom fix themselves), the most specific first.
+STUCK = (Ending.IMAGE_PULL, Ending.CONTAINER_CONFIG)
+STUCK_WAITING_REASONS = frozenset({"CrashLoopBackOff", *(r for e in STUCK for r in e.row.reasons)})
 
 
 def master_pod(
@@ -146,17 +138,6 @@ class Classification:
     failure: ContainerFailure | None = None
 
 
-IMAGE_PULL_REASONS = frozenset(
-    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
-)
-CONTAINER_CONFIG_REASONS = frozenset({"CreateContainerConfigError", "CreateContainerError"})
-# Pod status reasons and event reasons of the kubelet, kube-scheduler, Volcano's scheduler
-# ("Evict") and the taint manager when they take a pod away from a running job.
-EVICTION_REASONS = frozenset(
-    {"Evicted", "Evict", "Preempted", "Preempting", "TaintManagerEviction"}
-)
-
-
 def classify(
     job: Mapping[str, Any] | None,
     pods: Sequence[Mapping[str, Any]],
@@ -179,12 +160,10 @@ def classify(
     """
     master = task_of(master_pod(pods, job) or {}) or None
     failures = container_failures(pods, master)
-    pulls = [f for f in failures if f.exit_code is None and f.reason in IMAGE_PULL_REASONS]
-    if pulls:
-        return Classification(Ending.IMAGE_PULL, pulls[0])
-    configs = [f for f in failures if f.exit_code is None and f.reason in CONTAINER_CONFIG_REASONS]
-    if configs:
-        return Classification(Ending.CONTAINER_CONFIG, configs[0])
+    for cause in STUCK:
+        stuck = [f for f in failures if f.exit_code is None and of_reason(f.reason) is cause]
+        if stuck:
+            return Classification(cause, stuck[0])
     if never_started:
         return Classification(Ending.PENDING_TIMEOUT)
     for failure in failures:
@@ -194,7 +173,7 @@ def classify(
     if evicted is not None:
         return Classification(Ending.PREEMPTED, evicted)
     for failure in failures:
-        if failure.reason == "OOMKilled":
+        if of_reason(failure.reason) is Ending.OOM_KILLED:
             return Classification(Ending.OOM_KILLED, failure)
     if failures:
         return Classification(Ending.EXIT_CODE, failures[0])
@@ -217,7 +196,7 @@ def _evicted(
             ),
             None,
         )
-        if status.get("reason") in EVICTION_REASONS or disruption is not None:
+        if of_reason(status.get("reason") or "") is Ending.PREEMPTED or disruption is not None:
             return ContainerFailure(
                 pod=ObjectMeta.of(pod).name,
                 task=task_of(pod),
@@ -228,7 +207,10 @@ def _evicted(
             )
     for event in _newest_first(events):
         involved = event.get("involvedObject") or {}
-        if involved.get("kind") == "Pod" and event.get("reason") in EVICTION_REASONS:
+        if (
+            involved.get("kind") == "Pod"
+            and of_reason(event.get("reason") or "") is Ending.PREEMPTED
+        ):
             name = str(involved.get("name") or "")
             return ContainerFailure(
                 pod=name,

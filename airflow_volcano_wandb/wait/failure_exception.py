@@ -45,21 +45,15 @@ def for_failure(
     :param run_url: the job's W&B run, named in the message of a run stopped from W&B (its
         page there says who stopped it; the trainer is told only that it was).
     """
-    kind = classification.kind if classification is not None else _own_kind(result)
+    if classification is not None:
+        kind = classification.kind
+    else:  # a container that cannot start says which of its two causes it is
+        kind = result.start_failure.cause if result.start_failure is not None else None
     cls = exception_class(result.outcome.refined_by(kind))
     if run_url and cls is StoppedFromWandbError:
         message = f"{message}; the W&B run: {run_url}"
     job = result.job_ref() if result.uid else None
     return cls(message, job=job, **_fields(cls, result, classification))
-
-
-def _own_kind(result: WaitResult) -> Ending | None:
-    """The cause the wait's own evidence shows, when no pods were classified: the container
-    that cannot start is an image that cannot be had, or a configuration that cannot be met."""
-    failure = result.start_failure
-    if failure is None:
-        return None
-    return Ending.IMAGE_PULL if failure.image_cannot_be_had else Ending.CONTAINER_CONFIG
 
 
 def _fields(

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from airflow_volcano_wandb.job.endings import Ending, of_reason
 from airflow_volcano_wandb.job.job_view import ObjectMeta, epoch_seconds
 from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of, task_of_rank
 
@@ -38,11 +39,6 @@ NEVER_STARTS = frozenset({"InvalidImageName", "ErrImageNeverPull"})
 #: ends after ``startup_timeout`` of them.
 MAY_HEAL = frozenset(
     {"ErrImagePull", "ImagePullBackOff", "CreateContainerConfigError", "CreateContainerError"}
-)
-#: The reasons that mean the image cannot be had (``ImagePullError``); the others mean the
-#: container's configuration cannot be met (``ContainerConfigError``).
-IMAGE_REASONS = frozenset(
-    {"InvalidImageName", "ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff"}
 )
 
 
@@ -70,9 +66,10 @@ class StartFailure:
         return task_of_rank(self.rank)
 
     @property
-    def image_cannot_be_had(self) -> bool:
-        """Whether the image is what fails (else the container's configuration)."""
-        return self.reason in IMAGE_REASONS
+    def cause(self) -> Ending:
+        """``IMAGE_PULL`` when the image cannot be had, else ``CONTAINER_CONFIG``: the
+        container's configuration cannot be met."""
+        return of_reason(self.reason) or Ending.CONTAINER_CONFIG
 
     def describe(self) -> str:
         """One sentence for the task log and the exception."""

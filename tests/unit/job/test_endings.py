@@ -7,7 +7,7 @@ import pytest
 
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.job import resume
-from airflow_volcano_wandb.job.endings import Ending, of_phase
+from airflow_volcano_wandb.job.endings import Ending, of_phase, of_reason
 from airflow_volcano_wandb.wait import failure_exception
 from airflow_volcano_wandb.wait.diagnostics import Classification
 from airflow_volcano_wandb.wait.outcome import WaitResult
@@ -42,6 +42,13 @@ def test_a_phase_is_a_lookup_into_the_table() -> None:
     assert of_phase("Completed") is Ending.SUCCEEDED
     assert {of_phase(p) for p in ("Failed", "Terminated", "Aborted")} == {Ending.FAILED}
     assert of_phase("Running") is None and of_phase("Hibernating") is None
+
+
+def test_a_reason_a_pod_gives_is_a_lookup_into_the_table_too() -> None:
+    assert of_reason("ImagePullBackOff") is Ending.IMAGE_PULL
+    assert of_reason("CreateContainerConfigError") is Ending.CONTAINER_CONFIG
+    assert of_reason("Evict") is Ending.PREEMPTED and of_reason("OOMKilled") is Ending.OOM_KILLED
+    assert of_reason("Error") is None
 
 
 @pytest.mark.parametrize("ending", FAILED)

@@ -98,7 +98,7 @@ def test_a_reason_that_never_heals_fails_at_once(reason):
         reason,
     )
     assert found.image == "registry.example/trainer:1"  # the spec's, not the status's
-    assert found.startup_timeout is None and found.image_cannot_be_had
+    assert found.startup_timeout is None and found.cause is Ending.IMAGE_PULL
     assert "cannot retry its way out" in found.describe()
 
 
@@ -112,7 +112,7 @@ def test_a_reason_that_may_heal_fails_only_after_the_budget(reason):
     found = failure(pods, T0 + 121)
     assert found is not None and found.reason == reason and found.startup_timeout == 120
     assert "failing for 121s, past startup_timeout=120s" in found.describe()
-    assert found.image_cannot_be_had is reason.startswith(("ErrImage", "ImagePull"))
+    assert (found.cause is Ending.IMAGE_PULL) is reason.startswith(("ErrImage", "ImagePull"))
 
 
 def test_a_container_that_ran_counts_from_its_last_exit():
