@@ -72,6 +72,17 @@ _OPTIONS = {
         "example": "60",
         "default": "30",
     },
+    "progress_interval": {
+        "description": "Seconds between reads of a running job's progress (its step, "
+        "total steps and epoch, from its online W&B run's summary: docs/trainer.md), "
+        "whatever else wakes the wait. The task log gets a progress line at most this "
+        "often, and at each tenth of the training. Read by the triggerer and by tasks "
+        "waiting in their own process; at least 1.",
+        "version_added": "0.1.0",
+        "type": "float",
+        "example": "30",
+        "default": "60",
+    },
     "pod_watch": {
         "description": "Read waiting jobs' pods from one label-selected watch of "
         "the pods of managed jobs per namespace, shared by every wait in the "

@@ -99,12 +99,13 @@ class Runs:
         with self._lock:
             self._stopped.add((entity, project, run_id))
 
-    def log_step(self, entity: str, project: str, run_id: str, step: int) -> None:
+    def log_step(self, entity: str, project: str, run_id: str, step: int, **logged: Any) -> None:
         """The run logs ``step`` now, as a trainer's ``wandb.log`` would: its summary's
-        ``_step`` and ``_timestamp`` (the time of the run's last step, epoch seconds)."""
+        ``_step`` and ``_timestamp`` (the time of the run's last step, epoch seconds), and the
+        ``logged`` values (``**{"train/step": 1200}``)."""
         with self._lock:
             self._runs[(entity, project, run_id)].summary.update(
-                {"_step": step, "_timestamp": time.time()}
+                {**logged, "_step": step, "_timestamp": time.time()}
             )
 
     def file_streams(self, run_id: str) -> list[RecordedRequest]:

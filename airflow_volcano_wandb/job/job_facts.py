@@ -85,6 +85,7 @@ def asset_extra(
     run: Mapping[str, Any],
     summary: Mapping[str, Any] | None,
     gpu_seconds: Mapping[str, float] | None = None,
+    throughput: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The ``extra`` of the asset event a successful training step emits.
 
@@ -99,6 +100,8 @@ def asset_extra(
         when the step resumed an interrupted try's run.
     :param summary: the requested W&B summary metrics.
     :param gpu_seconds: GPU-seconds per rank (``gpu_usage``); ``{}`` when unknown.
+    :param throughput: the run's steps per second and seconds per epoch, from its summary
+        (``wait.training_progress.throughput``); ``{}`` when unknown.
     """
     return {
         "wandb_run_id": run.get("wandb_run_id"),
@@ -112,6 +115,7 @@ def asset_extra(
         "replicas": dict(facts.replicas),
         "world_size": facts.world_size,
         "gpu_seconds": dict(gpu_seconds or {}),
+        "throughput": dict(throughput or {}),
         # The intent of an interrupted try whose W&B run this step resumed (``job.resume``).
         "resumed_from_intent": run.get("resumed_from_intent"),
         # The step its trainer said it continued after (docs/trainer.md, "Checkpoints").

@@ -199,9 +199,10 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             parts.end_run(context, run, result, None)  # before a delete: the next try knows
             if deletes:
                 self._delete_job()
-            summary = self._summary = parts.report.push_summary(ti, run)
+            summary, rates = parts.report.push_summary(ti, run)
+            self._summary = summary
             if self.outlets:  # the record travels with the asset event (docs/assets.md)
-                extra = asset_extra(self._facts, run, summary, usage)
+                extra = asset_extra(self._facts, run, summary, usage, rates)
                 annotate_outlet_events(context, self.outlets, extra)
             summary_part = {"wandb_summary": summary} if summary is not None else {}
             return {**result.job_ref(), **run, **summary_part, "phase": result.phase}

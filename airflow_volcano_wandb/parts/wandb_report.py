@@ -13,12 +13,15 @@ from airflow.sdk import Context
 
 from airflow_volcano_wandb.hooks.wandb import WandbHook
 from airflow_volcano_wandb.parts.options import option
+from airflow_volcano_wandb.wait.training_progress import throughput
 from airflow_volcano_wandb.wandb import wandb_backlink, wandb_run, wandb_urls
 
 #: The XComs a task that waited on a job pushes about its W&B run (also the keys of ``run``).
 XCOM_RUN_ID = "wandb_run_id"
 XCOM_RUN_URL = "wandb_run_url"
 XCOM_SUMMARY = "wandb_summary"
+#: The finished run's steps per second and seconds per epoch (``training_progress``).
+XCOM_THROUGHPUT = "throughput"
 RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)
 
 #: W&B calls made after the task's outcome is known must not hold the worker for long: each
@@ -94,6 +97,7 @@ class WandbReport:
             "wandb_run_id": run_id,
             "wandb_entity": entity,
             "wandb_project": project,
+            "wandb_summary_keys": list(self.wandb_summary_keys or []) or None,
         }
 
     def run_of(self, run_id: str, ti: Any) -> dict[str, Any]:
@@ -110,25 +114,33 @@ class WandbReport:
             ti.xcom_push(key=key, value=value)
         return run
 
-    def push_summary(self, ti: Any, run: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The summary metrics asked for, read and pushed to XCom; None when none are."""
-        if not self.wandb_summary_keys:
-            return None
+    def push_summary(
+        self, ti: Any, run: Mapping[str, Any]
+    ) -> tuple[dict[str, Any] | None, dict[str, float]]:
+        """The summary metrics asked for (``None`` when none are) and the run's throughput
+        (``training_progress.throughput``), from one read of its summary, pushed to XCom."""
         summary = self._read_summary(run)
-        ti.xcom_push(key=XCOM_SUMMARY, value=summary)
-        return summary
+        rates = throughput(summary)
+        if rates:
+            shown = ", ".join(f"{value:g} {key.replace('_', ' ')}" for key, value in rates.items())
+            self.log.info("Throughput of W&B run %s: %s", run[XCOM_RUN_ID], shown)
+        ti.xcom_push(key=XCOM_THROUGHPUT, value=rates)
+        if not self.wandb_summary_keys:
+            return None, rates
+        asked = {key: summary[key] for key in self.wandb_summary_keys if key in summary}
+        if missing := [key for key in self.wandb_summary_keys if key not in summary]:
+            self.log.warning("W&B run has no summary value for %s", ", ".join(missing))
+        ti.xcom_push(key=XCOM_SUMMARY, value=asked)
+        return asked, rates
 
     def _read_summary(self, run: Mapping[str, Any]) -> dict[str, Any]:
-        """The requested W&B summary metrics; empty (with a warning) when they cannot be read."""
+        """The W&B run's summary; empty (with a warning) when it cannot be read."""
         if not self.online:
             self.log.warning("W&B mode is %s: no summary to read back", self.wandb_mode)
             return {}
         try:
             return self.best_effort_hook().get_run_summary(
-                run[XCOM_RUN_ID],
-                entity=self.wandb_entity,
-                project=self.wandb_project,
-                keys=list(self.wandb_summary_keys or ()),
+                run[XCOM_RUN_ID], entity=self.wandb_entity, project=self.wandb_project
             )
         except Exception as exc:
             self.log.warning("Could not read the W&B run's summary (%s); pushing {}", exc)

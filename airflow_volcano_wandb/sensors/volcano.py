@@ -24,7 +24,11 @@ from airflow_volcano_wandb.parts.assets import annotate_outlet_events
 from airflow_volcano_wandb.parts.log_follow import masked_digests
 from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_URL
 from airflow_volcano_wandb.sensors.sensor_parts import OPTIONS, SensorParts
-from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger, pod_check_interval
+from airflow_volcano_wandb.triggers.volcano import (
+    VolcanoJobTrigger,
+    pod_check_interval,
+    progress_interval,
+)
 from airflow_volcano_wandb.wait import cleanup, job_report, step_io
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge
 from airflow_volcano_wandb.wait.outcome import WaitResult
@@ -103,6 +107,7 @@ class VolcanoJobSensor(BaseSensorOperator):
             deadline=deadline,
             **self.parts.limits.trigger_kwargs(),
             pod_check_interval=pod_check_interval(),
+            progress_interval=progress_interval(),
             waiting_since=self._waiting_since,
         )
 
@@ -255,12 +260,12 @@ class VolcanoJobSensor(BaseSensorOperator):
             ti.xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
             if deletes:
                 self._delete_job()
-            summary = report.push_summary(ti, run) if run else None
+            summary, rates = report.push_summary(ti, run) if run else (None, {})
             if run:
                 report.link_back(context, run, "success")
             if self.outlets:  # the same record as the operator's (docs/assets.md)
                 facts = JobFacts.from_job(job or {"metadata": result.job_ref()})
-                extra = asset_extra(facts, run or {}, summary, usage)
+                extra = asset_extra(facts, run or {}, summary, usage, rates)
                 annotate_outlet_events(context, self.outlets, extra)
             summary_part = {"wandb_summary": summary} if summary is not None else {}
             return {**result.job_ref(), **(run or {}), **summary_part, "phase": result.phase}

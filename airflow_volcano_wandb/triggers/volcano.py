@@ -23,6 +23,7 @@ from airflow_volcano_wandb.wait import step_io
 from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, may_read_pods
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
+from airflow_volcano_wandb.wait.training_progress import READ_INTERVAL
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
 # DEFAULT_WATCH_FAILURE_GRACE is the sensor's and the operator's default too (WaitSpec's).
@@ -49,6 +50,12 @@ def pod_check_interval() -> float:
     configured = conf.getfloat(
         "volcano_wandb", "pod_check_interval", fallback=DEFAULT_POD_CHECK_INTERVAL
     )
+    return max(1.0, configured)
+
+
+def progress_interval() -> float:
+    """``[volcano_wandb] progress_interval`` of this (triggerer or worker) process."""
+    configured = conf.getfloat("volcano_wandb", "progress_interval", fallback=READ_INTERVAL)
     return max(1.0, configured)
 
 
@@ -219,7 +226,11 @@ class VolcanoJobTrigger(BaseTrigger):
         keep coming. Only when the direct reads fail too for ``watch_failure_grace`` does the
         wait end as a lost watch.
         """
-        target = dataclasses.replace(self.spec.target(), pod_check_interval=pod_check_interval())
+        target = dataclasses.replace(
+            self.spec.target(),
+            pod_check_interval=pod_check_interval(),
+            progress_interval=progress_interval(),
+        )
         while True:
             subscription.changed.clear()
             fresh = True

@@ -74,6 +74,8 @@ class WaitSpec:
     :param waiting_since: when this try's wait began (epoch seconds), deferred or not: the
         startup budget counts from no earlier, so a retry that reattaches to a job whose key
         Secret it has just delivered gives the kubelet the whole budget.
+    :param wandb_summary_keys: the run's summary metrics shown beside the training's progress
+        (``training_progress``); ``None``: none.
     :param wandb_stop_grace: seconds a job may run on after its W&B run was heard stopped
         (``wandb_stop``); ``None``: W&B is not asked, as for a trigger stored by a release
         without it.
@@ -108,6 +110,7 @@ class WaitSpec:
     startup_timeout: float | None = None
     waiting_since: float | None = None
     wandb_stop_grace: float | None = None
+    wandb_summary_keys: list[str] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "masked_secrets", tuple(self.masked_secrets or ()))
@@ -140,8 +143,8 @@ class WaitSpec:
         )
 
     def wandb_run(self) -> WandbRunRef | None:
-        """The online W&B run the wait asks (``stall.stalled_online``, ``wandb_stop``); ``None``:
-        none."""
+        """The online W&B run the wait asks (``stall.stalled_online``, ``training_progress``,
+        ``wandb_stop``); ``None``: none."""
         return WandbRunRef.of_kwargs(vars(self))
 
     def connection_key(self) -> tuple:

@@ -35,6 +35,7 @@ from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
 from airflow_volcano_wandb.wait.stall import Stall
 from airflow_volcano_wandb.wait.startup import start_failure
+from airflow_volcano_wandb.wait.training_progress import READ_INTERVAL
 from airflow_volcano_wandb.wait.wandb_stop import stopped_rank
 
 #: Pod phases that mean a rank was placed on a node and started.
@@ -74,6 +75,9 @@ class WaitTarget:
     #: that cannot start (``[volcano_wandb] pod_check_interval`` of the waiting process),
     #: whatever wakes the wait.
     pod_check_interval: float = DEFAULT_POD_CHECK_INTERVAL
+    #: How often a running job's progress is read (``[volcano_wandb] progress_interval`` of the
+    #: waiting process, ``training_progress``).
+    progress_interval: float = READ_INTERVAL
     #: Seconds a running job may go on after its W&B run was heard stopped (``wandb_stop``)
     #: before the wait deletes it; ``None``: W&B is not asked.
     wandb_stop_grace: float | None = None

@@ -120,6 +120,8 @@ class WandbRunRef:
     run_id: str
     entity: str | None
     project: str
+    #: The summary metrics shown beside the training's progress (``wandb_summary_keys``).
+    summary_keys: tuple[str, ...] = ()
 
     @classmethod
     def of_kwargs(cls, kwargs: Mapping[str, Any]) -> WandbRunRef | None:
@@ -129,7 +131,8 @@ class WandbRunRef:
         conn_id, run_id, project = (kwargs.get(name) for name in names)
         if not (conn_id and run_id and project):
             return None
-        return cls(str(conn_id), str(run_id), kwargs.get("wandb_entity") or None, str(project))
+        entity, keys = kwargs.get("wandb_entity") or None, kwargs.get("wandb_summary_keys")
+        return cls(str(conn_id), str(run_id), entity, str(project), tuple(keys or ()))
 
 
 def probe_due(stall_timeout: float | None, probed_at: float | None, now: float) -> bool:

@@ -11,7 +11,7 @@ then ``step_io`` reads what the look asked for and asks ``judge`` of it, then ac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_volcano_wandb.job.job_view import api_timestamp
@@ -28,6 +28,7 @@ from airflow_volcano_wandb.wait.judge import (
 )
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, probe_due, silence_probe
+from airflow_volcano_wandb.wait.training_progress import ProgressSeen
 from airflow_volcano_wandb.wait.wandb_stop import ask_interval
 
 
@@ -47,6 +48,9 @@ class WaitMemory:
     pods_read_at: float | None = None
     #: When it last asked W&B whether the job's run was stopped (epoch seconds), the same way.
     wandb_stop_asked_at: float | None = None
+    #: When it last read the training's progress (epoch seconds), and what it saw.
+    progress_read_at: float | None = None
+    training: ProgressSeen = field(default_factory=ProgressSeen)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,8 @@ class Look:
     probe_stall: bool = False
     #: Ask W&B whether the job's run was stopped (``wandb_stop``).
     ask_wandb_stop: bool = False
+    #: Read how far the training has got (``training_progress``).
+    read_progress: bool = False
 
 
 def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, now: float) -> Look:
@@ -93,6 +99,7 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
         probe or (reads_pods(seen, target) and _pods_due(target, memory.pods_read_at, now))
     )
     ask = result is None and asks_wandb_stop(seen, target, memory.wandb_stop_asked_at, now)
+    progress = result is None and reads_progress(seen, target, memory.progress_read_at, now)
     return Look(
         seen=seen,
         memory=WaitMemory(
@@ -101,6 +108,8 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
             stall_probed_at=now if probe else memory.stall_probed_at,
             pods_read_at=now if read_pods else memory.pods_read_at,
             wandb_stop_asked_at=now if ask else memory.wandb_stop_asked_at,
+            progress_read_at=now if progress else memory.progress_read_at,
+            training=memory.training,
         ),
         progress=line if line != memory.progress else None,
         mark=mark,
@@ -108,6 +117,7 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
         read_pods=read_pods,
         probe_stall=probe,
         ask_wandb_stop=ask,
+        read_progress=progress,
     )
 
 
@@ -146,6 +156,14 @@ def asks_wandb_stop(seen: Seen, target: WaitTarget, asked_at: float | None, now:
     if grace is None or seen.job is None or seen.status.terminal:
         return False
     return asked_at is None or now - asked_at >= ask_interval(grace)
+
+
+def reads_progress(seen: Seen, target: WaitTarget, read_at: float | None, now: float) -> bool:
+    """Whether the waiter should read how far the training has got: only of a running job,
+    at most every ``progress_interval`` (it last did at ``read_at``)."""
+    if seen.job is None or seen.status.phase != "Running":
+        return False
+    return read_at is None or now - read_at >= target.progress_interval
 
 
 def gang_is_whole(seen: Seen) -> bool:

@@ -45,6 +45,7 @@ triggerer's event loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -62,6 +63,7 @@ from airflow_volcano_wandb.wait.judge import (
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
 from airflow_volcano_wandb.wait.step import Look, WaitMemory, look, stall_probe
+from airflow_volcano_wandb.wait.training_progress import observe
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 from airflow_volcano_wandb.wait.wandb_stop import STOPPED_BY, stop_seen_at, stop_seen_mark
 
@@ -117,6 +119,8 @@ async def take_step(
     """
     view = look(job, target, memory, time.time())
     await _show(calls, view, log)
+    if view.read_progress and wandb is not None:
+        view = await _read_progress(view, wandb, log)
     if view.ask_wandb_stop and wandb is not None:
         unheeded = await _stop_unheeded(calls, view.seen, target, log, wandb)
         if unheeded is not None:
@@ -223,6 +227,18 @@ async def _confirmed(
     if pods_again is None:
         return None
     return await verdict(see(fresh, target), pods_again)
+
+
+async def _read_progress(view: Look, wandb: WandbProgress, log: logging.Logger | Any) -> Look:
+    """The look after reading how far the training has got from its W&B run, and logging
+    the progress line when one is due (``training_progress``)."""
+    progress = await wandb.progress(log)
+    if progress is None:
+        return view
+    training, line = observe(view.memory.training, progress, time.time())
+    if line is not None:
+        log.info("%s", line)
+    return dataclasses.replace(view, memory=dataclasses.replace(view.memory, training=training))
 
 
 async def _stop_unheeded(

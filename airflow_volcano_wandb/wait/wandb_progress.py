@@ -17,6 +17,7 @@ import logging
 from typing import Any
 
 from airflow_volcano_wandb.wait.stall import WandbRunRef, WandbStep
+from airflow_volcano_wandb.wait.training_progress import STEP_KEY, Progress
 
 #: Seconds per HTTP request, and for the whole read, retries included (the SDK retries past
 #: the first): a W&B that does not answer delays the verdict by at most the deadline.
@@ -25,7 +26,8 @@ WANDB_DEADLINE = 30.0
 
 
 class WandbProgress:
-    """Asks W&B for one run's last step (:meth:`last_step`), for one waiter."""
+    """Asks W&B about one run, for one waiter: its last step (:meth:`last_step`), how far it
+    has trained (:meth:`progress`), whether it was stopped (:meth:`stopped`)."""
 
     def __init__(self, run: WandbRunRef) -> None:
         self.run = run
@@ -43,6 +45,21 @@ class WandbProgress:
         if step is None:
             self._unheard(log, "the last step", "the run has logged no step yet", unheard)
         return step
+
+    async def progress(self, log: logging.Logger | Any) -> Progress | None:
+        """The training's progress as the run's summary reports it (``training_progress``);
+        ``None`` when W&B cannot say or the run reports none (logged once per waiter)."""
+        unheard = "the task log shows no progress until it can"
+        try:
+            summary = await asyncio.to_thread(_read, self.run, "get_run_summary")
+        except Exception as exc:
+            self._unheard(log, "the progress", f"{type(exc).__name__}: {exc}", unheard)
+            return None
+        progress = Progress.of_summary(summary, self.run.summary_keys)
+        if progress is None:
+            why = f"its summary has no {STEP_KEY!r} yet (docs/trainer.md, the progress contract)"
+            self._unheard(log, "the progress", why, unheard)
+        return progress
 
     async def stopped(self, log: logging.Logger | Any) -> bool:
         """Whether the run was stopped from the W&B UI or API; ``False`` when W&B cannot say

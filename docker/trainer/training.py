@@ -6,6 +6,7 @@ SIGTERM ends every rank after the same whole step, saved first (``stopping.py``)
 
 from __future__ import annotations
 
+import json
 import math
 import signal
 import time
@@ -99,11 +100,14 @@ def train(
             )
         shown = " ".join(f"{k}={v:.4f}" for k, v in {**metrics, "eval/accuracy": eval_acc}.items())
         say(info, f"epoch {epoch}/{params.epochs}: {shown}")
+        report_progress(info, progress.step, total_steps, epoch, params.epochs)
         return eval_loss, eval_acc
 
     steps_per_epoch = math.ceil(train_x.shape[0] / params.batch_size)
     total_steps = steps_per_epoch * params.epochs
     save_every = checkpoints.every or steps_per_epoch
+    if logger is not None:  # the progress contract's totals (docs/trainer.md)
+        logger.summary.update({"train/total_steps": total_steps, "train/epochs": params.epochs})
     eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
     say(info, f"at step {progress.step}: eval/loss={eval_loss:.4f} eval/accuracy={eval_acc:.4f}")
     started = time.monotonic()
@@ -151,3 +155,11 @@ def train(
     if logger is not None:
         logger.summary.update(summary)
     return summary
+
+
+def report_progress(info: DistInfo, step: int, total_steps: int, epoch: int, epochs: int) -> None:
+    """The progress contract's log record (docs/trainer.md), one line of rank 0's log: how far
+    a run without W&B has got, for whoever reads the master's log."""
+    if info.rank == 0:
+        record = {"step": step, "total_steps": total_steps, "epoch": epoch, "epochs": epochs}
+        print("AVW_PROGRESS " + json.dumps(record), flush=True)

@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
+from airflow_volcano_wandb.wait.training_progress import Progress
 from airflow_volcano_wandb.wait.wandb_stop import (
     STOPPED_FROM_WANDB_EXIT_CODE,
     STOPPED_FROM_WANDB_MARKER,
@@ -299,6 +300,17 @@ def test_master_rank_mode_makes_one_offline_run_with_airflow_context(tmp_path: P
 
     assert "wandb=on" in results[0].output and "wandb=off" in results[1].output
     assert "AVW_TRAIN_RESULT" in results[0].output
+    # The progress contract (docs/trainer.md): a record per epoch in rank 0's log only, its
+    # step rising to its total, as the provider reads it (training_progress).
+    records = [
+        Progress.of_log_line(line, 0.0)
+        for line in results[0].output.splitlines()
+        if line.startswith("AVW_PROGRESS ")
+    ]
+    assert len(records) == run.config["epochs"] and "AVW_PROGRESS" not in results[1].output
+    assert [r.epoch for r in records] == list(range(1, run.config["epochs"] + 1))
+    assert records[-1].step == records[-1].total_steps == run.history[-1]["train/step"]
+    assert records[0].fraction == 1 / run.config["epochs"]
     _assert_key_never_leaked(tmp_path, results)
     print(f"2-rank DDP job finished in {elapsed:.1f} s")
 

@@ -60,6 +60,7 @@ PURE = [
     "wait/diagnostics.py",
     "wait/restart_budget.py",
     "wait/wandb_stop.py",
+    "wait/training_progress.py",
     "wait/stall.py",
     "wait/startup.py",
     "wait/step.py",

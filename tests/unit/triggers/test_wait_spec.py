@@ -6,11 +6,11 @@ import json
 
 import pytest
 
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, WaitTarget
-from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory, look
 
@@ -51,6 +51,7 @@ STORED_NOW = {
     "startup_timeout": None,
     "waiting_since": None,
     "wandb_stop_grace": None,
+    "wandb_summary_keys": None,
 }
 
 

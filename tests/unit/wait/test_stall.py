@@ -20,6 +20,7 @@ import pytest
 
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.hooks.wandb import WandbHook
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
@@ -27,7 +28,6 @@ from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io, wandb_progress
 from airflow_volcano_wandb.wait.judge import WaitTarget, judge_stall, see
-from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import (
     Stall,
@@ -266,6 +266,12 @@ class Wandb:
 
     async def last_step(self, log) -> WandbStep | None:
         return self.steps.pop(0)
+
+    async def progress(self, log) -> None:
+        return None
+
+    async def stopped(self, log) -> bool:
+        return False
 
 
 class Log:

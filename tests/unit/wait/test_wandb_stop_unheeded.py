@@ -13,10 +13,10 @@ import logging
 import pytest
 
 from airflow_volcano_wandb import exceptions
+from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io
 from airflow_volcano_wandb.wait.judge import WaitTarget, see
-from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory, asks_wandb_stop
@@ -75,6 +75,9 @@ class Wandb:
     async def stopped(self, log) -> bool:
         self.asked += 1
         return self.answer
+
+    async def progress(self, log) -> None:
+        return None
 
 
 def _step(job, calls, wandb, monkeypatch, memory=None, now=T0):
