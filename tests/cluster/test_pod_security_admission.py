@@ -15,8 +15,8 @@ from kubernetes.client.exceptions import ApiException
 
 from airflow_volcano_wandb.template import TemplateError, render_job
 from airflow_volcano_wandb.testing.pytest_plugin import VolcanoCluster
-from tests.pod_security_corpus import CASES, Case
-from tests.unit.template.template_cases import MACROS
+from test_support.pod_security_corpus import CASES, Case
+from test_support.template_cases import MACROS
 
 pytestmark = pytest.mark.cluster
 

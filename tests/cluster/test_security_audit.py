@@ -53,9 +53,9 @@ from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TASK_ID_LABEL
 from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
 from airflow_volcano_wandb.testing.recorder import Recorder
+from test_support.rbac_manifests import role_permissions
 from test_support.wandb_standin import WandbStandin
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
-from tests.rbac_manifests import role_permissions
 from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.timeout(1800)]

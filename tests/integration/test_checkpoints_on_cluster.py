@@ -16,8 +16,8 @@ import json
 import pytest
 from kubernetes import client as k8s
 
-from tests.integration.jobs import SIM_DURATION, custom, list_pods, seed_template, wait_until
-from tests.reliability.support import StubTaskInstance, execute_operator, operator
+from test_support.cluster_jobs import SIM_DURATION, custom, list_pods, seed_template, wait_until
+from test_support.operator_tries import StubTaskInstance, execute_operator, operator
 
 pytestmark = pytest.mark.cluster
 

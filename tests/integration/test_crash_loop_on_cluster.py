@@ -18,7 +18,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import TrainerCrashLoopError
-from tests.integration.jobs import (
+from test_support import operator_tries as support
+from test_support.cluster_jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     list_jobs,
@@ -26,7 +27,6 @@ from tests.integration.jobs import (
     submit_job,
     wait_until,
 )
-from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 

@@ -11,8 +11,8 @@ import runpy
 import pytest
 
 from airflow_volcano_wandb.job.ownership import MAP_INDEX_LABEL
+from test_support.cluster_jobs import REPO, list_jobs, run_dag, wait_until, xcoms
 from test_support.wandb_standin import WandbStandin
-from tests.integration.jobs import REPO, list_jobs, run_dag, wait_until, xcoms
 from tests.integration.test_wandb_hook_standin import API_KEY
 
 pytestmark = pytest.mark.cluster

@@ -21,7 +21,7 @@ from airflow_volcano_wandb.exceptions import (
     TrainerExitError,
     VolcanoJobError,
 )
-from tests.integration.jobs import (
+from test_support.cluster_jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     list_jobs,
@@ -29,7 +29,7 @@ from tests.integration.jobs import (
     seed_template,
     xcoms,
 )
-from tests.reliability.support import StubTaskInstance, execute_operator, operator
+from test_support.operator_tries import StubTaskInstance, execute_operator, operator
 
 pytestmark = pytest.mark.cluster
 

@@ -17,8 +17,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import JobWontFitError
-from tests.integration.jobs import SIM_DURATION, custom, list_jobs, seed_template, wait_until
-from tests.reliability.support import StubTaskInstance, execute_operator, operator
+from test_support.cluster_jobs import SIM_DURATION, custom, list_jobs, seed_template, wait_until
+from test_support.operator_tries import StubTaskInstance, execute_operator, operator
 from tests.reliability.test_rbac_service_account import as_service_account  # noqa: F401
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]

@@ -20,8 +20,8 @@ from airflow_volcano_wandb.testing.cluster.podlogs import (
     SPLIT_LINE_ANNOTATION,
 )
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
-from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, submit_job
-from tests.line_log import LineLog
+from test_support.cluster_jobs import SIM_DURATION, SIM_EXIT_CODE, submit_job
+from test_support.line_log import LineLog
 
 pytestmark = pytest.mark.cluster
 

@@ -13,8 +13,8 @@ import pytest
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.logs.master_log import MasterLogThread
-from tests.integration.jobs import submit_job, wait_until
-from tests.line_log import LineLog
+from test_support.cluster_jobs import submit_job, wait_until
+from test_support.line_log import LineLog
 
 pytestmark = pytest.mark.cluster
 

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from airflow_volcano_wandb.job.ownership import IDENTITY_ANNOTATION, REPORTED_ANNOTATION
-from tests.integration.jobs import (
+from test_support.cluster_jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     custom,

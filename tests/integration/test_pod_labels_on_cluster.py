@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL
-from tests.integration.jobs import SIM_DURATION, list_jobs, run_dag, seed_template, wait_until
+from test_support.cluster_jobs import SIM_DURATION, list_jobs, run_dag, seed_template, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]

@@ -22,7 +22,7 @@ from airflow_volcano_wandb.logs import log_client
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import job_watcher, namespace_watch
 from airflow_volcano_wandb.wait.pod_watcher import NamespacePodWatcher
-from tests.integration.jobs import list_pods, submit_job, wait_until
+from test_support.cluster_jobs import list_pods, submit_job, wait_until
 
 pytestmark = pytest.mark.cluster
 

@@ -22,8 +22,9 @@ from airflow_volcano_wandb.airflow_compat import TaskDeferred
 from airflow_volcano_wandb.exceptions import JobPreemptedError, TrainerExitError
 from airflow_volcano_wandb.job.ownership import INTENT_LABEL
 from airflow_volcano_wandb.testing.cluster.podlogs import PRINT_ENV_ANNOTATION
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, SIM_EXIT_CODE, custom, seed_template
 from test_support.wandb_standin import WandbStandin
-from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, custom, seed_template
 from tests.integration.test_checkpoints_on_cluster import CLAIM, _bound_claim, _release
 from tests.integration.test_failure_classes_on_cluster import (
     EVICT,
@@ -31,7 +32,6 @@ from tests.integration.test_failure_classes_on_cluster import (
     _terminating,
 )
 from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
-from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 

@@ -17,14 +17,14 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from tests.integration.jobs import (
+from test_support import operator_tries as support
+from test_support.cluster_jobs import (
     SIM_DURATION,
     list_jobs,
     seed_template,
     submit_job,
     wait_until,
 )
-from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 

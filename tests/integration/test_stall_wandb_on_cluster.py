@@ -22,11 +22,11 @@ import pytest
 
 from airflow_volcano_wandb.exceptions import TrainingStalledError
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from test_support.wandb_standin import WandbStandin
 from tests.integration.conftest import STANDIN_CONN_ID
-from tests.integration.jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
-from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 

@@ -18,8 +18,8 @@ from datetime import timedelta
 import pytest
 
 from airflow_volcano_wandb.exceptions import ContainerConfigError, ImagePullError
-from tests.integration.jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 
 pytestmark = pytest.mark.cluster
 

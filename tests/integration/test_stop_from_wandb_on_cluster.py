@@ -22,9 +22,8 @@ import pytest
 from airflow_volcano_wandb.exceptions import ContainerError, StoppedFromWandbError
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.wait.wandb_stop import STOP_SEEN_ANNOTATION, STOPPED_FROM_WANDB_EXIT_CODE
-from test_support.wandb_standin import WandbStandin
-from tests.integration.conftest import STANDIN_CONN_ID
-from tests.integration.jobs import (
+from test_support import operator_tries as support
+from test_support.cluster_jobs import (
     SIM_DURATION,
     SIM_EXIT_CODE,
     list_jobs,
@@ -33,8 +32,9 @@ from tests.integration.jobs import (
     submit_job,
     wait_until,
 )
+from test_support.wandb_standin import WandbStandin
+from tests.integration.conftest import STANDIN_CONN_ID
 from tests.integration.test_wandb_hook_standin import ENTITY, PROJECT
-from tests.reliability import support
 
 pytestmark = pytest.mark.cluster
 

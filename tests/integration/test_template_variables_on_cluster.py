@@ -21,9 +21,9 @@ from airflow_volcano_wandb.hooks import VolcanoHook, WandbHook
 from airflow_volcano_wandb.job.queue_template import template_and_schemas
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.template import TemplateError, render_job
+from test_support.cluster_jobs import list_jobs, seed_template
+from test_support.operator_tries import StubTaskInstance, context_for
 from test_support.wandb_standin import WandbStandin
-from tests.integration.jobs import list_jobs, seed_template
-from tests.reliability.support import StubTaskInstance, context_for
 
 pytestmark = pytest.mark.cluster
 

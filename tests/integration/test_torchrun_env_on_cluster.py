@@ -6,8 +6,8 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.job.job_facts import JobFacts
-from tests.integration.jobs import SIM_DURATION, list_pods, seed_template, wait_until
-from tests.reliability.support import StubTaskInstance, execute_operator, operator
+from test_support.cluster_jobs import SIM_DURATION, list_pods, seed_template, wait_until
+from test_support.operator_tries import StubTaskInstance, execute_operator, operator
 
 pytestmark = pytest.mark.cluster
 

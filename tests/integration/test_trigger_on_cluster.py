@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import job_watcher
-from tests.integration.jobs import (
+from test_support.cluster_jobs import (
     as_in_a_triggerer,
     end_master,
     list_jobs,

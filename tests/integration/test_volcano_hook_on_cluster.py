@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
-from tests.integration.jobs import custom, submit_job, wait_until
+from test_support.cluster_jobs import custom, submit_job, wait_until
 
 pytestmark = pytest.mark.cluster
 

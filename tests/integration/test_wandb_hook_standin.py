@@ -26,7 +26,7 @@ from airflow_volcano_wandb.template import TemplateError, render_job
 from airflow_volcano_wandb.wandb import wandb_backlink
 from airflow_volcano_wandb.wandb.key_forms import key_forms
 from test_support.wandb_standin import WandbStandin
-from tests.wandb_support import airflow_run_context
+from test_support.wandb_support import airflow_run_context
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
 ENTITY = "ml-team"
@@ -322,7 +322,7 @@ def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
     standin: WandbStandin, conn_id: str, kubernetes_connection, volcano_cluster, volcano_namespace
 ) -> None:
     from airflow_volcano_wandb.airflow_compat import AirflowException
-    from tests.reliability.support import StubTaskInstance, execute_operator, list_jobs, operator
+    from test_support.operator_tries import StubTaskInstance, execute_operator, list_jobs, operator
 
     queue = f"wandb-queue://{ENTITY}/volcano-queue"
     ti = StubTaskInstance("avw_standin_queue", "train", "r1")
@@ -357,7 +357,7 @@ def test_the_operator_renders_a_queues_template_variables_against_wandb_standin(
     """A task on a Launch queue with template variables: the queue's schemas bound the values
     whatever the DAG says; out of bounds or widened, nothing is submitted."""
     from airflow_volcano_wandb.airflow_compat import AirflowException
-    from tests.reliability.support import StubTaskInstance, execute_operator, list_jobs, operator
+    from test_support.operator_tries import StubTaskInstance, execute_operator, list_jobs, operator
 
     queue = f"wandb-queue://{ENTITY}/templated-queue"
     ti = StubTaskInstance("avw_standin_variables", "train", "r1")

@@ -10,7 +10,7 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.job.api_key_secret import NAME_PREFIX
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
-from tests.integration.jobs import SIM_DURATION, list_jobs, run_dag, seed_template, wait_until
+from test_support.cluster_jobs import SIM_DURATION, list_jobs, run_dag, seed_template, wait_until
 
 pytestmark = pytest.mark.cluster
 
@@ -86,7 +86,7 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
     assert api_key not in json.dumps(job)
     assert api_key not in json.dumps(api.sanitize_for_serialization(pods))
     assert api_key not in output.out + output.err
-    from tests.integration.jobs import xcoms
+    from test_support.cluster_jobs import xcoms
 
     assert api_key not in json.dumps(xcoms("avw_test_keep", dag_run.run_id), default=str)
     assert api_key not in json.dumps(rendered_fields("avw_test_keep", dag_run.run_id), default=str)
@@ -115,7 +115,7 @@ def test_every_container_gets_the_run_env_and_the_key_only_by_secret_ref(
 
 
 def dag_run_xcom(dag_run, key: str):
-    from tests.integration.jobs import xcoms
+    from test_support.cluster_jobs import xcoms
 
     value = xcoms(dag_run.dag_id, dag_run.run_id)[f"train.{key}"]
     return json.loads(value) if isinstance(value, str) and value.startswith('"') else value

@@ -19,7 +19,7 @@ import wandb  # noqa: F401  (a dependency: missing it must fail, not skip)
 
 from airflow_volcano_wandb.wandb.wandb_env import container_env
 from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
-from tests.wandb_support import airflow_run_context, keyed_run_spec, read_wandb_records
+from test_support.wandb_support import airflow_run_context, keyed_run_spec, read_wandb_records
 
 NAIVE_TRAINER = textwrap.dedent(
     """

@@ -24,8 +24,8 @@ from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, node, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
-from tests.integration.jobs import SEED, custom, list_jobs, run_dag, wait_until
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SEED, custom, list_jobs, run_dag, wait_until
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
 

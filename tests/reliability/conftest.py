@@ -11,10 +11,10 @@ from urllib.parse import urlparse
 import pytest
 from kubernetes.client import ApiClient
 
+from test_support.airflow_runs import DAGS, running_stack
 from test_support.faults import FaultProxy, kubeconfig_for_server
+from test_support.operator_tries import kubernetes_conn_env
 from tests.e2e.airflow_stack import REPO, AirflowStack
-from tests.reliability.airflow_runs import DAGS, running_stack
-from tests.reliability.support import kubernetes_conn_env
 
 
 @pytest.fixture

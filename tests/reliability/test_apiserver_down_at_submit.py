@@ -23,8 +23,8 @@ from airflow_volcano_wandb.exceptions import ApiserverUnreachableError
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from test_support import faults
-from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, seed_template
 
 pytestmark = [pytest.mark.long, pytest.mark.cluster, pytest.mark.timeout(600)]
 

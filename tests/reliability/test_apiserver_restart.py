@@ -21,8 +21,8 @@ from kubernetes import client, config
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL
 from airflow_volcano_wandb.wait import job_watcher
 from test_support import faults
-from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, failing_template, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.long, pytest.mark.timeout(600)]
 

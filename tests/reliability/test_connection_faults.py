@@ -26,8 +26,8 @@ from kubernetes import client
 from airflow_volcano_wandb.hooks import volcano_async
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from airflow_volcano_wandb.wait import namespace_watch
-from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, failing_template, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

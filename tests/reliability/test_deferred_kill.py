@@ -29,9 +29,9 @@ from datetime import datetime
 
 import pytest
 
+from test_support.airflow_runs import Run, start_run
+from test_support.cluster_jobs import SIM_DURATION, seed_template
 from tests.e2e.airflow_stack import AirflowStack, wait_for
-from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.airflow_runs import Run, start_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(900)]
 

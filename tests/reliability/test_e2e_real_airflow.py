@@ -46,9 +46,9 @@ import pytest
 from kubernetes import client, watch
 
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_DEFER_SETTLE_SECONDS
+from test_support.airflow_runs import ARTIFACTS, Run, Watched
+from test_support.cluster_jobs import SIM_DURATION, seed_template
 from tests.e2e.airflow_stack import AirflowStack, wait_for
-from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.airflow_runs import ARTIFACTS, Run, Watched
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.long, pytest.mark.timeout(7200)]
 

@@ -1,6 +1,6 @@
 """Production-shaped Airflow: a handover, a crash or a database restart never kills training.
 
-The session's reliability stack (``reliability_airflow``; ``tests/reliability/airflow_runs.py``)
+The session's reliability stack (``reliability_airflow``; ``test_support/airflow_runs.py``)
 is shaped like an HA deployment: PostgreSQL, two schedulers (LocalExecutor), the DAG processor
 and two triggerers, A (``triggerer``, capacity ``HANDOVER_JOBS / 2``) and B (``triggerer-2``),
 with ``triggerer_health_check_threshold`` at 15 s.
@@ -40,9 +40,7 @@ from dataclasses import asdict, dataclass
 
 import pytest
 
-from tests.e2e.airflow_stack import AirflowStack, wait_for
-from tests.integration.jobs import SIM_DURATION, end_master, failing_template, seed_template
-from tests.reliability.airflow_runs import (
+from test_support.airflow_runs import (
     ARTIFACTS,
     ENDED,
     HANDOVER_JOBS,
@@ -50,6 +48,8 @@ from tests.reliability.airflow_runs import (
     Run,
     start_run,
 )
+from test_support.cluster_jobs import SIM_DURATION, end_master, failing_template, seed_template
+from tests.e2e.airflow_stack import AirflowStack, wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1500)]
 

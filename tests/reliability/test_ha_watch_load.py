@@ -41,16 +41,16 @@ from pathlib import Path
 
 import pytest
 
-from test_support.apiserver_audit import ApiUse, read_events
-from tests.e2e.airflow_stack import AirflowStack, wait_for
-from tests.integration.jobs import SIM_DURATION, end_master, seed_template
-from tests.reliability.airflow_runs import (
+from test_support.airflow_runs import (
     ARTIFACTS,
     HANDOVER_JOBS,
     TRIGGERER_USERS,
     Run,
     Watched,
 )
+from test_support.apiserver_audit import ApiUse, read_events
+from test_support.cluster_jobs import SIM_DURATION, end_master, seed_template
+from tests.e2e.airflow_stack import AirflowStack, wait_for
 
 pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1500)]
 

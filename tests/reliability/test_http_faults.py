@@ -29,10 +29,10 @@ from kubernetes import client
 
 from airflow_volcano_wandb.hooks import volcano as volcano_hooks
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, failing_template, seed_template
 from test_support.faults import FaultProxy, kubeconfig_for_server
 from test_support.http_faults import HttpFaultProxy
-from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

@@ -33,7 +33,7 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from tests.reliability import support
+from test_support import operator_tries as support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 

@@ -24,8 +24,8 @@ from kubernetes import client
 
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION
-from tests.integration.jobs import SIM_DURATION, custom, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, custom, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

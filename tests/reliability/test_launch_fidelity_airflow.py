@@ -15,7 +15,7 @@ import json
 import pytest
 import yaml
 
-from tests.reliability.airflow_runs import MANUAL_DAG, start_run
+from test_support.airflow_runs import MANUAL_DAG, start_run
 
 # The stack's start (shared with the other tests of the session) and one short run.
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1200)]

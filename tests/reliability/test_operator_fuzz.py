@@ -32,9 +32,9 @@ from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from tests.hostile import hostile_text
-from tests.integration.jobs import seed_template
-from tests.reliability.support import StubTaskInstance, context_for, operator
+from test_support.cluster_jobs import seed_template
+from test_support.hostile import hostile_text
+from test_support.operator_tries import StubTaskInstance, context_for, operator
 
 nasty = hostile_text(6, 6)
 numberish = st.one_of(

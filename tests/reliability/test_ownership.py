@@ -26,8 +26,8 @@ from airflow_volcano_wandb.job.ownership import (
     WANDB_RUN_LABEL,
 )
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
-from tests.integration.jobs import SIM_DURATION, as_in_a_triggerer, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, as_in_a_triggerer, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 

@@ -34,7 +34,8 @@ from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.job import api_key_secret
 from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.wait import job_watcher, namespace_watch
-from tests.integration.jobs import (
+from test_support import operator_tries as support
+from test_support.cluster_jobs import (
     SIM_DURATION,
     failing_template,
     list_jobs,
@@ -42,7 +43,6 @@ from tests.integration.jobs import (
     seed_template,
     wait_until,
 )
-from tests.reliability import support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 

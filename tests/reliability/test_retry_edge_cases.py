@@ -31,8 +31,8 @@ from airflow_volcano_wandb.job.ownership import (
     REPORTED_ANNOTATION,
     TaskInstanceIdentity,
 )
-from tests.integration.jobs import SIM_DURATION, failing_template, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, failing_template, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

@@ -35,7 +35,7 @@ from kubernetes import client
 
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity
-from tests.reliability import support
+from test_support import operator_tries as support
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(1800)]
 

@@ -18,10 +18,10 @@ import pytest
 
 from airflow_volcano_wandb.job.ownership import INTENT_LABEL, MAP_INDEX_LABEL, WANDB_RUN_LABEL
 from airflow_volcano_wandb.testing.recorder import Recorder
+from test_support.airflow_runs import ReliabilityStack
+from test_support.cluster_jobs import SIM_DURATION, seed_template
+from test_support.operator_tries import list_jobs
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
-from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability.airflow_runs import ReliabilityStack
-from tests.reliability.support import list_jobs
 
 pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(2400)]
 

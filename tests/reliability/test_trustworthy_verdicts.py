@@ -19,8 +19,8 @@ import time
 import pytest
 
 from airflow_volcano_wandb.exceptions import JobUnschedulableError
-from tests.integration.jobs import SIM_DURATION, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

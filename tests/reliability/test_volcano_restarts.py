@@ -19,8 +19,8 @@ import logging
 import pytest
 from kubernetes import client
 
-from tests.integration.jobs import SIM_DURATION, SIM_EXIT_CODE, seed_template
-from tests.reliability import support
+from test_support import operator_tries as support
+from test_support.cluster_jobs import SIM_DURATION, SIM_EXIT_CODE, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 

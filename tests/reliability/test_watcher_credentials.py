@@ -21,8 +21,8 @@ from kubernetes import client
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.wait import job_watcher, namespace_watch
-from tests.integration.jobs import submit_job
-from tests.reliability.support import GROUP, VERSION, kubernetes_conn_env
+from test_support.cluster_jobs import submit_job
+from test_support.operator_tries import GROUP, VERSION, kubernetes_conn_env
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(180)]
 

@@ -38,7 +38,7 @@ from airflow_volcano_wandb.wait.wandb_stop import (
 from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, WandbRunSpec
 from test_support.wandb_standin import WandbStandin
-from tests.wandb_support import airflow_run_context, keyed_run_spec, read_wandb_records
+from test_support.wandb_support import airflow_run_context, keyed_run_spec, read_wandb_records
 
 REPO = Path(__file__).resolve().parents[2]
 TRAIN_PY = REPO / "docker" / "trainer" / "train.py"

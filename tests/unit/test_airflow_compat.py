@@ -187,7 +187,7 @@ def test_a_retry_policy_is_passed_on_3_3_and_left_out_before_with_one_warning(mo
 
 
 def test_the_example_retraining_task_has_its_policy_on_3_3_only():
-    from tests.airflow_compat import dag_bag
+    from test_support.airflow_compat import dag_bag
     from tests.conftest import REPO
 
     bag = dag_bag(str(REPO / "dags"))

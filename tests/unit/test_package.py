@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_compat import dag_bag, serialize_dag
+from test_support.airflow_compat import dag_bag, serialize_dag
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -133,8 +133,8 @@ def test_manual_dag_params_make_a_usable_trigger_form():
 
 def test_manual_dag_allow_lists_come_from_the_deployments_config(monkeypatch):
     """Not from the form, nor from a Variable a UI user may edit: the Airflow configuration."""
+    from test_support.airflow_compat import param_validation_error
     from test_support.jobs import load_dag
-    from tests.airflow_compat import param_validation_error
 
     ParamValidationError = param_validation_error()
 

@@ -7,7 +7,7 @@ import pytest
 from airflow_volcano_wandb.cli import doctor, permissions, report, volcano_checks, volcano_install
 from airflow_volcano_wandb.cli.permissions import REQUIRED_PERMISSIONS, Permission
 from airflow_volcano_wandb.cli.report import FAIL, OK, WARN
-from tests.rbac_manifests import role_permissions
+from test_support.rbac_manifests import role_permissions
 
 SERVED = {
     "batch.volcano.sh/v1alpha1": ["jobs", "jobs/status"],

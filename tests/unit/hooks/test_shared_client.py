@@ -18,7 +18,7 @@ import pytest
 from aiohttp import web
 
 from airflow_volcano_wandb.hooks.shared_client import LentClient
-from tests.local_server import served
+from test_support.local_server import served
 
 CALLS = 3000  # enough that many are still in their executor hops when the owner lets go
 

@@ -14,7 +14,7 @@ from aiohttp import web
 from kubernetes_asyncio import client as async_k8s
 
 from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-from tests.local_server import served
+from test_support.local_server import served
 
 
 def pod(name: str, version: str) -> dict:

@@ -7,7 +7,7 @@ import pytest
 from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.job.deletion import Deletion
 from airflow_volcano_wandb.job.ownership import TRY_NUMBER_ANNOTATION
-from tests.unit.job.scripted_hook import ScriptedVolcanoHook
+from test_support.scripted_hook import ScriptedVolcanoHook
 
 
 def _job(phase: str = "Running", uid: str = "u", owner: int | None = 1) -> dict:

@@ -16,7 +16,7 @@ from airflow_volcano_wandb.hooks.kubernetes_api import KubernetesPermissionError
 from airflow_volcano_wandb.job import fit
 from airflow_volcano_wandb.job.fit_check import check_fit
 from airflow_volcano_wandb.template.quantity import parse_quantity
-from tests.unit.job.scripted_hook import ScriptedVolcanoHook
+from test_support.scripted_hook import ScriptedVolcanoHook
 
 GPU = "nvidia.com/gpu"
 GI = 1024**3

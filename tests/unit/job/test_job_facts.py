@@ -10,7 +10,7 @@ import pytest
 
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import interpret
-from tests.unit.template.template_cases import MACROS, render_job
+from test_support.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[3]
 CHIEF = REPO / "tests" / "fixtures" / "templates" / "chief-replica-pytorch.yaml"

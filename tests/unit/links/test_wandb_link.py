@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from airflow_volcano_wandb.links import WANDB_RUN_URL_XCOM_KEY, WandbRunLink
-from tests.airflow_compat import serialize_dag
+from test_support.airflow_compat import serialize_dag
 
 REPO = Path(__file__).resolve().parents[3]
 URL = "https://wandb.ai/team/mlp/runs/abc123"
@@ -90,7 +90,7 @@ DRIVER = textwrap.dedent(
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
-    from tests.airflow_compat import latest_serialized_dag
+    from test_support.airflow_compat import latest_serialized_dag
 
     results = {"running": None, "finished": {}, "xcom": {}}
 
@@ -182,7 +182,7 @@ def dag_test_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
         "AVW_PUSHED": str(home / "pushed"),
         "AVW_RELEASE": str(home / "release"),
-        "PYTHONPATH": str(REPO),  # the driver imports tests.airflow_compat
+        "PYTHONPATH": str(REPO),  # the driver imports test_support.airflow_compat
     }
     proc = subprocess.run(
         [sys.executable, "-c", DRIVER],

@@ -18,7 +18,7 @@ from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait.judge import WaitTarget
 from airflow_volcano_wandb.wandb.key_forms import key_forms
-from tests.line_log import LineLog
+from test_support.line_log import LineLog
 
 KEY = "0123456789abcdef0123456789abcdef01234567"
 

@@ -11,7 +11,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from tests.unit.template.template_cases import SEED
+from test_support.template_cases import SEED
 
 
 def _operator(**kwargs) -> VolcanoPyTorchJobOperator:

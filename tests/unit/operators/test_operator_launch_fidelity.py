@@ -13,8 +13,8 @@ from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.preview import rendered_job
 from airflow_volcano_wandb.template import TemplateError, load_template
-from tests.reliability.support import StubTaskInstance, context_for
-from tests.unit.template.template_cases import SEED
+from test_support.operator_tries import StubTaskInstance, context_for
+from test_support.template_cases import SEED
 
 SCHEMAS = [{"name": "workers", "schema": {"type": "integer", "maximum": 4, "default": 1}}]
 

@@ -16,14 +16,14 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.template import DEFAULT_ALLOWED_SCHEDULERS
 from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef
-from tests.hostile_templates import (
+from test_support.hostile_templates import (
     CASES,
     OTHER_TASK_KEY_SECRET,
     OTHER_TEAM_SECRET,
     OWN_KEY_SECRET,
     seed,
 )
-from tests.reliability.support import StubTaskInstance, context_for
+from test_support.operator_tries import StubTaskInstance, context_for
 
 IDENTITY = TaskInstanceIdentity("d", "train", "r")
 OWN_KEY = OWN_KEY_SECRET

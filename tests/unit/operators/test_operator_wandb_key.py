@@ -9,7 +9,7 @@ import yaml
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from tests.reliability.support import StubTaskInstance, context_for
+from test_support.operator_tries import StubTaskInstance, context_for
 
 SEED = Path(__file__).resolve().parents[3] / "dags" / "templates"
 

@@ -14,7 +14,7 @@ from airflow_volcano_wandb.job.resume import RunRecord
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.parts.training_run import pulled_run
-from tests.reliability.support import StubTaskInstance
+from test_support.operator_tries import StubTaskInstance
 
 REF = {"name": "wandb-job-run1", "namespace": "ns", "uid": "uid-1"}
 

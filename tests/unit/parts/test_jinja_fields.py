@@ -15,7 +15,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator, preview
 from airflow_volcano_wandb.wandb import sweep
-from tests.unit.template.template_cases import SEED
+from test_support.template_cases import SEED
 
 PARAMS = {
     "epochs": Param(3, type="integer"),

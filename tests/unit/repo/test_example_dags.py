@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.airflow_compat import dag_bag
+from test_support.airflow_compat import dag_bag
 
 REPO = Path(__file__).resolve().parents[3]
 #: (DAG, task) of every training task of these example DAGs.

@@ -14,7 +14,7 @@ import yaml
 
 from airflow_volcano_wandb import get_provider_info
 from airflow_volcano_wandb.cli.permissions import FIT_CHECK_PERMISSIONS, REQUIRED_PERMISSIONS
-from tests.rbac_manifests import K8S, role_permissions
+from test_support.rbac_manifests import K8S, role_permissions
 
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "helm.md"

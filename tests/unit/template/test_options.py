@@ -11,7 +11,7 @@ from airflow_volcano_wandb.template import TemplateError, render_job
 from airflow_volcano_wandb.template.options import options_of
 from airflow_volcano_wandb.template.render import OPTIONS, RENDER
 from airflow_volcano_wandb.template.shaping import Shaping
-from tests.unit.template.template_cases import MACROS, SEED
+from test_support.template_cases import MACROS, SEED
 
 
 def test_each_keyword_is_declared_on_one_group_and_documented_on_render_job():

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.template import POD_SECURITY_LEVELS, TemplateError
-from tests.pod_security_corpus import restricted_pod
-from tests.unit.template.template_cases import MACROS, SEED, render_job
+from test_support.pod_security_corpus import restricted_pod
+from test_support.template_cases import MACROS, SEED, render_job
 from tests.unit.template.test_template_pod_security import job_for
 
 CLAIM = "training-checkpoints"
@@ -154,7 +154,7 @@ def test_a_name_or_mount_the_provider_needs_is_an_error_not_a_silent_change() ->
 
 def test_the_operator_names_the_directory_after_the_wandb_run() -> None:
     from airflow_volcano_wandb.airflow_compat import AirflowException
-    from tests.hostile_templates import seed
+    from test_support.hostile_templates import seed
     from tests.unit.operators.test_operator_template_policy import render as operator_render
 
     job = operator_render(seed(), checkpoint_volume=CLAIM, checkpoint_grace=300)
@@ -223,7 +223,7 @@ def test_a_bad_artifact_request_is_an_error_naming_it(
 
 def test_the_operator_refuses_the_artifact_for_a_run_that_is_not_online() -> None:
     from airflow_volcano_wandb.airflow_compat import AirflowException
-    from tests.hostile_templates import seed
+    from test_support.hostile_templates import seed
     from tests.unit.operators.test_operator_template_policy import render as operator_render
 
     job = operator_render(seed(), checkpoint_artifact=True)

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import TemplateError, master_task_name
-from tests.unit.template.template_cases import MACROS, render_job
+from test_support.template_cases import MACROS, render_job
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures" / "templates"

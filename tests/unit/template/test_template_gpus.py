@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import TemplateError
-from tests.unit.template.template_cases import MACROS, render_job
+from test_support.template_cases import MACROS, render_job
 
 SEED = (
     Path(__file__).resolve().parents[3]

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.template import TemplateError, load_template
-from tests.unit.template.template_cases import MACROS, SEED, render_job
+from test_support.template_cases import MACROS, SEED, render_job
 
 SCHEMAS = [
     {"name": "workers", "schema": {"type": "integer", "minimum": 1, "maximum": 4, "default": 2}},

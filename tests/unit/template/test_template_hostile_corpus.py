@@ -1,4 +1,4 @@
-"""A queue editor's escapes (tests/hostile_templates.py): each refused, naming its field.
+"""A queue editor's escapes (test_support/hostile_templates.py): each refused, naming its field.
 
 Refused by ``render_job``'s defaults (and the deployment's lists), accepted only when the DAG
 allows that one value; the seed and the example templates still render.
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.template import TemplateError, render_job
-from tests.hostile_templates import (
+from test_support.hostile_templates import (
     CASES,
     DEPLOYMENT,
     MACROS,

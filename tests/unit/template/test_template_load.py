@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import TemplateError, load_template
-from tests.unit.template.template_cases import FIXTURES, MACROS, REPO, SEED, render_job
+from test_support.template_cases import FIXTURES, MACROS, REPO, SEED, render_job
 
 SHARED_SEED = REPO.parent / "shared" / "seed"
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.template import TemplateError, load_template
-from tests.unit.template.template_cases import MACROS, SEED, render_job
+from test_support.template_cases import MACROS, SEED, render_job
 
 SECRET = "s3cr3t-value-of-the-worker"
 

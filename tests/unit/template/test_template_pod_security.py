@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from airflow_volcano_wandb.template import POD_SECURITY_LEVELS, TemplateError, render_job
-from tests.pod_security_corpus import CASES, IMAGE, Case, restricted_pod
-from tests.unit.template.template_cases import MACROS, SEED
+from test_support.pod_security_corpus import CASES, IMAGE, Case, restricted_pod
+from test_support.template_cases import MACROS, SEED
 
 P = "spec.tasks[0].template"
 

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from airflow_volcano_wandb.template import TemplateError, naming
-from tests.hostile import hostile_text
-from tests.unit.template.template_cases import MACROS, SEED, render_job
+from test_support.hostile import hostile_text
+from test_support.template_cases import MACROS, SEED, render_job
 
 SEED_TEMPLATE = yaml.safe_load(SEED.read_text())
 SETTINGS = settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -8,7 +8,7 @@ import pytest
 
 from airflow_volcano_wandb.template import TemplateError
 from airflow_volcano_wandb.template.run_config import MAX_ENV_LENGTH, run_config_env
-from tests.unit.template.template_cases import MACROS, SEED, render_job
+from test_support.template_cases import MACROS, SEED, render_job
 
 
 def _env(job, task):

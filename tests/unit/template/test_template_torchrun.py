@@ -10,8 +10,8 @@ import yaml
 from airflow_volcano_wandb.job.job_facts import JobFacts
 from airflow_volcano_wandb.template import DEFAULT_SHM_SIZE, TemplateError
 from airflow_volcano_wandb.template.pod_security import violations
-from tests.unit.template.template_cases import FIXTURES, MACROS, SEED
-from tests.unit.template.template_cases import render_job as render_without_torchrun
+from test_support.template_cases import FIXTURES, MACROS, SEED
+from test_support.template_cases import render_job as render_without_torchrun
 
 
 def render_job(template, **kwargs):

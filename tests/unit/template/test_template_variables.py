@@ -8,7 +8,7 @@ import pytest
 from airflow.sdk import Param
 
 from airflow_volcano_wandb.template import TemplateError, params_from_template_variables
-from tests.unit.template.template_cases import MACROS, SEED, render_job
+from test_support.template_cases import MACROS, SEED, render_job
 
 SCHEMAS = [
     # As the W&B API returns them: the schema a JSON string, or already a dict.

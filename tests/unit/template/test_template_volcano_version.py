@@ -14,7 +14,7 @@ from airflow_volcano_wandb.template.plugins import (
     target_version,
 )
 from airflow_volcano_wandb.versions import VOLCANO_VERSION
-from tests.unit.template.template_cases import MACROS, SEED, render_job
+from test_support.template_cases import MACROS, SEED, render_job
 
 
 @pytest.mark.parametrize(

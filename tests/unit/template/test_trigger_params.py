@@ -6,7 +6,7 @@ import pytest
 
 from airflow_volcano_wandb.template import TemplateError, image_param
 from airflow_volcano_wandb.template.allow_lists import image_allowed
-from tests.airflow_compat import param_validation_error
+from test_support.airflow_compat import param_validation_error
 
 
 def test_exact_images_are_a_pick_list_and_the_first_is_the_default():

@@ -31,7 +31,7 @@ from airflow_volcano_wandb.wait.restart_budget import (
     rank_of,
     total_restarts,
 )
-from tests.airflow_compat import dag_bag
+from test_support.airflow_compat import dag_bag
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 REPO = Path(__file__).resolve().parents[3]

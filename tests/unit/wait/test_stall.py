@@ -39,7 +39,7 @@ from airflow_volcano_wandb.wait.stall import (
     stalled_online,
 )
 from airflow_volcano_wandb.wait.step import WaitMemory, look, probes_stall
-from tests.airflow_compat import dag_bag
+from test_support.airflow_compat import dag_bag
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 REPO = Path(__file__).resolve().parents[3]

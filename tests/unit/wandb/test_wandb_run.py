@@ -26,7 +26,7 @@ from airflow_volcano_wandb.wandb.wandb_run import (
     deterministic_run_id,
 )
 from airflow_volcano_wandb.wandb.wandb_urls import app_url, run_url
-from tests.wandb_support import airflow_run_context
+from test_support.wandb_support import airflow_run_context
 
 CTX = airflow_run_context()
 SECRET = SecretKeyRef("wandb-job-abc-api-key", "api-key")

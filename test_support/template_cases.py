@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_volcano_wandb import template as template_module
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 FIXTURES = REPO / "tests" / "fixtures" / "templates"
 MACROS = {

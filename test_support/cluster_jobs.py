@@ -18,7 +18,7 @@ from test_support.jobs import (
 )
 from test_support.jobs import load_dag as load_dag_file
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 SIM_DURATION = DURATION_ANNOTATION
 SIM_EXIT_CODE = EXIT_CODE_ANNOTATION

@@ -28,10 +28,10 @@ import httpx
 from kubernetes import client
 
 from test_support.apiserver_audit import kubeconfig_as
+from test_support.operator_tries import list_jobs
 from tests.e2e.airflow_stack import REPO, AirflowStack, ApiError, wait_for
-from tests.reliability.support import list_jobs
 
-DAGS = Path(__file__).parent / "dags"
+DAGS = REPO / "tests" / "reliability" / "dags"
 ARTIFACTS = REPO / "test-artifacts" / "reliability"
 WANDB_CONN = {
     "conn_type": "wandb",

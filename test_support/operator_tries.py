@@ -23,7 +23,7 @@ import pendulum
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.testing import cluster as local_cluster
-from tests.integration.jobs import SIM_DURATION, seed_template, wait_until
+from test_support.cluster_jobs import SIM_DURATION, seed_template, wait_until
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 
