@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _run(tmp_path: Path, failing: str | None) -> tuple[int, list[str]]:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from kubernetes import client
 
-SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "demo.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "demo.py"
 _spec = importlib.util.spec_from_file_location("avw_demo_script", SCRIPT)
 demo = importlib.util.module_from_spec(_spec)
 sys.modules["avw_demo_script"] = demo  # dataclasses resolve their annotations through it

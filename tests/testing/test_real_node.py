@@ -10,7 +10,7 @@ import yaml
 
 from airflow_volcano_wandb.testing.cluster import image, node, placement, wandb_offline
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 
 

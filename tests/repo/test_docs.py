@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 CONTRIBUTING = ROOT / "CONTRIBUTING.md"
 PAGES = [README, CONTRIBUTING, *sorted((ROOT / "docs").glob("*.md"))]
@@ -165,7 +165,7 @@ def test_a_named_path_is_found_however_it_is_written():
     }
     assert all((ROOT / d).is_dir() for d in REPO_DIRS)
     assert exists("airflow_volcano_wandb/testing/**")  # in packages/pytest-volcano-cluster/
-    assert not exists("tests/unit/test_helm_doc.py")  # moved to tests/unit/repo/
+    assert not exists("tests/unit/test_helm_doc.py")  # moved to tests/repo/
 
 
 def test_contributing_names_only_real_make_targets():

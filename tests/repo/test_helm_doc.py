@@ -16,7 +16,7 @@ from airflow_volcano_wandb import get_provider_info
 from airflow_volcano_wandb.cli.permissions import FIT_CHECK_PERMISSIONS, REQUIRED_PERMISSIONS
 from test_support.rbac_manifests import K8S, role_permissions
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "helm.md"
 BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.M | re.S)
 RELEASE_NAMESPACE = "airflow"

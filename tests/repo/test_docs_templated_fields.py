@@ -13,7 +13,7 @@ from airflow.sdk import BaseOperator, BaseSensorOperator
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 
-PAGE = (Path(__file__).resolve().parents[3] / "docs" / "operator.md").read_text()
+PAGE = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
 
 
 def _names(text: str) -> set[str]:

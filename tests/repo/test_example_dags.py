@@ -13,7 +13,7 @@ import pytest
 
 from test_support.airflow_compat import dag_bag
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 #: (DAG, task) of every training task of these example DAGs.
 TRAINING_TASKS = [("volcano_pytorch_retraining", "train"), ("volcano_pytorch_sweep", "train")]
 
