@@ -98,7 +98,7 @@ screenshots: venv
 	$(foreach shot,$(SCREENSHOTS),cp test-artifacts/e2e/$(shot).png docs/images/$(shot).png;)
 
 test-unit: venv
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest tests/unit tests/repo tests/testing
 
 # Ownership and lifecycle at full size (not in CI: about 20 minutes): 20 clears of a deferred
 # task through a real Airflow, and every fault at every step of submission (3 faults times the
