@@ -1,12 +1,15 @@
 """The apiserver's own counts, from its /metrics: requests by verb and resource, open watches.
 
 The apiserver does not say who asked: a scenario scrapes before and after a window and
-subtracts the control plane's own rate, measured idle (``waiters.background``).
+subtracts the control plane's own rate, measured idle (``background``).
 """
 
 from __future__ import annotations
 
 import re
+import time
+
+from common import say
 
 GROUP, PLURAL = "batch.volcano.sh", "jobs"
 
@@ -85,17 +88,73 @@ def rates(start: dict[str, float], end: dict[str, float], minutes: float) -> dic
     }
 
 
-#: The resources a waiter reads or writes: the Volcano jobs and their pods (with their logs).
-WAITER_RESOURCES = ("jobs", "pods")
-
-
 def waiter_resource(key: str) -> bool:
+    """A resource a waiter reads or writes: the Volcano jobs and their pods (with their logs)."""
     resource = key.split(" ", 1)[1]
-    return resource.split("/")[0] in WAITER_RESOURCES and "(" not in resource
-
-
-READ_VERBS = ("GET", "LIST", "WATCH")
+    return resource.split("/")[0] in ("jobs", "pods") and "(" not in resource
 
 
 def reads(counters: dict[str, float]) -> float:
-    return sum(counters.get(v, 0.0) for v in READ_VERBS)
+    return sum(counters.get(v, 0.0) for v in ("GET", "LIST", "WATCH"))
+
+
+def scrape(cluster) -> tuple[float, dict]:
+    """The apiserver's counters now: on Volcano jobs (``job_api_counters``) and, under
+    ``"all"``, every request by verb and resource and the open watches by resource."""
+    text = cluster.metrics()
+    return time.monotonic(), {**job_api_counters(text), "all": api_counters(text)}
+
+
+def background(cluster, tag: str) -> tuple[float, float, dict]:
+    """What the control plane itself reads on Volcano jobs (controller, scheduler), per
+    minute, and its open job watches: to subtract, as the metrics do not say who asked. The
+    third item is the same for every verb and resource (``rates`` per minute, open
+    ``watches`` by resource)."""
+    time.sleep(5)
+    a_t, a = scrape(cluster)
+    # A minute: the control plane's own requests are mostly its watches starting again, now
+    # and then; over 20 s one such request read as 3 a minute, subtracted from every window.
+    time.sleep(60)
+    b_t, b = scrape(cluster)
+    minutes = (b_t - a_t) / 60
+    idle_rate = (reads(b) - reads(a)) / minutes
+    by_key = {
+        "rates": rates(a["all"]["requests"], b["all"]["requests"], minutes),
+        "watches": b["all"]["watches"],
+    }
+    say(f"{tag}: background {idle_rate:.1f} job reads/min, {b['watches']:.0f} job watches open")
+    return idle_rate, b["watches"], by_key
+
+
+def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
+    """A waiter's requests per minute by verb and resource, and its watches by resource: the
+    window's less the background's (``idle``, from ``background``).
+
+    Only the resources a waiter touches (Volcano jobs, pods, their subresources) are broken
+    down, those that moved by at least 0.5 a minute; the control plane's own requests on
+    everything else (mostly its watches timing out and starting again, one request each, at
+    random) are summed apart, as ``other_requests_per_min``: what is left of them after the
+    background is subtracted is the noise of the method."""
+    window = rates(start["requests"], end["requests"], minutes)
+    keys = set(window) | set(idle["rates"])
+    by_key = {k: window.get(k, 0.0) - idle["rates"].get(k, 0.0) for k in keys}
+    ours = {k: v for k, v in by_key.items() if waiter_resource(k)}
+    watches = {
+        r: max(start["watches"].get(r, 0.0), end["watches"].get(r, 0.0))
+        - idle["watches"].get(r, 0.0)
+        for r in set(start["watches"]) | set(end["watches"])
+        if waiter_resource(f"WATCH {r}")
+    }
+    return {
+        "by_verb_resource": {k: round(v, 1) for k, v in sorted(ours.items()) if abs(v) >= 0.5},
+        "watches_by_resource": {r: round(n) for r, n in sorted(watches.items()) if round(n)},
+        "waiter_requests_per_min": round(max(0.0, sum(ours.values())), 1),
+        "other_requests_per_min": round(sum(v for k, v in by_key.items() if k not in ours), 1),
+        "other_largest": largest({k: v for k, v in by_key.items() if k not in ours}),
+    }
+
+
+def largest(rates_by_key: dict[str, float], count: int = 3) -> dict[str, float]:
+    """The ``count`` rates farthest from zero: what ``other_requests_per_min`` is made of."""
+    top = sorted(rates_by_key.items(), key=lambda item: -abs(item[1]))[:count]
+    return {k: round(v, 1) for k, v in top if abs(v) >= 0.5}

@@ -1,9 +1,6 @@
-"""Shared pieces of the benchmarks: cluster access, job bodies, apiserver metrics, statistics.
-
-Everything here talks to the local cluster through the harness's own admin client (stdlib
-only), so the orchestrating process stays light and its requests are easy to tell apart from
-the measured process's.
-"""
+"""What every scenario shares: the local cluster through the harness's own admin client (stdlib
+only, so the orchestrating process stays light and its requests are easy to tell apart from the
+measured process's), job bodies, statistics, and the child processes a scenario measures in."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ import json
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 import uuid
@@ -20,6 +18,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
@@ -35,10 +34,10 @@ from test_support.jobs import EXIT_CODE_ANNOTATION  # noqa: E402
 
 GROUP, VERSION, PLURAL = "batch.volcano.sh", "v1alpha1", "jobs"
 SIM_DURATION = "sim.airflow-volcano-wandb.io/duration"
-BENCH_LABEL = "bench.airflow-volcano-wandb.io/run"
 BENCH_NODE_PREFIX = 900  # extra KWOK nodes are kwok-gpu-node-900, -901, ...
 PODS_PER_NODE = 110
 RESULTS = REPO / "bench" / "results"
+SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 PY = sys.executable
 #: The benchmark run's start: run_all.py imports this module first.
 T0 = time.monotonic()
@@ -49,14 +48,12 @@ def say(message: str) -> None:
     print(f"[bench {time.monotonic() - T0:6.0f}s] {message}", flush=True)
 
 
-# ---- cluster ---------------------------------------------------------------------------
-
-
 class Cluster:
     def __init__(self, state_dir: Path) -> None:
         self.state_dir = state_dir.resolve()
         state = json.loads((self.state_dir / "state.json").read_text())
         self.server: str = state["server"]
+        self.real_node = bool(state.get("real_node"))
         self.port = int(state["ports"]["apiserver"])
         self.kubeconfig = self.state_dir / "kubeconfig"
         self.kube: Kube = local_cluster.admin_client(self.state_dir, self.server)
@@ -67,11 +64,8 @@ class Cluster:
 
     def create_namespace(self, prefix: str) -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
-        self.kube.request(
-            "POST",
-            "/api/v1/namespaces",
-            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}},
-        )
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        self.kube.request("POST", "/api/v1/namespaces", body)
         deadline = time.monotonic() + 60
         while self.kube.get_or_none(f"/api/v1/namespaces/{name}/serviceaccounts/default") is None:
             if time.monotonic() > deadline:
@@ -87,23 +81,16 @@ class Cluster:
             if err.status != 404:
                 raise
 
-    def wait_namespace_gone(self, name: str, timeout: float) -> bool:
+    def wait_namespaces_gone(self, timeout: float = 120, names: list[str] | None = None) -> bool:
+        """Wait until these namespaces are gone, their pods with them (by default every one
+        this run made, deleted first)."""
         deadline = time.monotonic() + timeout
-        while self.kube.get_or_none(f"/api/v1/namespaces/{name}") is not None:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(1)
-        return True
-
-    def wait_namespaces_gone(self, timeout: float = 120) -> bool:
-        """Wait until every namespace this run made is gone (its pods with it)."""
-        deadline = time.monotonic() + timeout
-        for name in self.namespaces:
-            self.delete_namespace(name)
+        if names is None:
+            names = self.namespaces
+            for name in names:
+                self.delete_namespace(name)
         while time.monotonic() < deadline:
-            if all(
-                self.kube.get_or_none(f"/api/v1/namespaces/{n}") is None for n in self.namespaces
-            ):
+            if all(self.kube.get_or_none(f"/api/v1/namespaces/{n}") is None for n in names):
                 return True
             time.sleep(1)
         return False
@@ -111,24 +98,22 @@ class Cluster:
     def ensure_pod_capacity(self, pods: int) -> list[str]:
         """Add simulated nodes until the cluster holds ``pods`` more pods; return their names."""
         nodes = self.kube.get("/api/v1/nodes")["items"]
-        free = 0
-        for node in nodes:
-            # A tainted node (the real node: NoSchedule) takes none of the bench's pods.
-            if not node["spec"].get("taints"):
-                free += int(node["status"].get("allocatable", {}).get("pods", "0"))
+        # A tainted node (the real node: NoSchedule) takes none of the bench's pods.
+        free = sum(
+            int(n["status"].get("allocatable", {}).get("pods", "0"))
+            for n in nodes
+            if not n["spec"].get("taints")
+        )
         used = len(self.kube.get("/api/v1/pods?fieldSelector=status.phase%3DRunning")["items"])
-        missing = pods - (free - used)
-        added: list[str] = []
-        index = BENCH_NODE_PREFIX
+        missing, added, index = pods - (free - used), [], BENCH_NODE_PREFIX
         existing = {n["metadata"]["name"] for n in nodes}
         while missing > 0:
             body = manifests.node(index, gpus=8)
             index += 1
-            if body["metadata"]["name"] in existing:
-                continue
-            self.kube.create("/api/v1/nodes", body)
-            added.append(body["metadata"]["name"])
-            missing -= PODS_PER_NODE
+            if body["metadata"]["name"] not in existing:
+                self.kube.create("/api/v1/nodes", body)
+                added.append(body["metadata"]["name"])
+                missing -= PODS_PER_NODE
         deadline = time.monotonic() + 60
         while added and time.monotonic() < deadline:
             ready = 0
@@ -170,23 +155,23 @@ class Cluster:
         query = f"?labelSelector={quote(selector)}" if selector else ""
         return self.kube.get(self.jobs_path(namespace) + query, timeout=120)["items"]
 
-    def set_job_phases(self, namespace: str, phases: dict[str, str], threads: int = 8) -> None:
-        """Write each job's ``status.state.phase`` through the status subresource.
+    def uids(self, namespace: str, selector: str) -> dict[str, str]:
+        """The named jobs' uids: what the operator knows of each after submitting it."""
+        return {
+            j["metadata"]["name"]: j["metadata"]["uid"] for j in self.list_jobs(namespace, selector)
+        }
 
-        Stands in for Volcano's controller having run the job to that end, without running
-        it: for jobs nobody here waits on, only their presence in the namespace matters.
-        """
+    def set_job_phases(self, namespace: str, phases: dict[str, str], threads: int = 8) -> None:
+        """Write each job's ``status.state.phase`` through the status subresource: Volcano's
+        controller having run the job to that end, without running it (for jobs nobody here
+        waits on, only their presence in the namespace matters)."""
         path = self.jobs_path(namespace)
 
         def one(item: tuple[str, str]) -> None:
-            name, phase = item
-            patch = {"status": {"state": {"phase": phase}}}
+            patch = {"status": {"state": {"phase": item[1]}}}
+            mime = "application/merge-patch+json"
             self.kube.request(
-                "PATCH",
-                f"{path}/{name}/status",
-                patch,
-                timeout=30,
-                content_type="application/merge-patch+json",
+                "PATCH", f"{path}/{item[0]}/status", patch, timeout=30, content_type=mime
             )
 
         with ThreadPoolExecutor(threads) as pool:
@@ -195,12 +180,10 @@ class Cluster:
     def wait_phase(
         self, namespace: str, count: int, phases: set[str], timeout: float, say=None
     ) -> dict[str, int]:
-        deadline = time.monotonic() + timeout
-        last = 0.0
+        deadline, last = time.monotonic() + timeout, 0.0
         while True:
-            jobs = self.list_jobs(namespace)
             by_phase: dict[str, int] = {}
-            for job in jobs:
+            for job in self.list_jobs(namespace):
                 phase = (job.get("status") or {}).get("state", {}).get("phase", "") or "-"
                 by_phase[phase] = by_phase.get(phase, 0) + 1
             done = sum(n for p, n in by_phase.items() if p in phases)
@@ -213,77 +196,49 @@ class Cluster:
                 last = time.monotonic()
             time.sleep(2)
 
-    def count_running_pods(self, namespace: str) -> int:
-        query = "?fieldSelector=status.phase%3DRunning"
-        path = f"/api/v1/namespaces/{namespace}/pods{query}"
-        return len(self.kube.get(path, timeout=120)["items"])
+    def pods(self, namespace: str, query: str = "") -> list[dict]:
+        return self.kube.get(f"/api/v1/namespaces/{namespace}/pods{query}", timeout=120)["items"]
 
     def metrics(self) -> str:
         return self.kube.get("/metrics", timeout=30).get("raw", "")
 
 
-def tiny_job(
-    name: str,
-    duration: float,
-    *,
-    cpu: str = "10m",
-    memory: str = "16Mi",
-    labels: dict[str, str] | None = None,
-) -> dict[str, Any]:
+def tiny_job(name: str, duration: float, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """One task, one pod, tiny requests: as many fit on the simulated nodes as pods are allowed."""
+    container = {
+        "name": "master",
+        "image": "example.org/bench:1",
+        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+    }
+    master = {
+        "name": "master",
+        "replicas": 1,
+        "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
+        "template": {
+            "metadata": {"annotations": {SIM_DURATION: f"{duration:.1f}"}},
+            "spec": {"restartPolicy": "Never", "containers": [container]},
+        },
+    }
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Job",
         "metadata": {"name": name, "labels": dict(labels or {})},
-        "spec": {
-            "schedulerName": "volcano",
-            "minAvailable": 1,
-            "tasks": [
-                {
-                    "name": "master",
-                    "replicas": 1,
-                    "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
-                    "template": {
-                        "metadata": {"annotations": {SIM_DURATION: f"{duration:.1f}"}},
-                        "spec": {
-                            "restartPolicy": "Never",
-                            "containers": [
-                                {
-                                    "name": "master",
-                                    "image": "example.org/bench:1",
-                                    "resources": {"requests": {"cpu": cpu, "memory": memory}},
-                                }
-                            ],
-                        },
-                    },
-                }
-            ],
-        },
+        "spec": {"schedulerName": "volcano", "minAvailable": 1, "tasks": [master]},
     }
 
 
 def managed_job(
-    name: str,
-    duration: float,
-    *,
-    run_id: str,
-    index: int,
-    exit_code: int = 0,
-    workers: int = 0,
+    name: str, duration: float, *, run_id: str, index: int, exit_code: int = 0, workers: int = 0
 ) -> dict[str, Any]:
     """A tiny job labelled and annotated as the operator submits one (try 1 of a mapped task
-    instance), so the provider's watch, narrowed to its own jobs, sees it.
+    instance), so the provider's watch, narrowed to its own jobs, sees it; its pod templates
+    carry the operator's pod labels (``TaskInstanceIdentity.pod_labels``), so a waiter that
+    selects pods by them sees these pods.
 
-    Its pod templates carry the pod labels the operator's rendered jobs put on theirs
-    (``TaskInstanceIdentity.pod_labels``: ``app.kubernetes.io/managed-by`` and the task
-    instance's, with the try), so a waiter that selects pods by them sees these pods.
     ``workers`` adds a ``worker`` task of that many replicas beside the master (master 1 +
     worker 2 is the seed template's gang), all placed together (``minAvailable``); they "run"
-    a minute longer than the master, whose end ends the job.
-
-    A non-zero ``exit_code`` makes the master's pod fail and, as with the integration tests'
-    failing template, ``PodFailed -> TerminateJob`` makes that the job's end (``Terminated``).
-    """
+    a minute longer than the master, whose end ends the job. A non-zero ``exit_code`` fails
+    the master's pod and, by ``PodFailed -> TerminateJob``, the job (``Terminated``)."""
     identity = TaskInstanceIdentity("bench", "train", run_id, map_index=index)
     body = tiny_job(name, duration, labels=identity.labels())
     body["metadata"]["annotations"] = identity.annotations(try_number=1)
@@ -303,32 +258,10 @@ def managed_job(
     return body
 
 
-def other_owner_job(name: str) -> dict[str, Any]:
-    """A job someone else submitted: no ``managed-by`` label of ours."""
-    return tiny_job(name, 60, labels={"app.kubernetes.io/managed-by": "someone-else"})
-
-
-# ---- apiserver metrics: apiserver_metrics.py (re-exported here) ----------------------
-
-from apiserver_metrics import (  # noqa: E402, F401  (the scenarios import them from here)
-    READ_VERBS,
-    api_counters,
-    job_api_counters,
-    parse_metrics,
-    rates,
-    reads,
-    request_key,
-    waiter_resource,
-)
-
-# ---- statistics ------------------------------------------------------------------------
-
-
 def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (q in 0..100): with n < 100 samples, p99 is the maximum."""
     ordered = sorted(values)
-    rank = max(1, math.ceil(q / 100 * len(ordered)))
-    return ordered[rank - 1]
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
 
 
 def summary(values: list[float], digits: int = 4) -> dict[str, Any]:
@@ -344,26 +277,59 @@ def summary(values: list[float], digits: int = 4) -> dict[str, Any]:
 
 
 def parse_k8s_time(value: str | None) -> float | None:
-    if not value:
-        return None
-    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
 
 
 def airflow_env(home: Path, kubeconfig: Path) -> dict[str, str]:
     """Environment for a process that imports Airflow: an isolated home and the connection."""
     env = dict(os.environ)
+    conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
     env.update(
-        {
-            "AIRFLOW_HOME": str(home),
-            "AIRFLOW__CORE__DAGS_FOLDER": str(home / "dags"),
-            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-            "AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP": "airflow_volcano_wandb.*",
-            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
-            "AIRFLOW_CONN_KUBERNETES_DEFAULT": json.dumps(
-                {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
-            ),
-            "WANDB_MODE": "offline",
-            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
-        }
+        AIRFLOW_HOME=str(home),
+        AIRFLOW__CORE__DAGS_FOLDER=str(home / "dags"),
+        AIRFLOW__CORE__LOAD_EXAMPLES="False",
+        AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES_REGEXP="airflow_volcano_wandb.*",
+        AIRFLOW__LOGGING__LOGGING_LEVEL="WARNING",
+        AIRFLOW_CONN_KUBERNETES_DEFAULT=json.dumps(conn),
+        WANDB_MODE="offline",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH", "")])),
     )
     return env
+
+
+def child(script: str, *args: Any, out: Path, env: dict | None = None, quiet: bool = False) -> Any:
+    """Run ``bench/<script>`` with ``args`` and ``--out out`` in a child process (``env``: the
+    bench's Airflow environment, where it needs one); what it wrote there, as JSON."""
+    argv = [PY, str(REPO / "bench" / script), *map(str, args), "--out", str(out)]
+    stdout = subprocess.DEVNULL if quiet else None
+    subprocess.run(argv, env=env, check=True, stdout=stdout)
+    return json.loads(out.read_text())
+
+
+def trial(
+    test: str, figures: str, env: dict[str, str], say, args: tuple = (), drop: tuple = ()
+) -> tuple[dict | None, int]:
+    """A reliability trial of ``tests/reliability/`` run as the bench's driver: pytest in a child
+    process on this cluster (the benchmarks import nothing from ``tests/``); the figures it
+    writes to ``test-artifacts/reliability/<figures>`` (None if none), and pytest's status."""
+    path = REPO / "test-artifacts" / "reliability" / figures
+    path.unlink(missing_ok=True)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", *drop))}
+    say(f"running {test}")
+    argv = [PY, "-m", "pytest", test, "-q", *args, "-p", "no:cacheprovider"]
+    proc = subprocess.run(argv, cwd=REPO, env={**base, **env}, check=False)
+    return (json.loads(path.read_text()) if path.exists() else None), proc.returncode
+
+
+class TaskInstance(SimpleNamespace):
+    """What the operator's ``execute()`` reads of a task instance, and where its XComs go."""
+
+    def __init__(self, dag_id: str, run_id: str, map_index: int = -1, try_number: int = 1):
+        super().__init__(dag_id=dag_id, task_id="train", run_id=run_id, map_index=map_index)
+        self.try_number, self.log_url, self.xcoms = try_number, None, {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcoms[key] = value
+
+    def context(self) -> dict[str, Any]:
+        return {"ti": self, "dag_run": SimpleNamespace(logical_date=None)}

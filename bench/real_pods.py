@@ -1,68 +1,41 @@
-"""Bench ``real_pods``: the manual DAG trained for real on the local cluster's real node.
-
-    .venv/bin/python -m airflow_volcano_wandb.testing.cluster up --state-dir DIR --real-node
-    .venv/bin/python bench/real_pods.py --cluster-dir DIR [--state-dir S] [--cold-image]
-        [--record [bench/results]]
+"""Bench ``real_pods``: the manual DAG trained for real on the local cluster's real node, run
+by ``make bench REAL_PODS=1`` (a cluster up with ``--real-node``; on one without it the
+scenario says so and keeps the figures it had).
 
 Runs ``scripts/demo.py --real-pods`` (master + 2 workers, DDP over gloo) while watching the
-namespace, then prints one JSON object:
+namespace:
 
 - ``image_build_s_cold``: the trainer image's cold build (mmdebstrap + pip, the base layer),
-  as recorded when it was built; ``--cold-image`` builds it again into a fresh cache first;
+  as recorded when it was built;
 - ``image_mb``: the docker-archive tar imported into the node's containerd;
 - ``pods_ready_s``: job created -> the last of the 3 containers started;
 - ``train_s``: the master container's run (start -> exit);
 - ``completion_to_task_success_s``: the job's ``Completed`` -> the wait task's end in the
   Airflow DB (the sensor's verdict, through the triggerer).
 
-Kubernetes timestamps have a resolution of one second. A script that prints figures: nothing
-here asserts on time.
+Kubernetes timestamps have a resolution of one second.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sqlite3
 import subprocess
 import sys
-import tempfile
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
+from common import REPO, say
 
-from kubernetes import config  # noqa: E402
-
-from airflow_volcano_wandb.testing.cluster import image  # noqa: E402
-from airflow_volcano_wandb.testing.recorder import Recorder  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import results_file  # noqa: E402  (beside this file: the results file every scenario writes)
-
+KEYS = ("real_pods",)
+NEEDS = "cluster"
 NAMESPACE = "wandb"
 
 
-def _cold_image_seconds(rebuild: bool) -> float | None:
-    if rebuild:
-        with tempfile.TemporaryDirectory() as cache:
-            started = time.monotonic()
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-c",
-                    "from airflow_volcano_wandb.testing.cluster import "
-                    "image; image.trainer_image()",
-                ],
-                env={**os.environ, "AVW_CACHE_DIR": cache},
-                check=True,
-            )
-            return round(time.monotonic() - started, 1)
+def _cold_image_seconds() -> float | None:
+    from airflow_volcano_wandb.testing.cluster import image
+
     record = image.build_record(image.base_layer_path())
     return json.loads(record.read_text())["seconds"] if record.exists() else None
 
@@ -82,30 +55,21 @@ def _wait_task_end(state_dir: Path) -> float:
     return _utc(datetime.fromisoformat(end).replace(tzinfo=timezone.utc))
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--cluster-dir", type=Path, required=True)
-    parser.add_argument("--state-dir", type=Path, default=Path(tempfile.mkdtemp(prefix="avw-rp-")))
-    parser.add_argument("--cold-image", action="store_true")
-    results_file.add_record_option(parser)
-    args = parser.parse_args()
-    load = results_file.load_before()
+def run(ctx) -> dict | None:
+    from kubernetes import config
 
-    api = config.new_client_from_config(config_file=str(args.cluster_dir / "kubeconfig"))
+    from airflow_volcano_wandb.testing.cluster import image
+    from airflow_volcano_wandb.testing.recorder import Recorder
+
+    if not ctx.cluster.real_node:
+        say("real_pods: the cluster has no real node (make bench REAL_PODS=1): not run")
+        return None
+    state_dir = ctx.work / "real-pods"
+    api = config.new_client_from_config(config_file=str(ctx.cluster.kubeconfig))
     with Recorder.pods(api, NAMESPACE) as pods, Recorder.jobs(api, NAMESPACE) as jobs:
-        subprocess.run(
-            [
-                sys.executable,
-                str(REPO / "scripts" / "demo.py"),
-                "--real-pods",
-                "--cluster-dir",
-                str(args.cluster_dir),
-                "--state-dir",
-                str(args.state_dir),
-            ],
-            check=True,
-            stdout=subprocess.DEVNULL,
-        )
+        argv = [sys.executable, str(REPO / "scripts" / "demo.py"), "--real-pods"]
+        argv += ["--cluster-dir", str(ctx.cluster.state_dir), "--state-dir", str(state_dir)]
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
     job = sorted(jobs.seen(), key=lambda j: j["metadata"]["creationTimestamp"])[-1]
     name = job["metadata"]["name"]
     created = _utc(job["metadata"]["creationTimestamp"])
@@ -114,28 +78,34 @@ def main() -> int:
     started, finished = {}, {}
     for pod in ranks:
         state = pod.status.container_statuses[0].state
-        run = state.terminated or state.running
-        started[pod.metadata.name] = _utc(run.started_at)
+        ran = state.terminated or state.running
+        started[pod.metadata.name] = _utc(ran.started_at)
         if state.terminated:
             finished[pod.metadata.name] = _utc(state.terminated.finished_at)
     master = f"{name}-master-0"
     archive = image.trainer_image()
     figures = {
-        "image_build_s_cold": _cold_image_seconds(args.cold_image),
+        "image_build_s_cold": _cold_image_seconds(),
         "image_mb": round(archive.stat().st_size / 2**20),
         "pods_ready_s": round(max(started.values()) - created, 1),
         "train_s": round(finished[master] - started[master], 1),
-        "completion_to_task_success_s": round(_wait_task_end(args.state_dir) - completed, 1),
+        "completion_to_task_success_s": round(_wait_task_end(state_dir) - completed, 1),
         "ranks": len(ranks),
         "job": f"{NAMESPACE}/{name}",
     }
-    print(json.dumps(figures, indent=2))
-    if args.record:
-        how = "bench/real_pods.py" + (" --cold-image" if args.cold_image else "")
-        meta = results_file.scenario_meta(load, how=how)
-        results_file.record("real_pods", {"real_pods": figures}, meta, args.record)
-    return 0
+    return {"real_pods": figures}
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+def section(r: dict) -> list[str]:
+    p = r["real_pods"]
+    return [
+        "## Real pods (the cluster's real kubelet node)",
+        "",
+        "`bench/real_pods.py`: the manual DAG's master + 2 workers trained for real (DDP over "
+        f"gloo): pods ready {p['pods_ready_s']} s after the job was created, the master "
+        f"trained {p['train_s']} s, the wait task succeeded {p['completion_to_task_success_s']} "
+        "s after the job's `Completed`"
+        + (f"; trainer image {p['image_mb']} MB" if p.get("image_mb") else "")
+        + (f", cold image build {p['image_build_s_cold']} s" if p.get("image_build_s_cold") else "")
+        + ".",
+    ]

@@ -1,4 +1,5 @@
-"""Benchmark ``render_job`` on the seed template and on a 100-task template.
+"""3. ``render_job`` on the seed template and on a 100-task template (the ``render`` scenario:
+``run`` runs this file as a program, in a child process, with ``--repeat 500``).
 
 Prints median (and p90/min) wall time per call and writes the figures to
 ``bench/results/render.json``. Run: ``python bench/render_bench.py [--repeat N]``.
@@ -13,6 +14,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -28,6 +30,7 @@ from airflow_volcano_wandb.template import render_job  # noqa: E402
 
 SEED_PATH = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 RESULTS = REPO / "bench" / "results" / "render.json"
+KEYS = ("render_ms",)
 MACROS = {
     "image_uri": "registry.local/ddp-mlp:1.0",
     "run_id": "k3x9p2qa",
@@ -51,6 +54,35 @@ OVERRIDES: dict[str, Any] = {
     "labels": {"airflow.apache.org/dag-id": "retrain"},
     "pod_annotations": {"sim.airflow-volcano-wandb.io/duration": "5s"},
 }
+
+
+def run(ctx) -> dict:
+    subprocess.run([sys.executable, __file__, "--repeat", "500"], check=True)
+    results = json.loads(RESULTS.read_text())["results"]
+    return {
+        "render_ms": {
+            "seed": round(results["seed (dict) + overrides"]["median_ms"], 3),
+            "tasks_100": round(results["100 tasks (dict) + overrides"]["median_ms"], 3),
+            "cases": {k: round(v["median_ms"], 3) for k, v in results.items()},
+        }
+    }
+
+
+def section(r: dict) -> list[str]:
+    """Submit overhead (the e2e scenario) and render time (render): either may be absent."""
+    lines = ["## 3. Operator overhead", ""]
+    if "submit_overhead_s" in r:
+        submit = r["submit_overhead_s"]
+        lines.append(
+            f"- `execute()` start to job created: median {submit['median']} s, "
+            f"p99 {submit['p99']} s (n={submit['n']})."
+        )
+    if "render_ms" in r:
+        lines.append(
+            f"- `render_job`: seed {r['render_ms']['seed']} ms, 100 tasks "
+            f"{r['render_ms']['tasks_100']} ms (median; bench/render_bench.py)."
+        )
+    return lines
 
 
 def hundred_task_template() -> dict[str, Any]:

@@ -1,23 +1,48 @@
-"""The benchmarks' report: ``latest.md`` from the results, and the goals they meet or miss.
+"""The scenarios, and their report: ``latest.md`` from the results, and the goals they meet or
+miss. A section per scenario present: a partial run (``run_all.py --only``) may lack some.
 
-A section per scenario present: a partial run (``run_all.py --only``) may lack some.
+Each scenario is a module of its own on the shared driver (``run_all.py``), which reads from it:
+``KEYS``, the keys of ``latest.json`` it writes; ``run(ctx)``, its figures under those keys
+(``None``: not run, the figures it had are kept); ``section(results)``, its report section;
+and where it has them ``goals(figures)``, ``OPTIONS`` (``{name: (default, quick, help)}``:
+``--name``), ``NEEDS`` (``"cluster"``, or ``"db"``: the cluster and an Airflow DB) and
+``pods(options)``, the most pods it holds at once (simulated nodes are added for them).
 """
 
 from __future__ import annotations
 
-from e2e_real_airflow import e2e_real_airflow_goals, md_e2e_real_airflow
-from live_progress import md_live_progress
-from scenario_handover import handover_goals, md_handover
-from scenario_latency import latency_goals, md_latency
-from scenario_namespace_scale import md_namespace, namespace_goals
-from scenario_odd_paths import md_odd_paths
-from scenario_outage import md_outage, outage_goals
-from scenario_overhead import md_e2e, md_operator
-from scenario_parse_light import md_parse_light, parse_light_goals
-from scenario_pod_cache import md_pod_cache
-from scenario_resume import md_resume
-from scenario_scale import md_scale, scale_goals
-from scenario_sweep_burst import md_sweep
+import importlib
+
+#: Each scenario's module, in the order the runner runs them.
+MODULES = {
+    "render": "render_bench",
+    "e2e": "scenario_e2e",
+    "latency": "scenario_latency",
+    "scale": "scenario_scale",
+    "namespace_scale": "scenario_namespace_scale",
+    "outage": "scenario_outage",
+    "sweep_burst": "scenario_sweep_burst",
+    "live_progress": "scenario_live_progress",
+    "odd_paths": "scenario_odd_paths",
+    "handover": "scenario_handover",
+    "e2e_real_airflow": "scenario_e2e_real_airflow",
+    "resume": "scenario_resume",
+    "real_pods": "real_pods",
+    "pod_cache": "scenario_pod_cache",
+    "parse_light": "scenario_parse_light",
+}
+SCENARIOS = {name: importlib.import_module(module) for name, module in MODULES.items()}
+#: The report's order: (scenario, the keys whose presence shows its section, the scenarios
+#: whose dates head it). ``render``'s section, operator overhead, shows ``e2e``'s submit too.
+SECTIONS = (
+    ("latency", ("completion_latency_s",), ("latency",)),
+    ("scale", ("triggerer_scale",), ("scale",)),
+    ("render", ("submit_overhead_s", "render_ms"), ("e2e", "render")),
+    ("e2e", ("e2e_overhead_s",), ("e2e",)),
+    *((name, SCENARIOS[name].KEYS, (name,)) for name in list(MODULES)[4:]),
+)
+GOALS = ("latency", "namespace_scale", "outage", "handover", "e2e_real_airflow", "scale")
+GOALS += ("parse_light",)
 
 
 def _scenario_line(meta: dict) -> str:
@@ -32,9 +57,7 @@ def _scenario_line(meta: dict) -> str:
         + (f"; `{meta['how']}`" if meta.get("how") else "")
         + "._"
     )
-    if meta.get("note"):
-        line += f" {meta['note']}"
-    return line
+    return line + (f" {meta['note']}" if meta.get("note") else "")
 
 
 def markdown(r: dict) -> str:
@@ -58,66 +81,18 @@ def markdown(r: dict) -> str:
             + (" Quick mode (smoke-test sizes)." if r["meta"].get("quick") else ""),
             "",
         ]
-    # A section per scenario present: a partial run (--only) may lack some.
-    sections = (
-        ("completion_latency_s", md_latency, "latency"),
-        ("triggerer_scale", md_scale, "scale"),
-        ("submit_overhead_s", md_operator, "e2e"),
-        ("render_ms", md_operator, "render"),
-        ("e2e_overhead_s", md_e2e, "e2e"),
-        ("namespace_scale", md_namespace, "namespace_scale"),
-        ("outage", md_outage, "outage"),
-        ("sweep_burst", md_sweep, "sweep_burst"),
-        ("live_progress", md_live_progress, "live_progress"),
-        ("odd_paths", md_odd_paths, "odd_paths"),
-        ("handover", md_handover, "handover"),
-        ("e2e_real_airflow", md_e2e_real_airflow, "e2e_real_airflow"),
-        ("resume", md_resume, "resume"),
-        ("real_pods", md_real_pods, "real_pods"),
-        ("pod_cache", md_pod_cache, "pod_cache"),
-        ("parse_light", md_parse_light, "parse_light"),
-    )
-    shown: set = set()
-    for key, section, scenario in sections:
-        if key in r and section not in shown:
-            shown.add(section)
-            body = section(r)
-            # md_operator shows both render's and e2e's figures: each says its own date.
-            names = ["e2e", "render"] if section is md_operator else [scenario]
-            dated = [  # once, when both have the same
-                *dict.fromkeys(
-                    _scenario_line(per_scenario[name])
-                    for name in names
-                    if per_scenario and name in per_scenario
-                )
-            ]
-            lines += [*body[:1], *(["", *dated] if dated else []), *body[1:], ""]
+    for name, shows, dates in SECTIONS:
+        if not any(key in r for key in shows):
+            continue
+        body = SCENARIOS[name].section(r)
+        metas = [per_scenario[n] for n in dates if per_scenario and n in per_scenario]
+        dated = [*dict.fromkeys(map(_scenario_line, metas))]  # once, when both are the same
+        lines += [*body[:1], *(["", *dated] if dated else []), *body[1:], ""]
     lines += ["## Goals", ""]
     lines += [f"- {g}" for g in r["goals"]]
     return "\n".join(lines) + "\n"
 
 
-def md_real_pods(r: dict) -> list[str]:
-    p = r["real_pods"]
-    return [
-        "## Real pods (the cluster's real kubelet node)",
-        "",
-        "`bench/real_pods.py`: the manual DAG's master + 2 workers trained for real (DDP over "
-        f"gloo): pods ready {p['pods_ready_s']} s after the job was created, the master "
-        f"trained {p['train_s']} s, the wait task succeeded {p['completion_to_task_success_s']} "
-        "s after the job's `Completed`"
-        + (f"; trainer image {p['image_mb']} MB" if p.get("image_mb") else "")
-        + (f", cold image build {p['image_build_s_cold']} s" if p.get("image_build_s_cold") else "")
-        + ".",
-    ]
-
-
 def goals(r: dict) -> list[str]:
     """Each goal of the scenarios that ran, met or not, in the report's order."""
-    out = latency_goals(r.get("completion_latency_s"))
-    out += namespace_goals(r.get("namespace_scale")) + outage_goals(r.get("outage"))
-    out += handover_goals(r.get("handover"))
-    out += e2e_real_airflow_goals(r.get("e2e_real_airflow"))
-    out += scale_goals(r.get("triggerer_scale"))
-    out += parse_light_goals(r.get("parse_light"))
-    return out
+    return [g for name in GOALS for g in SCENARIOS[name].goals(r.get(SCENARIOS[name].KEYS[0]))]

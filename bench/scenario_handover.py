@@ -1,10 +1,40 @@
-"""The handover scenario's report section and goals (its run: ``handover.py``, which records
-through ``results_file`` and so must not be imported by ``report``)."""
+"""10. handover (issue 26): a triggerer frozen past its health-check threshold while
+``--handover-jobs`` deferred jobs are spread over two triggerers, on a production-shaped
+Airflow (PostgreSQL, two schedulers, two triggerers): jobs deleted, wrong verdicts, triggers
+reassigned, takeover time.
+
+The driver is the HA trial itself, ``tests/reliability/test_ha_airflow.py``'s handover test,
+run as a program (``common.trial``, ``AVW_HANDOVER_JOBS`` jobs, on this cluster); its figures
+come back through ``test-artifacts/reliability/handover.json``.
+"""
 
 from __future__ import annotations
 
+from common import say, trial
 
-def md_handover(r: dict) -> list[str]:
+KEYS = ("handover",)
+NEEDS = "cluster"
+OPTIONS = {"handover_jobs": (20, 4, "deferred jobs handed over")}
+TRIAL = (
+    "tests/reliability/test_ha_airflow.py"
+    "::test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted"
+)
+
+
+def run(ctx) -> dict:
+    """Run the trial with ``--handover-jobs`` deferred jobs; its figures, and whether it passed."""
+    jobs = ctx.handover_jobs
+    env = {"AVW_HANDOVER_JOBS": str(jobs), "AVW_CLUSTER_STATE_DIR": str(ctx.cluster.state_dir)}
+    say(f"handover: {jobs} deferred jobs over two triggerers")
+    figures, status = trial(TRIAL, "handover.json", env, say)
+    if figures is None:
+        return {
+            "handover": {"jobs": jobs, "trial_passed": False, "error": f"pytest exited {status}"}
+        }
+    return {"handover": {**figures, "trial_passed": status == 0}}
+
+
+def section(r: dict) -> list[str]:
     h = r["handover"]
     if "error" in h:
         return ["## Handover between triggerers", "", f"The trial did not run: {h['error']}."]
@@ -34,7 +64,7 @@ def md_handover(r: dict) -> list[str]:
     ]
 
 
-def handover_goals(h: dict | None) -> list[str]:
+def goals(h: dict | None) -> list[str]:
     if not h or "error" in h:
         return [f"handover: did not run ({h['error']})"] if h else []
     kept = h["jobs_deleted"] == 0 and h["wrong_verdicts"] == 0 and h.get("duplicates", 0) == 0

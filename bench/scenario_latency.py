@@ -1,59 +1,55 @@
 """1. Completion-detection latency: the provider's trigger (shared watch) vs polling every
-2 s and 10 s through the same hook, against an independent observer's watch and against
-Volcano's ``lastTransitionTime``."""
+2 s and 10 s through the same hook, each in its own process driven by Airflow's
+TriggerRunner, against an independent observer's watch and Volcano's ``lastTransitionTime``."""
 
 from __future__ import annotations
 
 import json
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from common import Cluster, managed_job, parse_k8s_time, say, summary
+from common import managed_job, parse_k8s_time, say, summary
 from waiters import Observer, driver
 
+KEYS = ("completion_latency_s",)
+NEEDS = "db"
+OPTIONS = {"latency_jobs": (100, 20, "jobs ending together")}
+WAITERS = (("watch", "watch", 0), ("poll_2s", "poll", 2), ("poll_10s", "poll", 10))
 
-def completion_latency(cluster: Cluster, env: dict, work: Path, jobs: int) -> dict:
+
+def pods(o) -> int:
+    return o.latency_jobs
+
+
+def run(ctx) -> dict:
+    return {"completion_latency_s": latency_figures(completion_latency(ctx, ctx.latency_jobs))}
+
+
+def completion_latency(ctx, jobs: int) -> dict:
+    cluster, work = ctx.cluster, ctx.work
     namespace = cluster.create_namespace("bench-latency")
     observer = Observer(cluster, namespace, work)
     names = [f"lat-{i:04d}" for i in range(jobs)]
     names_file = work / "latency-names.json"
     names_file.write_text(json.dumps(names))
     # The three waiters import Airflow first (slow on a busy machine), then wait for "go".
-    waiters = {
-        key: driver(
-            "latency",
-            mode,
-            interval,
-            namespace,
-            names_file,
-            work / f"lat-{key}.json",
-            env,
-            timeout=180,
-            wait_go=True,
-        )
-        for key, mode, interval in (
-            ("watch", "watch", 0),
-            ("poll_2s", "poll", 2),
-            ("poll_10s", "poll", 10),
-        )
-    }
+    waiters = {}
+    for key, mode, interval in WAITERS:
+        out = work / f"lat-{key}.json"
+        args = (mode, interval, namespace, names_file, out, ctx.env)
+        waiters[key] = driver("latency", *args, timeout=180, wait_go=True)
     for proc in waiters.values():
         while (line := proc.stdout.readline()) and not line.startswith("READY"):
             pass
     # Jobs end together: each runs until a common wall-clock time (give or take how long
     # Volcano takes to start it), well after every waiter has started.
     end_at = time.time() + 30 + jobs / 10
-    say(
-        f"latency: creating {jobs} jobs in {namespace}, ending together in "
-        f"~{end_at - time.time():.0f} s"
-    )
+    left = end_at - time.time()
+    say(f"latency: creating {jobs} jobs in {namespace}, ending together in ~{left:.0f} s")
     duration = max(end_at - time.time(), 15)
-    cluster.create_jobs(
-        namespace,
-        [managed_job(n, duration, run_id=namespace, index=i) for i, n in enumerate(names)],
-    )
+    bodies = [managed_job(n, duration, run_id=namespace, index=i) for i, n in enumerate(names)]
+    cluster.create_jobs(namespace, bodies)
     for proc in waiters.values():
         proc.stdin.write("go\n")
         proc.stdin.close()
@@ -63,15 +59,10 @@ def completion_latency(cluster: Cluster, env: dict, work: Path, jobs: int) -> di
     observer.stop()
     completed = observer.first("Completed")
     ends = sorted(r["t"] for r in completed.values())
-    out: dict[str, Any] = {
-        "vs_observer": {},
-        "vs_status_time": {},
-        "jobs": jobs,
-        "namespace": namespace,
-    }
+    out: dict[str, Any] = {"vs_observer": {}, "vs_status_time": {}, "jobs": jobs}
     if ends:
         out["burst_spread_s"] = round(ends[-1] - ends[0], 2)
-    for key in ("watch", "poll_2s", "poll_10s"):
+    for key, _, _ in WAITERS:
         result = json.loads((work / f"lat-{key}.json").read_text())
         vs_obs, vs_ltt, missing = [], [], 0
         for event in result["events"]:
@@ -115,7 +106,7 @@ def ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 1) if a and b else None
 
 
-def md_latency(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     lat = r["completion_latency_s"]
     lines = [
         "## 1. Completion-detection latency",
@@ -146,7 +137,7 @@ def md_latency(r: dict) -> list[str]:
     return lines
 
 
-def latency_goals(lat: dict | None) -> list[str]:
+def goals(lat: dict | None) -> list[str]:
     if not lat:
         return []
     w = lat["watch"]

@@ -1,64 +1,47 @@
-"""5. A crowded namespace: one triggerer's waiting triggers among many other owners' jobs in
-one namespace: RSS growth, watch connections, the first (paginated, label-selected) LIST."""
+"""5. A crowded namespace (issue 11): one triggerer's waiting triggers among many other owners'
+jobs in one namespace: RSS growth, watch connections, the first (paginated, label-selected)
+LIST, requests; vc-controller-manager is stopped while the others are made and measured."""
 
 from __future__ import annotations
 
 import json
-import subprocess
 import time
-from pathlib import Path
 
-from common import (
-    Cluster,
-    api_counters,
-    job_api_counters,
-    other_owner_job,
-    rates,
-    say,
-)
+from apiserver_metrics import api_counters, job_api_counters, rates
+from common import Cluster, say, tiny_job
 from scenario_scale import start_running
-from waiters import driver
+from waiters import scale_run
 
 from test_support.faults import start_component, stop_component
 
+KEYS = ("namespace_scale",)
+NEEDS = "db"
+OPTIONS = {
+    "namespace_jobs": (10000, 200, "other owners' jobs beside ours"),
+    "namespace_waiting": (1000, 20, "waiting triggers"),
+}
 
-def background_job_watches(cluster: Cluster) -> float:
-    """Watches on Volcano jobs the control plane holds now (the metrics do not say whose)."""
-    return job_api_counters(cluster.metrics())["watches"]
+
+def pods(o) -> int:
+    return 3 * o.namespace_waiting
 
 
 def fill_namespace(cluster: Cluster, namespace: str, others: int) -> dict:
-    """``others`` jobs of other owners, nine in ten marked Completed.
-
-    Runs while vc-controller-manager is stopped (see ``namespace_scale``).
-    """
+    """``others`` jobs someone else submitted (no ``managed-by`` label of ours), nine in ten
+    marked Completed. Runs while vc-controller-manager is stopped (see ``run``)."""
     t = time.monotonic()
     other_names = [f"other-{i:05d}" for i in range(others)]
-    cluster.create_jobs(namespace, [other_owner_job(n) for n in other_names])
+    label = {"app.kubernetes.io/managed-by": "someone-else"}
+    cluster.create_jobs(namespace, [tiny_job(n, 60, labels=label) for n in other_names])
     finished = other_names[: others * 9 // 10]
     cluster.set_job_phases(namespace, dict.fromkeys(finished, "Completed"))
     say(f"namespace: {others} other jobs beside in {time.monotonic() - t:.0f} s")
     return {"created_s": round(time.monotonic() - t, 1), "finished_others": len(finished)}
 
 
-def scale_window(proc: subprocess.Popen, cluster: Cluster) -> dict[str, dict]:
-    """Read the driver's output, scraping the apiserver's job counters (and, under ``"all"``,
-    every verb and resource, with the time) at its window marks."""
-    marks: dict[str, dict] = {}
-    for line in proc.stdout:
-        for mark, prefix in (("start", "WINDOW_START"), ("end", "WINDOW_END")):
-            if line.startswith(prefix):
-                text = cluster.metrics()
-                marks[mark] = job_api_counters(text)
-                marks[mark]["all"] = api_counters(text)
-                marks[mark]["t"] = time.monotonic()
-    return marks
-
-
-def namespace_scale(
-    cluster: Cluster, env: dict, work: Path, others: int, waiting: int, window: float
-) -> dict:
-    """One triggerer, ``waiting`` triggers, in a namespace crowded with other owners' jobs.
+def run(ctx) -> dict:
+    """One triggerer, ``--namespace-waiting`` triggers, in a namespace crowded with
+    ``--namespace-jobs`` other owners' jobs.
 
     What is measured is the triggerer's side: its RSS, its watch connections, how long its
     first (label-selected, paginated) LIST takes while the apiserver filters the whole
@@ -70,69 +53,66 @@ def namespace_scale(
     webhooks); the finished ones get their ``Completed`` phase through the status
     subresource, and the rest never start. Ours keep running: nothing changes them.
     """
+    cluster, others, waiting = ctx.cluster, ctx.namespace_jobs, ctx.namespace_waiting
     namespace = cluster.create_namespace("bench-ns")
     ours = start_running(cluster, namespace, [f"wait-{i:04d}" for i in range(waiting)])
-    say(
-        f"namespace: {waiting} jobs of ours Running after {ours['running_s']:.0f} s, "
-        f"{ours['pods']} pods"
-    )
+    running = f"Running after {ours['running_s']:.0f} s, {ours['pods']} pods"
+    say(f"namespace: {waiting} jobs of ours {running}")
     argv = stop_component(cluster.state_dir, "vc-controller-manager")
     try:
         filled = fill_namespace(cluster, namespace, others)
-        jobs_file = work / "namespace-jobs.json"
+        jobs_file = ctx.work / "namespace-jobs.json"
         jobs_file.write_text(json.dumps(ours["jobs"]))
-        idle_watches = background_job_watches(cluster)
-        idle_all = api_counters(cluster.metrics())["watches"]
-        out = work / "namespace-scale.json"
+        idle = api_counters(text := cluster.metrics())["watches"]
+        idle_watches = job_api_counters(text)["watches"]
         say(f"namespace: {waiting} triggers in one TriggerRunner, {others} other jobs beside")
-        proc = driver(
-            "scale", "operator", 0, namespace, jobs_file, out, env,
-            port=cluster.port, settle=10, window=window,
-        )  # fmt: skip
-        marks = scale_window(proc, cluster)
-        proc.wait(120)
+        out = ctx.work / "namespace-scale.json"
+        result, marks = scale_run(ctx, namespace, jobs_file, out, "operator")
     finally:
         # Gone before the controller is back, or it would start the others' unfinished jobs.
         cluster.delete_namespace(namespace)
-        cluster.wait_namespace_gone(namespace, timeout=300)
+        cluster.wait_namespaces_gone(300, [namespace])
         start_component(cluster.state_dir, "vc-controller-manager", argv)
-    result = json.loads(out.read_text())
-    watches = max(marks["start"]["watches"], marks["end"]["watches"]) - idle_watches
-    start, end = marks["start"]["all"], marks["end"]["all"]
-    minutes = (marks["end"]["t"] - marks["start"]["t"]) / 60
+    (s_t, start), (e_t, end) = marks["start"], marks["end"]
+    watches = max(start["watches"], end["watches"]) - idle_watches
+    start, end = start["all"], end["all"]
     by_resource = {
-        r: round(max(start["watches"].get(r, 0), n) - idle_all.get(r, 0))
+        r: round(max(start["watches"].get(r, 0), n) - idle.get(r, 0))
         for r, n in end["watches"].items()
     }
     return {
-        "trigger": "operator defaults; its jobs Running, 3 pods each",
-        "pod_watch_connections": by_resource.get("pods", 0),
-        # Not less a background: the controller is stopped; the scheduler and KWOK remain.
-        "by_verb_resource": {
-            k: round(v, 1)
-            for k, v in sorted(rates(start["requests"], end["requests"], minutes).items())
-            if v >= 0.5
-        },
-        "jobs_in_namespace": others + waiting,
-        "waiting": len(ours["jobs"]),
-        "pods_running": ours["pods"],
-        "ours_running_s": round(ours["running_s"], 1),
-        "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
-        "watch_connections": round(watches),
-        "first_sync_s": round(result["first_sync_s"], 2) if result["first_sync_s"] else None,
-        "rss_mb": round(result["rss_mb"], 1),
-        "shared_watchers": result["shared_watchers"],
-        "tcp_connections_max": result["tcp_connections_max"],
-        "list_pages": sum(1 for _, verb in result["api_calls"] if verb == "list"),
-        "client_requests_per_min": round(result["client_requests_per_min"], 1),
-        "finished_others": filled["finished_others"],
-        "jobs_created_s": filled["created_s"],
-        "window_s": round(result["window_s"], 1),
-        "fired_early": result["fired_early"],
+        "namespace_scale": {
+            "trigger": "operator defaults; its jobs Running, 3 pods each",
+            "pod_watch_connections": by_resource.get("pods", 0),
+            # Not less a background: the controller is stopped; the scheduler and KWOK remain.
+            "by_verb_resource": {
+                k: round(v, 1)
+                for k, v in sorted(
+                    rates(start["requests"], end["requests"], (e_t - s_t) / 60).items()
+                )
+                if v >= 0.5
+            },
+            "jobs_in_namespace": others + waiting,
+            "waiting": len(ours["jobs"]),
+            "pods_running": ours["pods"],
+            "ours_running_s": round(ours["running_s"], 1),
+            "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
+            "watch_connections": round(watches),
+            "first_sync_s": round(result["first_sync_s"], 2) if result["first_sync_s"] else None,
+            "rss_mb": round(result["rss_mb"], 1),
+            "shared_watchers": result["shared_watchers"],
+            "tcp_connections_max": result["tcp_connections_max"],
+            "list_pages": sum(1 for _, verb in result["api_calls"] if verb == "list"),
+            "client_requests_per_min": round(result["client_requests_per_min"], 1),
+            "finished_others": filled["finished_others"],
+            "jobs_created_s": filled["created_s"],
+            "window_s": round(result["window_s"], 1),
+            "fired_early": result["fired_early"],
+        }
     }
 
 
-def md_namespace(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     n = r["namespace_scale"]
     return [
         "## 5. A crowded namespace (one triggerer)",
@@ -172,7 +152,7 @@ def md_namespace(r: dict) -> list[str]:
     ]
 
 
-def namespace_goals(n: dict | None) -> list[str]:
+def goals(n: dict | None) -> list[str]:
     if not n:
         return []
     size = f"{n['waiting']} waiting among {n['jobs_in_namespace']} jobs"

@@ -1,57 +1,100 @@
-"""9. Odd paths a deployment meets once in a while, each measured by ``odd_paths.py`` in a
-child process: pending timeouts of whole gangs over restarts of every trigger, a crash loop's
-detection time, and a retry under a fixed ``job_name`` after a failed try."""
+"""9. Odd paths a deployment meets once in a while (issue 21), each measured in a child process
+of its own (this file as a program, with the bench's Airflow env; ``--record`` also writes its
+part into the results file, keeping the other parts' dates):
+
+``restart-false-timeouts``: jobs whose gang was whole, waited on by triggers that are all
+restarted 20 times (each round a new event loop, so a new shared watch and no memory, as a
+restarted or replacing triggerer has), while workers are evicted and their replacements cannot
+be placed for a while. Every ``pending_timeout`` verdict is a false one: the gang was placed.
+Half the jobs have the provider's gang (``minAvailable`` = every rank: Volcano's own Running
+condition tells the gang was whole), half the seed's ``minAvailable: 1`` (only the mark the
+first trigger wrote, ``judge.GANG_WHOLE_ANNOTATION``, tells). Before either was read, every
+trigger started after an eviction judged the job by its creation time.
+
+``fixed-name``: one task instance of ``VolcanoPyTorchJobOperator`` with a fixed ``job_name``
+runs try 1, whose master exits 3 (the job fails, is reported and stays for inspection), then
+try 2 under the same name, which must replace that job and succeed (``fixed_name_retries_ok``)
+instead of being refused until the TTL.
+
+``crash-loop`` (``crash_loop_detect_s``): the seed template (``restartPolicy: OnFailure``)
+whose master exits 3 a second after every start, run by the deferrable test DAG under
+``dag.test()`` with the default ``max_container_restarts``: from the master's first crash (the
+``finishedAt`` of its first termination, as its pod shows it after the first restart) to the
+task instance's end (failed with ``TrainerCrashLoopError``). The simulated kubelet restarts at
+once, with no CrashLoopBackOff, so this is the provider's detection and report time plus the
+seconds the restarts take to pass the budget; on a real kubelet the back-off (10 s, doubling)
+comes on top. ``defer_settle_seconds`` is 0, as for ``airflow dags test``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import asyncio
 import json
-import subprocess
+import os
+import sys
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
-from common import PY, REPO, Cluster, say
+from common import (
+    GROUP,
+    SEED,
+    SIM_DURATION,
+    VERSION,
+    Cluster,
+    TaskInstance,
+    child,
+    parse_k8s_time,
+    say,
+)
+
+KEYS = ("odd_paths",)
+NEEDS = "db"
+PENDING_TIMEOUT = 5.0
+ROUND_S = 3.0
+PARTS = ("restart-false-timeouts", "crash-loop", "fixed-name")
 
 
-def odd_paths(cluster: Cluster, env: dict, work: Path, quick: bool) -> dict:
-    """Each odd path's figure, measured by ``bench/odd_paths.py`` in a child process each."""
-    restart = odd_path(
-        cluster, env, work, "restart-false-timeouts", "--restarts", "5" if quick else "20"
+def run(ctx) -> dict:
+    """Each odd path's figure, measured in a child process each."""
+
+    def part(name: str, *args: Any) -> dict:
+        out = ctx.work / f"odd-{name}.json"
+        return child("scenario_odd_paths.py", name, *args, out=out, env=ctx.env, quiet=True)
+
+    restart = part(
+        "restart-false-timeouts",
+        "--restarts",
+        5 if ctx.quick else 20,
+        "--cluster-dir",
+        ctx.cluster.state_dir,
     )
-    crash = odd_path(cluster, env, work, "crash-loop")
+    crash = part("crash-loop", "--cluster-dir", ctx.cluster.state_dir)
+    namespace = ctx.cluster.create_namespace("bench-fixed-name")
+    fixed = part("fixed-name", "--namespace", namespace)
+    say(f"odd paths: fixed name retry: {fixed}")
+    ctx.cluster.delete_namespace(namespace)
     return {
-        "restart_false_timeouts": restart["restart_false_timeouts"],
-        "restart_run": restart,
-        "crash_loop_detect_s": crash["crash_loop_detect_s"],
-        "crash_loop_run": crash,
-        "fixed_name_retries_ok": fixed_name_retries_ok(cluster, env, work),
+        "odd_paths": {
+            **figures("restart-false-timeouts", restart),
+            **figures("crash-loop", crash),
+            **figures("fixed-name", fixed),
+        }
     }
 
 
-def odd_path(cluster: Cluster, env: dict, work: Path, scenario: str, *args: str) -> dict:
-    out = work / f"odd-{scenario}.json"
-    argv = [PY, str(REPO / "bench" / "odd_paths.py"), scenario, *args]
-    argv += ["--cluster-dir", str(cluster.state_dir), "--out", str(out)]
-    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
-    return json.loads(out.read_text())
+def figures(part: str, result: dict) -> dict:
+    """One part's figures as ``odd_paths`` in the results file holds them."""
+    if part == "fixed-name":
+        return {"fixed_name_retries_ok": bool(result["ok"])}
+    if part == "crash-loop":
+        return {"crash_loop_detect_s": result["crash_loop_detect_s"], "crash_loop_run": result}
+    return {"restart_false_timeouts": result["restart_false_timeouts"], "restart_run": result}
 
 
-def fixed_name_retries_ok(cluster: Cluster, env: dict, work: Path) -> bool:
-    """A retry under a fixed ``job_name`` replaces the job its failed try reported and
-    succeeds (``bench/odd_paths.py fixed-name``), instead of being refused until the TTL."""
-    namespace = cluster.create_namespace("bench-fixed-name")
-    out = work / "fixed-name.json"
-    script = str(REPO / "bench" / "odd_paths.py")
-    subprocess.run(
-        [PY, script, "fixed-name", "--namespace", namespace, "--out", str(out)],
-        env=env,
-        check=True,
-    )
-    result = json.loads(out.read_text())
-    say(f"odd paths: fixed name retry: {result}")
-    cluster.delete_namespace(namespace)
-    return bool(result["ok"])
-
-
-def md_odd_paths(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     o = r["odd_paths"]
     lines = ["## Odd paths", ""]
     if "restart_false_timeouts" in o:
@@ -76,3 +119,272 @@ def md_odd_paths(r: dict) -> list[str]:
             f"{run['max_container_restarts']}; the simulated kubelet restarts without back-off)."
         )
     return lines
+
+
+def gang_job(name: str, home_label: str, min_available: int) -> dict:
+    """Master and one worker, both running for 10 minutes; the worker only on nodes that
+    carry ``home_label`` (the bench takes it away to keep a replaced worker Pending)."""
+
+    def task(role: str, selector: dict) -> dict:
+        resources = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+        container = {"name": role, "image": "example.org/bench:1", "resources": resources}
+        spec = {"restartPolicy": "Never", "containers": [container]}
+        if selector:
+            spec["nodeSelector"] = selector
+        template = {"metadata": {"annotations": {SIM_DURATION: "600"}}, "spec": spec}
+        return {"name": role, "replicas": 1, "template": template}
+
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "schedulerName": "volcano",
+            "minAvailable": min_available,
+            "tasks": [task("master", {}), task("worker", {home_label: "yes"})],
+        },
+    }
+
+
+def label_nodes(cluster: Cluster, nodes: list[str], label: str, value: str | None) -> None:
+    for node in nodes:
+        patch = {"metadata": {"labels": {label: value}}}
+        mime = "application/merge-patch+json"
+        cluster.kube.request("PATCH", f"/api/v1/nodes/{node}", patch, content_type=mime)
+
+
+def evict_workers(cluster: Cluster, namespace: str, names: list[str]) -> int:
+    """Delete the worker pod of each named job (as an eviction would)."""
+    evicted = 0
+    for pod in cluster.pods(namespace):
+        name = pod["metadata"]["name"]
+        if any(name.startswith(f"{job}-worker-") for job in names):
+            path = f"/api/v1/namespaces/{namespace}/pods/{name}?gracePeriodSeconds=0"
+            cluster.kube.request("DELETE", path)
+            evicted += 1
+    return evicted
+
+
+async def one_triggerer_life(
+    names: list[str], namespace: str, seconds: float, until=None
+) -> list[dict]:
+    """Wait on every job for ``seconds`` (or, with ``until``, until it answers true) in a fresh
+    event loop; the events that fired."""
+    from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
+    async def wait(name: str) -> dict | None:
+        trigger = VolcanoJobTrigger(
+            job_name=name, namespace=namespace, pending_timeout=PENDING_TIMEOUT, poll_interval=1
+        )
+        try:
+            async for event in trigger.run():
+                return {"job": name, **event.payload}
+        except asyncio.CancelledError:
+            return None
+        return None
+
+    tasks = [asyncio.create_task(wait(name)) for name in names]
+    deadline = time.monotonic() + seconds
+    while until is not None and not await asyncio.to_thread(until):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the first triggers did not mark every gang whole")
+        await asyncio.sleep(1)
+    done, pending = await asyncio.wait(tasks, timeout=max(0.0, deadline - time.monotonic()))
+    for task in pending:
+        task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+    return [t.result() for t in done if t.result()]
+
+
+def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
+    from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION
+
+    namespace = cluster.create_namespace("bench-odd-restarts")
+    home = f"avw-bench.io/worker-home-{namespace}"
+    nodes = [n["metadata"]["name"] for n in cluster.kube.get("/api/v1/nodes")["items"]]
+    label_nodes(cluster, nodes, home, "yes")
+    names = [f"gang-{i}" for i in range(jobs)]
+    events: list[dict] = []
+    evictions = 0
+    try:
+        for index, name in enumerate(names):
+            body = gang_job(name, home, min_available=2 if index % 2 else 1)
+            cluster.kube.request("POST", cluster.jobs_path(namespace), body)
+        cluster.wait_phase(namespace, jobs, {"Running"}, timeout=180)
+        deadline = time.monotonic() + 120
+        while (
+            sum(p["status"].get("phase") == "Running" for p in cluster.pods(namespace)) < 2 * jobs
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError("not every rank running")
+            time.sleep(1)
+
+        def seed_gangs_marked() -> bool:
+            seed_gangs = [j for j in cluster.list_jobs(namespace) if j["spec"]["minAvailable"] == 1]
+            return all(
+                GANG_WHOLE_ANNOTATION in (j["metadata"].get("annotations") or {})
+                for j in seed_gangs
+            )
+
+        events += asyncio.run(one_triggerer_life(names, namespace, 120, until=seed_gangs_marked))
+        for round_ in range(restarts):
+            if round_ == 1 or round_ % 5 == 1:  # evictions in flight, their replacements stuck
+                label_nodes(cluster, nodes, home, None)
+                evictions += evict_workers(cluster, namespace, names[round_ % 2 :: 2])
+            elif round_ % 5 == 4:  # the replacements placed again
+                label_nodes(cluster, nodes, home, "yes")
+            events += asyncio.run(one_triggerer_life(names, namespace, ROUND_S + PENDING_TIMEOUT))
+    finally:
+        label_nodes(cluster, nodes, home, None)
+        cluster.delete_namespace(namespace)
+    outcomes: dict[str, int] = {}
+    for event in events:
+        outcomes[event["outcome"]] = outcomes.get(event["outcome"], 0) + 1
+    return {
+        "jobs": jobs,
+        "restarts": restarts,
+        "evictions": evictions,
+        "pending_timeout_s": PENDING_TIMEOUT,
+        "restart_false_timeouts": outcomes.get("pending_timeout", 0),
+        "events": outcomes,
+    }
+
+
+def _seed(**annotations: dict) -> dict[str, Any]:
+    import yaml
+
+    from test_support.jobs import with_pod_annotations
+
+    return with_pod_annotations(yaml.safe_load(SEED.read_text()), **annotations)
+
+
+def _try(namespace: str, try_number: int, exit_code: str) -> dict[str, Any]:
+    """One try of the task: the seed with a 1 s master ending with ``exit_code``, whose
+    failing pod ends the job."""
+    from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+    from test_support.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
+
+    template = _seed(master={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: exit_code})
+    for task in template["spec"]["tasks"]:
+        task["template"]["spec"]["restartPolicy"] = "Never"
+    template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
+    operator = VolcanoPyTorchJobOperator(
+        task_id="train",
+        template=template,
+        image_uri="example.org/bench/trainer:1",
+        namespace=namespace,
+        job_name="bench-fixed-name",
+        replicas={"worker": 0},
+        wandb_entity="bench",
+        wandb_project="bench",
+        wandb_mode="offline",
+        poll_interval=1,
+    )
+    ti = TaskInstance("bench_odd_paths", f"fixed-{namespace}", try_number=try_number)
+    return operator.execute(ti.context())
+
+
+def fixed_name(namespace: str) -> dict[str, Any]:
+    try:
+        _try(namespace, 1, "3")
+        return {"ok": False, "detail": "try 1 succeeded; its master was to exit 3"}
+    except Exception as exc:  # the expected failure of try 1
+        first = f"{type(exc).__name__}"
+    try:
+        result = _try(namespace, 2, "0")
+    except Exception as exc:
+        return {"ok": False, "detail": f"try 2 failed after try 1's {first}: {exc}"}
+    return {"ok": result.get("phase") == "Completed", "detail": f"try 2 ended {result['phase']}"}
+
+
+def crash_loop_detect(cluster: Cluster) -> dict:
+    from airflow.models import TaskInstance as DbTaskInstance
+    from airflow.utils.session import create_session
+
+    from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+    from test_support.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, load_dag
+
+    os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS"] = "0"  # this child's wait only
+    namespace = cluster.create_namespace("bench-odd-crash-loop")
+    first_crash: list[float] = []
+    done = threading.Event()
+
+    def watch_master() -> None:
+        """The master's first crash, from its pod's status once the pod shows a restart."""
+        while not done.is_set() and not first_crash:
+            for pod in cluster.pods(namespace):
+                if not pod["metadata"]["name"].endswith("-master-0"):
+                    continue
+                for status in pod["status"].get("containerStatuses") or []:
+                    last = (status.get("lastState") or {}).get("terminated")
+                    if status.get("restartCount") == 1 and last:
+                        first_crash.append(parse_k8s_time(last["finishedAt"]))
+                    elif (status.get("restartCount") or 0) > 1:  # missed: start + its second
+                        first_crash.append(parse_k8s_time(pod["status"]["startTime"]) + 1)
+            time.sleep(0.2)
+
+    template = _seed(
+        master={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: "3"},
+        worker={DURATION_ANNOTATION: "600"},
+    )
+    # The suite's test DAGs, copied into the DAGs folder by run_all.py, read as a file.
+    dags = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"])
+    dag = load_dag(dags / "avw_test_jobs.py", "avw_test_deferrable")
+    threading.Thread(target=watch_master, daemon=True).start()
+    try:
+        dag_run = dag.test(run_conf={"template": template, "namespace": namespace})
+    finally:
+        done.set()
+        cluster.delete_namespace(namespace)
+    with create_session() as session:
+        query = session.query(DbTaskInstance)
+        ti = query.filter_by(dag_id=dag.dag_id, run_id=dag_run.run_id, task_id="train").one()
+        state, end = str(ti.state), ti.end_date
+    detect = end.timestamp() - first_crash[0] if end and first_crash else None
+    return {
+        "crash_loop_detect_s": round(detect, 2) if detect is not None else None,
+        "task_state": state,
+        "max_container_restarts": DEFAULT_MAX_CONTAINER_RESTARTS,
+    }
+
+
+def main() -> None:
+    import results_file
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("part", choices=PARTS)
+    parser.add_argument("--cluster-dir", type=Path, help="the cluster (all but fixed-name)")
+    parser.add_argument("--jobs", type=int, default=10)
+    parser.add_argument("--restarts", type=int, default=20)
+    parser.add_argument("--namespace", help="fixed-name: where the task runs")
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--record",
+        type=Path,
+        nargs="?",
+        const=results_file.RESULTS,
+        help="also into DIR/latest.json",
+    )
+    options = parser.parse_args()
+    load = results_file.load_before()
+    if options.part == "fixed-name":
+        result = fixed_name(options.namespace)
+    elif options.part == "crash-loop":
+        result = crash_loop_detect(Cluster(options.cluster_dir))
+    else:
+        result = restart_false_timeouts(
+            Cluster(options.cluster_dir), options.jobs, options.restarts
+        )
+    options.out.write_text(json.dumps(result) + "\n")
+    print(json.dumps(result))
+    if options.record:
+        meta = results_file.scenario_meta(
+            load, how=" ".join(["bench/scenario_odd_paths.py", *sys.argv[1:]])
+        )
+        results_file.record_part(
+            "odd_paths", options.part, figures(options.part, result), meta, options.record
+        )
+
+
+if __name__ == "__main__":
+    main()

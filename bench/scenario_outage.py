@@ -9,7 +9,6 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from pathlib import Path
 
 from common import Cluster, managed_job, parse_k8s_time, say
 from waiters import driver
@@ -17,6 +16,13 @@ from waiters import driver
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from test_support.faults import start_component, stop_component, wait_apiserver_ready
+
+KEYS = ("outage",)
+NEEDS = "db"
+OPTIONS = {
+    "outage_s": (300.0, 20.0, "apiserver outage (s)"),
+    "outage_waiting": (1000, 20, "triggers waiting"),
+}
 
 # How long after their creation the outage's jobs may still be starting up (jobs Running,
 # the driver importing Airflow and syncing): their run time is this plus the outage, so
@@ -109,8 +115,13 @@ def ended_before(jobs: list[dict], when: float) -> int:
     return count
 
 
-def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float) -> dict:
-    """Stop the apiserver for ``seconds`` while ``waiting`` triggers wait in one triggerer.
+def pods(o) -> int:
+    return 3 * o.outage_waiting
+
+
+def run(ctx) -> dict:
+    """Stop the apiserver for ``--outage-s`` while ``--outage-waiting`` triggers wait in one
+    triggerer.
 
     The triggers are the operator's at its defaults (restart budget, startup budget, pod
     checks), and each job runs 3 pods (master 1 + worker 2), so the pods' reads (or the pod
@@ -119,6 +130,7 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
     after it; then every trigger's outcome is compared with its job's real phase, and the jobs
     are counted (the outage must delete none).
     """
+    cluster, work, waiting, seconds = ctx.cluster, ctx.work, ctx.outage_waiting, ctx.outage_s
     namespace = cluster.create_namespace("bench-outage")
     duration = OUTAGE_SETUP_S + OUTAGE_SETUP_PER_JOB_S * waiting + seconds
     names = [f"out-{i:04d}" for i in range(waiting)]
@@ -131,15 +143,12 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
     say(f"outage: {waiting} jobs of 3 pods in {namespace}, each running {duration:.0f} s")
     cluster.create_jobs(namespace, bodies)
     cluster.wait_phase(namespace, waiting, {"Running"}, timeout=600, say=say)
-    uids = {
-        j["metadata"]["name"]: j["metadata"]["uid"]
-        for j in cluster.list_jobs(namespace, MANAGED_SELECTOR)
-    }
+    uids = cluster.uids(namespace, MANAGED_SELECTOR)
     jobs_file = work / "outage-jobs.json"
     jobs_file.write_text(json.dumps([{"name": n, "uid": u} for n, u in uids.items()]))
     out = work / "outage.json"
     proc = driver(
-        "latency", "operator", 0, namespace, jobs_file, out, env,
+        "latency", "operator", 0, namespace, jobs_file, out, ctx.env,
         timeout=duration + 600, wait_go=True,
     )  # fmt: skip
     wait_for_line(proc, "READY")
@@ -162,36 +171,38 @@ def outage(cluster: Cluster, env: dict, work: Path, waiting: int, seconds: float
     relists = [t for t, v in calls if v == "watch" and t > ready]
     cluster.delete_namespace(namespace)
     return {
-        "seconds": round(ready - down, 1),
-        "waiting": waiting,
-        "list_requests": calls_between(calls, "list", down, ready),
-        "watch_requests": calls_between(calls, "watch", down, ready),
-        "wrong_verdicts": len(verdicts["wrong"]),
-        "jobs_deleted": verdicts["deleted"],
-        "planned_s": seconds,
-        "max_list_requests": max_attempts(ready - down, backoff["initial"], backoff["max"]),
-        "get_requests": calls_between(calls, "get", down, ready),
-        "pod_list_requests": calls_between(calls, "list_pods", down, ready),
-        "pod_watch_env": result.get("pod_watch_env"),
-        "trigger": "operator defaults; jobs of 3 pods (master 1 + worker 2), Running",
-        "delete_requests": sum(1 for _, v in calls if v == "delete"),
-        "watching_again_after_s": round(relists[0] - ready, 1) if relists else None,
-        "missing_verdicts": verdicts["missing"],
-        "outcomes": verdicts["outcomes"],
-        "ended_before_outage": ended_before(jobs, down),
-        "wrong_examples": verdicts["wrong"][:5],
-        "failed_triggers": result.get("failed_triggers", [])[:5],
-        "cancelled_triggers": len(result.get("cancelled_triggers", [])),
-        "awaiting": result.get("awaiting", {}),
-        # The triggers' start, their first sync and the settle: the steady state before it.
-        "calls_before": calls_by_verb(calls, 0.0, down),
-        "calls_during": calls_by_verb(calls, down, ready),
-        # From the apiserver's return to the last verdict: the relists and the confirming reads.
-        "calls_after": calls_by_verb(calls, ready, float("inf")),
+        "outage": {
+            "seconds": round(ready - down, 1),
+            "waiting": waiting,
+            "list_requests": calls_between(calls, "list", down, ready),
+            "watch_requests": calls_between(calls, "watch", down, ready),
+            "wrong_verdicts": len(verdicts["wrong"]),
+            "jobs_deleted": verdicts["deleted"],
+            "planned_s": seconds,
+            "max_list_requests": max_attempts(ready - down, backoff["initial"], backoff["max"]),
+            "get_requests": calls_between(calls, "get", down, ready),
+            "pod_list_requests": calls_between(calls, "list_pods", down, ready),
+            "pod_watch_env": result.get("pod_watch_env"),
+            "trigger": "operator defaults; jobs of 3 pods (master 1 + worker 2), Running",
+            "delete_requests": sum(1 for _, v in calls if v == "delete"),
+            "watching_again_after_s": round(relists[0] - ready, 1) if relists else None,
+            "missing_verdicts": verdicts["missing"],
+            "outcomes": verdicts["outcomes"],
+            "ended_before_outage": ended_before(jobs, down),
+            "wrong_examples": verdicts["wrong"][:5],
+            "failed_triggers": result.get("failed_triggers", [])[:5],
+            "cancelled_triggers": len(result.get("cancelled_triggers", [])),
+            "awaiting": result.get("awaiting", {}),
+            # The triggers' start, their first sync and the settle: the steady state before it.
+            "calls_before": calls_by_verb(calls, 0.0, down),
+            "calls_during": calls_by_verb(calls, down, ready),
+            # From the apiserver's return to the last verdict: the relists and the confirming reads.
+            "calls_after": calls_by_verb(calls, ready, float("inf")),
+        }
     }
 
 
-def md_outage(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     o = r["outage"]
     return [
         "## 6. kube-apiserver outage",
@@ -227,7 +238,7 @@ def md_outage(r: dict) -> list[str]:
     ]
 
 
-def outage_goals(o: dict | None) -> list[str]:
+def goals(o: dict | None) -> list[str]:
     if not o:
         return []
     bounded = o["list_requests"] <= o["max_list_requests"]

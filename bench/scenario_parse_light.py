@@ -3,8 +3,7 @@ example DAG beside a DAG of Airflow's standard operators, in turns (order rotate
 fresh interpreter under ``python -X importtime`` (the DAG's own line: cumulative, Airflow
 included); an uncounted first turn caches bytecode. Medians, and the median of each turn's
 ratio to the standard DAG (paired: a shared machine's load drifts); client modules loaded.
-
-    .venv/bin/python bench/scenario_parse_light.py [--runs 11] [--record [bench/results]]
+No cluster.
 """
 
 from __future__ import annotations
@@ -16,7 +15,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from common import REPO
+
+KEYS = ("parse_light",)
+OPTIONS = {"parse_light_runs": (11, 3, "timed imports of each DAG")}
 DAGS = ("volcano_pytorch_manual", "volcano_pytorch_retraining", "volcano_pytorch_sweep")
 STANDARD = """import datetime, pendulum
 from airflow.sdk import DAG
@@ -36,6 +38,10 @@ def _import(module: str, env: dict) -> tuple[float, list[str]]:
     rows = [line.split("|") for line in err.splitlines() if line.startswith("import time:")]
     names = [row[2].strip() for row in rows[1:]]
     return int(rows[names.index(module) + 1][1]) / 1000, names
+
+
+def run(ctx) -> dict:
+    return {"parse_light": measure(ctx.parse_light_runs, ctx.env)}
 
 
 def measure(runs: int, env: dict | None = None) -> dict:
@@ -62,7 +68,7 @@ def measure(runs: int, env: dict | None = None) -> dict:
     return p
 
 
-def md_parse_light(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     p = r["parse_light"]
     return [
         "## Parse light: a DAG file's import",
@@ -77,27 +83,9 @@ def md_parse_light(r: dict) -> list[str]:
     ]
 
 
-def parse_light_goals(p: dict | None) -> list[str]:
+def goals(p: dict | None) -> list[str]:
     if not p:
         return []
     worst, clients = max(p[d]["ratio"] for d in DAGS), sum(p[d]["client_modules"] for d in DAGS)
     ok = "met" if worst <= 1.2 and clients == 0 else "MISSED"
     return [f"DAG import <= 1.2x standard operators', no client: {ok} ({worst}x, {clients})"]
-
-
-if __name__ == "__main__":
-    import argparse
-    import json
-
-    import results_file
-
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=11, help="timed imports of each DAG")
-    results_file.add_record_option(parser)
-    options, load = parser.parse_args(), results_file.load_before()
-    print(json.dumps(figures := measure(options.runs)))
-    if options.record:
-        meta = results_file.scenario_meta(
-            load, how=" ".join(["bench/scenario_parse_light.py", *sys.argv[1:]])
-        )
-        results_file.record("parse_light", {"parse_light": figures}, meta, options.record)

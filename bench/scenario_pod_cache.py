@@ -1,10 +1,194 @@
-"""The pod cache's report section (its figures: ``pod_cache_bench.py``, which records through
-``results_file`` and so must not be imported by ``report``)."""
+"""13. What the shared pod watch keeps in memory per pod (issue 35; Python only, no cluster):
+the triggerer holds every running managed pod of a namespace, so a thousand jobs of 3 pods are
+3,000 copies.
+
+Side by side, in one process, for ``--pod-cache-pods`` pods shaped like the local cluster's running
+pods of the operator's jobs (the provider's labels, Volcano's labels and annotations, an env
+of 15 variables, 3 volumes, five conditions, a running container's status): the pod as the
+API sends it, the pod without ``metadata.managedFields`` (what the job watch drops from its
+jobs) and the pod watch's copy (``pod_watcher.kept_pod``). Each parsed from its own JSON, as
+each watch event is, and measured with ``tracemalloc`` (Python's allocations, not RSS).
+Beside it, the CPU time of each pod's watch event on the event loop: kubernetes_asyncio's
+``Watch`` builds a ``V1Pod`` of each (its default), the provider's keeps the object as sent
+(no return type), medians of five passes over every pod.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import gc
+import json
+import statistics
+import time
+import tracemalloc
+from collections.abc import Callable
+from typing import Any
 
-def md_pod_cache(r: dict) -> list[str]:
+from airflow_volcano_wandb.wait.pod_watcher import kept_pod
+
+KEYS = ("pod_cache",)
+OPTIONS = {"pod_cache_pods": (3000, 300, "pods held (1,000 jobs of 3)")}
+STAMP = "2026-12-03T23:06:53Z"
+
+
+def running_pod(i: int) -> dict[str, Any]:
+    """The ``i``-th pod of ``i // 3``'s job, running, as the local cluster shows one."""
+    job, task = f"retrain-{i // 3}", "master" if i % 3 == 0 else "worker"
+    provider = "airflow-volcano-wandb.io"
+    labels = {
+        f"{provider}/dag-id": "volcano_pytorch_retrain",
+        f"{provider}/map-index": "none",
+        f"{provider}/run-id": f"scheduled__2026-12-03T23-06-41.930212-00-00-{i:08x}",
+        f"{provider}/task-id": "train",
+        f"{provider}/task-instance": f"{i:040x}",
+        f"{provider}/try-number": "1",
+        "app.kubernetes.io/managed-by": "airflow-volcano-wandb",
+        "volcano.sh/job-name": job,
+        "volcano.sh/job-namespace": "team",
+        "volcano.sh/queue-name": "default",
+        "volcano.sh/task-index": str(i % 3),
+        "volcano.sh/task-spec": task,
+    }
+    volcano = {k: v for k, v in labels.items() if k.startswith("volcano.sh/")}
+    mounts = [{"name": f"v{n}", "mountPath": f"/v{n}"} for n in range(3)]
+    return {
+        "metadata": {
+            "name": f"{job}-{task}-{i % 3}",
+            "namespace": "team",
+            "uid": f"{i:08x}-265c-41c0-9551-4b5d0b8e1758",
+            "resourceVersion": str(10_000 + i),
+            "generation": 1,
+            "creationTimestamp": STAMP,
+            "labels": labels,
+            "annotations": {
+                **volcano,
+                "scheduling.k8s.io/group-name": f"{job}-922bf2f2-7955-4c61-9a0d-db423d5363ef",
+                "volcano.sh/job-retry-count": "0",
+                "volcano.sh/job-version": "0",
+                "volcano.sh/template-uid": f"{job}-{task}",
+            },
+            "ownerReferences": [
+                {
+                    "apiVersion": "batch.volcano.sh/v1alpha1",
+                    "kind": "Job",
+                    "name": job,
+                    "uid": "922bf2f2-7955-4c61-9a0d-db423d5363ef",
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+            "managedFields": [
+                {"manager": m, "operation": "Update", "time": STAMP, "fieldsV1": {"f:status": {}}}
+                for m in ("vc-controller-manager", "vc-scheduler", "kwok")
+            ],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": task,
+                    "image": "ghcr.io/example/volcano-ddp-mlp:0.1.0",
+                    "env": [{"name": f"AVW_VAR_{n}", "value": "x" * 40} for n in range(15)],
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
+                    "volumeMounts": mounts,
+                }
+            ],
+            "volumes": [{"name": f"v{n}", "emptyDir": {}} for n in range(3)],
+            "nodeName": "kwok-gpu-node-1",
+            "schedulerName": "volcano",
+        },
+        "status": {
+            "phase": "Running",
+            "qosClass": "BestEffort",
+            "hostIP": "10.0.0.1",
+            "podIP": "10.0.0.2",
+            "startTime": STAMP,
+            "conditions": [
+                {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": STAMP}
+                for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+            ],
+            "containerStatuses": [
+                {
+                    "name": task,
+                    "image": "ghcr.io/example/volcano-ddp-mlp:0.1.0",
+                    "imageID": "sha256:" + "a" * 64,
+                    "containerID": "containerd://" + "b" * 64,
+                    "ready": True,
+                    "started": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": STAMP}},
+                    "lastState": {},
+                }
+            ],
+        },
+    }
+
+
+def _without_managed_fields(pod: dict) -> dict:
+    pod["metadata"].pop("managedFields", None)
+    return pod
+
+
+def held(raw: list[str], keep: Callable[[dict], dict]) -> float:
+    """Bytes Python holds for ``keep`` of every pod, each parsed from its own JSON."""
+    gc.collect()
+    tracemalloc.start()
+    cache = [keep(json.loads(text)) for text in raw]
+    held_bytes = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del cache
+    return held_bytes
+
+
+def event_parse_ms(raw: list[str], passes: int = 5) -> dict[str, float]:
+    """Milliseconds per pod event, as kubernetes_asyncio's ``Watch`` unmarshals a line: with
+    the ``V1Pod`` it builds by default, and with no return type (the provider's watch)."""
+
+    async def timed() -> dict[str, float]:
+        from kubernetes_asyncio import watch
+
+        watcher = watch.Watch()  # its ApiClient wants a running loop
+        lines = [json.dumps({"type": "MODIFIED", "object": json.loads(p)}) for p in raw]
+        figures = {}
+        for name, return_type in (("as_v1pod", "V1Pod"), ("as_sent", None)):
+            runs = []
+            for _ in range(passes):
+                start = time.perf_counter()
+                for line in lines:
+                    watcher.unmarshal_event(line, return_type)
+                runs.append((time.perf_counter() - start) * 1000 / len(lines))
+            figures[name] = statistics.median(runs)
+        await watcher.close()
+        return figures
+
+    return asyncio.run(timed())
+
+
+def run(ctx) -> dict:
+    return {"pod_cache": measure(ctx.pod_cache_pods)}
+
+
+def measure(pods: int) -> dict[str, Any]:
+    raw = [json.dumps(running_pod(i)) for i in range(pods)]
+    figures: dict[str, Any] = {"pods": pods, "json_kib_per_pod": sum(map(len, raw)) / pods / 1024}
+    for name, keep in (
+        ("as_sent", lambda pod: pod),
+        ("without_managed_fields", _without_managed_fields),
+        ("kept", kept_pod),
+    ):
+        held_bytes = held(raw, keep)
+        figures[name] = {"mb": held_bytes / 1e6, "kib_per_pod": held_bytes / pods / 1024}
+    figures["kept_over_as_sent"] = figures["kept"]["mb"] / figures["as_sent"]["mb"]
+    figures["event_parse_ms"] = event_parse_ms(raw)
+    return {k: _rounded(v) for k, v in figures.items()}
+
+
+def _rounded(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return round(value, 3) if isinstance(value, float) else value
+
+
+def section(r: dict) -> list[str]:
     p = r["pod_cache"]
     rows = [
         ("as the API sends it", p["as_sent"]),

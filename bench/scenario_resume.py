@@ -1,28 +1,219 @@
-"""12. Resume: the example trainer stopped by SIGTERM as a preempted pod is, then resumed on
-its run's checkpoints, on a volume and in a W&B artifact (``resume_bench.py``, in a child
-process; local processes, no cluster)."""
+"""12. What a resume saves (issue 23): the example trainer stopped mid-run as Volcano stops a
+preempted job's pods, then started again on the same run's checkpoints (local processes, no
+cluster).
+
+The trainer (``docker/trainer/train.py``) runs as 2 local "pods" over gloo with the env the
+provider gives a job with ``checkpoint_volume`` (``AVW_CHECKPOINT_DIR``,
+``AVW_RESUME_FROM=latest``) and the pytorch plugin's. Once it has trained ``--train-s``
+seconds, its worker gets SIGTERM (a preemption or eviction: Kubernetes deletes the pod); every
+rank stops after the same step and rank 0 saves it. Then the next try's job starts on the same
+run id, so the same directory, as ``resume_on`` resubmits it.
+
+Reported: ``steps_before_kill`` (the step the stopped run saved), ``resumed_from_step`` (the
+step the resumed run loaded), ``steps_repeated`` (trained twice: 0 when the stop's checkpoint
+was taken; a SIGKILL would repeat up to ``AVW_CHECKPOINT_EVERY`` steps), and
+``resume_overhead_s``: from the SIGTERM to the resumed run's "resumed from step" line, i.e.
+the stop, the save, the new processes' start, torch's import, the gloo rendezvous and the
+load. On a cluster the new job's scheduling and image start come on top (and the retry's
+``retry_delay``). Also ``saved_training_s``, the seconds of training the resumed run said its
+checkpoint holds, and ``saved_gpu_seconds``, what the operator reports for them
+(``job.resume``) as if each of the 2 ranks held one GPU. A script that prints figures: nothing
+here asserts on time.
+
+``artifact``: the same, side by side, for a job with ``checkpoint_artifact`` instead (no
+shared volume): each rank has a directory of its own, rank 0's run is online against the W&B
+stand-in (``test_support/wandb_standin.py``, on this machine: no network time), commits the
+stop's checkpoint as an artifact version, and the resumed job's empty directories are filled
+from it (rank 0 downloads, then sends it to the worker). ``artifact_overhead_ratio`` is its
+``resume_overhead_s`` over the volume's: what the W&B SDK's path adds, before any upload time.
+Each figure is the median of ``--resume-repeat`` runs of each, taken in turns.
+"""
 
 from __future__ import annotations
 
-import json
+import os
+import re
+import signal
+import statistics
 import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
-from common import PY, REPO
+from common import REPO
+
+from airflow_volcano_wandb.job import resume
+from airflow_volcano_wandb.testing.cluster.process import free_ports
+from test_support.wandb_standin import WandbStandin
+
+KEYS = ("resume",)
+OPTIONS = {
+    "resume_train_s": (20.0, 5.0, "training before the stop (s)"),
+    "resume_repeat": (3, 1, "runs of each, for medians"),
+}
+TRAIN_PY = REPO / "docker" / "trainer" / "train.py"
+TIMEOUT_S = 600
+#: The local "job": 2 ranks, counted as if each held one GPU.
+RANKS = 2
+RUN_ID = "run1"
+ENTITY, PROJECT, API_KEY = "bench", "resume", "bench-key-" + "0" * 40
 
 
-def resume(work: Path, train_s: float, repeat: int) -> dict:
-    """The example trainer stopped as a preempted pod is and resumed on its run's checkpoints,
-    on a volume and in a W&B artifact side by side, measured by ``bench/resume_bench.py`` in a
-    child process."""
-    out = work / "resume.json"
-    argv = [PY, str(REPO / "bench" / "resume_bench.py"), "--train-s", str(train_s)]
-    argv += ["--repeat", str(repeat)]
-    subprocess.run([*argv, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
-    return json.loads(out.read_text())
+def _start(work: Path, envs: list[dict[str, str]], tag: str) -> list[tuple[subprocess.Popen, Path]]:
+    """The 2 ranks of one job (``envs``: each rank's own), each logging to a file of its own."""
+    (port,) = free_ports(1)
+    drop = ("WANDB_", "AIRFLOW_CTX_", "AVW_", "TRAIN_", "MASTER_", "LOCAL_RANK")
+    base = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    procs = []
+    for rank, env in enumerate(envs):
+        log = work / f"{tag}-{rank}.log"
+        rank_env = {
+            **base,
+            **env,
+            "WANDB_DIR": str(work),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "WORLD_SIZE": "2",
+            "RANK": str(rank),
+        }
+        with log.open("w") as out:
+            cmd = [sys.executable, str(TRAIN_PY)]
+            proc = subprocess.Popen(cmd, cwd=work, env=rank_env, stdout=out, stderr=out)
+        procs.append((proc, log))
+    return procs
 
 
-def md_resume(r: dict) -> list[str]:
+def _wait_for(log: Path, pattern: str, procs: list) -> re.Match[str]:
+    deadline = time.monotonic() + TIMEOUT_S
+    while (found := re.search(pattern, log.read_text())) is None:
+        if any(proc.poll() is not None for proc, _ in procs) or time.monotonic() > deadline:
+            raise RuntimeError(f"no {pattern!r} in {log}:\n{log.read_text()[-3000:]}")
+        time.sleep(0.05)
+    return found
+
+
+def _stop(procs: list) -> None:
+    for proc, _ in procs:
+        try:
+            proc.wait(timeout=TIMEOUT_S)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+def _volume_envs(work: Path) -> list[dict[str, str]]:
+    """``checkpoint_volume``: both ranks see one directory (the claim), whatever the try."""
+    shared = {"WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / "claim" / RUN_ID)}
+    return [dict(shared), dict(shared)]
+
+
+def _artifact_envs(standin: WandbStandin, work: Path, tag: str) -> list[dict[str, str]]:
+    """``checkpoint_artifact``: each rank a directory of its own, new for each try (a pod's
+    ``emptyDir``); rank 0 online, the worker without W&B, as the operator gives them."""
+    common = {"AVW_CHECKPOINT_ARTIFACT": f"checkpoint-{RUN_ID}"}
+    master = {
+        **common,
+        "WANDB_MODE": "online",
+        "WANDB_API_KEY": API_KEY,
+        "WANDB_BASE_URL": standin.url,
+        "WANDB_ENTITY": ENTITY,
+        "WANDB_PROJECT": PROJECT,
+        "WANDB_RUN_ID": RUN_ID,
+        "WANDB_RESUME": "allow" if tag == "first" else "must",
+        "AVW_CHECKPOINT_DIR": str(work / f"{tag}-pod-0" / RUN_ID),
+    }
+    worker = {**common, "WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / f"{tag}-pod-1")}
+    return [master, worker]
+
+
+def measure(train_s: float, store: str = "volume") -> dict[str, Any]:
+    """One stop and resume with the checkpoints kept as ``store`` says (``volume`` or
+    ``artifact``)."""
+    with tempfile.TemporaryDirectory(prefix="avw-resume-bench-") as tmp:
+        work = Path(tmp)
+        standin = WandbStandin(api_key=API_KEY).start() if store == "artifact" else None
+        try:
+            return _stop_and_resume(work, train_s, standin)
+        finally:
+            if standin is not None:
+                standin.stop()
+
+
+def _stop_and_resume(work: Path, train_s: float, standin: WandbStandin | None) -> dict[str, Any]:
+    common = {
+        "TRAIN_EPOCHS": "1000000",
+        "AVW_RESUME_FROM": "latest",
+        "AVW_CHECKPOINT_EVERY": "1000000000",  # the only checkpoint is the stop's
+    }
+
+    def envs(tag: str) -> list[dict[str, str]]:
+        own = _volume_envs(work) if standin is None else _artifact_envs(standin, work, tag)
+        return [{**common, **env} for env in own]
+
+    first = _start(work, envs("first"), "first")
+    try:
+        _wait_for(first[0][1], r"epoch 1/", first)
+        time.sleep(train_s)
+        killed_at = time.monotonic()
+        first[1][0].send_signal(signal.SIGTERM)  # the worker's pod is deleted
+    finally:
+        _stop(first)
+    before = int(_wait_for(first[0][1], r"stopping after step (\d+)", []).group(1))
+    if standin is not None:  # W&B has the run the first job started: the next one resumes it
+        standin.add_run(ENTITY, PROJECT, RUN_ID, summary={})
+    # The next try: a new job on the same run id, so the same checkpoints.
+    resumed = _start(work, envs("resumed"), "resumed")
+    try:
+        _wait_for(resumed[0][1], r"resumed from step .* s of training", resumed)
+        overhead = time.monotonic() - killed_at
+    finally:
+        for proc, _ in resumed:
+            proc.send_signal(signal.SIGTERM)
+        _stop(resumed)
+    said = resume.resumed_step(resumed[0][1].read_text())
+    if said is None or said.trained_seconds is None:
+        raise RuntimeError(f"no resume line with seconds in {resumed[0][1]}")
+    return {
+        "steps_before_kill": before,
+        "resumed_from_step": said.step,
+        "steps_repeated": before - said.step,
+        "resume_overhead_s": round(overhead, 2),
+        "saved_training_s": said.trained_seconds,
+        "saved_gpu_seconds": resume.saved_gpu_seconds(said.trained_seconds, RANKS),
+    }
+
+
+def run(ctx) -> dict:
+    """The volume's figures (at the top) and the artifact's, each the median of
+    ``--resume-repeat`` runs, taken in turns so both see the same machine."""
+    train_s, repeat = ctx.resume_train_s, ctx.resume_repeat
+    runs: dict[str, list[dict[str, Any]]] = {"volume": [], "artifact": []}
+    for _ in range(repeat):
+        for store, results in runs.items():
+            results.append(measure(train_s, store))
+    volume, artifact = (_medians(runs[store]) for store in ("volume", "artifact"))
+    ratio = artifact["resume_overhead_s"] / volume["resume_overhead_s"]
+    return {
+        "resume": {
+            **volume,
+            "artifact": artifact,
+            "artifact_overhead_ratio": round(ratio, 2),
+            "repeat": repeat,
+            "train_s": train_s,
+        }
+    }
+
+
+def _medians(results: list[dict[str, Any]]) -> dict[str, Any]:
+    return {key: statistics.median(r[key] for r in results) for key in results[0]}
+
+
+def section(r: dict) -> list[str]:
     o = r["resume"]
     return [
         "## Resume on the same run",

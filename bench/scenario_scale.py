@@ -10,13 +10,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from pathlib import Path
 
-from common import Cluster, managed_job, say, waiter_resource
-from waiters import background, largest, waiter_row
+from apiserver_metrics import background, largest, waiter_resource
+from common import Cluster, managed_job, say
+from waiters import waiter_row
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 
+KEYS = ("triggerer_scale", "scale_meta")
+NEEDS = "db"
 #: The setting that turns the provider's pod watch off in a triggerer (``[volcano_wandb]
 #: pod_watch``, default on): its triggers then LIST each running job's pods themselves.
 POD_WATCH_ENV = "AIRFLOW__VOLCANO_WANDB__POD_WATCH"
@@ -32,15 +34,22 @@ WAITERS = {
     "provider_budget_off": ("watch", 0, None),
 }
 DEFAULT_WAITERS = ("provider", "provider_per_job_pod_reads", "poll_2s")
+OPTIONS = {
+    "sizes": ("100,500,1000", "20,50", "triggerer scale N values"),
+    "scale_waiters": (",".join(DEFAULT_WAITERS), None, f"of {sorted(WAITERS)}"),
+}
+
+
+def pods(o) -> int:
+    """The scale's jobs of 3 pods, beside the latency's (they may not be gone yet)."""
+    return 3 * max(map(int, o.sizes.split(","))) + (o.latency_jobs if "latency" in o.only else 0)
 
 
 def waiter_env(env: dict, pod_watch: str | None) -> dict:
     """The triggerer's environment with ``[volcano_wandb] pod_watch`` as ``pod_watch`` says
     (``None``: unset, the provider's default)."""
     out = {k: v for k, v in env.items() if k != POD_WATCH_ENV}
-    if pod_watch is not None:
-        out[POD_WATCH_ENV] = pod_watch
-    return out
+    return out if pod_watch is None else {**out, POD_WATCH_ENV: pod_watch}
 
 
 def start_running(cluster: Cluster, namespace: str, names: list[str]) -> dict:
@@ -59,26 +68,17 @@ def start_running(cluster: Cluster, namespace: str, names: list[str]) -> dict:
     created_s = time.monotonic() - t
     cluster.wait_phase(namespace, len(names), {"Running"}, timeout=1200, say=say)
     running_s = time.monotonic() - t
-    uids = {
-        j["metadata"]["name"]: j["metadata"]["uid"]
-        for j in cluster.list_jobs(namespace, MANAGED_SELECTOR)
-    }
+    uids = cluster.uids(namespace, MANAGED_SELECTOR)
     return {
         "created_s": created_s,
         "running_s": running_s,
-        "pods": cluster.count_running_pods(namespace),
+        "pods": len(cluster.pods(namespace, "?fieldSelector=status.phase%3DRunning")),
         "jobs": [{"name": n, "uid": uids[n]} for n in names],
     }
 
 
-def triggerer_scale(
-    cluster: Cluster,
-    env: dict,
-    work: Path,
-    sizes: list[int],
-    window: float,
-    waiters: tuple[str, ...] = DEFAULT_WAITERS,
-) -> dict:
+def run(ctx) -> dict:
+    cluster, sizes = ctx.cluster, [int(s) for s in ctx.sizes.split(",")]
     top = max(sizes)
     namespace = cluster.create_namespace("bench-scale")
     names = [f"scale-{i:04d}" for i in range(top)]
@@ -87,31 +87,17 @@ def triggerer_scale(
     created_s, running_s, pods = started["created_s"], started["running_s"], started["pods"]
     say(f"scale: {top} jobs created in {created_s:.0f}s, all Running after {running_s:.0f}s")
     say(f"scale: {pods} pods Running")
-    names_file = work / "scale-jobs.json"
+    names_file = ctx.work / "scale-jobs.json"
     names_file.write_text(json.dumps(started["jobs"]))
-
     idle = background(cluster, "scale")
-
     rows = []
     for jobs in sizes:
-        for waiter in waiters:
+        for waiter in ctx.scale_waiters.split(","):
             mode, interval, pod_watch = WAITERS[waiter]
-            row = waiter_row(
-                cluster,
-                waiter_env(env, pod_watch),
-                work,
-                namespace,
-                names_file,
-                jobs,
-                (waiter, mode, interval),
-                window,
-                idle,
-                tag="scale",
-            )
-            rows.append(row)
+            how = (waiter, mode, interval, waiter_env(ctx.env, pod_watch))
+            rows.append(waiter_row(ctx, namespace, names_file, jobs, how, idle, "scale"))
     cluster.delete_namespace(namespace)
-    return {
-        "rows": rows,
+    meta = {
         "background_reads_per_min": round(idle[0], 1),
         "background_by_verb_resource": {
             k: round(v, 1)
@@ -127,10 +113,11 @@ def triggerer_scale(
         "jobs_running_s": round(running_s, 1),
         "pods_per_job": 1 + WORKERS,
         "pods_running": pods,
-        "window_s": window,
+        "window_s": ctx.window,
         "trigger": "operator defaults (bench/trigger_driver.py operator_default_kwargs)",
         "pod_check_interval_env": os.environ.get("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL"),
     }
+    return {"triggerer_scale": rows, "scale_meta": meta}
 
 
 def _breakdown(row: dict) -> str:
@@ -138,7 +125,7 @@ def _breakdown(row: dict) -> str:
     return ", ".join(parts) or "none"
 
 
-def md_scale(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     scale = r["scale_meta"]
     rows = r["triggerer_scale"]
     per_job = scale.get("pods_per_job", 1)
@@ -194,7 +181,7 @@ def md_scale(r: dict) -> list[str]:
     return lines
 
 
-def scale_goals(rows: list[dict] | None) -> list[str]:
+def goals(rows: list[dict] | None) -> list[str]:
     prov = [x for x in rows or [] if x["waiter"] == "provider"]
     if not prov:
         return []

@@ -1,91 +1,97 @@
-"""7. A sweep's burst: mapped task instances of the operator submit at once, then again as
-retries (``sweep_burst.py``, in a child process): submit p50/p99, duplicates, 429s; then
-their wait by the provider's trigger and by 2 s polling."""
+"""7. A sweep's burst (issue 17): N mapped task instances of ``VolcanoPyTorchJobOperator``
+submit at once, then again as retries: submit p50/p99, duplicates, 429s; then their wait by
+the provider's trigger and by 2 s polling (watch connections, requests per minute).
+
+The burst runs in a child process (this file as a program): each map index runs the
+operator's real ``execute()`` (deferrable) in a thread of its own, all released together by a
+barrier, as N Airflow workers picking up a freshly expanded task would: render, list its task
+instance's jobs, create the job, write the key Secret, defer. ``submit_s`` is ``execute()``
+start to ``TaskDeferred`` (the job exists and the task would leave the worker). Then the same
+N task instances run ``execute()`` again, as a retry after a lost answer does: each must
+reattach to its job, never submit a second. Threads share one interpreter (the GIL), so the
+per-task figures include waiting for CPU on top of what N separate workers would see; the
+apiserver sees N clients either way (each operator has its own hook and connection pool).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
-import subprocess
+import threading
+import time
 from pathlib import Path
 
-from common import PY, REPO, Cluster, parse_metrics, percentile, say
-from waiters import background, waiter_row
+from apiserver_metrics import background, parse_metrics
+from common import SEED, TaskInstance, child, percentile, say
+from waiters import waiter_row
 
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, MAP_INDEX_LABEL
+KEYS = ("sweep_burst",)
+NEEDS = "db"
+OPTIONS = {"sweep_tasks": (200, 10, "mapped tasks at once")}
+
+
+def pods(o) -> int:
+    return 3 * o.sweep_tasks
 
 
 def status_count(text: str, code: str) -> float:
     """Every request the apiserver answered with ``code``, from /metrics."""
-    return sum(
-        value
-        for _, labels, value in parse_metrics(text, {"apiserver_request_total"})
-        if labels.get("code") == code
-    )
+    samples = parse_metrics(text, {"apiserver_request_total"})
+    return sum(value for _, labels, value in samples if labels.get("code") == code)
 
 
-def sweep_burst(cluster: Cluster, env: dict, work: Path, tasks: int, window: float) -> dict:
-    """``tasks`` mapped task instances submit at once (``bench/sweep_burst.py``), then submit
-    again as retries; then their wait, by the provider's trigger and by 2 s polling."""
+def run(ctx) -> dict:
+    """``--sweep-tasks`` mapped task instances submit at once, then submit again as retries;
+    then their wait, by the provider's trigger and by 2 s polling."""
+    from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, MAP_INDEX_LABEL
+
+    cluster, work, tasks = ctx.cluster, ctx.work, ctx.sweep_tasks
     namespace = cluster.create_namespace("bench-sweep")
-    out = work / "sweep-burst.json"
     throttled = status_count(cluster.metrics(), "429")
     say(f"sweep: {tasks} mapped tasks submit at once in {namespace}, then again as retries")
-    subprocess.run(
-        [
-            PY,
-            str(REPO / "bench" / "sweep_burst.py"),
-            "--namespace",
-            namespace,
-            "--tasks",
-            str(tasks),
-            "--out",
-            str(out),
-        ],
-        env=env,
-        check=True,
+    out = work / "sweep-burst.json"
+    burst = child(
+        "scenario_sweep_burst.py", "--namespace", namespace, "--tasks", tasks, out=out, env=ctx.env
     )
     http_429 = status_count(cluster.metrics(), "429") - throttled
-    burst = json.loads(out.read_text())
     errors = [r["error"] for r in burst["first"] + burst["again"] if "error" in r]
     jobs = cluster.list_jobs(namespace, MANAGED_SELECTOR)
     per_index: dict[str, int] = {}
     for job in jobs:
         index = job["metadata"]["labels"][MAP_INDEX_LABEL]
         per_index[index] = per_index.get(index, 0) + 1
-    reattached = sum(
-        1
-        for a, b in zip(burst["first"], burst["again"], strict=True)
-        if a.get("uid") == b.get("uid")
-    )
+    pairs = zip(burst["first"], burst["again"], strict=True)
+    reattached = sum(1 for a, b in pairs if a.get("uid") == b.get("uid"))
     names_file = work / "sweep-jobs.json"
-    names_file.write_text(
-        json.dumps([{"name": r["name"], "uid": r["uid"]} for r in burst["first"] if "uid" in r])
-    )
+    submitted = [{"name": r["name"], "uid": r["uid"]} for r in burst["first"] if "uid" in r]
+    names_file.write_text(json.dumps(submitted))
     idle = background(cluster, "sweep")
     waits = [
-        waiter_row(cluster, env, work, namespace, names_file, tasks, how, window, idle, "sweep")
+        waiter_row(ctx, namespace, names_file, tasks, (*how, ctx.env), idle, "sweep")
         for how in (("provider", "watch", 0), ("poll_2s", "poll", 2))
     ]
     cluster.delete_namespace(namespace)
     submit = [r["submit_s"] for r in burst["first"] if "submit_s" in r]
     retry = [r["submit_s"] for r in burst["again"] if "submit_s" in r]
     return {
-        "tasks": tasks,
-        "submit_p50_s": round(percentile(submit, 50), 3),
-        "submit_p99_s": round(percentile(submit, 99), 3),
-        "retry_p50_s": round(percentile(retry, 50), 3),
-        "jobs": len(jobs),
-        "duplicates": sum(n - 1 for n in per_index.values()),
-        "map_indexes_without_a_job": tasks - len(per_index),
-        "retries_reattached": reattached,
-        "errors": errors[:5],
-        "http_429": round(http_429),
-        "watch_connections": waits[0]["watch_connections"],
-        "wait": waits,
+        "sweep_burst": {
+            "tasks": tasks,
+            "submit_p50_s": round(percentile(submit, 50), 3),
+            "submit_p99_s": round(percentile(submit, 99), 3),
+            "retry_p50_s": round(percentile(retry, 50), 3),
+            "jobs": len(jobs),
+            "duplicates": sum(n - 1 for n in per_index.values()),
+            "map_indexes_without_a_job": tasks - len(per_index),
+            "retries_reattached": reattached,
+            "errors": errors[:5],
+            "http_429": round(http_429),
+            "watch_connections": waits[0]["watch_connections"],
+            "wait": waits,
+        }
     }
 
 
-def md_sweep(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     b = r["sweep_burst"]
     rows = [
         f"| {w['waiter']} | {w['watch_connections']} | {w['requests_per_min']:,.0f} | "
@@ -111,3 +117,73 @@ def md_sweep(r: dict) -> list[str]:
         "|---|---|---|---|",
         *rows,
     ]
+
+
+def _burst(operators: list, run_id: str) -> list[dict]:
+    from airflow.exceptions import TaskDeferred
+
+    barrier = threading.Barrier(len(operators))
+    results: list[dict] = [{} for _ in operators]
+
+    def one(index: int) -> None:
+        ti = TaskInstance("bench_sweep", run_id, map_index=index)
+        barrier.wait()
+        start = time.time()
+        try:
+            operators[index].execute(ti.context())
+            results[index] = {"error": "execute() returned without deferring"}
+        except TaskDeferred:
+            results[index] = {"submit_s": time.time() - start, **ti.xcoms["volcano_job"]}
+        except Exception as exc:  # a figure, not a crash: the parent reports it
+            results[index] = {"error": f"{type(exc).__name__}: {exc}"}
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(operators))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def main() -> None:
+    """The burst (in the child process): the submit times and the submitted jobs (name, uid
+    per map index) as JSON (``--out``)."""
+    import yaml
+
+    from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+    from airflow_volcano_wandb.wandb import sweep
+    from test_support.jobs import DURATION_ANNOTATION, with_pod_annotations
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for flag in ("--namespace", "--tasks", "--out"):
+        parser.add_argument(flag, required=True)
+    options = parser.parse_args()
+    # The jobs run for 2 h: the parent measures the wait while every one is still waited on.
+    hours = {DURATION_ANNOTATION: "7200"}
+    template = with_pod_annotations(yaml.safe_load(SEED.read_text()), master=hours, worker=hours)
+    lr = {"distribution": "log_uniform_values", "min": 1e-4, "max": 0.1}
+    grid = sweep.points(
+        {"method": "random", "run_cap": int(options.tasks), "parameters": {"lr": lr}}
+    )
+    operators = [
+        VolcanoPyTorchJobOperator(
+            task_id="train",
+            template=template,
+            image_uri="example.org/bench/trainer:1",
+            namespace=options.namespace,
+            wandb_entity="bench",
+            wandb_project="bench",
+            wandb_mode="offline",
+            wandb_group=f"sweep/{options.namespace}",
+            deferrable=True,
+            **kwargs,
+        )
+        for kwargs in sweep.expand_kwargs(grid)
+    ]
+    run_id = f"sweep-{options.namespace}"
+    first, again = _burst(operators, run_id), _burst(operators, run_id)
+    Path(options.out).write_text(json.dumps({"first": first, "again": again}))
+
+
+if __name__ == "__main__":
+    main()

@@ -27,7 +27,8 @@ In both modes: ``SYNCED`` is printed once every shared watch has its first compl
 (paginated) LIST in, and ``first_sync_s`` says how long after the triggers were created that
 was; ``api_calls`` lists every list/watch/get/delete the hook was asked for, with its wall
 time, counted before it goes out (so attempts against a stopped apiserver count too).
-Run by ``bench/run_all.py``; one JSON file (``--out``), with the unfired triggers (``unfired.py``).
+Started by ``waiters.driver``; one JSON file (``--out``), with the unfired triggers
+(``unfired.py``).
 """
 
 from __future__ import annotations
@@ -91,14 +92,11 @@ def _count_hook_calls() -> None:
         ("get", "read_job"),
         ("delete", "delete_job"),
         ("list_pods", "list_job_pods"),  # a job's pods, for the restart and startup budgets
-        ("list_pod_page", "list_pods_page"),  # the pod watch's LIST, where there is one
+        ("list_pod_page", "list_pods_page"),  # the pod watch's LIST
     ):
-        if hasattr(AsyncVolcanoHook, name):
-            original = getattr(AsyncVolcanoHook, name)
-            setattr(AsyncVolcanoHook, name, counted_coroutine(verb, original))
+        setattr(AsyncVolcanoHook, name, counted_coroutine(verb, getattr(AsyncVolcanoHook, name)))
     AsyncVolcanoHook.watch_jobs = counted_stream("watch", AsyncVolcanoHook.watch_jobs)
-    if hasattr(AsyncVolcanoHook, "watch_pods"):
-        AsyncVolcanoHook.watch_pods = counted_stream("watch_pods", AsyncVolcanoHook.watch_pods)
+    AsyncVolcanoHook.watch_pods = counted_stream("watch_pods", AsyncVolcanoHook.watch_pods)
 
 
 def _count_shown_lines() -> None:
@@ -199,31 +197,18 @@ def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: 
     return PollingVolcanoJobTrigger(job_name=name, namespace=namespace, poll_interval=interval)
 
 
-def _watch_registry():
-    """The module holding the event loop's shared watches, and the watches: ``namespace_watch``
-    since the pod watch (job and pod watches alike), ``job_watcher`` before it."""
-    try:
-        from airflow_volcano_wandb.wait import namespace_watch
-    except ImportError:
-        from airflow_volcano_wandb.wait import job_watcher
+def _watches() -> list:
+    """The event loop's shared watches, job and pod watches alike."""
+    from airflow_volcano_wandb.wait import namespace_watch
 
-        return job_watcher, list(job_watcher._watchers.values())
-    return namespace_watch, list(namespace_watch._watches.values())
-
-
-def _job_watches() -> list:
-    from airflow_volcano_wandb.wait import job_watcher
-
-    kind = getattr(job_watcher, "NamespaceJobWatcher", None)
-    watches = _watch_registry()[1]
-    return [w for w in watches if kind is None or isinstance(w, kind)]
+    return list(namespace_watch._watches.values())
 
 
 async def first_sync(started: float, printed: list[bool]) -> None:
     """Record when every shared watch (jobs', and pods' where there is a pod watch) first has
     its complete LIST in (and say SYNCED)."""
     while True:
-        watchers = _watch_registry()[1]
+        watchers = _watches()
         if watchers and all(w.synced.is_set() for w in watchers):
             printed.append(time.time() - started)
             print("SYNCED", flush=True)
@@ -231,14 +216,12 @@ async def first_sync(started: float, printed: list[bool]) -> None:
         await asyncio.sleep(0.01)
 
 
-def watch_connects() -> int:
-    """List+watch (re)connections the shared watchers made so far (jobs' and pods')."""
-    return sum(w.connects for w in _watch_registry()[1])
-
-
 def watch_counts() -> tuple[int, int]:
     """The shared job watches and all shared watches this process holds now."""
-    return len(_job_watches()), len(_watch_registry()[1])
+    from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher
+
+    watches = _watches()
+    return sum(isinstance(w, NamespaceJobWatcher) for w in watches), len(watches)
 
 
 async def drive(options: argparse.Namespace) -> dict:
@@ -344,13 +327,12 @@ async def drive(options: argparse.Namespace) -> dict:
         result.update(unfired_triggers(runner, names, cancelled))
     sync_task.cancel()
     result["first_sync_s"] = synced_after[0] if synced_after else None
-    result["watch_connects"] = watch_connects()
-    # The watcher's backoff schedule, for the parent to bound the attempts it should see.
-    registry = _watch_registry()[0]
-    result["backoff"] = {
-        "initial": registry.RECONNECT_BACKOFF_INITIAL,
-        "max": registry.RECONNECT_BACKOFF_MAX,
-    }
+    # List+watch (re)connections the shared watches made so far, and their backoff schedule,
+    # for the parent to bound the attempts it should see.
+    from airflow_volcano_wandb.wait import namespace_watch as nw
+
+    result["watch_connects"] = sum(w.connects for w in _watches())
+    result["backoff"] = {"initial": nw.RECONNECT_BACKOFF_INITIAL, "max": nw.RECONNECT_BACKOFF_MAX}
     result["api_calls"] = API_CALLS
     runner.stop = True
     for trigger in list(runner.triggers.values()):

@@ -1,15 +1,14 @@
-"""Operator and end-to-end overhead under ``dag.test()``: sync versus deferrable, interleaved.
+"""3 and 4. The operator's ``execute()`` start to job created, and the end-to-end overhead
+under ``dag.test()``: sync versus deferrable, interleaved.
 
-Runs the test DAGs ``avw_test_sync`` and ``avw_test_deferrable`` (tests/dags/avw_test_jobs.py)
-alternately on the seed template, each job's pods running a fixed simulated time. Records,
-per run:
+This file as a program (in a child process, in the bench's Airflow env) runs the test DAGs
+``avw_test_sync`` and ``avw_test_deferrable`` (tests/dags/avw_test_jobs.py) alternately on the
+seed template, each job's pods running a fixed simulated time. Records, per run:
 
 - ``submit_s``: ``execute()`` start to ``VolcanoHook.create_job`` returning (the job exists);
 - the Airflow task's duration (the task instance's ``end_date - start_date``) and
   ``execute()`` start to the task's end as this process sees it;
-- the job's stamps from ``bench/observer.py`` are joined by the parent (``run_all.py``).
-
-Needs the Airflow environment of ``common.airflow_env`` (run by ``run_all.py``).
+- the job's stamps from ``bench/observer.py`` are joined by the parent (``run``).
 """
 
 from __future__ import annotations
@@ -20,10 +19,76 @@ import os
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
+from common import SEED, child, say, summary
+from waiters import Observer
 
+KEYS = ("submit_overhead_s", "e2e_overhead_s", "e2e_sim_duration_s")
+NEEDS = "db"
+OPTIONS = {"e2e_runs": (4, 1, "dag.test() runs per mode")}
+STEPS = (
+    "overhead",
+    "task",
+    "job_running",
+    "after_completed",
+    "before_created",
+    "overhead_vs_lifetime",
+)
 STAMPS: dict[str, dict[str, float]] = {}
+
+
+def run(ctx) -> dict:
+    cluster, runs = ctx.cluster, ctx.e2e_runs
+    namespace = cluster.create_namespace("bench-e2e")
+    observer = Observer(cluster, namespace, ctx.work)
+    say(f"e2e: dag.test() x {runs} per mode (plus one warm-up) in {namespace}")
+    args = ("--namespace", namespace, "--runs", runs + 1)
+    data = child("scenario_e2e.py", *args, out=ctx.work / "e2e.json", env=ctx.env)
+    observer.stop()
+    running, completed = observer.first("Running"), observer.first("Completed")
+    per_mode: dict[str, dict[str, list[float]]] = {}
+    submit: list[float] = []
+    for run in data["runs"]:
+        if run["job"].endswith("-0"):  # warm-up: the first run pays the imports
+            continue
+        if run["state"] != "success" or run["job"] not in completed:
+            continue
+        job_run = completed[run["job"]]["t"] - running[run["job"]]["t"]
+        task = run["ti_end"] - run["ti_start"]
+        lifetime = completed[run["job"]]["t"] - run["created"]
+        m = per_mode.setdefault(run["mode"], {step: [] for step in STEPS})
+        m["overhead"].append(task - job_run)
+        m["overhead_vs_lifetime"].append(task - lifetime)
+        m["task"].append(task)
+        m["job_running"].append(job_run)
+        m["after_completed"].append(run["ti_end"] - completed[run["job"]]["t"])
+        m["before_created"].append(run["created"] - run["ti_start"])
+        submit.append(run["created"] - run["execute_start"])
+    cluster.delete_namespace(namespace)
+    return {
+        "submit_overhead_s": summary(submit),
+        "e2e_overhead_s": {
+            mode: {k: summary(v, 3) for k, v in m.items()} for mode, m in per_mode.items()
+        },
+        "e2e_sim_duration_s": data["duration"],
+    }
+
+
+def section(r: dict) -> list[str]:
+    lines = [
+        "## 4. End-to-end overhead under `dag.test()`",
+        "",
+        "| mode | task duration | job running (Running to Completed) | overhead | "
+        "task start to job created | job Completed to task end | n |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for mode, m in r["e2e_overhead_s"].items():
+        lines.append(
+            f"| {mode} | {m['task']['median']} s | {m['job_running']['median']} s | "
+            f"{m['overhead']['median']} s (p99 {m['overhead']['p99']}) | "
+            f"{m['before_created']['median']} s | {m['after_completed']['median']} s | "
+            f"{m['overhead']['n']} |"
+        )
+    return lines
 
 
 def instrument() -> None:

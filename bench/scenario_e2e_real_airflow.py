@@ -1,36 +1,36 @@
-"""e2e_real_airflow (issue 26): job ``Completed`` to task success through the real scheduler
-and triggerer of a production-shaped Airflow (PostgreSQL, two schedulers, two triggerers).
+"""11. e2e_real_airflow (issue 26): job ``Completed`` to task success through the real
+scheduler and triggerer of a production-shaped Airflow (PostgreSQL, two schedulers, two
+triggerers).
 
-The driver is ``tests/reliability/test_e2e_real_airflow.py`` (marked ``long``), run as a program
-(pytest in a child process, ``AVW_E2E_REAL_TASKS`` deferred tasks, on this cluster), as
-``handover`` does: the benchmark imports nothing from ``tests/``. Half the tasks' jobs end at
-once (``Completed`` while the trigger still waits out ``defer_settle_seconds``), half after the
-settle, so the settle's cost shows apart. Beside them run as many of Airflow's own deferrable
-tasks of two kinds (a ``DateTimeTrigger`` deferral resuming on a worker, and
-``DateTimeSensorAsync`` ending in the triggerer): each kind's trigger fire to task success,
-the provider's median over Airflow's resume-on-worker median (goal: at most 1.2), and the
-steps between. The figures come back through
+The driver is ``tests/reliability/test_e2e_real_airflow.py`` (marked ``long``), run as a
+program (``common.trial``, ``AVW_E2E_REAL_TASKS`` deferred tasks, on this cluster), as
+``handover`` is. Half the tasks' jobs end at once (``Completed`` while the trigger still waits
+out ``defer_settle_seconds``), half after the settle, so the settle's cost shows apart. Beside
+them run as many of Airflow's own deferrable tasks of two kinds (a ``DateTimeTrigger`` deferral
+resuming on a worker, and ``DateTimeSensorAsync`` ending in the triggerer): each kind's trigger
+fire to task success, the provider's median over Airflow's resume-on-worker median (goal: at
+most 1.2), and the steps between. The figures come back through
 ``test-artifacts/reliability/e2e_real_airflow.json``.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-from common import REPO
+from common import say, trial
 
+KEYS = ("e2e_real_airflow",)
+NEEDS = "cluster"
+OPTIONS = {
+    "e2e_real_tasks": (50, 6, "deferred tasks through the real Airflow"),
+    "e2e_real_wave": (10, 6, "tasks started together"),
+}
 TRIAL = (
     "tests/reliability/test_e2e_real_airflow.py"
     "::test_job_completed_to_task_success_through_the_real_scheduler_and_triggerer"
 )
-FIGURES = REPO / "test-artifacts" / "reliability" / "e2e_real_airflow.json"
 #: Airflow's processes import from bytecode, as an installed deployment's do: with a venv
 #: installed without ``.pyc`` files (uv's default) and ``PYTHONDONTWRITEBYTECODE`` set (as on
 #: this project's machines), every task process would compile Airflow's, ``kubernetes``' and
@@ -39,20 +39,17 @@ FIGURES = REPO / "test-artifacts" / "reliability" / "e2e_real_airflow.json"
 PYCACHE = Path.home() / ".cache" / "airflow-volcano-wandb" / "pycache"
 
 
-def e2e_real_airflow(
-    cluster_dir: Path, tasks: int, wave: int, say: Callable[[str], None]
-) -> dict[str, Any]:
-    """Run the driver with ``tasks`` deferred tasks; its figures, and whether it passed."""
-    FIGURES.unlink(missing_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env.update(
-        AVW_E2E_REAL_TASKS=str(tasks),
-        AVW_E2E_REAL_WAVE=str(wave),
-        AVW_CLUSTER_STATE_DIR=str(cluster_dir.resolve()),
-        PYTHONPYCACHEPREFIX=str(PYCACHE),
-    )
-    say(f"e2e_real_airflow: {tasks} deferred tasks through the real scheduler ({TRIAL})")
+def run(ctx) -> dict:
+    """Run the driver with ``--e2e-real-tasks`` deferred tasks; its figures, and whether it
+    passed."""
+    tasks, wave = ctx.e2e_real_tasks, ctx.e2e_real_wave
+    env = {
+        "AVW_E2E_REAL_TASKS": str(tasks),
+        "AVW_E2E_REAL_WAVE": str(wave),
+        "AVW_CLUSTER_STATE_DIR": str(ctx.cluster.state_dir),
+        "PYTHONPYCACHEPREFIX": str(PYCACHE),
+    }
+    say(f"e2e_real_airflow: {tasks} deferred tasks through the real scheduler")
     # The scenario's own record of when and how loaded, whatever the report's merge keeps.
     measured = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -60,14 +57,20 @@ def e2e_real_airflow(
         "load_before": round(os.getloadavg()[0], 2),
         "bytecode": f"cached in {PYCACHE}",
     }
-    argv = [sys.executable, "-m", "pytest", TRIAL, "-q", "-s", "-m", "long"]
-    proc = subprocess.run([*argv, "-p", "no:cacheprovider"], cwd=REPO, env=env, check=False)
-    if not FIGURES.exists():
-        error = f"pytest exited {proc.returncode}"
-        return {"tasks": tasks, "trial_passed": False, "error": error, "measured": measured}
-    figures = json.loads(FIGURES.read_text())
+    args, drop = ("-s", "-m", "long"), ("PYTHONDONTWRITEBYTECODE",)
+    figures, status = trial(TRIAL, "e2e_real_airflow.json", env, say, args, drop)
+    if figures is None:
+        error = f"pytest exited {status}"
+        return {
+            "e2e_real_airflow": {
+                "tasks": tasks,
+                "trial_passed": False,
+                "error": error,
+                "measured": measured,
+            }
+        }
     figures.pop("runs", None)  # per task: in test-artifacts, not in the report
-    return {**figures, "trial_passed": proc.returncode == 0, "measured": measured}
+    return {"e2e_real_airflow": {**figures, "trial_passed": status == 0, "measured": measured}}
 
 
 def _planned(e: dict) -> str:
@@ -91,7 +94,7 @@ def _row(label: str, kind: dict) -> str:
     )
 
 
-def md_e2e_real_airflow(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     e = r["e2e_real_airflow"]
     title = "## End to end through the real scheduler and triggerer"
     if "error" in e:
@@ -180,7 +183,7 @@ def md_floor(e: dict) -> list[str]:
     return lines
 
 
-def e2e_real_airflow_goals(e: dict | None) -> list[str]:
+def goals(e: dict | None) -> list[str]:
     if not e:
         return []
     if "error" in e:

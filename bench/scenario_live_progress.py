@@ -1,6 +1,6 @@
-"""Live progress while deferred (issue 15): the triggerer's cost of following master logs.
+"""8. Live progress while deferred (issue 15): the triggerer's cost of following master logs.
 
-One waiter process (``trigger_driver.py scale``, Airflow's TriggerRunner) over ``jobs``
+One waiter process (``trigger_driver.py scale``, Airflow's TriggerRunner) over ``--live-jobs``
 running jobs, with ``follow_master_log`` off and on, alternately, ``runs`` times each. Every
 job's master prints ``lines`` lines at start (the simulator's ``log-lines`` annotation), so a
 follow has a log to read, then stays silent, as a training job between log lines. The
@@ -17,63 +17,48 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
 
-from common import Cluster, managed_job
+from common import managed_job, say
+from waiters import scale_run
 
 from airflow_volcano_wandb.testing.cluster.podlogs import LOG_LINES_ANNOTATION
 
+KEYS = ("live_progress",)
+NEEDS = "db"
+OPTIONS = {
+    "live_jobs": (100, 20, "jobs followed (or not)"),
+    "live_lines": (200, None, "log lines per master"),
+    "live_runs": (3, 1, "runs per side, for medians"),
+}
 
-def live_progress(
-    cluster: Cluster,
-    env: dict[str, str],
-    work: Path,
-    driver: Callable[..., Any],
-    say: Callable[[str], None],
-    *,
-    jobs: int,
-    lines: int,
-    window: float,
-    runs: int,
-) -> dict[str, Any]:
+
+def pods(o) -> int:
+    return o.live_jobs
+
+
+def run(ctx) -> dict:
+    cluster, jobs, lines, runs = ctx.cluster, ctx.live_jobs, ctx.live_lines, ctx.live_runs
     namespace = cluster.create_namespace("bench-live")
     names = [f"live-{i:04d}" for i in range(jobs)]
-    names_file = work / "live-names.json"
+    names_file = ctx.work / "live-names.json"
     names_file.write_text(json.dumps(names))
-    bodies = []
-    for i, name in enumerate(names):
-        body = managed_job(name, 7200, run_id=namespace, index=i)
-        pod = body["spec"]["tasks"][0]["template"]["metadata"]["annotations"]
-        pod[LOG_LINES_ANNOTATION] = str(lines)
-        bodies.append(body)
+    bodies = [managed_job(name, 7200, run_id=namespace, index=i) for i, name in enumerate(names)]
+    for body in bodies:
+        body["spec"]["tasks"][0]["template"]["metadata"]["annotations"][LOG_LINES_ANNOTATION] = str(
+            lines
+        )
     say(f"live_progress: creating {jobs} jobs in {namespace}, {lines} log lines each")
     cluster.create_jobs(namespace, bodies)
     cluster.wait_phase(namespace, jobs, {"Running"}, timeout=600, say=say)
-    env = {**env, "AIRFLOW__VOLCANO_WANDB__MAX_CONCURRENT_LOG_FOLLOWS": str(jobs)}
+    env = {**ctx.env, "AIRFLOW__VOLCANO_WANDB__MAX_CONCURRENT_LOG_FOLLOWS": str(jobs)}
     samples: dict[bool, list[dict]] = {False: [], True: []}
     for run in range(runs):
         for follow in (False, True):
-            out = work / f"live-{follow}-{run}.json"
+            out = ctx.work / f"live-{follow}-{run}.json"
             extra = {"follow_master_log": True} if follow else {}
-            proc = driver(
-                "scale",
-                "watch",
-                0,
-                namespace,
-                names_file,
-                out,
-                env,
-                jobs=jobs,
-                port=cluster.port,
-                settle=10,
-                window=window,
-                **extra,
+            result, _ = scale_run(
+                ctx, namespace, names_file, out, "watch", env=env, jobs=jobs, **extra
             )
-            proc.stdout.read()
-            proc.wait(120)
-            result = json.loads(out.read_text())
             samples[follow].append(result)
             say(
                 f"live_progress: follow {'on ' if follow else 'off'} run {run + 1}: "
@@ -86,21 +71,23 @@ def live_progress(
         return statistics.median(r[key] for r in samples[follow])
 
     return {
-        "jobs": jobs,
-        "runs": runs,
-        "lines_per_job": lines,
-        "seconds_measured": round(10 + window, 1),
-        "cpu_s_off": round(median(False, "cpu_s_total"), 2),
-        "cpu_s_on": round(median(True, "cpu_s_total"), 2),
-        "cpu_s_per_min_window_off": round(median(False, "cpu_s_per_min"), 2),
-        "cpu_s_per_min_window_on": round(median(True, "cpu_s_per_min"), 2),
-        "rss_mb_off": round(median(False, "rss_mb"), 1),
-        "rss_mb_on": round(median(True, "rss_mb"), 1),
-        "log_lines": int(median(True, "log_lines")),
+        "live_progress": {
+            "jobs": jobs,
+            "runs": runs,
+            "lines_per_job": lines,
+            "seconds_measured": round(10 + ctx.window, 1),
+            "cpu_s_off": round(median(False, "cpu_s_total"), 2),
+            "cpu_s_on": round(median(True, "cpu_s_total"), 2),
+            "cpu_s_per_min_window_off": round(median(False, "cpu_s_per_min"), 2),
+            "cpu_s_per_min_window_on": round(median(True, "cpu_s_per_min"), 2),
+            "rss_mb_off": round(median(False, "rss_mb"), 1),
+            "rss_mb_on": round(median(True, "rss_mb"), 1),
+            "log_lines": int(median(True, "log_lines")),
+        }
     }
 
 
-def md_live_progress(r: dict) -> list[str]:
+def section(r: dict) -> list[str]:
     p = r["live_progress"]
     return [
         "## 8. Live progress while deferred",
