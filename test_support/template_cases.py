@@ -1,9 +1,12 @@
-"""Values the template tests share: a full set of W&B Launch run macros."""
+"""Values the template tests share: a full set of W&B Launch run macros, the seed, and a
+render of it with overrides."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from airflow_volcano_wandb import template as template_module
 
@@ -30,3 +33,22 @@ def render_job(template: Any, **kwargs: Any) -> dict[str, Any]:
     kwargs.setdefault("torchrun_env", False)
     kwargs.setdefault("shm_size", None)
     return template_module.render_job(template, **kwargs)
+
+
+GPU_MACROS = {**MACROS, "batch_size": 64}
+
+
+def seed() -> dict[str, Any]:
+    return yaml.safe_load(SEED.read_text())
+
+
+def render(template: Any = None, **overrides: Any) -> dict[str, Any]:
+    return render_job(seed() if template is None else template, macros=MACROS, **overrides)
+
+
+def task(job: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(t for t in job["spec"]["tasks"] if t["name"] == name)
+
+
+def containers(job: dict[str, Any], name: str) -> list[dict[str, Any]]:
+    return task(job, name)["template"]["spec"]["containers"]

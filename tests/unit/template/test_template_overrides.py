@@ -1,38 +1,23 @@
-"""Per-run overrides, gang consistency, the master-policy contract and defaults."""
+"""Per-run overrides (template/overrides.py): replicas, image, env, resources, command, metadata."""
 
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from airflow_volcano_wandb.template import TemplateError
-from test_support.template_cases import MACROS, render_job
-
-REPO = Path(__file__).resolve().parents[3]
-SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
-FIXTURES = REPO / "tests" / "fixtures" / "templates"
-GPU_MACROS = {**MACROS, "batch_size": 64}
-
-
-def seed() -> dict[str, Any]:
-    return yaml.safe_load(SEED.read_text())
-
-
-def render(template: Any = None, **overrides: Any) -> dict[str, Any]:
-    return render_job(seed() if template is None else template, macros=MACROS, **overrides)
-
-
-def task(job: dict[str, Any], name: str) -> dict[str, Any]:
-    return next(t for t in job["spec"]["tasks"] if t["name"] == name)
-
-
-def containers(job: dict[str, Any], name: str) -> list[dict[str, Any]]:
-    return task(job, name)["template"]["spec"]["containers"]
-
+from test_support.template_cases import (
+    FIXTURES,
+    GPU_MACROS,
+    MACROS,
+    containers,
+    render,
+    render_job,
+    seed,
+    task,
+)
 
 # --- replicas -----------------------------------------------------------------------------
 
@@ -87,67 +72,6 @@ def test_template_replicas_above_the_bound_are_reported() -> None:
     template["spec"]["tasks"][1]["replicas"] = 5000
     with pytest.raises(TemplateError, match=r"spec\.tasks\[1\]\.replicas: is 5000, above"):
         render(template)
-
-
-# --- gang consistency ---------------------------------------------------------------------
-
-
-def test_seed_min_available_is_kept_when_it_is_not_a_gang_of_all() -> None:
-    job = render(replicas={"worker": 7}, gang="template")
-    assert job["spec"]["minAvailable"] == 1
-
-
-def test_a_pytorch_gang_is_every_rank_by_default() -> None:
-    # The seed's minAvailable 1 would start the master alone, to hang in init_process_group.
-    assert render(replicas={"worker": 7})["spec"]["minAvailable"] == 8
-    assert render(replicas={"worker": 0})["spec"]["minAvailable"] == 1
-    bigger = seed()
-    bigger["spec"]["tasks"].append({**bigger["spec"]["tasks"][1], "name": "evaluator"})
-    bigger["spec"]["minAvailable"] = 3  # a side task in the gang too: the author's choice
-    assert render(bigger)["spec"]["minAvailable"] == 3
-    with pytest.raises(TemplateError, match="gang"):
-        render(gang="most")
-
-
-def test_gang_of_all_follows_the_new_total() -> None:
-    template = seed()
-    template["spec"]["minAvailable"] = 2
-    assert render(template, replicas={"worker": 7})["spec"]["minAvailable"] == 8
-    assert render(template, replicas={"worker": 0})["spec"]["minAvailable"] == 1
-    assert render(template)["spec"]["minAvailable"] == 2
-
-
-def test_min_available_that_no_longer_fits_is_an_error() -> None:
-    template = seed()
-    template["spec"]["tasks"][1]["replicas"] = 4
-    template["spec"]["minAvailable"] = 3  # chosen on purpose: kept, and must still fit
-    assert render(template, replicas={"worker": 9}, gang="template")["spec"]["minAvailable"] == 3
-    with pytest.raises(TemplateError, match=r"spec\.minAvailable: is 3 but the job now has 2"):
-        render(template, replicas={"worker": 1})
-
-
-def test_task_level_min_available() -> None:
-    job = render_job(
-        FIXTURES / "chief-replica-pytorch.yaml",
-        macros={**MACROS, "epochs": 1, "lr": 0.1},
-        replicas={"replica": 8},
-    )
-    assert task(job, "replica")["minAvailable"] == 8  # was 4 == replicas: a gang of all
-    assert job["spec"]["minAvailable"] == 9
-    template = yaml.safe_load((FIXTURES / "chief-replica-pytorch.yaml").read_text())
-    template["spec"]["tasks"][1]["minAvailable"] = 3
-    template["spec"]["minAvailable"] = 2
-    macros = {**MACROS, "epochs": 1, "lr": 0.1}
-    assert (
-        task(render_job(template, macros=macros, replicas={"replica": 8}), "replica")[
-            "minAvailable"
-        ]
-        == 3
-    )
-    with pytest.raises(
-        TemplateError, match=r"spec\.tasks\[1\]\.minAvailable: is 3 but task 'replica' now has 2"
-    ):
-        render_job(template, macros=macros, replicas={"replica": 2})
 
 
 # --- image, env, resources, command/args --------------------------------------------------
@@ -363,88 +287,3 @@ def test_name_override_is_fitted_like_a_template_name() -> None:
     job = render(name="Train DAG " + "x" * 80)
     name = job["metadata"]["name"]
     assert name.startswith("train-dag-xxx") and len(name) <= 51
-
-
-# --- master policy and defaults ------------------------------------------------------------
-
-
-def test_master_policy_is_added_when_missing() -> None:
-    job = render_job(FIXTURES / "svc-gpu-pytorch.yaml", macros=GPU_MACROS)
-    assert task(job, "master")["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
-    assert "policies" not in task(job, "worker")
-
-
-def test_master_policy_is_not_duplicated_and_can_be_opted_out() -> None:
-    assert task(render(), "master")["policies"] == [
-        {"event": "TaskCompleted", "action": "CompleteJob"}
-    ]
-    template = seed()
-    del template["spec"]["tasks"][0]["policies"]
-    assert "policies" not in task(render(template, add_master_policy=False), "master")
-    job = render_job(FIXTURES / "svc-gpu-pytorch.yaml", macros=GPU_MACROS, add_master_policy=False)
-    assert "policies" not in task(job, "master")
-
-
-def test_master_policy_follows_the_plugins_master_name() -> None:
-    template = yaml.safe_load((FIXTURES / "chief-replica-pytorch.yaml").read_text())
-    del template["spec"]["tasks"][0]["policies"]
-    job = render_job(template, macros={**MACROS, "epochs": 1, "lr": 0.1})
-    assert task(job, "chief")["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
-    assert "policies" not in task(job, "replica")
-
-
-def test_conflicting_master_policy_is_an_error_unless_opted_out() -> None:
-    template = seed()
-    template["spec"]["tasks"][0]["policies"] = [{"event": "TaskCompleted", "action": "RestartJob"}]
-    with pytest.raises(
-        TemplateError, match=r"spec\.tasks\[0\]\.policies\[0\].*add_master_policy=False"
-    ):
-        render(template)
-    assert (
-        task(render(template, add_master_policy=False), "master")["policies"][0]["action"]
-        == "RestartJob"
-    )
-
-
-def test_master_policy_is_not_added_without_the_pytorch_plugin() -> None:
-    job = render_job(FIXTURES / "plain-tasks.json", macros={**MACROS, "shards": 2})
-    assert all("policies" not in t for t in job["spec"]["tasks"])
-
-
-def test_missing_scheduler_name_defaults_to_volcano() -> None:
-    template = seed()
-    del template["spec"]["schedulerName"]
-    assert render(template)["spec"]["schedulerName"] == "volcano"
-    template["spec"]["schedulerName"] = "custom"
-    assert render(template, allowed_schedulers=["custom"])["spec"]["schedulerName"] == "custom"
-
-
-def test_add_master_policy_must_be_a_bool() -> None:
-    with pytest.raises(TemplateError):
-        render(add_master_policy="no")
-
-
-def test_env_skips_init_containers() -> None:
-    template = seed()
-    template["spec"]["tasks"][1]["template"]["spec"]["initContainers"] = [
-        {"name": "wait", "image": "busybox:1.36"}
-    ]
-    job = render(template, env={"A": "1"})
-    assert "env" not in task(job, "worker")["template"]["spec"]["initContainers"][0]
-    assert containers(job, "worker")[0]["env"] == [{"name": "A", "value": "1"}]
-
-
-def test_run_env_is_applied_last_per_master_or_other_task_and_validated() -> None:
-    from airflow_volcano_wandb.template import RunEnv
-
-    job = render(
-        env={"WANDB_RUN_ID": "from-the-dag", "EPOCHS": 3},
-        run_env=RunEnv(master={"WANDB_RUN_ID": "r1"}, others={"WANDB_MODE": "disabled"}),
-    )
-    master_env = {e["name"]: e["value"] for e in containers(job, "master")[0]["env"]}
-    worker_env = {e["name"]: e["value"] for e in containers(job, "worker")[0]["env"]}
-    assert master_env["WANDB_RUN_ID"] == "r1" and "WANDB_MODE" not in master_env
-    assert worker_env["WANDB_MODE"] == "disabled" and worker_env["WANDB_RUN_ID"] == "from-the-dag"
-    assert master_env["EPOCHS"] == worker_env["EPOCHS"] == "3"
-    with pytest.raises(TemplateError, match="env"):
-        render(run_env=RunEnv(master={"A=B": "x"}, others={}))
