@@ -10,21 +10,30 @@ which leaves all but one GPU of a multi-GPU pod idle. The provider's renderer gi
   ``torchrun`` reads its options from the ``PET_*`` env and gives each of its processes
   ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` counting processes, not pods.
 
+More processes than the pod has GPUs are refused before any starts: each process takes GPU
+``LOCAL_RANK`` (``process_group.py``), so two would share one and NCCL would stop them with
+"Duplicate GPU detected", but only after every rank had joined. The GPUs are counted as the
+trainer counts them, ``torch.cuda.device_count()`` (which heeds ``CUDA_VISIBLE_DEVICES``); a
+pod where torch sees none runs its processes on CPU over gloo, as many as asked.
+
 A target Volcano before v1.12.3 has no ``hcclrank`` plugin, so the renderer sets no
 ``PET_NODE_RANK``; the pod's rank is then the plugin's ``RANK`` (one per pod), which becomes
 the node rank here. ``python -m torch.distributed.run`` rather than the ``torchrun`` script:
 the same interpreter, and some distributions' torch packages install no script.
 
-The decision is :func:`launch` (pure); the process is replaced (``exec``), so Volcano's SIGTERM
-reaches ``torchrun``, which passes it to its processes. Imports nothing beyond the standard
-library, so choosing costs no ``import torch``. Docs: ``docs/trainer.md``.
+The decision is :func:`launch` (pure: the GPU count is a function it is given); the process is
+replaced (``exec``), so Volcano's SIGTERM reaches ``torchrun``, which passes it to its
+processes. Imports nothing beyond the standard library at the top: one process per pod costs
+no ``import torch``; only a numeric ``PET_NPROC_PER_NODE`` above 1 imports it, to count the
+GPUs. Docs: ``docs/trainer.md``.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+import warnings
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 TRAIN_PY = str(Path(__file__).resolve().with_name("train.py"))
@@ -32,13 +41,53 @@ NPROC_ENV = "PET_NPROC_PER_NODE"
 NODE_RANK_ENV = "PET_NODE_RANK"
 
 
+def visible_gpus() -> int | None:
+    """The GPUs this pod's processes can use: ``torch.cuda.device_count()``, the count
+    ``process_group.py`` places the ranks on. ``None`` without torch (``torchrun``, which needs
+    it, then fails on its own)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. torch's "Failed to initialize NumPy"
+            import torch
+    except ImportError:
+        return None
+    return int(torch.cuda.device_count())
+
+
+def too_many_processes(nproc: str, gpus: int) -> str:
+    """Why a pod asking for more processes than it has GPUs is refused, naming both counts."""
+    plural = "" if gpus == 1 else "s"
+    return (
+        f"avw-launch: {NPROC_ENV}={nproc} asks for {int(nproc)} processes in this pod, but it "
+        f"has {gpus} GPU{plural} (torch.cuda.device_count()): every process needs a GPU of its "
+        f'own, and NCCL would stop them with "Duplicate GPU detected" once they had joined. '
+        f"Set {NPROC_ENV} to at most {gpus}, or give the container {int(nproc)} GPUs (the "
+        "provider sets it to the container's nvidia.com/gpu limit); no process was started"
+    )
+
+
 def launch(
-    environ: Mapping[str, str], args: Sequence[str], python: str
+    environ: Mapping[str, str],
+    args: Sequence[str],
+    python: str,
+    *,
+    gpus: Callable[[], int | None],
 ) -> tuple[list[str], dict[str, str]]:
-    """The command to exec and the env to add to the container's, for this pod's env."""
+    """The command to exec and the env to add to the container's, for this pod's env.
+
+    ``gpus`` counts the GPUs the pod's processes can use (:func:`visible_gpus` in a pod;
+    ``None``: unknown); it is called only for a numeric ``PET_NPROC_PER_NODE`` above 1.
+    More processes than GPUs, with at least one GPU, raise ``SystemExit`` naming both counts.
+    (``gpu`` and ``auto`` let ``torchrun`` count the GPUs itself, so they never ask for more.)
+    """
     nproc = (environ.get(NPROC_ENV) or "1").strip()
     if nproc == "1":
         return [python, TRAIN_PY, *args], {}
+    if nproc.isdigit() and int(nproc) > 1:
+        available = gpus()
+        # No GPU: the processes run on CPU over gloo, as many as asked (a CPU trial).
+        if available and int(nproc) > available:
+            raise SystemExit(too_many_processes(nproc, available))
     extra = {}
     if NODE_RANK_ENV not in environ and environ.get("RANK"):
         extra[NODE_RANK_ENV] = environ["RANK"]
@@ -46,7 +95,7 @@ def launch(
 
 
 def main() -> None:
-    argv, extra = launch(os.environ, sys.argv[1:], sys.executable)
+    argv, extra = launch(os.environ, sys.argv[1:], sys.executable, gpus=visible_gpus)
     env = {**os.environ, **extra}
     # One line, so a pod log says how its processes were started (the two counts only).
     shown = " ".join(f"{name}={env.get(name, '-')}" for name in (NPROC_ENV, NODE_RANK_ENV))
