@@ -90,8 +90,9 @@ test-ha: venv
 		tests/reliability/test_ha_airflow.py tests/reliability/test_ha_watch_load.py
 
 # The README's pictures of the Airflow UI, from the end-to-end test's real browser (Chromium):
-# the trigger form, the W&B link of the task instance and the wait task's log.
-SCREENSHOTS := 01-trigger-form 04-task-instance-wandb-link 05-wait-task-log-master-lines
+# the trigger form, the W&B link of the task instance and the wait task's log (its progress lines
+# and the master's lines), each stamped with the DAG it shows (tests/e2e/screenshots.py).
+SCREENSHOTS := 01-trigger-form 04-task-instance-wandb-link 05-wait-task-log-master-lines 06-wait-task-log-progress
 screenshots: venv
 	scripts/install-system-deps.sh
 	$(BIN)/python -m pytest tests/e2e/test_airflow_ui_e2e.py

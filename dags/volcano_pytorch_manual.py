@@ -13,7 +13,8 @@ The deployment's Airflow configuration, which neither the form nor a Variable ca
     allowed_images = ghcr.io/example/*    # comma-separated fnmatch patterns
     default_image = ghcr.io/example/volcano-ddp-mlp:0.1.0   # the form's first value
     max_total_gpus = 64                   # the most GPUs one run may ask for in all
-    template = templates/other.yaml       # optional: another template with the same variables
+    template = templates/other.yaml       # optional: another template with the same variables,
+                                          # relative to this folder or absolute
     follow_master_log = False             # optional: the master's log in the wait task's log
 """
 
@@ -40,7 +41,7 @@ NAMESPACES = _listed("allowed_namespaces", "wandb")
 IMAGES = _listed("allowed_images", "ghcr.io/example/*")
 DEFAULT_IMAGE = conf.get(SECTION, "default_image", fallback="ghcr.io/example/volcano-ddp-mlp:0.1.0")
 MAX_TOTAL_GPUS = conf.getint(SECTION, "max_total_gpus", fallback=64)
-TEMPLATE = conf.get(SECTION, "template", fallback="templates/volcano-pytorch-manual.yaml")
+TEMPLATE = Path(conf.get(SECTION, "template", fallback="templates/volcano-pytorch-manual.yaml"))
 # Its variables, as wandb.Api().run_queue(...).template_variables returns them.
 SCHEMAS = json.loads(
     (Path(__file__).parent / "templates/volcano-pytorch-manual.variables.json").read_text()
@@ -58,6 +59,8 @@ with DAG(
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     tags=["volcano", "pytorch", "wandb"],
+    # A template outside this folder is found where it is (Jinja looks in the DAG's folder).
+    template_searchpath=[str(TEMPLATE.parent)] if TEMPLATE.is_absolute() else None,
     params={
         **params_from_template_variables(SCHEMAS),
         "image_uri": image_param(IMAGES, DEFAULT_IMAGE, description="The ${image_uri} macro."),
@@ -69,7 +72,7 @@ with DAG(
 ) as dag:
     submit = VolcanoPyTorchJobOperator(
         task_id="submit",
-        template=TEMPLATE,
+        template=TEMPLATE.name if TEMPLATE.is_absolute() else str(TEMPLATE),
         template_variable_schemas=SCHEMAS,
         template_variables=VARIABLES,
         run_config={"epochs": "{{ params.epochs }}"},
@@ -93,6 +96,9 @@ with DAG(
         follow_master_log=conf.getboolean(SECTION, "follow_master_log", fallback=False),
         timeout=6 * 3600,
         execution_timeout=dt.timedelta(hours=6, minutes=10),
+        # The run the submit task started: its progress, summary and link back are read there.
+        wandb_entity="{{ params.wandb_entity }}",
+        wandb_project="{{ params.wandb_project }}",
         wandb_summary_keys=["eval/accuracy", "eval/loss"],
     )
     submit >> wait

@@ -32,6 +32,7 @@ from airflow_volcano_wandb.testing.cluster import cluster as local_cluster
 from airflow_volcano_wandb.testing.cluster import image, wandb_offline
 from airflow_volcano_wandb.testing.cluster import placement as real_node
 from airflow_volcano_wandb.testing.recorder import Recorder
+from airflow_volcano_wandb.wait.training_progress import Progress, progress_line
 
 REPO = Path(__file__).resolve().parents[1]
 DAG_ID = "volcano_pytorch_manual"
@@ -188,6 +189,12 @@ def _report_real_run(log: str, pods: list[Any], wandb_dir: Path) -> int:
     print(f"\nThe master's log, followed into the wait task's log ({len(lines)} lines):")
     for line in lines[-12:]:
         print(f"  {line}")
+    # The progress contract's records (docs/trainer.md), as the task log words them.
+    records = re.findall(r"(AVW_PROGRESS \{.*?\})", log)
+    progress = [p for record in records if (p := Progress.of_log_line(record, 0.0))]
+    print(f"Progress the trainer reported ({len(progress)} records):")
+    for report in progress:
+        print(f"  {progress_line(report, None)}")
     run_id = _run_id(pods)
     run_file = wandb_offline.find_run_file(wandb_dir, run_id) if run_id else None
     if run_file is None:
@@ -197,7 +204,7 @@ def _report_real_run(log: str, pods: list[Any], wandb_dir: Path) -> int:
     print(f"W&B offline run {run_id}, final summary ({run_file}):")
     for key, value in metrics.items():
         print(f"  {key} = {value}")
-    return 0
+    return 0 if progress else 1
 
 
 def _report(

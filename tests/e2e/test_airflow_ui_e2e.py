@@ -2,80 +2,48 @@
 PostgreSQL metadata DB) runs ``dags/volcano_pytorch_manual.py`` on the local Volcano cluster, and
 Debian's headless Chromium checks the Airflow UI.
 
-The run is triggered through Airflow's REST API with ``{"worker_replicas": 3}``. To make the
-deferral observable (a simulated pod runs 2 s, so the job could finish before the sensor
-starts), the test cordons the cluster's nodes until it has seen the ``wait`` task
-``deferred`` with its trigger assigned to the triggerer, then uncordons them: the job runs,
-the triggerer's watch sees it complete, and the task resumes in a worker and succeeds.
+The run is triggered through Airflow's REST API with 3 workers of 1 GPU each
+(``manual_run.py``). To make the deferral observable, the test cordons the cluster's nodes
+until it has seen the ``wait`` task ``deferred`` with its trigger assigned to the triggerer,
+then uncordons them: the job's master trains for 75 s while its W&B run (the stand-in) reports
+its progress, the triggerer's watch sees the job complete, and the task resumes in a worker and
+succeeds.
 
-Screenshots and every component's log go to ``test-artifacts/e2e/``.
+Screenshots (each stamped with the DAG it shows, ``screenshots.py``) and every component's log
+go to ``test-artifacts/e2e/``.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import shutil
 import signal
 import tempfile
-import time
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
 import pytest
 
-from airflow_volcano_wandb.testing.recorder import Recorder
-from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id
-from airflow_volcano_wandb.wandb.wandb_urls import run_url
-from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
-from tests.e2e.cluster_probe import get_job, nodes_cordoned, pod_env
+from test_support.wandb_standin import WandbStandin
+from tests.e2e import manual_run, screenshots
+from tests.e2e.airflow_stack import AirflowStack
+from tests.e2e.cluster_probe import pod_env
+from tests.e2e.manual_run import (
+    API_KEY,
+    ARTIFACTS,
+    DAG_ID,
+    GPUS,
+    TOTAL_STEPS,
+    TRIGGER_CLASSPATH,
+    WORKERS,
+    E2ERun,
+    text,
+    training_template,
+    trigger_lines,
+    wandb_conn,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster]
-
-DAG_ID = "volcano_pytorch_manual"
-WORKERS = 3
-ARTIFACTS = REPO / "test-artifacts" / "e2e"
-TRIGGER_CLASSPATH = "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
-# The W&B connection's entity/project differ from the DAG's params on purpose: the link must
-# follow what the task used (the params), not the connection's defaults.
-WANDB_CONN = {
-    "conn_type": "wandb",
-    "extra": {"entity": "conn-entity", "project": "conn-project"},
-}
-
-
-@dataclass
-class E2ERun:
-    """What the test saw while the DAG run ran."""
-
-    stack: AirflowStack
-    namespace: str
-    dag_run_id: str
-    dag_run: dict[str, Any]
-    params: dict[str, Any]
-    wait_states: list[str] = field(default_factory=list)
-    deferred_ti: dict[str, Any] | None = None
-    trigger_lines_while_held: list[str] = field(default_factory=list)
-    wait_log: list[dict[str, Any]] = field(default_factory=list)
-    job: dict[str, Any] | None = None
-    pods_by_task: dict[str, list[Any]] = field(default_factory=dict)
-
-    def ti_path(self, task_id: str) -> str:
-        return f"/dags/{DAG_ID}/dagRuns/{quote(self.dag_run_id, safe='')}/taskInstances/{task_id}"
-
-    def task_instance(self, task_id: str) -> dict[str, Any]:
-        return self.stack.api("GET", self.ti_path(task_id))
-
-    def xcom(self, task_id: str, key: str) -> Any:
-        value = self.stack.api("GET", f"{self.ti_path(task_id)}/xcomEntries/{key}")["value"]
-        return json.loads(value) if isinstance(value, str) and value[:1] in "{[" else value
-
-    def expected_wandb_url(self) -> str:
-        run_id = deterministic_run_id(DAG_ID, "submit", self.dag_run_id)
-        return run_url(None, self.params["wandb_entity"], self.params["wandb_project"], run_id)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +63,13 @@ def e2e_namespace(volcano_cluster) -> Iterator[str]:
 
 
 @pytest.fixture(scope="module")
-def airflow(volcano_cluster, artifacts, e2e_namespace) -> Iterator[AirflowStack]:
+def standin() -> Iterator[WandbStandin]:
+    with WandbStandin(api_key=API_KEY) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def airflow(volcano_cluster, artifacts, e2e_namespace, standin) -> Iterator[AirflowStack]:
     home = Path(tempfile.mkdtemp(prefix="avw-e2e-airflow-"))
     log_dir = artifacts / "logs"
     shutil.rmtree(log_dir, ignore_errors=True)
@@ -103,11 +77,14 @@ def airflow(volcano_cluster, artifacts, e2e_namespace) -> Iterator[AirflowStack]
         home=home,
         log_dir=log_dir,
         kubeconfig=volcano_cluster.kubeconfig,
-        wandb_conn=WANDB_CONN,
+        wandb_conn=wandb_conn(standin),
         extra_env={
             "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": e2e_namespace,
             # The DAG's opt-in: the master's lines in the wait task's log (a screenshot shows it).
             "AIRFLOW__VOLCANO_PYTORCH_MANUAL__FOLLOW_MASTER_LOG": "True",
+            # A master that trains long enough for the progress lines (manual_run.py).
+            "AIRFLOW__VOLCANO_PYTORCH_MANUAL__TEMPLATE": str(training_template(home)),
+            "AIRFLOW__VOLCANO_WANDB__PROGRESS_INTERVAL": "15",
         },
     )
     # A SIGTERM (e.g. a CI timeout) must still run the teardowns below: raise instead of dying.
@@ -128,111 +105,10 @@ def _raise_on_sigterm(signum, frame):
 
 
 @pytest.fixture(scope="module")
-def e2e_run(airflow: AirflowStack, volcano_cluster, e2e_namespace: str) -> Iterator[E2ERun]:
-    """Trigger the manual DAG with 3 workers through the REST API and follow it to the end."""
-    api_client = volcano_cluster.api_client()
-    namespace = e2e_namespace
-    recorder = Recorder.pods(api_client, namespace)
-    job_recorder = Recorder.jobs(api_client, namespace)
-    try:
-        # The DAG processor parses dags/ every few seconds: wait for the DAG to be served.
-        dag = wait_for(lambda: airflow.api("GET", f"/dags/{DAG_ID}"), 180, f"DAG {DAG_ID}")
-        assert dag["is_paused"], "a new DAG starts paused (dags_are_paused_at_creation)"
-        details = airflow.api("GET", f"/dags/{DAG_ID}/details")
-        airflow.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
-
-        conf = {"worker_replicas": WORKERS, "namespace": namespace}
-        params = {name: p["value"] for name, p in details["params"].items()} | conf
-        dag_run_id = f"e2e-{uuid.uuid4().hex[:8]}"
-        run = E2ERun(airflow, namespace, dag_run_id, {}, params)
-
-        with nodes_cordoned(api_client) as release:
-            airflow.trigger(DAG_ID, dag_run_id, conf)
-
-            def deferred_with_trigger() -> dict[str, Any] | None:
-                airflow.check_alive()
-                ti = run.task_instance("wait")
-                _note(run.wait_states, ti["state"])
-                if ti["state"] in ("failed", "upstream_failed", "success"):
-                    raise AssertionError(
-                        f"wait ended {ti['state']} before it deferred; submit's log:\n"
-                        + _text(_task_log(run, "submit"))[-4000:]
-                    )
-                if ti["state"] == "deferred" and ti.get("trigger") and ti.get("triggerer_job"):
-                    return ti
-                return None
-
-            run.deferred_ti = wait_for(
-                deferred_with_trigger, 240, "the sensor to defer to the triggerer", interval=0.5
-            )
-            # Let the trigger start its watch and report the job, still waiting for nodes.
-            run.trigger_lines_while_held = wait_for(
-                lambda: _trigger_lines(_task_log(run, "wait")),
-                180,
-                "the trigger to report the job from the triggerer",
-                interval=1,
-            )
-            job = get_job(api_client, namespace, run.xcom("submit", "volcano_job")["name"])
-            assert job.get("status", {}).get("state", {}).get("phase") != "Completed", job
-            release()
-
-            def run_finished() -> dict[str, Any] | None:
-                airflow.check_alive()
-                _note(run.wait_states, run.task_instance("wait")["state"])
-                dag_run = airflow.api("GET", f"/dags/{DAG_ID}/dagRuns/{dag_run_id}")
-                return dag_run if dag_run["state"] in ("success", "failed") else None
-
-            run.dag_run = wait_for(run_finished, 240, "the DAG run to finish", interval=1)
-        _note(run.wait_states, run.task_instance("wait")["state"])
-        # The sensor deletes the completed job: its last state is what the watch saw.
-        job_recorder.stop()
-        if job_recorder.error:
-            raise job_recorder.error
-        run.job = job_recorder.last_seen(run.xcom("submit", "volcano_job")["name"])
-        (ARTIFACTS / "logs" / "volcano-job.json").write_text(json.dumps(run.job, indent=2))
-        run.wait_log = _task_log(run, "wait")
-        (ARTIFACTS / "logs" / "wait-task-log-via-api.jsonl").write_text(_text(run.wait_log))
-        # Volcano deletes a completed job's remaining pods soon after; give the watch a beat.
-        time.sleep(1)
-        recorder.stop()
-        if recorder.error:
-            raise recorder.error
-        run.pods_by_task = recorder.by_task()
+def e2e_run(airflow: AirflowStack, standin, volcano_cluster, e2e_namespace: str):
+    """The manual DAG's run with 3 workers, followed to its end (``manual_run.start``)."""
+    with manual_run.start(airflow, standin, volcano_cluster, e2e_namespace) as run:
         yield run
-    finally:
-        recorder.stop()
-        job_recorder.stop()
-        api_client.close()
-
-
-def _task_log(run: E2ERun, task_id: str, try_number: int = 1) -> list[dict[str, Any]]:
-    """The task's log lines as the UI shows them: the worker's and the triggerer's."""
-    answer = run.stack.api(
-        "GET", f"{run.ti_path(task_id)}/logs/{try_number}", params={"full_content": "true"}
-    )
-    return [
-        line if isinstance(line, dict) else {"event": str(line)}
-        for line in answer.get("content", [])
-    ]
-
-
-def _trigger_lines(lines: list[dict[str, Any]]) -> list[str]:
-    """What the VolcanoJobTrigger itself logged, in the triggerer: not the master's lines it
-    relays (``[<pod>] <line>``), which may come in any order around its verdict."""
-    return [
-        str(line["event"])
-        for line in lines
-        if line.get("logger") == TRIGGER_CLASSPATH and not str(line["event"]).startswith("[")
-    ]
-
-
-def _text(lines: list[dict[str, Any]]) -> str:
-    return "\n".join(json.dumps(line) for line in lines)
-
-
-def _note(states: list[str], state: str | None) -> None:
-    if state and (not states or states[-1] != state):
-        states.append(state)
 
 
 # -- the run, through the REST API and the cluster -----------------------------------------
@@ -240,7 +116,8 @@ def _note(states: list[str], state: str | None) -> None:
 
 def test_dag_run_succeeded(e2e_run: E2ERun) -> None:
     assert e2e_run.dag_run["state"] == "success", e2e_run.dag_run
-    assert e2e_run.dag_run["conf"] == {"worker_replicas": WORKERS, "namespace": e2e_run.namespace}
+    conf = {"worker_replicas": WORKERS, "gpus_per_worker": GPUS, "namespace": e2e_run.namespace}
+    assert e2e_run.dag_run["conf"] == conf
     tis = e2e_run.stack.api("GET", f"/dags/{DAG_ID}/dagRuns/{e2e_run.dag_run_id}/taskInstances")
     assert {ti["task_id"]: ti["state"] for ti in tis["task_instances"]} == {
         "submit": "success",
@@ -269,12 +146,12 @@ def test_sensor_deferred_and_the_triggerer_resumed_it(e2e_run: E2ERun) -> None:
     held = e2e_run.trigger_lines_while_held
     assert held and not held[0].startswith("Completed"), held
     events = [str(line.get("event")) for line in e2e_run.wait_log]
-    trigger = _trigger_lines(e2e_run.wait_log)
+    trigger = trigger_lines(e2e_run.wait_log)
     assert trigger[0] == held[0] and trigger[-1].startswith("Completed:"), trigger
     deferred_at = next(i for i, e in enumerate(events) if e.startswith("Pausing task as DEFERRED"))
     fired_at = events.index("Trigger fired event")
     resumed = [i for i, e in enumerate(events) if e.startswith("Volcano job ") and "Completed" in e]
-    assert deferred_at < fired_at < resumed[-1], _text(e2e_run.wait_log)[-4000:]
+    assert deferred_at < fired_at < resumed[-1], text(e2e_run.wait_log)[-4000:]
 
 
 def test_the_volcano_job_had_three_workers(e2e_run: E2ERun) -> None:
@@ -396,7 +273,7 @@ def test_the_wait_tasks_log_shows_the_masters_lines(
     (master,) = e2e_run.pods_by_task["master"]
     prefix = f"[{master.metadata.name}] "
     followed = [str(line["event"]) for line in e2e_run.wait_log]
-    assert any(event.startswith(prefix) for event in followed), _text(e2e_run.wait_log)[-4000:]
+    assert any(event.startswith(prefix) for event in followed), text(e2e_run.wait_log)[-4000:]
 
     shown = ui.task_log_text(
         browser, e2e_run.stack.base_url, DAG_ID, e2e_run.dag_run_id, "wait", prefix
@@ -405,7 +282,44 @@ def test_the_wait_tasks_log_shows_the_masters_lines(
     assert prefix in shown
 
 
-def test_screenshots_were_written(artifacts: Path) -> None:
+PROGRESS = re.compile(
+    rf"^progress: step (\d+)/{TOTAL_STEPS} \((\d+) %\), epoch \d/3, [\d.]+ steps/s, "
+    r"ETA [\d.]+ (s|min), eval/accuracy=[\d.]+$"
+)
+
+
+def test_the_wait_tasks_log_shows_the_trainings_progress_and_a_working_wandb(
+    e2e_run: E2ERun,
+) -> None:
+    """From the triggerer, with no master log read for it: at least two progress lines, the
+    percentage rising, each with a rate and an ETA; then the run's summary, the link back from
+    W&B and the GPU-hours, as a working setup shows them."""
+    events = [str(line.get("event")) for line in e2e_run.wait_log]
+    shown = [m for event in events if (m := PROGRESS.match(event))]
+    assert len(shown) >= 2, "\n".join(e for e in events if "progress" in e)
+    percents = [int(m[2]) for m in shown]
+    assert percents == sorted(percents) and percents[0] < percents[-1], percents
+    log = "\n".join(events)
+    for missing in ("Could not read the W&B run's summary", "not linked from the W&B run"):
+        assert missing not in log, log[-4000:]
+    gpu_hours = re.search(r"([\d.]+) GPU-hours", log)
+    assert gpu_hours and float(gpu_hours[1]) > 0, log[-4000:]
+    assert e2e_run.xcom("wait", "wandb_summary") == manual_run.FINAL_SUMMARY
+
+
+def test_the_wait_tasks_log_view_shows_the_progress_lines(
+    e2e_run: E2ERun, browser, artifacts: Path, screenshot_on_failure
+) -> None:
+    from tests.e2e import ui
+
+    shown = ui.task_log_text(
+        browser, e2e_run.stack.base_url, DAG_ID, e2e_run.dag_run_id, "wait", "progress: step"
+    )
+    browser.save_screenshot(str(artifacts / "06-wait-task-log-progress.png"))
+    assert "ETA" in shown
+
+
+def test_screenshots_were_written_and_stamped_with_the_dag_they_show(artifacts: Path) -> None:
     names = sorted(p.name for p in artifacts.glob("0*.png"))
     assert names == [
         "01-trigger-form.png",
@@ -413,6 +327,10 @@ def test_screenshots_were_written(artifacts: Path) -> None:
         "03-trigger-form-1000-refused.png",
         "04-task-instance-wandb-link.png",
         "05-wait-task-log-master-lines.png",
+        "06-wait-task-log-progress.png",
     ]
+    digest = screenshots.dag_digest()
     for name in names:
         assert (artifacts / name).stat().st_size > 10_000, name
+        screenshots.stamp(artifacts / name, digest)
+        assert screenshots.stamped_digest(artifacts / name) == digest
