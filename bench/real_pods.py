@@ -1,19 +1,8 @@
-"""Bench ``real_pods``: the manual DAG trained for real on the local cluster's real node, run
-by ``make bench REAL_PODS=1`` (a cluster up with ``--real-node``; on one without it the
-scenario says so and keeps the figures it had).
-
-Runs ``scripts/demo.py --real-pods`` (master + 2 workers, DDP over gloo) while watching the
-namespace:
-
-- ``image_build_s_cold``: the trainer image's cold build (mmdebstrap + pip, the base layer),
-  as recorded when it was built;
-- ``image_mb``: the docker-archive tar imported into the node's containerd;
-- ``pods_ready_s``: job created -> the last of the 3 containers started;
-- ``train_s``: the master container's run (start -> exit);
-- ``completion_to_task_success_s``: the job's ``Completed`` -> the wait task's end in the
-  Airflow DB (the sensor's verdict, through the triggerer).
-
-Kubernetes timestamps have a resolution of one second.
+"""Bench ``real_pods``: the manual DAG (``scripts/demo.py --real-pods``: master + 2 workers,
+DDP over gloo) trained for real on the local cluster's real node, run by ``make bench
+REAL_PODS=1`` (on a cluster without it the scenario says so and keeps the figures it had):
+pods ready after the job's creation, the master's run, the job's ``Completed`` to the wait
+task's end, the trainer image's size and recorded cold build (timestamps in whole seconds).
 """
 
 from __future__ import annotations

@@ -124,11 +124,7 @@ def main() -> None:
 
     import yaml
 
-    from test_support.jobs import (
-        DURATION_ANNOTATION,
-        load_dag,
-        with_pod_annotations,
-    )
+    from test_support.jobs import DURATION_ANNOTATION, load_dag, with_pod_annotations
 
     instrument()
     from airflow.models import TaskInstance

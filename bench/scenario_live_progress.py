@@ -1,16 +1,10 @@
 """8. Live progress while deferred (issue 15): the triggerer's cost of following master logs.
 
-One waiter process (``trigger_driver.py scale``, Airflow's TriggerRunner) over ``--live-jobs``
-running jobs, with ``follow_master_log`` off and on, alternately, ``runs`` times each. Every
-job's master prints ``lines`` lines at start (the simulator's ``log-lines`` annotation), so a
-follow has a log to read, then stays silent, as a training job between log lines. The
-concurrency limit is raised to ``jobs`` so that every job is followed: the worst case.
-
-Figures are medians over the runs: CPU seconds of the process from the triggers' creation to
-the end of the window (settle + window: the follows' start, when each reads its pod's log so
-far, included), CPU seconds per minute within the window alone (the jobs' logs silent: what
-holding the streams costs), its RSS at the window's end, and the master log lines the
-triggers showed.
+One waiter process over ``--live-jobs`` running jobs, ``follow_master_log`` off and on,
+alternately, ``--live-runs`` times each; every master prints ``--live-lines`` lines at start,
+then stays silent, and every job is followed (the worst case). Medians: CPU seconds from the
+triggers' creation to the window's end, CPU seconds per minute in the silent window, RSS at
+its end, and the master log lines shown.
 """
 
 from __future__ import annotations

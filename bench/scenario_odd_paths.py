@@ -1,29 +1,15 @@
 """9. Odd paths a deployment meets once in a while (issue 21), each measured in a child process
-of its own (this file as a program, with the bench's Airflow env; ``--record`` also writes its
-part into the results file, keeping the other parts' dates):
+of its own (this file as a program, in the bench's Airflow env; ``--record`` also writes its
+part into the results file, keeping the other parts' dates). What each measures:
+docs/performance.md.
 
-``restart-false-timeouts``: jobs whose gang was whole, waited on by triggers that are all
-restarted 20 times (each round a new event loop, so a new shared watch and no memory, as a
-restarted or replacing triggerer has), while workers are evicted and their replacements cannot
-be placed for a while. Every ``pending_timeout`` verdict is a false one: the gang was placed.
-Half the jobs have the provider's gang (``minAvailable`` = every rank: Volcano's own Running
-condition tells the gang was whole), half the seed's ``minAvailable: 1`` (only the mark the
-first trigger wrote, ``judge.GANG_WHOLE_ANNOTATION``, tells). Before either was read, every
-trigger started after an eviction judged the job by its creation time.
-
-``fixed-name``: one task instance of ``VolcanoPyTorchJobOperator`` with a fixed ``job_name``
-runs try 1, whose master exits 3 (the job fails, is reported and stays for inspection), then
-try 2 under the same name, which must replace that job and succeed (``fixed_name_retries_ok``)
-instead of being refused until the TTL.
-
-``crash-loop`` (``crash_loop_detect_s``): the seed template (``restartPolicy: OnFailure``)
-whose master exits 3 a second after every start, run by the deferrable test DAG under
-``dag.test()`` with the default ``max_container_restarts``: from the master's first crash (the
-``finishedAt`` of its first termination, as its pod shows it after the first restart) to the
-task instance's end (failed with ``TrainerCrashLoopError``). The simulated kubelet restarts at
-once, with no CrashLoopBackOff, so this is the provider's detection and report time plus the
-seconds the restarts take to pass the budget; on a real kubelet the back-off (10 s, doubling)
-comes on top. ``defer_settle_seconds`` is 0, as for ``airflow dags test``.
+``restart-false-timeouts``: jobs whose gang was whole (half the provider's gang, half the
+seed's ``minAvailable: 1``), waited on by triggers all restarted 20 times (each round a new
+event loop) while workers are evicted and their replacements kept unplaceable: every
+``pending_timeout`` verdict is a false one. ``fixed-name``: try 1 of a fixed ``job_name``
+fails (its master exits 3), try 2 must replace that job and succeed. ``crash-loop``: the
+seed's master exits 3 a second after every start under the deferrable test DAG
+(``dag.test()``): its first crash to the task's end (``crash_loop_detect_s``).
 """
 
 from __future__ import annotations

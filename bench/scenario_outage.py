@@ -149,7 +149,7 @@ def run(ctx) -> dict:
     out = work / "outage.json"
     proc = driver(
         "latency", "operator", 0, namespace, jobs_file, out, ctx.env,
-        timeout=duration + 600, wait_go=True,
+        timeout=duration + 600, wait_go=True
     )  # fmt: skip
     wait_for_line(proc, "READY")
     proc.stdin.write("go\n")

@@ -1,16 +1,10 @@
-"""13. What the shared pod watch keeps in memory per pod (issue 35; Python only, no cluster):
-the triggerer holds every running managed pod of a namespace, so a thousand jobs of 3 pods are
-3,000 copies.
+"""13. What the shared pod watch keeps in memory per pod (issue 35; Python only, no cluster).
 
-Side by side, in one process, for ``--pod-cache-pods`` pods shaped like the local cluster's running
-pods of the operator's jobs (the provider's labels, Volcano's labels and annotations, an env
-of 15 variables, 3 volumes, five conditions, a running container's status): the pod as the
-API sends it, the pod without ``metadata.managedFields`` (what the job watch drops from its
-jobs) and the pod watch's copy (``pod_watcher.kept_pod``). Each parsed from its own JSON, as
-each watch event is, and measured with ``tracemalloc`` (Python's allocations, not RSS).
-Beside it, the CPU time of each pod's watch event on the event loop: kubernetes_asyncio's
-``Watch`` builds a ``V1Pod`` of each (its default), the provider's keeps the object as sent
-(no return type), medians of five passes over every pod.
+For ``--pod-cache-pods`` pods shaped like the local cluster's running pods of the operator's
+jobs, each parsed from its own JSON: the pod as the API sends it, without
+``metadata.managedFields`` and as the pod watch keeps it (``kept_pod``), held by Python
+(``tracemalloc``); and the CPU time of each pod's watch event, as kubernetes_asyncio's
+``Watch`` builds a ``V1Pod`` and as the provider's keeps it (medians of five passes).
 """
 
 from __future__ import annotations
@@ -33,94 +27,80 @@ STAMP = "2026-12-03T23:06:53Z"
 
 def running_pod(i: int) -> dict[str, Any]:
     """The ``i``-th pod of ``i // 3``'s job, running, as the local cluster shows one."""
-    job, task = f"retrain-{i // 3}", "master" if i % 3 == 0 else "worker"
-    provider = "airflow-volcano-wandb.io"
+    job, task, index, p = (
+        f"retrain-{i // 3}",
+        "master" if i % 3 == 0 else "worker",
+        i % 3,
+        "airflow-volcano-wandb.io",
+    )
+    run_id = f"scheduled__2026-12-03T23-06-41.930212-00-00-{i:08x}"
     labels = {
-        f"{provider}/dag-id": "volcano_pytorch_retrain",
-        f"{provider}/map-index": "none",
-        f"{provider}/run-id": f"scheduled__2026-12-03T23-06-41.930212-00-00-{i:08x}",
-        f"{provider}/task-id": "train",
-        f"{provider}/task-instance": f"{i:040x}",
-        f"{provider}/try-number": "1",
-        "app.kubernetes.io/managed-by": "airflow-volcano-wandb",
-        "volcano.sh/job-name": job,
-        "volcano.sh/job-namespace": "team",
-        "volcano.sh/queue-name": "default",
-        "volcano.sh/task-index": str(i % 3),
-        "volcano.sh/task-spec": task,
+        f"{p}/dag-id": "volcano_pytorch_retrain",
+        f"{p}/map-index": "none",
+        f"{p}/run-id": run_id,
     }
-    volcano = {k: v for k, v in labels.items() if k.startswith("volcano.sh/")}
-    mounts = [{"name": f"v{n}", "mountPath": f"/v{n}"} for n in range(3)]
-    return {
-        "metadata": {
-            "name": f"{job}-{task}-{i % 3}",
-            "namespace": "team",
-            "uid": f"{i:08x}-265c-41c0-9551-4b5d0b8e1758",
-            "resourceVersion": str(10_000 + i),
-            "generation": 1,
-            "creationTimestamp": STAMP,
-            "labels": labels,
-            "annotations": {
-                **volcano,
-                "scheduling.k8s.io/group-name": f"{job}-922bf2f2-7955-4c61-9a0d-db423d5363ef",
-                "volcano.sh/job-retry-count": "0",
-                "volcano.sh/job-version": "0",
-                "volcano.sh/template-uid": f"{job}-{task}",
-            },
-            "ownerReferences": [
-                {
-                    "apiVersion": "batch.volcano.sh/v1alpha1",
-                    "kind": "Job",
-                    "name": job,
-                    "uid": "922bf2f2-7955-4c61-9a0d-db423d5363ef",
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-            "managedFields": [
-                {"manager": m, "operation": "Update", "time": STAMP, "fieldsV1": {"f:status": {}}}
-                for m in ("vc-controller-manager", "vc-scheduler", "kwok")
-            ],
-        },
-        "spec": {
-            "containers": [
-                {
-                    "name": task,
-                    "image": "ghcr.io/example/volcano-ddp-mlp:0.1.0",
-                    "env": [{"name": f"AVW_VAR_{n}", "value": "x" * 40} for n in range(15)],
-                    "resources": {"limits": {"nvidia.com/gpu": "1"}},
-                    "volumeMounts": mounts,
-                }
-            ],
-            "volumes": [{"name": f"v{n}", "emptyDir": {}} for n in range(3)],
-            "nodeName": "kwok-gpu-node-1",
-            "schedulerName": "volcano",
-        },
-        "status": {
-            "phase": "Running",
-            "qosClass": "BestEffort",
-            "hostIP": "10.0.0.1",
-            "podIP": "10.0.0.2",
-            "startTime": STAMP,
-            "conditions": [
-                {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": STAMP}
-                for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
-            ],
-            "containerStatuses": [
-                {
-                    "name": task,
-                    "image": "ghcr.io/example/volcano-ddp-mlp:0.1.0",
-                    "imageID": "sha256:" + "a" * 64,
-                    "containerID": "containerd://" + "b" * 64,
-                    "ready": True,
-                    "started": True,
-                    "restartCount": 0,
-                    "state": {"running": {"startedAt": STAMP}},
-                    "lastState": {},
-                }
-            ],
-        },
+    labels |= {f"{p}/task-id": "train", f"{p}/task-instance": f"{i:040x}", f"{p}/try-number": "1"}
+    labels |= {"app.kubernetes.io/managed-by": "airflow-volcano-wandb", "volcano.sh/job-name": job}
+    labels |= {"volcano.sh/job-namespace": "team", "volcano.sh/queue-name": "default"}
+    labels |= {"volcano.sh/task-index": str(index), "volcano.sh/task-spec": task}
+    group, uid = (
+        f"{job}-922bf2f2-7955-4c61-9a0d-db423d5363ef",
+        "922bf2f2-7955-4c61-9a0d-db423d5363ef",
+    )
+    annotations = {k: v for k, v in labels.items() if k.startswith("volcano.sh/")}
+    annotations |= {"scheduling.k8s.io/group-name": group, "volcano.sh/job-retry-count": "0"}
+    annotations |= {"volcano.sh/job-version": "0", "volcano.sh/template-uid": f"{job}-{task}"}
+    owner = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "name": job, "uid": uid}
+    managers = ("vc-controller-manager", "vc-scheduler", "kwok")
+    fields = [
+        {"manager": m, "operation": "Update", "time": STAMP, "fieldsV1": {"f:status": {}}}
+        for m in managers
+    ]
+    metadata = {
+        "name": f"{job}-{task}-{index}",
+        "namespace": "team",
+        "uid": f"{i:08x}-265c-41c0-9551-4b5d0b8e1758",
     }
+    metadata |= {"resourceVersion": str(10_000 + i), "generation": 1, "creationTimestamp": STAMP}
+    metadata |= {"labels": labels, "annotations": annotations}
+    metadata["ownerReferences"] = [{**owner, "controller": True, "blockOwnerDeletion": True}]
+    metadata["managedFields"] = fields
+    image = "ghcr.io/example/volcano-ddp-mlp:0.1.0"
+    container = {
+        "name": task,
+        "image": image,
+        "env": [{"name": f"AVW_VAR_{n}", "value": "x" * 40} for n in range(15)],
+    }
+    container |= {"resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    container["volumeMounts"] = [{"name": f"v{n}", "mountPath": f"/v{n}"} for n in range(3)]
+    spec = {
+        "containers": [container],
+        "volumes": [{"name": f"v{n}", "emptyDir": {}} for n in range(3)],
+    }
+    spec |= {"nodeName": "kwok-gpu-node-1", "schedulerName": "volcano"}
+    status = {
+        "phase": "Running",
+        "qosClass": "BestEffort",
+        "hostIP": "10.0.0.1",
+        "podIP": "10.0.0.2",
+    }
+    status["startTime"] = STAMP
+    conditions = ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+    status["conditions"] = [
+        {"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": STAMP}
+        for t in conditions
+    ]
+    ids = {"imageID": "sha256:" + "a" * 64, "containerID": "containerd://" + "b" * 64}
+    running = {
+        "ready": True,
+        "started": True,
+        "restartCount": 0,
+        "state": {"running": {"startedAt": STAMP}},
+    }
+    status["containerStatuses"] = [
+        {"name": task, "image": image, **ids, **running, "lastState": {}}
+    ]
+    return {"metadata": metadata, "spec": spec, "status": status}
 
 
 def _without_managed_fields(pod: dict) -> dict:

@@ -1,32 +1,10 @@
-"""12. What a resume saves (issue 23): the example trainer stopped mid-run as Volcano stops a
-preempted job's pods, then started again on the same run's checkpoints (local processes, no
-cluster).
-
-The trainer (``docker/trainer/train.py``) runs as 2 local "pods" over gloo with the env the
-provider gives a job with ``checkpoint_volume`` (``AVW_CHECKPOINT_DIR``,
-``AVW_RESUME_FROM=latest``) and the pytorch plugin's. Once it has trained ``--train-s``
-seconds, its worker gets SIGTERM (a preemption or eviction: Kubernetes deletes the pod); every
-rank stops after the same step and rank 0 saves it. Then the next try's job starts on the same
-run id, so the same directory, as ``resume_on`` resubmits it.
-
-Reported: ``steps_before_kill`` (the step the stopped run saved), ``resumed_from_step`` (the
-step the resumed run loaded), ``steps_repeated`` (trained twice: 0 when the stop's checkpoint
-was taken; a SIGKILL would repeat up to ``AVW_CHECKPOINT_EVERY`` steps), and
-``resume_overhead_s``: from the SIGTERM to the resumed run's "resumed from step" line, i.e.
-the stop, the save, the new processes' start, torch's import, the gloo rendezvous and the
-load. On a cluster the new job's scheduling and image start come on top (and the retry's
-``retry_delay``). Also ``saved_training_s``, the seconds of training the resumed run said its
-checkpoint holds, and ``saved_gpu_seconds``, what the operator reports for them
-(``job.resume``) as if each of the 2 ranks held one GPU. A script that prints figures: nothing
-here asserts on time.
-
-``artifact``: the same, side by side, for a job with ``checkpoint_artifact`` instead (no
-shared volume): each rank has a directory of its own, rank 0's run is online against the W&B
-stand-in (``test_support/wandb_standin.py``, on this machine: no network time), commits the
-stop's checkpoint as an artifact version, and the resumed job's empty directories are filled
-from it (rank 0 downloads, then sends it to the worker). ``artifact_overhead_ratio`` is its
-``resume_overhead_s`` over the volume's: what the W&B SDK's path adds, before any upload time.
-Each figure is the median of ``--resume-repeat`` runs of each, taken in turns.
+"""12. What a resume saves (issue 23; local processes, no cluster): the example trainer
+(``docker/trainer/train.py``, 2 ranks over gloo, with the env the provider gives a job with
+``checkpoint_volume``) gets SIGTERM on its worker after ``--resume-train-s`` seconds, as a
+preempted pod does; every rank stops after the same step and rank 0 saves it. The next try's
+job starts on the same run id, as ``resume_on`` resubmits it. ``artifact``: the same with
+``checkpoint_artifact`` (no shared volume; rank 0 online against the W&B stand-in). Medians of
+``--resume-repeat`` runs of each, in turns; the figures: docs/performance.md.
 """
 
 from __future__ import annotations

@@ -3,14 +3,9 @@ submit at once, then again as retries: submit p50/p99, duplicates, 429s; then th
 the provider's trigger and by 2 s polling (watch connections, requests per minute).
 
 The burst runs in a child process (this file as a program): each map index runs the
-operator's real ``execute()`` (deferrable) in a thread of its own, all released together by a
-barrier, as N Airflow workers picking up a freshly expanded task would: render, list its task
-instance's jobs, create the job, write the key Secret, defer. ``submit_s`` is ``execute()``
-start to ``TaskDeferred`` (the job exists and the task would leave the worker). Then the same
-N task instances run ``execute()`` again, as a retry after a lost answer does: each must
-reattach to its job, never submit a second. Threads share one interpreter (the GIL), so the
-per-task figures include waiting for CPU on top of what N separate workers would see; the
-apiserver sees N clients either way (each operator has its own hook and connection pool).
+operator's real ``execute()`` (deferrable) in a thread, all released together by a barrier;
+``submit_s`` is ``execute()`` start to ``TaskDeferred``. The retries must reattach to their
+jobs. Threads share the GIL, so the per-task figures include waiting for CPU.
 """
 
 from __future__ import annotations

@@ -1,34 +1,18 @@
 """Drive N triggers in one event loop with Airflow's own ``TriggerRunner`` code, and measure.
 
 The triggers go the way a triggerer takes them: ``serialize()``, kwargs encrypted and
-decrypted as the triggerer's workload carries them, ``TriggerRunner.create_triggers`` inflates
-them and ``TriggerRunner.run_trigger`` runs each as a task of one asyncio loop, beside the
-runner's block watchdog; no supervisor link (DB sync). Each event is stamped as it is queued.
+decrypted, ``TriggerRunner.create_triggers`` and ``run_trigger``, beside the runner's block
+watchdog; no supervisor link (DB sync). Each event is stamped as it is queued. ``--mode``:
+``operator`` (every option at the operator's default: ``operator_default_kwargs``), ``watch``
+(the bare trigger of the earlier runs: it never reads pods) or ``poll`` (the polling
+baseline, ``polling_trigger.py``); ``[volcano_wandb]`` settings come from the environment.
 
-Trigger modes (``--mode``): ``operator``, the trigger as the operator defers it with every
-option at its default (restart budget 3, startup budget 120 s, ``poll_interval`` 10 s, the
-settle after the deferral: see ``operator_default_kwargs``); ``watch``, the bare trigger of
-the earlier runs (no budgets, so it never reads pods); ``poll``, the polling baseline
-(``polling_trigger.py``). The triggerer's ``[volcano_wandb]`` settings come from the
-environment, as a triggerer's do (``AIRFLOW__VOLCANO_WANDB__POD_WATCH``, ...).
-
-Kinds:
-- ``scale``: start the triggers, let them settle, then measure a window: CPU seconds, RSS,
-  TCP connections to the apiserver, and client-side requests. Prints ``WINDOW_START`` /
-  ``WINDOW_END`` lines so the parent can read the apiserver's metrics at the same moments.
-  With ``--follow-master-log`` the provider's triggers also follow their master's log
-  (``follow_master_log=True``); ``log_lines`` counts the lines they showed, and
-  ``cpu_s_total`` the CPU seconds from the triggers' creation to the window's end (the
-  follows' start, when each reads its pod's log so far, included).
-- ``latency``: run until every trigger fired (or ``--timeout``); write the events' stamps
-  and outcomes (also what the outage scenario uses: it stops the apiserver meanwhile).
-
-In both modes: ``SYNCED`` is printed once every shared watch has its first complete
-(paginated) LIST in, and ``first_sync_s`` says how long after the triggers were created that
-was; ``api_calls`` lists every list/watch/get/delete the hook was asked for, with its wall
-time, counted before it goes out (so attempts against a stopped apiserver count too).
-Started by ``waiters.driver``; one JSON file (``--out``), with the unfired triggers
-(``unfired.py``).
+``scale``: start the triggers, let them settle, then measure a window (CPU, RSS, TCP
+connections, client requests; ``WINDOW_START``/``WINDOW_END`` lines mark it for the parent's
+scrapes). ``latency``: run until every trigger fired (or ``--timeout``). Both print
+``SYNCED`` once every shared watch has its first complete LIST, and list in ``api_calls``
+every call the hook was asked for, counted before it goes out (so attempts against a stopped
+apiserver count too). Started by ``waiters.driver``; one JSON file (``--out``).
 """
 
 from __future__ import annotations

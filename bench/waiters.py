@@ -43,7 +43,7 @@ class Observer:
 
 def driver(
     kind: str, mode: str, interval: float, namespace: str, jobs_file: Path, out: Path, env: dict,
-    **extra: Any,
+    **extra: Any
 ) -> subprocess.Popen:  # fmt: skip
     """``trigger_driver.py kind`` over the jobs in ``jobs_file``; ``extra`` are its options
     (``True``: a flag). With ``wait_go`` it says READY once imported and starts on a line."""
