@@ -15,22 +15,19 @@ from types import SimpleNamespace
 
 import pytest
 
-from test_support.wandb_standin import WandbStandin
-from tests.trainer import test_train_ddp
-from tests.trainer.test_checkpoints import (
+from test_support.trainer_checkpoints import (
     CHECKPOINT_FILE,
     STEPS_PER_EPOCH,
     _final_loss,
     stop_worker_after_an_epoch,
 )
-from tests.trainer.test_train_ddp import (
+from test_support.trainer_runs import (
     FAKE_API_KEY,
     _assert_ok,
     _run_dirs,
     _run_job,
 )
-
-trainer = test_train_ddp.trainer  # the fixture: the trainer's modules imported in-process
+from test_support.wandb_standin import WandbStandin
 
 ENTITY, PROJECT = "ml-team", "volcano-demo"
 

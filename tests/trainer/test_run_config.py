@@ -17,8 +17,7 @@ from airflow_volcano_wandb.template import RunEnv
 from airflow_volcano_wandb.template.run_config import MAX_ENV_LENGTH
 from airflow_volcano_wandb.wandb.wandb_env import container_env
 from airflow_volcano_wandb.wandb.wandb_run import SecretKeyRef, WandbRunSpec
-from test_support.wandb_standin import WandbStandin
-from tests.trainer.test_train_ddp import (
+from test_support.trainer_runs import (
     AIRFLOW_CTX,
     FAKE_API_KEY,
     _assert_ok,
@@ -29,6 +28,7 @@ from tests.trainer.test_train_ddp import (
     _run_dirs,
     _run_job,
 )
+from test_support.wandb_standin import WandbStandin
 
 RUN_CONFIG = {"epochs": 2, "hidden_size": 16, "lr": 0.2}
 

@@ -1,0 +1,131 @@
+"""A run stopped in the W&B UI ends the example trainer with the stop exit code, which the
+provider reads as a stop (against the W&B stand-in)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_volcano_wandb.wait.wandb_stop import (
+    STOPPED_FROM_WANDB_EXIT_CODE,
+    STOPPED_FROM_WANDB_MARKER,
+)
+from airflow_volcano_wandb.wandb.wandb_env import container_env
+from test_support.trainer_runs import (
+    AIRFLOW_CTX,
+    FAKE_API_KEY,
+    RUN_TIMEOUT_S,
+    TRAIN_PY,
+    _base_env,
+    _resolve,
+)
+from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import keyed_run_spec
+
+
+def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
+    tmp_path: Path, trainer: SimpleNamespace
+) -> None:
+    """The seed's "stop" button: an online run against the W&B stand-in is stopped while it
+    trains (the stand-in's file stream answers ``stopped``, as W&B's does), the SDK calls the
+    trainer's ``stop_fn``, and the trainer finishes the run and exits with the documented code
+    the provider turns into ``StoppedFromWandbError``.
+
+    The trainer logs at a rate a real job does (a few records a second): one that logs every
+    one of thousands of tiny steps a second backs wandb-core up, and the SDK's question "was
+    the run stopped?" then waits behind the backlog (docs/trainer.md)."""
+    spec = keyed_run_spec(AIRFLOW_CTX, project="volcano-demo", entity="ml-team", mode="online")
+    with WandbStandin(api_key=FAKE_API_KEY) as standin:
+        env = {
+            **_base_env(tmp_path),
+            **_resolve(container_env(spec, is_master_task=True), "job-master-0"),
+            "WANDB_BASE_URL": standin.url,
+            "TRAIN_EPOCHS": "1000000",  # trains until it is stopped
+            # Epochs of 1,024 steps, the loss logged every 256 and the evaluation each epoch:
+            # a few records a second at this trainer's speed, as a real job logs.
+            "TRAIN_TRAIN_SAMPLES": "65536",
+            "TRAIN_LOG_EVERY": "256",
+            # A pod's /dev/termination-log, which the kubelet turns into the termination message.
+            "AVW_TERMINATION_LOG": str(tmp_path / "termination-log"),
+        }
+        log = tmp_path / "rank-0.log"
+        with log.open("w") as out:
+            proc = subprocess.Popen(
+                [sys.executable, str(TRAIN_PY)],
+                cwd=tmp_path,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        try:
+            # Stopped once it trains: its first history has reached the file stream.
+            deadline = time.monotonic() + RUN_TIMEOUT_S
+
+            def streamed_history() -> bool:
+                streams = standin.file_streams(spec.run_id)
+                return any("wandb-history.jsonl" in r.variables["files"] for r in streams)
+
+            while not streamed_history():
+                assert proc.poll() is None, log.read_text()[-4000:]
+                assert time.monotonic() < deadline, "the run never streamed its history"
+                time.sleep(0.5)
+            standin.stop_run("ml-team", "volcano-demo", spec.run_id)
+            code = _wait_for_stop(proc, standin, spec.run_id, log)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        output = log.read_text()
+        streams = [r.status for r in standin.file_streams(spec.run_id)]
+        told = standin.stop_told_by(spec.run_id)
+        unauthorized = [r.path for r in standin.requests if r.status == 401]
+    assert code == trainer.stopping.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE, (
+        f"exited {code}:\n{output[-4000:]}"
+    )
+    # W&B tells a run that it was stopped in its file stream's answers, nowhere else.
+    assert told and all(r.path.endswith("/file_stream") for r in told), told
+    assert "stopped from the W&B UI or API" in output and "AVW_TRAIN_RESULT" not in output
+    message = (tmp_path / "termination-log").read_text()
+    assert message.startswith(trainer.stopping.STOPPED_FROM_WANDB_MARKER), message
+    assert set(streams) == {200} and unauthorized == [], (streams, unauthorized)
+    assert FAKE_API_KEY not in output
+
+
+#: How long a stop may take to reach the trainer: wandb-core learns it from the file stream's
+#: answer (sent every 15 s) and the SDK asks wandb-core every 15 s; 60 s leaves room for both.
+STOP_ARRIVES_S = 60
+
+
+def _wait_for_stop(
+    proc: subprocess.Popen[str], standin: WandbStandin, run_id: str, log: Path
+) -> int:
+    """The trainer's exit code, once the stop has reached it; failing at once with what the
+    stand-in received and the trainer's last lines when it has not within a minute."""
+    try:
+        return proc.wait(timeout=STOP_ARRIVES_S)
+    except subprocess.TimeoutExpired:
+        received: dict[str, int] = {}
+        for request in standin.requests:
+            name = request.operation or request.path.partition("?")[0]
+            received[name] = received.get(name, 0) + 1
+        streams = [
+            (r.variables.get("files"), "stopped" if r.told_stopped else "running")
+            for r in standin.file_streams(run_id)
+        ]
+        pytest.fail(
+            f"the trainer did not stop within {STOP_ARRIVES_S} s of the stop.\n"
+            f"The stand-in received: {received}\nThe file streams (files, answer): {streams}\n"
+            f"The trainer's last lines:\n{log.read_text()[-3000:]}",
+            pytrace=False,
+        )
+
+
+def test_the_trainer_and_the_provider_agree_on_the_stop_exit_code(trainer: SimpleNamespace) -> None:
+    assert trainer.stopping.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE
+    assert trainer.stopping.STOPPED_FROM_WANDB_MARKER == STOPPED_FROM_WANDB_MARKER
