@@ -3,7 +3,7 @@
 A picture is taken by the end-to-end test from the manual DAG as it was then; when the DAG,
 its template or its variables change, the picture no longer shows what a user sees. So each
 picture carries, in a PNG text chunk, the digest of those files (:func:`dag_digest`), and
-tests/unit/repo/test_readme_pictures.py fails when a picture's digest is not today's.
+tests/repo/test_readme_pictures.py fails when a picture's digest is not today's.
 """
 
 from __future__ import annotations

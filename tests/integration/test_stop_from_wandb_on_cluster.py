@@ -1,7 +1,8 @@
 """A W&B run stopped from the W&B UI or API ends the Volcano job and fails the task, unretried.
 
 The trainer's side (its W&B client sees the stop and exits with the stop code) is
-tests/trainer/test_train_wandb_stop.py, against the W&B stand-in. Here the simulated master exits with
+tests/trainer/test_train_wandb_stop.py, against the W&B stand-in. Here the simulated master
+exits with
 that code, as the trainer does: under the seed's ``restartPolicy: OnFailure`` the simulated
 kubelet restarts it in its pod (the job stays ``Running``: Volcano's ``exitCode`` policies act
 on failed pods only), and the wait finds the stop in the pods it reads for the restart budget;

@@ -1,6 +1,7 @@
 """A W&B run stopped from the W&B UI or API: the pure rules (``wait.wandb_stop``, the judge,
 ``diagnostics.classify``, ``failure_exception``, ``cleanup``). The trainer's side is
-tests/trainer/test_train_wandb_stop.py, the cluster's tests/integration/test_stop_from_wandb_on_cluster.py.
+tests/trainer/test_train_wandb_stop.py, the cluster's
+tests/integration/test_stop_from_wandb_on_cluster.py.
 """
 
 from __future__ import annotations
