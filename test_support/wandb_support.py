@@ -1,16 +1,42 @@
-"""W&B helpers the tests share: an Airflow task's run context, and an offline run's records."""
+"""W&B helpers the tests share: the stand-in's key and project, a connection to it, an Airflow
+task's run context, and an offline run's records."""
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
+
+API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
+ENTITY = "ml-team"
+PROJECT = "retraining"
 
 BLOCK = 32 * 1024
 HEADER = 7  # a chunk's CRC (4 bytes), length (2) and type (1)
+
+
+def use_wandb_connection(
+    monkeypatch: pytest.MonkeyPatch,
+    conn_id: str,
+    host: str,
+    *,
+    password: str = API_KEY,
+    extra: dict[str, str] | None = None,
+) -> str:
+    """Define the ``wandb`` connection ``conn_id`` to ``host`` with ``password`` as its key, and
+    unset ``WANDB_API_KEY``: the SDK must get its key from the connection, not this machine."""
+    connection: dict[str, Any] = {"conn_type": "wandb", "host": host, "password": password}
+    if extra is not None:
+        connection["extra"] = extra
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(connection))
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    return conn_id
 
 
 def airflow_run_context(**fields: Any) -> AirflowRunContext:

@@ -11,7 +11,6 @@ KWOK's simulated pods mount nothing, so the volume's path is never read.
 from __future__ import annotations
 
 import contextlib
-import json
 
 import pytest
 from kubernetes import client as k8s
@@ -138,14 +137,17 @@ def test_without_a_claim_every_rank_gets_the_runs_artifact_and_its_own_scratch(
     creates the pods (no claim to bind), every pod with an ``emptyDir`` at ``/checkpoints``
     and the run's artifact, named after the master's W&B run id."""
     from test_support.wandb_standin import WandbStandin
-    from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
+    from test_support.wandb_support import (
+        API_KEY,
+        ENTITY,
+        PROJECT,
+        use_wandb_connection,
+    )
 
     namespace, api = volcano_namespace, volcano_cluster.api_client()
     try:
         with WandbStandin(api_key=API_KEY) as standin:
-            conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
-            monkeypatch.setenv("AIRFLOW_CONN_WANDB_ARTIFACT_STANDIN", json.dumps(conn))
-            monkeypatch.delenv("WANDB_API_KEY", raising=False)
+            use_wandb_connection(monkeypatch, "wandb_artifact_standin", standin.url)
             op = operator(
                 template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
                 namespace=namespace,

@@ -13,7 +13,7 @@ import pytest
 from airflow_volcano_wandb.job.ownership import MAP_INDEX_LABEL
 from test_support.cluster_jobs import REPO, list_jobs, run_dag, wait_until, xcoms
 from test_support.wandb_standin import WandbStandin
-from tests.integration.test_wandb_hook_standin import API_KEY
+from test_support.wandb_support import API_KEY, use_wandb_connection
 
 pytestmark = pytest.mark.cluster
 
@@ -23,14 +23,8 @@ MANUAL_NAMESPACES = "AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES"
 
 def _use_standin(monkeypatch, standin: WandbStandin) -> None:
     """The ``wandb_default`` connection points at the stand-in, with its key."""
-    connection = {
-        "conn_type": "wandb",
-        "host": standin.url,
-        "password": API_KEY,
-        "extra": {"entity": "airflow", "project": "volcano-ddp"},
-    }
-    monkeypatch.setenv("AIRFLOW_CONN_WANDB_DEFAULT", json.dumps(connection))
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    extra = {"entity": "airflow", "project": "volcano-ddp"}
+    use_wandb_connection(monkeypatch, "wandb_default", standin.url, extra=extra)
 
 
 def test_manual_dag_submits_and_the_sensor_waits_then_leaves_nothing_behind(

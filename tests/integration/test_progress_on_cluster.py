@@ -20,9 +20,9 @@ from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from test_support import operator_tries as support
 from test_support.cluster_jobs import SIM_DURATION, seed_template, submit_job
 from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import ENTITY, PROJECT
 from tests.integration.conftest import STANDIN_CONN_ID
 from tests.integration.test_stall_wandb_on_cluster import logged
-from tests.integration.test_wandb_hook_standin import ENTITY, PROJECT
 
 pytestmark = pytest.mark.cluster
 

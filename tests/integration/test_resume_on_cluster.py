@@ -12,7 +12,6 @@ printing a trainer's resume line), and the test reads the job it created: its W&
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -25,13 +24,13 @@ from airflow_volcano_wandb.testing.cluster.podlogs import PRINT_ENV_ANNOTATION
 from test_support import operator_tries as support
 from test_support.cluster_jobs import SIM_DURATION, SIM_EXIT_CODE, custom, seed_template
 from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import API_KEY, ENTITY, PROJECT, use_wandb_connection
 from tests.integration.test_checkpoints_on_cluster import CLAIM, _bound_claim, _release
 from tests.integration.test_failure_classes_on_cluster import (
     EVICT,
     NODE_PRESSURE,
     _terminating,
 )
-from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 
 pytestmark = pytest.mark.cluster
 
@@ -144,9 +143,7 @@ def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow(
     first_run = store.get("volcano_run")["run_id"]
 
     with WandbStandin(api_key=API_KEY) as standin:
-        conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
-        monkeypatch.setenv("AIRFLOW_CONN_WANDB_RESUME_STANDIN", json.dumps(conn))
-        monkeypatch.delenv("WANDB_API_KEY", raising=False)
+        use_wandb_connection(monkeypatch, "wandb_resume_standin", standin.url)
         template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
         _, ti, job = _try(
             namespace,

@@ -25,8 +25,8 @@ from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from test_support import operator_tries as support
 from test_support.cluster_jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import API_KEY, ENTITY, PROJECT
 from tests.integration.conftest import STANDIN_CONN_ID
-from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
 
 pytestmark = pytest.mark.cluster
 

@@ -34,8 +34,8 @@ from test_support.cluster_jobs import (
     wait_until,
 )
 from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import ENTITY, PROJECT
 from tests.integration.conftest import STANDIN_CONN_ID
-from tests.integration.test_wandb_hook_standin import ENTITY, PROJECT
 
 pytestmark = pytest.mark.cluster
 

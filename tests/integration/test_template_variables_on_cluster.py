@@ -10,7 +10,6 @@ one the operator takes: ``WandbHook.get_queue`` through ``template_and_schemas``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,11 +23,10 @@ from airflow_volcano_wandb.template import TemplateError, render_job
 from test_support.cluster_jobs import list_jobs, seed_template
 from test_support.operator_tries import StubTaskInstance, context_for
 from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import API_KEY, ENTITY, use_wandb_connection
 
 pytestmark = pytest.mark.cluster
 
-API_KEY = "standin" + "0123456789abcdef" * 3
-ENTITY = "ml-team"
 QUEUE = f"wandb-queue://{ENTITY}/gpu-queue"
 VARIABLES = {
     "workers": {"type": "integer", "minimum": 1, "maximum": 3, "default": 1},
@@ -52,9 +50,7 @@ def _queue_config() -> dict[str, Any]:
 def wandb_conn(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     with WandbStandin(api_key=API_KEY) as standin:
         standin.add_queue(ENTITY, "gpu-queue", config=_queue_config(), template_variables=VARIABLES)
-        conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
-        monkeypatch.setenv("AIRFLOW_CONN_WANDB_QUEUE_VARIABLES", json.dumps(conn))
-        yield "wandb_queue_variables"
+        yield use_wandb_connection(monkeypatch, "wandb_queue_variables", standin.url)
 
 
 def _render(conn_id: str, namespace: str, values: dict[str, Any]) -> dict[str, Any]:

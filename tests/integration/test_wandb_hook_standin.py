@@ -1,133 +1,37 @@
 """WandbHook against a local HTTP stand-in for W&B's GraphQL API (no W&B server runs here).
 
 The hook uses the real ``wandb`` SDK (``wandb.Api`` and its ``wandb-core`` helper process);
-only the server is replaced, by ``test_support/wandb_standin.py``. Every test name says "standin".
+only the server is replaced, by ``test_support/wandb_standin.py``, seeded as
+``test_support/wandb_standin_seed.py`` says (fixtures ``standin`` and ``conn_id`` in
+``conftest.py``). Writing the task's link into the run: ``test_wandb_backlink_standin.py``.
+Every test name says "standin".
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import socket
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import wandb
-import yaml
 
 from airflow_volcano_wandb.hooks import WandbHook
 from airflow_volcano_wandb.job.queue_template import template_and_schemas
 from airflow_volcano_wandb.template import TemplateError, render_job
-from airflow_volcano_wandb.wandb import wandb_backlink
 from airflow_volcano_wandb.wandb.key_forms import key_forms
 from test_support.wandb_standin import WandbStandin
-from test_support.wandb_support import airflow_run_context
-
-API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
-ENTITY = "ml-team"
-PROJECT = "retraining"
-RUN_ID = "a1b2c3d4e5f6g7h8"
-SUMMARY = {
-    "eval/accuracy": 0.9375,
-    "train/loss": 0.0421,
-    "epoch": 10,
-    "_step": 99,
-    "_runtime": 12.5,
-    "_wandb": {"runtime": 12},
-}
-REPO = Path(__file__).resolve().parents[2]
-MACROS = {
-    "image_uri": "registry.local/ddp-mlp:1.0",
-    "run_id": "r1",
-    "run_name": "r1",
-    "entity_name": ENTITY,
-    "project_name": PROJECT,
-    "author": "airflow",
-}
-KNOWN_OPERATIONS = {
-    "Viewer",
-    "GetDefaultEntity",
-    "Run",
-    "GetRunQueueMetadata",
-    "GetDefaultResourceConfig",
-    "UpsertBucket",
-    "ServerFeaturesQuery",
-    "RunInputArtifacts",
-    "RunOutputArtifacts",
-}
-
-
-def seed_template() -> dict:
-    for candidate in (
-        REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml",
-        Path("/work/shared/seed/volcano-pytorch-queue-template.yaml"),
-    ):
-        if candidate.exists():
-            return yaml.safe_load(candidate.read_text())
-    return {
-        "apiVersion": "batch.volcano.sh/v1alpha1",
-        "kind": "Job",
-        "metadata": {"name": "wandb-job-${run_id}"},
-        "spec": {"tasks": [{"name": "master", "replicas": 1}]},
-    }
-
-
-#: A queue admin's guardrails, as declared in W&B (``create_run_queue(template_variables=)``).
-VARIABLES = {
-    "workers": {"type": "integer", "minimum": 1, "maximum": 4, "default": 1},
-    "gpus": {"type": "integer", "minimum": 0, "maximum": 2, "description": "GPUs per rank"},
-}
-
-
-def templated_seed() -> dict:
-    """The seed with its worker count and GPUs replaced by W&B template variables."""
-    template = seed_template()
-    worker = template["spec"]["tasks"][1]
-    worker["replicas"] = "{{workers}}"
-    container = worker["template"]["spec"]["containers"][0]
-    container["resources"] = {"limits": {"nvidia.com/gpu": "{{gpus}}"}}
-    return template
-
-
-@pytest.fixture
-def standin():
-    with WandbStandin(api_key=API_KEY) as server:
-        server.add_run(ENTITY, PROJECT, RUN_ID, summary=SUMMARY, config={"lr": 0.01})
-        server.add_queue(ENTITY, "volcano-queue", config=seed_template())
-        server.add_queue(
-            ENTITY, "templated-queue", config=templated_seed(), template_variables=VARIABLES
-        )
-        server.add_queue(ENTITY, "empty-queue", config=None)
-        server.add_queue(ENTITY, "sagemaker-queue", config={"x": 1}, resource="sagemaker")
-        yield server
-        unsupported = [op for op in server.operations() if op not in KNOWN_OPERATIONS]
-        assert not unsupported, f"wandb sent operations the stand-in does not know: {unsupported}"
-
-
-@pytest.fixture
-def conn_id(standin: WandbStandin, monkeypatch: pytest.MonkeyPatch, request) -> str:
-    # A distinct id per test: Airflow may cache connections by id within a process.
-    name = f"wandb_standin_{request.node.name}".lower()
-    name = "".join(c if c.isalnum() else "_" for c in name)
-    monkeypatch.setenv(
-        f"AIRFLOW_CONN_{name.upper()}",
-        json.dumps(
-            {
-                "conn_type": "wandb",
-                "host": standin.url,
-                "password": API_KEY,
-                "extra": {"entity": ENTITY, "project": PROJECT},
-            }
-        ),
-    )
-    # The SDK must get its key from the connection, not from the test machine.
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    return name
+from test_support.wandb_standin_seed import (
+    MACROS,
+    RUN_ID,
+    SUMMARY,
+    VARIABLES,
+    seed_template,
+    templated_seed,
+)
+from test_support.wandb_support import API_KEY, ENTITY, PROJECT, use_wandb_connection
 
 
 def test_get_run_summary_against_wandb_standin(standin: WandbStandin, conn_id: str) -> None:
@@ -257,11 +161,7 @@ def test_get_queue_template_rejects_unusable_queues_against_wandb_standin(
 def test_wrong_api_key_is_rejected_by_wandb_standin(
     standin: WandbStandin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_WANDB_STANDIN_WRONG_KEY",
-        json.dumps({"conn_type": "wandb", "host": standin.url, "password": "x" * 40}),
-    )
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    use_wandb_connection(monkeypatch, "wandb_standin_wrong_key", standin.url, password="x" * 40)
     with pytest.raises(Exception, match=r"(?i)credential|401|api key|auth"):
         WandbHook("wandb_standin_wrong_key").get_run_summary(RUN_ID, entity=ENTITY, project=PROJECT)
 
@@ -308,10 +208,7 @@ def test_test_connection_against_wandb_standin(
     ok, message = WandbHook(conn_id).test_connection()
     assert ok, message
     assert standin.viewer_entity in message
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_WANDB_STANDIN_BAD",
-        json.dumps({"conn_type": "wandb", "host": standin.url, "password": "y" * 40}),
-    )
+    use_wandb_connection(monkeypatch, "wandb_standin_bad", standin.url, password="y" * 40)
     ok, message = WandbHook("wandb_standin_bad").test_connection()
     assert not ok
     assert "y" * 40 not in message
@@ -385,132 +282,6 @@ def test_the_operator_renders_a_queues_template_variables_against_wandb_standin(
     api.close()
 
 
-TASK = airflow_run_context(
-    dag_run_id="scheduled__2026-11-30",
-    logical_date=None,
-    task_url="http://airflow.example/dags/retrain/runs/scheduled__2026-11-30/tasks/train",
-)
-
-
-def _link_back(hook: WandbHook, outcome: str, **options: Any) -> bool:
-    """``link_back`` of TASK's run with a key, as the operator calls it; ``options`` replace
-    the run's id and the connection's entity, project and mode (None: the connection's)."""
-    arguments: dict[str, Any] = {
-        "run_id": RUN_ID,
-        "entity": None,
-        "project": None,
-        "mode": None,
-        "has_key": True,
-        "log": logging.getLogger("test.link_back"),
-    }
-    return wandb_backlink.link_back(hook, TASK, outcome, **{**arguments, **options})
-
-
-def test_link_back_writes_the_task_into_the_run_against_wandb_standin(
-    standin: WandbStandin, conn_id: str, capfd: pytest.CaptureFixture[str]
-) -> None:
-    hook = WandbHook(conn_id)
-    linked = _link_back(hook, "failed")
-    assert linked
-    run = standin.run(ENTITY, PROJECT, RUN_ID)
-    assert run.config == {"lr": 0.01, "airflow": wandb_backlink.airflow_record(TASK, "failed")}
-    assert run.tags == ["airflow", "airflow-failed"]
-    assert run.notes.splitlines() == [
-        f"Airflow task: {TASK.task_url} (DAG run {TASK.dag_run_id}, try 2: failed)"
-    ]
-    assert run.summary == SUMMARY  # written back as read: untouched
-    # A later try that succeeds replaces the outcome: one record, one outcome tag.
-    assert _link_back(hook, "success", entity=ENTITY, project=PROJECT, mode="online")
-    assert run.config["airflow"]["outcome"] == "success"
-    assert run.tags == ["airflow", "airflow-success"]
-    assert len(run.notes.splitlines()) == 1 and run.notes.endswith("success)")
-    assert API_KEY not in "".join(repr(u) for u in standin.upserts)
-    captured = capfd.readouterr()
-    assert API_KEY not in captured.out + captured.err
-
-
-def test_link_back_of_a_resumed_try_says_so_in_the_run_against_wandb_standin(
-    standin: WandbStandin, conn_id: str
-) -> None:
-    """The operator hands the resume's facts from its return value (None: not known); the run
-    gets them in its ``airflow`` entry and a notes line, through the W&B public API."""
-    resumed = {
-        "resumed_from_intent": 1,
-        "resumed_from_step": 593,
-        "resumed_from_checkpoint": f"/checkpoints/{RUN_ID}/step-000000593.pt",
-        "resume_saved_gpu_seconds": 39505.9,
-    }
-    assert _link_back(
-        WandbHook(conn_id),
-        "success",
-        entity=ENTITY,
-        project=PROJECT,
-        mode="online",
-        resumed=resumed,
-    )
-    run = standin.run(ENTITY, PROJECT, RUN_ID)
-    assert run.config["airflow"] == {**wandb_backlink.airflow_record(TASK, "success"), **resumed}
-    assert run.notes.splitlines()[0] == (
-        f"Resumed from step 593 (checkpoint /checkpoints/{RUN_ID}/step-000000593.pt): "
-        "39505.9 GPU-seconds saved"
-    )
-    assert run.notes.splitlines()[1].startswith("Airflow task:")
-
-
-def _link_back_online(
-    hook: WandbHook, run_id: str, caplog: pytest.LogCaptureFixture
-) -> tuple[bool, str]:
-    """``link_back`` of an online run with a key: whether it linked, and what it logged."""
-    with caplog.at_level(logging.INFO, logger="test.link_back"):
-        linked = _link_back(hook, "success", run_id=run_id)
-    return linked, caplog.text
-
-
-def test_link_back_never_fails_the_task_against_wandb_standin(
-    standin: WandbStandin,
-    conn_id: str,
-    caplog: pytest.LogCaptureFixture,
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    linked, logged = _link_back_online(WandbHook(conn_id), "no-such-run", caplog)
-    assert not linked
-    assert "Could not write the Airflow link into W&B run no-such-run" in logged
-    assert not standin.upserts
-    assert API_KEY not in caplog.text + "".join(capfd.readouterr())
-
-
-@pytest.mark.parametrize(
-    ("mode", "has_key", "why"),
-    [
-        ("offline", True, "W&B mode is offline"),
-        ("disabled", True, "W&B mode is disabled"),
-        (None, False, "no W&B API key"),
-    ],
-)
-def test_link_back_offline_is_one_clear_line_against_wandb_standin(
-    standin: WandbStandin, conn_id: str, caplog: pytest.LogCaptureFixture, mode, has_key, why
-) -> None:
-    log = logging.getLogger("test.link_back")
-    with caplog.at_level(logging.INFO, logger="test.link_back"):
-        linked = wandb_backlink.link_back(
-            WandbHook(conn_id),
-            TASK,
-            "success",
-            run_id=RUN_ID,
-            entity=None,
-            project=None,
-            mode=mode,
-            has_key=has_key,
-            log=log,
-        )
-    assert not linked
-    assert [r.getMessage() for r in caplog.records] == [
-        f"{why}: the Airflow task is not linked from the W&B run {RUN_ID} (the trainer still "
-        "gets AVW_AIRFLOW_TASK_URL)"
-    ]
-    assert standin.operations() == []  # not even a connection attempt
-
-
 def test_run_artifacts_for_lineage_against_wandb_standin(
     standin: WandbStandin, conn_id: str
 ) -> None:
@@ -521,51 +292,3 @@ def test_run_artifacts_for_lineage_against_wandb_standin(
         (f"{ENTITY}/datasets/mnist:v3", "dataset")
     ]
     assert [(a.qualified_name, a.type) for a in logged] == [(f"{ENTITY}/{PROJECT}/mlp:v0", "model")]
-
-
-@pytest.fixture
-def silent_wandb(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A W&B connection to a server that accepts connections and never answers."""
-    server = socket.create_server(("127.0.0.1", 0))
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        server.settimeout(0.2)
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                held.append(server.accept()[0])
-
-    acceptor = threading.Thread(target=accept, daemon=True)
-    acceptor.start()
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_WANDB_SILENT",
-        json.dumps(
-            {
-                "conn_type": "wandb",
-                "host": f"http://127.0.0.1:{server.getsockname()[1]}",
-                "password": API_KEY,
-                "extra": {"entity": ENTITY, "project": PROJECT},
-            }
-        ),
-    )
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
-    yield "wandb_silent"
-    stop.set()
-    acceptor.join()
-    for conn in held:
-        conn.close()
-    server.close()
-
-
-@pytest.mark.timeout(120)
-def test_a_silent_w_and_b_cannot_hold_the_link_back_past_the_deadline(
-    silent_wandb: str, caplog: pytest.LogCaptureFixture
-) -> None:
-    """The SDK's own timeout and retries alone would hold this call for minutes."""
-    hook = WandbHook(silent_wandb, timeout=30, deadline=3)
-    linked, logged = _link_back_online(hook, RUN_ID, caplog)
-    assert not linked
-    assert "TimeoutError" in logged and "within 3 s" in logged, logged
-    with pytest.raises(TimeoutError, match="get_run_summary gave no answer within 3 s"):
-        hook.get_run_summary(RUN_ID)

@@ -14,9 +14,9 @@ import sys
 from pathlib import Path
 
 from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import API_KEY, ENTITY, PROJECT
 
-API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
-ENTITY, PROJECT, RUN_ID = "ml-team", "retraining", "artifactrun1"
+RUN_ID = "artifactrun1"
 
 # Logs v0 and v1 of "checkpoint-<run>" (a file each, metadata, aliases), then, with the file
 # cache bypassed so the bytes come from the server, downloads :latest; prints what it saw.

@@ -486,14 +486,17 @@ def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_sha
     commits it. Try 2's pods start empty: rank 0 downloads the artifact's latest and sends it
     to the worker, both resume there, and the run's history is one continuous line."""
     from test_support.wandb_standin import WandbStandin
-    from tests.integration.test_wandb_hook_standin import API_KEY, ENTITY, PROJECT
+    from test_support.wandb_support import (
+        API_KEY,
+        ENTITY,
+        PROJECT,
+        use_wandb_connection,
+    )
 
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_CHECK_INTERVAL", "2")
     store = support.MemoryStore()
     standin = WandbStandin(api_key=API_KEY, host=node.GATEWAY).start()
-    conn = {"conn_type": "wandb", "host": standin.url, "password": API_KEY}
-    monkeypatch.setenv("AIRFLOW_CONN_WANDB_ARTIFACT_STANDIN", json.dumps(conn))
-    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    use_wandb_connection(monkeypatch, "wandb_artifact_standin", standin.url)
 
     def one_try(try_number: int, **kwargs: Any) -> Any:
         return _killable_try(
