@@ -127,23 +127,24 @@ def load_jobs(path: str, limit: int) -> list[dict]:
 
 def operator_default_kwargs(job: dict, follow: bool) -> dict:
     """What the operator's deferred trigger carries when a DAG sets none of the wait's options
-    (``OperatorParts.trigger``): the submission's uid, try 1, the parts' defaults (the restart
+    (``Waiter.trigger``): the submission's uid, try 1, the parts' defaults (the restart
     budget of 3 and the 120 s startup budget of ``RunLimits``, ``poll_interval`` 10 s, the
     watch's failure grace), deferred now. Built from the parts themselves, so a default that
     changes there changes here."""
     from airflow_volcano_wandb.operators.operator_parts import OperatorWait
     from airflow_volcano_wandb.parts.connection import Connection
+    from airflow_volcano_wandb.parts.job_wait import JobWait
     from airflow_volcano_wandb.parts.limits import RunLimits
     from airflow_volcano_wandb.parts.log_follow import LogFollow
 
-    wait = OperatorWait()
+    wait, own = JobWait(), OperatorWait()
     now = time.time()
     return {
         "job_uid": job.get("uid"),
         **Connection().kwargs(),
         "pending_timeout": wait.pending_timeout,
         "deadline": None,  # no execution_timeout
-        "poll_interval": wait.poll_interval,
+        "poll_interval": own.poll_interval,
         "watch_failure_grace": wait.watch_failure_grace,
         "try_number": 1,
         **LogFollow().trigger_kwargs((), follow=follow),

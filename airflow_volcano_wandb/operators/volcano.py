@@ -6,6 +6,7 @@ A thin Airflow shell: its options are its parts' (``operator_parts.py``), and ``
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import Any
@@ -13,24 +14,21 @@ from typing import Any
 from airflow.sdk import BaseOperator, Context
 
 from airflow_volcano_wandb.airflow_compat import task_state_store
-from airflow_volcano_wandb.job import deletion, submission
+from airflow_volcano_wandb.job import submission
 from airflow_volcano_wandb.job.deployment import configured_deployment
-from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.operators import preview
 from airflow_volcano_wandb.operators.operator_parts import OPTIONS, OperatorParts
-from airflow_volcano_wandb.operators.sync_wait import wait_in_process
 from airflow_volcano_wandb.parts import options
-from airflow_volcano_wandb.parts.assets import annotate_outlet_events
 from airflow_volcano_wandb.parts.connection import Connection
 from airflow_volcano_wandb.parts.jinja_fields import render_own_fields
 from airflow_volcano_wandb.parts.training_run import pulled_run, run_lineage
-from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_ID, XCOM_RUN_URL, WandbReport
+from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_ID, WandbReport
 from airflow_volcano_wandb.template import job_as_yaml
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
-from airflow_volcano_wandb.wait import cleanup, job_report
+from airflow_volcano_wandb.triggers.waiter import Waiter
 from airflow_volcano_wandb.wait.outcome import WaitResult
 
 XCOM_JOB = "volcano_job"
@@ -62,13 +60,9 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         super().__init__(**kwargs)
         for name, value in given.items():
             setattr(self, name, value)
-        #: The job this try submitted or reattached to, as soon as it exists (for on_kill).
-        self._job: dict[str, str] | None = None
-        self._try_number: int | None = None
-        #: What this try ran and trained into, once it ended (for OpenLineage).
-        self._facts: JobFacts | None = None
-        self._run: dict[str, Any] = {}
-        self._summary: dict[str, Any] | None = None
+        #: This try's wait: its job, as soon as it exists (for on_kill), and what it ran and
+        #: trained into, once it ended (for OpenLineage).
+        self.waiter: Waiter | None = None
         self.rendered_job: str | None = None  # set by execute: preview.RENDERED_JOB
 
     @property
@@ -89,15 +83,19 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         # One hook per task run: its connection lookup and API clients are reused by every call.
         return options.build(Connection, self).hook()
 
+    def _waiter(self, parts: OperatorParts, try_number: int | None) -> Waiter:
+        self.waiter = Waiter(self, parts, try_number=try_number, resume=parts.resume)
+        return self.waiter
+
     def execute(self, context: Context) -> dict[str, Any]:
         parts = OperatorParts.of(self)
         ti = context["ti"]
         identity = TaskInstanceIdentity(
             ti.dag_id, ti.task_id, ti.run_id, ti.map_index, deployment=configured_deployment()
         )
-        self._try_number = ti.try_number
-        intent = self._try_number or 1
-        wandb_hook, resumed = parts.report.hook(), None
+        waiter = self._waiter(parts, ti.try_number)
+        intent = ti.try_number or 1
+        wandb_hook, resumed = waiter.wandb_hook, None
 
         def render(intent: int) -> tuple[Any, dict[str, Any]]:
             # Bad input fails before any API client exists: the namespace is asked last.
@@ -116,14 +114,14 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             render,
             identity,
             try_number=intent,
-            reattach=parts.wait.reattach_on_restart,
+            reattach=parts.own.reattach_on_restart,
             api_key=None if parts.run.wandb_api_key_secret else wandb_hook.api_key,
-            on_job=self._known,
+            on_job=waiter.known,
             store=store,
             fit_check=parts.job.fit_checked(rendered[1]),
             task_log=self.log,
         )
-        ti.xcom_push(key=XCOM_JOB, value=self._job)
+        ti.xcom_push(key=XCOM_JOB, value=waiter.job)
         parts.resume.record_run(store, job)  # for the next try, the outcome not yet known
         run = parts.run.publish(ti, spec, job)
         parts.resume.say_resumed(resumed, job, ti, run)
@@ -131,23 +129,25 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         status = interpret(job)
         if status.terminal:  # only a Completed job is ever reused
             self.log.info("Job %s Completed in an earlier try; not resubmitting", status.name)
-            return self._report(parts, context, WaitResult.from_status(status), run)
-        if not parts.wait.wait_for_completion:
-            return {**self._job, **run}
-        asks = parts.limits.asks_wandb
-        asked = parts.report.progress_kwargs(run[XCOM_RUN_ID], asks, wandb_hook)
-        trigger = self._trigger(parts, [wandb_hook.api_key], parts.wait.deferrable, asked)
-        if parts.wait.deferrable:
-            resumed_with = {"run": run, preview.RENDERED_JOB: self.rendered_job}
-            self.defer(trigger=trigger, method_name="execute_complete", kwargs=resumed_with)
+            return waiter.finish(WaitResult.from_status(status), context, run)
+        if not parts.own.wait_for_completion:
+            return {**waiter.job, **run}
+        timeout = self.execution_timeout
         try:
-            result = wait_in_process(self.hook, trigger, job, self.log)
-        except BaseException as exc:
-            # A kill or any failure while waiting here: nobody would wait on the job any more.
-            self._delete_job()
-            parts.resume.record_timeout(store, self._job, exc)  # a kill: told by the job gone
+            waited = waiter.wait(
+                waiter.job,
+                deferred=parts.wait.deferrable,
+                deadline=time.time() + timeout.total_seconds() if timeout else None,
+                poll_interval=parts.own.poll_interval,
+                run_id=run[XCOM_RUN_ID],
+            )
+        except BaseException as exc:  # a kill: told by the job gone
+            parts.resume.record_timeout(store, waiter.job, exc)
             raise
-        return self._report(parts, context, result, run)
+        if isinstance(waited, VolcanoJobTrigger):
+            resumed_with = {"run": run, preview.RENDERED_JOB: self.rendered_job}
+            self.defer(trigger=waited, method_name="execute_complete", kwargs=resumed_with)
+        return waiter.finish(waited, context, run)
 
     def execute_complete(
         self,
@@ -157,72 +157,11 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         rendered_job: str | None = None,
     ) -> dict[str, Any]:
         """Resume after the trigger fired: report, clean up, and succeed or fail."""
-        parts, self.rendered_job = OperatorParts.of(self), rendered_job  # the view keeps it
-        self._try_number = context["ti"].try_number
+        self.rendered_job = rendered_job  # the Rendered Template view keeps it
+        waiter = self._waiter(OperatorParts.of(self), context["ti"].try_number)
         if run is None:  # dag.test() resumes without the deferral's kwargs: ask XCom
             run = pulled_run(context["ti"], self.task_id)
-        return self._report(parts, context, WaitResult.from_event(event), dict(run))
-
-    def _trigger(
-        self,
-        parts: OperatorParts,
-        masked: Sequence[str | None],
-        deferred: bool,
-        wandb_run: Mapping | None = None,
-    ) -> VolcanoJobTrigger:
-        """The wait, ``deferred`` or here, masking ``masked``, asking ``wandb_run`` on a stall."""
-        assert self._job is not None
-        timeout, try_number = self.execution_timeout, self._try_number
-        return parts.trigger(self._job, try_number, timeout, masked, deferred, wandb_run)
-
-    def _report(
-        self, parts: OperatorParts, context: Context, result: WaitResult, run: Mapping[str, Any]
-    ) -> dict[str, Any]:
-        """Clean up as ``on_finish_action`` says, tell what happened, succeed or fail."""
-        ti, hook = context["ti"], self.hook
-        self._job = result.job_ref()
-        self._facts, self._run = JobFacts.from_job({"metadata": self._job}), dict(run)
-        parts.report.hook().mask_api_key()  # a resumed task is a new process: logs may echo it
-        patched = job_report.mark_reported(hook, result, ti.try_number, self.log)
-        deletes = cleanup.deletes_job(result.outcome, parts.wait.on_finish_action)
-        if result.outcome.succeeded:
-            self.log.info("%s", result.message)
-            job = job_report.fetch_finished_job(hook, result, self.log, patched)
-            pods = job_report.finished_job_pods(hook, job, self.log)  # before a delete
-            usage = None if pods is None else job_report.log_gpu_seconds(hook, job, self.log, pods)
-            ti.xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
-            run = {**run, **parts.resume.say_resumed_step(hook, job, ti, run)}
-            if job:
-                self._facts = JobFacts.from_job(job)
-                if parts.wait.deferrable and pods is not None:
-                    job_report.log_master_tail(hook, job, parts.logs.log_lines, self.log, pods)
-            parts.end_run(context, run, result, None)  # before a delete: the next try knows
-            if deletes:
-                self._delete_job()
-            summary, rates = parts.report.push_summary(ti, run)
-            self._summary = summary
-            if self.outlets:  # the record travels with the asset event (docs/assets.md)
-                extra = asset_extra(self._facts, run, summary, usage, rates)
-                annotate_outlet_events(context, self.outlets, extra)
-            summary_part = {"wandb_summary": summary} if summary is not None else {}
-            return {**result.job_ref(), **run, **summary_part, "phase": result.phase}
-        error = job_report.report_failure(
-            hook,
-            result,
-            delete_job=self._delete_job if deletes else None,
-            log_lines=parts.logs.log_lines,
-            task_log=self.log,
-            run_url=run.get(XCOM_RUN_URL),
-        )
-        parts.end_run(context, run, result, error)
-        raise error  # its class names the cause, for retry policies
-
-    def _known(self, job: dict[str, str]) -> None:
-        self._job = job  # on_kill's, from the moment it exists
-
-    def _delete_job(self, *, kill: bool = False) -> None:
-        if self._job:
-            deletion.delete_if_owned(self.hook, self._job, self._try_number, self.log, kill=kill)
+        return waiter.finish(WaitResult.from_event(event), context, dict(run))
 
     def dry_run(self) -> None:
         """Print the Volcano Job this task would submit, as YAML, and submit nothing.
@@ -236,12 +175,15 @@ class VolcanoPyTorchJobOperator(BaseOperator):
 
     def on_kill(self) -> None:
         """Killed while waiting in sync mode: delete the job and its pods, unless it ended."""
-        self._delete_job(kill=True)
+        if self.waiter is not None:
+            self.waiter.delete(kill=True)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """OpenLineage: the Volcano job, the W&B run, its artifacts (docs/lineage.md)."""
         report = options.build(WandbReport, self, log=self.log)
-        return run_lineage(report, self._facts, self._run, self._summary)
+        if (waiter := self.waiter) is None:  # failed before it waited
+            return run_lineage(report, None, {}, None)
+        return run_lineage(report, waiter.facts, waiter.run, waiter.summary)
 
     #: A failed try's: the same facets, as far as the try got.
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete

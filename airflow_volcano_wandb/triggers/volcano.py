@@ -18,16 +18,13 @@ from airflow_volcano_wandb.job.ownership import selector_matches
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.triggers import kill
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
-from airflow_volcano_wandb.triggers.wait_spec import DEFAULT_WATCH_FAILURE_GRACE, WaitSpec
+from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait import step_io
 from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, may_read_pods
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.training_progress import READ_INTERVAL
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
-
-# DEFAULT_WATCH_FAILURE_GRACE is the sensor's and the operator's default too (WaitSpec's).
-__all__ = ["DEFAULT_WATCH_FAILURE_GRACE", "VolcanoJobTrigger", "defer_settle_seconds"]
 
 #: How long after a deferral its trigger may fire at the earliest, unless ``[volcano_wandb]
 #: defer_settle_seconds`` says otherwise. Airflow (3.0 to 3.3.2) fails a deferred task whose

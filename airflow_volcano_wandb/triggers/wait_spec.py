@@ -19,11 +19,8 @@ from typing import Any
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from airflow_volcano_wandb.logs.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from airflow_volcano_wandb.wait.judge import WaitTarget
+from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE, WaitTarget
 from airflow_volcano_wandb.wait.stall import WandbRunRef
-
-#: Ten minutes: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
-DEFAULT_WATCH_FAILURE_GRACE = 600.0
 
 
 @dataclass(frozen=True)

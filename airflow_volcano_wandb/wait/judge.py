@@ -48,6 +48,9 @@ GANG_WHOLE_ANNOTATION = f"{DOMAIN}/gang-whole-at"
 #: minutes to exhaust a budget (the kubelet's back-off doubles from 10 s), so seeing it up to
 #: this much later costs little.
 DEFAULT_POD_CHECK_INTERVAL = 30.0
+#: How long a job may stay unreadable before the wait ends as a lost watch: ten minutes,
+#: longer than a RoleBinding re-applied by Helm or Argo CD stays missing.
+DEFAULT_WATCH_FAILURE_GRACE = 600.0
 
 
 @dataclass(frozen=True)

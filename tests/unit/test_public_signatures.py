@@ -175,6 +175,9 @@ SENSOR_TEMPLATE_FIELDS = {
     "wandb_entity",
     "wandb_project",
     "wandb_mode",
+    # The operator's since #44: one declaration (JobWait) for both shells ended the drift.
+    "pending_timeout",
+    "on_finish_action",
 }
 
 RENDER_JOB = {

@@ -13,7 +13,7 @@ from airflow.sdk import DAG
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OPTIONS as OPERATOR_OPTIONS
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
-from airflow_volcano_wandb.sensors.sensor_parts import OPTIONS as SENSOR_OPTIONS
+from airflow_volcano_wandb.sensors.volcano import OPTIONS as SENSOR_OPTIONS
 from airflow_volcano_wandb.template import render_job
 
 SHELLS = [(VolcanoPyTorchJobOperator, OPERATOR_OPTIONS), (VolcanoJobSensor, SENSOR_OPTIONS)]

@@ -11,21 +11,19 @@ from __future__ import annotations
 import time
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_DEFER_SETTLE_SECONDS,
     VolcanoJobTrigger,
     defer_settle_seconds,
 )
-from airflow_volcano_wandb.wait.judge import WaitTarget
+from test_support.waits import operator_trigger, sensor_trigger
 
 
 def _triggered(*, deferred: bool) -> VolcanoJobTrigger:
     """The operator's wait on its job, deferred or here."""
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
-    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    return op._trigger(OperatorParts.of(op), masked=[], deferred=deferred)
+    return operator_trigger(op, deferred=deferred)
 
 
 def test_the_operator_bounds_a_deferred_wait_and_not_its_own():
@@ -37,9 +35,8 @@ def test_the_operator_bounds_a_deferred_wait_and_not_its_own():
 
 def test_the_sensor_bounds_its_deferred_wait():
     sensor = VolcanoJobSensor(task_id="w", job_name="j", namespace="ns")
-    target = WaitTarget(name="j", namespace="ns", uid="u", pending_timeout=None, deadline=None)
     before = time.time()
-    assert before <= sensor._trigger(target).serialize()[1]["deferred_at"] <= time.time()
+    assert before <= sensor_trigger(sensor).serialize()[1]["deferred_at"] <= time.time()
 
 
 def test_the_settle_time_is_configured_per_triggerer(monkeypatch):

@@ -18,7 +18,6 @@ import yaml
 from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception
@@ -32,6 +31,7 @@ from airflow_volcano_wandb.wait.restart_budget import (
     total_restarts,
 )
 from test_support.airflow_compat import dag_bag
+from test_support.waits import operator_trigger, sensor_trigger
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 REPO = Path(__file__).resolve().parents[3]
@@ -188,8 +188,7 @@ def test_a_crash_looping_job_is_always_deleted(action):
 
 def test_the_operator_and_the_sensor_hand_their_budget_to_the_serialized_trigger():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
-    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    classpath, kwargs = op._trigger(OperatorParts.of(op), masked=[], deferred=True).serialize()
+    classpath, kwargs = operator_trigger(op).serialize()
     assert kwargs["max_container_restarts"] == DEFAULT_MAX_CONTAINER_RESTARTS
     module, _, name = classpath.rpartition(".")
     again = getattr(importlib.import_module(module), name)(**kwargs)
@@ -197,15 +196,10 @@ def test_the_operator_and_the_sensor_hand_their_budget_to_the_serialized_trigger
     sensor = VolcanoJobSensor(task_id="w", job_name="j", namespace="ns", max_container_restarts=0)
     target = sensor._target()
     assert target.max_container_restarts == 0
-    assert sensor._trigger(target).serialize()[1]["max_container_restarts"] == 0
+    assert sensor_trigger(sensor).serialize()[1]["max_container_restarts"] == 0
     off = VolcanoPyTorchJobOperator(task_id="t", template="s.yaml", max_container_restarts=None)
-    off._job = op._job
-    assert (
-        off._trigger(OperatorParts.of(off), masked=[], deferred=False).serialize()[1][
-            "max_container_restarts"
-        ]
-        is None
-    )
+    off_kwargs = operator_trigger(off, deferred=False).serialize()[1]
+    assert off_kwargs["max_container_restarts"] is None
 
 
 def test_a_trigger_serialised_before_the_budget_existed_counts_no_restarts():

@@ -40,6 +40,7 @@ from airflow_volcano_wandb.wait.stall import (
 )
 from airflow_volcano_wandb.wait.step import WaitMemory, look, probes_stall
 from test_support.airflow_compat import dag_bag
+from test_support.waits import operator_trigger, sensor_trigger
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 REPO = Path(__file__).resolve().parents[3]
@@ -340,30 +341,17 @@ def test_a_connection_without_a_key_is_not_asked(monkeypatch):
 
 def test_the_operator_and_the_sensor_hand_the_timeout_to_the_serialized_trigger():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", stall_timeout=1800)
-    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    assert (
-        op._trigger(OperatorParts.of(op), masked=[], deferred=True).serialize()[1]["stall_timeout"]
-        == 1800
-    )
-    assert (
-        op._trigger(OperatorParts.of(op), masked=[], deferred=True).spec.target().stall_timeout
-        == 1800
-    )
+    assert operator_trigger(op).serialize()[1]["stall_timeout"] == 1800
+    assert operator_trigger(op).spec.target().stall_timeout == 1800
     sensor = VolcanoJobSensor(
         task_id="w", job_name="j", namespace="ns", stall_timeout=60.5, wandb_conn_id=None
     )
     target = sensor._target()
     assert target.stall_timeout == 60.5
-    assert sensor._trigger(target, None).serialize()[1]["stall_timeout"] == 60.5
+    assert sensor_trigger(sensor).serialize()[1]["stall_timeout"] == 60.5
     off = VolcanoPyTorchJobOperator(task_id="t", template="s.yaml")
-    off._job = op._job
     assert off.stall_timeout is None
-    assert (
-        off._trigger(OperatorParts.of(off), masked=[], deferred=False).serialize()[1][
-            "stall_timeout"
-        ]
-        is None
-    )
+    assert operator_trigger(off, deferred=False).serialize()[1]["stall_timeout"] is None
 
 
 WANDB_KEY = "stall" + "0123456789abcdef" * 3
@@ -399,10 +387,7 @@ def test_the_trigger_names_the_online_run_it_asks_never_its_key(
     op = VolcanoPyTorchJobOperator(
         task_id="t", template="s.yaml", wandb_conn_id=wandb_conn, wandb_mode=mode, **limits
     )
-    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
-    parts = OperatorParts.of(op)
-    run = parts.report.progress_kwargs("r1", parts.limits.asks_wandb, WandbHook(wandb_conn))
-    trigger = op._trigger(OperatorParts.of(op), [WANDB_KEY], True, run)
+    trigger = operator_trigger(op, run_id="r1")
     kwargs = trigger.serialize()[1]
     assert WANDB_KEY not in json.dumps(kwargs)
     named = WandbRunRef(wandb_conn, "r1", "ml-team", "retraining")
@@ -417,7 +402,7 @@ def test_the_trigger_names_the_online_run_it_asks_never_its_key(
         **limits,
     )
     labelled = {"metadata": {"labels": {WANDB_RUN_LABEL: "r1"}}}
-    sensed = sensor._trigger(sensor._target(), labelled)
+    sensed = sensor_trigger(sensor, labelled)
     assert sensed.spec.wandb_run() == (named if asked else None)
     assert WANDB_KEY not in json.dumps(sensed.serialize()[1])
 
@@ -427,7 +412,6 @@ def test_without_a_key_the_trigger_names_no_run(monkeypatch):
     op = VolcanoPyTorchJobOperator(
         task_id="t", template="s.yaml", stall_timeout=60, wandb_conn_id="wandb_nokey"
     )
-    op._job = {"name": "j", "namespace": "ns", "uid": "u"}
     assert OperatorParts.of(op).report.progress_kwargs("r1", True, WandbHook("wandb_nokey")) == {}
 
 
