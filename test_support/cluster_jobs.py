@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -128,18 +129,99 @@ def end_master(api: k8s.ApiClient, namespace: str) -> None:
         )
 
 
+def create_job(api: k8s.ApiClient, job: dict[str, Any]) -> dict[str, Any]:
+    """Create the Volcano job in the namespace its metadata names; what the apiserver made."""
+    namespace = job["metadata"]["namespace"]
+    return custom(api).create_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", job
+    )
+
+
+def get_job(api: k8s.ApiClient, namespace: str, name: str) -> dict[str, Any]:
+    return custom(api).get_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs", name
+    )
+
+
+def job_phase(api: k8s.ApiClient, namespace: str, name: str) -> str:
+    return get_job(api, namespace, name).get("status", {}).get("state", {}).get("phase", "")
+
+
+def job_pods(api: k8s.ApiClient, namespace: str, name: str) -> list[k8s.V1Pod]:
+    selector = f"volcano.sh/job-name={name}"
+    return k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
+
+
+def podgroups(api: k8s.ApiClient, namespace: str) -> list[dict[str, Any]]:
+    return custom(api).list_namespaced_custom_object(
+        "scheduling.volcano.sh", "v1beta1", namespace, "podgroups"
+    )["items"]
+
+
+def seed_job(namespace: str, **pod_annotations: str) -> dict[str, Any]:
+    """The W&B Launch seed template with its macros filled in by plain string replacement, as a
+    job of ``namespace`` whose every pod has ``pod_annotations``."""
+    run_id = uuid.uuid4().hex[:8]
+    text = SEED.read_text()
+    for macro, value in {
+        "image_uri": "registry.invalid/ddp-mlp:test",
+        "run_id": run_id,
+        "run_name": f"run-{run_id}",
+        "entity_name": "test-entity",
+        "project_name": "test-project",
+        "author": "tester",
+    }.items():
+        text = text.replace("${" + macro + "}", value)
+    job = yaml.safe_load(text)
+    job["metadata"]["namespace"] = namespace
+    for task in job["spec"]["tasks"]:
+        meta = task["template"].setdefault("metadata", {})
+        meta.setdefault("annotations", {}).update(pod_annotations)
+    return job
+
+
+def simple_job(namespace: str, name: str, replicas: int = 1, **overrides: Any) -> dict[str, Any]:
+    """A one-task Volcano job (``main``); ``annotations``, ``restart_policy`` and ``resources``
+    go to its pods, other ``overrides`` to its spec."""
+    pod: dict[str, Any] = {
+        "metadata": {"annotations": overrides.pop("annotations", {})},
+        "spec": {
+            "restartPolicy": overrides.pop("restart_policy", "Never"),
+            "containers": [
+                {
+                    "name": "main",
+                    "image": "registry.invalid/trainer:test",
+                    "resources": overrides.pop("resources", {}),
+                }
+            ],
+        },
+    }
+    spec = {
+        "schedulerName": "volcano",
+        "tasks": [{"name": "main", "replicas": replicas, "template": pod}],
+    }
+    spec.update(overrides)
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }
+
+
 def list_pods(api: k8s.ApiClient, namespace: str) -> list[k8s.V1Pod]:
     return k8s.CoreV1Api(api).list_namespaced_pod(namespace).items
 
 
 def wait_until(predicate, timeout: float = 60, interval: float = 0.5, what: str = "condition"):
     deadline = time.monotonic() + timeout
+    value = None
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {value!r:.500})")
 
 
 def start_dag_process(dag_id: str, log_path: Path, logical_date: str, **conf: Any):

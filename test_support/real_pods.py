@@ -12,7 +12,7 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
 from test_support import operator_tries as support
-from test_support.cluster_jobs import SEED, custom, list_jobs, wait_until
+from test_support.cluster_jobs import SEED, custom, job_pods, list_jobs, wait_until
 
 
 def placed_seed() -> dict[str, Any]:
@@ -30,11 +30,6 @@ def rank_job(name: str, namespace: str, script: str, restart: str = "OnFailure")
             container["image"] = image.TRAINER_IMAGE
             container["command"] = ["python3", "-c", script]
     return job
-
-
-def job_pods(api: k8s.ApiClient, namespace: str, job: str) -> list[k8s.V1Pod]:
-    selector = f"volcano.sh/job-name={job}"
-    return k8s.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items
 
 
 def killable_try(
@@ -70,13 +65,6 @@ def kill(api: k8s.ApiClient, namespace: str, name: str) -> None:
         return not list_jobs(api, namespace) and not job_pods(api, namespace, name)
 
     wait_until(gone, 120, what="the killed job and its pods gone")
-
-
-def create_job(api: k8s.ApiClient, job: dict[str, Any]) -> None:
-    namespace = job["metadata"]["namespace"]
-    custom(api).create_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs", job
-    )
 
 
 def completed(api: k8s.ApiClient, namespace: str) -> bool:

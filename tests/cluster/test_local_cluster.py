@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import copy
 import time
-import uuid
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
@@ -25,109 +21,25 @@ from airflow_volcano_wandb.testing.cluster import (
     GPU_RESOURCE,
 )
 from airflow_volcano_wandb.testing.pytest_plugin import VolcanoCluster
+from test_support.cluster_jobs import (
+    create_job,
+    custom,
+    get_job,
+    job_phase,
+    job_pods,
+    podgroups,
+    seed_job,
+    simple_job,
+    wait_until,
+)
 
 pytestmark = pytest.mark.cluster
-
-# The repo's byte-exact copy of the W&B Launch seed template (a unit test checks the copy).
-REPO = Path(__file__).resolve().parents[2]
-SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
-GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
-T = TypeVar("T")
-
-
-def seed_job(namespace: str, **pod_annotations: str) -> dict[str, Any]:
-    """The W&B Launch seed template with its macros filled in by plain string replacement."""
-    run_id = uuid.uuid4().hex[:8]
-    text = SEED.read_text()
-    for macro, value in {
-        "image_uri": "registry.invalid/ddp-mlp:test",
-        "run_id": run_id,
-        "run_name": f"run-{run_id}",
-        "entity_name": "test-entity",
-        "project_name": "test-project",
-        "author": "tester",
-    }.items():
-        text = text.replace("${" + macro + "}", value)
-    job = yaml.safe_load(text)
-    job["metadata"]["namespace"] = namespace
-    for task in job["spec"]["tasks"]:
-        meta = task["template"].setdefault("metadata", {})
-        meta.setdefault("annotations", {}).update(pod_annotations)
-    return job
-
-
-def simple_job(namespace: str, name: str, replicas: int = 1, **overrides: Any) -> dict[str, Any]:
-    pod: dict[str, Any] = {
-        "metadata": {"annotations": overrides.pop("annotations", {})},
-        "spec": {
-            "restartPolicy": overrides.pop("restart_policy", "Never"),
-            "containers": [
-                {
-                    "name": "main",
-                    "image": "registry.invalid/trainer:test",
-                    "resources": overrides.pop("resources", {}),
-                }
-            ],
-        },
-    }
-    spec = {
-        "schedulerName": "volcano",
-        "tasks": [{"name": "main", "replicas": replicas, "template": pod}],
-    }
-    spec.update(overrides)
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": spec,
-    }
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 60.0) -> T:
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
-        time.sleep(0.25)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")
 
 
 @pytest.fixture
 def api(volcano_cluster: VolcanoCluster):
     with volcano_cluster.api_client() as api_client:
         yield api_client
-
-
-def _custom(api) -> client.CustomObjectsApi:
-    return client.CustomObjectsApi(api)
-
-
-def create_job(api, job: dict[str, Any]) -> dict[str, Any]:
-    ns = job["metadata"]["namespace"]
-    return _custom(api).create_namespaced_custom_object(GROUP, VERSION, ns, "jobs", job)
-
-
-def get_job(api, ns: str, name: str) -> dict[str, Any]:
-    return _custom(api).get_namespaced_custom_object(GROUP, VERSION, ns, "jobs", name)
-
-
-def job_phase(api, ns: str, name: str) -> str:
-    return get_job(api, ns, name).get("status", {}).get("state", {}).get("phase", "")
-
-
-def job_pods(api, ns: str, name: str) -> list[client.V1Pod]:
-    pods = client.CoreV1Api(api).list_namespaced_pod(
-        ns, label_selector=f"volcano.sh/job-name={name}"
-    )
-    return pods.items
-
-
-def podgroups(api, ns: str) -> list[dict[str, Any]]:
-    return _custom(api).list_namespaced_custom_object(
-        "scheduling.volcano.sh", "v1beta1", ns, "podgroups"
-    )["items"]
 
 
 def test_seed_template_runs_to_completed(api, volcano_namespace: str) -> None:
@@ -147,25 +59,22 @@ def test_seed_template_runs_to_completed(api, volcano_namespace: str) -> None:
     assert spec["maxRetry"] == 3
     assert {t["name"]: t["minAvailable"] for t in spec["tasks"]} == {"master": 1, "worker": 1}
 
-    groups = wait_for(
-        "the job's PodGroup",
+    groups = wait_until(
         lambda: [
             g
             for g in podgroups(api, volcano_namespace)
             if any(o["name"] == name for o in g["metadata"].get("ownerReferences", []))
         ],
+        what="the job's PodGroup",
     )
     assert groups[0]["spec"]["minMember"] == 1
     assert groups[0]["spec"]["queue"] == "default"
 
-    pods = wait_for(
-        "two bound pods",
-        lambda: (
-            [p for p in job_pods(api, volcano_namespace, name) if p.spec.node_name]
-            if len([p for p in job_pods(api, volcano_namespace, name) if p.spec.node_name]) == 2
-            else None
-        ),
-    )
+    def bound() -> list[client.V1Pod] | None:
+        pods = [p for p in job_pods(api, volcano_namespace, name) if p.spec.node_name]
+        return pods if len(pods) == 2 else None
+
+    pods = wait_until(bound, what="two bound pods")
     ranks = {}
     for pod in pods:
         assert pod.spec.scheduler_name == "volcano"
@@ -179,10 +88,9 @@ def test_seed_template_runs_to_completed(api, volcano_namespace: str) -> None:
     assert ranks == {"master": "0", "worker": "1"}
 
     # The master's TaskCompleted -> CompleteJob policy ends the job, via Completing.
-    wait_for(
-        "phase Completed",
+    wait_until(
         lambda: job_phase(api, volcano_namespace, name) == "Completed",
-        timeout=60,
+        what="phase Completed",
     )
     final = get_job(api, volcano_namespace, name)["status"]
     history = [c["status"] for c in final["conditions"]]
@@ -224,7 +132,10 @@ def test_nonzero_exit_fails_the_job(api, volcano_namespace: str) -> None:
         annotations={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: "3"},
     )
     create_job(api, job)
-    wait_for("phase Failed", lambda: job_phase(api, volcano_namespace, "exits-3") == "Failed")
+    wait_until(
+        lambda: job_phase(api, volcano_namespace, "exits-3") == "Failed",
+        what="phase Failed",
+    )
     pods = job_pods(api, volcano_namespace, "exits-3")
     assert len(pods) == 2
     for pod in pods:
@@ -252,7 +163,7 @@ def test_on_failure_pods_are_restarted_not_failed(api, volcano_namespace: str) -
                 return pods[0]
         return None
 
-    pod = wait_for("a restart", restarted, timeout=30)
+    pod = wait_until(restarted, 30, what="a restart")
     status = pod.status.container_statuses[0]
     assert pod.status.phase == "Running"
     assert status.last_state.terminated.exit_code == 5
@@ -280,7 +191,7 @@ def test_a_missing_secret_key_ref_holds_the_container_like_a_kubelet(
         statuses = pods[0].status.container_statuses if pods else None
         return statuses[0].state.waiting if statuses and statuses[0].state.waiting else None
 
-    state = wait_for("CreateContainerConfigError", waiting)
+    state = wait_until(waiting, what="CreateContainerConfigError")
     assert state.reason == "CreateContainerConfigError"
     assert state.message == 'secret "the-key" not found'
     (pod,) = job_pods(api, volcano_namespace, "keyless")
@@ -295,9 +206,12 @@ def test_a_missing_secret_key_ref_holds_the_container_like_a_kubelet(
         state = waiting()
         return bool(state and state.message.startswith("couldn't find key api-key"))
 
-    wait_for("the missing key named", wrong_key)
+    wait_until(wrong_key, what="the missing key named")
     core.patch_namespaced_secret("the-key", volcano_namespace, {"stringData": {"api-key": "v"}})
-    wait_for("Running", lambda: job_phase(api, volcano_namespace, "keyless") == "Running")
+    wait_until(
+        lambda: job_phase(api, volcano_namespace, "keyless") == "Running",
+        what="Running",
+    )
 
 
 def _unschedulable_condition(api, ns: str) -> dict[str, Any] | None:
@@ -323,8 +237,9 @@ def test_gang_no_node_can_hold_stays_pending_unschedulable(
     )
     create_job(api, job)
 
-    group = wait_for(
-        "PodGroup condition Unschedulable", lambda: _unschedulable_condition(api, volcano_namespace)
+    group = wait_until(
+        lambda: _unschedulable_condition(api, volcano_namespace),
+        what="PodGroup condition Unschedulable",
     )
     cond = next(c for c in group["status"]["conditions"] if c["type"] == "Unschedulable")
     assert cond["reason"] == "NotEnoughResources"
@@ -364,7 +279,7 @@ def test_gang_larger_than_cluster_is_never_enqueued(
             if e.involved_object.kind == "PodGroup" and e.reason == "Unschedulable"
         ] or None
 
-    events = wait_for("an Unschedulable PodGroup event", unschedulable_event)
+    events = wait_until(unschedulable_event, what="an Unschedulable PodGroup event")
     assert any(GPU_RESOURCE in (e.message or "") for e in events), [e.message for e in events]
     groups = podgroups(api, volcano_namespace)
     assert len(groups) == 1
@@ -380,8 +295,7 @@ def test_deleting_a_job_deletes_its_pods(api, volcano_namespace: str) -> None:
             volcano_namespace, "to-delete", replicas=2, annotations={DURATION_ANNOTATION: "600"}
         ),
     )
-    wait_for(
-        "two running pods",
+    wait_until(
         lambda: (
             len(
                 [
@@ -392,15 +306,19 @@ def test_deleting_a_job_deletes_its_pods(api, volcano_namespace: str) -> None:
             )
             == 2
         ),
+        what="two running pods",
     )
     assert podgroups(api, volcano_namespace)
 
-    _custom(api).delete_namespaced_custom_object(
-        GROUP, VERSION, volcano_namespace, "jobs", "to-delete"
+    custom(api).delete_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", "to-delete"
     )
-    wait_for("pods gone", lambda: not job_pods(api, volcano_namespace, "to-delete"))
+    wait_until(
+        lambda: not job_pods(api, volcano_namespace, "to-delete"),
+        what="pods gone",
+    )
     # The PodGroup is only owned by the job, so only the garbage collector can remove it.
-    wait_for("PodGroup gone", lambda: not podgroups(api, volcano_namespace))
+    wait_until(lambda: not podgroups(api, volcano_namespace), what="PodGroup gone")
 
 
 def test_pod_logs_readable_and_followable(api, volcano_namespace: str) -> None:
@@ -409,12 +327,12 @@ def test_pod_logs_readable_and_followable(api, volcano_namespace: str) -> None:
     create_job(api, job)
     core = client.CoreV1Api(api)
     master = f"{name}-master-0"
-    wait_for(
-        "master running",
+    wait_until(
         lambda: any(
             p.metadata.name == master and p.status.phase == "Running"
             for p in job_pods(api, volcano_namespace, name)
         ),
+        what="master running",
     )
 
     text = core.read_namespaced_pod_log(master, volcano_namespace, container="master")

@@ -18,11 +18,9 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
-from test_support.cluster_jobs import custom, run_dag, wait_until
+from test_support.cluster_jobs import create_job, custom, job_pods, run_dag, wait_until
 from test_support.real_pods import (
     completed,
-    create_job,
-    job_pods,
     placed_seed,
     rank_job,
 )

@@ -19,9 +19,8 @@ from airflow_volcano_wandb.exceptions import (
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
 from airflow_volcano_wandb.testing.cluster import image, node, placement, wandb_offline
 from test_support import operator_tries as support
-from test_support.cluster_jobs import list_jobs, wait_until
+from test_support.cluster_jobs import job_pods, list_jobs, wait_until
 from test_support.real_pods import (
-    job_pods,
     kill,
     killable_try,
     one_continuous_history,
