@@ -27,16 +27,17 @@ from test_support.real_pods import (
     placed_seed,
 )
 
-pytestmark = [pytest.mark.cluster, pytest.mark.real_pods]
+pytestmark = [
+    pytest.mark.cluster,
+    pytest.mark.real_pods,
+    pytest.mark.usefixtures("airflow_db", "kubernetes_connection", "quick_pod_checks"),
+]
 
 
 def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
-    airflow_db,
-    kubernetes_connection,
     volcano_cluster,
     volcano_namespace,
     real_node,
-    quick_pod_checks,
 ):
     """#23 end to end on real pods: try 1 trains (master + worker, checkpoints on a claim);
     the task is killed mid-way (its job deleted, as the trigger's kill does): every rank gets
@@ -75,12 +76,9 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
 
 
 def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods(
-    airflow_db,
-    kubernetes_connection,
     volcano_cluster,
     volcano_namespace,
     real_node,
-    quick_pod_checks,
 ):
     """A fixed ``job_name`` on real pods: try 1's trainer exits 2 (a bad ``TRAIN_EPOCHS``), the
     task fails with ``TrainerExitError`` and its job stays, reported. Try 2 of the same task
@@ -130,12 +128,9 @@ def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods
 
 
 def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_shared_volume(
-    airflow_db,
-    kubernetes_connection,
     volcano_cluster,
     volcano_namespace,
     real_node,
-    quick_pod_checks,
     monkeypatch,
 ):
     """#23's checkpoints without a shared volume, end to end on real pods: every rank's
