@@ -304,6 +304,9 @@ class VolcanoJobTrigger(BaseTrigger):
         wake, deadline = self.spec.poll_interval, self.spec.deadline
         if deadline is not None and deadline > time.time():
             wake = min(wake, max(deadline - time.time(), 0.05))
+        read_at = self._memory.progress_read_at
+        if self._wandb is not None and read_at is not None:  # the next progress read is due
+            wake = min(wake, max(read_at + progress_interval() - time.time(), 0.05))
         return wake
 
     async def on_kill(self) -> None:
