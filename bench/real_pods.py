@@ -88,8 +88,6 @@ def run(ctx) -> dict | None:
 def section(r: dict) -> list[str]:
     p = r["real_pods"]
     return [
-        "## Real pods (the cluster's real kubelet node)",
-        "",
         "`bench/real_pods.py`: the manual DAG's master + 2 workers trained for real (DDP over "
         f"gloo): pods ready {p['pods_ready_s']} s after the job was created, the master "
         f"trained {p['train_s']} s, the wait task succeeded {p['completion_to_task_success_s']} "

@@ -70,7 +70,7 @@ def run(ctx) -> dict:
 
 def section(r: dict) -> list[str]:
     """Submit overhead (the e2e scenario) and render time (render): either may be absent."""
-    lines = ["## 3. Operator overhead", ""]
+    lines: list[str] = []
     if "submit_overhead_s" in r:
         submit = r["submit_overhead_s"]
         lines.append(

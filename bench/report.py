@@ -3,10 +3,11 @@ miss. A section per scenario present: a partial run (``run_all.py --only``) may 
 
 Each scenario is a module of its own on the shared driver (``run_all.py``), which reads from it:
 ``KEYS``, the keys of ``latest.json`` it writes; ``run(ctx)``, its figures under those keys
-(``None``: not run, the figures it had are kept); ``section(results)``, its report section;
-and where it has them ``goals(figures)``, ``OPTIONS`` (``{name: (default, quick, help)}``:
-``--name``), ``NEEDS`` (``"cluster"``, or ``"db"``: the cluster and an Airflow DB) and
-``pods(options)``, the most pods it holds at once (simulated nodes are added for them).
+(``None``: not run, the figures it had are kept); ``section(results)``, its report section
+(below its heading in ``TITLES``); and where it has them ``goals(figures)``, ``OPTIONS``
+(``{name: (default, quick, help)}``: ``--name``), ``NEEDS`` (``"cluster"``, or ``"db"``: the
+cluster and an Airflow DB) and ``pods(options)``, the most pods it holds at once (simulated
+nodes are added for them).
 """
 
 from __future__ import annotations
@@ -41,6 +42,24 @@ SECTIONS = (
     ("e2e", ("e2e_overhead_s",), ("e2e",)),
     *((name, SCENARIOS[name].KEYS, (name,)) for name in list(MODULES)[4:]),
 )
+#: Each section's heading.
+TITLES = {
+    "render": "3. Operator overhead",
+    "e2e": "4. End-to-end overhead under `dag.test()`",
+    "latency": "1. Completion-detection latency",
+    "scale": "2. Triggerer scale (one process, one event loop)",
+    "namespace_scale": "5. A crowded namespace (one triggerer)",
+    "outage": "6. kube-apiserver outage",
+    "sweep_burst": "7. A sweep's burst",
+    "live_progress": "8. Live progress while deferred",
+    "odd_paths": "Odd paths",
+    "handover": "Handover between triggerers",
+    "e2e_real_airflow": "End to end through the real scheduler and triggerer",
+    "resume": "Resume on the same run",
+    "real_pods": "Real pods (the cluster's real kubelet node)",
+    "pod_cache": "The pod watch's memory per pod",
+    "parse_light": "Parse light: a DAG file's import",
+}
 GOALS = ("latency", "namespace_scale", "outage", "handover", "e2e_real_airflow", "scale")
 GOALS += ("parse_light",)
 
@@ -84,10 +103,10 @@ def markdown(r: dict) -> str:
     for name, shows, dates in SECTIONS:
         if not any(key in r for key in shows):
             continue
-        body = SCENARIOS[name].section(r)
         metas = [per_scenario[n] for n in dates if per_scenario and n in per_scenario]
         dated = [*dict.fromkeys(map(_scenario_line, metas))]  # once, when both are the same
-        lines += [*body[:1], *(["", *dated] if dated else []), *body[1:], ""]
+        heading = f"## {TITLES[name]}"
+        lines += [heading, *(["", *dated] if dated else []), "", *SCENARIOS[name].section(r), ""]
     lines += ["## Goals", ""]
     lines += [f"- {g}" for g in r["goals"]]
     return "\n".join(lines) + "\n"

@@ -75,8 +75,6 @@ def run(ctx) -> dict:
 
 def section(r: dict) -> list[str]:
     lines = [
-        "## 4. End-to-end overhead under `dag.test()`",
-        "",
         "| mode | task duration | job running (Running to Completed) | overhead | "
         "task start to job created | job Completed to task end | n |",
         "|---|---|---|---|---|---|---|",

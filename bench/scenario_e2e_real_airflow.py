@@ -96,9 +96,8 @@ def _row(label: str, kind: dict) -> str:
 
 def section(r: dict) -> list[str]:
     e = r["e2e_real_airflow"]
-    title = "## End to end through the real scheduler and triggerer"
     if "error" in e:
-        return [title, "", f"The driver did not run: {e['error']}."]
+        return [f"The driver did not run: {e['error']}."]
     settle = e["defer_settle_seconds"]
     at_once, after = e["ends_at_once"], e["ends_after_settle"]
     cost = None
@@ -107,8 +106,6 @@ def section(r: dict) -> list[str]:
             at_once["completed_to_success_s"]["p50"] - after["completed_to_success_s"]["p50"], 2
         )
     return [
-        title,
-        "",
         f"{e['tasks']} deferred tasks{_planned(e)} (waves of {e['wave']}) on a "
         "production-shaped Airflow: "
         f"PostgreSQL, {e['schedulers']} schedulers (LocalExecutor), {e['triggerers']} "

@@ -37,7 +37,7 @@ def run(ctx) -> dict:
 def section(r: dict) -> list[str]:
     h = r["handover"]
     if "error" in h:
-        return ["## Handover between triggerers", "", f"The trial did not run: {h['error']}."]
+        return [f"The trial did not run: {h['error']}."]
 
     def fig(key: str) -> str:  # figures carried over from the docs may lack some
         return str(h[key]) if key in h else "not recorded"
@@ -49,8 +49,6 @@ def section(r: dict) -> list[str]:
         else ""
     )
     return [
-        "## Handover between triggerers",
-        "",
         f"{h['jobs']} deferred jobs, half on each of {h['triggerers']} triggerers; one frozen "
         f"(SIGSTOP) for {h['frozen_s']} s, past `triggerer_health_check_threshold` (15 s); "
         + ended,

@@ -109,8 +109,6 @@ def ratio(a: float | None, b: float | None) -> float | None:
 def section(r: dict) -> list[str]:
     lat = r["completion_latency_s"]
     lines = [
-        "## 1. Completion-detection latency",
-        "",
         f"{lat['n_jobs']} jobs ending together (observed spread {lat.get('burst_spread_s')} s); "
         "each waited on at once by the provider trigger and by the two polling baselines, "
         "each in its own process driven by Airflow's TriggerRunner.",

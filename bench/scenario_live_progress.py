@@ -84,8 +84,6 @@ def run(ctx) -> dict:
 def section(r: dict) -> list[str]:
     p = r["live_progress"]
     return [
-        "## 8. Live progress while deferred",
-        "",
         f"One triggerer process, {p['jobs']} waiting jobs, master log following off and on "
         f"(every job followed; {p['lines_per_job']} lines each at start, then silence); "
         f"medians of {p['runs']} runs over {p['seconds_measured']} s from the triggers' "

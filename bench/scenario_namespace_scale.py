@@ -115,8 +115,6 @@ def run(ctx) -> dict:
 def section(r: dict) -> list[str]:
     n = r["namespace_scale"]
     return [
-        "## 5. A crowded namespace (one triggerer)",
-        "",
         f"{n['waiting']} triggers wait on jobs of ours in a namespace of "
         f"{n['jobs_in_namespace']} Volcano jobs ({n['finished_others']} of the others' "
         "marked Completed), all in one TriggerRunner:",

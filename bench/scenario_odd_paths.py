@@ -82,7 +82,7 @@ def figures(part: str, result: dict) -> dict:
 
 def section(r: dict) -> list[str]:
     o = r["odd_paths"]
-    lines = ["## Odd paths", ""]
+    lines: list[str] = []
     if "restart_false_timeouts" in o:
         run = o["restart_run"]
         lines.append(

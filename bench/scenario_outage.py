@@ -205,8 +205,6 @@ def run(ctx) -> dict:
 def section(r: dict) -> list[str]:
     o = r["outage"]
     return [
-        "## 6. kube-apiserver outage",
-        "",
         f"kube-apiserver stopped for {o['seconds']} s (planned {o['planned_s']} s, to ready "
         f"again) while {o['waiting']} triggers waited in one TriggerRunner; the jobs ended "
         "after it (one in ten failing). "

@@ -71,8 +71,6 @@ def measure(runs: int, env: dict | None = None) -> dict:
 def section(r: dict) -> list[str]:
     p = r["parse_light"]
     return [
-        "## Parse light: a DAG file's import",
-        "",
         f"`python -X importtime`, medians of {p['runs']} fresh interpreters each, in turns: "
         f"the standard operators' DAG {p['standard_ms']} ms, fastest {p['standard_min_ms']} ms "
         f"({p['standard_modules']} modules); load average after {p['load_after']:.2f}.",

@@ -176,8 +176,6 @@ def section(r: dict) -> list[str]:
         ("the pod watch's copy (`kept_pod`)", p["kept"]),
     ]
     return [
-        "## The pod watch's memory per pod",
-        "",
         f"{p['pods']} running pods shaped like the local cluster's (JSON "
         f"{p['json_kib_per_pod']} KiB each), each parsed from its own JSON, held by Python "
         "(`tracemalloc`, not RSS):",

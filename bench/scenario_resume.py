@@ -194,8 +194,6 @@ def _medians(results: list[dict[str, Any]]) -> dict[str, Any]:
 def section(r: dict) -> list[str]:
     o = r["resume"]
     return [
-        "## Resume on the same run",
-        "",
         f"The example trainer (2 local ranks over gloo) trained {o['train_s']} s, its worker got "
         f"SIGTERM (a preempted pod): it stopped after step {o['steps_before_kill']} and saved "
         f"it; the next try's job on the same run resumed from step {o['resumed_from_step']} "

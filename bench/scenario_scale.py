@@ -130,8 +130,6 @@ def section(r: dict) -> list[str]:
     rows = r["triggerer_scale"]
     per_job = scale.get("pods_per_job", 1)
     lines = [
-        "## 2. Triggerer scale (one process, one event loop)",
-        "",
         f"N running jobs of {per_job} pod(s) each"
         + (
             "; the provider's triggers as the operator defers them by default (restart budget "

@@ -94,8 +94,6 @@ def section(r: dict) -> list[str]:
         for w in b["wait"]
     ]
     return [
-        "## 7. A sweep's burst",
-        "",
         f"{b['tasks']} mapped task instances run `execute()` at once (threads of one process), "
         "then again as retries of the same try.",
         "",
