@@ -25,13 +25,8 @@ from airflow_volcano_wandb.cli.permissions import (
     REQUIRED_PERMISSIONS,
 )
 from airflow_volcano_wandb.versions import VOLCANO_VERSION
+from test_support.rbac_manifests import RBAC, SA, apply_rbac, token_kubeconfig
 from test_support.wandb_standin import WandbStandin
-from tests.reliability.test_rbac_service_account import (
-    RBAC,
-    SA,
-    _apply_rbac,
-    _token_kubeconfig,
-)
 
 EXTERNAL_KEY_RBAC = RBAC.with_name("rbac-external-key-secret.yaml")
 SEED_TEMPLATE = (
@@ -173,12 +168,12 @@ def service_account(volcano_cluster, volcano_namespace, tmp_path):
 
         def make(with_role: bool, manifest: Path = RBAC) -> Path:
             if with_role:
-                _apply_rbac(admin, volcano_namespace, manifest=manifest)
+                apply_rbac(admin, volcano_namespace, manifest=manifest)
             else:
                 client.CoreV1Api(admin).create_namespaced_service_account(
                     volcano_namespace, {"metadata": {"name": SA}}
                 )
-            return _token_kubeconfig(
+            return token_kubeconfig(
                 admin, volcano_cluster.kubeconfig, volcano_namespace, tmp_path / "sa.kubeconfig"
             )
 

@@ -31,15 +31,12 @@ manifest, both ways, and the doctor's list.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import secrets
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,19 +45,30 @@ from kubernetes import client
 
 from airflow_volcano_wandb.cli import permissions
 from airflow_volcano_wandb.cli.permissions import Permission
-from airflow_volcano_wandb.job.api_key_secret import named_by
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TASK_ID_LABEL
 from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.testing.pytest_plugin import STATE_DIR_ENV, VolcanoCluster
 from airflow_volcano_wandb.testing.recorder import Recorder
 from test_support.rbac_manifests import role_permissions
+from test_support.security_audit import (
+    Audited,
+    collected_by_the_garbage_collector,
+    config_maps,
+    job_uids,
+    key_hits,
+    key_secrets_named,
+    orphaned_key_secrets,
+    run_finished,
+    service_account,
+    task_states,
+    trigger_and_wait,
+    try_number,
+    used_permissions,
+)
 from test_support.wandb_standin import WandbStandin
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
-from tests.reliability.test_rbac_service_account import SA, _apply_rbac, _token_kubeconfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
-K8S = REPO / "docker" / "k8s"
 MANAGED, EXTERNAL = "avw_security_managed_key", "avw_security_external_key"
 MANUAL = "volcano_pytorch_manual"
 ARTIFACTS = REPO / "test-artifacts" / "security"
@@ -70,39 +78,6 @@ PRINTED_MASKED = (
     "[sim] env WANDB_API_KEY in base64: ***",
     "[sim] http send: Authorization: Basic ***",
 )
-
-
-@dataclass
-class Audited:
-    """What the runs left behind, for the tests below to search and compare."""
-
-    key: str
-    namespaces: dict[str, str]  # role manifest -> namespace
-    audit_log: Path
-    files: list[Path]
-    objects: dict[str, Any]  # what -> a Kubernetes object as JSON
-    secrets: list[dict[str, Any]]
-    admin_pod_log: str
-    task_log_text: str
-    followed_log_text: str  # the triggerer's log of the task that follows the master's log
-    wandb_upserts: list[dict[str, Any]]  # what the provider wrote into W&B (the link-back)
-    runs: dict[str, str]  # DAG id -> its run's id
-    live_jobs: dict[str, set[str]]  # namespace -> uids of the jobs left at the end
-    states: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
-def _forms(key: str) -> dict[str, str]:
-    """The key as a log may carry it (written out here, not taken from ``key_forms``, so that
-    a form the product forgets is still searched for)."""
-    return {
-        "plain": key,
-        "base64": base64.b64encode(key.encode()).decode(),
-        "basic": base64.b64encode(f"api:{key}".encode()).decode(),
-    }
-
-
-def _hits(key: str, text: str) -> list[str]:
-    return [form for form, value in _forms(key).items() if value in text]
 
 
 @pytest.fixture(scope="module")
@@ -125,62 +100,6 @@ def audited_cluster(request: pytest.FixtureRequest) -> Iterator[VolcanoCluster]:
         shutil.rmtree(state_dir, ignore_errors=True)
 
 
-def _service_account(
-    cluster: VolcanoCluster, admin: client.ApiClient, manifest: str, out: Path
-) -> tuple[str, Path]:
-    namespace = cluster.create_namespace(f"sec-{Path(manifest).stem}")
-    _apply_rbac(admin, namespace, manifest=K8S / manifest)
-    return namespace, _token_kubeconfig(admin, cluster.kubeconfig, namespace, out)
-
-
-def _config_maps(admin: client.ApiClient, namespace: str) -> Recorder:
-    return Recorder(client.CoreV1Api(admin).list_namespaced_config_map, namespace)
-
-
-def _job_uids(admin: client.ApiClient, namespace: str) -> set[str]:
-    jobs = client.CustomObjectsApi(admin).list_namespaced_custom_object(
-        "batch.volcano.sh", "v1alpha1", namespace, "jobs"
-    )
-    return {job["metadata"]["uid"] for job in jobs["items"]}
-
-
-def _orphaned_key_secrets(admin: client.ApiClient, namespace: str) -> list[str]:
-    """Key Secrets none of whose owner jobs exists any more (the garbage collector's to do)."""
-    live = _job_uids(admin, namespace)
-    secrets_ = client.CoreV1Api(admin).list_namespaced_secret(
-        namespace, label_selector=MANAGED_SELECTOR
-    )
-    return [
-        s.metadata.name
-        for s in secrets_.items
-        if not {ref.uid for ref in s.metadata.owner_references or []} & live
-    ]
-
-
-def _trigger_and_wait(stack: AirflowStack, dag_id: str, conf: dict[str, Any]) -> str:
-    wait_for(lambda: stack.api("GET", f"/dags/{dag_id}"), 600, f"DAG {dag_id} parsed")
-    stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
-    run_id = f"sec-{uuid.uuid4().hex[:8]}"
-    stack.trigger(dag_id, run_id, conf)
-    return run_id
-
-
-def _finished(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, Any] | None:
-    stack.check_alive()
-    run = stack.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
-    return run if run["state"] in ("success", "failed") else None
-
-
-def _states(stack: AirflowStack, dag_id: str, run_id: str) -> dict[str, str]:
-    answer = stack.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-    return {ti["task_id"]: ti["state"] for ti in answer["task_instances"]}
-
-
-def _try_number(stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> int:
-    ti = stack.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
-    return ti["try_number"] if ti["state"] == "success" else 0
-
-
 @pytest.fixture(scope="module")
 def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
     key = "avwleak" + secrets.token_hex(20)
@@ -191,10 +110,10 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
     shutil.copytree(REPO / "dags", dags)
     shutil.copy(REPO / "tests" / "dags" / "avw_security.py", dags)
     admin = audited_cluster.api_client()
-    managed_ns, managed_kubeconfig = _service_account(
+    managed_ns, managed_kubeconfig = service_account(
         audited_cluster, admin, "rbac.yaml", home / "managed.kubeconfig"
     )
-    external_ns, external_kubeconfig = _service_account(
+    external_ns, external_kubeconfig = service_account(
         audited_cluster, admin, "rbac-external-key-secret.yaml", home / "external.kubeconfig"
     )
     # The external-key DAG's own Secret, made by an admin: the key never passes through Airflow.
@@ -230,26 +149,28 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         for kind, make in (
             ("jobs", Recorder.jobs),
             ("pods", Recorder.pods),
-            ("configmaps", _config_maps),
+            ("configmaps", config_maps),
         )
     }
     try:
         stack.start(timeout=900)
         runs = {
-            MANAGED: _trigger_and_wait(stack, MANAGED, {"namespace": managed_ns}),
-            EXTERNAL: _trigger_and_wait(stack, EXTERNAL, {"namespace": external_ns}),
-            MANUAL: _trigger_and_wait(stack, MANUAL, {"namespace": managed_ns}),
+            MANAGED: trigger_and_wait(stack, MANAGED, {"namespace": managed_ns}),
+            EXTERNAL: trigger_and_wait(stack, EXTERNAL, {"namespace": external_ns}),
+            MANUAL: trigger_and_wait(stack, MANUAL, {"namespace": managed_ns}),
         }
         for dag_id, run_id in runs.items():
-            wait_for(lambda d=dag_id, r=run_id: _finished(stack, d, r), 600, f"{dag_id} to finish")
+            wait_for(
+                lambda d=dag_id, r=run_id: run_finished(stack, d, r), 600, f"{dag_id} to finish"
+            )
         # A new try of the task whose job still runs: it reattaches (its Secret was delivered).
         stack.clear(MANAGED, runs[MANAGED], ["hold"])
         wait_for(
-            lambda: _try_number(stack, MANAGED, runs[MANAGED], "hold") >= 2,
+            lambda: try_number(stack, MANAGED, runs[MANAGED], "hold") >= 2,
             600,
             "the cleared hold task to succeed again",
         )
-        states = {dag_id: _states(stack, dag_id, run_id) for dag_id, run_id in runs.items()}
+        states = {dag_id: task_states(stack, dag_id, run_id) for dag_id, run_id in runs.items()}
         hold_pod = next(
             p
             for p in client.CoreV1Api(admin).list_namespaced_pod(managed_ns).items
@@ -280,11 +201,11 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
     core = client.CoreV1Api(admin)
     for ns in (managed_ns, external_ns):
         wait_for(
-            lambda n=ns: not _orphaned_key_secrets(admin, n),
+            lambda n=ns: not orphaned_key_secrets(admin, n),
             120,
             f"the garbage collector to delete the key Secrets of {ns}'s deleted jobs",
         )
-    live_jobs = {ns: _job_uids(admin, ns) for ns in (managed_ns, external_ns)}
+    live_jobs = {ns: job_uids(admin, ns) for ns in (managed_ns, external_ns)}
     for ns in (managed_ns, external_ns):
         for event in core.list_namespaced_event(ns).items:
             objects[f"event in {ns}: {event.metadata.name}"] = admin.sanitize_for_serialization(
@@ -354,11 +275,11 @@ def test_the_flows_ran_as_intended(audited: Audited) -> None:
 def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None:
     hits = {}
     for path in audited.files:
-        found = _hits(audited.key, path.read_bytes().decode("latin-1"))
+        found = key_hits(audited.key, path.read_bytes().decode("latin-1"))
         if found:
             hits[str(path)] = found
     for what, obj in audited.objects.items():
-        found = _hits(audited.key, json.dumps(obj))
+        found = key_hits(audited.key, json.dumps(obj))
         if found:
             hits[what] = found
     assert hits == {}
@@ -367,13 +288,15 @@ def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None
 
 def test_the_search_finds_the_key_where_it_belongs(audited: Audited) -> None:
     """Positive controls: the same search, on the Secrets' data and a pod's own log."""
-    holding = [s["metadata"]["name"] for s in audited.secrets if _hits(audited.key, json.dumps(s))]
+    holding = [
+        s["metadata"]["name"] for s in audited.secrets if key_hits(audited.key, json.dumps(s))
+    ]
     assert "wandb-api-key" in holding  # the external-key DAG's own Secret
     assert any(name.startswith("avw-wandb-key-") for name in holding)  # the operator's
     for secret in audited.secrets:
         if secret["metadata"]["name"] in holding:
-            assert _hits(audited.key, json.dumps(secret["data"])) == ["base64"]
-    assert _hits(audited.key, audited.admin_pod_log) == ["plain", "base64", "basic"]
+            assert key_hits(audited.key, json.dumps(secret["data"])) == ["base64"]
+    assert key_hits(audited.key, audited.admin_pod_log) == ["plain", "base64", "basic"]
 
 
 def test_the_key_is_in_no_config_map_annotation_event_message_or_job_status(
@@ -399,7 +322,7 @@ def test_the_key_is_in_no_config_map_annotation_event_message_or_job_status(
             searched["annotation"].append(json.dumps(obj.get("annotations")))
     for place, texts in searched.items():
         assert texts, f"no {place} was searched"
-        assert not [t for t in texts if _hits(audited.key, t)], place
+        assert not [t for t in texts if key_hits(audited.key, t)], place
 
 
 def test_a_finished_jobs_key_secret_is_gone_with_the_job(audited: Audited) -> None:
@@ -407,13 +330,13 @@ def test_a_finished_jobs_key_secret_is_gone_with_the_job(audited: Audited) -> No
     kept job, failed or still running, keeps its own."""
     namespace = audited.namespaces["rbac.yaml"]
     left = {s["metadata"]["name"]: s for s in audited.secrets}
-    collected = _collected_by_the_garbage_collector(audited.audit_log, namespace)
+    collected = collected_by_the_garbage_collector(audited.audit_log, namespace)
     for task in ("succeed", "follow"):
-        [name] = _key_secrets_named(audited, namespace, task)
+        [name] = key_secrets_named(audited, namespace, task)
         assert name not in left, task
         assert name in collected, task  # it existed, and went with its job
     for task in ("fail", "hold"):
-        [name] = _key_secrets_named(audited, namespace, task)
+        [name] = key_secrets_named(audited, namespace, task)
         owners = {ref["uid"] for ref in left[name]["metadata"]["ownerReferences"]}
         assert owners & audited.live_jobs[namespace], task
         assert left[name]["immutable"] is True, task
@@ -421,54 +344,6 @@ def test_a_finished_jobs_key_secret_is_gone_with_the_job(audited: Audited) -> No
         if secret["metadata"]["name"].startswith("avw-wandb-key-"):
             owners = {ref["uid"] for ref in secret["metadata"]["ownerReferences"]}
             assert owners & audited.live_jobs[namespace], secret["metadata"]["name"]
-
-
-def _key_secrets_named(audited: Audited, namespace: str, task: str) -> set[str]:
-    """The key Secrets the recorded jobs of ``task`` (in the managed-key DAG) name: one per
-    job, named when it was rendered."""
-    names = set()
-    for what, job in audited.objects.items():
-        labels = job.get("metadata", {}).get("labels") or {}
-        if what.startswith(f"jobs in {namespace}: ") and labels.get(TASK_ID_LABEL) == task:
-            ref = named_by(job)
-            if ref is not None:
-                names.add(ref.name)
-    return names
-
-
-def _collected_by_the_garbage_collector(audit_log: Path, namespace: str) -> set[str]:
-    """Names of the Secrets of ``namespace`` that Kubernetes' garbage collector deleted."""
-    names = set()
-    for line in audit_log.read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef") or {}
-        if (
-            event["verb"] == "delete"
-            and ref.get("resource") == "secrets"
-            and ref.get("namespace") == namespace
-            and "garbage-collector" in event.get("userAgent", "")
-            and (event.get("responseStatus") or {}).get("code") == 200
-        ):
-            names.add(ref["name"])
-    return names
-
-
-def _used(audit_log: Path, namespace: str) -> tuple[set[Permission], set[Permission]]:
-    """(allowed, denied) requests of the ServiceAccount of ``namespace``, from the audit log."""
-    user = f"system:serviceaccount:{namespace}:{SA}"
-    used, denied = set(), set()
-    for line in audit_log.read_text().splitlines():
-        event = json.loads(line)
-        ref = event.get("objectRef")
-        # A request refused authentication is audited with no username: nobody's.
-        if event["user"].get("username") != user or not ref or "resource" not in ref:
-            continue
-        permission = Permission(
-            ref.get("apiGroup", ""), ref["resource"], event["verb"], ref.get("subresource", "")
-        )
-        code = (event.get("responseStatus") or {}).get("code")
-        (denied if code == 403 else used).add(permission)
-    return used, denied
 
 
 @pytest.mark.parametrize(
@@ -481,7 +356,7 @@ def _used(audit_log: Path, namespace: str) -> tuple[set[Permission], set[Permiss
 def test_each_role_grants_exactly_what_its_account_used(
     audited: Audited, manifest: str, doctors_list: tuple[Permission, ...]
 ) -> None:
-    used, denied = _used(audited.audit_log, audited.namespaces[manifest])
+    used, denied = used_permissions(audited.audit_log, audited.namespaces[manifest])
     # Only the fit check's optional cluster-wide reads may be refused: a namespaced Role cannot
     # grant them, and the task then says once that it skipped the check (docs/security.md).
     refused = denied - set(permissions.FIT_CHECK_PERMISSIONS)

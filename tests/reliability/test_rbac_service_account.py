@@ -18,10 +18,8 @@ the API server authenticates the token and RBAC authorizes every call). Airflow'
 from __future__ import annotations
 
 import asyncio
-import copy
 import json
 import time
-from pathlib import Path
 
 import pytest
 import yaml
@@ -43,65 +41,11 @@ from test_support.cluster_jobs import (
     seed_template,
     wait_until,
 )
+from test_support.rbac_manifests import RBAC, SA, apply_rbac, token_kubeconfig
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
-RBAC = Path(__file__).resolve().parents[2] / "docker" / "k8s" / "rbac.yaml"
-SA = "airflow-volcano-wandb"
 JOBS = "jobs.batch.volcano.sh"
-
-
-def _apply_rbac(
-    admin, namespace: str, drop: tuple[str, str] | None = None, manifest: Path = RBAC
-) -> None:
-    """Apply rbac.yaml (or ``manifest``) to ``namespace``; ``drop=(resource, verb)`` removes
-    one permission."""
-    core, rbac = client.CoreV1Api(admin), client.RbacAuthorizationV1Api(admin)
-    for doc in yaml.safe_load_all(manifest.read_text()):
-        if not doc:
-            continue
-        doc = copy.deepcopy(doc)
-        doc["metadata"]["namespace"] = namespace
-        for subject in doc.get("subjects", []):
-            subject["namespace"] = namespace
-        if doc["kind"] == "ServiceAccount":
-            core.create_namespaced_service_account(namespace, doc)
-        elif doc["kind"] == "Role":
-            if drop:
-                for rule in doc["rules"]:
-                    if drop[0] in rule["resources"]:
-                        rule["verbs"] = [v for v in rule["verbs"] if v != drop[1]]
-                doc["rules"] = [rule for rule in doc["rules"] if rule["verbs"]]  # none: no rule
-            rbac.create_namespaced_role(namespace, doc)
-        elif doc["kind"] == "RoleBinding":
-            rbac.create_namespaced_role_binding(namespace, doc)
-
-
-def _token_kubeconfig(admin, admin_kubeconfig: Path, namespace: str, out: Path) -> Path:
-    """A kubeconfig holding a TokenRequest token of the ServiceAccount, and nothing else."""
-    request = client.AuthenticationV1TokenRequest(
-        spec=client.V1TokenRequestSpec(audiences=[], expiration_seconds=3600)
-    )
-    token = (
-        client.CoreV1Api(admin)
-        .create_namespaced_service_account_token(SA, namespace, request)
-        .status.token
-    )
-    base = yaml.safe_load(admin_kubeconfig.read_text())
-    cluster = base["clusters"][0]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "local", "cluster": cluster["cluster"]}],
-        "users": [{"name": SA, "user": {"token": token}}],
-        "contexts": [
-            {"name": SA, "context": {"cluster": "local", "user": SA, "namespace": namespace}}
-        ],
-        "current-context": SA,
-    }
-    out.write_text(yaml.safe_dump(config))
-    out.chmod(0o600)
-    return out
 
 
 @pytest.fixture
@@ -113,8 +57,8 @@ def as_service_account(airflow_db, wandb_connection, volcano_cluster, monkeypatc
     def make(drop: tuple[str, str] | None = None) -> str:
         namespace = volcano_cluster.create_namespace("rbac-sa")
         created.append(namespace)
-        _apply_rbac(admin, namespace, drop)
-        kubeconfig = _token_kubeconfig(
+        apply_rbac(admin, namespace, drop)
+        kubeconfig = token_kubeconfig(
             admin, volcano_cluster.kubeconfig, namespace, tmp_path / f"{namespace}.kubeconfig"
         )
         conn = {"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}}
@@ -210,21 +154,27 @@ def _key_secrets(admin, namespace: str) -> list[str]:
     return [s.metadata.name for s in secrets.items]
 
 
+def _deferred_try(namespace: str, run_id: str, master_seconds: str):
+    """A deferred try (operator, task instance, trigger) whose wait gives a lost watch 6 s, on
+    a job whose master runs ``master_seconds``."""
+    op = support.operator(
+        template=seed_template(master={SIM_DURATION: master_seconds}, worker={SIM_DURATION: "600"}),
+        namespace=namespace,
+        deferrable=True,
+        watch_failure_grace=6,
+        poll_interval=2,
+    )
+    ti = support.StubTaskInstance("avw_rel_rbac", "train", run_id)
+    return op, ti, support.execute_operator(op, ti)
+
+
 def test_a_watch_refused_for_good_falls_back_to_reading_the_job(as_service_account, monkeypatch):
     """The apiserver still answers GETs: the wait reads the job directly past the grace and
     ends with the job's own outcome instead of failing as a lost watch."""
     monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_MAX", 1.0)
     make, _ = as_service_account
     namespace = make(drop=("jobs", "watch"))
-    op = support.operator(
-        template=seed_template(master={SIM_DURATION: "15"}, worker={SIM_DURATION: "600"}),
-        namespace=namespace,
-        deferrable=True,
-        watch_failure_grace=6,
-        poll_interval=2,
-    )
-    ti = support.StubTaskInstance("avw_rel_rbac", "train", "watch-refused")
-    trigger = support.execute_operator(op, ti)
+    op, ti, trigger = _deferred_try(namespace, "watch-refused", master_seconds="15")
     (event,) = asyncio.run(support.collect_events(trigger, timeout=120))
     assert event["outcome"] == "succeeded", event
     assert op.execute_complete(support.context_for(ti), event)["uid"] == trigger.job_uid
@@ -233,15 +183,7 @@ def test_a_watch_refused_for_good_falls_back_to_reading_the_job(as_service_accou
 def test_nothing_readable_past_the_grace_fails_the_task_and_leaves_the_job(as_service_account):
     make, admin = as_service_account
     namespace = make()
-    op = support.operator(
-        template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
-        namespace=namespace,
-        deferrable=True,
-        watch_failure_grace=6,
-        poll_interval=2,
-    )
-    ti = support.StubTaskInstance("avw_rel_rbac", "train", "nothing-readable")
-    trigger = support.execute_operator(op, ti)
+    op, ti, trigger = _deferred_try(namespace, "nothing-readable", master_seconds="600")
     client.RbacAuthorizationV1Api(admin).delete_namespaced_role_binding(SA, namespace)
     (event,) = asyncio.run(support.collect_events(trigger, timeout=120))
     assert event["outcome"] == "watch_lost", event
