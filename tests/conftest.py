@@ -34,6 +34,9 @@ os.environ.pop("WANDB_MODE", None)
 # defer-exit race, which the settle time guards against, needs a scheduler. Stacks with a real
 # scheduler (tests/e2e/airflow_stack.py) do not inherit this and keep the default.
 os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS"] = "0"
+# For the same reason, a deferrable task defers at once (no first window in its worker), so
+# the deferred path is what the deferrable tests exercise; the window has its own tests.
+os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_AFTER"] = "0"
 os.environ.pop("AIRFLOW_CONN_KUBERNETES_DEFAULT", None)
 
 

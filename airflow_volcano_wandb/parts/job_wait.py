@@ -13,6 +13,16 @@ from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE
 
+#: Twice Airflow's deferral settle (``[volcano_wandb] defer_settle_seconds``, 15 s).
+DEFAULT_DEFER_AFTER = 30.0
+
+
+def _check_window(seconds: object) -> None:
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+        raise TypeError(f"defer_after must be seconds, not {seconds!r}")
+    if seconds < 0:
+        raise ValueError(f"defer_after must be 0 or more seconds, not {seconds}")
+
 
 @dataclass(frozen=True, kw_only=True)
 class JobWait:
@@ -21,6 +31,20 @@ class JobWait:
     deferrable: bool = option(
         conf.getboolean("operators", "default_deferrable", fallback=False),
         "wait in the triggerer (a watch), freeing the worker slot, instead of in the worker.",
+    )
+    defer_after: float = option(
+        conf.getfloat("volcano_wandb", "defer_after", fallback=DEFAULT_DEFER_AFTER),
+        """a deferrable task first waits this many seconds in its worker (the same wait as
+        ``deferrable=False``), and defers only if the job still runs then. A job that ends
+        within them (a smoke or evaluation run, a trainer that crashes at start) ends the task
+        at once: it never defers, so it can neither meet Airflow's deferral race
+        (apache/airflow#67287, #72716) nor wait out the trigger's settle that guards against
+        it (``[volcano_wandb] defer_settle_seconds``, 15 s). The worker slot is held for at
+        most this long; a kill meanwhile deletes the job as in sync mode. The default,
+        ``[volcano_wandb] defer_after`` or 30 s, is twice the settle: a job that still pays
+        the settle has run at least twice as long as the settle costs it, and on a warm
+        cluster most jobs that fail at start have failed by then. ``0``: defer at once.""",
+        check=_check_window,
     )
     pending_timeout: float | str | None = option(
         None,

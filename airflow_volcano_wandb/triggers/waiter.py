@@ -77,14 +77,25 @@ class Waiter:
         """The W&B run the job writes to: ``wandb_run_id``, else the one the job names."""
         return self.wandb_run_id or (wandb_run_of(job) if job else None)
 
-    def wait(
-        self, job: Mapping[str, Any], *, deferred: bool, **how: Any
-    ) -> WaitResult | VolcanoJobTrigger:
+    def wait(self, job: Mapping, *, deferred: bool, **how: Any) -> WaitResult | VolcanoJobTrigger:
         """The wait on ``job`` (its name, namespace and uid) as :meth:`trigger` says ``how``:
-        its result, waited for here, or, ``deferred``, the trigger to defer to."""
-        if deferred:
-            return self.trigger(job, deferred=True, **how)
-        return self.wait_here(self.trigger(job, deferred=False, **how))
+        its result, waited for here, or, ``deferred``, the trigger to defer to once the job
+        still runs after ``defer_after`` seconds waited for here (neither following the
+        master's log, which the triggerer may follow, nor settling: nothing deferred)."""
+        how.setdefault("waiting_since", time.time())  # one startup budget for the try
+        if not deferred:
+            return self.wait_here(self.trigger(job, deferred=False, **how))
+        if (window := self.options.defer_after) > 0:
+            first = self.trigger(job, deferred=False, follow=False, **how)
+            if (ended := self.wait_here(first, within=window)) is not None:
+                return ended
+            self.shell.log.info(
+                "Volcano job %s/%s still runs after %gs: deferring to the triggerer",
+                job["namespace"],
+                job["name"],
+                window,
+            )
+        return self.trigger(job, deferred=True, **how)
 
     def trigger(
         self,
@@ -95,12 +106,14 @@ class Waiter:
         poll_interval: float,
         run_id: str | None,
         waiting_since: float | None = None,
+        follow: bool | None = None,
     ) -> VolcanoJobTrigger:
-        """The wait on ``job``, ``deferred`` or in the task's process (which always follows the
-        master's log), asking W&B run ``run_id`` on a stall or a stop, giving up at
-        ``deadline`` (epoch seconds)."""
+        """The wait on ``job``, ``deferred`` or in the task's process (which follows the
+        master's log unless ``follow`` says otherwise), asking W&B run ``run_id`` on a stall or
+        a stop, giving up at ``deadline`` (epoch seconds)."""
         parts = self.parts
-        follow = parts.logs.follow_master_log or not deferred
+        if follow is None:
+            follow = parts.logs.follow_master_log or not deferred
         masked = [self.wandb_hook.mask_api_key()] if follow else []
         return VolcanoJobTrigger(
             job_name=job["name"],
@@ -120,13 +133,15 @@ class Waiter:
             **parts.report.progress_kwargs(run_id, parts.limits.asks_wandb, self.wandb_hook),
         )
 
-    def wait_here(self, trigger: VolcanoJobTrigger) -> WaitResult:
-        """The same wait the triggerer would run, in this process: its progress lines and (when
-        it follows it) the master's log go to the task log. A kill or any failure meanwhile
-        deletes the job (nobody would wait on it any more) and is raised."""
+    def wait_here(self, trigger: VolcanoJobTrigger, within: float | None = None) -> Any:
+        """The same wait the triggerer would run, in this process (for ``within`` seconds at
+        most: ``None`` when the job still runs then): its progress lines and (when it follows
+        it) the master's log go to the task log. A kill or any failure meanwhile deletes the
+        job (nobody would wait on it any more) and is raised."""
         trigger._log = self.shell.log
         try:
-            return WaitResult.from_event(asyncio.run(_first_event(trigger)))
+            event = asyncio.run(_first_event(trigger, within))
+            return None if event is None else WaitResult.from_event(event)
         except AirflowTaskTimeout:  # execution_timeout, armed at the task's start
             if (ended := self.out_of_time()) is None:
                 raise
@@ -214,10 +229,22 @@ class Waiter:
             deletion.delete_if_owned(hook, self.job, self.try_number, log, kill=kill)
 
 
-async def _first_event(trigger: VolcanoJobTrigger) -> dict[str, Any]:
-    async for event in trigger.run():
-        return event.payload
-    raise RuntimeError(f"the wait on {trigger.namespace}/{trigger.job_name} ended, no event")
+async def _first_event(trigger: VolcanoJobTrigger, within: float | None) -> dict | None:
+    """The trigger's event; ``None`` once ``within`` seconds passed without one (the wait is
+    then cancelled: its watches released, its follow stopped)."""
+
+    async def first() -> dict[str, Any]:
+        async for event in trigger.run():
+            return event.payload
+        raise RuntimeError(f"the wait on {trigger.namespace}/{trigger.job_name} ended, no event")
+
+    waiting = asyncio.ensure_future(first())
+    done, _ = await asyncio.wait({waiting}, timeout=within)
+    if done:
+        return waiting.result()
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    return None
 
 
 def _annotate_outlet_events(context: Any, outlets: Iterable[Any], extra: Mapping) -> None:

@@ -66,6 +66,10 @@ with _dag("avw_test_sync") as sync_dag:
 with _dag("avw_test_deferrable") as deferrable_dag:
     _operator(deferrable=True)
 
+# A deferrable task that first waits 15 s in its worker (tests/conftest.py makes 0 the default).
+with _dag("avw_test_defer_after") as defer_after_dag:
+    _operator(deferrable=True, defer_after=15)
+
 # A gang the cluster cannot place: fit_check="warn" (as where an autoscaler adds nodes) lets
 # it reach Volcano, so the wait's own verdict and Volcano's reason are what these test.
 with _dag("avw_test_pending_sync") as pending_sync_dag:

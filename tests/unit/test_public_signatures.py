@@ -40,6 +40,7 @@ OPERATOR = {
     "config_file": None,
     "container_resources": None,
     "deferrable": False,
+    "defer_after": 0.0,  # tests/conftest.py's [volcano_wandb] defer_after (shipped: 30 s)
     "env": None,
     "finished_job_ttl": 604800,
     "fit_check": "fail",
@@ -143,6 +144,7 @@ SENSOR = {
     "cluster_context": None,
     "config_file": None,
     "deferrable": False,
+    "defer_after": 0.0,
     "delete_on_kill": True,
     "follow_master_log": False,
     "in_cluster": None,
