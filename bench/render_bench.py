@@ -27,19 +27,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from airflow_volcano_wandb.template import render_job  # noqa: E402
+from test_support import template_cases  # noqa: E402
 
 SEED_PATH = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 RESULTS = REPO / "bench" / "results" / "render.json"
 KEYS = ("render_ms",)
-MACROS = {
-    "image_uri": "registry.local/ddp-mlp:1.0",
-    "run_id": "k3x9p2qa",
-    "run_name": "ddp-mlp-1",
-    "entity_name": "ml-platform",
-    "project_name": "retraining",
-    "author": "airflow",
-    "epochs": 3,
-}
+MACROS = {**template_cases.MACROS, "epochs": 3}
 # What the operator passes on a typical run.
 OVERRIDES: dict[str, Any] = {
     "replicas": {"worker": "3"},

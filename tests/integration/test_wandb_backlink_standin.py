@@ -131,19 +131,8 @@ def test_link_back_never_fails_the_task_against_wandb_standin(
 def test_link_back_offline_is_one_clear_line_against_wandb_standin(
     standin: WandbStandin, conn_id: str, caplog: pytest.LogCaptureFixture, mode, has_key, why
 ) -> None:
-    log = logging.getLogger("test.link_back")
     with caplog.at_level(logging.INFO, logger="test.link_back"):
-        linked = wandb_backlink.link_back(
-            WandbHook(conn_id),
-            TASK,
-            "success",
-            run_id=RUN_ID,
-            entity=None,
-            project=None,
-            mode=mode,
-            has_key=has_key,
-            log=log,
-        )
+        linked = _link_back(WandbHook(conn_id), "success", mode=mode, has_key=has_key)
     assert not linked
     assert [r.getMessage() for r in caplog.records] == [
         f"{why}: the Airflow task is not linked from the W&B run {RUN_ID} (the trainer still "

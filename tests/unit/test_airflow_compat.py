@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import dataclass
 
 import airflow
 import pytest
@@ -24,18 +23,9 @@ from packaging.version import Version
 from airflow_volcano_wandb import airflow_compat
 from airflow_volcano_wandb.triggers import kill
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
+from test_support.cluster_jobs import DeferredTaskInstance
 
 ON_3_3 = Version(airflow.__version__) >= Version("3.3")
-
-
-@dataclass
-class Ti:
-    """The fields of a triggerer's ``task_instance`` that the state query uses."""
-
-    dag_id: str = "d"
-    task_id: str = "wait"
-    run_id: str = "r"
-    map_index: int = -1
 
 
 def test_the_capability_follows_the_installed_release():
@@ -61,30 +51,34 @@ def _answer(monkeypatch, states=None, error=None) -> list[dict]:
     [("deferred", False), ("failed", True), ("success", True), ("skipped", True), (None, True)],
 )
 def test_a_task_has_left_deferral_unless_the_api_says_deferred(monkeypatch, state, left):
-    calls = _answer(monkeypatch, {"r": {"wait": state}})
-    assert asyncio.run(airflow_compat.task_left_deferral(Ti())) is left
-    assert calls == [{"dag_id": "d", "task_ids": ["wait"], "run_ids": ["r"], "map_index": -1}]
+    calls = _answer(monkeypatch, {"run": {"wait": state}})
+    assert asyncio.run(airflow_compat.task_left_deferral(DeferredTaskInstance())) is left
+    assert calls == [
+        {"dag_id": "avw_test", "task_ids": ["wait"], "run_ids": ["run"], "map_index": -1}
+    ]
 
 
 def test_a_mapped_task_is_looked_up_under_its_map_index(monkeypatch):
-    _answer(monkeypatch, {"r": {"wait_3": "deferred", "wait": "failed"}})
-    assert asyncio.run(airflow_compat.task_left_deferral(Ti(map_index=3))) is False
+    _answer(monkeypatch, {"run": {"wait_3": "deferred", "wait": "failed"}})
+    assert (
+        asyncio.run(airflow_compat.task_left_deferral(DeferredTaskInstance(map_index=3))) is False
+    )
 
 
 def test_a_task_instance_gone_from_the_db_has_left(monkeypatch):
     _answer(monkeypatch, {})
-    assert asyncio.run(airflow_compat.task_left_deferral(Ti())) is True
+    assert asyncio.run(airflow_compat.task_left_deferral(DeferredTaskInstance())) is True
 
 
 def test_an_unreadable_state_is_no_answer(monkeypatch):
     _answer(monkeypatch, error=ConnectionError("API server gone"))
-    assert asyncio.run(airflow_compat.task_left_deferral(Ti())) is None
+    assert asyncio.run(airflow_compat.task_left_deferral(DeferredTaskInstance())) is None
 
 
 def _trigger(monkeypatch, left: bool | None, **kwargs) -> tuple[VolcanoJobTrigger, list[str]]:
     """A trigger whose job deletion is recorded, and whose task has ``left`` deferral."""
     trigger = VolcanoJobTrigger(job_name="j", namespace="ns", job_uid="u", **kwargs)
-    trigger.task_instance = Ti()
+    trigger.task_instance = DeferredTaskInstance()
     deleted: list[str] = []
 
     async def delete_job(stopped: VolcanoJobTrigger) -> None:
