@@ -23,6 +23,10 @@ from airflow_volcano_wandb.wait.training_progress import STEP_KEY, Progress
 #: the first): a W&B that does not answer delays the verdict by at most the deadline.
 WANDB_TIMEOUT = 10
 WANDB_DEADLINE = 30.0
+#: What an unanswered question means for the wait, said once per waiter and question.
+_LOG_ALONE = "a silent master is judged by its log alone"
+_NO_PROGRESS = "the task log shows no progress until it can"
+_TRAINER_ALONE = "a stop from W&B reaches the job through its trainer alone"
 
 
 class WandbProgress:
@@ -35,41 +39,34 @@ class WandbProgress:
 
     async def last_step(self, log: logging.Logger | Any) -> WandbStep | None:
         """The run's last step; ``None`` when W&B cannot say (logged once per waiter)."""
-        unheard = "a silent master is judged by its log alone"
-        try:
-            summary = await asyncio.to_thread(_read, self.run, "get_run_summary")
-        except Exception as exc:
-            self._unheard(log, "the last step", f"{type(exc).__name__}: {exc}", unheard)
-            return None
-        step = WandbStep.of_summary(summary)
-        if step is None:
-            self._unheard(log, "the last step", "the run has logged no step yet", unheard)
+        summary = await self._ask(log, "get_run_summary", "the last step", _LOG_ALONE)
+        step = None if summary is None else WandbStep.of_summary(summary)
+        if summary is not None and step is None:
+            self._unheard(log, "the last step", "the run has logged no step yet", _LOG_ALONE)
         return step
 
     async def progress(self, log: logging.Logger | Any) -> Progress | None:
         """The training's progress as the run's summary reports it (``training_progress``);
         ``None`` when W&B cannot say or the run reports none (logged once per waiter)."""
-        unheard = "the task log shows no progress until it can"
-        try:
-            summary = await asyncio.to_thread(_read, self.run, "get_run_summary")
-        except Exception as exc:
-            self._unheard(log, "the progress", f"{type(exc).__name__}: {exc}", unheard)
-            return None
-        progress = Progress.of_summary(summary, self.run.summary_keys)
-        if progress is None:
+        summary = await self._ask(log, "get_run_summary", "the progress", _NO_PROGRESS)
+        progress = None if summary is None else Progress.of_summary(summary, self.run.summary_keys)
+        if summary is not None and progress is None:
             why = f"its summary has no {STEP_KEY!r} yet (docs/trainer.md, the progress contract)"
-            self._unheard(log, "the progress", why, unheard)
+            self._unheard(log, "the progress", why, _NO_PROGRESS)
         return progress
 
     async def stopped(self, log: logging.Logger | Any) -> bool:
         """Whether the run was stopped from the W&B UI or API; ``False`` when W&B cannot say
         (logged once per waiter)."""
+        return bool(await self._ask(log, "run_stopped", "the stop status", _TRAINER_ALONE))
+
+    async def _ask(self, log: logging.Logger | Any, method: str, what: str, meaning: str) -> Any:
+        """``WandbHook.<method>`` of the run, off the event loop; ``None`` when it fails."""
         try:
-            return bool(await asyncio.to_thread(_read, self.run, "run_stopped"))
+            return await asyncio.to_thread(_read, self.run, method)
         except Exception as exc:
-            unheard = "a stop from W&B reaches the job through its trainer alone"
-            self._unheard(log, "the stop status", f"{type(exc).__name__}: {exc}", unheard)
-            return False
+            self._unheard(log, what, f"{type(exc).__name__}: {exc}", meaning)
+            return None
 
     def _unheard(self, log: logging.Logger | Any, what: str, why: str, meaning: str) -> None:
         if what in self._said_unheard:
