@@ -270,6 +270,22 @@ def _raise_on_sigterm(signum, frame):
 
 
 @contextlib.contextmanager
+def started(stack: AirflowStack, home: Path, timeout: float) -> Iterator[AirflowStack]:
+    """Start ``stack``; on the way out, stop it and remove ``home``: after a SIGTERM too (a CI
+    timeout, say), which raises here instead of killing the process before its teardowns."""
+    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
+    try:
+        stack.start(timeout=timeout)
+        yield stack
+    finally:
+        try:
+            stack.stop()
+            shutil.rmtree(home, ignore_errors=True)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
 def running_stack(
     volcano_cluster, name: str, dags_folder: Path = DAGS, manual_namespace: str | None = None
 ) -> Iterator[AirflowStack]:
@@ -292,16 +308,9 @@ def running_stack(
         ),
     )
     stack.manual_namespace = manual_namespace
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
-    try:
-        stack.start(timeout=900)  # a loaded 2-core machine: the DB migration alone took >5 min
+    # A loaded 2-core machine: the DB migration alone took >5 min.
+    with started(stack, home, timeout=900):
         yield stack
-    finally:
-        try:
-            stack.stop()
-            shutil.rmtree(home, ignore_errors=True)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
 
 
 def start_run(

@@ -137,6 +137,26 @@ async def collect_events(trigger, timeout: float) -> list[dict[str, Any]]:
     return events
 
 
+def defer_each(plan: dict[str, tuple[Any, str]], namespace: str, dag_id: str) -> dict[str, Any]:
+    """Defer one task per entry of ``plan`` (its run id: ``template, expected outcome``); the
+    triggers, by run id."""
+    triggers = {}
+    for key, (template, _) in plan.items():
+        op = operator(template=template, namespace=namespace, deferrable=True)
+        triggers[key] = execute_operator(op, StubTaskInstance(dag_id, "train", key))
+    return triggers
+
+
+def assert_one_verdict_each(
+    plan: dict[str, tuple[Any, str]], triggers: dict[str, Any], results: list[list[dict]]
+) -> None:
+    """Each trigger of ``defer_each`` fired once, with the outcome ``plan`` expects of it."""
+    for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
+        assert len(events) == 1, (key, events)
+        assert events[0]["outcome"] == expected, (key, events[0])
+        assert events[0]["uid"] == triggers[key].job_uid
+
+
 def kubernetes_conn_env(kubeconfig: Path) -> str:
     return json.dumps({"conn_type": "kubernetes", "extra": {"kube_config_path": str(kubeconfig)}})
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from test_support.airflow_runs import started
 from test_support.wandb_standin import WandbStandin
 from tests.e2e import manual_run, screenshots
 from tests.e2e.airflow_stack import AirflowStack
@@ -87,21 +87,8 @@ def airflow(volcano_cluster, artifacts, e2e_namespace, standin) -> Iterator[Airf
             "AIRFLOW__VOLCANO_WANDB__PROGRESS_INTERVAL": "15",
         },
     )
-    # A SIGTERM (e.g. a CI timeout) must still run the teardowns below: raise instead of dying.
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
-    try:
-        stack.start(timeout=240)
+    with started(stack, home, timeout=240):
         yield stack
-    finally:
-        try:
-            stack.stop()
-            shutil.rmtree(home, ignore_errors=True)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_on_sigterm(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
 
 
 @pytest.fixture(scope="module")

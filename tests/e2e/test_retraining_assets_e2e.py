@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import signal
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +26,7 @@ import pytest
 from kubernetes import client
 
 from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id, run_url
+from test_support.airflow_runs import started
 from test_support.wandb_standin import WandbStandin
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 
@@ -126,33 +126,24 @@ def chain(volcano_cluster, training_namespace) -> Iterator[Chain]:
             "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "300",
         },
     )
-    previous = signal.signal(signal.SIGTERM, _raise_on_sigterm)
     try:
-        stack.start(timeout=600)  # a loaded 2-core machine: migrating alone can take minutes
-        for dag_id in (PROMOTE_DAG, TRAIN_DAG):  # the consumer first: it must see the event
-            wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 400, f"DAG {dag_id}")
-            stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+        # A loaded 2-core machine: migrating alone can take minutes.
+        with started(stack, home, timeout=600):
+            for dag_id in (PROMOTE_DAG, TRAIN_DAG):  # the consumer first: it must see the event
+                wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 400, f"DAG {dag_id}")
+                stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
-        def finished(dag_id: str) -> dict[str, Any] | None:
-            stack.check_alive()
-            runs = stack.api("GET", f"/dags/{dag_id}/dagRuns")["dag_runs"]
-            done = [run for run in runs if run["state"] in ("success", "failed")]
-            return done[0] if done else None
+            def finished(dag_id: str) -> dict[str, Any] | None:
+                stack.check_alive()
+                runs = stack.api("GET", f"/dags/{dag_id}/dagRuns")["dag_runs"]
+                done = [run for run in runs if run["state"] in ("success", "failed")]
+                return done[0] if done else None
 
-        train_run = wait_for(lambda: finished(TRAIN_DAG), 900, "the scheduled training run")
-        promote_run = wait_for(lambda: finished(PROMOTE_DAG), 600, "the promotion run")
-        yield Chain(stack, standin, train_run, promote_run, lineage_file)
+            train_run = wait_for(lambda: finished(TRAIN_DAG), 900, "the scheduled training run")
+            promote_run = wait_for(lambda: finished(PROMOTE_DAG), 600, "the promotion run")
+            yield Chain(stack, standin, train_run, promote_run, lineage_file)
     finally:
-        try:
-            stack.stop()
-            standin.stop()
-            shutil.rmtree(home, ignore_errors=True)
-        finally:
-            signal.signal(signal.SIGTERM, previous)
-
-
-def _raise_on_sigterm(signum, frame):
-    raise KeyboardInterrupt(f"signal {signum}")
+        standin.stop()
 
 
 def test_the_scheduled_training_run_succeeded(chain: Chain) -> None:

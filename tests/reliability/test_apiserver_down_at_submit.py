@@ -57,6 +57,16 @@ def _restart_apiserver(info, argv):
     faults.wait_volcano_runs_jobs(info.state_dir)
 
 
+def _fails_unreachable(namespace: str, run_id: str) -> str:
+    """Run a try that must fail with ``ApiserverUnreachableError`` within BOUND; its words."""
+    started = time.monotonic()
+    with pytest.raises(ApiserverUnreachableError) as failure:
+        support.execute_operator(_op(namespace), support.StubTaskInstance(DAG_ID, "train", run_id))
+    took = time.monotonic() - started
+    assert took < BOUND, took
+    return str(failure.value)
+
+
 def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
     monkeypatch.setenv(
         "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(cluster.kubeconfig)
@@ -64,16 +74,9 @@ def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
     namespace = support.create_namespace(cluster.kubeconfig, "down-submit")
     argv = faults.stop_component(cluster.state_dir, "kube-apiserver")
     try:
-        started = time.monotonic()
-        with pytest.raises(ApiserverUnreachableError) as failure:
-            support.execute_operator(
-                _op(namespace), support.StubTaskInstance(DAG_ID, "train", "r1")
-            )
-        took = time.monotonic() - started
+        message = _fails_unreachable(namespace, "r1")
     finally:
         _restart_apiserver(cluster, argv)
-    message = str(failure.value)
-    assert took < BOUND, took
     assert "could not reach the Kubernetes API" in message, message
     assert cluster.server in message, message
 
@@ -106,19 +109,13 @@ def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_conne
 
     monkeypatch.setattr(VolcanoHook, "create_job", create_then_lose_apiserver)
     try:
-        started = time.monotonic()
-        with pytest.raises(ApiserverUnreachableError) as failure:
-            support.execute_operator(
-                _op(namespace), support.StubTaskInstance(DAG_ID, "train", "r2")
-            )
-        took = time.monotonic() - started
+        message = _fails_unreachable(namespace, "r2")
     finally:
         monkeypatch.setattr(VolcanoHook, "create_job", real_create)
         if stopped:
             _restart_apiserver(cluster, stopped[0])
     assert stopped, "the fault was not injected"
-    assert took < BOUND, took
-    assert "could not reach the Kubernetes API" in str(failure.value)
+    assert "could not reach the Kubernetes API" in message
 
     api = config.new_client_from_config(config_file=str(cluster.kubeconfig))
     core = client.CoreV1Api(api)

@@ -47,10 +47,7 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
         "deleted": (seed_template(master={SIM_DURATION: "600"}), "deleted"),
     }
     proxy.set_latency(0.2)
-    triggers = {}
-    for key, (template, _) in plan.items():
-        op = support.operator(template=template, namespace=namespace, deferrable=True)
-        triggers[key] = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", key))
+    triggers = support.defer_each(plan, namespace, DAG_ID)
 
     async def faults() -> int:
         resets = 0
@@ -77,10 +74,7 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
 
     resets, *results = asyncio.run(main())
     assert resets >= 5, resets  # the faults really hit open connections
-    for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
-        assert len(events) == 1, (key, events)
-        assert events[0]["outcome"] == expected, (key, events[0])
-        assert events[0]["uid"] == triggers[key].job_uid
+    support.assert_one_verdict_each(plan, triggers, results)
     owners = Counter(
         j["metadata"]["labels"][IDENTITY_LABEL] for j in support.list_jobs(admin, namespace)
     )

@@ -35,7 +35,6 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import pytest
@@ -158,15 +157,19 @@ def _running_on(stack: AirflowStack, run: Run) -> set[int]:
 
 
 def _spread(
-    stack: AirflowStack, start: Callable[[int], Trial], count: int, trials: list[Trial]
+    stack: AirflowStack, cluster, api, case: str, count: int, trials: list[Trial]
 ) -> tuple[int, int]:
-    """Start ``count`` trials (appended to ``trials``), the first half's triggers on A and
-    the rest on B; return the job ids of A and B.
+    """Start ``count`` trials named ``case-<i>`` (appended to ``trials``; the odd ones fail),
+    the first half's triggers on A and the rest on B; return the job ids of A and B.
 
     B is paused (SIGSTOP) while the first half defers, so A takes them; A's capacity is
     ``HANDOVER_JOBS / 2``, so once B runs again it takes the rest.
     """
     half = count // 2
+
+    def start(i: int) -> Trial:
+        return _start(stack, cluster, api, f"{case}-{i}", i % 2 == 1)
+
     stack.send_signal(B, signal.SIGSTOP)
     try:
         trials += [start(i) for i in range(half)]
@@ -188,12 +191,7 @@ def test_a_frozen_triggerer_hands_its_jobs_over_and_none_is_deleted(
     ended_while_frozen = max(1, half // 2)
     trials: list[Trial] = []
     try:
-        a_id, b_id = _spread(
-            stack,
-            lambda i: _start(stack, volcano_cluster, admin, f"handover-{i}", i % 2 == 1),
-            HANDOVER_JOBS,
-            trials,
-        )
+        a_id, b_id = _spread(stack, volcano_cluster, admin, "handover", HANDOVER_JOBS, trials)
         on_a = trials[:half]
         uids = {t.run.run_id: t.run.watched.live_uids() for t in trials}
 
@@ -278,12 +276,7 @@ def test_a_killed_triggerer_a_killed_scheduler_and_a_database_restart_keep_every
     stack = reliability_airflow
     trials: list[Trial] = []
     try:
-        a_id, _ = _spread(
-            stack,
-            lambda i: _start(stack, volcano_cluster, admin, f"faults-{i}", i % 2 == 1),
-            4,
-            trials,
-        )
+        a_id, _ = _spread(stack, volcano_cluster, admin, "faults", 4, trials)
         uids = {t.run.run_id: t.run.watched.live_uids() for t in trials}
         jobs = iter(trials)
 

@@ -158,10 +158,7 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(
         ),
         "fails": (failing_template("45"), "failed"),
     }
-    triggers = {}
-    for key, (template, _) in plan.items():
-        op = support.operator(template=template, namespace=namespace, deferrable=True)
-        triggers[key] = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", key))
+    triggers = support.defer_each(plan, namespace, DAG_ID)
 
     # Only from now on: the waits' lists and watches, not the submissions above.
     http_proxy.answer("GET", JOBS + r"(?!.*watch=)", status=429, times=3, retry_after=1)
@@ -176,10 +173,7 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(
     assert http_proxy.pending() == 0, http_proxy.forged
     statuses = Counter(f.status for f in http_proxy.forged)
     assert statuses == {429: 3, 503: 3}, http_proxy.forged
-    for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
-        assert len(events) == 1, (key, events)
-        assert events[0]["outcome"] == expected, (key, events[0])
-        assert events[0]["uid"] == triggers[key].job_uid
+    support.assert_one_verdict_each(plan, triggers, results)
 
 
 def test_a_create_whose_answer_never_comes_times_out_and_reattaches(
