@@ -16,6 +16,8 @@ from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRe
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
 ENTITY = "ml-team"
 PROJECT = "retraining"
+#: The ``wandb`` connection to the stand-in that ``tests/integration``'s ``wandb_standin`` makes.
+STANDIN_CONN_ID = "wandb_standin"
 
 BLOCK = 32 * 1024
 HEADER = 7  # a chunk's CRC (4 bytes), length (2) and type (1)
@@ -37,6 +39,18 @@ def use_wandb_connection(
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(connection))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
     return conn_id
+
+
+def online_standin_run(run_id: str) -> dict[str, str]:
+    """The operator's options for the online W&B run ``run_id`` of ``ml-team``'s
+    ``retraining``, through the stand-in's connection."""
+    return {
+        "wandb_conn_id": STANDIN_CONN_ID,
+        "wandb_entity": ENTITY,
+        "wandb_project": PROJECT,
+        "wandb_mode": "online",
+        "wandb_run_id": run_id,
+    }
 
 
 def airflow_run_context(**fields: Any) -> AirflowRunContext:

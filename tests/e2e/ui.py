@@ -29,15 +29,15 @@ def _wait(driver: WebDriver, condition, what: str, timeout: float = WAIT):
 
 def open_trigger_form(driver: WebDriver, base_url: str, dag_id: str) -> WebElement:
     driver.get(f"{base_url}/dags/{dag_id}")
-    button = _wait(
-        driver,
-        lambda d: _displayed(d.find_elements(By.XPATH, "//button[normalize-space()='Trigger']")),
-        "the DAG page's Trigger button",
-    )
-    button.click()
+    _shown(driver, "//button[normalize-space()='Trigger']", "the DAG page's Trigger button").click()
     dialog = _wait(driver, lambda d: _trigger_dialog(d), "the Trigger Dag dialog")
     _wait(driver, lambda d: dialog.find_elements(By.NAME, "element_worker_replicas"), "params")
     return dialog
+
+
+def _shown(driver: WebDriver, xpath: str, what: str) -> WebElement:
+    """The first displayed element at ``xpath``, once there is one."""
+    return _wait(driver, lambda d: _displayed(d.find_elements(By.XPATH, xpath)), what)
 
 
 def _displayed(elements: list[WebElement]) -> WebElement | None:
@@ -167,17 +167,9 @@ def extra_link_href(
     Airflow 3.3 lists a task's extra links under "Extra Links" in that tab, as ``<a>`` buttons.
     """
     driver.get(f"{base_url}/dags/{dag_id}/runs/{dag_run_id}/tasks/{task_id}")
-    tab = _wait(
-        driver,
-        lambda d: _displayed(d.find_elements(By.XPATH, "//a[normalize-space()='Details']")),
-        "the task instance's Details tab",
-    )
+    tab = _shown(driver, "//a[normalize-space()='Details']", "the task instance's Details tab")
     tab.click()
-    link = _wait(
-        driver,
-        lambda d: _displayed(d.find_elements(By.XPATH, f"//a[normalize-space()='{name}']")),
-        f"the task instance's {name!r} link",
-    )
+    link = _shown(driver, f"//a[normalize-space()='{name}']", f"the task instance's {name!r} link")
     driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", link)
     return link.get_attribute("href")
 

@@ -15,10 +15,13 @@ from test_support.wandb_standin_seed import (
     seed_template,
     templated_seed,
 )
-from test_support.wandb_support import API_KEY, ENTITY, PROJECT, use_wandb_connection
-
-#: The ``wandb`` connection the ``wandb_standin`` fixture makes, to the stand-in.
-STANDIN_CONN_ID = "wandb_standin"
+from test_support.wandb_support import (
+    API_KEY,
+    ENTITY,
+    PROJECT,
+    STANDIN_CONN_ID,
+    use_wandb_connection,
+)
 
 
 @pytest.fixture

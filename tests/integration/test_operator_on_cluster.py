@@ -11,6 +11,7 @@ import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import pytest
 
@@ -141,14 +142,7 @@ def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_pat
     api, namespace = cluster
     # The master runs until the retry has reattached (an Airflow CLI parses the DAGs folder
     # first, which took over a minute on a loaded 2-core machine), then is ended at once.
-    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
-    child = start_dag_process(
-        "avw_test_sync",
-        tmp_path / "first.log",
-        _fixed_date().isoformat(),
-        template=template,
-        namespace=namespace,
-    )
+    child = _start_long_job("avw_test_sync", tmp_path / "first.log", namespace)
     wait_until(lambda: job_uids(api, namespace), 120, what="job submitted")
     os.killpg(child.pid, signal.SIGKILL)  # the worker dies; nothing gets to clean up
     child.wait()
@@ -181,14 +175,7 @@ def test_a_killed_worker_is_followed_by_a_retry_that_reattaches(cluster, tmp_pat
 
 def test_sigterm_while_waiting_deletes_the_job_and_its_pods(cluster, tmp_path):
     api, namespace = cluster
-    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
-    child = start_dag_process(
-        "avw_test_sync",
-        tmp_path / "run.log",
-        _fixed_date().isoformat(),
-        template=template,
-        namespace=namespace,
-    )
+    child = _start_long_job("avw_test_sync", tmp_path / "run.log", namespace)
     wait_until(lambda: list_pods(api, namespace), 120, what="pods created")
     time.sleep(2)
     os.killpg(child.pid, signal.SIGTERM)
@@ -204,15 +191,8 @@ def test_sigterm_while_waiting_deletes_the_job_and_its_pods(cluster, tmp_path):
 
 def test_a_job_deleted_by_someone_else_fails_the_task_and_says_so(cluster, tmp_path):
     api, namespace = cluster
-    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
     log = tmp_path / "run.log"
-    child = start_dag_process(
-        "avw_test_deferrable",
-        log,
-        _fixed_date().isoformat(),
-        template=template,
-        namespace=namespace,
-    )
+    child = _start_long_job("avw_test_deferrable", log, namespace)
     name = wait_until(
         lambda: [j["metadata"]["name"] for j in list_jobs(api, namespace)],
         120,
@@ -239,6 +219,14 @@ def test_submit_then_sensor(cluster, capfd):
     assert tis["train"][0] == "success" and tis["wait"][0] == "success", out[-5000:]
     # The sensor followed the master's log while it poked (it shows no tail on success).
     assert re.search(r"\[wandb-job-\w+-master-0\] \[sim\] running for 10s", out), out[-5000:]
+
+
+def _start_long_job(dag_id: str, log: Path, namespace: str):
+    """``airflow dags test`` of ``dag_id`` in a child process, on the seed whose ranks run
+    600 s (longer than any of these tests), logging to ``log``."""
+    template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
+    date = _fixed_date().isoformat()
+    return start_dag_process(dag_id, log, date, template=template, namespace=namespace)
 
 
 def _fixed_date():

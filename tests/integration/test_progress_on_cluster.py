@@ -20,8 +20,7 @@ from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from test_support import operator_tries as support
 from test_support.cluster_jobs import SIM_DURATION, seed_template, submit_job
 from test_support.wandb_standin import WandbStandin
-from test_support.wandb_support import ENTITY, PROJECT
-from tests.integration.conftest import STANDIN_CONN_ID
+from test_support.wandb_support import ENTITY, PROJECT, STANDIN_CONN_ID, online_standin_run
 from tests.integration.test_stall_wandb_on_cluster import logged
 
 pytestmark = pytest.mark.cluster
@@ -78,11 +77,7 @@ def test_the_deferred_operator_logs_its_trainings_progress(cluster, training):
         namespace=namespace,
         template=seed_template(master={SIM_DURATION: str(TRAINS_FOR)}, worker={SIM_DURATION: "1"}),
         deferrable=True,
-        wandb_conn_id=STANDIN_CONN_ID,
-        wandb_entity=ENTITY,
-        wandb_project=PROJECT,
-        wandb_mode="online",
-        wandb_run_id=RUN_ID,
+        **online_standin_run(RUN_ID),
         wandb_summary_keys=["eval/accuracy"],
     )
     ti = support.StubTaskInstance("avw_progress", "train", "deferred")

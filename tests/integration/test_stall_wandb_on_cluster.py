@@ -25,8 +25,7 @@ from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from test_support import operator_tries as support
 from test_support.cluster_jobs import SIM_DURATION, list_jobs, seed_template, submit_job, wait_until
 from test_support.wandb_standin import WandbStandin
-from test_support.wandb_support import API_KEY, ENTITY, PROJECT
-from tests.integration.conftest import STANDIN_CONN_ID
+from test_support.wandb_support import API_KEY, ENTITY, PROJECT, STANDIN_CONN_ID, online_standin_run
 
 pytestmark = pytest.mark.cluster
 
@@ -109,11 +108,7 @@ def test_a_silent_master_whose_wandb_run_advances_is_not_stalled_until_it_stops_
         template=seed_template(master={SIM_DURATION: "60"}, worker={SIM_DURATION: "600"}),
         deferrable=True,
         stall_timeout=STALL_TIMEOUT,
-        wandb_conn_id=STANDIN_CONN_ID,
-        wandb_entity=ENTITY,
-        wandb_project=PROJECT,
-        wandb_mode="online",
-        wandb_run_id=RUN_ID,
+        **online_standin_run(RUN_ID),
     )
     ti = support.StubTaskInstance("avw_stall_wandb", "train", "wandb")
     trigger = support.execute_operator(op, ti)

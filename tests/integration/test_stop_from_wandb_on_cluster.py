@@ -34,8 +34,7 @@ from test_support.cluster_jobs import (
     wait_until,
 )
 from test_support.wandb_standin import WandbStandin
-from test_support.wandb_support import ENTITY, PROJECT
-from tests.integration.conftest import STANDIN_CONN_ID
+from test_support.wandb_support import ENTITY, PROJECT, STANDIN_CONN_ID, online_standin_run
 
 pytestmark = pytest.mark.cluster
 
@@ -121,11 +120,7 @@ def test_a_trainer_that_misses_the_stop_has_its_job_deleted_after_the_grace(clus
         template=seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"}),
         deferrable=True,
         wandb_stop_grace=GRACE,
-        wandb_conn_id=STANDIN_CONN_ID,
-        wandb_entity=ENTITY,
-        wandb_project=PROJECT,
-        wandb_mode="online",
-        wandb_run_id=RUN_ID,
+        **online_standin_run(RUN_ID),
     )
     ti = support.StubTaskInstance(DAG_ID, "train", "unheeded")
     trigger = support.execute_operator(op, ti)

@@ -6,7 +6,15 @@ import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.job.job_facts import JobFacts
-from test_support.cluster_jobs import SIM_DURATION, list_pods, seed_template, wait_until
+from test_support.cluster_jobs import (
+    SIM_DURATION,
+    custom,
+    get_job,
+    job_phase,
+    list_pods,
+    seed_template,
+    wait_until,
+)
 from test_support.operator_tries import StubTaskInstance, execute_operator, operator
 
 pytestmark = pytest.mark.cluster
@@ -70,17 +78,8 @@ def test_a_job_with_two_gpus_per_pod_is_admitted_and_every_pod_starts_two_proces
         wait_for_completion=False,
     )
     job = execute_operator(op, StubTaskInstance("avw_two_gpus", "train", "r1"))
-    jobs = k8s.CustomObjectsApi(api)
-
-    def stored() -> dict:
-        return jobs.get_namespaced_custom_object(
-            "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
-        )
-
     wait_until(
-        lambda: (stored().get("status") or {}).get("state", {}).get("phase") == "Running",
-        120,
-        what="the gang to run",
+        lambda: job_phase(api, namespace, job["name"]) == "Running", 120, what="the gang to run"
     )
     pods = list_pods(api, namespace)
     assert len(pods) == 3
@@ -91,8 +90,9 @@ def test_a_job_with_two_gpus_per_pod_is_admitted_and_every_pod_starts_two_proces
         env = {e.name: e.value for e in container.env}
         assert env["PET_NPROC_PER_NODE"] == "2", pod.metadata.name
         assert env["WORLD_SIZE"] == env["PET_NNODES"] == "3"  # the plugin counts pods
-    assert JobFacts.from_job(stored()).world_size == 6  # torch.distributed counts processes
-    jobs.delete_namespaced_custom_object(
+    stored = get_job(api, namespace, job["name"])
+    assert JobFacts.from_job(stored).world_size == 6  # torch.distributed counts processes
+    custom(api).delete_namespaced_custom_object(
         "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
     )
     api.close()
@@ -113,14 +113,7 @@ def test_a_job_rendered_for_volcano_before_hcclrank_is_admitted_and_completes(
         wait_for_completion=False,
     )
     job = execute_operator(op, StubTaskInstance("avw_old_volcano", "train", "r1"))
-    jobs = k8s.CustomObjectsApi(api)
-
-    def stored() -> dict:
-        return jobs.get_namespaced_custom_object(
-            "batch.volcano.sh", "v1alpha1", namespace, "jobs", job["name"]
-        )
-
-    assert set(stored()["spec"]["plugins"]) == {"pytorch", "svc"}
+    assert set(get_job(api, namespace, job["name"])["spec"]["plugins"]) == {"pytorch", "svc"}
     wait_until(lambda: len(list_pods(api, namespace)) == 3, 120, what="three pods")
     for pod in list_pods(api, namespace):
         (container,) = pod.spec.containers
@@ -129,7 +122,7 @@ def test_a_job_rendered_for_volcano_before_hcclrank_is_admitted_and_completes(
         assert "PET_NODE_RANK" not in env
         assert env["PET_NNODES"].value == env["WORLD_SIZE"].value == "3"
     wait_until(
-        lambda: (stored().get("status") or {}).get("state", {}).get("phase") == "Completed",
+        lambda: job_phase(api, namespace, job["name"]) == "Completed",
         120,
         what="the job to complete",
     )
