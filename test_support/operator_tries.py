@@ -23,6 +23,7 @@ import pendulum
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.testing import cluster as local_cluster
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from test_support.cluster_jobs import SIM_DURATION, seed_template, wait_until
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
@@ -123,6 +124,23 @@ def poke_until_verdict(
     )
     ti = StubTaskInstance(dag_id, "wait", "sensor")
     wait_until(lambda: sensor.poke({"ti": ti}), timeout=timeout, interval=1, what="a verdict")
+
+
+def trigger_of(job: dict, namespace: str, **options: Any) -> VolcanoJobTrigger:
+    """The trigger a deferred task would hand the triggerer for ``job``."""
+    return VolcanoJobTrigger(
+        job_name=job["metadata"]["name"],
+        namespace=namespace,
+        job_uid=job["metadata"]["uid"],
+        **options,
+    )
+
+
+async def first_event(trigger) -> dict[str, Any] | None:
+    """The first event's payload, as a triggerer takes it."""
+    async for event in trigger.run():
+        return event.payload
+    return None
 
 
 async def collect_events(trigger, timeout: float) -> list[dict[str, Any]]:

@@ -19,10 +19,10 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.logs import log_client
-from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import job_watcher, namespace_watch
 from airflow_volcano_wandb.wait.pod_watcher import NamespacePodWatcher
 from test_support.cluster_jobs import list_pods, submit_job, wait_until
+from test_support.operator_tries import first_event, trigger_of
 
 pytestmark = pytest.mark.cluster
 
@@ -54,22 +54,9 @@ def waits_on_running_jobs(api, namespace, jobs, pod_watch: bool, monkeypatch) ->
     monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__POD_WATCH", str(pod_watch))
 
     async def main():
-        triggers = [
-            VolcanoJobTrigger(
-                job_name=job["metadata"]["name"],
-                namespace=namespace,
-                job_uid=job["metadata"]["uid"],
-                max_container_restarts=3,
-                startup_timeout=120,
-                follow_master_log=True,
-                poll_interval=1,  # a look every second, and pods due at every other look
-            )
-            for job in jobs
-        ]
-
-        async def first_event(trigger):
-            async for event in trigger.run():
-                return event.payload
+        options = {"max_container_restarts": 3, "startup_timeout": 120, "follow_master_log": True}
+        # A look every second, and pods due at every other look.
+        triggers = [trigger_of(job, namespace, poll_interval=1, **options) for job in jobs]
 
         tasks = [asyncio.create_task(first_event(t)) for t in triggers]
         await asyncio.sleep(3)  # each trigger's first look, and the watches' first LISTs

@@ -20,6 +20,7 @@ from test_support.cluster_jobs import (
     submit_job,
     wait_until,
 )
+from test_support.operator_tries import first_event, trigger_of
 
 pytestmark = pytest.mark.cluster
 
@@ -52,21 +53,8 @@ def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
     ]
 
     async def wait_all():
-        triggers = [
-            VolcanoJobTrigger(
-                job_name=j["metadata"]["name"],
-                namespace=namespace,
-                job_uid=j["metadata"]["uid"],
-                poll_interval=1,
-            )
-            for j in jobs
-        ]
+        triggers = [trigger_of(j, namespace, poll_interval=1) for j in jobs]
         watchers_seen = []
-
-        async def first_event(trigger):
-            async for event in trigger.run():
-                return event.payload
-
         tasks = [asyncio.create_task(first_event(t)) for t in triggers]
         while not all(t.done() for t in tasks):
             watchers_seen.append(job_watcher.active_watchers())
@@ -80,16 +68,6 @@ def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
     assert job_watcher.active_watchers() == 0  # the last one out closed it
 
 
-def _trigger_of(job: dict, namespace: str, **options) -> VolcanoJobTrigger:
-    """The trigger a deferred task would hand the triggerer for ``job``."""
-    return VolcanoJobTrigger(
-        job_name=job["metadata"]["name"],
-        namespace=namespace,
-        job_uid=job["metadata"]["uid"],
-        **options,
-    )
-
-
 def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
     """With a 10-minute poll interval, only the watch can end the wait within the test.
 
@@ -100,7 +78,7 @@ def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
     job = submit_job(api, namespace, "prompt", master_seconds=3)
 
     async def wait():
-        async for event in _trigger_of(job, namespace, poll_interval=600).run():
+        async for event in trigger_of(job, namespace, poll_interval=600).run():
             return event.payload
 
     event = asyncio.run(asyncio.wait_for(wait(), timeout=120))
@@ -117,7 +95,7 @@ def test_a_wait_that_ends_early_fires_only_once_the_deferral_settled(cluster, mo
     deferred_at = time.time()
 
     async def wait():
-        trigger = _trigger_of(job, namespace, poll_interval=1, deferred_at=deferred_at)
+        trigger = trigger_of(job, namespace, poll_interval=1, deferred_at=deferred_at)
         async for event in trigger.run():
             return event.payload, time.time()
 
@@ -138,7 +116,7 @@ async def _cancelled_trigger(
 ) -> VolcanoJobTrigger:
     """The job's trigger in a triggerer whose task has ``task_left`` deferred: let it wait a
     while, then cancel it, as the triggerer does before on_kill."""
-    trigger = _trigger_of(job, namespace)
+    trigger = trigger_of(job, namespace)
     as_in_a_triggerer(trigger, monkeypatch, task_left=task_left)
     waiting = asyncio.create_task(trigger.run().__anext__())
     await asyncio.sleep(2)

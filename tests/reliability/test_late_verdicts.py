@@ -107,20 +107,19 @@ def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_wor
         core.patch_node(node, {"metadata": {"labels": {label: None}}})
 
 
+def _deferred(namespace: str, run_id: str, master_seconds: str, **options):
+    """The trigger of a deferred try whose job's master runs ``master_seconds``; ``options``
+    are the operator's."""
+    template = seed_template(master={SIM_DURATION: master_seconds}, worker={SIM_DURATION: "600"})
+    op = support.operator(template=template, namespace=namespace, deferrable=True, **options)
+    return support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", run_id))
+
+
 def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_a_timeout(
     proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    template = seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"})
-    op = support.operator(
-        template=template,
-        namespace=namespace,
-        deferrable=True,
-        execution_timeout=timedelta(seconds=25),
-    )
-    trigger = support.execute_operator(
-        op, support.StubTaskInstance(DAG_ID, "train", "cut-at-deadline")
-    )
+    trigger = _deferred(namespace, "cut-at-deadline", "6", execution_timeout=timedelta(seconds=25))
 
     async def main() -> list[dict]:
         waiting = asyncio.create_task(support.collect_events(trigger, timeout=180))
@@ -149,16 +148,7 @@ def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_
 def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcome(
     proxy, admin, volcano_namespace
 ):
-    namespace = volcano_namespace
-    template = seed_template(master={SIM_DURATION: "30"}, worker={SIM_DURATION: "600"})
-    op = support.operator(
-        template=template,
-        namespace=namespace,
-        deferrable=True,
-        watch_failure_grace=8,
-        poll_interval=2,
-    )
-    trigger = support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "flapping"))
+    trigger = _deferred(volcano_namespace, "flapping", "30", watch_failure_grace=8, poll_interval=2)
     done = threading.Event()
 
     def cut_every_three_seconds() -> None:  # what an idle-timeout proxy does to a watch
@@ -173,6 +163,6 @@ def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcom
         done.set()
         cutter.join()
     assert [e["outcome"] for e in events] == ["succeeded"], events
-    (job,) = support.list_jobs(admin, namespace)
+    (job,) = support.list_jobs(admin, volcano_namespace)
     assert job["metadata"]["uid"] == trigger.job_uid
     assert job["status"]["state"]["phase"] == "Completed"
