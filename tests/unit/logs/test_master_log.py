@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
-import json
 
 import pytest
 
@@ -14,11 +12,9 @@ from airflow_volcano_wandb.logs import master_log
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wandb.key_forms import key_forms
 from test_support.line_log import LineLog
-from test_support.waits import operator_trigger, sensor_trigger
 
 KEY = "0123456789abcdef0123456789abcdef01234567"
 
@@ -61,60 +57,6 @@ def test_the_limit_is_read_from_the_airflow_config_once(monkeypatch):
         assert master_log.max_concurrent_follows() == 7
     finally:
         master_log.max_concurrent_follows.cache_clear()
-
-
-def test_the_operator_parameters_reach_the_serialized_trigger(monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_WANDB_DEFAULT", json.dumps({"conn_type": "wandb", "password": KEY})
-    )
-    op = VolcanoPyTorchJobOperator(
-        task_id="t",
-        template="seed.yaml",
-        follow_master_log=True,
-        master_log_max_lines=10,
-        master_log_max_bytes=2048,
-    )
-    classpath, kwargs = operator_trigger(op).serialize()
-    assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
-    assert kwargs["master_log_max_bytes"] == 2048
-    # A digest of each of the key's forms travels to the triggerer; no form of it does.
-    digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
-    assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
-    assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
-    module, _, name = classpath.rpartition(".")
-    again = getattr(importlib.import_module(module), name)(**kwargs)
-    assert again.serialize() == (classpath, kwargs)
-
-
-def test_the_sensor_follows_too_with_its_connection_key_masked(monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_WANDB_SENSED", json.dumps({"conn_type": "wandb", "password": KEY})
-    )
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="j",
-        namespace="ns",
-        wandb_conn_id="wandb_sensed",
-        follow_master_log=True,
-        master_log_max_lines=10,
-    )
-    kwargs = sensor_trigger(sensor).serialize()[1]
-    assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
-    digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
-    assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
-    assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
-    off = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
-    assert sensor_trigger(off).serialize()[1]["follow_master_log"] is False
-
-
-def test_following_is_off_by_default():
-    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
-    kwargs = operator_trigger(op).serialize()[1]
-    assert kwargs["follow_master_log"] is False
-    assert kwargs["masked_secrets"] == []  # nothing followed: no digest needs to leave
-
-
-# ---- the follow itself, against a fake API ---------------------------------------------
 
 
 def _pod(uid: str = "u1", restarts: int = 0, running: bool = True) -> dict:

@@ -1,0 +1,69 @@
+"""Following the master's log is the DAG's opt-in: the operator's and the sensor's parameters
+reach the serialized trigger, their W&B key only as salted digests (``SecretDigest``)."""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+from airflow_volcano_wandb.logs.secret_digest import SecretDigest
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.sensors import VolcanoJobSensor
+from airflow_volcano_wandb.wandb.key_forms import key_forms
+from test_support.waits import operator_trigger, sensor_trigger
+
+KEY = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_the_operator_parameters_reach_the_serialized_trigger(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WANDB_DEFAULT", json.dumps({"conn_type": "wandb", "password": KEY})
+    )
+    op = VolcanoPyTorchJobOperator(
+        task_id="t",
+        template="seed.yaml",
+        follow_master_log=True,
+        master_log_max_lines=10,
+        master_log_max_bytes=2048,
+    )
+    classpath, kwargs = operator_trigger(op).serialize()
+    assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
+    assert kwargs["master_log_max_bytes"] == 2048
+    # A digest of each of the key's forms travels to the triggerer; no form of it does.
+    digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
+    assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
+    assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
+    module, _, name = classpath.rpartition(".")
+    again = getattr(importlib.import_module(module), name)(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+
+
+def test_the_sensor_follows_too_with_its_connection_key_masked(monkeypatch):
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_WANDB_SENSED", json.dumps({"conn_type": "wandb", "password": KEY})
+    )
+    sensor = VolcanoJobSensor(
+        task_id="wait",
+        job_name="j",
+        namespace="ns",
+        wandb_conn_id="wandb_sensed",
+        follow_master_log=True,
+        master_log_max_lines=10,
+    )
+    kwargs = sensor_trigger(sensor).serialize()[1]
+    assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
+    digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
+    assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
+    assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
+    off = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
+    assert sensor_trigger(off).serialize()[1]["follow_master_log"] is False
+
+
+def test_following_is_off_by_default():
+    op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
+    kwargs = operator_trigger(op).serialize()[1]
+    assert kwargs["follow_master_log"] is False
+    assert kwargs["masked_secrets"] == []  # nothing followed: no digest needs to leave
+
+
+# ---- the follow itself, against a fake API ---------------------------------------------
