@@ -12,7 +12,6 @@ a Launch queue's ``wandb_queue.py``.
 from __future__ import annotations
 
 import contextlib
-from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
@@ -74,6 +73,12 @@ class WandbHook(WandbRunAccess, BaseHook):
         self.wandb_conn_id = wandb_conn_id
         self.timeout = timeout
         self.deadline = deadline
+        # Made once per hook, without functools.cached_property: on Python 3.11 that holds one
+        # lock for every instance of the class while a value is made, so one wandb.Api() that
+        # never answers (a read abandoned by its deadline) blocked every other hook's reads in
+        # the process (a triggerer's too), for good.
+        self._connection: tuple[Connection | None] | None = None
+        self._api: Any = None
 
     # -- connection form -------------------------------------------------------------------
 
@@ -104,9 +109,14 @@ class WandbHook(WandbRunAccess, BaseHook):
 
     # -- connection values -----------------------------------------------------------------
 
-    @cached_property
+    @property
     def connection(self) -> Connection | None:
         """The Airflow connection, or ``None`` when it is not defined (see the class doc)."""
+        if self._connection is None:
+            self._connection = (self._read_connection(),)
+        return self._connection[0]
+
+    def _read_connection(self) -> Connection | None:
         if not self.wandb_conn_id:
             return None
         try:
@@ -222,10 +232,12 @@ class WandbHook(WandbRunAccess, BaseHook):
         except Exception as exc:
             return False, f"{type(exc).__name__}: {exc}"
 
-    @cached_property
+    @property
     def api(self) -> Any:
-        """A cached ``wandb.Api`` client (see :meth:`get_conn`)."""
-        return self.get_conn()
+        """A ``wandb.Api`` client, made once per hook (see :meth:`get_conn`)."""
+        if self._api is None:
+            self._api = self.get_conn()
+        return self._api
 
     def get_queue(self, ref: str) -> QueueTemplate:
         """A W&B Launch queue's template and its template variables, from a

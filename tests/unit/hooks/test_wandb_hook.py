@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import importlib.metadata
 import json
+import threading
 
 import airflow
 import pytest
@@ -208,3 +209,26 @@ def test_load_queue_config(stored: object) -> None:
 def test_load_queue_config_errors(stored: object, resource: str | None, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         load_queue_config(stored, resource, "team/q")
+
+
+def test_a_hook_whose_wandb_api_never_answers_blocks_no_other_hook(monkeypatch):
+    """A read abandoned by its deadline may leave a thread inside ``wandb.Api()`` for good;
+    another hook of the process (the triggerer's next read) must still get its client.
+    ``functools.cached_property`` on Python 3.11 held one lock for every hook meanwhile."""
+    entered, release = threading.Event(), threading.Event()
+
+    def get_conn(self):
+        if self.wandb_conn_id == "never_answers":
+            entered.set()
+            release.wait(30)
+        return self.wandb_conn_id
+
+    monkeypatch.setattr(WandbHook, "get_conn", get_conn)
+    threading.Thread(target=lambda: WandbHook("never_answers").api, daemon=True).start()
+    assert entered.wait(10)
+    answered: list[str] = []
+    other = threading.Thread(target=lambda: answered.append(WandbHook("other").api), daemon=True)
+    other.start()
+    other.join(10)
+    release.set()
+    assert answered == ["other"]
