@@ -78,7 +78,9 @@ def test_a_crash_looping_worker_fails_the_sync_wait_too(cluster):
         template=_crashing("worker"),
         deferrable=False,
         max_container_restarts=1,
-        execution_timeout=timedelta(seconds=120),  # without a budget: JobTimeoutError
+        # Without a budget: JobTimeoutError. Two restarts take about a minute (the kubelet waits
+        # 10 s, then 20 s); four times that on a loaded machine.
+        execution_timeout=timedelta(seconds=240),
     )
     with pytest.raises(TrainerCrashLoopError) as failure:
         support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "sync"))
