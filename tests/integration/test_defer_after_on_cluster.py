@@ -22,7 +22,7 @@ DEFERRED = "[DAG TEST] running trigger in line"
 
 @pytest.mark.parametrize(("master_seconds", "defers"), [("2", False), ("45", True)])
 def test_a_short_job_ends_in_the_window_and_a_long_one_defers(
-    master_seconds, defers, cluster, capfd
+    master_seconds, defers, cluster, capfd, caplog
 ):
     api, namespace = cluster
     # The avw_test_defer_after DAG's window is 15 s: the short job ends well inside it (its
@@ -31,7 +31,9 @@ def test_a_short_job_ends_in_the_window_and_a_long_one_defers(
     template = seed_template(master={SIM_DURATION: master_seconds}, worker={SIM_DURATION: "600"})
     _, tis = run_dag("avw_test_defer_after", template=template, namespace=namespace)
     captured = capfd.readouterr()
-    out = captured.out + captured.err
+    # The task's lines reach the console; dag.test()'s own ("[DAG TEST] ...") may reach only
+    # the log records once an earlier test has set Airflow's logging up in this process.
+    out = captured.out + captured.err + caplog.text
     assert tis["train"][0] == "success", out[-5000:]
     assert (DEFERRED in out) is defers, out[-5000:]
     assert ("deferring to the triggerer" in out) is defers
