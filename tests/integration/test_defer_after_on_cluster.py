@@ -20,14 +20,13 @@ pytestmark = pytest.mark.cluster
 DEFERRED = "[DAG TEST] running trigger in line"
 
 
-@pytest.mark.parametrize(("master_seconds", "defers"), [("2", False), ("45", True)])
+@pytest.mark.parametrize(("master_seconds", "defers"), [("2", False), ("25", True)])
 def test_a_short_job_ends_in_the_window_and_a_long_one_defers(
     master_seconds, defers, cluster, capfd, caplog
 ):
     api, namespace = cluster
     # The avw_test_defer_after DAG's window is 15 s: the short job ends well inside it (its
-    # pods start within seconds on the local cluster), the long one well after it, with room
-    # for a loaded machine.
+    # pods start within seconds on the local cluster), the long one well after it.
     template = seed_template(master={SIM_DURATION: master_seconds}, worker={SIM_DURATION: "600"})
     _, tis = run_dag("avw_test_defer_after", template=template, namespace=namespace)
     captured = capfd.readouterr()
