@@ -43,6 +43,10 @@ TRIGGER_CLASSPATH = "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
 API_KEY = "standin" + "0a1b2c3d4e5f6789" * 3
 #: How long the master trains once its gang is placed, and the steps it reports meanwhile.
 TRAINS_FOR, TOTAL_STEPS = 75, 1500
+#: The run reports its last step and final summary this long before the master's pod exits:
+#: a real trainer's ``run.finish()`` syncs the summary before the process ends, and the
+#: reporting thread starts when the nodes are released, possibly before the pod is running.
+FINISHES_BEFORE_EXIT = 20
 #: What the W&B run's summary ends with (the DAG's wandb_summary_keys, and its runtime).
 FINAL_SUMMARY = {"eval/accuracy": 0.9375, "eval/loss": 0.1912}
 
@@ -110,15 +114,17 @@ def training_template(folder: Path) -> Path:
 @contextlib.contextmanager
 def reporting_progress(run: E2ERun) -> Iterator[None]:
     """The run reports its step every second while the master trains, then its final
-    summary, as a trainer following the progress contract does."""
+    summary ``FINISHES_BEFORE_EXIT`` seconds before the pod ends, as a trainer following the
+    progress contract does."""
     entity, project = run.params["wandb_entity"], run.params["wandb_project"]
     done = threading.Event()
+    reports_for = TRAINS_FOR - FINISHES_BEFORE_EXIT
 
     def train() -> None:
         started, step = time.monotonic(), 0
         while not done.wait(1.0) and step < TOTAL_STEPS:
             elapsed = time.monotonic() - started
-            step = min(TOTAL_STEPS, int(TOTAL_STEPS * elapsed / TRAINS_FOR))
+            step = min(TOTAL_STEPS, int(TOTAL_STEPS * elapsed / reports_for))
             logged = {
                 "train/step": step,
                 "train/total_steps": TOTAL_STEPS,
