@@ -1,5 +1,6 @@
-"""Following the master's log is the DAG's opt-in: the operator's and the sensor's parameters
-reach the serialized trigger, their W&B key only as salted digests (``SecretDigest``)."""
+"""Following the master's log is the DAG's opt-in: the operator's parameters reach the
+serialized trigger, its W&B key only as salted digests (``SecretDigest``); the sensor's, in
+``tests/unit/sensors/test_volcano.py``."""
 
 from __future__ import annotations
 
@@ -8,9 +9,8 @@ import json
 
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.wandb.key_forms import key_forms
-from test_support.waits import operator_trigger, sensor_trigger
+from test_support.waits import operator_trigger
 
 KEY = "0123456789abcdef0123456789abcdef01234567"
 
@@ -36,27 +36,6 @@ def test_the_operator_parameters_reach_the_serialized_trigger(monkeypatch):
     module, _, name = classpath.rpartition(".")
     again = getattr(importlib.import_module(module), name)(**kwargs)
     assert again.serialize() == (classpath, kwargs)
-
-
-def test_the_sensor_follows_too_with_its_connection_key_masked(monkeypatch):
-    monkeypatch.setenv(
-        "AIRFLOW_CONN_WANDB_SENSED", json.dumps({"conn_type": "wandb", "password": KEY})
-    )
-    sensor = VolcanoJobSensor(
-        task_id="wait",
-        job_name="j",
-        namespace="ns",
-        wandb_conn_id="wandb_sensed",
-        follow_master_log=True,
-        master_log_max_lines=10,
-    )
-    kwargs = sensor_trigger(sensor).serialize()[1]
-    assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
-    digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
-    assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
-    assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
-    off = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
-    assert sensor_trigger(off).serialize()[1]["follow_master_log"] is False
 
 
 def test_following_is_off_by_default():

@@ -16,7 +16,6 @@ from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.parts.job_wait import DEFAULT_DEFER_AFTER, JobWait
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.triggers.waiter import Waiter
 from airflow_volcano_wandb.wait.outcome import WaitResult
@@ -120,11 +119,6 @@ def test_a_kill_during_the_window_deletes_the_job_it_owns(monkeypatch):
         _wait(waiter)
     # on_kill's, by its try (delete_if_owned leaves a newer try's job), then the wait's own
     assert deleted == [("u", 1, True), ("u", 1, False)]
-
-
-def test_the_sensor_waits_the_same_window():
-    sensor = VolcanoJobSensor(task_id="w", job_name="j", namespace="ns", defer_after=12)
-    assert sensor.waiter.options.defer_after == 12
 
 
 def test_the_window_is_seconds_or_0_and_off_by_default():

@@ -3,7 +3,8 @@
 Airflow fails a deferred task whose trigger fires before the scheduler has processed the
 deferring worker's exit (apache/airflow#67287, #72716); a job that ends within seconds of the
 deferral must not lose its outcome to that race. The wait itself is shown on the cluster
-(``tests/integration/test_trigger_on_cluster.py``); here, who sets the bound.
+(``tests/integration/test_trigger_on_cluster.py``); here, who sets the bound (the sensor's:
+``tests/unit/sensors/test_volcano.py``).
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ from __future__ import annotations
 import time
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers.volcano import (
     DEFAULT_DEFER_SETTLE_SECONDS,
     VolcanoJobTrigger,
     defer_settle_seconds,
 )
-from test_support.waits import operator_trigger, sensor_trigger
+from test_support.waits import operator_trigger
 
 
 def _triggered(*, deferred: bool) -> VolcanoJobTrigger:
@@ -31,12 +31,6 @@ def test_the_operator_bounds_a_deferred_wait_and_not_its_own():
     deferred = _triggered(deferred=True).serialize()[1]
     assert before <= deferred["deferred_at"] <= time.time()
     assert _triggered(deferred=False).spec.deferred_at is None  # sync: no race
-
-
-def test_the_sensor_bounds_its_deferred_wait():
-    sensor = VolcanoJobSensor(task_id="w", job_name="j", namespace="ns")
-    before = time.time()
-    assert before <= sensor_trigger(sensor).serialize()[1]["deferred_at"] <= time.time()
 
 
 def test_the_settle_time_is_configured_per_triggerer(monkeypatch):
