@@ -38,7 +38,7 @@ def stack(volcano_cluster) -> Iterator[AirflowStack]:
         log_dir=REPO / "test-artifacts" / "reliability" / "sweep-logs",
         kubeconfig=volcano_cluster.kubeconfig,
         wandb_conn=WANDB_CONN,
-        dags_folder=Path(__file__).parent / "sweep_dags",
+        dags_folder=Path(__file__).parent / "dags",  # avw_rel_sweep among them
     )
     try:
         stack.start(timeout=900)  # a loaded 2-core machine starts the API server slowly

@@ -1,4 +1,5 @@
-"""DAGs for the reliability tests that need a real scheduler and triggerer.
+"""DAGs for the reliability tests that need a real scheduler and triggerer, the 3-point sweep
+of tests/reliability/test_sweep_kill_clear.py among them.
 
 The template and namespace come in through the run's conf, like ``tests/dags/avw_test_jobs.py``.
 """
@@ -11,6 +12,7 @@ import pendulum
 from airflow.sdk import DAG
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.wandb import sweep
 
 PARAMS = {"template": {}, "namespace": "default"}
 
@@ -26,20 +28,23 @@ def _dag(dag_id: str, **kwargs) -> DAG:
     )
 
 
+#: Every DAG's ``train`` task: the simulated trainer, offline, deferred, never retried.
+TRAIN = {
+    "task_id": "train",
+    "template": "{{ params.template }}",
+    "namespace": "{{ params.namespace }}",
+    "image_uri": "example.org/avw/trainer:test",
+    "wandb_entity": "test-entity",
+    "wandb_project": "test-project",
+    "wandb_mode": "offline",
+    "deferrable": True,
+    "retries": 0,
+}
+SWEEP = {"method": "grid", "parameters": {"lr": {"values": [0.01, 0.05, 0.1]}}}
+
+
 def _operator(**kwargs) -> VolcanoPyTorchJobOperator:
-    return VolcanoPyTorchJobOperator(
-        task_id="train",
-        template="{{ params.template }}",
-        namespace="{{ params.namespace }}",
-        image_uri="example.org/avw/trainer:test",
-        wandb_entity="test-entity",
-        wandb_project="test-project",
-        wandb_mode="offline",
-        deferrable=True,
-        poll_interval=2,
-        retries=0,
-        **kwargs,
-    )
+    return VolcanoPyTorchJobOperator(**TRAIN, poll_interval=2, **kwargs)
 
 
 with _dag("avw_rel_deferred"):
@@ -55,3 +60,9 @@ with _dag("avw_rel_execution_timeout"):
 # new job from a reused one.
 with _dag("avw_rel_keep") as keep_dag:  # a module name: load_dag() finds it
     _operator(on_finish_action="keep")
+
+# The sweep the kill and clear tests map over, per index (test_sweep_kill_clear.py).
+with _dag("avw_rel_sweep"):
+    VolcanoPyTorchJobOperator.partial(
+        **TRAIN, wandb_group="sweep/{{ run_id }}", max_active_tis_per_dagrun=3
+    ).expand_kwargs(sweep.expand_kwargs(sweep.points(SWEEP)))
