@@ -12,15 +12,8 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG
 
+from airflow_volcano_wandb import exceptions as errors
 from airflow_volcano_wandb.airflow_compat import retry_policy_kwargs
-from airflow_volcano_wandb.exceptions import (
-    ApiserverUnreachableError,
-    ImagePullError,
-    JobPreemptedError,
-    JobRefusedError,
-    JobUnschedulableError,
-    OOMKilledError,
-)
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 
@@ -111,26 +104,31 @@ def _record_failure(context) -> None:
         out.write(json.dumps(record) + "\n")
 
 
-# The rules dags/volcano_pytorch_retraining.py sets, with delays short enough for a test.
+# The rules dags/volcano_pytorch_retraining.py sets, with delays short enough for a test: the
+# causes a retry may cure, retried after 7 s, and those it would only repeat, failed at once.
+RETRIED = [errors.JobPreemptedError, errors.ApiserverUnreachableError]
+FAILED_AT_ONCE = [
+    errors.JobUnschedulableError,
+    errors.OOMKilledError,
+    errors.ImagePullError,
+    errors.JobRefusedError,
+]
+
+
 def fast_retry_policy() -> Any:
     """An Airflow 3.3 ``ExceptionRetryPolicy`` (left out before 3.3: ``retry_policy_kwargs``)."""
     from airflow.sdk import ExceptionRetryPolicy, RetryAction, RetryRule
 
-    return ExceptionRetryPolicy(
-        rules=[
-            RetryRule(
-                exception=[JobPreemptedError, ApiserverUnreachableError],
-                action=RetryAction.RETRY,
-                retry_delay=timedelta(seconds=7),
-                reason="preempted or apiserver lost: retry",
-            ),
-            RetryRule(
-                exception=[JobUnschedulableError, OOMKilledError, ImagePullError, JobRefusedError],
-                action=RetryAction.FAIL,
-                reason="will fail again: fail fast",
-            ),
-        ]
+    retry = RetryRule(
+        exception=RETRIED,
+        action=RetryAction.RETRY,
+        retry_delay=timedelta(seconds=7),
+        reason="preempted or apiserver lost: retry",
     )
+    fail = RetryRule(
+        exception=FAILED_AT_ONCE, action=RetryAction.FAIL, reason="will fail again: fail fast"
+    )
+    return ExceptionRetryPolicy(rules=[retry, fail])
 
 
 with _dag(
