@@ -79,6 +79,7 @@ __all__ = [
     "ASSET_STATE_STORE",
     "INSTALLED_AIRFLOW",
     "RETRY_POLICY",
+    "SERIALIZED_SUPERVISOR_REQUESTS",
     "TASK_STATE_STORE",
     "TRIGGER_ON_KILL",
     "AirflowException",
@@ -110,6 +111,11 @@ INSTALLED_AIRFLOW = Version(Version(airflow.__version__).base_version)
 TRIGGER_ON_KILL = Version("3.3") <= INSTALLED_AIRFLOW
 #: A task takes a ``retry_policy`` (``airflow.sdk.ExceptionRetryPolicy``; 3.3+).
 RETRY_POLICY = Version("3.3") <= INSTALLED_AIRFLOW
+#: The Task SDK sends one request to the task's supervisor at a time, whichever thread asks
+#: (``CommsDecoder.send`` holds a lock: task SDK 1.2, Airflow 3.2+). Before, two threads of a
+#: task asking at once (a connection read in a worker thread, an XCom push) can take each
+#: other's answers, or, in ``airflow dags test``'s in-process supervisor, find no channel.
+SERIALIZED_SUPERVISOR_REQUESTS = Version("3.2") <= INSTALLED_AIRFLOW
 #: A task's context has ``task_state_store``, kept across its tries (3.3+).
 TASK_STATE_STORE = Version("3.3") <= INSTALLED_AIRFLOW
 #: A task's context has ``asset_state_store`` (3.3+, AIP-103).

@@ -7,16 +7,19 @@ from dataclasses import dataclass
 
 from airflow.configuration import conf
 
+from airflow_volcano_wandb.airflow_compat import SERIALIZED_SUPERVISOR_REQUESTS
 from airflow_volcano_wandb.parts.limits import templated_seconds
 from airflow_volcano_wandb.parts.options import option
 from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE
 
-#: Off until the window is proven on Airflow 3.0: there, under ``airflow dags test``, a task
-#: that ends inside it fails to push its XComs (``SUPERVISOR_COMMS`` is not defined in 3.0's
-#: in-process supervisor). 30 s (twice the settle) is the value to set where it is proven.
-DEFAULT_DEFER_AFTER = 0.0
+#: Twice the settle, where the Task SDK serializes a task's requests to its supervisor (Airflow
+#: 3.2+). The window runs the trigger's wait in the worker, whose threads read connections
+#: while the task's own thread may push XComs: on 3.0 and 3.1 two such requests at once can
+#: take each other's answers (under ``airflow dags test`` on 3.0, an XCom push failed with
+#: ``SUPERVISOR_COMMS`` undefined), so there the window is off unless set.
+DEFAULT_DEFER_AFTER = 30.0 if SERIALIZED_SUPERVISOR_REQUESTS else 0.0
 
 
 def _check_window(seconds: object) -> None:
@@ -42,12 +45,13 @@ class JobWait:
         at once: it never defers, so it can neither meet Airflow's deferral race
         (apache/airflow#67287, #72716) nor wait out the trigger's settle that guards against
         it (``[volcano_wandb] defer_settle_seconds``, 15 s). The worker slot is held for at
-        most this long; a kill meanwhile deletes the job as in sync mode. Default
-        ``[volcano_wandb] defer_after``, else 0: defer at once (the window is off until it is
-        proven on Airflow 3.0, where a task ending inside it under ``airflow dags test``
-        fails to push its XComs). 30 s, twice the settle, is the value to set: a job that
-        still pays the settle has run at least twice as long as the settle costs it, and on a
-        warm cluster most jobs that fail at start have failed by then.""",
+        most this long; a kill meanwhile deletes the job as in sync mode. 0 defers at once.
+        Default ``[volcano_wandb] defer_after``, else 30 s on Airflow 3.2 and later, twice the
+        settle: a job that still pays the settle has run at least twice as long as the settle
+        costs it, and on a warm cluster most jobs that fail at start have failed by then. On
+        Airflow 3.0 and 3.1 the default is 0: their Task SDK does not serialize a task's
+        requests to its supervisor, which the window's threads and the task's own may send
+        at once.""",
         check=_check_window,
     )
     pending_timeout: float | str | None = option(

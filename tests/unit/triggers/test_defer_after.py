@@ -11,7 +11,9 @@ import time
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
+from airflow_volcano_wandb.airflow_compat import INSTALLED_AIRFLOW
 from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
@@ -121,8 +123,10 @@ def test_a_kill_during_the_window_deletes_the_job_it_owns(monkeypatch):
     assert deleted == [("u", 1, True), ("u", 1, False)]
 
 
-def test_the_window_is_seconds_or_0_and_off_by_default():
-    assert DEFAULT_DEFER_AFTER == 0.0  # off until proven on Airflow 3.0 (parts/job_wait.py)
+def test_the_window_is_seconds_or_0_and_on_by_default_where_supervisor_requests_are_serialized():
+    # Airflow 3.2+'s Task SDK locks its supervisor channel; 3.0 and 3.1 do not (job_wait.py).
+    expected = 30.0 if Version("3.2") <= INSTALLED_AIRFLOW else 0.0
+    assert expected == DEFAULT_DEFER_AFTER
     assert JobWait(defer_after=0).defer_after == 0
     for bad in (-1, "10", True):
         with pytest.raises((TypeError, ValueError)):
