@@ -7,6 +7,7 @@ kube-apiserver's service-account token signer) accepts it.
 from __future__ import annotations
 
 import datetime
+import inspect
 import ipaddress
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,11 +49,17 @@ class PKI:
 
     @property
     def sa_key(self) -> Path:
-        return self.dir / "sa.key"
+        return self.key("sa")
 
     @property
     def sa_pub(self) -> Path:
         return self.dir / "sa.pub"
+
+
+def _key_usage(*allowed: str) -> x509.KeyUsage:
+    """A ``KeyUsage`` that allows the ``allowed`` uses and none of its other flags."""
+    flags = inspect.signature(x509.KeyUsage).parameters
+    return x509.KeyUsage(**{flag: flag in allowed for flag in flags})
 
 
 def _new_key() -> ec.EllipticCurvePrivateKey:
@@ -136,20 +143,7 @@ def ensure_pki(directory: Path) -> PKI:
     ca_cert = (
         _builder(ca_name, ca_name, ca_key.public_key())
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
+        .add_extension(_key_usage("digital_signature", "key_cert_sign", "crl_sign"), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
     _write_key(pki.key("ca"), ca_key)
