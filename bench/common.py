@@ -1,6 +1,6 @@
 """What every scenario shares: the local cluster through the harness's own admin client (stdlib
-only, so the orchestrating process stays light and its requests are easy to tell apart from the
-measured process's), job bodies, statistics, and the child processes a scenario measures in."""
+only, so the orchestrating process's requests are easy to tell from the measured one's), job
+bodies, statistics, and the child processes a scenario measures in."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity  # noqa: E402
+from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import manifests  # noqa: E402
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError  # noqa: E402
@@ -39,6 +39,7 @@ PODS_PER_NODE = 110
 RESULTS = REPO / "bench" / "results"
 SEED = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
 PY = sys.executable
+MERGE_PATCH = "application/merge-patch+json"
 #: The benchmark run's start: run_all.py imports this module first.
 T0 = time.monotonic()
 
@@ -46,6 +47,20 @@ T0 = time.monotonic()
 def say(message: str) -> None:
     """One progress line of the benchmark run, with the seconds since it started."""
     print(f"[bench {time.monotonic() - T0:6.0f}s] {message}", flush=True)
+
+
+def wait_until(ready: Callable[[], Any], timeout: float, what: str, every: float = 0.5) -> Any:
+    """``ready()``'s first true answer, asked every ``every`` s; TimeoutError after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while not (answer := ready()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what}: not after {timeout:.0f} s")
+        time.sleep(every)
+    return answer
+
+
+def phase(job: dict) -> str:
+    return ((job.get("status") or {}).get("state") or {}).get("phase", "")
 
 
 class Cluster:
@@ -63,14 +78,12 @@ class Cluster:
         return f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}"
 
     def create_namespace(self, prefix: str) -> str:
+        """A new namespace, once its default service account is there (a pod needs it)."""
         name = f"{prefix}-{uuid.uuid4().hex[:6]}"
         body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         self.kube.request("POST", "/api/v1/namespaces", body)
-        deadline = time.monotonic() + 60
-        while self.kube.get_or_none(f"/api/v1/namespaces/{name}/serviceaccounts/default") is None:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"namespace {name}: no default service account")
-            time.sleep(0.2)
+        account = f"/api/v1/namespaces/{name}/serviceaccounts/default"
+        wait_until(lambda: self.kube.get_or_none(account), 60, f"{name}'s service account", 0.2)
         self.namespaces.append(name)
         return name
 
@@ -82,18 +95,17 @@ class Cluster:
                 raise
 
     def wait_namespaces_gone(self, timeout: float = 120, names: list[str] | None = None) -> bool:
-        """Wait until these namespaces are gone, their pods with them (by default every one
-        this run made, deleted first)."""
-        deadline = time.monotonic() + timeout
+        """Whether these namespaces (by default every one this run made, deleted first) are
+        gone, their pods with them, within ``timeout``."""
         if names is None:
             names = self.namespaces
             for name in names:
                 self.delete_namespace(name)
-        while time.monotonic() < deadline:
-            if all(self.kube.get_or_none(f"/api/v1/namespaces/{n}") is None for n in names):
-                return True
-            time.sleep(1)
-        return False
+        paths = [f"/api/v1/namespaces/{n}" for n in names]
+        try:
+            return wait_until(lambda: not any(map(self.kube.get_or_none, paths)), timeout, "", 1)
+        except TimeoutError:
+            return False
 
     def ensure_pod_capacity(self, pods: int) -> list[str]:
         """Add simulated nodes until the cluster holds ``pods`` more pods; return their names."""
@@ -114,16 +126,13 @@ class Cluster:
                 self.kube.create("/api/v1/nodes", body)
                 added.append(body["metadata"]["name"])
                 missing -= PODS_PER_NODE
-        deadline = time.monotonic() + 60
-        while added and time.monotonic() < deadline:
-            ready = 0
-            for name in added:
-                node = self.kube.get(f"/api/v1/nodes/{name}")
-                conds = {c["type"]: c["status"] for c in node["status"].get("conditions", [])}
-                ready += conds.get("Ready") == "True"
-            if ready == len(added):
-                break
-            time.sleep(0.5)
+
+        def ready(name: str) -> bool:
+            conditions = self.kube.get(f"/api/v1/nodes/{name}")["status"].get("conditions", [])
+            return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+        with contextlib.suppress(TimeoutError):
+            wait_until(lambda: all(map(ready, added)), 60, "new nodes Ready")
         return added
 
     def delete_nodes(self, names: Iterable[str]) -> None:
@@ -139,10 +148,10 @@ class Cluster:
             for attempt in range(5):
                 try:
                     self.kube.request("POST", path, body, timeout=30)
-                    return time.time()
+                    break
                 except KubeError as err:
                     if err.status == 409:
-                        return time.time()
+                        break
                     if attempt == 4:
                         raise
                     time.sleep(0.5 * (attempt + 1))
@@ -151,47 +160,58 @@ class Cluster:
         with ThreadPoolExecutor(threads) as pool:
             return list(pool.map(one, bodies))
 
+    def start_jobs(self, namespace: str, bodies: list[dict], timeout: float = 600) -> dict:
+        """Create the jobs and wait until Volcano runs every one: the seconds to create them
+        and to all Running, the pods Running, and the jobs as the operator knows them after
+        submitting (name and uid, in creation order)."""
+        t = time.monotonic()
+        self.create_jobs(namespace, bodies)
+        created_s = time.monotonic() - t
+        self.wait_phase(namespace, len(bodies), {"Running"}, timeout=timeout)
+        running_s = time.monotonic() - t
+        uids = {
+            j["metadata"]["name"]: j["metadata"]["uid"]
+            for j in self.list_jobs(namespace, MANAGED_SELECTOR)
+        }
+        running = self.pods(namespace, "?fieldSelector=status.phase%3DRunning")
+        names = [body["metadata"]["name"] for body in bodies]
+        return {
+            "created_s": created_s,
+            "running_s": running_s,
+            "pods": len(running),
+            "jobs": [{"name": n, "uid": uids[n]} for n in names if n in uids],
+        }
+
     def list_jobs(self, namespace: str, selector: str = "") -> list[dict]:
         query = f"?labelSelector={quote(selector)}" if selector else ""
         return self.kube.get(self.jobs_path(namespace) + query, timeout=120)["items"]
 
-    def uids(self, namespace: str, selector: str) -> dict[str, str]:
-        """The named jobs' uids: what the operator knows of each after submitting it."""
-        return {
-            j["metadata"]["name"]: j["metadata"]["uid"] for j in self.list_jobs(namespace, selector)
-        }
-
     def set_job_phases(self, namespace: str, phases: dict[str, str], threads: int = 8) -> None:
         """Write each job's ``status.state.phase`` through the status subresource: Volcano's
-        controller having run the job to that end, without running it (for jobs nobody here
-        waits on, only their presence in the namespace matters)."""
+        controller having run the job to that end, without running it."""
         path = self.jobs_path(namespace)
 
         def one(item: tuple[str, str]) -> None:
             patch = {"status": {"state": {"phase": item[1]}}}
-            mime = "application/merge-patch+json"
-            self.kube.request(
-                "PATCH", f"{path}/{item[0]}/status", patch, timeout=30, content_type=mime
-            )
+            url = f"{path}/{item[0]}/status"
+            self.kube.request("PATCH", url, patch, timeout=30, content_type=MERGE_PATCH)
 
         with ThreadPoolExecutor(threads) as pool:
             list(pool.map(one, phases.items()))
 
-    def wait_phase(
-        self, namespace: str, count: int, phases: set[str], timeout: float, say=None
-    ) -> dict[str, int]:
-        deadline, last = time.monotonic() + timeout, 0.0
+    def wait_phase(self, namespace: str, count: int, phases: set[str], timeout: float) -> None:
+        """Until ``count`` jobs are in one of ``phases``, saying how many are where every 10 s."""
+        deadline, last = time.monotonic() + timeout, time.monotonic()
         while True:
             by_phase: dict[str, int] = {}
             for job in self.list_jobs(namespace):
-                phase = (job.get("status") or {}).get("state", {}).get("phase", "") or "-"
-                by_phase[phase] = by_phase.get(phase, 0) + 1
+                by_phase[phase(job) or "-"] = by_phase.get(phase(job) or "-", 0) + 1
             done = sum(n for p, n in by_phase.items() if p in phases)
             if done >= count:
-                return by_phase
+                return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{done}/{count} jobs in {phases} after {timeout}s: {by_phase}")
-            if say and time.monotonic() - last > 10:
+            if time.monotonic() - last > 10:
                 say(f"  waiting: {by_phase}")
                 last = time.monotonic()
             time.sleep(2)
@@ -231,14 +251,11 @@ def managed_job(
     name: str, duration: float, *, run_id: str, index: int, exit_code: int = 0, workers: int = 0
 ) -> dict[str, Any]:
     """A tiny job labelled and annotated as the operator submits one (try 1 of a mapped task
-    instance), so the provider's watch, narrowed to its own jobs, sees it; its pod templates
-    carry the operator's pod labels (``TaskInstanceIdentity.pod_labels``), so a waiter that
-    selects pods by them sees these pods.
+    instance), its pods labelled as the operator's, so the provider's watches see them.
 
-    ``workers`` adds a ``worker`` task of that many replicas beside the master (master 1 +
-    worker 2 is the seed template's gang), all placed together (``minAvailable``); they "run"
-    a minute longer than the master, whose end ends the job. A non-zero ``exit_code`` fails
-    the master's pod and, by ``PodFailed -> TerminateJob``, the job (``Terminated``)."""
+    ``workers``: a ``worker`` task of that many replicas beside the master, all placed together,
+    running a minute longer than the master (whose end ends the job). A non-zero ``exit_code``
+    fails the master's pod and, by ``PodFailed -> TerminateJob``, the job."""
     identity = TaskInstanceIdentity("bench", "train", run_id, map_index=index)
     body = tiny_job(name, duration, labels=identity.labels())
     body["metadata"]["annotations"] = identity.annotations(try_number=1)
@@ -267,13 +284,9 @@ def percentile(values: list[float], q: float) -> float:
 def summary(values: list[float], digits: int = 4) -> dict[str, Any]:
     if not values:
         return {"median": None, "p99": None, "n": 0}
-    return {
-        "median": round(statistics.median(values), digits),
-        "p99": round(percentile(values, 99), digits),
-        "min": round(min(values), digits),
-        "max": round(max(values), digits),
-        "n": len(values),
-    }
+    figures = {"median": statistics.median(values), "p99": percentile(values, 99)}
+    figures |= {"min": min(values), "max": max(values)}
+    return {**{k: round(v, digits) for k, v in figures.items()}, "n": len(values)}
 
 
 def parse_k8s_time(value: str | None) -> float | None:
@@ -301,17 +314,16 @@ def child(script: str, *args: Any, out: Path, env: dict | None = None, quiet: bo
     """Run ``bench/<script>`` with ``args`` and ``--out out`` in a child process (``env``: the
     bench's Airflow environment, where it needs one); what it wrote there, as JSON."""
     argv = [PY, str(REPO / "bench" / script), *map(str, args), "--out", str(out)]
-    stdout = subprocess.DEVNULL if quiet else None
-    subprocess.run(argv, env=env, check=True, stdout=stdout)
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL if quiet else None)
     return json.loads(out.read_text())
 
 
 def trial(
     test: str, figures: str, env: dict[str, str], say, args: tuple = (), drop: tuple = ()
 ) -> tuple[dict | None, int]:
-    """A reliability trial of ``tests/reliability/`` run as the bench's driver: pytest in a child
-    process on this cluster (the benchmarks import nothing from ``tests/``); the figures it
-    writes to ``test-artifacts/reliability/<figures>`` (None if none), and pytest's status."""
+    """A reliability trial of ``tests/reliability/`` as the bench's driver: pytest in a child
+    process on this cluster (the bench imports nothing from ``tests/``); the figures it writes
+    to ``test-artifacts/reliability/<figures>`` (None if none), and pytest's status."""
     path = REPO / "test-artifacts" / "reliability" / figures
     path.unlink(missing_ok=True)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", *drop))}
@@ -333,3 +345,10 @@ class TaskInstance(SimpleNamespace):
 
     def context(self) -> dict[str, Any]:
         return {"ti": self, "dag_run": SimpleNamespace(logical_date=None)}
+
+
+def table(head: str, *rows: Iterable[Any]) -> list[str]:
+    """A markdown table: ``head``'s cells split at ``|``, then each row's cells."""
+    cells = [cell.strip() for cell in head.split("|")]
+    lines = ["| " + " | ".join(cells) + " |", "|" + "---|" * len(cells)]
+    return lines + ["| " + " | ".join(map(str, row)) + " |" for row in rows]

@@ -23,11 +23,7 @@ def pods(o) -> int:
 
 
 def run(ctx) -> dict:
-    return {"completion_latency_s": latency_figures(completion_latency(ctx, ctx.latency_jobs))}
-
-
-def completion_latency(ctx, jobs: int) -> dict:
-    cluster, work = ctx.cluster, ctx.work
+    cluster, work, jobs = ctx.cluster, ctx.work, ctx.latency_jobs
     namespace = cluster.create_namespace("bench-latency")
     observer = Observer(cluster, namespace, work)
     names = [f"lat-{i:04d}" for i in range(jobs)]
@@ -36,8 +32,7 @@ def completion_latency(ctx, jobs: int) -> dict:
     # The three waiters import Airflow first (slow on a busy machine), then wait for "go".
     waiters = {}
     for key, mode, interval in WAITERS:
-        out = work / f"lat-{key}.json"
-        args = (mode, interval, namespace, names_file, out, ctx.env)
+        args = (mode, interval, namespace, names_file, work / f"lat-{key}.json", ctx.env)
         waiters[key] = driver("latency", *args, timeout=180, wait_go=True)
     for proc in waiters.values():
         while (line := proc.stdout.readline()) and not line.startswith("READY"):
@@ -45,8 +40,7 @@ def completion_latency(ctx, jobs: int) -> dict:
     # Jobs end together: each runs until a common wall-clock time (give or take how long
     # Volcano takes to start it), well after every waiter has started.
     end_at = time.time() + 30 + jobs / 10
-    left = end_at - time.time()
-    say(f"latency: creating {jobs} jobs in {namespace}, ending together in ~{left:.0f} s")
+    say(f"latency: {jobs} jobs in {namespace}, ending together in ~{end_at - time.time():.0f} s")
     duration = max(end_at - time.time(), 15)
     bodies = [managed_job(n, duration, run_id=namespace, index=i) for i, n in enumerate(names)]
     cluster.create_jobs(namespace, bodies)
@@ -59,47 +53,30 @@ def completion_latency(ctx, jobs: int) -> dict:
     observer.stop()
     completed = observer.first("Completed")
     ends = sorted(r["t"] for r in completed.values())
-    out: dict[str, Any] = {"vs_observer": {}, "vs_status_time": {}, "jobs": jobs}
-    if ends:
-        out["burst_spread_s"] = round(ends[-1] - ends[0], 2)
+    lat: dict[str, Any] = {"vs_status_time": {}}
     for key, _, _ in WAITERS:
-        result = json.loads((work / f"lat-{key}.json").read_text())
-        vs_obs, vs_ltt, missing = [], [], 0
-        for event in result["events"]:
-            seen = completed.get(event["job"])
-            if event["outcome"] != "succeeded" or seen is None:
-                missing += 1
-                continue
-            vs_obs.append(event["t"] - seen["t"])
-            ltt = parse_k8s_time(seen.get("ltt"))
-            if ltt is not None:
-                vs_ltt.append(event["t"] - ltt)
-        out["vs_observer"][key] = summary(vs_obs)
-        out["vs_status_time"][key] = summary(vs_ltt)
-        out["vs_observer"][key]["unmatched"] = missing + (jobs - len(result["events"]))
+        events = json.loads((work / f"lat-{key}.json").read_text())["events"]
+        seen = [(e["t"], completed.get(e["job"])) for e in events if e["outcome"] == "succeeded"]
+        seen = [(t, by) for t, by in seen if by is not None]
+        lat[key] = summary([t - by["t"] for t, by in seen])
+        stamps = [(t, parse_k8s_time(by.get("ltt"))) for t, by in seen]
+        lat["vs_status_time"][key] = summary([t - ltt for t, ltt in stamps if ltt is not None])
+        lat[key]["unmatched"] = jobs - len(seen)
     cluster.delete_namespace(namespace)
-    return out
-
-
-def latency_figures(lat: dict) -> dict:
-    latency = {k: lat["vs_observer"][k] for k in ("watch", "poll_2s", "poll_10s")}
-    latency["vs_status_time"] = lat["vs_status_time"]
-    latency["n_jobs"] = lat["jobs"]
-    latency["burst_spread_s"] = lat.get("burst_spread_s")
-    wm = latency["watch"]["median"]
-    latency["ratio_poll_2s"] = ratio(latency["poll_2s"]["median"], wm)
-    latency["ratio_poll_10s"] = ratio(latency["poll_10s"]["median"], wm)
+    lat |= {"n_jobs": jobs, "burst_spread_s": round(ends[-1] - ends[0], 2) if ends else None}
+    wm, st = lat["watch"]["median"], lat["vs_status_time"]
+    lat["ratio_poll_2s"] = ratio(lat["poll_2s"]["median"], wm)
+    lat["ratio_poll_10s"] = ratio(lat["poll_10s"]["median"], wm)
     # Against the status's own (second-resolution) time the provider's median is ~0.5 s
     # of rounding, so these ratios are the conservative ones.
-    st = latency["vs_status_time"]
-    latency["ratio_vs_status_time"] = {
+    lat["ratio_vs_status_time"] = {
         k: ratio(st[k]["median"], st["watch"]["median"]) for k in ("poll_2s", "poll_10s")
     }
     say(
-        f"latency: watch {latency['watch']}, poll_2s {latency['poll_2s']['median']}, "
-        f"poll_10s {latency['poll_10s']['median']}"
+        f"latency: watch {lat['watch']}, poll_2s {lat['poll_2s']['median']}, "
+        f"poll_10s {lat['poll_10s']['median']}"
     )
-    return latency
+    return {"completion_latency_s": lat}
 
 
 def ratio(a: float | None, b: float | None) -> float | None:

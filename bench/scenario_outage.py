@@ -10,11 +10,10 @@ import threading
 import time
 from collections import Counter
 
-from common import Cluster, managed_job, parse_k8s_time, say
+from common import Cluster, managed_job, parse_k8s_time, phase, say, table
 from waiters import driver
 
 from airflow_volcano_wandb.job.endings import Ending
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from test_support.faults import start_component, stop_component, wait_apiserver_ready
 
 KEYS = ("outage",)
@@ -95,24 +94,23 @@ def judge_verdicts(events: list[dict], jobs: list[dict], uids: dict[str, str]) -
         if job is None or job["metadata"]["uid"] != uid:
             deleted += 1
             continue
-        phase = ((job.get("status") or {}).get("state") or {}).get("phase", "")
-        outcome = fired.get(name)
+        outcome, ended = fired.get(name), phase(job)
         outcomes[outcome] = outcomes.get(outcome, 0) + 1
         if outcome is None:
             missing += 1
-        elif outcome != expected_outcome(phase):
-            wrong.append(f"{name}: {outcome} but the job is {phase or 'without a phase'}")
+        elif outcome != expected_outcome(ended):
+            wrong.append(f"{name}: {outcome} but the job is {ended or 'without a phase'}")
     return {"wrong": wrong, "missing": missing, "deleted": deleted, "outcomes": outcomes}
 
 
 def ended_before(jobs: list[dict], when: float) -> int:
     """Jobs whose last transition (their end, for ended jobs) came before ``when``."""
-    count = 0
-    for job in jobs:
-        state = (job.get("status") or {}).get("state") or {}
-        ltt = parse_k8s_time(state.get("lastTransitionTime"))
-        count += bool(expected_outcome(state.get("phase", "")) and ltt and ltt < when)
-    return count
+    ends = [
+        parse_k8s_time(j["status"]["state"].get("lastTransitionTime"))
+        for j in jobs
+        if expected_outcome(phase(j))
+    ]
+    return sum(1 for end in ends if end and end < when)
 
 
 def pods(o) -> int:
@@ -141,11 +139,10 @@ def run(ctx) -> dict:
         for i, n in enumerate(names)
     ]
     say(f"outage: {waiting} jobs of 3 pods in {namespace}, each running {duration:.0f} s")
-    cluster.create_jobs(namespace, bodies)
-    cluster.wait_phase(namespace, waiting, {"Running"}, timeout=600, say=say)
-    uids = cluster.uids(namespace, MANAGED_SELECTOR)
+    started = cluster.start_jobs(namespace, bodies)["jobs"]
+    uids = {job["name"]: job["uid"] for job in started}
     jobs_file = work / "outage-jobs.json"
-    jobs_file.write_text(json.dumps([{"name": n, "uid": u} for n, u in uids.items()]))
+    jobs_file.write_text(json.dumps(started))
     out = work / "outage.json"
     proc = driver(
         "latency", "operator", 0, namespace, jobs_file, out, ctx.env,
@@ -204,35 +201,25 @@ def run(ctx) -> dict:
 
 def section(r: dict) -> list[str]:
     o = r["outage"]
+    head = "outage s | waiting | LIST attempts (backoff bound) | WATCH attempts | GETs | pod LISTs"
+    head += " | wrong verdicts | missing verdicts | jobs deleted | watching again after"
+    row = [o["seconds"], o["waiting"], f"{o['list_requests']} ({o['max_list_requests']})"]
+    row += [o[k] for k in ("watch_requests", "get_requests", "pod_list_requests")]
+    row += [o[k] for k in ("wrong_verdicts", "missing_verdicts", "jobs_deleted")]
     return [
         f"kube-apiserver stopped for {o['seconds']} s (planned {o['planned_s']} s, to ready "
         f"again) while {o['waiting']} triggers waited in one TriggerRunner; the jobs ended "
-        "after it (one in ten failing). "
-        + (
-            "The triggers were the operator's at its defaults, each job 3 pods Running."
-            if "trigger" in o
-            else "(Earlier run: triggers without the restart budget, jobs of one pod.)"
-        ),
+        "after it (one in ten failing). The triggers were the operator's at its defaults, each "
+        "job 3 pods Running.",
         "",
-        "| outage s | waiting | LIST attempts (backoff bound) | WATCH attempts | GETs | "
-        "pod LISTs | wrong verdicts | missing verdicts | jobs deleted | watching again after |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        f"| {o['seconds']} | {o['waiting']} | {o['list_requests']} "
-        f"({o['max_list_requests']}) | {o['watch_requests']} | {o['get_requests']} | "
-        f"{o.get('pod_list_requests', '-')} | "
-        f"{o['wrong_verdicts']} | {o['missing_verdicts']} | {o['jobs_deleted']} | "
-        f"{o['watching_again_after_s']} s |",
+        *table(head, [*row, f"{o['watching_again_after_s']} s"]),
         "",
         "Attempts are counted in the triggerer process, at the hook, from the stop to the "
         "apiserver's /readyz answering (the apiserver is not there to count them). The bound "
         "is what the watcher's backoff allows if every delay were its unjittered minimum. "
         f"Outcomes: {o['outcomes']}; jobs that ended before the outage began: "
-        f"{o['ended_before_outage']}."
-        + (
-            f" Calls by verb during the outage: {o['calls_during']}; after it: {o['calls_after']}."
-            if "calls_during" in o
-            else ""
-        ),
+        f"{o['ended_before_outage']}. Calls by verb during the outage: {o['calls_during']}; "
+        f"after it: {o['calls_after']}.",
     ]
 
 

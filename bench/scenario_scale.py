@@ -9,13 +9,9 @@ from __future__ import annotations
 
 import json
 import os
-import time
 
-from apiserver_metrics import background, largest, waiter_resource
-from common import Cluster, managed_job, say
-from waiters import waiter_row
-
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
+from common import managed_job, say, table
+from waiters import background, largest, waiter_resource, waiter_row
 
 KEYS = ("triggerer_scale", "scale_meta")
 NEEDS = "db"
@@ -52,29 +48,14 @@ def waiter_env(env: dict, pod_watch: str | None) -> dict:
     return out if pod_watch is None else {**out, POD_WATCH_ENV: pod_watch}
 
 
-def start_running(cluster: Cluster, namespace: str, names: list[str]) -> dict:
-    """Jobs of ours of these names, each a master and ``WORKERS`` workers running for 2 h, run
-    by Volcano until every one is ``Running``: the seconds to create them and to all Running,
-    the pods Running, and the jobs as the operator knows them after submitting (name and uid,
-    in creation order)."""
-    t = time.monotonic()
-    cluster.create_jobs(
-        namespace,
-        [
-            managed_job(n, 7200, run_id=namespace, index=i, workers=WORKERS)
-            for i, n in enumerate(names)
-        ],
-    )
-    created_s = time.monotonic() - t
-    cluster.wait_phase(namespace, len(names), {"Running"}, timeout=1200, say=say)
-    running_s = time.monotonic() - t
-    uids = cluster.uids(namespace, MANAGED_SELECTOR)
-    return {
-        "created_s": created_s,
-        "running_s": running_s,
-        "pods": len(cluster.pods(namespace, "?fieldSelector=status.phase%3DRunning")),
-        "jobs": [{"name": n, "uid": uids[n]} for n in names],
-    }
+def start_running(cluster, namespace: str, names: list[str]) -> dict:
+    """Jobs of ours of these names, each a master and ``WORKERS`` workers running for 2 h,
+    all Running (``Cluster.start_jobs``)."""
+    bodies = [
+        managed_job(n, 7200, run_id=namespace, index=i, workers=WORKERS)
+        for i, n in enumerate(names)
+    ]
+    return cluster.start_jobs(namespace, bodies, timeout=1200)
 
 
 def run(ctx) -> dict:
@@ -97,17 +78,16 @@ def run(ctx) -> dict:
             how = (waiter, mode, interval, waiter_env(ctx.env, pod_watch))
             rows.append(waiter_row(ctx, namespace, names_file, jobs, how, idle, "scale"))
     cluster.delete_namespace(namespace)
+    ours = {k: v for k, v in idle[2]["rates"].items() if waiter_resource(k)}
     meta = {
         "background_reads_per_min": round(idle[0], 1),
         "background_by_verb_resource": {
-            k: round(v, 1)
-            for k, v in sorted(idle[2]["rates"].items())
-            if abs(v) >= 0.5 and waiter_resource(k)
+            k: round(v, 1) for k, v in sorted(ours.items()) if abs(v) >= 0.5
         },
         # What else the control plane asked for in the background minute (it is subtracted
         # from every row's ``other_requests_per_min``).
         "background_other_largest": largest(
-            {k: v for k, v in idle[2]["rates"].items() if not waiter_resource(k)}
+            {k: v for k, v in idle[2]["rates"].items() if k not in ours}
         ),
         "jobs_created_s": round(created_s, 1),
         "jobs_running_s": round(running_s, 1),
@@ -120,63 +100,47 @@ def run(ctx) -> dict:
     return {"triggerer_scale": rows, "scale_meta": meta}
 
 
-def _breakdown(row: dict) -> str:
-    parts = [f"{k} {v:g}" for k, v in row.get("by_verb_resource", {}).items()]
-    return ", ".join(parts) or "none"
+COLUMNS = ("waiter", "jobs", "watch_connections", "pod_watch_connections")
+COLUMNS += ("waiter_requests_per_min", "client_requests_per_min", "cpu_s_per_min", "rss_mb")
+COLUMNS += ("rss_growth_mb", "tcp_connections_max")
 
 
 def section(r: dict) -> list[str]:
-    scale = r["scale_meta"]
-    rows = r["triggerer_scale"]
-    per_job = scale.get("pods_per_job", 1)
-    lines = [
-        f"N running jobs of {per_job} pod(s) each"
-        + (
-            "; the provider's triggers as the operator defers them by default (restart budget "
-            "3, startup budget 120 s, pods checked every `pod_check_interval`)."
-            if "trigger" in scale
-            else " (earlier run: the provider's triggers without the restart budget)."
+    scale, rows = r["scale_meta"], r["triggerer_scale"]
+
+    def cells(x: dict) -> list:
+        expected = f" of {n} expected" if (n := x.get("expected_requests_per_min")) else ""
+        return [f"{x[k]}{expected}" if k.startswith("waiter_") else x[k] for k in COLUMNS]
+
+    def breakdown(row: dict) -> str:
+        return ", ".join(f"{k} {v:g}" for k, v in row["by_verb_resource"].items()) or "none"
+
+    return [
+        f"N running jobs of {scale['pods_per_job']} pod(s) each; the provider's triggers as the "
+        "operator defers them by default (restart budget 3, startup budget 120 s, pods checked "
+        "every `pod_check_interval`).",
+        "",
+        *table(
+            "waiter | jobs | job watches | pod watches | requests/min on jobs+pods | "
+            "(client-side) | CPU s/min | RSS MB | RSS growth MB | TCP conns (max)",
+            *map(cells, rows),
         ),
         "",
-        "| waiter | jobs | job watches | pod watches | requests/min on jobs+pods | "
-        "(client-side) | CPU s/min | RSS MB | RSS growth MB | TCP conns (max) |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        expected = (
-            f" of {row['expected_requests_per_min']} expected"
-            if row.get("expected_requests_per_min")
-            else ""
-        )
-        total = row.get("waiter_requests_per_min", f"{row['requests_per_min']} (job reads only)")
-        lines.append(
-            f"| {row['waiter']} | {row['jobs']} | {row['watch_connections']} | "
-            f"{row.get('pod_watch_connections', '-')} | {total}{expected} | "
-            f"{row['client_requests_per_min']} | {row['cpu_s_per_min']} | {row['rss_mb']} | "
-            f"{row['rss_growth_mb']} | {row['tcp_connections_max']} |"
-        )
-    if any("by_verb_resource" in row for row in rows):
-        lines += [
-            "",
-            "Requests per minute by verb and resource (the apiserver's, less the background):",
-            "",
-            "| waiter | jobs | by verb and resource |",
-            "|---|---|---|",
-        ]
-        lines += [f"| {x['waiter']} | {x['jobs']} | {_breakdown(x)} |" for x in rows]
-    background = scale.get("background_by_verb_resource")
-    lines += [
+        "Requests per minute by verb and resource (the apiserver's, less the background):",
+        "",
+        *table(
+            "waiter | jobs | by verb and resource",
+            *((x["waiter"], x["jobs"], breakdown(x)) for x in rows),
+        ),
         "",
         "Requests/min are the apiserver's `apiserver_request_total` over the window (by verb and "
         "resource; jobs+pods sums every verb on Volcano jobs and pods), less the control "
         "plane's own on them, measured idle for a minute just before with every job running "
-        f"({background if background is not None else scale['background_reads_per_min']}/min); "
-        "watches from `apiserver_longrunning_requests` less the background's. "
-        f"{max(x['jobs'] for x in rows)} jobs were created in "
-        f"{scale['jobs_created_s']} s and all Running after {scale['jobs_running_s']} s"
-        + (f" ({scale['pods_running']} pods Running)." if "pods_running" in scale else "."),
+        f"({scale['background_by_verb_resource']}/min); watches from "
+        "`apiserver_longrunning_requests` less the background's. "
+        f"{max(x['jobs'] for x in rows)} jobs were created in {scale['jobs_created_s']} s and "
+        f"all Running after {scale['jobs_running_s']} s ({scale['pods_running']} pods Running).",
     ]
-    return lines
 
 
 def goals(rows: list[dict] | None) -> list[str]:
@@ -185,16 +149,6 @@ def goals(rows: list[dict] | None) -> list[str]:
         return []
     sizes = [x["jobs"] for x in prov]
     top = max(prov, key=lambda x: x["jobs"])
-    if "waiter_requests_per_min" not in top:  # an earlier run's rows
-        conns = {x["watch_connections"] for x in prov}
-        return [
-            f"O(1) watch connections per namespace: {'met' if conns == {1} else 'CHECK'} "
-            f"({sorted(conns)} at N={sizes})",
-            f"requests/min independent of N: provider "
-            f"{[x['requests_per_min'] for x in prov]} at N={sizes}",
-            f"RSS growth < 50 MB at {top['jobs']} jobs: "
-            f"{'met' if top['rss_growth_mb'] < 50 else 'MISSED'} (+{top['rss_growth_mb']} MB)",
-        ]
     rates = [x["waiter_requests_per_min"] for x in prov]
     watches = [(x["watch_connections"], x["pod_watch_connections"]) for x in prov]
     return [

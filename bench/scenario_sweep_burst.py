@@ -16,9 +16,8 @@ import threading
 import time
 from pathlib import Path
 
-from apiserver_metrics import background, parse_metrics
-from common import SEED, TaskInstance, child, percentile, say
-from waiters import waiter_row
+from common import SIM_DURATION, TaskInstance, child, percentile, say, table
+from waiters import background, parse_metrics, waiter_row
 
 KEYS = ("sweep_burst",)
 NEEDS = "db"
@@ -88,27 +87,29 @@ def run(ctx) -> dict:
 
 def section(r: dict) -> list[str]:
     b = r["sweep_burst"]
-    rows = [
-        f"| {w['waiter']} | {w['watch_connections']} | {w['requests_per_min']:,.0f} | "
-        f"{w['cpu_s_per_min']:.2f} |"
-        for w in b["wait"]
-    ]
+    head = "tasks | submit p50 | submit p99 | retry p50 | jobs | duplicates | retries reattached"
+    row = [b["tasks"], *(f"{b[k]} s" for k in ("submit_p50_s", "submit_p99_s", "retry_p50_s"))]
+    row += [b[k] for k in ("jobs", "duplicates", "retries_reattached", "http_429")]
     return [
         f"{b['tasks']} mapped task instances run `execute()` at once (threads of one process), "
         "then again as retries of the same try.",
         "",
-        "| tasks | submit p50 | submit p99 | retry p50 | jobs | duplicates | retries reattached "
-        "| HTTP 429 | errors |",
-        "|---|---|---|---|---|---|---|---|---|",
-        f"| {b['tasks']} | {b['submit_p50_s']} s | {b['submit_p99_s']} s | {b['retry_p50_s']} s "
-        f"| {b['jobs']} | {b['duplicates']} | {b['retries_reattached']} | {b['http_429']} | "
-        f"{len(b['errors'])} |",
+        *table(head + " | HTTP 429 | errors", [*row, len(b["errors"])]),
         "",
         "Then the wait on those jobs, in one waiter process each:",
         "",
-        "| waiter | watch connections | requests/min | CPU s/min |",
-        "|---|---|---|---|",
-        *rows,
+        *table(
+            "waiter | watch connections | requests/min | CPU s/min",
+            *(
+                (
+                    w["waiter"],
+                    w["watch_connections"],
+                    f"{w['requests_per_min']:,.0f}",
+                    f"{w['cpu_s_per_min']:.2f}",
+                )
+                for w in b["wait"]
+            ),
+        ),
     ]
 
 
@@ -141,19 +142,17 @@ def _burst(operators: list, run_id: str) -> list[dict]:
 def main() -> None:
     """The burst (in the child process): the submit times and the submitted jobs (name, uid
     per map index) as JSON (``--out``)."""
-    import yaml
-
     from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
     from airflow_volcano_wandb.wandb import sweep
-    from test_support.jobs import DURATION_ANNOTATION, with_pod_annotations
+    from test_support.cluster_jobs import seed_template
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for flag in ("--namespace", "--tasks", "--out"):
         parser.add_argument(flag, required=True)
     options = parser.parse_args()
     # The jobs run for 2 h: the parent measures the wait while every one is still waited on.
-    hours = {DURATION_ANNOTATION: "7200"}
-    template = with_pod_annotations(yaml.safe_load(SEED.read_text()), master=hours, worker=hours)
+    hours = {SIM_DURATION: "7200"}
+    template = seed_template(master=hours, worker=hours)
     lr = {"distribution": "log_uniform_values", "min": 1e-4, "max": 0.1}
     grid = sweep.points(
         {"method": "random", "run_cap": int(options.tasks), "parameters": {"lr": lr}}

@@ -5,7 +5,7 @@ decrypted, ``TriggerRunner.create_triggers`` and ``run_trigger``, beside the run
 watchdog; no supervisor link (DB sync). Each event is stamped as it is queued. ``--mode``:
 ``operator`` (every option at the operator's default: ``operator_default_kwargs``), ``watch``
 (the bare trigger of the earlier runs: it never reads pods) or ``poll`` (the polling
-baseline, ``polling_trigger.py``); ``[volcano_wandb]`` settings come from the environment.
+baseline, ``PollingVolcanoJobTrigger``); ``[volcano_wandb]`` settings come from the environment.
 
 ``scale``: start the triggers, let them settle, then measure a window (CPU, RSS, TCP
 connections, client requests; ``WINDOW_START``/``WINDOW_END`` lines mark it for the parent's
@@ -24,77 +24,92 @@ import os
 import sys
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
+from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
 from unfired import dump_on_sigusr1, keep_cancelled, unfired_triggers  # noqa: E402
 
-REQUESTS = {"count": 0}
-SHOWN = {"lines": 0}
+COUNTS = {"requests": 0, "lines": 0}
 # Every call of the hook's list/watch/read/delete, as (wall time, verb): counted before the
 # call goes out, so attempts that never reach the apiserver (it is down) count too.
 API_CALLS: list[tuple[float, str]] = []
 
 
-def _count_requests() -> None:
+class PollingVolcanoJobTrigger(BaseTrigger):
+    """The polling baseline: what cncf.kubernetes triggers (2 s) and W&B Launch's agent (10 s)
+    do. The provider's hook, reading of the status and event; one GET per job per interval,
+    each opening its own client, as ``AsyncKubernetesHook.get_conn`` does."""
+
+    def __init__(self, job_name: str, namespace: str, interval: float = 2.0) -> None:
+        super().__init__()
+        self.job_name, self.namespace, self.interval = job_name, namespace, interval
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        kwargs = {"job_name": self.job_name, "namespace": self.namespace}
+        return f"{__name__}.PollingVolcanoJobTrigger", {**kwargs, "interval": self.interval}
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+        from airflow_volcano_wandb.job.job_status import interpret
+        from airflow_volcano_wandb.wait.outcome import WaitResult
+
+        hook = AsyncVolcanoHook(conn_id="kubernetes_default")  # once: its kubeconfig too
+        while True:
+            job = await hook.get_job(self.job_name, self.namespace)
+            status = interpret(job, name=self.job_name, namespace=self.namespace)
+            if status.terminal:
+                yield TriggerEvent(WaitResult.from_status(status).to_event())
+                return
+            await asyncio.sleep(self.interval)
+
+
+def _count_calls() -> None:
+    """Count the client's requests, the master log lines the triggers show (each through the
+    per-job cap) and every call of the async hook (``API_CALLS``)."""
     from kubernetes_asyncio.client import rest
 
-    original = rest.RESTClientObject.request
+    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook as Hook
+    from airflow_volcano_wandb.logs.log_lines import LogCap
 
-    async def counted(self, *args, **kwargs):
-        REQUESTS["count"] += 1
-        return await original(self, *args, **kwargs)
+    request, admit = rest.RESTClientObject.request, LogCap.admit
 
-    rest.RESTClientObject.request = counted
+    async def counted_request(self, *args, **kwargs):
+        COUNTS["requests"] += 1
+        return await request(self, *args, **kwargs)
 
+    def counted_admit(self, line):
+        shown, notice = admit(self, line)
+        COUNTS["lines"] += shown
+        return shown, notice
 
-def _count_hook_calls() -> None:
-    """Wrap the async hook's job calls to record each attempt (see ``API_CALLS``)."""
-    from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-
-    def counted_coroutine(verb: str, original):
+    def counted(verb: str, original, stream: bool = False):
         async def call(self, *args, **kwargs):
             API_CALLS.append((time.time(), verb))
             return await original(self, *args, **kwargs)
 
-        return call
-
-    def counted_stream(verb: str, original):
-        # watch_jobs is an async generator: count when it is called, hand back the same
-        # generator, so the watcher's handling of the stream is untouched.
-        def call(self, *args, **kwargs):
+        def generator(self, *args, **kwargs):  # a watch: the same async generator back
             API_CALLS.append((time.time(), verb))
             return original(self, *args, **kwargs)
 
-        return call
+        return generator if stream else call
 
+    rest.RESTClientObject.request, LogCap.admit = counted_request, counted_admit
     for verb, name in (
         ("list", "list_jobs_page"),
         ("get", "read_job"),
         ("delete", "delete_job"),
         ("list_pods", "list_job_pods"),  # a job's pods, for the restart and startup budgets
         ("list_pod_page", "list_pods_page"),  # the pod watch's LIST
+        ("watch", "watch_jobs"),
+        ("watch_pods", "watch_pods"),
     ):
-        setattr(AsyncVolcanoHook, name, counted_coroutine(verb, getattr(AsyncVolcanoHook, name)))
-    AsyncVolcanoHook.watch_jobs = counted_stream("watch", AsyncVolcanoHook.watch_jobs)
-    AsyncVolcanoHook.watch_pods = counted_stream("watch_pods", AsyncVolcanoHook.watch_pods)
-
-
-def _count_shown_lines() -> None:
-    """Count the master log lines the triggers show (each goes through the per-job cap)."""
-    from airflow_volcano_wandb.logs.log_lines import LogCap
-
-    original = LogCap.admit
-
-    def counted(self, line):
-        shown, notice = original(self, line)
-        SHOWN["lines"] += shown
-        return shown, notice
-
-    LogCap.admit = counted
+        setattr(Hook, name, counted(verb, getattr(Hook, name), stream=verb.startswith("watch")))
 
 
 class StampedEvents(deque):
@@ -110,41 +125,30 @@ class StampedEvents(deque):
 
 
 def apiserver_connections(port: int) -> int:
-    proc = psutil.Process()
     return sum(
         1
-        for c in proc.net_connections(kind="tcp")
+        for c in psutil.Process().net_connections(kind="tcp")
         if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED
     )
 
 
-def load_jobs(path: str, limit: int) -> list[dict]:
-    """The jobs file: a JSON list of names, or of ``{"name", "uid"}`` as the operator knows
-    them after submitting (the trigger then waits on that submission only)."""
-    entries = json.loads(Path(path).read_text())[:limit]
-    return [e if isinstance(e, dict) else {"name": e} for e in entries]
-
-
 def operator_default_kwargs(job: dict, follow: bool) -> dict:
     """What the operator's deferred trigger carries when a DAG sets none of the wait's options
-    (``Waiter.trigger``): the submission's uid, try 1, the parts' defaults (the restart
-    budget of 3 and the 120 s startup budget of ``RunLimits``, ``poll_interval`` 10 s, the
-    watch's failure grace), deferred now. Built from the parts themselves, so a default that
-    changes there changes here."""
+    (``Waiter.trigger``), built from the parts themselves (a default that changes there
+    changes here): the submission's uid, try 1, deferred now."""
     from airflow_volcano_wandb.operators.operator_parts import OperatorWait
     from airflow_volcano_wandb.parts.connection import Connection
     from airflow_volcano_wandb.parts.job_wait import JobWait
     from airflow_volcano_wandb.parts.limits import RunLimits
     from airflow_volcano_wandb.parts.log_follow import LogFollow
 
-    wait, own = JobWait(), OperatorWait()
-    now = time.time()
+    wait, now = JobWait(), time.time()
     return {
         "job_uid": job.get("uid"),
         **Connection().kwargs(),
         "pending_timeout": wait.pending_timeout,
         "deadline": None,  # no execution_timeout
-        "poll_interval": own.poll_interval,
+        "poll_interval": OperatorWait().poll_interval,
         "watch_failure_grace": wait.watch_failure_grace,
         "try_number": 1,
         **LogFollow().trigger_kwargs((), follow=follow),
@@ -156,30 +160,19 @@ def operator_default_kwargs(job: dict, follow: bool) -> dict:
 
 def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: bool = False):
     """``operator``: the provider's trigger as the operator defers it by default; ``watch``:
-    as the earlier benchmarks made it (no restart budget, no startup budget: no pod reads, no
-    settle); ``poll``: the polling baseline."""
+    as the earlier benchmarks made it (no restart or startup budget: no pod reads, no settle),
+    on this submission (by try 1) where the job's uid is known; ``poll``: the baseline."""
+    from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+
     name = job["name"]
     if mode == "operator":
-        from airflow_volcano_wandb.triggers import VolcanoJobTrigger
-
-        return VolcanoJobTrigger(
-            job_name=name, namespace=namespace, **operator_default_kwargs(job, follow)
-        )
-    if mode == "watch":
-        from airflow_volcano_wandb.triggers import VolcanoJobTrigger
-
-        if job.get("uid"):  # as the operator defers: this submission, by try 1
-            return VolcanoJobTrigger(
-                job_name=name,
-                namespace=namespace,
-                job_uid=job["uid"],
-                try_number=1,
-                follow_master_log=follow,
-            )
-        return VolcanoJobTrigger(job_name=name, namespace=namespace, follow_master_log=follow)
-    from bench.polling_trigger import PollingVolcanoJobTrigger
-
-    return PollingVolcanoJobTrigger(job_name=name, namespace=namespace, poll_interval=interval)
+        kwargs = operator_default_kwargs(job, follow)
+    elif mode == "watch":
+        own = {"job_uid": job["uid"], "try_number": 1} if job.get("uid") else {}
+        kwargs = {**own, "follow_master_log": follow}
+    else:
+        return PollingVolcanoJobTrigger(name, namespace, interval)
+    return VolcanoJobTrigger(job_name=name, namespace=namespace, **kwargs)
 
 
 def _watches() -> list:
@@ -192,13 +185,10 @@ def _watches() -> list:
 async def first_sync(started: float, printed: list[bool]) -> None:
     """Record when every shared watch (jobs', and pods' where there is a pod watch) first has
     its complete LIST in (and say SYNCED)."""
-    while True:
-        watchers = _watches()
-        if watchers and all(w.synced.is_set() for w in watchers):
-            printed.append(time.time() - started)
-            print("SYNCED", flush=True)
-            return
+    while not (watchers := _watches()) or not all(w.synced.is_set() for w in watchers):
         await asyncio.sleep(0.01)
+    printed.append(time.time() - started)
+    print("SYNCED", flush=True)
 
 
 def watch_counts() -> tuple[int, int]:
@@ -209,16 +199,55 @@ def watch_counts() -> tuple[int, int]:
     return sum(isinstance(w, NamespaceJobWatcher) for w in watches), len(watches)
 
 
+def cpu_s(times) -> float:
+    return times.user + times.system
+
+
+async def measure_window(options, runner, housekeeping, synced_after: list[float]) -> dict:
+    """``scale``: once every shared watch has its first LIST in (the triggers' looks before
+    it, which read the job or its pods directly, are over) and a settle, one window."""
+    proc = psutil.Process()
+    sync_deadline = time.time() + options.sync_timeout
+    while options.mode != "poll" and not synced_after and time.time() < sync_deadline:
+        await housekeeping(time.time() + 1)
+    await housekeeping(time.time() + options.settle)
+    conns, watches = [], []
+    cpu0, req0, t0 = proc.cpu_times(), COUNTS["requests"], time.monotonic()
+    print("WINDOW_START", flush=True)
+    end = time.time() + options.window
+    while time.time() < end:
+        conns.append(apiserver_connections(options.port))
+        watches.append(watch_counts())
+        await housekeeping(min(end, time.time() + 2))
+    cpu1, req1, t1 = proc.cpu_times(), COUNTS["requests"], time.monotonic()
+    print("WINDOW_END", flush=True)
+    minutes = (t1 - t0) / 60
+    return {
+        "window_s": t1 - t0,
+        "cpu_s_per_min": (cpu_s(cpu1) - cpu_s(cpu0)) / minutes,
+        "client_requests_per_min": (req1 - req0) / minutes,
+        "tcp_connections_max": max(conns),
+        "tcp_connections_mean": sum(conns) / len(conns),
+        "shared_watchers": max(jobs for jobs, _ in watches),
+        "shared_watches_all": max(every for _, every in watches),
+        "rss_mb": proc.memory_info().rss / 2**20,
+        "fired_early": len(runner.events.stamps),
+        "log_lines": COUNTS["lines"],
+    }
+
+
 async def drive(options: argparse.Namespace) -> dict:
     from airflow.executors.workloads.trigger import RunTrigger
     from airflow.jobs.triggerer_job_runner import TriggerRunner
     from airflow.models.trigger import Trigger
 
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger  # noqa: F401  (imported before
-    from airflow_volcano_wandb.wait import job_watcher  # noqa: F401  (its watches too,
-    from bench.polling_trigger import PollingVolcanoJobTrigger  # noqa: F401  the RSS baseline)
+    from airflow_volcano_wandb.wait import job_watcher  # noqa: F401  the RSS baseline)
+    from airflow_volcano_wandb.wait import namespace_watch as nw
 
-    jobs = load_jobs(options.jobs_file, options.jobs)
+    entries = json.loads(Path(options.jobs_file).read_text())[: options.jobs]
+    # Names, or {"name", "uid"} as the operator knows them after submitting.
+    jobs = [e if isinstance(e, dict) else {"name": e} for e in entries]
     names = [job["name"] for job in jobs]
     if options.wait_go:  # everything is imported: say so, and start when told
         print("READY", flush=True)
@@ -227,19 +256,17 @@ async def drive(options: argparse.Namespace) -> dict:
     rss_before = proc.memory_info().rss
     dump_on_sigusr1()
     runner = TriggerRunner()
-    runner.job_id = 1
-    runner.events = StampedEvents()
+    runner.job_id, runner.events = 1, StampedEvents()
     cancelled = keep_cancelled(runner)
     watchdog = asyncio.create_task(runner.block_watchdog())
-    started = time.time()
-    cpu_start = proc.cpu_times()
+    started, cpu_start = time.time(), proc.cpu_times()
     for i, job in enumerate(jobs, start=1):
-        classpath, kwargs = make_trigger(
+        trigger = make_trigger(
             options.mode, job, options.namespace, options.interval, options.follow_master_log
-        ).serialize()
-        runner.to_create.append(
-            RunTrigger(id=i, classpath=classpath, encrypted_kwargs=Trigger.encrypt_kwargs(kwargs))
         )
+        classpath, kwargs = trigger.serialize()
+        encrypted = Trigger.encrypt_kwargs(kwargs)
+        runner.to_create.append(RunTrigger(id=i, classpath=classpath, encrypted_kwargs=encrypted))
     await runner.create_triggers()
     synced_after: list[float] = []
     sync_task = asyncio.create_task(first_sync(started, synced_after))
@@ -261,52 +288,17 @@ async def drive(options: argparse.Namespace) -> dict:
             await runner.cleanup_finished_triggers()
             await asyncio.sleep(1)
 
-    if options.mode_kind == "scale":
-        # The window opens once every shared watch has its first LIST in (so the triggers'
-        # looks before it, which read the job or its pods directly, are over), then a settle.
-        sync_deadline = time.time() + options.sync_timeout
-        while options.mode != "poll" and not synced_after and time.time() < sync_deadline:
-            await housekeeping(time.time() + 1)
-        await housekeeping(time.time() + options.settle)
-        conns, watches = [], []
-        cpu0, req0, t0 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
-        print("WINDOW_START", flush=True)
-        end = time.time() + options.window
-        while time.time() < end:
-            conns.append(apiserver_connections(options.port))
-            watches.append(watch_counts())
-            await housekeeping(min(end, time.time() + 2))
-        cpu1, req1, t1 = proc.cpu_times(), REQUESTS["count"], time.monotonic()
-        print("WINDOW_END", flush=True)
-        minutes = (t1 - t0) / 60
-        result.update(
-            {
-                "window_s": t1 - t0,
-                "cpu_s_per_min": ((cpu1.user + cpu1.system) - (cpu0.user + cpu0.system)) / minutes,
-                "client_requests_per_min": (req1 - req0) / minutes,
-                "tcp_connections_max": max(conns),
-                "tcp_connections_mean": sum(conns) / len(conns),
-                "shared_watchers": max(jobs for jobs, _ in watches),
-                "shared_watches_all": max(every for _, every in watches),
-                "rss_mb": proc.memory_info().rss / 2**20,
-                "fired_early": len(runner.events.stamps),
-                "cpu_s_total": (cpu1.user + cpu1.system) - (cpu_start.user + cpu_start.system),
-                "log_lines": SHOWN["lines"],
-            }
-        )
+    if options.kind == "scale":
+        result.update(await measure_window(options, runner, housekeeping, synced_after))
+        result["cpu_s_total"] = cpu_s(proc.cpu_times()) - cpu_s(cpu_start)
     else:
         deadline = time.time() + options.timeout
         while len(runner.events.stamps) < len(names) and time.time() < deadline:
             await asyncio.sleep(0.5)
             await runner.cleanup_finished_triggers()
         result["events"] = [
-            {
-                "job": names[tid - 1],
-                "t": t,
-                "outcome": payload.get("outcome"),
-                "phase": payload.get("phase"),
-            }
-            for t, tid, payload in runner.events.stamps
+            {"job": names[tid - 1], "t": t, "outcome": p.get("outcome"), "phase": p.get("phase")}
+            for t, tid, p in runner.events.stamps
         ]
         result["rss_mb"] = proc.memory_info().rss / 2**20
         result.update(unfired_triggers(runner, names, cancelled))
@@ -314,8 +306,6 @@ async def drive(options: argparse.Namespace) -> dict:
     result["first_sync_s"] = synced_after[0] if synced_after else None
     # List+watch (re)connections the shared watches made so far, and their backoff schedule,
     # for the parent to bound the attempts it should see.
-    from airflow_volcano_wandb.wait import namespace_watch as nw
-
     result["watch_connects"] = sum(w.connects for w in _watches())
     result["backoff"] = {"initial": nw.RECONNECT_BACKOFF_INITIAL, "max": nw.RECONNECT_BACKOFF_MAX}
     result["api_calls"] = API_CALLS
@@ -331,36 +321,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("kind", choices=["scale", "latency"])
     parser.add_argument("--mode", choices=["operator", "watch", "poll"], required=True)
-    parser.add_argument("--interval", type=float, default=2.0, help="poll interval")
     parser.add_argument("--namespace", required=True)
     parser.add_argument("--jobs-file", required=True, help="JSON list of job names")
-    parser.add_argument("--jobs", type=int, default=10**9)
-    parser.add_argument("--port", type=int, default=0, help="apiserver port")
-    parser.add_argument("--settle", type=float, default=8.0, help="after the first sync")
-    parser.add_argument(
-        "--sync-timeout", type=float, default=180.0, help="scale: the longest wait for it"
-    )
-    parser.add_argument("--window", type=float, default=30.0)
-    parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--out", required=True)
-    parser.add_argument(
-        "--follow-master-log",
-        action="store_true",
-        help="the provider's triggers also follow their master's log",
-    )
-    parser.add_argument(
-        "--wait-go",
-        action="store_true",
-        help="print READY once imported, start on a line from stdin",
-    )
+    for flag, default, about in (
+        ("--interval", 2.0, "poll interval"),
+        ("--jobs", 10**9, "the first N jobs of the file"),
+        ("--port", 0, "apiserver port"),
+        ("--settle", 8.0, "after the first sync"),
+        ("--sync-timeout", 180.0, "scale: the longest wait for it"),
+        ("--window", 30.0, "scale: the window (s)"),
+        ("--timeout", 120.0, "latency: the longest wait for the events"),
+    ):
+        parser.add_argument(flag, type=type(default), default=default, help=about)
+    parser.add_argument("--follow-master-log", action="store_true", help="triggers follow it")
+    parser.add_argument("--wait-go", action="store_true", help="READY, then a line on stdin")
     options = parser.parse_args()
-    options.mode_kind = options.kind
     os.environ.setdefault("AIRFLOW_DISABLE_GREENBACK_PORTAL", "false")
-    _count_requests()
-    _count_hook_calls()
-    _count_shown_lines()
-    result = asyncio.run(drive(options))
-    Path(options.out).write_text(json.dumps(result))
+    _count_calls()
+    Path(options.out).write_text(json.dumps(asyncio.run(drive(options))))
 
 
 if __name__ == "__main__":

@@ -1,31 +1,47 @@
-"""The measuring processes the scenarios start: an independent observer of a namespace's jobs
-(``observer.py``), the trigger driver (``trigger_driver.py``: Airflow's TriggerRunner over the
-triggers), and one waiter's figures as the apiserver's metrics and the waiter see them."""
+"""The measuring processes the scenarios start, and what the apiserver says of them: an
+independent observer of a namespace's jobs (this file as a program), the trigger driver
+(``trigger_driver.py``: Airflow's TriggerRunner over the triggers), and one waiter's figures
+as the apiserver's /metrics and the waiter see them.
+
+The apiserver does not say who asked: a scenario scrapes before and after a window and
+subtracts the control plane's own rate, measured idle (``background``).
+"""
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from apiserver_metrics import net_breakdown, reads, scrape
-from common import PY, REPO, Cluster, say
+from common import GROUP, PLURAL, PY, REPO, VERSION, Cluster, phase, say, wait_until
+
+_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}\s+([0-9.eE+-]+)$")
+_LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
+COUNTERS = {"apiserver_request_total", "apiserver_longrunning_requests"}
 
 
 class Observer:
-    """bench/observer.py in a child process, for one namespace."""
+    """An independent clock for job phase changes: this file as a program, for one namespace,
+    with its own watch (kubernetes client, sync, nothing shared with the provider), as
+    ``lastTransitionTime`` has second resolution."""
 
     def __init__(self, cluster: Cluster, namespace: str, work: Path) -> None:
         self.path = work / f"observer-{namespace}.jsonl"
         args = ("--kubeconfig", cluster.kubeconfig, "--namespace", namespace, "--out", self.path)
-        self.proc = subprocess.Popen([PY, str(REPO / "bench" / "observer.py"), *map(str, args)])
-        deadline = time.monotonic() + 60
-        while not (self.path.exists() and self.path.read_text().strip()):
-            if time.monotonic() > deadline or self.proc.poll() is not None:
+        self.proc = subprocess.Popen([PY, __file__, *map(str, args)])
+
+        def started() -> bool:
+            if self.proc.poll() is not None:
                 raise RuntimeError("observer did not start")
-            time.sleep(0.2)
+            return self.path.exists() and bool(self.path.read_text().strip())
+
+        wait_until(started, 60, "the observer", 0.2)
 
     def first(self, phase: str) -> dict[str, dict]:
         """Each job's first record in ``phase``: its wall time ``t`` and its status's ``ltt``."""
@@ -39,6 +55,37 @@ class Observer:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(10)
+
+
+def observe(kubeconfig: str, namespace: str, out_path: str) -> None:
+    """One JSON line per phase change as this process sees it: ``{"job", "phase", "t", "ltt"}``
+    (``t`` wall clock; ``ltt`` the status's time), after a ``{"ready"}`` line. Until SIGTERM."""
+    from kubernetes import client, config, watch
+
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    api = client.CustomObjectsApi(config.new_client_from_config(config_file=kubeconfig))
+    args = (GROUP, VERSION, namespace, PLURAL)
+    with open(out_path, "a", buffering=1) as out:
+        listed = api.list_namespaced_custom_object(*args)
+        version = listed["metadata"]["resourceVersion"]
+        phases = {job["metadata"]["name"]: phase(job) for job in listed["items"]}
+        out.write(json.dumps({"ready": time.time()}) + "\n")
+        while True:
+            kw = {"resource_version": version, "timeout_seconds": 600}
+            stream = watch.Watch().stream(
+                api.list_namespaced_custom_object, *args, allow_watch_bookmarks=True, **kw
+            )
+            for event in stream:
+                now, obj = time.time(), event["object"]
+                version = obj["metadata"].get("resourceVersion", version)
+                if event["type"] in ("BOOKMARK", "ERROR"):
+                    continue
+                name, state = obj["metadata"]["name"], (obj.get("status") or {}).get("state", {})
+                now_in = "Deleted" if event["type"] == "DELETED" else state.get("phase", "")
+                if phases.get(name) != now_in:
+                    phases[name] = now_in
+                    line = {"job": name, "phase": now_in, "t": now}
+                    out.write(json.dumps({**line, "ltt": state.get("lastTransitionTime")}) + "\n")
 
 
 def driver(
@@ -60,7 +107,7 @@ def driver(
 def scale_run(ctx, namespace: str, jobs_file: Path, out: Path, mode: str, **extra: Any) -> tuple:
     """One waiter process (``trigger_driver.py scale``: the triggers, a 10 s settle once the
     watches have synced, then ``ctx.window``), the apiserver scraped at the window's marks:
-    its result and ``{"start": (t, counters), "end": ...}`` (``apiserver_metrics.scrape``)."""
+    its result and ``{"start": (t, counters), "end": ...}`` (``scrape``)."""
     env = extra.pop("env", ctx.env)
     interval = extra.pop("interval", 0)
     extra = {"port": ctx.cluster.port, "settle": 10, "window": ctx.window, **extra}
@@ -87,18 +134,14 @@ def waiter_row(ctx, namespace: str, jobs_file: Path, jobs: int, how: tuple, idle
     (s_t, s), (e_t, e) = marks["start"], marks["end"]
     minutes = (e_t - s_t) / 60
     api_rate = (reads(e) - reads(s)) / minutes - idle_rate
-    breakdown = net_breakdown(s["all"], e["all"], minutes, idle_by_key)
+    breakdown = net_breakdown(s, e, minutes, idle_by_key)
     row = {
         "waiter": waiter,
         "jobs": jobs,
-        "watch_connections": round(max(e["watches"], s["watches"]) - idle_watches),
+        "watch_connections": round(max(job_watches(e), job_watches(s)) - idle_watches),
         "requests_per_min": round(max(api_rate, 0.0), 1),
         # Requests on jobs and pods, every verb, less the background: what the waiter costs.
-        "waiter_requests_per_min": breakdown["waiter_requests_per_min"],
-        "by_verb_resource": breakdown["by_verb_resource"],
-        "watches_by_resource": breakdown["watches_by_resource"],
-        "other_requests_per_min": breakdown["other_requests_per_min"],
-        "other_largest": breakdown["other_largest"],
+        **breakdown,
         "pod_watch_connections": breakdown["watches_by_resource"].get("pods", 0),
         "pod_watch_env": result.get("pod_watch_env"),
         "cpu_s_per_min": round(result["cpu_s_per_min"], 2),
@@ -119,3 +162,124 @@ def waiter_row(ctx, namespace: str, jobs_file: Path, jobs: int, how: tuple, idle
         f"RSS {row['rss_mb']:.0f} MB (+{row['rss_growth_mb']:.1f})"
     )
     return row
+
+
+def parse_metrics(text: str, names: set[str]) -> list[tuple[str, dict[str, str], float]]:
+    out = []
+    for line in text.splitlines():
+        m = _SAMPLE.match(line) if line and line[0] != "#" else None
+        if m and m.group(1) in names:
+            out.append((m.group(1), dict(_LABEL.findall(m.group(2))), float(m.group(3))))
+    return out
+
+
+def request_key(labels: dict[str, str]) -> str:
+    """``"LIST pods"``, ``"GET jobs"``, ``"GET pods/log"``: a request's verb and resource (the
+    API group only where it is not the core's or Volcano's)."""
+    resource = labels.get("resource", "?")
+    if labels.get("subresource"):
+        resource += "/" + labels["subresource"]
+    if labels.get("group", "") not in ("", GROUP):
+        resource += f" ({labels['group']})"
+    return f"{labels.get('verb', '?')} {resource}"
+
+
+def api_counters(text: str) -> dict[str, dict[str, float]]:
+    """Every request the apiserver counted so far by verb and resource (``requests``), and
+    its open watches by resource (``watches``), from /metrics."""
+    counts: dict[str, dict[str, float]] = {"requests": {}, "watches": {}}
+    for name, labels, value in parse_metrics(text, COUNTERS):
+        if name == "apiserver_longrunning_requests":
+            if labels.get("verb") != "WATCH":
+                continue
+            kind, key = "watches", request_key(labels).removeprefix("WATCH ")
+        elif labels.get("resource"):  # not /metrics, /readyz...: the API's objects
+            kind, key = "requests", request_key(labels)
+        else:
+            continue
+        counts[kind][key] = counts[kind].get(key, 0.0) + value
+    return counts
+
+
+def rates(start: dict[str, float], end: dict[str, float], minutes: float) -> dict[str, float]:
+    """Per-minute rates of the counters that moved between two scrapes."""
+    return {k: (end[k] - start.get(k, 0.0)) / minutes for k in end if end[k] != start.get(k, 0.0)}
+
+
+def waiter_resource(key: str) -> bool:
+    """A resource a waiter reads or writes: the Volcano jobs and their pods (with their logs)."""
+    resource = key.split(" ", 1)[1]
+    return resource.split("/")[0] in ("jobs", "pods") and "(" not in resource
+
+
+def reads(counters: dict) -> float:
+    """The reads of Volcano jobs (GET, LIST, WATCH) so far, from ``api_counters``."""
+    return sum(counters["requests"].get(f"{verb} jobs", 0.0) for verb in ("GET", "LIST", "WATCH"))
+
+
+def job_watches(counters: dict) -> float:
+    return counters["watches"].get("jobs", 0.0)
+
+
+def scrape(cluster) -> tuple[float, dict]:
+    """The time and the apiserver's counters now (``api_counters``)."""
+    return time.monotonic(), api_counters(cluster.metrics())
+
+
+def background(cluster, tag: str) -> tuple[float, float, dict]:
+    """What the control plane itself reads on Volcano jobs (controller, scheduler) per minute,
+    and its open job watches: to subtract, as the metrics do not say who asked. The third
+    item: every verb and resource's (``rates`` per minute, open ``watches`` by resource)."""
+    time.sleep(5)
+    a_t, a = scrape(cluster)
+    # A minute: the control plane's own requests are mostly its watches starting again, now
+    # and then; over 20 s one such request read as 3 a minute, subtracted from every window.
+    time.sleep(60)
+    b_t, b = scrape(cluster)
+    minutes = (b_t - a_t) / 60
+    idle_rate = (reads(b) - reads(a)) / minutes
+    by_key = {"rates": rates(a["requests"], b["requests"], minutes), "watches": b["watches"]}
+    say(f"{tag}: background {idle_rate:.1f} job reads/min, {job_watches(b):.0f} job watches open")
+    return idle_rate, job_watches(b), by_key
+
+
+def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
+    """A waiter's requests per minute by verb and resource, and its watches by resource: the
+    window's less the background's (``idle``, from ``background``).
+
+    Only what a waiter touches (Volcano jobs, pods, their subresources) is broken down, where
+    it moved by at least 0.5 a minute; the control plane's own requests on everything else
+    (its watches starting again, at random) are summed apart, as ``other_requests_per_min``:
+    what is left of them after the background is subtracted is the noise of the method."""
+    window = rates(start["requests"], end["requests"], minutes)
+    keys = set(window) | set(idle["rates"])
+    by_key = {k: window.get(k, 0.0) - idle["rates"].get(k, 0.0) for k in keys}
+    ours = {k: v for k, v in by_key.items() if waiter_resource(k)}
+    others = {k: v for k, v in by_key.items() if k not in ours}
+    watches = {
+        r: max(start["watches"].get(r, 0.0), end["watches"].get(r, 0.0))
+        - idle["watches"].get(r, 0.0)
+        for r in set(start["watches"]) | set(end["watches"])
+        if waiter_resource(f"WATCH {r}")
+    }
+    return {
+        "waiter_requests_per_min": round(max(0.0, sum(ours.values())), 1),
+        "by_verb_resource": {k: round(v, 1) for k, v in sorted(ours.items()) if abs(v) >= 0.5},
+        "watches_by_resource": {r: round(n) for r, n in sorted(watches.items()) if round(n)},
+        "other_requests_per_min": round(sum(others.values()), 1),
+        "other_largest": largest(others),
+    }
+
+
+def largest(rates_by_key: dict[str, float], count: int = 3) -> dict[str, float]:
+    """The ``count`` rates farthest from zero: what ``other_requests_per_min`` is made of."""
+    top = sorted(rates_by_key.items(), key=lambda item: -abs(item[1]))[:count]
+    return {k: round(v, 1) for k, v in top if abs(v) >= 0.5}
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description="the observer of one namespace's jobs")
+    for flag in ("--kubeconfig", "--namespace", "--out"):
+        parser.add_argument(flag, required=True)
+    options = parser.parse_args()
+    observe(options.kubeconfig, options.namespace, options.out)
