@@ -1,27 +1,10 @@
 """Every difference between the Airflow 3 minors the provider supports, in one place.
 
-The provider runs on Airflow 3.0, 3.1, 3.2 and 3.3 (the Task SDK releases; the exact patch
-releases tested are in :mod:`.versions`). The shells import the Airflow names that moved
-between those minors from here, and ask here whether a capability exists; where an older
-minor lacks one, the provider does the best that minor allows and says so once
-(:func:`warn_once`). docs/compatibility.md lists the same differences.
-
-- Exceptions moved from ``airflow.exceptions`` to ``airflow.sdk.exceptions`` (all of them by
-  3.2); ``BaseHook`` and ``conf`` into ``airflow.sdk`` in 3.1; the secrets masker's public
-  names into ``airflow.sdk.log`` during 3.0.
-- :data:`TRIGGER_ON_KILL`: from 3.3 the triggerer calls a trigger's ``on_kill`` when a user
-  kills, clears or marks its deferred task. Before, it only cancels the trigger and calls
-  ``cleanup()``, the same as when the triggerer itself stops; :func:`task_left_deferral`
-  tells the two apart by asking the API server for the task's state. 3.3 also calls
-  ``on_kill`` when a trigger moves to another triggerer (it cancels it with the same "user
-  action" message), so the trigger asks the same question on every release.
-- :data:`RETRY_POLICY`: task retry policies (``retry_policy``, ``ExceptionRetryPolicy``) are
-  3.3's; before, :func:`retry_policy_kwargs` leaves them out and the task retries by ``retries``
-  and ``retry_delay`` alone.
-- :data:`TASK_STATE_STORE`: the task state store (``context["task_state_store"]``) is 3.3's;
-  before, :func:`task_state_store` returns ``None`` and a retry finds its job by its labels.
-- :data:`ASSET_STATE_STORE`: the asset state store (``context["asset_state_store"]``, AIP-103)
-  is 3.3's; before, :func:`asset_state` keeps an asset's state in Airflow Variables.
+The provider runs on Airflow 3.0 to 3.3 (the patch releases tested are in :mod:`.versions`).
+The shells import the names that moved between those minors from here, and ask here whether
+a capability exists (the flags below, all 3.3's); where an older minor lacks one, the
+provider does the best that minor allows and says so once (:func:`warn_once`).
+docs/compatibility.md lists the same differences.
 """
 
 from __future__ import annotations
@@ -107,7 +90,9 @@ log = logging.getLogger(__name__)
 #: The running Airflow's release, without pre-release or local parts.
 INSTALLED_AIRFLOW = Version(Version(airflow.__version__).base_version)
 
-#: The triggerer calls ``BaseTrigger.on_kill`` when a user kills a deferred task (3.3+).
+#: The triggerer calls ``BaseTrigger.on_kill`` when a user kills, clears or marks a deferred
+#: task (3.3+); it calls it too when a trigger moves to another triggerer, so
+#: :func:`task_left_deferral` is asked on every release.
 TRIGGER_ON_KILL = Version("3.3") <= INSTALLED_AIRFLOW
 #: A task takes a ``retry_policy`` (``airflow.sdk.ExceptionRetryPolicy``; 3.3+).
 RETRY_POLICY = Version("3.3") <= INSTALLED_AIRFLOW
@@ -116,9 +101,11 @@ RETRY_POLICY = Version("3.3") <= INSTALLED_AIRFLOW
 #: task asking at once (a connection read in a worker thread, an XCom push) can take each
 #: other's answers, or, in ``airflow dags test``'s in-process supervisor, find no channel.
 SERIALIZED_SUPERVISOR_REQUESTS = Version("3.2") <= INSTALLED_AIRFLOW
-#: A task's context has ``task_state_store``, kept across its tries (3.3+).
+#: A task's context has ``task_state_store``, kept across its tries (3.3+); before, a retry
+#: finds its job by its labels.
 TASK_STATE_STORE = Version("3.3") <= INSTALLED_AIRFLOW
-#: A task's context has ``asset_state_store`` (3.3+, AIP-103).
+#: A task's context has ``asset_state_store`` (3.3+, AIP-103); before, an asset's state is
+#: kept in Airflow Variables (:class:`VariableAssetState`).
 ASSET_STATE_STORE = Version("3.3") <= INSTALLED_AIRFLOW
 
 # Capabilities already warned about in this process.
@@ -126,11 +113,8 @@ _warned: set[str] = set()
 
 
 def warn_once(capability: str, message: str) -> None:
-    """Log ``message`` as a warning the first time ``capability`` is found missing.
-
-    :param capability: a short name of the capability, the key of "once".
-    :param message: what the provider does instead, and the Airflow release that has it.
-    """
+    """Log ``message`` (what the provider does instead, and the release that has it) as a
+    warning the first time ``capability`` (a short name, the key of "once") is found missing."""
     if capability in _warned:
         return
     _warned.add(capability)
@@ -239,14 +223,9 @@ class VariableAssetState:
 
 
 def asset_state(context: Mapping[str, Any], asset: Any) -> Any:
-    """The state store of ``asset`` in a running task: ``get(key, default)``, ``set(key, value)``.
-
-    On Airflow 3.3 the asset state store of the task's context (``asset_state_store[asset]``);
-    before, a :class:`VariableAssetState` (the same calls, kept in Variables), warned once.
-
-    :param context: the task's context.
-    :param asset: the asset (an ``airflow.sdk.Asset``).
-    """
+    """The state store (``get(key, default)``, ``set(key, value)``) of ``asset`` (an
+    ``airflow.sdk.Asset``) in a running task's ``context``: ``asset_state_store[asset]`` on
+    Airflow 3.3; before, a :class:`VariableAssetState`, warned once."""
     if ASSET_STATE_STORE:
         return context["asset_state_store"][asset]
     store = VariableAssetState(asset.name)
@@ -259,13 +238,8 @@ def asset_state(context: Mapping[str, Any], asset: Any) -> Any:
 
 
 def task_state_store(context: Mapping[str, Any]) -> Any:
-    """The task's state store (kept across its tries), or ``None`` where Airflow has none.
-
-    Airflow 3.3 gives every task ``context["task_state_store"]``; before, there is none
-    (warned once per process) and a retry finds its job by the task instance's labels alone.
-
-    :param context: the task's context.
-    """
+    """The task's state store (``context["task_state_store"]``, kept across its tries), or
+    ``None`` where Airflow has none (before 3.3; warned once per process)."""
     store = context.get("task_state_store")
     if store is None and not TASK_STATE_STORE:
         warn_once(

@@ -29,14 +29,9 @@ __all__ = ["WANDB_CONN_FIELDS", "WANDB_UI_FIELD_BEHAVIOUR", "WandbHook"]
 
 
 def _mask(api_key: str | None) -> None:
-    """Mask the key in this process's logs, in every form a log may show it (``key_forms``:
-    plain, base64, and the W&B client's ``Basic`` credentials).
-
-    Airflow masks connection passwords it loads itself, plain only; masking again covers keys
-    that reached the hook some other way (a preset connection in tests, a custom backend). The
-    base64 form is how a Secret carries the key in an API response or a DEBUG log of one; the
-    ``Basic`` form is what a trainer's HTTP debug log prints.
-    """
+    """Mask the key in this process's logs in every form a log may show it (``key_forms``):
+    plain (Airflow masks only the passwords it loads itself), base64 (a Secret in an API
+    response or its DEBUG log) and ``Basic`` credentials (a trainer's HTTP debug log)."""
     for form in key_forms(api_key) if api_key else ():
         mask_secret(form, name="WANDB_API_KEY")
 
@@ -143,8 +138,6 @@ class WandbHook(WandbRunAccess, BaseHook):
             return None
         if "connection" in self.__dict__:  # already loaded, and masked
             return self.api_key
-        from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException
-
         with contextlib.suppress(AirflowNotFoundException):
             key = self.get_connection(self.wandb_conn_id).password
             _mask(key)

@@ -32,7 +32,12 @@ _INTERNAL_SUMMARY_KEYS = frozenset({"_wandb"})
 
 
 class WandbRunAccess:
-    """The hook's run reads and writes, each under the hook's ``deadline`` when it has one."""
+    """The hook's run reads and writes, each under the hook's ``deadline`` when it has one.
+
+    Each method takes ``run_id`` (the W&B run id), ``entity`` (the run's entity; defaults to
+    the connection's, then the API key's user) and ``project`` (defaults to the connection's;
+    ``ValueError`` when none is known).
+    """
 
     api: Any
     entity: str | None
@@ -52,23 +57,13 @@ class WandbRunAccess:
     ) -> dict[str, Any]:
         """Return the summary metrics of a run (its last logged value per key).
 
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
         :param keys: Only these summary keys (e.g. ``["eval/accuracy"]``). Keys the run does
             not have are left out of the result and logged as a warning, so a caller gating on
             a metric sees it is missing instead of a made-up value.
         :return: A JSON-compatible dict; the SDK's internal ``_wandb`` entry is dropped.
-        :raises ValueError: when no project is known.
         :raises wandb.errors.CommError: when the server does not know the run.
         """
-        entity, project = entity or self.entity, project or self.project
-        if not project:
-            raise ValueError(
-                "get_run_summary needs a project: pass project= or set the 'project' extra "
-                f"of connection {self.wandb_conn_id!r}"
-            )
-        path = f"{entity}/{project}/{run_id}" if entity else f"{project}/{run_id}"
+        path = self._run_path(run_id, entity, project)
         run = self.api.run(path)
         # Round-trip through JSON: the SDK hands back its own dict/list wrappers, and the
         # result goes to XCom.
@@ -102,11 +97,7 @@ class WandbRunAccess:
         writes back the summary it read: call this when the run is no longer being written,
         e.g. when the task ends.
 
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
         :param edit: Gets the run's fields, returns them as they should be.
-        :raises ValueError: when no project is known.
         :raises wandb.errors.CommError: when the server does not know the run.
         """
         run = self.api.run(self._run_path(run_id, entity, project))
@@ -123,9 +114,6 @@ class WandbRunAccess:
         """The artifact versions a run used and logged (``Run.used_artifacts()`` and
         ``Run.logged_artifacts()``), each as ``<entity>/<project>/<name>:v<n>`` and its type.
 
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
         """
         run = self.api.run(self._run_path(run_id, entity, project))
         return (
@@ -141,9 +129,6 @@ class WandbRunAccess:
         trainer never reached ``wandb.init``); any other failure is raised, never taken for
         an answer.
 
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
         """
         from wandb.apis.public.runs import RunNotFoundError
 
@@ -165,9 +150,6 @@ class WandbRunAccess:
         """Whether the run was stopped from the W&B UI or API: the GraphQL ``RunStoppedStatus``
         query W&B Launch's agent polls; ``False`` for a run the server does not know.
 
-        :param run_id: The W&B run id.
-        :param entity: The run's entity; defaults to the connection's, then the API key's user.
-        :param project: The run's project; defaults to the connection's.
         """
         entity, project = self._where(entity, project)
         variables = {"projectName": project, "entityName": entity, "runId": run_id}

@@ -1,10 +1,9 @@
 """Which Airflow task instance, and which of its intents, a Volcano job belongs to.
 
-Every job this provider submits carries labels naming its task instance (and the Airflow
-deployment, when one is configured), so that a retry, a restarted worker or a second
-scheduler finds the job that is already there instead of submitting another. Label values
-are length-limited and sanitized, so the match is made on a hash of the exact identity, and
-the readable labels are for people and ``kubectl``.
+Every job this provider submits carries labels naming its task instance (and deployment), so
+that a retry, a restarted worker or a second scheduler finds the job that is already there.
+Label values are length-limited and sanitized, so the match is made on a hash of the exact
+identity; the readable labels are for people and ``kubectl``.
 
 A job belongs to exactly one intent: the try that submitted it, or the newest try that
 adopted it (``try-number``). Once a try reports the job's outcome (``reported-by-try``), the
@@ -122,6 +121,10 @@ def _annotation(obj: Mapping[str, Any], name: str) -> str | None:
     return ObjectMeta.of(obj).annotation(name)
 
 
+def _number(value: Any) -> int | None:
+    return int(value) if value and str(value).isdigit() else None
+
+
 def is_reported(job: Mapping[str, Any]) -> bool:
     """Whether a try has reported this job's outcome (it is a past result)."""
     return _annotation(job, REPORTED_ANNOTATION) is not None
@@ -129,8 +132,7 @@ def is_reported(job: Mapping[str, Any]) -> bool:
 
 def reported_by(job: Mapping[str, Any]) -> int | None:
     """The try that reported the job's outcome, if one did."""
-    value = _annotation(job, REPORTED_ANNOTATION)
-    return int(value) if value and value.isdigit() else None
+    return _number(_annotation(job, REPORTED_ANNOTATION))
 
 
 def replaceable_past(
@@ -154,8 +156,7 @@ def replaceable_past(
 
 def owner_try(job: Mapping[str, Any]) -> int | None:
     """The try that owns the wait on the job: its submitter or newest adopter."""
-    value = _annotation(job, TRY_NUMBER_ANNOTATION)
-    return int(value) if value and value.isdigit() else None
+    return _number(_annotation(job, TRY_NUMBER_ANNOTATION))
 
 
 def wandb_run_of(job: Mapping[str, Any]) -> str | None:
@@ -177,8 +178,7 @@ def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int |
 
 def intent_of(job: Mapping[str, Any]) -> int | None:
     """The intent number a job was submitted for, from its label."""
-    value = ObjectMeta.of(job).labels.get(INTENT_LABEL)
-    return int(value) if value and str(value).isdigit() else None
+    return _number(ObjectMeta.of(job).labels.get(INTENT_LABEL))
 
 
 def next_intent(existing: Iterable[Mapping[str, Any]], try_number: int) -> int:

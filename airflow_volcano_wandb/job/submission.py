@@ -1,20 +1,12 @@
 """Submit a rendered job, or reattach to the one this task instance already has.
 
-One task instance owns at most one live job, whatever its tries: a retry or a restarted worker
-finds the job that is already there instead of submitting a second. :func:`submit_or_reattach`
-is the straight sequence: read once (one LIST of this task instance's jobs), ask the pure plan
-(``job.submission_plan``) once, carry the plan out through ``VolcanoHook``. Only a create that
-finds its name taken under it reads again (that one name) and plans on what it finds.
-
-Where Airflow gives the task a state store (Airflow 3.3's ``context["task_state_store"]``,
-kept per task instance across its tries), the job is remembered there by uid as soon as it
-exists (:func:`remember`), and the next try reattaches to exactly that job when the plan may
-reuse it; the label search decides otherwise (the store absent, empty, or naming a job that
-may not be reused).
-
-:func:`submit_for_try` is that sequence for one try of the operator: the key's Secret created
-for the job once it exists (``job.api_key_secret``), and each failure as the Airflow exception
-that names its cause.
+One task instance owns at most one live job, whatever its tries. :func:`submit_or_reattach`
+reads once (one LIST of this task instance's jobs), plans once (``job.submission_plan``) and
+carries the plan out; only a create that finds its name taken reads (that name) and plans again.
+Where Airflow 3.3 gives the task a state store, the job is remembered there by uid
+(:func:`remember`), and the next try reattaches to exactly that job when the plan may reuse it.
+:func:`submit_for_try` adds, for one try of the operator, the key's Secret
+(``job.api_key_secret``) and each failure as the Airflow exception that names its cause.
 """
 
 from __future__ import annotations
@@ -50,6 +42,7 @@ Spec = TypeVar("Spec")
 CREATE_ATTEMPTS = 3
 #: The task state store's key for the job this task instance's tries wait on.
 STATE_STORE_KEY = "volcano_job"
+_REF_KEYS = ("name", "namespace", "uid")
 #: Seconds a create waits for the pods of an earlier job of its name to go: their grace
 #: period (a checkpoint's save on SIGTERM) and the kubelet's cleanup.
 EARLIER_PODS_TIMEOUT = 900.0
@@ -84,11 +77,8 @@ def refused_outright(exc: BaseException) -> bool:
 
 
 def recall(store: Any, task_log: Any = log) -> dict[str, str] | None:
-    """The job reference (``name``, ``namespace``, ``uid``) a task state store remembers.
-
-    :param store: ``context["task_state_store"]``, or None where Airflow has none.
-    :param task_log: where a store that cannot be read is reported (the labels still work).
-    """
+    """The job reference a task state store (``context["task_state_store"]``, or None where
+    Airflow has none) remembers; a store that cannot be read is reported to ``task_log``."""
     if store is None:
         return None
     try:
@@ -96,24 +86,18 @@ def recall(store: Any, task_log: Any = log) -> dict[str, str] | None:
     except Exception as exc:  # the store is an optimisation: never fail the task for it
         task_log.warning("Could not read the task state store (%s); searching by labels", exc)
         return None
-    if isinstance(ref, dict) and all(
-        isinstance(ref.get(k), str) for k in ("name", "namespace", "uid")
-    ):
-        return {k: ref[k] for k in ("name", "namespace", "uid")}
+    if isinstance(ref, dict) and all(isinstance(ref.get(k), str) for k in _REF_KEYS):
+        return {k: ref[k] for k in _REF_KEYS}
     return None
 
 
 def remember(store: Any, ref: Mapping[str, str], task_log: Any = log) -> None:
-    """Remember the job this try waits on, for the task instance's next try.
-
-    :param store: ``context["task_state_store"]``, or None where Airflow has none.
-    :param ref: the job's ``name``, ``namespace`` and ``uid``.
-    :param task_log: where a store that cannot be written is reported.
-    """
+    """Remember the job (``ref``) this try waits on in ``store`` (as :func:`recall` reads it),
+    for the task instance's next try."""
     if store is None:
         return
     try:
-        store.set(STATE_STORE_KEY, {k: ref[k] for k in ("name", "namespace", "uid")})
+        store.set(STATE_STORE_KEY, {k: ref[k] for k in _REF_KEYS})
     except Exception as exc:
         task_log.warning(
             "Could not write the task state store (%s); labels still find the job", exc

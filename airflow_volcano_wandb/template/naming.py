@@ -28,29 +28,6 @@ import hashlib
 import re
 from collections.abc import Iterable
 
-__all__ = [
-    "DEFAULT_MAX_REPLICAS",
-    "DNS1123_LABEL_MAX_LENGTH",
-    "HASH_LENGTH",
-    "LABEL_VALUE_MAX_LENGTH",
-    "MAX_JOB_NAME_LENGTH",
-    "POD_INDEX_DIGITS",
-    "TASK_NAME_BUDGET",
-    "dns1035_label",
-    "dns1123_label",
-    "fit_job_name",
-    "is_dns1035_label",
-    "is_dns1123_label",
-    "is_dns1123_subdomain",
-    "is_label_value",
-    "is_qualified_name",
-    "job_name",
-    "label_value",
-    "max_job_name_length",
-    "pod_name",
-    "short_hash",
-]
-
 DNS1123_LABEL_MAX_LENGTH = 63
 DNS1123_SUBDOMAIN_MAX_LENGTH = 253
 LABEL_VALUE_MAX_LENGTH = 63

@@ -38,17 +38,6 @@ from typing import Any
 
 from airflow_volcano_wandb.wandb.numbers import finite_number
 
-__all__ = [
-    "CONTINUOUS",
-    "DISTRIBUTIONS",
-    "Metric",
-    "SweepError",
-    "best",
-    "expand_kwargs",
-    "metric_of",
-    "points",
-]
-
 # Top-level keys of a W&B sweep configuration that change nothing about the points.
 _IGNORED_KEYS = {"name", "description", "program", "command", "project", "entity", "metric"}
 _KNOWN_KEYS = _IGNORED_KEYS | {"method", "parameters", "run_cap", "seed", "early_terminate"}

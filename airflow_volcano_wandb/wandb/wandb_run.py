@@ -1,12 +1,9 @@
-"""The W&B side of a Volcano training job, as pure data and pure functions.
+"""The W&B side of a Volcano training job, as pure data and pure functions (no Airflow, no
+``wandb``, no HTTP): the run identity, built before the operator talks to any server.
 
-Nothing here imports Airflow, ``wandb`` or an HTTP client, so the operator can build the run
-identity and the container env before it talks to any server, and the unit tests need none of
-them. ``docs/wandb.md`` is the user-facing description of the contract built here.
-
-The rules the SDK applies to names (run id characters, tag length, project characters) are
-checked here, at DAG-run time, because a bad value would otherwise only surface inside the
-training pods after the job has been scheduled.
+The SDK's rules for names (run id characters, tag length, project characters) are checked
+here, at DAG-run time: a bad value would otherwise surface only inside the training pods.
+``docs/wandb.md`` is the user-facing description.
 """
 
 from __future__ import annotations
@@ -19,17 +16,6 @@ from typing import Any, Literal, NamedTuple
 
 from airflow_volcano_wandb.wandb.wandb_urls import check_base_url, run_url
 
-__all__ = [
-    "RANK_MODES",
-    "WANDB_MODES",
-    "AirflowRunContext",
-    "SecretKeyRef",
-    "WandbRunSpec",
-    "default_run_group",
-    "default_run_name",
-    "deterministic_run_id",
-    "effective_mode",
-]
 RankMode = Literal["master", "shared"]
 WandbMode = Literal["online", "offline", "disabled"]
 RANK_MODES: tuple[str, ...] = ("master", "shared")
@@ -291,12 +277,16 @@ class WandbRunSpec:
         return run_url(self.base_url, self.entity, self.project, self.run_id)
 
 
-def _check_run_id(run_id: str) -> None:
-    if not isinstance(run_id, str) or not run_id or run_id != run_id.strip():
-        raise ValueError(f"invalid W&B run id {run_id!r}: empty or surrounded by whitespace")
-    bad = sorted(set(run_id) & _RUN_ID_RESERVED)
+def _check_id(kind: str, value: str, reserved: set[str]) -> None:
+    if not isinstance(value, str) or not value or value != value.strip():
+        raise ValueError(f"invalid W&B {kind} {value!r}: empty or surrounded by whitespace")
+    bad = sorted(set(value) & reserved)
     if bad:
-        raise ValueError(f"invalid W&B run id {run_id!r}: contains {''.join(bad)!r}")
+        raise ValueError(f"invalid W&B {kind} {value!r}: contains {''.join(bad)!r}")
+
+
+def _check_run_id(run_id: str) -> None:
+    _check_id("run id", run_id, _RUN_ID_RESERVED)
     if len(run_id) > 128:
         raise ValueError(f"invalid W&B run id {run_id!r}: longer than 128 characters")
 
@@ -304,11 +294,7 @@ def _check_run_id(run_id: str) -> None:
 def _check_sweep_id(sweep_id: str) -> None:
     # The SDK's own rule (wandb_settings.validate_sweep_id), plus the run id's reserved
     # characters: the id is a path segment of the sweep's URL.
-    if not isinstance(sweep_id, str) or not sweep_id.strip() or sweep_id != sweep_id.strip():
-        raise ValueError(f"invalid W&B sweep id {sweep_id!r}: empty or surrounded by whitespace")
-    bad = sorted(set(sweep_id) & (_RUN_ID_RESERVED | {"%"}))
-    if bad:
-        raise ValueError(f"invalid W&B sweep id {sweep_id!r}: contains {''.join(bad)!r}")
+    _check_id("sweep id", sweep_id, _RUN_ID_RESERVED | {"%"})
 
 
 def _check_project(project: str) -> None:
