@@ -20,7 +20,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,18 +54,9 @@ class VolcanoCluster:
 
     @classmethod
     def from_info(cls, info: ClusterInfo, *, owned: bool) -> VolcanoCluster:
-        """A handle on the cluster ``cluster.up`` answered with; ``owned``: stopped by its
-        fixture."""
-        return cls(
-            state_dir=info.state_dir,
-            kubeconfig=info.kubeconfig,
-            server=info.server,
-            nodes=info.nodes,
-            gpus_per_node=info.gpus_per_node,
-            owned=owned,
-            audit_log=info.audit_log,
-            real_node=info.real_node,
-        )
+        """A handle on the cluster ``cluster.up`` answered with, each of its fields;
+        ``owned``: stopped by its fixture."""
+        return cls(**{f.name: getattr(info, f.name) for f in fields(info)}, owned=owned)
 
     def api_client(self) -> ApiClient:
         """A new ``kubernetes.client.ApiClient`` for the admin kubeconfig."""

@@ -35,20 +35,23 @@ def _parser() -> argparse.ArgumentParser:
                 default=180.0,
                 help="seconds to wait for readiness (the build is not counted)",
             )
-            cmd.add_argument(
-                "--audit-log",
-                action="store_true",
-                default=bool(os.environ.get(cluster.AUDIT_LOG_ENV)),
-                help="write the kube-apiserver's audit log (Metadata level) to "
-                f"DIR/logs/audit.log (also: ${cluster.AUDIT_LOG_ENV}=1)",
-            )
-            cmd.add_argument(
-                "--real-node",
-                action="store_true",
-                default=bool(os.environ.get(cluster.REAL_NODE_ENV)),
-                help="add a real kubelet node whose pods run (containerd, CNI, CoreDNS; the "
-                f"trainer image built and imported; needs root) (also: ${cluster.REAL_NODE_ENV}=1)",
-            )
+            for flag, env, does in (  # switches an environment variable also turns on
+                (
+                    "--audit-log",
+                    cluster.AUDIT_LOG_ENV,
+                    "write the kube-apiserver's audit log (Metadata level) to DIR/logs/audit.log",
+                ),
+                (
+                    "--real-node",
+                    cluster.REAL_NODE_ENV,
+                    "add a real kubelet node whose pods run (containerd, CNI, CoreDNS; the "
+                    "trainer image built and imported; needs root)",
+                ),
+            ):
+                default = bool(os.environ.get(env))
+                cmd.add_argument(
+                    flag, action="store_true", default=default, help=f"{does} (also: ${env}=1)"
+                )
         if name == "status":
             cmd.add_argument("--json", action="store_true")
     sub.add_parser("build", help="only build (or find cached) binaries, print their paths")
