@@ -15,6 +15,9 @@ from typing import Any
 
 from airflow_volcano_wandb.template import POD_SECURITY_LEVELS
 
+#: What a case does to the restricted pod (in place).
+Change = Callable[[dict[str, Any]], None]
+
 IMAGE = "registry.example.com/team/train:1"
 HARDENED = {
     "allowPrivilegeEscalation": False,
@@ -42,9 +45,10 @@ class Case:
     name: str
     #: The strictest level that accepts the pod.
     accepted_up_to: str
-    change: Callable[[dict[str, Any]], None]
+    change: Change
 
     def pod(self) -> dict[str, Any]:
+        """``restricted_pod()`` with this case's change."""
         pod = restricted_pod()
         self.change(pod)
         return pod
@@ -76,8 +80,34 @@ def _init(pod: dict[str, Any], context: dict[str, Any]) -> None:
     ]
 
 
-def _volume(source: dict[str, Any]) -> Callable[[dict[str, Any]], None]:
-    return lambda pod: _spec(pod).update(volumes=[{"name": "data", **source}])
+def _set(where: Callable[[dict[str, Any]], dict[str, Any]], **fields: Any) -> Change:
+    """The change that sets ``fields`` in the part of the pod ``where`` picks."""
+    return lambda pod: where(pod).update(fields)
+
+
+def _container(**fields: Any) -> Change:
+    """Set ``fields`` in the main container's ``securityContext``."""
+    return _set(_context, **fields)
+
+
+def _pod(**fields: Any) -> Change:
+    """Set ``fields`` in the pod's ``securityContext``."""
+    return _set(_pod_context, **fields)
+
+
+def _moved_to_pod(**fields: Any) -> Change:
+    """Set ``fields`` in the pod's ``securityContext`` instead of the main container's."""
+
+    def change(pod: dict[str, Any]) -> None:
+        for name in fields:
+            _context(pod).pop(name)
+        _pod_context(pod).update(fields)
+
+    return change
+
+
+def _volume(source: dict[str, Any]) -> Change:
+    return _set(_spec, volumes=[{"name": "data", **source}])
 
 
 RESTRICTED, BASELINE, PRIVILEGED = "restricted", "baseline", "privileged"
@@ -86,17 +116,13 @@ CASES = [
     Case("restricted-compliant", RESTRICTED, lambda pod: None),
     Case("no-security-settings", BASELINE, lambda pod: _main(pod).pop("securityContext")),
     # --- baseline ---------------------------------------------------------------------
-    Case("host-network", PRIVILEGED, lambda pod: _spec(pod).update(hostNetwork=True)),
-    Case("host-pid", PRIVILEGED, lambda pod: _spec(pod).update(hostPID=True)),
-    Case("host-ipc", PRIVILEGED, lambda pod: _spec(pod).update(hostIPC=True)),
-    Case("host-namespaces-false", RESTRICTED, lambda pod: _spec(pod).update(hostNetwork=False)),
+    Case("host-network", PRIVILEGED, _set(_spec, hostNetwork=True)),
+    Case("host-pid", PRIVILEGED, _set(_spec, hostPID=True)),
+    Case("host-ipc", PRIVILEGED, _set(_spec, hostIPC=True)),
+    Case("host-namespaces-false", RESTRICTED, _set(_spec, hostNetwork=False)),
     # A privileged container may not also forbid privilege escalation (the API server
     # refuses that as invalid, before pod security is asked).
-    Case(
-        "privileged",
-        PRIVILEGED,
-        lambda pod: _context(pod).update(privileged=True, allowPrivilegeEscalation=True),
-    ),
+    Case("privileged", PRIVILEGED, _container(privileged=True, allowPrivilegeEscalation=True)),
     Case(
         "privileged-init",
         PRIVILEGED,
@@ -114,11 +140,7 @@ CASES = [
         lambda pod: _context(pod)["capabilities"].update(add=["NET_BIND_SERVICE"]),
     ),
     Case("host-path", PRIVILEGED, _volume({"hostPath": {"path": "/etc"}})),
-    Case(
-        "host-port",
-        PRIVILEGED,
-        lambda pod: _main(pod).update(ports=[{"containerPort": 80, "hostPort": 8080}]),
-    ),
+    Case("host-port", PRIVILEGED, _set(_main, ports=[{"containerPort": 80, "hostPort": 8080}])),
     Case(
         "apparmor-annotation-unconfined",
         PRIVILEGED,
@@ -133,36 +155,20 @@ CASES = [
             annotations={"container.apparmor.security.beta.kubernetes.io/main": "runtime/default"}
         ),
     ),
-    Case(
-        "apparmor-field-unconfined",
-        PRIVILEGED,
-        lambda pod: _pod_context(pod).update(appArmorProfile={"type": "Unconfined"}),
-    ),
+    Case("apparmor-field-unconfined", PRIVILEGED, _pod(appArmorProfile={"type": "Unconfined"})),
     Case(
         "apparmor-field-runtime-default",
         RESTRICTED,
-        lambda pod: _context(pod).update(appArmorProfile={"type": "RuntimeDefault"}),
+        _container(appArmorProfile={"type": "RuntimeDefault"}),
     ),
-    Case(
-        "selinux-type-spc",
-        PRIVILEGED,
-        lambda pod: _context(pod).update(seLinuxOptions={"type": "spc_t"}),
-    ),
+    Case("selinux-type-spc", PRIVILEGED, _container(seLinuxOptions={"type": "spc_t"})),
     Case(
         "selinux-type-container",
         RESTRICTED,
-        lambda pod: _context(pod).update(seLinuxOptions={"type": "container_t", "level": "s0"}),
+        _container(seLinuxOptions={"type": "container_t", "level": "s0"}),
     ),
-    Case(
-        "selinux-user",
-        PRIVILEGED,
-        lambda pod: _pod_context(pod).update(seLinuxOptions={"user": "system_u"}),
-    ),
-    Case(
-        "selinux-role",
-        PRIVILEGED,
-        lambda pod: _context(pod).update(seLinuxOptions={"role": "system_r"}),
-    ),
+    Case("selinux-user", PRIVILEGED, _pod(seLinuxOptions={"user": "system_u"})),
+    Case("selinux-role", PRIVILEGED, _container(seLinuxOptions={"role": "system_r"})),
     # Unmasked is valid only in a user namespace, where baseline (not restricted) allows it.
     Case(
         "proc-mount-unmasked",
@@ -172,35 +178,23 @@ CASES = [
             _context(pod).update(procMount="Unmasked"),
         ),
     ),
-    Case("proc-mount-default", RESTRICTED, lambda pod: _context(pod).update(procMount="Default")),
-    Case(
-        "seccomp-unconfined-pod",
-        PRIVILEGED,
-        lambda pod: _pod_context(pod).update(seccompProfile={"type": "Unconfined"}),
-    ),
+    Case("proc-mount-default", RESTRICTED, _container(procMount="Default")),
+    Case("seccomp-unconfined-pod", PRIVILEGED, _pod(seccompProfile={"type": "Unconfined"})),
     Case(
         "seccomp-unconfined-container",
         PRIVILEGED,
-        lambda pod: _context(pod).update(seccompProfile={"type": "Unconfined"}),
+        _container(seccompProfile={"type": "Unconfined"}),
     ),
-    Case(
-        "sysctl-unsafe",
-        PRIVILEGED,
-        lambda pod: _pod_context(pod).update(sysctls=[{"name": "kernel.msgmax", "value": "1"}]),
-    ),
+    Case("sysctl-unsafe", PRIVILEGED, _pod(sysctls=[{"name": "kernel.msgmax", "value": "1"}])),
     Case(
         "sysctl-safe",
         RESTRICTED,
-        lambda pod: _pod_context(pod).update(
-            sysctls=[{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}]
-        ),
+        _pod(sysctls=[{"name": "net.ipv4.tcp_rmem", "value": "4096 87380 6291456"}]),
     ),
     Case(
         "probe-host",
         PRIVILEGED,
-        lambda pod: _main(pod).update(
-            livenessProbe={"httpGet": {"host": "10.0.0.1", "path": "/", "port": 80}}
-        ),
+        _set(_main, livenessProbe={"httpGet": {"host": "10.0.0.1", "path": "/", "port": 80}}),
     ),
     # --- restricted -----------------------------------------------------------------------
     Case("volume-nfs", BASELINE, _volume({"nfs": {"server": "nfs.local", "path": "/x"}})),
@@ -217,29 +211,11 @@ CASES = [
         lambda pod: _init(pod, {"allowPrivilegeEscalation": True}),
     ),
     Case("run-as-non-root-unset", BASELINE, lambda pod: _context(pod).pop("runAsNonRoot")),
-    Case(
-        "run-as-non-root-on-pod",
-        RESTRICTED,
-        lambda pod: (
-            _context(pod).pop("runAsNonRoot"),
-            _pod_context(pod).update(runAsNonRoot=True),
-        ),
-    ),
-    Case(
-        "run-as-non-root-false-on-pod",
-        BASELINE,
-        lambda pod: _pod_context(pod).update(runAsNonRoot=False),
-    ),
-    Case("run-as-user-root", BASELINE, lambda pod: _context(pod).update(runAsUser=0)),
-    Case("run-as-user-1000", RESTRICTED, lambda pod: _context(pod).update(runAsUser=1000)),
+    Case("run-as-non-root-on-pod", RESTRICTED, _moved_to_pod(runAsNonRoot=True)),
+    Case("run-as-non-root-false-on-pod", BASELINE, _pod(runAsNonRoot=False)),
+    Case("run-as-user-root", BASELINE, _container(runAsUser=0)),
+    Case("run-as-user-1000", RESTRICTED, _container(runAsUser=1000)),
     Case("seccomp-unset", BASELINE, lambda pod: _context(pod).pop("seccompProfile")),
-    Case(
-        "seccomp-on-pod",
-        RESTRICTED,
-        lambda pod: (
-            _context(pod).pop("seccompProfile"),
-            _pod_context(pod).update(seccompProfile={"type": "RuntimeDefault"}),
-        ),
-    ),
+    Case("seccomp-on-pod", RESTRICTED, _moved_to_pod(seccompProfile={"type": "RuntimeDefault"})),
     Case("drop-all-missing", BASELINE, lambda pod: _context(pod)["capabilities"].pop("drop")),
 ]
