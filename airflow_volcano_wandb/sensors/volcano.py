@@ -33,9 +33,8 @@ from airflow_volcano_wandb.triggers.volcano import (
 )
 from airflow_volcano_wandb.triggers.waiter import Waiter
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge
+from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, judge
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 

@@ -19,63 +19,34 @@ from typing import Any
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from airflow_volcano_wandb.logs.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE, WaitTarget
-from airflow_volcano_wandb.wait.stall import WandbRunRef
+from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE, WaitTarget, WandbRunRef
 
 
 @dataclass(frozen=True)
 class WaitSpec:
     """The wait on one Volcano job, as the trigger is given it (field order: the trigger's
-    positional order).
+    positional order). A field named as an option of the operator or the sensor means what
+    that option does (``parts/``); a limit left ``None`` is off, as for a trigger stored by a
+    release without it. The others:
 
-    :param job_name: the Volcano job to wait on.
-    :param namespace: its namespace.
-    :param job_uid: the uid of the submission waited on; a job recreated under the same name
-        by someone else counts as the original being deleted.
-    :param kubernetes_conn_id: the ``kubernetes`` connection (cncf.kubernetes semantics), with
-        ``config_file``, ``cluster_context`` and ``in_cluster`` overriding it.
-    :param pending_timeout: seconds until every rank must be placed and running.
-    :param deadline: wall-clock time (epoch seconds) at which to give up, for
-        ``execution_timeout``.
-    :param poll_interval: seconds between progress checks of the timeouts; the job's state
-        itself arrives through the watch as soon as Volcano sets it.
-    :param delete_on_kill: delete the job when a user kills, clears or fails the deferred task.
-    :param watch_failure_grace: seconds the list/watch may keep failing (403, 401, 404,
-        5xx, timeouts; each retried with backoff) before the task fails, without touching
-        the job (the next try reattaches).
-    :param watch_selector: label selector of the shared watch; by default only the jobs
-        this provider manages are cached. A job outside it (submitted by something else) is
-        followed on the namespace's unfiltered watch; ``None`` starts there.
+    :param job_uid: the submission waited on; a job recreated under its name is it deleted.
+    :param deadline: when ``execution_timeout`` is reached (epoch seconds).
+    :param poll_interval: seconds between checks of the timeouts; the job's state itself
+        arrives through the watch.
+    :param watch_selector: label selector of the shared watch (the jobs this provider
+        manages); a job outside it is followed on the namespace's unfiltered watch, and
+        ``None`` starts there.
     :param try_number: the try that waits; a kill deletes the job only while no newer try
         has adopted it.
-    :param follow_master_log: also log the master pod's lines while waiting (``master_log``);
-        never changes the outcome.
-    :param master_log_max_lines: at most this many master log lines for the job.
-    :param master_log_max_bytes: at most this many bytes of master log for the job.
-    :param masked_secrets: secrets to mask in the followed log, as digests
+    :param masked_secrets: digests of the secrets to mask in the followed log
         (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
-    :param deferred_at: when the task deferred to this trigger (epoch seconds): it fires no
-        sooner than ``defer_settle_seconds()`` later. ``None``: not deferred (the sync wait).
-    :param max_container_restarts: the restart budget (``restart_budget``); ``None``: none, as
-        for a trigger stored by a release without the budget.
-    :param stall_timeout: seconds a running job's master may print nothing (``stall``);
-        ``None``: no limit, as for a trigger stored by a release without it.
-    :param wandb_conn_id: the ``wandb`` connection whose key reads the job's online W&B run
-        (``wandb_run_id`` in ``wandb_entity``/``wandb_project``): a master silent for
-        ``stall_timeout`` whose run logged a step meanwhile is not stalled, and a run stopped
-        from W&B ends a job still running ``wandb_stop_grace`` later. ``None``: W&B is not
-        asked (an offline run, no key, a trigger stored before these fields).
-    :param startup_timeout: seconds a placed rank's container may keep failing to start for a
-        reason that may heal (``startup``); ``None``: not looked for, as for a trigger stored
-        by a release without it.
-    :param waiting_since: when this try's wait began (epoch seconds), deferred or not: the
-        startup budget counts from no earlier, so a retry that reattaches to a job whose key
-        Secret it has just delivered gives the kubelet the whole budget.
-    :param wandb_summary_keys: the run's summary metrics shown beside the training's progress
-        (``training_progress``); ``None``: none.
-    :param wandb_stop_grace: seconds a job may run on after its W&B run was heard stopped
-        (``wandb_stop``); ``None``: W&B is not asked, as for a trigger stored by a release
-        without it.
+    :param deferred_at: when the task deferred (epoch seconds): the trigger fires no sooner
+        than ``defer_settle_seconds()`` later. ``None``: the sync wait.
+    :param waiting_since: when this try's wait began (epoch seconds): the startup budget
+        counts from no earlier, so a retry that reattaches to a job whose key Secret it has
+        just delivered gives the kubelet the whole budget.
+    :param wandb_conn_id: the ``wandb`` connection whose key reads the job's online run
+        (``wandb_run_id`` in ``wandb_entity``/``wandb_project``); ``None``: W&B is not asked.
     """
 
     job_name: str
@@ -125,19 +96,10 @@ class WaitSpec:
         return cls(**kwargs)
 
     def target(self) -> WaitTarget:
-        """The job and the limits ``judge`` holds it to."""
-        return WaitTarget(
-            name=self.job_name,
-            namespace=self.namespace,
-            uid=self.job_uid,
-            pending_timeout=self.pending_timeout,
-            deadline=self.deadline,
-            max_container_restarts=self.max_container_restarts,
-            stall_timeout=self.stall_timeout,
-            startup_timeout=self.startup_timeout,
-            waiting_since=self.waiting_since,
-            wandb_stop_grace=self.wandb_stop_grace,
-        )
+        """The job and the limits ``judge`` holds it to: the fields of the same names."""
+        shared = {f.name for f in dataclasses.fields(WaitTarget)} & set(vars(self))
+        values = {name: getattr(self, name) for name in shared}
+        return WaitTarget(name=self.job_name, uid=self.job_uid, **values)
 
     def wandb_run(self) -> WandbRunRef | None:
         """The online W&B run the wait asks (``stall.stalled_online``, ``training_progress``,

@@ -41,13 +41,27 @@ def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[di
     return names
 
 
-def unschedulable_reason(hook: VolcanoHook, job: Mapping[str, Any]) -> str:
-    """Volcano's own words for why the gang is not placed, or ``""``."""
+def _read_around(hook: VolcanoHook, job: Mapping[str, Any]) -> tuple[list, list, list]:
+    """The job's pods, its PodGroups and the events about any of them."""
     meta = job["metadata"]
     namespace = meta["namespace"]
-    podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
     pods = hook.list_job_pods(meta["name"], namespace)
-    events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
+    podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
+    return pods, podgroups, hook.list_events(namespace, _involved_names(job, pods, podgroups))
+
+
+def _pods_and_events(
+    hook: VolcanoHook, result: WaitResult, job: Mapping[str, Any] | None
+) -> tuple[list, list]:
+    """The pods of the job ``result`` names, and the events about them and the job."""
+    pods = hook.list_job_pods(result.name, result.namespace)
+    job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
+    return pods, hook.list_events(result.namespace, _involved_names(job, pods, []))
+
+
+def unschedulable_reason(hook: VolcanoHook, job: Mapping[str, Any]) -> str:
+    """Volcano's own words for why the gang is not placed, or ``""``."""
+    _, podgroups, events = _read_around(hook, job)
     return diagnostics.unschedulable_reason(podgroups, events)
 
 
@@ -79,11 +93,8 @@ def explain_end(
     if job is None or not result.outcome.row.reads_pods:
         return message, None
     try:
-        meta = job["metadata"]
-        namespace = meta["namespace"]
-        pods = hook.list_job_pods(meta["name"], namespace)
-        podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
-        events = hook.list_events(namespace, _involved_names(job, pods, podgroups))
+        namespace = job["metadata"]["namespace"]
+        pods, podgroups, events = _read_around(hook, job)
         never_started = result.outcome is Ending.PENDING_TIMEOUT
         cause = diagnostics.classify(job, pods, events, never_started=never_started)
         if never_started:
@@ -124,14 +135,12 @@ def _report_crash_loop(
     if loop is None:
         return ""
     try:
-        pods = hook.list_job_pods(result.name, result.namespace)
+        pods, events = _pods_and_events(hook, result, job)
         failures = [f for f in diagnostics.container_failures(pods) if f.pod == loop.pod]
         previous = hook.read_pod_log(
             loop.pod, result.namespace, log_lines, container=loop.container, previous=True
         )
         previous = str(redact(previous))
-        job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
-        events = hook.list_events(result.namespace, _involved_names(job, pods, []))
         title = f"{loop.pod} container {loop.container} before its last restart"
         for line in diagnostics.failure_report(failures, {title: previous}, events, log_lines):
             task_log.error("%s", line)
@@ -151,9 +160,7 @@ def _report_start_failure(
     """Log the job's warning events (the kubelet's pull errors, a missing Secret): the
     container never ran, so there is no log to show. Best-effort, like every report."""
     try:
-        pods = hook.list_job_pods(result.name, result.namespace)
-        job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
-        events = hook.list_events(result.namespace, _involved_names(job, pods, []))
+        _, events = _pods_and_events(hook, result, job)
     except Exception as exc:
         task_log.warning("Could not read the events of the job that cannot start (%s)", exc)
         return

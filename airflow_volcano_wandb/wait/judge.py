@@ -87,6 +87,31 @@ class WaitTarget:
 
 
 @dataclass(frozen=True)
+class WandbRunRef:
+    """The job's online W&B run a wait asks (its last step, progress, a stop): its id, where
+    it is, and the ``wandb`` connection whose key may read it (the key itself is read where
+    it is used, never carried)."""
+
+    conn_id: str
+    run_id: str
+    entity: str | None
+    project: str
+    #: The summary metrics shown beside the training's progress (``wandb_summary_keys``).
+    summary_keys: tuple[str, ...] = ()
+
+    @classmethod
+    def of_kwargs(cls, kwargs: Mapping[str, Any]) -> WandbRunRef | None:
+        """The run a trigger's ``wandb_*`` keyword arguments name; ``None`` when they name
+        none (no connection, run id or project)."""
+        names = ("wandb_conn_id", "wandb_run_id", "wandb_project")
+        conn_id, run_id, project = (kwargs.get(name) for name in names)
+        if not (conn_id and run_id and project):
+            return None
+        entity, keys = kwargs.get("wandb_entity") or None, kwargs.get("wandb_summary_keys")
+        return cls(str(conn_id), str(run_id), entity, str(project), tuple(keys or ()))
+
+
+@dataclass(frozen=True)
 class Seen:
     """A job as read, with its status interpreted once: what every question below asks."""
 

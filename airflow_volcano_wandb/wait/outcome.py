@@ -21,6 +21,9 @@ from airflow_volcano_wandb.wait.startup import StartFailure
 from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 from airflow_volcano_wandb.wait.wandb_stop import describe_unheeded
 
+#: The verdicts' records a result may carry, by field name.
+_RECORDS = {"crash_loop": CrashLoop, "stall": Stall, "start_failure": StartFailure}
+
 
 class WaitResultError(ValueError):
     """A trigger event that is not a wait result of this provider."""
@@ -79,6 +82,13 @@ class WaitResult:
         return cls(outcome=outcome, message=message, **{**seen, **fields})
 
     @classmethod
+    def _of_record(cls, status: JobStatus, outcome: Ending, what: str, **record: Any) -> WaitResult:
+        """The end of a job still there, ``what`` its ``record`` (of :data:`_RECORDS`) says."""
+        (named,) = record.values()
+        message = f"Volcano job {status.namespace}/{status.name} {what}: {named.describe()}"
+        return cls._of_running(status, outcome, message, **record)
+
+    @classmethod
     def stopped_from_wandb(cls, status: JobStatus, rank: str) -> WaitResult:
         """``rank``'s trainer exited with the stop code of a W&B run stopped from W&B."""
         message = describe_stop(status.namespace, status.name, rank)
@@ -93,9 +103,7 @@ class WaitResult:
     @classmethod
     def crash_looping(cls, status: JobStatus, loop: CrashLoop) -> WaitResult:
         """The job's containers restarted past its budget; ``loop`` names the container."""
-        message = f"Volcano job {status.namespace}/{status.name} is crash-looping: "
-        message += loop.describe()
-        return cls._of_running(status, Ending.CRASH_LOOP, message, crash_loop=loop)
+        return cls._of_record(status, Ending.CRASH_LOOP, "is crash-looping", crash_loop=loop)
 
     @classmethod
     def not_placed(
@@ -121,15 +129,12 @@ class WaitResult:
     @classmethod
     def stalled(cls, status: JobStatus, stall: Stall) -> WaitResult:
         """The job's master printed nothing for its ``stall_timeout`` (``stall`` says where)."""
-        message = f"Volcano job {status.namespace}/{status.name} has stalled: {stall.describe()}"
-        return cls._of_running(status, Ending.STALLED, message, stall=stall)
+        return cls._of_record(status, Ending.STALLED, "has stalled", stall=stall)
 
     @classmethod
     def could_not_start(cls, status: JobStatus, failure: StartFailure) -> WaitResult:
         """A placed rank's container cannot start; ``failure`` names it, its image and why."""
-        message = f"Volcano job {status.namespace}/{status.name} cannot start: "
-        message += failure.describe()
-        return cls._of_running(status, Ending.START_FAILED, message, start_failure=failure)
+        return cls._of_record(status, Ending.START_FAILED, "cannot start", start_failure=failure)
 
     @classmethod
     def watch_lost(cls, name: str, namespace: str, uid: str, why: str) -> WaitResult:
@@ -144,10 +149,7 @@ class WaitResult:
         """The JSON-safe payload of a trigger event."""
         event = asdict(self)
         event["outcome"] = self.outcome.value
-        event["unplaced"] = dict(self.unplaced)
-        event["crash_loop"] = self.crash_loop.to_dict() if self.crash_loop else None
-        event["stall"] = self.stall.to_dict() if self.stall else None
-        event["start_failure"] = self.start_failure.to_dict() if self.start_failure else None
+        event["unplaced"] = dict(self.unplaced)  # asdict: the records are dicts too
         return event
 
     @classmethod
@@ -166,15 +168,10 @@ class WaitResult:
                 phase=str(event.get("phase") or ""),
                 retry_count=int(event.get("retry_count") or 0),
                 unplaced={str(k): str(v) for k, v in (event.get("unplaced") or {}).items()},
-                crash_loop=(
-                    CrashLoop.from_dict(event["crash_loop"]) if event.get("crash_loop") else None
-                ),
-                stall=Stall.from_dict(event["stall"]) if event.get("stall") else None,
-                start_failure=(
-                    StartFailure.from_dict(event["start_failure"])
-                    if event.get("start_failure")
-                    else None
-                ),
+                **{
+                    key: record.from_dict(event[key]) if event.get(key) else None
+                    for key, record in _RECORDS.items()
+                },
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise WaitResultError(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc

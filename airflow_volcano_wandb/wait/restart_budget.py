@@ -12,8 +12,8 @@ budget, names the container that took the count there.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import MISSING, asdict, dataclass, fields
+from typing import Any, Self, get_args, get_type_hints
 
 from airflow_volcano_wandb.job.job_view import ObjectMeta
 
@@ -32,26 +32,50 @@ LIVE_POD_PHASES = ("Pending", "Running")
 
 
 @dataclass(frozen=True)
-class CrashLoop:
+class RankContainer:
+    """The container of one rank that a verdict names (a crash loop, a stall, a start
+    failure); it crosses the triggerer boundary as a plain dict (:meth:`to_dict`)."""
+
+    pod: str
+    rank: str
+    container: str
+
+    @property
+    def task(self) -> str:
+        """The rank's Volcano task (``worker``): Volcano names pods ``<job>-<task>-<index>``."""
+        return task_of_rank(self.rank)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """Read back a ``to_dict`` (e.g. from a trigger event), each field as its type; a field
+        with a default may be missing (an older event). Raises on anything else."""
+        kinds = get_type_hints(cls)
+        values = {}
+        for f in fields(cls):
+            if f.name in data or f.default is MISSING:
+                value, kind = data[f.name], kinds[f.name]
+                nullable = type(None) in get_args(kind)
+                kind = next((k for k in get_args(kind) if k is not type(None)), kind)
+                values[f.name] = None if value is None and nullable else kind(value)
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class CrashLoop(RankContainer):
     """The container whose restart took the job's restarts past the budget, and its last exit.
 
     ``rank`` is the pod's place in the job (``worker-1``: Volcano's task and index);
     ``restarts`` is the count over all ranks, ``container_restarts`` this container's own.
     """
 
-    pod: str
-    rank: str
-    container: str
     restarts: int
     budget: int
     container_restarts: int
     exit_code: int | None = None
     reason: str = ""
-
-    @property
-    def task(self) -> str:
-        """The rank's Volcano task (``worker``): Volcano names pods ``<job>-<task>-<index>``."""
-        return task_of_rank(self.rank)
 
     def describe(self) -> str:
         """One sentence for the task log and the exception."""
@@ -65,24 +89,6 @@ class CrashLoop:
             f"rank {self.rank} (pod {self.pod}) container {self.container} restarted "
             f"{self.container_restarts} time(s), {exit_text}; the job's containers restarted "
             f"{self.restarts} time(s) in all, past max_container_restarts={self.budget}"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> CrashLoop:
-        """Read back a ``to_dict`` (e.g. from a trigger event); raises on anything else."""
-        exit_code = data.get("exit_code")
-        return cls(
-            pod=str(data["pod"]),
-            rank=str(data["rank"]),
-            container=str(data["container"]),
-            restarts=int(data["restarts"]),
-            budget=int(data["budget"]),
-            container_restarts=int(data["container_restarts"]),
-            exit_code=None if exit_code is None else int(exit_code),
-            reason=str(data.get("reason") or ""),
         )
 
 

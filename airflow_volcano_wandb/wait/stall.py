@@ -22,12 +22,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_volcano_wandb.job.job_view import ObjectMeta, api_timestamp, epoch_seconds
 from airflow_volcano_wandb.wait.diagnostics import master_pod
-from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of, task_of_rank
+from airflow_volcano_wandb.wait.restart_budget import RankContainer, job_pods, rank_of
 from airflow_volcano_wandb.wandb.numbers import finite_number
 
 #: How many probes of the master's log a waiter makes per ``stall_timeout`` at most: a stall
@@ -36,24 +36,16 @@ PROBES_PER_TIMEOUT = 4
 
 
 @dataclass(frozen=True)
-class Stall:
+class Stall(RankContainer):
     """The master container, running for ``running_for`` seconds; stalled when its log of the
     last ``stall_timeout`` seconds is empty (:func:`stalled`) and, when W&B was asked, its
     run's last step (``wandb_step``, logged at ``wandb_logged_at``, epoch seconds) is older
     (:func:`stalled_online`)."""
 
-    pod: str
-    rank: str
-    container: str
     stall_timeout: float
     running_for: float
     wandb_step: int | None = None
     wandb_logged_at: float | None = None
-
-    @property
-    def task(self) -> str:
-        """The rank's Volcano task (``master``): Volcano names pods ``<job>-<task>-<index>``."""
-        return task_of_rank(self.rank)
 
     @property
     def since_seconds(self) -> int:
@@ -75,22 +67,6 @@ class Stall:
             f"{api_timestamp(self.wandb_logged_at)}, more than stall_timeout ago too"
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Stall:
-        """Read back a ``to_dict`` (e.g. from a trigger event); raises on anything else."""
-        return cls(
-            pod=str(data["pod"]),
-            rank=str(data["rank"]),
-            container=str(data["container"]),
-            stall_timeout=float(data["stall_timeout"]),
-            running_for=float(data["running_for"]),
-            wandb_step=finite_number(data.get("wandb_step"), int),  # absent from older events
-            wandb_logged_at=finite_number(data.get("wandb_logged_at"), float),
-        )
-
 
 @dataclass(frozen=True)
 class WandbStep:
@@ -108,31 +84,6 @@ class WandbStep:
         if logged_at is None:
             return None
         return cls(finite_number(summary.get("_step"), int), logged_at)
-
-
-@dataclass(frozen=True)
-class WandbRunRef:
-    """The W&B run a stall probe asks about: its id, where it is, and the ``wandb``
-    connection whose key may read it (the key itself is read where it is used, never
-    carried)."""
-
-    conn_id: str
-    run_id: str
-    entity: str | None
-    project: str
-    #: The summary metrics shown beside the training's progress (``wandb_summary_keys``).
-    summary_keys: tuple[str, ...] = ()
-
-    @classmethod
-    def of_kwargs(cls, kwargs: Mapping[str, Any]) -> WandbRunRef | None:
-        """The run a trigger's ``wandb_*`` keyword arguments name; ``None`` when they name
-        none (no connection, run id or project)."""
-        names = ("wandb_conn_id", "wandb_run_id", "wandb_project")
-        conn_id, run_id, project = (kwargs.get(name) for name in names)
-        if not (conn_id and run_id and project):
-            return None
-        entity, keys = kwargs.get("wandb_entity") or None, kwargs.get("wandb_summary_keys")
-        return cls(str(conn_id), str(run_id), entity, str(project), tuple(keys or ()))
 
 
 def probe_due(stall_timeout: float | None, probed_at: float | None, now: float) -> bool:

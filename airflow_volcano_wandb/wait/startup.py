@@ -23,12 +23,12 @@ anchor is ``KubernetesPodOperator``'s ``startup_timeout_seconds`` (120 s).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_volcano_wandb.job.endings import Ending, of_reason
 from airflow_volcano_wandb.job.job_view import ObjectMeta, epoch_seconds
-from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of, task_of_rank
+from airflow_volcano_wandb.wait.restart_budget import RankContainer, job_pods, rank_of
 
 #: The default ``startup_timeout``, as ``KubernetesPodOperator``'s ``startup_timeout_seconds``.
 DEFAULT_STARTUP_TIMEOUT = 120.0
@@ -43,7 +43,7 @@ MAY_HEAL = frozenset(
 
 
 @dataclass(frozen=True)
-class StartFailure:
+class StartFailure(RankContainer):
     """The container of a placed rank that the kubelet cannot start, in the kubelet's words.
 
     ``failing_for`` is how long the container has been failing, as far as the clock counts
@@ -51,19 +51,11 @@ class StartFailure:
     a reason that never heals, and the budget was not waited out).
     """
 
-    pod: str
-    rank: str
-    container: str
-    image: str
     reason: str
-    message: str
     failing_for: float
     startup_timeout: float | None
-
-    @property
-    def task(self) -> str:
-        """The rank's Volcano task (``worker``): Volcano names pods ``<job>-<task>-<index>``."""
-        return task_of_rank(self.rank)
+    image: str = ""
+    message: str = ""
 
     @property
     def cause(self) -> Ending:
@@ -84,24 +76,6 @@ class StartFailure:
         return (
             text + f" (failing for {self.failing_for:.0f}s, past "
             f"startup_timeout={self.startup_timeout:g}s)"
-        )
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> StartFailure:
-        """Read back a ``to_dict`` (e.g. from a trigger event); raises on anything else."""
-        budget = data.get("startup_timeout")
-        return cls(
-            pod=str(data["pod"]),
-            rank=str(data["rank"]),
-            container=str(data["container"]),
-            image=str(data.get("image") or ""),
-            reason=str(data["reason"]),
-            message=str(data.get("message") or ""),
-            failing_for=float(data["failing_for"]),
-            startup_timeout=None if budget is None else float(budget),
         )
 
 

@@ -16,7 +16,8 @@ import asyncio
 import logging
 from typing import Any
 
-from airflow_volcano_wandb.wait.stall import WandbRunRef, WandbStep
+from airflow_volcano_wandb.wait.judge import WandbRunRef
+from airflow_volcano_wandb.wait.stall import WandbStep
 from airflow_volcano_wandb.wait.training_progress import STEP_KEY, Progress
 
 #: Seconds per HTTP request, and for the whole read, retries included (the SDK retries past

@@ -10,8 +10,7 @@ from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
-from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, WaitTarget
-from airflow_volcano_wandb.wait.stall import WandbRunRef
+from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, WaitTarget, WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory, look
 
 KEY = "local-0123456789abcdef0123456789abcdef01234567"

@@ -24,11 +24,10 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io, wandb_progress
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge_stall, see
+from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, judge_stall, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import (
     Stall,
-    WandbRunRef,
     WandbStep,
     probe_due,
     silence_probe,

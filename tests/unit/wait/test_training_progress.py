@@ -11,8 +11,7 @@ import logging
 import pytest
 
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget, see
-from airflow_volcano_wandb.wait.stall import WandbRunRef
+from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, see
 from airflow_volcano_wandb.wait.step import WaitMemory, reads_progress
 from airflow_volcano_wandb.wait.training_progress import (
     Progress,

@@ -14,7 +14,7 @@ from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
-from airflow_volcano_wandb.wait.stall import WandbRunRef
+from airflow_volcano_wandb.wait.judge import WandbRunRef
 from test_support.waits import operator_trigger, sensor_trigger
 
 WANDB_KEY = "stall" + "0123456789abcdef" * 3

@@ -16,9 +16,8 @@ from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget, see
+from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wait.stall import WandbRunRef
 from airflow_volcano_wandb.wait.step import WaitMemory, asks_wandb_stop
 from airflow_volcano_wandb.wait.wandb_stop import (
     STOP_SEEN_ANNOTATION,
