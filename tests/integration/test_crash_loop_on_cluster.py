@@ -13,11 +13,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import TrainerCrashLoopError
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from test_support import operator_tries as support
 from test_support.cluster_jobs import (
     SIM_DURATION,
@@ -35,11 +37,17 @@ DAG_ID = "avw_crash_loop"
 EXIT_LINE = "exited with code 3 (Error)"
 
 
-def _crashing(task: str) -> dict:
-    """The seed (``OnFailure``), one task's trainer exiting 3 a second after every start."""
+def _crashing(
+    namespace: str, task: str, *, budget: int, **options: Any
+) -> VolcanoPyTorchJobOperator:
+    """The operator on the seed (``OnFailure``), one task's trainer exiting 3 a second after
+    every start, with ``max_container_restarts=budget``."""
     crash = {SIM_DURATION: "1", SIM_EXIT_CODE: "3"}
     runs = {SIM_DURATION: "600"}
-    return seed_template(**{"master": runs, "worker": runs, task: crash})
+    template = seed_template(**{"master": runs, "worker": runs, task: crash})
+    return support.operator(
+        namespace=namespace, template=template, max_container_restarts=budget, **options
+    )
 
 
 def _assert_named(error: TrainerCrashLoopError, rank: str, budget: int) -> None:
@@ -53,12 +61,7 @@ def _assert_named(error: TrainerCrashLoopError, rank: str, budget: int) -> None:
 
 def test_a_crash_looping_master_fails_the_deferred_task_and_its_job_is_deleted(cluster):
     api, namespace = cluster
-    op = support.operator(
-        namespace=namespace,
-        template=_crashing("master"),
-        deferrable=True,
-        max_container_restarts=2,
-    )
+    op = _crashing(namespace, "master", budget=2, deferrable=True)
     ti = support.StubTaskInstance(DAG_ID, "train", "deferred")
     trigger = support.execute_operator(op, ti)
     assert trigger.serialize()[1]["max_container_restarts"] == 2
@@ -73,15 +76,10 @@ def test_a_crash_looping_master_fails_the_deferred_task_and_its_job_is_deleted(c
 
 def test_a_crash_looping_worker_fails_the_sync_wait_too(cluster):
     api, namespace = cluster
-    op = support.operator(
-        namespace=namespace,
-        template=_crashing("worker"),
-        deferrable=False,
-        max_container_restarts=1,
-        # Without a budget: JobTimeoutError. Two restarts take about a minute (the kubelet waits
-        # 10 s, then 20 s); four times that on a loaded machine.
-        execution_timeout=timedelta(seconds=240),
-    )
+    # Without a budget: JobTimeoutError. Two restarts take about a minute (the kubelet waits
+    # 10 s, then 20 s); four times that on a loaded machine.
+    within = timedelta(seconds=240)
+    op = _crashing(namespace, "worker", budget=1, deferrable=False, execution_timeout=within)
     with pytest.raises(TrainerCrashLoopError) as failure:
         support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "sync"))
     _assert_named(failure.value, "worker-0", budget=1)
@@ -104,13 +102,8 @@ def test_a_job_that_restarts_within_its_budget_and_then_completes_succeeds(clust
     changed to 0 meanwhile): restarts within the budget are no failure."""
     api, namespace = cluster
     core = k8s.CoreV1Api(api)
-    op = support.operator(
-        namespace=namespace,
-        template=_crashing("master"),
-        deferrable=False,
-        max_container_restarts=20,
-        execution_timeout=timedelta(seconds=120),
-    )
+    within = timedelta(seconds=120)
+    op = _crashing(namespace, "master", budget=20, deferrable=False, execution_timeout=within)
 
     def recover_after_two_restarts() -> None:
         def master():
