@@ -1,9 +1,7 @@
-"""3. ``render_job`` on the seed template and on a 100-task template (the ``render`` scenario:
-``run`` runs this file as a program, in a child process, with ``--repeat 500``).
-
-Prints median (and p90/min) wall time per call and writes the figures to
-``bench/results/render.json``. Run: ``python bench/render_bench.py [--repeat N]``.
-This is a script that reports figures, not a test: nothing here asserts on time.
+"""3. ``render_job`` on the seed template and on a 100-task template: median (and p90, min, CPU)
+time per call of each case, printed and written as JSON (``--out``, by default
+``bench/results/render.json``). The ``render`` scenario runs this file as a program with
+``--repeat 500``. Figures, not a test: nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -14,25 +12,21 @@ import json
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
+from common import RESULTS, SEED, child
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from airflow_volcano_wandb.template import render_job
+from test_support import template_cases
 
-from airflow_volcano_wandb.template import render_job  # noqa: E402
-from test_support import template_cases  # noqa: E402
-
-SEED_PATH = REPO / "dags" / "templates" / "volcano-pytorch-queue-template.yaml"
-RESULTS = REPO / "bench" / "results" / "render.json"
 KEYS = ("render_ms",)
 MACROS = {**template_cases.MACROS, "epochs": 3}
+#: Every call's: the seed names its namespace, honoured only when allowed.
+RENDER = {"macros": MACROS, "template_namespace_allowed": True}
 # What the operator passes on a typical run.
 OVERRIDES: dict[str, Any] = {
     "replicas": {"worker": "3"},
@@ -50,8 +44,8 @@ OVERRIDES: dict[str, Any] = {
 
 
 def run(ctx) -> dict:
-    subprocess.run([sys.executable, __file__, "--repeat", "500"], check=True)
-    results = json.loads(RESULTS.read_text())["results"]
+    out = ctx.work / "render.json"
+    results = child("render_bench.py", "--repeat", 500, out=out)["results"]
     return {
         "render_ms": {
             "seed": round(results["seed (dict) + overrides"]["median_ms"], 3),
@@ -63,24 +57,22 @@ def run(ctx) -> dict:
 
 def section(r: dict) -> list[str]:
     """Submit overhead (the e2e scenario) and render time (render): either may be absent."""
-    lines: list[str] = []
-    if "submit_overhead_s" in r:
-        submit = r["submit_overhead_s"]
-        lines.append(
-            f"- `execute()` start to job created: median {submit['median']} s, "
-            f"p99 {submit['p99']} s (n={submit['n']})."
-        )
-    if "render_ms" in r:
-        lines.append(
-            f"- `render_job`: seed {r['render_ms']['seed']} ms, 100 tasks "
-            f"{r['render_ms']['tasks_100']} ms (median; bench/render_bench.py)."
-        )
-    return lines
+    said = {
+        "submit_overhead_s": lambda s: (
+            f"- `execute()` start to job created: median {s['median']} s, p99 {s['p99']} s "
+            f"(n={s['n']})."
+        ),
+        "render_ms": lambda ms: (
+            f"- `render_job`: seed {ms['seed']} ms, 100 tasks {ms['tasks_100']} ms (median; "
+            "bench/render_bench.py)."
+        ),
+    }
+    return [line(r[key]) for key, line in said.items() if key in r]
 
 
 def hundred_task_template() -> dict[str, Any]:
     """The seed's master and worker plus 98 more tasks, each with env, resources and macros."""
-    template = yaml.safe_load(SEED_PATH.read_text())
+    template = yaml.safe_load(SEED.read_text())
     worker = template["spec"]["tasks"][1]
     for i in range(98):
         task = copy.deepcopy(worker)
@@ -94,7 +86,6 @@ def hundred_task_template() -> dict[str, Any]:
         ]
         container["resources"] = {"limits": {"cpu": "2", "memory": "4Gi"}}
         template["spec"]["tasks"].append(task)
-    assert len(template["spec"]["tasks"]) == 100
     return template
 
 
@@ -121,57 +112,36 @@ def measure(call: Callable[[], object], repeat: int) -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=2000, help="calls per case (seed)")
+    parser.add_argument("--out", type=Path, default=RESULTS / "render.json")
     options = parser.parse_args()
-    seed_dict = yaml.safe_load(SEED_PATH.read_text())
-    seed_text = SEED_PATH.read_text()
-    big = hundred_task_template()
-    big_text = yaml.safe_dump(big)
-    big_repeat = max(options.repeat // 10, 50)
-
-    cases = {
-        "seed (dict)": (lambda: render_job(seed_dict, macros=MACROS), options.repeat),
-        "seed (dict) + overrides": (
-            lambda: render_job(seed_dict, macros=MACROS, **OVERRIDES),
-            options.repeat,
-        ),
-        "seed (YAML file)": (lambda: render_job(SEED_PATH, macros=MACROS), options.repeat),
-        "seed (YAML string)": (lambda: render_job(seed_text, macros=MACROS), options.repeat),
-        "100 tasks (dict) + overrides": (
-            lambda: render_job(big, macros=MACROS, **OVERRIDES),
-            big_repeat,
-        ),
-        "100 tasks (YAML string) + overrides": (
-            lambda: render_job(big_text, macros=MACROS, **OVERRIDES),
-            big_repeat,
-        ),
+    one, hundred = options.repeat, max(options.repeat // 10, 50)
+    seed, big = yaml.safe_load(SEED.read_text()), hundred_task_template()
+    cases = {  # name: (template, overrides, calls)
+        "seed (dict)": (seed, {}, one),
+        "seed (dict) + overrides": (seed, OVERRIDES, one),
+        "seed (YAML file)": (SEED, {}, one),
+        "seed (YAML string)": (SEED.read_text(), {}, one),
+        "100 tasks (dict) + overrides": (big, OVERRIDES, hundred),
+        "100 tasks (YAML string) + overrides": (yaml.safe_dump(big), OVERRIDES, hundred),
     }
-    results = {name: measure(call, repeat) for name, (call, repeat) in cases.items()}
-
+    results = {
+        name: measure(lambda t=template, o=overrides: render_job(t, **RENDER, **o), n)
+        for name, (template, overrides, n) in cases.items()
+    }
     width = max(map(len, results))
     print(f"{'case':<{width}}  {'median':>9}  {'p90':>9}  {'min':>9}  {'cpu med':>9}  calls")
     for name, r in results.items():
-        print(
-            f"{name:<{width}}  {r['median_ms']:>7.3f}ms  {r['p90_ms']:>7.3f}ms  "
-            f"{r['min_ms']:>7.3f}ms  {r['cpu_median_ms']:>7.3f}ms  {r['repeat']}"
-        )
-    print(f"load average (1 min) {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(
-        json.dumps(
-            {
-                "python": platform.python_version(),
-                "machine": platform.machine(),
-                "pyyaml_libyaml": bool(getattr(yaml, "__with_libyaml__", False)),
-                # Figures are wall time: a busy machine inflates them, so record how busy it was.
-                "cpus": os.cpu_count(),
-                "load_average_1m": round(os.getloadavg()[0], 2),
-                "results": results,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
-    print(f"wrote {RESULTS.relative_to(REPO)}")
+        times = (r[k] for k in ("median_ms", "p90_ms", "min_ms", "cpu_median_ms"))
+        print(f"{name:<{width}}  " + "  ".join(f"{t:>7.3f}ms" for t in times) + f"  {r['repeat']}")
+    load = round(os.getloadavg()[0], 2)
+    print(f"load average (1 min) {load:.2f} on {os.cpu_count()} CPUs")
+    machine = {"python": platform.python_version(), "machine": platform.machine()}
+    machine["pyyaml_libyaml"] = bool(getattr(yaml, "__with_libyaml__", False))
+    # Figures are wall time: a busy machine inflates them, so record how busy it was.
+    machine |= {"cpus": os.cpu_count(), "load_average_1m": load}
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    options.out.write_text(json.dumps({**machine, "results": results}, indent=2) + "\n")
+    print(f"wrote {options.out}")
 
 
 if __name__ == "__main__":

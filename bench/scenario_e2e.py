@@ -8,7 +8,7 @@ seed template, each job's pods running a fixed simulated time. Records, per run:
 - ``submit_s``: ``execute()`` start to ``VolcanoHook.create_job`` returning (the job exists);
 - the Airflow task's duration (the task instance's ``end_date - start_date``) and
   ``execute()`` start to the task's end as this process sees it;
-- the job's stamps from ``bench/observer.py`` are joined by the parent (``run``).
+- the job's stamps from an observer (``waiters.Observer``) are joined by the parent (``run``).
 """
 
 from __future__ import annotations
@@ -19,20 +19,12 @@ import os
 import time
 from pathlib import Path
 
-from common import SEED, child, say, summary
+from common import child, say, summary, table
 from waiters import Observer
 
 KEYS = ("submit_overhead_s", "e2e_overhead_s", "e2e_sim_duration_s")
 NEEDS = "db"
 OPTIONS = {"e2e_runs": (4, 1, "dag.test() runs per mode")}
-STEPS = (
-    "overhead",
-    "task",
-    "job_running",
-    "after_completed",
-    "before_created",
-    "overhead_vs_lifetime",
-)
 STAMPS: dict[str, dict[str, float]] = {}
 
 
@@ -47,22 +39,22 @@ def run(ctx) -> dict:
     running, completed = observer.first("Running"), observer.first("Completed")
     per_mode: dict[str, dict[str, list[float]]] = {}
     submit: list[float] = []
-    for run in data["runs"]:
-        if run["job"].endswith("-0"):  # warm-up: the first run pays the imports
+    for one in data["runs"]:  # the first run pays the imports: a warm-up
+        if one["job"].endswith("-0") or one["state"] != "success" or one["job"] not in completed:
             continue
-        if run["state"] != "success" or run["job"] not in completed:
-            continue
-        job_run = completed[run["job"]]["t"] - running[run["job"]]["t"]
-        task = run["ti_end"] - run["ti_start"]
-        lifetime = completed[run["job"]]["t"] - run["created"]
-        m = per_mode.setdefault(run["mode"], {step: [] for step in STEPS})
-        m["overhead"].append(task - job_run)
-        m["overhead_vs_lifetime"].append(task - lifetime)
-        m["task"].append(task)
-        m["job_running"].append(job_run)
-        m["after_completed"].append(run["ti_end"] - completed[run["job"]]["t"])
-        m["before_created"].append(run["created"] - run["ti_start"])
-        submit.append(run["created"] - run["execute_start"])
+        done, task = completed[one["job"]]["t"], one["ti_end"] - one["ti_start"]
+        job_run = done - running[one["job"]]["t"]
+        steps = {
+            "overhead": task - job_run,
+            "task": task,
+            "job_running": job_run,
+            "after_completed": one["ti_end"] - done,
+            "before_created": one["created"] - one["ti_start"],
+            "overhead_vs_lifetime": task - (done - one["created"]),
+        }
+        for step, value in steps.items():
+            per_mode.setdefault(one["mode"], {}).setdefault(step, []).append(value)
+        submit.append(one["created"] - one["execute_start"])
     cluster.delete_namespace(namespace)
     return {
         "submit_overhead_s": summary(submit),
@@ -74,19 +66,21 @@ def run(ctx) -> dict:
 
 
 def section(r: dict) -> list[str]:
-    lines = [
-        "| mode | task duration | job running (Running to Completed) | overhead | "
-        "task start to job created | job Completed to task end | n |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for mode, m in r["e2e_overhead_s"].items():
-        lines.append(
-            f"| {mode} | {m['task']['median']} s | {m['job_running']['median']} s | "
-            f"{m['overhead']['median']} s (p99 {m['overhead']['p99']}) | "
-            f"{m['before_created']['median']} s | {m['after_completed']['median']} s | "
-            f"{m['overhead']['n']} |"
-        )
-    return lines
+    def cells(mode: str, m: dict) -> list:
+        median = {k: f"{v['median']} s" for k, v in m.items()}
+        overhead = f"{median['overhead']} (p99 {m['overhead']['p99']})"
+        return [mode, median["task"], median["job_running"], overhead, median["before_created"]]
+
+    head = "mode | task duration | job running (Running to Completed) | overhead | "
+    head += "task start to job created | job Completed to task end | n"
+    rows = r["e2e_overhead_s"].items()
+    return table(
+        head,
+        *(
+            [*cells(*x), f"{x[1]['after_completed']['median']} s", x[1]["overhead"]["n"]]
+            for x in rows
+        ),
+    )
 
 
 def instrument() -> None:
@@ -120,17 +114,15 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     options = parser.parse_args()
 
-    import yaml
-
-    from test_support.jobs import DURATION_ANNOTATION, load_dag, with_pod_annotations
+    from test_support.cluster_jobs import seed_template
+    from test_support.jobs import DURATION_ANNOTATION, load_dag
 
     instrument()
     from airflow.models import TaskInstance
     from airflow.utils.session import create_session
 
-    seed = yaml.safe_load(SEED.read_text())
     simulated = {DURATION_ANNOTATION: str(options.duration)}
-    template = with_pod_annotations(seed, master=simulated, worker=simulated)
+    template = seed_template(master=simulated, worker=simulated)
     # The suite's test DAGs, copied into the DAGs folder by run_all.py (dag.test() runs DAGs
     # from there), read as a file: the benchmark imports nothing from tests/.
     test_dags = Path(os.environ["AIRFLOW__CORE__DAGS_FOLDER"]) / "avw_test_jobs.py"
@@ -139,23 +131,13 @@ def main() -> None:
     for i in range(options.runs):
         for mode in ("sync", "deferrable") if i % 2 == 0 else ("deferrable", "sync"):
             job_name = f"e2e-{mode}-{i}"
-            wall0 = time.time()
-            dag_run = dags[mode].test(
-                run_conf={
-                    "template": template,
-                    "namespace": options.namespace,
-                    "job_name": job_name,
-                }
-            )
+            conf, wall0 = {"template": template, "job_name": job_name}, time.time()
+            dag_run = dags[mode].test(run_conf={**conf, "namespace": options.namespace})
             wall1 = time.time()
             with create_session() as session:
-                ti = (
-                    session.query(TaskInstance)
-                    .filter_by(dag_id=dags[mode].dag_id, run_id=dag_run.run_id, task_id="train")
-                    .one()
-                )
+                query = session.query(TaskInstance).filter_by(run_id=dag_run.run_id)
+                ti = query.filter_by(dag_id=dags[mode].dag_id, task_id="train").one()
                 state, start, end = ti.state, ti.start_date, ti.end_date
-            stamps = STAMPS.get(job_name, {})
             runs.append(
                 {
                     "mode": mode,
@@ -164,7 +146,7 @@ def main() -> None:
                     "ti_start": start.timestamp() if start else None,
                     "ti_end": end.timestamp() if end else None,
                     "dag_test_s": wall1 - wall0,
-                    **stamps,
+                    **STAMPS.get(job_name, {}),
                 }
             )
             took = f"task {end.timestamp() - start.timestamp():.2f}s" if start and end else ""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import statistics
 
-from common import managed_job, say
+from common import managed_job, say, table
 from waiters import scale_run
 
 from airflow_volcano_wandb.testing.cluster.podlogs import LOG_LINES_ANNOTATION
@@ -38,12 +38,10 @@ def run(ctx) -> dict:
     names_file.write_text(json.dumps(names))
     bodies = [managed_job(name, 7200, run_id=namespace, index=i) for i, name in enumerate(names)]
     for body in bodies:
-        body["spec"]["tasks"][0]["template"]["metadata"]["annotations"][LOG_LINES_ANNOTATION] = str(
-            lines
-        )
+        annotations = body["spec"]["tasks"][0]["template"]["metadata"]["annotations"]
+        annotations[LOG_LINES_ANNOTATION] = str(lines)
     say(f"live_progress: creating {jobs} jobs in {namespace}, {lines} log lines each")
-    cluster.create_jobs(namespace, bodies)
-    cluster.wait_phase(namespace, jobs, {"Running"}, timeout=600, say=say)
+    cluster.start_jobs(namespace, bodies)
     env = {**ctx.env, "AIRFLOW__VOLCANO_WANDB__MAX_CONCURRENT_LOG_FOLLOWS": str(jobs)}
     samples: dict[bool, list[dict]] = {False: [], True: []}
     for run in range(runs):
@@ -61,37 +59,34 @@ def run(ctx) -> dict:
             )
     cluster.delete_namespace(namespace)
 
-    def median(follow: bool, key: str) -> float:
-        return statistics.median(r[key] for r in samples[follow])
-
-    return {
-        "live_progress": {
-            "jobs": jobs,
-            "runs": runs,
-            "lines_per_job": lines,
-            "seconds_measured": round(10 + ctx.window, 1),
-            "cpu_s_off": round(median(False, "cpu_s_total"), 2),
-            "cpu_s_on": round(median(True, "cpu_s_total"), 2),
-            "cpu_s_per_min_window_off": round(median(False, "cpu_s_per_min"), 2),
-            "cpu_s_per_min_window_on": round(median(True, "cpu_s_per_min"), 2),
-            "rss_mb_off": round(median(False, "rss_mb"), 1),
-            "rss_mb_on": round(median(True, "rss_mb"), 1),
-            "log_lines": int(median(True, "log_lines")),
-        }
-    }
+    p = {"jobs": jobs, "runs": runs, "lines_per_job": lines}
+    p["seconds_measured"] = round(10 + ctx.window, 1)
+    for key, name, digits in (
+        ("cpu_s_total", "cpu_s", 2),
+        ("cpu_s_per_min", "cpu_s_per_min_window", 2),
+        ("rss_mb", "rss_mb", 1),
+    ):
+        for follow, side in ((False, "off"), (True, "on")):
+            p[f"{name}_{side}"] = round(statistics.median(r[key] for r in samples[follow]), digits)
+    p["log_lines"] = int(statistics.median(r["log_lines"] for r in samples[True]))
+    return {"live_progress": p}
 
 
 def section(r: dict) -> list[str]:
     p = r["live_progress"]
+    row = {
+        side: [p[f"{k}_{side}"] for k in ("cpu_s", "cpu_s_per_min_window", "rss_mb")]
+        for side in ("off", "on")
+    }
     return [
         f"One triggerer process, {p['jobs']} waiting jobs, master log following off and on "
         f"(every job followed; {p['lines_per_job']} lines each at start, then silence); "
         f"medians of {p['runs']} runs over {p['seconds_measured']} s from the triggers' "
         "creation.",
         "",
-        "| following | CPU s | CPU s/min in the silent window | RSS MB | master log lines shown |",
-        "|---|---|---|---|---|",
-        f"| off | {p['cpu_s_off']} | {p['cpu_s_per_min_window_off']} | {p['rss_mb_off']} | 0 |",
-        f"| on | {p['cpu_s_on']} | {p['cpu_s_per_min_window_on']} | {p['rss_mb_on']} "
-        f"| {p['log_lines']} |",
+        *table(
+            "following | CPU s | CPU s/min in the silent window | RSS MB | master log lines shown",
+            ["off", *row["off"], 0],
+            ["on", *row["on"], p["log_lines"]],
+        ),
     ]

@@ -26,7 +26,8 @@ from typing import Any
 
 from common import (
     GROUP,
-    SEED,
+    MERGE_PATCH,
+    RESULTS,
     SIM_DURATION,
     VERSION,
     Cluster,
@@ -34,6 +35,7 @@ from common import (
     child,
     parse_k8s_time,
     say,
+    wait_until,
 )
 
 KEYS = ("odd_paths",)
@@ -44,31 +46,21 @@ PARTS = ("restart-false-timeouts", "crash-loop", "fixed-name")
 
 
 def run(ctx) -> dict:
-    """Each odd path's figure, measured in a child process each."""
+    """Each odd path's figures, measured in a child process each."""
 
     def part(name: str, *args: Any) -> dict:
         out = ctx.work / f"odd-{name}.json"
-        return child("scenario_odd_paths.py", name, *args, out=out, env=ctx.env, quiet=True)
+        result = child("scenario_odd_paths.py", name, *args, out=out, env=ctx.env, quiet=True)
+        return figures(name, result)
 
-    restart = part(
-        "restart-false-timeouts",
-        "--restarts",
-        5 if ctx.quick else 20,
-        "--cluster-dir",
-        ctx.cluster.state_dir,
-    )
-    crash = part("crash-loop", "--cluster-dir", ctx.cluster.state_dir)
+    on = ("--cluster-dir", ctx.cluster.state_dir)
+    restart = part("restart-false-timeouts", "--restarts", 5 if ctx.quick else 20, *on)
+    crash = part("crash-loop", *on)
     namespace = ctx.cluster.create_namespace("bench-fixed-name")
     fixed = part("fixed-name", "--namespace", namespace)
     say(f"odd paths: fixed name retry: {fixed}")
     ctx.cluster.delete_namespace(namespace)
-    return {
-        "odd_paths": {
-            **figures("restart-false-timeouts", restart),
-            **figures("crash-loop", crash),
-            **figures("fixed-name", fixed),
-        }
-    }
+    return {"odd_paths": {**restart, **crash, **fixed}}
 
 
 def figures(part: str, result: dict) -> dict:
@@ -82,29 +74,26 @@ def figures(part: str, result: dict) -> dict:
 
 def section(r: dict) -> list[str]:
     o = r["odd_paths"]
-    lines: list[str] = []
-    if "restart_false_timeouts" in o:
-        run = o["restart_run"]
-        lines.append(
-            f"- `restart_false_timeouts`: {o['restart_false_timeouts']} pending timeouts of "
-            f"{run['jobs']} jobs whose gang was whole, over {run['restarts']} restarts of every "
-            f"trigger with {run['evictions']} workers evicted and kept unplaceable meanwhile "
-            f"(`pending_timeout` {run['pending_timeout_s']} s)."
-        )
-    if "fixed_name_retries_ok" in o:
-        lines.append(
-            f"- `fixed_name_retries_ok`: {o['fixed_name_retries_ok']} (a retry under a fixed "
-            "`job_name` after a failed, reported try replaces that job and succeeds)."
-        )
-    if "crash_loop_detect_s" in o:
-        run = o["crash_loop_run"]
-        lines.append(
-            f"- `crash_loop_detect_s`: {o['crash_loop_detect_s']} s from a seed master's first "
-            "crash under `restartPolicy: OnFailure` to its deferred task's end "
-            f"({run['task_state']}, default `max_container_restarts` "
-            f"{run['max_container_restarts']}; the simulated kubelet restarts without back-off)."
-        )
-    return lines
+    restart, crash = o.get("restart_run", {}), o.get("crash_loop_run", {})
+    said = {
+        "restart_false_timeouts": lambda n: (
+            f"{n} pending timeouts of {restart['jobs']} jobs whose gang was whole, over "
+            f"{restart['restarts']} restarts of every trigger with {restart['evictions']} "
+            "workers evicted and kept unplaceable meanwhile (`pending_timeout` "
+            f"{restart['pending_timeout_s']} s)."
+        ),
+        "fixed_name_retries_ok": lambda ok: (
+            f"{ok} (a retry under a fixed `job_name` after a failed, reported try replaces that "
+            "job and succeeds)."
+        ),
+        "crash_loop_detect_s": lambda s: (
+            f"{s} s from a seed master's first crash under `restartPolicy: OnFailure` to its "
+            f"deferred task's end ({crash.get('task_state')}, default `max_container_restarts` "
+            f"{crash.get('max_container_restarts')}; the simulated kubelet restarts without "
+            "back-off)."
+        ),
+    }
+    return [f"- `{key}`: {line(o[key])}" for key, line in said.items() if key in o]
 
 
 def gang_job(name: str, home_label: str, min_available: int) -> dict:
@@ -133,10 +122,9 @@ def gang_job(name: str, home_label: str, min_available: int) -> dict:
 
 
 def label_nodes(cluster: Cluster, nodes: list[str], label: str, value: str | None) -> None:
+    patch = {"metadata": {"labels": {label: value}}}
     for node in nodes:
-        patch = {"metadata": {"labels": {label: value}}}
-        mime = "application/merge-patch+json"
-        cluster.kube.request("PATCH", f"/api/v1/nodes/{node}", patch, content_type=mime)
+        cluster.kube.request("PATCH", f"/api/v1/nodes/{node}", patch, content_type=MERGE_PATCH)
 
 
 def evict_workers(cluster: Cluster, namespace: str, names: list[str]) -> int:
@@ -197,24 +185,16 @@ def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
             body = gang_job(name, home, min_available=2 if index % 2 else 1)
             cluster.kube.request("POST", cluster.jobs_path(namespace), body)
         cluster.wait_phase(namespace, jobs, {"Running"}, timeout=180)
-        deadline = time.monotonic() + 120
-        while (
-            sum(p["status"].get("phase") == "Running" for p in cluster.pods(namespace)) < 2 * jobs
-        ):
-            if time.monotonic() > deadline:
-                raise TimeoutError("not every rank running")
-            time.sleep(1)
+        query = "?fieldSelector=status.phase%3DRunning"
+        wait_until(lambda: len(cluster.pods(namespace, query)) >= 2 * jobs, 120, "every rank", 1)
 
         def seed_gangs_marked() -> bool:
-            seed_gangs = [j for j in cluster.list_jobs(namespace) if j["spec"]["minAvailable"] == 1]
-            return all(
-                GANG_WHOLE_ANNOTATION in (j["metadata"].get("annotations") or {})
-                for j in seed_gangs
-            )
+            seeds = [j for j in cluster.list_jobs(namespace) if j["spec"]["minAvailable"] == 1]
+            return all(GANG_WHOLE_ANNOTATION in j["metadata"].get("annotations", {}) for j in seeds)
 
         events += asyncio.run(one_triggerer_life(names, namespace, 120, until=seed_gangs_marked))
         for round_ in range(restarts):
-            if round_ == 1 or round_ % 5 == 1:  # evictions in flight, their replacements stuck
+            if round_ % 5 == 1:  # evictions in flight, their replacements stuck
                 label_nodes(cluster, nodes, home, None)
                 evictions += evict_workers(cluster, namespace, names[round_ % 2 :: 2])
             elif round_ % 5 == 4:  # the replacements placed again
@@ -236,27 +216,15 @@ def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
     }
 
 
-def _seed(**annotations: dict) -> dict[str, Any]:
-    import yaml
-
-    from test_support.jobs import with_pod_annotations
-
-    return with_pod_annotations(yaml.safe_load(SEED.read_text()), **annotations)
-
-
 def _try(namespace: str, try_number: int, exit_code: str) -> dict[str, Any]:
     """One try of the task: the seed with a 1 s master ending with ``exit_code``, whose
     failing pod ends the job."""
     from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
-    from test_support.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION
+    from test_support.cluster_jobs import failing_template
 
-    template = _seed(master={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: exit_code})
-    for task in template["spec"]["tasks"]:
-        task["template"]["spec"]["restartPolicy"] = "Never"
-    template["spec"]["policies"] = [{"event": "PodFailed", "action": "TerminateJob"}]
     operator = VolcanoPyTorchJobOperator(
         task_id="train",
-        template=template,
+        template=failing_template("1", exit_code),
         image_uri="example.org/bench/trainer:1",
         namespace=namespace,
         job_name="bench-fixed-name",
@@ -288,6 +256,7 @@ def crash_loop_detect(cluster: Cluster) -> dict:
     from airflow.utils.session import create_session
 
     from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
+    from test_support.cluster_jobs import seed_template
     from test_support.jobs import DURATION_ANNOTATION, EXIT_CODE_ANNOTATION, load_dag
 
     os.environ["AIRFLOW__VOLCANO_WANDB__DEFER_SETTLE_SECONDS"] = "0"  # this child's wait only
@@ -309,7 +278,7 @@ def crash_loop_detect(cluster: Cluster) -> dict:
                         first_crash.append(parse_k8s_time(pod["status"]["startTime"]) + 1)
             time.sleep(0.2)
 
-    template = _seed(
+    template = seed_template(
         master={DURATION_ANNOTATION: "1", EXIT_CODE_ANNOTATION: "3"},
         worker={DURATION_ANNOTATION: "600"},
     )
@@ -344,32 +313,21 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument("--namespace", help="fixed-name: where the task runs")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument(
-        "--record",
-        type=Path,
-        nargs="?",
-        const=results_file.RESULTS,
-        help="also into DIR/latest.json",
-    )
-    options = parser.parse_args()
+    parser.add_argument("--record", type=Path, nargs="?", const=RESULTS, help="also into DIR")
+    o = parser.parse_args()
     load = results_file.load_before()
-    if options.part == "fixed-name":
-        result = fixed_name(options.namespace)
-    elif options.part == "crash-loop":
-        result = crash_loop_detect(Cluster(options.cluster_dir))
+    if o.part == "fixed-name":
+        result = fixed_name(o.namespace)
+    elif o.part == "crash-loop":
+        result = crash_loop_detect(Cluster(o.cluster_dir))
     else:
-        result = restart_false_timeouts(
-            Cluster(options.cluster_dir), options.jobs, options.restarts
-        )
-    options.out.write_text(json.dumps(result) + "\n")
+        result = restart_false_timeouts(Cluster(o.cluster_dir), o.jobs, o.restarts)
+    o.out.write_text(json.dumps(result) + "\n")
     print(json.dumps(result))
-    if options.record:
-        meta = results_file.scenario_meta(
-            load, how=" ".join(["bench/scenario_odd_paths.py", *sys.argv[1:]])
-        )
-        results_file.record_part(
-            "odd_paths", options.part, figures(options.part, result), meta, options.record
-        )
+    if o.record:
+        how = " ".join(["bench/scenario_odd_paths.py", *sys.argv[1:]])
+        meta = results_file.scenario_meta(load, how=how)
+        results_file.record_part("odd_paths", o.part, figures(o.part, result), meta, o.record)
 
 
 if __name__ == "__main__":

@@ -47,17 +47,9 @@ def _start(work: Path, envs: list[dict[str, str]], tag: str) -> list[tuple[subpr
     procs = []
     for rank, env in enumerate(envs):
         log = work / f"{tag}-{rank}.log"
-        rank_env = {
-            **base,
-            **env,
-            "WANDB_DIR": str(work),
-            "OMP_NUM_THREADS": "1",
-            "PYTHONUNBUFFERED": "1",
-            "MASTER_ADDR": "127.0.0.1",
-            "MASTER_PORT": str(port),
-            "WORLD_SIZE": "2",
-            "RANK": str(rank),
-        }
+        rank_env = {**base, **env, "WANDB_DIR": str(work), "OMP_NUM_THREADS": "1"}
+        rank_env |= {"PYTHONUNBUFFERED": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
+        rank_env |= {"WORLD_SIZE": str(RANKS), "RANK": str(rank)}
         with log.open("w") as out:
             cmd = [sys.executable, str(TRAIN_PY)]
             proc = subprocess.Popen(cmd, cwd=work, env=rank_env, stdout=out, stderr=out)
@@ -84,27 +76,14 @@ def _stop(procs: list) -> None:
                 proc.wait()
 
 
-def _volume_envs(work: Path) -> list[dict[str, str]]:
-    """``checkpoint_volume``: both ranks see one directory (the claim), whatever the try."""
-    shared = {"WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / "claim" / RUN_ID)}
-    return [dict(shared), dict(shared)]
-
-
 def _artifact_envs(standin: WandbStandin, work: Path, tag: str) -> list[dict[str, str]]:
     """``checkpoint_artifact``: each rank a directory of its own, new for each try (a pod's
     ``emptyDir``); rank 0 online, the worker without W&B, as the operator gives them."""
     common = {"AVW_CHECKPOINT_ARTIFACT": f"checkpoint-{RUN_ID}"}
-    master = {
-        **common,
-        "WANDB_MODE": "online",
-        "WANDB_API_KEY": API_KEY,
-        "WANDB_BASE_URL": standin.url,
-        "WANDB_ENTITY": ENTITY,
-        "WANDB_PROJECT": PROJECT,
-        "WANDB_RUN_ID": RUN_ID,
-        "WANDB_RESUME": "allow" if tag == "first" else "must",
-        "AVW_CHECKPOINT_DIR": str(work / f"{tag}-pod-0" / RUN_ID),
-    }
+    master = {**common, "WANDB_MODE": "online", "WANDB_API_KEY": API_KEY}
+    master |= {"WANDB_BASE_URL": standin.url, "WANDB_ENTITY": ENTITY, "WANDB_PROJECT": PROJECT}
+    master |= {"WANDB_RUN_ID": RUN_ID, "WANDB_RESUME": "allow" if tag == "first" else "must"}
+    master["AVW_CHECKPOINT_DIR"] = str(work / f"{tag}-pod-0" / RUN_ID)
     worker = {**common, "WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / f"{tag}-pod-1")}
     return [master, worker]
 
@@ -130,8 +109,12 @@ def _stop_and_resume(work: Path, train_s: float, standin: WandbStandin | None) -
     }
 
     def envs(tag: str) -> list[dict[str, str]]:
-        own = _volume_envs(work) if standin is None else _artifact_envs(standin, work, tag)
-        return [{**common, **env} for env in own]
+        if standin is not None:
+            return [{**common, **env} for env in _artifact_envs(standin, work, tag)]
+        # checkpoint_volume: both ranks see one directory (the claim), whatever the try.
+        return [
+            {**common, "WANDB_MODE": "disabled", "AVW_CHECKPOINT_DIR": str(work / "claim" / RUN_ID)}
+        ] * 2
 
     first = _start(work, envs("first"), "first")
     try:
@@ -174,26 +157,20 @@ def run(ctx) -> dict:
     for _ in range(repeat):
         for store, results in runs.items():
             results.append(measure(train_s, store))
-    volume, artifact = (_medians(runs[store]) for store in ("volume", "artifact"))
-    ratio = artifact["resume_overhead_s"] / volume["resume_overhead_s"]
+    volume, artifact = (
+        {key: statistics.median(r[key] for r in runs[store]) for key in runs[store][0]}
+        for store in ("volume", "artifact")
+    )
+    ratio = round(artifact["resume_overhead_s"] / volume["resume_overhead_s"], 2)
     return {
-        "resume": {
-            **volume,
-            "artifact": artifact,
-            "artifact_overhead_ratio": round(ratio, 2),
-            "repeat": repeat,
-            "train_s": train_s,
-        }
+        "resume": {**volume, "artifact": artifact, "artifact_overhead_ratio": ratio}
+        | {"repeat": repeat, "train_s": train_s}
     }
-
-
-def _medians(results: list[dict[str, Any]]) -> dict[str, Any]:
-    return {key: statistics.median(r[key] for r in results) for key in results[0]}
 
 
 def section(r: dict) -> list[str]:
     o = r["resume"]
-    return [
+    said = [
         f"The example trainer (2 local ranks over gloo) trained {o['train_s']} s, its worker got "
         f"SIGTERM (a preempted pod): it stopped after step {o['steps_before_kill']} and saved "
         f"it; the next try's job on the same run resumed from step {o['resumed_from_step']} "
@@ -201,19 +178,18 @@ def section(r: dict) -> list[str]:
         "(stop, save, new processes, torch import, rendezvous, load; a cluster's scheduling, "
         "image start and `retry_delay` come on top). Without resume the next try starts from "
         "step 0: every step before the stop is trained again."
-        + (
+    ]
+    if "saved_gpu_seconds" in o:  # since the trainer says its seconds
+        said.append(
             f" The checkpoint held {o['saved_training_s']} s of training: "
             f"{o['saved_gpu_seconds']} GPU-seconds saved, as if each rank held one GPU."
-            if "saved_gpu_seconds" in o
-            else ""
         )
-        + (
-            f" With the checkpoints in a W&B artifact instead (no shared volume; the W&B "
-            f"stand-in on this machine, so no upload time): resumed from step "
-            f"{o['artifact']['resumed_from_step']} {o['artifact']['resume_overhead_s']} s after "
-            f"the SIGTERM, {o['artifact_overhead_ratio']}x the volume's (medians of "
-            f"{o['repeat']} runs each, in turns)."
-            if "artifact" in o
-            else ""
-        ),
-    ]
+    if artifact := o.get("artifact"):
+        said.append(
+            " With the checkpoints in a W&B artifact instead (no shared volume; the W&B stand-in "
+            f"on this machine, so no upload time): resumed from step "
+            f"{artifact['resumed_from_step']} {artifact['resume_overhead_s']} s after the "
+            f"SIGTERM, {o['artifact_overhead_ratio']}x the volume's (medians of {o['repeat']} "
+            "runs each, in turns)."
+        )
+    return ["".join(said)]
