@@ -92,6 +92,7 @@ class OperatorParts:
             "annotations": identity.annotations(try_number),
             "labels": identity.job_labels(intent, spec.run_id),
             "pod_labels": identity.pod_labels(try_number),
+            "namespace": self.connection.namespace,
             "default_namespace": default_namespace,
         }
         body = self.job.render(spec, wandb_hook, **put)

@@ -56,10 +56,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     ui_color = "#ffd166"
 
     def __init__(self, **kwargs: Any) -> None:
-        given = options.take(OPTIONS, kwargs)
-        super().__init__(**kwargs)
-        for name, value in given.items():
-            setattr(self, name, value)
+        options.init_shell(self, super().__init__, OPTIONS, kwargs)
         #: This try's wait: its job, as soon as it exists (for on_kill), and what it ran and
         #: trained into, once it ended (for OpenLineage).
         self.waiter: Waiter | None = None

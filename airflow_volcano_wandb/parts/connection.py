@@ -1,12 +1,13 @@
-"""How the operator and the sensor reach the cluster: the connection and its overrides.
+"""Where the operator's and the sensor's job runs: the cluster (the connection and its
+overrides) and the namespace.
 
-The same four values build the sync hook in the task and the trigger's async hook in the
-triggerer, so both ends always talk to the same cluster as the same identity.
+The same four connection values build the sync hook in the task and the trigger's async hook
+in the triggerer, so both ends always talk to the same cluster as the same identity.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.parts.options import option
@@ -17,8 +18,15 @@ if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG fil
 
 @dataclass(frozen=True, kw_only=True)
 class Connection:
-    """The cluster a shell's job runs in."""
+    """The cluster and namespace a shell's job runs in."""
 
+    namespace: str | None = option(
+        None,
+        """where the job runs; else (the operator's) the template's ``metadata.namespace``
+        (only for a template from the DAG: a W&B queue's must be in ``allowed_namespaces``),
+        else the connection's namespace, else ``default``.""",
+        templated=True,
+    )
     kubernetes_conn_id: str | None = option(
         "kubernetes_default", "the cncf.kubernetes ``kubernetes`` connection."
     )
@@ -27,13 +35,8 @@ class Connection:
     in_cluster: bool | None = option(None, "use the in-cluster service account.")
 
     def kwargs(self) -> dict[str, Any]:
-        """The hooks' (and the trigger's) connection arguments."""
-        return {
-            "kubernetes_conn_id": self.kubernetes_conn_id,
-            "config_file": self.config_file,
-            "cluster_context": self.cluster_context,
-            "in_cluster": self.in_cluster,
-        }
+        """The hooks' (and the trigger's) connection arguments: all but the namespace."""
+        return {name: value for name, value in asdict(self).items() if name != "namespace"}
 
     def hook(self) -> VolcanoHook:
         from airflow_volcano_wandb.hooks.volcano import VolcanoHook

@@ -85,13 +85,6 @@ class JobRequest:
         a run supplies can widen them.""",
     )
     run_config: Mapping[str, Any] | None = rendered("run_config", typed=True, renderer="json")
-    namespace: str | None = rendered(
-        "namespace",
-        """where the job runs; else the template's ``metadata.namespace`` (only
-        for a template from the DAG: a W&B queue's must be in ``allowed_namespaces``), else
-        the connection's namespace, else ``default``.""",
-        templated=True,
-    )
     job_name: str | None = option(
         None,
         """the job's name; by default the template's (the seed's
@@ -182,11 +175,13 @@ class JobRequest:
         labels: Mapping[str, str],
         annotations: Mapping[str, str],
         pod_labels: Mapping[str, str],
+        namespace: str | None,
         default_namespace: Callable[[], str | None],
         name: str | None = None,
     ) -> dict[str, Any]:
         """The Volcano Job for the run ``spec``; any bad input fails here, before submission.
 
+        :param namespace: the ``namespace`` option (``Connection``'s).
         :param name: the job's name, over ``job_name`` and the template's.
         """
         macros = {**macro_values(spec, author=self.owner), **(self.macros or {})}
@@ -213,6 +208,7 @@ class JobRequest:
                 labels=labels,
                 annotations=annotations,
                 pod_labels=pod_labels,
+                namespace=namespace,
                 template_namespace_allowed=not from_queue,
                 volcano_version=self.volcano_version or configured_volcano_version(),
                 run_env=RunEnv(

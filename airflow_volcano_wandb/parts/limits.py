@@ -4,7 +4,7 @@ run, before the task gives up on it; and a limit's seconds as a template renders
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
@@ -114,12 +114,7 @@ class RunLimits:
 
     def trigger_kwargs(self) -> dict[str, Any]:
         """The limits, as the trigger (``WaitSpec``) and ``WaitTarget`` take them."""
-        return {
-            "max_container_restarts": self.max_container_restarts,
-            "stall_timeout": self.stall_timeout,
-            "startup_timeout": self.startup_timeout,
-            "wandb_stop_grace": self.wandb_stop_grace,
-        }
+        return asdict(self)
 
 
 def templated_seconds(value: float | str | None, name: str) -> float | None:

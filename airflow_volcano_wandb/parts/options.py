@@ -11,7 +11,7 @@ attributes once they are rendered (:func:`build`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
@@ -42,6 +42,17 @@ def take(options: Iterable[Option], kwargs: dict[str, Any]) -> dict[str, Any]:
     """Pop the ``options``' values from a shell's ``kwargs`` (their defaults when absent),
     checked unless Jinja is still to render them."""
     return {o.name: o.checked(kwargs.pop(o.name, o.default)) for o in options}
+
+
+def init_shell(
+    shell: Any, base_init: Callable[..., None], options: Iterable[Option], kwargs: dict
+) -> None:
+    """A shell's ``__init__``: the ``options`` (:func:`take`) become its attributes, the rest
+    of ``kwargs`` goes to Airflow's ``base_init``."""
+    given = take(options, kwargs)
+    base_init(**kwargs)
+    for name, value in given.items():
+        setattr(shell, name, value)
 
 
 def build(part: type[Part], task: Any, **more: Any) -> Part:

@@ -51,9 +51,6 @@ class SensedJob:
         """the job, e.g. ``"{{ ti.xcom_pull('submit', key='volcano_job')['name'] }}"``.""",
         templated=True,
     )
-    namespace: str | None = option(
-        None, "its namespace; else the connection's, else ``default``.", templated=True
-    )
     job_uid: str | None = option(
         None,
         """the submission to wait on (e.g. the ``volcano_job`` XCom's ``uid``); a job of the
@@ -123,10 +120,7 @@ class VolcanoJobSensor(BaseSensorOperator):
     operator_extra_links = (WandbRunLink(),)
 
     def __init__(self, **kwargs: Any) -> None:
-        given = options.take(OPTIONS, kwargs)
-        super().__init__(**kwargs)
-        for name, value in given.items():
-            setattr(self, name, value)
+        options.init_shell(self, super().__init__, OPTIONS, kwargs)
         self._failing_since: float | None = None
         self._memory = WaitMemory()  # of this process: each rescheduled poke starts afresh
         self._waiting_since = time.time()  # the same: a rescheduled poke counts from itself
@@ -158,7 +152,7 @@ class VolcanoJobSensor(BaseSensorOperator):
         deadline = time.time() + self.timeout if self.timeout and deferrable else None
         return WaitTarget(
             name=job.job_name,
-            namespace=job.namespace or self.hook.get_namespace() or "default",
+            namespace=self.parts.connection.namespace or self.hook.get_namespace() or "default",
             uid=job.job_uid or (self.waiter.job or {}).get("uid") or None,
             pending_timeout=self.parts.wait.pending_seconds(),
             deadline=deadline,

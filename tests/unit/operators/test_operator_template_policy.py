@@ -56,7 +56,13 @@ def render(template: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
     parts = OperatorParts.of(op)
     spec = parts.run.spec(context_for(StubTaskInstance("d", "train", "r")), IDENTITY, hook, 1)
     return parts.job.render(
-        spec, hook, labels={}, annotations={}, pod_labels={}, default_namespace=lambda: None
+        spec,
+        hook,
+        labels={},
+        annotations={},
+        pod_labels={},
+        namespace=parts.connection.namespace,
+        default_namespace=lambda: None,
     )
 
 
