@@ -52,7 +52,6 @@ with DAG(
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     max_active_runs=1,
-    tags=["volcano", "pytorch", "wandb", "sweep"],
     params={
         "namespace": Param(
             "wandb", type="string", pattern="^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", maxLength=63
@@ -66,6 +65,7 @@ with DAG(
             description="A W&B sweep id (from `wandb sweep`) to show the runs in; empty: none",
         ),
     },
+    tags=["volcano", "pytorch", "wandb", "sweep"],
 ) as dag:
     train = VolcanoPyTorchJobOperator.partial(
         task_id="train",
