@@ -14,9 +14,10 @@ from test_support.template_cases import FIXTURES, MACROS, SEED
 from test_support.template_cases import render_job as render_without_torchrun
 
 
-def render_job(template, **kwargs):
-    """``render_job`` with the renderer's own torchrun defaults (the shared helper turns the
-    stage off for the other stages' tests)."""
+def render_job(template=SEED, **kwargs):
+    """``render_job`` of the seed with ``MACROS``, and the renderer's own torchrun defaults
+    (the shared helper turns the stage off for the other stages' tests)."""
+    kwargs.setdefault("macros", MACROS)
     kwargs.setdefault("torchrun_env", True)
     kwargs.setdefault("shm_size", DEFAULT_SHM_SIZE)
     return render_without_torchrun(template, **kwargs)
@@ -36,10 +37,7 @@ def _env(container):
 
 def test_every_rank_gets_the_pet_env_and_the_rank_plugin():
     job = render_job(
-        SEED,
-        macros=MACROS,
-        replicas={"worker": 3},
-        resources={"worker": {"limits": {"nvidia.com/gpu": 4}}},
+        replicas={"worker": 3}, resources={"worker": {"limits": {"nvidia.com/gpu": 4}}}
     )
     name = job["metadata"]["name"]
     assert job["spec"]["plugins"]["hcclrank"] == ["--master=master", "--worker=worker"]
@@ -54,9 +52,9 @@ def test_every_rank_gets_the_pet_env_and_the_rank_plugin():
 
 
 def test_a_container_keeps_pet_env_it_sets_itself_and_off_means_off():
-    job = render_job(SEED, macros=MACROS, env={"PET_NPROC_PER_NODE": "8"})
+    job = render_job(env={"PET_NPROC_PER_NODE": "8"})
     assert _env(_containers(job, "worker")[1][0])["PET_NPROC_PER_NODE"] == "8"
-    plain = render_job(SEED, macros=MACROS, torchrun_env=False, shm_size=None)
+    plain = render_job(torchrun_env=False, shm_size=None)
     assert "hcclrank" not in plain["spec"]["plugins"]
     for task in ("master", "worker"):
         spec, (container,) = _containers(plain, task)
@@ -65,7 +63,7 @@ def test_a_container_keeps_pet_env_it_sets_itself_and_off_means_off():
 
 
 def test_pytorch_pods_get_a_memory_dev_shm_of_the_asked_size():
-    job = render_job(SEED, macros=MACROS, shm_size="8Gi")
+    job = render_job(shm_size="8Gi")
     for task in ("master", "worker"):
         spec, (container,) = _containers(job, task)
         assert spec["volumes"] == [
@@ -84,15 +82,15 @@ def test_a_template_dev_shm_is_kept_and_a_name_clash_is_an_error_naming_the_fiel
         spec = task["template"]["spec"]
         spec["volumes"] = [{"name": "shm", "emptyDir": {"medium": "Memory"}}]
         spec["containers"][0]["volumeMounts"] = [{"name": "shm", "mountPath": "/dev/shm/"}]
-    job = render_job(own, macros=MACROS)
+    job = render_job(own)
     assert [v["name"] for v in _containers(job, "worker")[0]["volumes"]] == ["shm"]
 
     clash = copy.deepcopy(seed)
     clash["spec"]["tasks"][1]["template"]["spec"]["volumes"] = [{"name": "avw-dshm"}]
     with pytest.raises(TemplateError, match=r"spec\.tasks\[1\]\.template\.spec\.volumes"):
-        render_job(clash, macros=MACROS)
+        render_job(clash)
     with pytest.raises(TemplateError, match="shm_size"):
-        render_job(SEED, macros=MACROS, shm_size="")
+        render_job(shm_size="")
 
 
 def test_jobs_without_the_pytorch_plugin_are_left_alone():
@@ -116,27 +114,20 @@ def _nproc_and_world(job):
 )
 def test_every_rank_starts_one_process_per_gpu_and_the_world_counts_them(gpus, nproc, world_size):
     limits = {"limits": {"nvidia.com/gpu": gpus}}
-    job = render_job(
-        SEED, macros=MACROS, replicas={"worker": 3}, resources={t: limits for t in _ROLES}
-    )
+    job = render_job(replicas={"worker": 3}, resources={t: limits for t in _ROLES})
     assert _nproc_and_world(job) == ({"master": nproc, "worker": nproc}, world_size)
 
 
 def test_a_template_nproc_is_what_the_world_counts():
     job = render_job(
-        SEED,
-        macros=MACROS,
         replicas={"worker": 2},
         resources={"worker": {"limits": {"amd.com/gpu": 4}}},
         env={"PET_NPROC_PER_NODE": "gpu"},  # torchrun counts the pod's GPUs itself
     )
     assert _nproc_and_world(job) == ({"master": "gpu", "worker": "gpu"}, 1 + 2 * 4)
-    plain = render_job(SEED, macros=MACROS, resources={"worker": {"limits": {"nvidia.com/gpu": 8}}})
+    plain = render_job(resources={"worker": {"limits": {"nvidia.com/gpu": 8}}})
     plain_off = render_job(
-        SEED,
-        macros=MACROS,
-        resources={"worker": {"limits": {"nvidia.com/gpu": 8}}},
-        torchrun_env=False,
+        resources={"worker": {"limits": {"nvidia.com/gpu": 8}}}, torchrun_env=False
     )
     # No PET env: the plugin's one process per pod, whatever the pod's GPUs.
     assert JobFacts.from_job(plain).world_size == 9
@@ -146,7 +137,7 @@ def test_a_template_nproc_is_what_the_world_counts():
 @pytest.mark.parametrize("gpus", ["500m", "1.5", "2Gi"])
 def test_a_gpu_limit_that_is_not_whole_gpus_is_an_error_naming_it(gpus):
     with pytest.raises(TemplateError) as refused:
-        render_job(SEED, macros=MACROS, resources={"worker": {"limits": {"nvidia.com/gpu": gpus}}})
+        render_job(resources={"worker": {"limits": {"nvidia.com/gpu": gpus}}})
     assert refused.value.problems == (
         (
             'spec.tasks[1].template.spec.containers[0].resources.limits["nvidia.com/gpu"]',
@@ -158,7 +149,7 @@ def test_a_gpu_limit_that_is_not_whole_gpus_is_an_error_naming_it(gpus):
 @pytest.mark.parametrize("nproc", ["0", "-2", "eight", "8 GPUs", ""])
 def test_a_pet_nproc_torchrun_cannot_start_is_an_error_naming_it(nproc):
     with pytest.raises(TemplateError) as refused:
-        render_job(SEED, macros=MACROS, env={"PET_NPROC_PER_NODE": nproc})
+        render_job(env={"PET_NPROC_PER_NODE": nproc})
     paths = [path for path, _ in refused.value.problems]
     assert paths == [f"spec.tasks[{i}].template.spec.containers[0].env[0].value" for i in (0, 1)]
     assert "PET_NPROC_PER_NODE must be a positive number of processes" in str(refused.value)
