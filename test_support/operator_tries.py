@@ -155,6 +155,12 @@ async def collect_events(trigger, timeout: float) -> list[dict[str, Any]]:
     return events
 
 
+def completing_template(after: str) -> dict[str, Any]:
+    """The seed, whose master ends after ``after`` seconds (its workers run on): the job
+    completes (the seed's master policy)."""
+    return seed_template(master={SIM_DURATION: after}, worker={SIM_DURATION: "600"})
+
+
 def defer_each(plan: dict[str, tuple[Any, str]], namespace: str, dag_id: str) -> dict[str, Any]:
     """Defer one task per entry of ``plan`` (its run id: ``template, expected outcome``); the
     triggers, by run id."""

@@ -39,10 +39,7 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
 ):
     namespace = volcano_namespace
     plan = {
-        "ok": (
-            seed_template(master={SIM_DURATION: "6"}, worker={SIM_DURATION: "600"}),
-            "succeeded",
-        ),
+        "ok": (support.completing_template("6"), "succeeded"),
         "fails": (failing_template("6"), "failed"),
         "deleted": (seed_template(master={SIM_DURATION: "600"}), "deleted"),
     }

@@ -145,17 +145,12 @@ def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
 
 
-def test_throttled_lists_and_watches_end_with_the_right_verdicts(
-    http_proxy, volcano_cluster, volcano_namespace
-):
+def test_throttled_lists_and_watches_end_with_the_right_verdicts(http_proxy, volcano_namespace):
     namespace = volcano_namespace
     # The jobs outlast the faults: the watch's backoff only resets after a stable watch, so
     # six refused lists and watches take it about half a minute to get through.
     plan = {
-        "ok": (
-            seed_template(master={SIM_DURATION: "50"}, worker={SIM_DURATION: "600"}),
-            "succeeded",
-        ),
+        "ok": (support.completing_template("50"), "succeeded"),
         "fails": (failing_template("45"), "failed"),
     }
     triggers = support.defer_each(plan, namespace, DAG_ID)
