@@ -19,7 +19,6 @@ import os
 import signal
 import socket
 import struct
-import threading
 import time
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import yaml
 
 from airflow_volcano_wandb.testing.cluster import process
 from airflow_volcano_wandb.testing.cluster.cluster import admin_client
+from test_support.proxy_thread import ProxyThread
 
 # ---- one component of a local cluster ------------------------------------------------------
 
@@ -141,7 +141,7 @@ def kubeconfig_for_server(kubeconfig: Path, server: str, out: Path) -> Path:
 # ---- the TCP fault proxy -------------------------------------------------------------------
 
 
-class FaultProxy:
+class FaultProxy(ProxyThread):
     """A TCP proxy with switchable faults. Use as a context manager, or ``start``/``stop``.
 
     Modes (set with the methods below, effective immediately, also on open connections):
@@ -159,21 +159,19 @@ class FaultProxy:
     """
 
     def __init__(self, target_host: str, target_port: int) -> None:
+        super().__init__("fault proxy")
         self.target = (target_host, target_port)
         self.mode = "pass"
         self.delay = 0.0
         self.port = 0
         self.connections = 0  # accepted so far
         self.resets = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.Server | None = None
-        self._thread: threading.Thread | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._frozen: set[asyncio.StreamWriter] = set()
         self._lose_answer_over: int | None = None
         self._lose_silently = False
         self.lost_answers = 0
-        self._ready = threading.Event()
 
     @property
     def url(self) -> str:
@@ -212,28 +210,13 @@ class FaultProxy:
 
     # ---- life cycle ------------------------------------------------------------------
 
-    def start(self) -> FaultProxy:
-        self._thread = threading.Thread(target=self._serve, name="fault-proxy", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("fault proxy did not start")
-        return self
-
     def stop(self) -> None:
         if self._loop is None:
             return
         with contextlib.suppress(Exception):
             asyncio.run_coroutine_threadsafe(self._shutdown(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        if self._thread is not None:
-            self._thread.join(10)
-        self._loop = None
-
-    def __enter__(self) -> FaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._joined(10)
 
     # ---- internals -------------------------------------------------------------------
 

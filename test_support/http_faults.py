@@ -35,6 +35,7 @@ import aiohttp
 from aiohttp import web
 
 from airflow_volcano_wandb.testing.cluster.certs import PKI
+from test_support.proxy_thread import ProxyThread
 
 # Headers about one hop's connection, never forwarded (RFC 9110, section 7.6.1).
 _HOP_BY_HOP = frozenset(
@@ -79,10 +80,11 @@ class Forged:
     at: float
 
 
-class HttpFaultProxy:
+class HttpFaultProxy(ProxyThread):
     """A TLS-terminating proxy to the apiserver of the local cluster in ``state_dir``."""
 
     def __init__(self, state_dir: Path) -> None:
+        super().__init__("HTTP fault proxy")
         state_dir = Path(state_dir)
         self.upstream = json.loads((state_dir / "state.json").read_text())["server"]
         pki = PKI(state_dir / "pki")
@@ -94,9 +96,6 @@ class HttpFaultProxy:
         self.forged: list[Forged] = []
         self._rules: list[ForgedAnswer] = []
         self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._ready = threading.Event()
         self._stopped: asyncio.Event | None = None
         self._session: aiohttp.ClientSession | None = None
 
@@ -136,26 +135,11 @@ class HttpFaultProxy:
 
     # ---- life cycle ------------------------------------------------------------------
 
-    def start(self) -> HttpFaultProxy:
-        self._thread = threading.Thread(target=self._serve, name="http-fault-proxy", daemon=True)
-        self._thread.start()
-        if not self._ready.wait(10):
-            raise RuntimeError("HTTP fault proxy did not start")
-        return self
-
     def stop(self) -> None:
         if self._loop is None or self._stopped is None:
             return
         self._loop.call_soon_threadsafe(self._stopped.set)
-        if self._thread is not None:
-            self._thread.join(15)
-        self._loop = None
-
-    def __enter__(self) -> HttpFaultProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        self._joined(15)
 
     # ---- internals -------------------------------------------------------------------
 
