@@ -1,19 +1,10 @@
 """``python -m airflow_volcano_wandb doctor``: is this cluster and these connections ready?
 
-Checks, against the cluster the Airflow Kubernetes connection points at, everything the
-provider relies on: Volcano's CRDs are served, its admission webhooks are registered, the
-Volcano release installed has every plugin jobs are rendered with (``[volcano_wandb]
-volcano_version``), the Volcano queue exists and is ``Open``, the connection's identity holds
-every permission of ``docker/k8s/rbac.yaml``'s Role (with ``--external-key-secret``: of the
-narrower ``rbac-external-key-secret.yaml``, no Secret access), and the W&B connection has an
-API key that W&B accepts (asked within a bound; or no key, which only offline runs tolerate).
-It also names the Airflow components that need the provider and whether a triggerer is
-needed. Jobs' namespace: ``--namespace``, else ``--template``'s, else the seed's ``wandb``.
-
-The checks are pure functions over objects fetched once (``doctor_reads.fetch``, which also
-asks who the connection acts as, so a missing RoleBinding's hint names the account to bind);
-only that module and :func:`main` do I/O, so every verdict and hint is unit-tested without a
-cluster.
+Checks everything the provider relies on (Volcano's CRDs, webhooks, release and queue; the
+connection's permissions against ``docker/k8s/rbac.yaml``, or ``rbac-external-key-secret.yaml``
+with ``--external-key-secret``; the W&B key; the Airflow components that need the provider).
+The checks are pure functions over objects fetched once (``doctor_reads.fetch``); only that
+module and :func:`main` do I/O, so every verdict and hint is unit-tested without a cluster.
 """
 
 from __future__ import annotations

@@ -139,39 +139,26 @@ def _served(api: Any) -> dict[str, list[str]]:
     return served
 
 
-def _webhooks(api: Any, kind: str) -> list[dict[str, Any]] | None:
+def _readable(api: Any, path: str) -> tuple[dict[str, Any] | None, bool]:
+    """What :func:`_get` reads, and False (with ``None``) when this identity may not read it."""
     from kubernetes.client.exceptions import ApiException
 
     try:
-        listing = _get(api, f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations")
-    except ApiException as err:
-        if _forbidden(err):
-            return None
-        raise
-    return (listing or {}).get("items", [])
-
-
-def _deployments(api: Any, namespace: str) -> list[dict[str, Any]] | None:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        listing = _get(api, f"/apis/apps/v1/namespaces/{namespace}/deployments")
-    except ApiException as err:
-        if _forbidden(err):
-            return None
-        raise
-    return (listing or {}).get("items", [])
-
-
-def _queue(api: Any, name: str) -> tuple[dict[str, Any] | None, bool]:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        return _get(api, f"/apis/scheduling.volcano.sh/v1beta1/queues/{name}"), True
+        return _get(api, path), True
     except ApiException as err:
         if _forbidden(err):
             return None, False
         raise
+
+
+def _listed(api: Any, path: str) -> list[dict[str, Any]] | None:
+    """The items listed at ``path``; ``None`` when this identity may not list them."""
+    listing, readable = _readable(api, path)
+    return (listing or {}).get("items", []) if readable else None
+
+
+def _webhooks(api: Any, kind: str) -> list[dict[str, Any]] | None:
+    return _listed(api, f"/apis/admissionregistration.k8s.io/v1/{kind}webhookconfigurations")
 
 
 def _namespace_exists(api: Any, namespace: str) -> bool | None:
@@ -244,7 +231,9 @@ def fetch(
     answer = ask_wandb(wandb.base_url, key) if key and ask_wandb_key else None
     queue, volcano_namespace = args.queue, args.volcano_namespace
     with hook.get_conn() as api:
-        queue_object, queue_readable = _queue(api, queue)
+        queue_object, queue_readable = _readable(
+            api, f"/apis/scheduling.volcano.sh/v1beta1/queues/{queue}"
+        )
         return Observed(
             namespace=namespace,
             served=_served(api),
@@ -261,7 +250,9 @@ def fetch(
             default_deferrable=conf.getboolean("operators", "default_deferrable", fallback=False),
             volcano_target=configured_volcano_version(),
             volcano_namespace=volcano_namespace,
-            volcano_deployments=_deployments(api, volcano_namespace),
+            volcano_deployments=_listed(
+                api, f"/apis/apps/v1/namespaces/{volcano_namespace}/deployments"
+            ),
             identity=_identity(api),
             fit_check_allowed=_allowed(api, None, FIT_CHECK_PERMISSIONS),
         )

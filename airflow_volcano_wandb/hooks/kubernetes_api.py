@@ -12,9 +12,7 @@ import tenacity
 
 from airflow_volcano_wandb.hooks.volcano_requests import (  # noqa: F401 (their names here too)
     GROUP,
-    JOB_NAME_LABEL,
     JOBS_RESOURCE,
-    PLURAL,
     PODGROUP_GROUP,
     PODGROUP_VERSION,
     QUEUE_RESOURCE,

@@ -1,28 +1,16 @@
 """The W&B API key's Kubernetes Secret: one per job, created after it and owned by it.
 
-The key reaches the pods only through a ``secretKeyRef``, never in the job spec. Each render
-names a Secret of its own (:func:`fresh_ref`: random, so nothing else holds the name by
-accident and nobody can know it before the job that names it exists). Once the job exists,
-:func:`deliver` creates that Secret, ``immutable``, with the job as its owner in the create
-itself: Kubernetes deletes it with the job. That is the only Secret call the provider makes,
-so its Role grants Secrets ``create`` and nothing else: no read, no patch (a PATCH is answered
-with the whole object, data included, so ``patch`` reads every Secret of the namespace as
-``get`` does), no delete.
+The key reaches the pods only through a ``secretKeyRef``. Each render names a Secret of its
+own (:func:`fresh_ref`: random, unknowable before the job exists); once the job exists,
+:func:`deliver` creates it, ``immutable``, with the job as its owner, so Kubernetes deletes
+it with the job. That create is the only Secret call the provider makes, so its Role grants
+Secrets ``create`` and nothing else (a PATCH answers with the whole object, so ``patch``
+would read every Secret as ``get`` does).
 
-A 409 is the name taken. For the job this try just created, someone raced us to a name only
-the job's spec carries: the Secret may hold their key, so the job is withdrawn and the try
-fails naming the Secret. For a job an earlier try of this task instance created (reattached
-or adopted), that try delivered its key: it is kept. Such a job keeps the key it was
-submitted with (the Secret is immutable); a new key reaches the next job.
-
-The price, said plainly: a submitter killed (or cut off from the API) between the job's
-create and the Secret's leaves a job whose pods wait in ``CreateContainerConfigError`` on the
-nodes they were placed on, holding their GPUs, until the next try of the task instance
-reattaches and delivers the key. With no next try they wait until someone deletes the job:
-nothing in Kubernetes or Volcano ends such a wait without also ending a gang that is
-legitimately queued (Volcano's policies have no pending event, and ``activeDeadlineSeconds``
-would bound the training too). It is the window in which a job can already be left without
-a waiter (a kill right after the create), and its cure is the same: the next try.
+A 409 on a job this try just created means someone raced us to a name only its spec carries:
+the job is withdrawn and the try fails. On a job an earlier try created, that try delivered
+its key, which is kept. docs/security.md says the price: a submitter lost between the two
+creates leaves pods waiting in ``CreateContainerConfigError`` until the next try delivers.
 """
 
 from __future__ import annotations

@@ -1,14 +1,11 @@
 """How a wait on a Volcano job ends, in one table: each ending's word, the exception it raises
 and what the wait does about it.
 
-Pure. One :class:`Ending` per ending, each one row. The job's own status reads into it
-(:func:`of_phase`; ``job_status``), the judge's verdicts name one (``wait.judge``, worded by
-``wait.outcome``), the cause a failed job's pods show is one (``wait.diagnostics.classify``)
-and refines the wait's, and ``wait.failure_exception`` raises the row's class, whose
-``resume_cause`` is the cause the next try is told (``job.resume``). The words are what trigger
-events and the W&B back-link carry; every release wrote the same, so old events read back.
-
-Here (below ``wait/``) because a job's phase is read into it; the class is named, not imported:
+Pure. One :class:`Ending` row per ending: the job's phase reads into it (:func:`of_phase`),
+the judge's verdicts and the pods' causes (``wait.diagnostics.classify``) name one, and
+``wait.failure_exception`` raises the row's class, whose ``resume_cause`` the next try is
+told (``job.resume``). The words are what trigger events and the W&B back-link carry; every
+release wrote the same, so old events read back. The class is named, not imported:
 ``exceptions`` imports Airflow, and this module may not.
 """
 

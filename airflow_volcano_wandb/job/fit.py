@@ -1,24 +1,13 @@
 """Will the job fit? Its gang's needs against its Volcano queue and the nodes (pure).
 
-A pod needs, per resource, its containers' requests (a request left out defaults to the
-limit, as Kubernetes defaults it), summed over containers; an init container runs alone
-before them, so the pod needs the larger of that sum and its largest init container. The
-gang is what ``minAvailable`` says must be placed together: pods taken task by task, in the
-job's order, until ``minAvailable`` of them (every rank when it is the world size, as
-``gang="all_ranks"`` makes it), the share Volcano's controller gives the PodGroup's
-``minResources``.
-
-Never placeable (``Fit.never``): the gang asks more of a resource than the queue's
-``spec.capability`` (a hard cap; a resource it does not name is not capped); one pod asks
-more than any node has; a task's gang pods do not fit the nodes even one per slot; or the
-gang asks more than all the nodes have together. The node reasons count every node,
-cordoned or not, and ignore taints and selectors: they only say "never" when no placement
-could ever work, short of new nodes (an autoscaled cluster may add them: ``fit_check="warn"``).
-
-Not now (``Fit.later``): the queue has too much of its capability in use (its
-``status.allocated``), or the gang would take the queue beyond its ``spec.deserved`` share
-(placed only while other queues leave room, and reclaimable). The nodes' free room is not
-judged: that would take reading every pod in the cluster.
+A pod needs its containers' requests (a missing request defaults to the limit), summed, or
+its largest init container's if larger. The gang is the pods ``minAvailable`` counts, taken
+task by task in the job's order: the share Volcano gives the PodGroup's ``minResources``.
+``Fit.never``: more than the queue's ``spec.capability``, or than the nodes could ever hold
+(every node counted, taints and selectors ignored: only "never" when no placement could
+work). ``Fit.later``: the queue's capability in use, or past its ``spec.deserved`` share. The
+nodes' free room is not judged (it would take reading every pod). See docs/operator.md
+(``fit_check``).
 """
 
 from __future__ import annotations

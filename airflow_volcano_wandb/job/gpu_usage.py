@@ -1,15 +1,11 @@
 """What a finished job's GPUs cost, per rank (pure): GPU-seconds from each pod's run time.
 
-A rank's GPU-seconds are its pod's GPUs (``<vendor>/gpu`` limits of its containers) times the
-seconds from the pod's start (``status.startTime``) to its containers' last end
-(``finishedAt``), or to ``now`` for a container still running. A pod that never started
-cost nothing. Ranks are named by their pod's Volcano suffix (``master-0``, ``worker-2``).
-
-Volcano keeps a completed job's succeeded and failed pods, but removes the ranks still running
-when the master's ``CompleteJob`` fired (:func:`removed_ranks`). Those ran at least from the
-moment the gang was seen whole (every rank running) to the job's end, so they are counted for
-that long when both are known (a lower bound: each started no later), with the GPUs their
-task's pod template asks for.
+A rank's GPU-seconds are its pod's GPUs (``<vendor>/gpu`` limits) times the seconds from the
+pod's ``status.startTime`` to its containers' last ``finishedAt`` (or ``now``); a pod that
+never started cost nothing. Ranks are named by their pod's Volcano suffix (``master-0``).
+Volcano removes the ranks still running when the master's ``CompleteJob`` fired
+(:func:`removed_ranks`): those are counted, as a lower bound, from the moment the gang was
+seen whole to the job's end, with the GPUs their task's pod template asks for.
 """
 
 from __future__ import annotations

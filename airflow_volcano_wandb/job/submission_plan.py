@@ -3,14 +3,10 @@
 :func:`plan` takes one read (this task instance's jobs as one LIST shows them, and the job the
 task state store remembers) and returns the intent a fresh job stands for and the steps that
 ``job.submission`` carries out in order: clear what must go, then reuse, adopt or create.
-When a create meets a job already holding the name, :func:`plan_taken` decides on that job.
-Every log line and refusal is data here, so the whole decision is testable without a cluster.
-
-The rules (``job.ownership``): one task instance owns at most one live job, whatever its
-tries, and a job belongs to the one try that submitted or last adopted it. A reported job is a
-past result, left beside the fresh submission; only under a fixed name (``job_name``, a
-template name without ``${run_id}``) does the create meet it, and then an earlier try's
-reported job of this very task instance is replaced while any other owner's is refused.
+:func:`plan_taken` decides on a job a create finds holding the name. Every log line and
+refusal is data here, so the whole decision is testable without a cluster. The rules are
+``job.ownership``'s; a reported job meets a create only under a fixed name (``job_name``),
+and is then replaced when an earlier try of this very task instance reported it, else refused.
 """
 
 from __future__ import annotations

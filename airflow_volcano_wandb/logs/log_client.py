@@ -1,14 +1,11 @@
 """One Kubernetes API client per event loop, connection and namespace, for the log follows.
 
-Each followed master needs a stream of its own (an HTTP/1.1 response is one connection), but
-not a client of its own: a client holds its own TLS context and connection pool (about half a
-megabyte). So the follows of a triggerer share one client per (event loop, connection,
-namespace), opened by the first follow and closed by the last. A follow whose stream failed
-lets its client go (``shared_client.LentClient``): the next follow to start opens a new
-client, with credentials loaded afresh (a rotated token, a replaced kubeconfig), and the old
-one closes when the last follow still on it leaves. A client pools at most
-``connection_pool_maxsize`` (100) connections: more follows at once than that wait for one
-(``max_concurrent_log_follows`` keeps them at 50 by default).
+Each followed master needs a stream of its own, but not a client of its own (a TLS context and
+a pool, about half a megabyte): the follows of a triggerer share one client per (event loop,
+connection, namespace), opened by the first follow and closed by the last. A follow whose
+stream failed lets its client go (``shared_client.LentClient``), so the next one opens a new
+client with credentials loaded afresh. A client pools at most ``connection_pool_maxsize``
+(100) connections; ``max_concurrent_log_follows`` keeps follows at 50 by default.
 """
 
 from __future__ import annotations

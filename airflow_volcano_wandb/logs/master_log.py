@@ -25,10 +25,6 @@ What follows the master (rank 0) pod's first container:
   cancels the follow when it fires or is cancelled.
 
 Imported off the event loop by the trigger (it needs the Kubernetes clients).
-
-:class:`MasterLogThread` is the sync wrapper: the same follow on an event loop of its own
-thread, which ``stop()`` cancels at once (a follow stream returns only when a line arrives or
-the container ends, and a task whose wait is over must wait for neither).
 """
 
 from __future__ import annotations
@@ -166,11 +162,7 @@ class _MasterLog:
         self._done = False
         self._pod_watch: WatchedPods | None = None
 
-    async def run(
-        self,
-        client_key: Hashable = None,
-        pod_watch: WatchedPods | None = None,
-    ) -> None:
+    async def run(self, client_key: Hashable = None, pod_watch: WatchedPods | None = None) -> None:
         while not (self._done or self._cap.reached):
             try:
                 async with log_client(client_key, self._namespace, self._hook_factory) as client:
@@ -195,10 +187,7 @@ class _MasterLog:
                 await asyncio.sleep(RECHECK_SECONDS)
 
     async def _follow(
-        self,
-        hook: AsyncVolcanoHook,
-        api: Any,
-        pod_watch: WatchedPods | None,
+        self, hook: AsyncVolcanoHook, api: Any, pod_watch: WatchedPods | None
     ) -> None:
         job = await hook.read_job(api, self._job_name, self._namespace)
         master = master_task_name(job) if job is not None else None
@@ -276,8 +265,10 @@ class _MasterLog:
 
 
 class MasterLogThread(threading.Thread):
-    """:func:`follow_master_log` on an event loop of its own, for a task waiting in its own
-    process; ``stop()`` cancels it and returns within ``STOP_WAIT`` seconds.
+    """:func:`follow_master_log` (its arguments but ``job_changed``) on an event loop of its
+    own, for a task waiting in its own process; ``stop()`` cancels it and returns within
+    ``STOP_WAIT`` seconds (a follow stream returns only when a line arrives or the container
+    ends, and a task whose wait is over must wait for neither).
 
     No watch tells this follow that the job moved on, so while it waits for the master pod it
     looks again every ``LOOK_SECONDS`` (the trigger wakes its follow on each progress change).
@@ -291,14 +282,12 @@ class MasterLogThread(threading.Thread):
         hook_factory: Callable[[], AsyncVolcanoHook],
         job_name: str,
         namespace: str,
-        log: logging.Logger | Any,
-        max_lines: int,
-        max_bytes: int,
-        masked: Sequence[SecretDigest] = (),
+        *follow: Any,
+        **named: Any,
     ) -> None:
         super().__init__(name=f"master-log-{namespace}-{job_name}", daemon=True)
         self._follow = functools.partial(
-            follow_master_log, hook_factory, job_name, namespace, log, max_lines, max_bytes, masked
+            follow_master_log, hook_factory, job_name, namespace, *follow, **named
         )
         self._loop = asyncio.new_event_loop()
         self._task: asyncio.Task | None = None

@@ -1,23 +1,12 @@
 """Mask a secret in text without holding it: by a salted digest of each word.
 
-The triggerer follows a deferred task's master log, and a trainer may print its environment,
-W&B key included. The triggerer's log masker does not know that key (the trigger never loads
-the W&B connection), and the key may not travel to it: trigger arguments are stored in the
-metadata database and shown in the UI. So the task hands over a ``SecretDigest`` instead, a
-salted SHA-256 of the key and the key's length; a word of a log line whose digest is the same
-is masked. The salt is drawn per digest, so two tasks' digests of one key differ.
-
-A word is a run of the characters API keys are made of (letters, digits, ``_``, ``-``, ``+``,
-``~``), so ``WANDB_API_KEY=<key>``, ``'<key>'`` and ``Bearer <key>`` all mask the key. A word
-longer than the key is masked when it starts or ends with it (``local-<key>``). Lines are
-also read as base64 words (letters, digits, ``+``, ``/``, ``=``), so a digest of an encoded
-form (``key_forms``: the key's base64, the W&B client's ``Basic`` credentials) masks it too.
-
-Why digests of the encodings rather than decoding candidate words here: a digest compares
-words as they are, so an encoded form is found inside a longer word (``Basic <b64>``,
-``"<b64>"``, ``x=<b64>``) just as the key is, at the cost of one hash per candidate; decoding
-every base64-looking word of every line would cost more and find only whole, aligned tokens.
-The task, which holds the key, knows its forms; the triggerer only needs their digests.
+The triggerer follows a deferred task's master log, which may print the W&B key, but the key
+may not travel to it (trigger arguments are stored in the metadata database and shown in the
+UI). So the task hands over a ``SecretDigest`` (a salted SHA-256 of the key, and its length;
+a salt per digest) and a word of a log line with the same digest is masked. Words are read as
+key characters and again as base64 characters, so a digest of an encoded form (``key_forms``)
+masks it too, inside a longer word (``Basic <b64>``) as well: cheaper than decoding every
+base64-looking word, which would find only whole, aligned tokens. See docs/security.md.
 """
 
 from __future__ import annotations

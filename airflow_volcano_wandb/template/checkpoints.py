@@ -1,21 +1,12 @@
 """Where a run's trainer keeps its checkpoints, and the time a stop gives it to save one.
 
 The checkpoint contract (docs/trainer.md, "Checkpoints"): every rank's main container gets
-``AVW_CHECKPOINT_DIR``, a directory of its own run on a shared volume, and ``AVW_RESUME_FROM``
-(``latest`` unless the template or ``env`` names a checkpoint), so a restarted pod, or a later
-try of the same W&B run, continues from the newest complete checkpoint there. The operator
-cannot read the volume to name one, hence the word. Volcano stops a job by deleting its pods
-(SIGTERM, then SIGKILL once the pod's ``terminationGracePeriodSeconds`` pass): the grace is
-the trainer's time to finish its step and save.
-
-Without a shared volume, the run's W&B artifact keeps them: ``AVW_CHECKPOINT_ARTIFACT``
-(``checkpoint-<run id>``, one artifact per run as one directory per run) gets a version per
-save, and ``AVW_CHECKPOINT_DIR`` is then a pod's own ``emptyDir`` where the trainer writes a
-checkpoint before it uploads it, and downloads the artifact's newest to resume.
-
-:func:`~airflow_volcano_wandb.template.render_job`'s ``checkpoint_volume``,
-``checkpoint_artifact`` and ``checkpoint_grace``, declared and checked once. Pure; see
-docs/templates.md ("Checkpoints").
+``AVW_CHECKPOINT_DIR`` (its run's directory on a shared volume, or a pod's own ``emptyDir``
+when the run's W&B artifact ``AVW_CHECKPOINT_ARTIFACT`` keeps them) and ``AVW_RESUME_FROM``
+(``latest`` unless the template or ``env`` names one: the operator cannot read the volume).
+Volcano stops a job by deleting its pods, so the pods' ``terminationGracePeriodSeconds`` is
+the trainer's time to save. ``render_job``'s ``checkpoint_volume``, ``checkpoint_artifact``
+and ``checkpoint_grace``, declared and checked once. Pure; see docs/templates.md.
 """
 
 from __future__ import annotations

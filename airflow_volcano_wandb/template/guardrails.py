@@ -1,12 +1,10 @@
 """The queue admin's guardrails hold against the run's overrides too.
 
-A template variable's schema bounds what a run may ask (``template_variables.py``). W&B
-Launch drops a launch's resource overrides when its queue has template variables, so no
-override can step over those bounds; here an override (replicas, image, env, resources,
-command, args, metadata) is judged where it changes a field a variable filled. It is honoured
-when that variable's schema accepts the new value, as if the variable had been given it, and
-refused otherwise, naming the variable, its bound and the override. A field a variable only
-fills part of, or one an override removes, cannot be judged by the schema: any change there
+W&B Launch drops a launch's resource overrides when its queue has template variables; here an
+override (replicas, image, env, resources, command, args, metadata) of a field a variable
+filled is honoured when that variable's schema (``template_variables.py``) accepts the new
+value, and refused otherwise, naming the variable, its bound and the override. A field a
+variable fills only part of, or one an override removes, cannot be judged: any change there
 is refused. Pure: no Airflow.
 """
 

@@ -2,16 +2,10 @@
 
 Volcano's admission webhook refuses a job that names a plugin its controller does not
 register ("unable to find job plugin", ``pkg/webhooks/admission/jobs/validate/admit_job.go``
-since v1.0.0), so a job may only name plugins its target release has. The release each
-plugin first appears in was read from the registry, ``pkg/controllers/job/plugins/factory.go``,
-at every release tag of volcano-sh/volcano (v1.0.0 ... v1.15.1):
-
-- ``ssh``, ``env``, ``svc``: v1.0.0
-- ``tensorflow``: v1.5.0; ``mpi``: v1.6.0; ``pytorch``: v1.7.0
-- ``hcclrank``: v1.12.3 (added in 1.13's development, backported to 1.12's patch releases)
-- ``ray``: v1.13.0
-
-No release has removed a plugin, so "since" is the whole rule. Pure.
+since v1.0.0), so a job may only name plugins its target release has. :data:`PLUGIN_SINCE`
+was read from the registry, ``pkg/controllers/job/plugins/factory.go``, at every release tag
+of volcano-sh/volcano (v1.0.0 ... v1.15.1; ``hcclrank`` was backported to 1.12's patch
+releases). No release has removed a plugin, so "since" is the whole rule. Pure.
 """
 
 from __future__ import annotations

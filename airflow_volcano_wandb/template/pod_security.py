@@ -1,16 +1,12 @@
 """The Kubernetes Pod Security Standards, checked on a pod template before it is submitted.
 
-Volcano creates the pods long after the Job was accepted, and PodSecurity admission judges
-only pods (not the Job custom resource), so a template that breaks the namespace's level
-would be accepted and then fail pod by pod in the controller. Checking here turns that into
-an error naming every offending field, before anything is submitted.
-
-The rules follow the ``latest`` version of the standard as Kubernetes 1.35's PodSecurity
-admission (k8s.io/pod-security-admission v0.35) implements it, including its relaxations for
-pods in a user namespace (``hostUsers: false``).
-``tests/cluster/test_pod_security_admission.py`` compares them with a real API server.
-Each level includes the one below it: ``privileged`` checks nothing, ``baseline`` prevents
-known privilege escalations, ``restricted`` adds hardening.
+PodSecurity admission judges only pods, which Volcano creates long after the Job was
+accepted, so a template that breaks the namespace's level would fail pod by pod in the
+controller; here it is an error naming every offending field, before anything is submitted.
+The rules are the ``latest`` standard as Kubernetes 1.35's PodSecurity admission
+(k8s.io/pod-security-admission v0.35) implements it, ``hostUsers: false`` relaxations
+included; ``tests/cluster/test_pod_security_admission.py`` compares them with a real API
+server. Each level includes the one below it.
 """
 
 from __future__ import annotations

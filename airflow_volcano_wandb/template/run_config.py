@@ -1,12 +1,10 @@
 """A run config for the trainer's ``wandb.config``, through the SDK's own W&B Launch path.
 
-The Launch agent hands a job its run config as env: ``WANDB_LAUNCH=True`` and the config as
-JSON in ``WANDB_CONFIG``, or, when the JSON is longer than one variable may be, in
-``WANDB_CONFIG_0``, ``WANDB_CONFIG_1``, ... slices of it (wandb's
-``sdk/launch/_project_spec.py``). ``wandb.init()`` reads them when ``WANDB_LAUNCH`` is set
-and lays them over the config the code passes (``sdk/wandb_init.py``), so a Launch job's code
-reads its hyperparameters from ``wandb.config`` unchanged. Every rank's main container gets
-the same env: a rank that starts no run can read it too. Pure: no Airflow, no ``wandb``.
+As the Launch agent does: ``WANDB_LAUNCH=True`` and the config as JSON in ``WANDB_CONFIG``,
+or in ``WANDB_CONFIG_0``, ``WANDB_CONFIG_1``, ... slices when too long for one variable
+(wandb's ``sdk/launch/_project_spec.py``); ``wandb.init()`` lays them over the config the code
+passes, so a Launch job's code reads ``wandb.config`` unchanged. Every rank's main container
+gets the same env. Pure: no Airflow, no ``wandb``.
 """
 
 from __future__ import annotations

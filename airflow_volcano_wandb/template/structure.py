@@ -3,7 +3,7 @@ override stage relies on (the full checks are in ``validate``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from airflow_volcano_wandb.template.errors import Path, error_at
@@ -54,22 +54,17 @@ def pod_spec(task: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def iter_containers(task: dict[str, Any], task_path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    spec = pod_spec(task)
-    if spec is None:
-        return
-    for key in CONTAINER_LISTS:
-        items = spec.get(key)
-        if isinstance(items, list):
-            for i, container in enumerate(items):
-                if isinstance(container, dict):
-                    yield (*task_path, "template", "spec", key, i), container
+    return all_containers(pod_spec(task), (*task_path, "template", "spec"), CONTAINER_LISTS)
 
 
-def all_containers(spec: Any, spec_path: Path) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every container of a pod spec (init and ephemeral too), with its path."""
+def all_containers(
+    spec: Any, spec_path: Path, keys: Sequence[str] = ALL_CONTAINER_LISTS
+) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every container of a pod spec (init and ephemeral too, unless ``keys`` says which
+    lists), with its path."""
     if not isinstance(spec, dict):
         return
-    for key in ALL_CONTAINER_LISTS:
+    for key in keys:
         items = spec.get(key)
         if isinstance(items, list):
             for i, container in enumerate(items):

@@ -1,23 +1,13 @@
 """What ``torchrun`` needs on every rank of a ``pytorch``-plugin job, and a real ``/dev/shm``.
 
 Volcano's ``pytorch`` plugin gives each pod ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``
-and ``RANK`` (one process per pod). ``torchrun`` (``torch.distributed.run``) reads its own
-options from ``PET_*`` env instead, and needs them on every node: ``PET_NNODES``,
-``PET_NODE_RANK``, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``.
-
-All but one are the same for every pod of a task, so they are written into the pod template.
-The node rank is per pod, and Kubernetes cannot derive it from the plugin's ``RANK``: a
-``$(RANK)`` reference only sees variables defined *before* it, and the plugin appends its
-env after the template's. Volcano's ``hcclrank`` plugin (since v1.12.3, ``plugins.py``) writes
-each pod's rank into the pod annotation ``hccl/rankIndex`` (the plugin's ``RANK`` when set,
-else the master's replicas plus the pod's index: the same number), so ``PET_NODE_RANK`` reads
-that annotation through the downward API, and this stage enables ``hcclrank`` with the job's
-master and worker task names. The plugin does nothing else. A target Volcano without it gets
-no ``PET_NODE_RANK`` (nothing in the pod's metadata holds the rank then): a multi-node
-``torchrun`` there takes ``--node-rank=$(RANK)`` in its args, which Kubernetes expands from
-the whole env, the plugin's ``RANK`` included.
-
-Pure; see docs/templates.md ("torchrun and /dev/shm").
+and ``RANK``; ``torchrun`` reads ``PET_*`` env instead. All but ``PET_NODE_RANK`` are the same
+for every pod of a task, so they go into the pod template. The node rank cannot be derived
+from ``RANK`` (a ``$(RANK)`` reference only sees variables defined before it, and the plugin
+appends its env after the template's), so it is read through the downward API from the pod
+annotation ``hccl/rankIndex``, which Volcano's ``hcclrank`` plugin (v1.12.3+, ``plugins.py``)
+writes; this stage enables that plugin. Pure; see docs/templates.md ("torchrun and /dev/shm")
+for what a target Volcano without it gets.
 """
 
 from __future__ import annotations

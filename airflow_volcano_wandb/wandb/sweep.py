@@ -1,29 +1,12 @@
 """Hyperparameter search spaces, W&B sweep style, as lists for Airflow's dynamic task mapping.
 
-A W&B sweep configuration (``method``, ``parameters``, ``run_cap``, ``metric``) is turned
-into the points to train, one dict of hyperparameters per point, and those into the keyword
-dicts that ``VolcanoPyTorchJobOperator.partial(...).expand_kwargs(...)`` maps over: one
-Volcano job and one W&B run per point. The same configuration picks the winner afterwards
-(:func:`best`), by its ``metric`` block.
-
-Pure: no Airflow, no HTTP, no ``wandb``. Only what can be decided before any run is done is
-supported: ``grid`` and ``random``. ``bayes`` and ``early_terminate`` need W&B's sweep
-controller, which reads every finished run; they are refused with an error naming the field.
-``docs/sweeps.md`` is the user-facing description.
-
-Supported per parameter (W&B's names and defaults):
-
-- ``value``: a constant;
-- ``values``: a list (grid: every item; random: uniform choice, or by ``probabilities``);
-- ``min`` + ``max`` with ``distribution``: ``int_uniform`` (the default when both are
-  ints), ``uniform`` (the default otherwise), ``q_uniform`` (``q``, default 1),
-  ``log_uniform_values`` (``min``/``max`` are the values), ``q_log_uniform_values``,
-  ``log_uniform`` (``min``/``max`` are natural-log exponents);
-- ``mu`` + ``sigma`` with ``distribution``: ``normal`` (the default), ``q_normal``,
-  ``log_normal``, ``q_log_normal``.
-
-A grid takes ``value``, ``values`` and ``int_uniform`` parameters (every integer from
-``min`` to ``max``); anything continuous is refused there, because a grid of it has no end.
+A W&B sweep configuration is turned into its points (one dict of hyperparameters each) and
+those into the keyword dicts ``VolcanoPyTorchJobOperator.partial(...).expand_kwargs(...)``
+maps over: one Volcano job and one W&B run per point; :func:`best` picks the winner by the
+same configuration's ``metric``. Pure: no Airflow, no HTTP, no ``wandb``. Only what can be
+decided before any run is done is supported (``grid``, ``random``); ``bayes`` and
+``early_terminate`` need W&B's sweep controller and are refused. ``docs/sweeps.md`` lists the
+parameters and distributions, with W&B's names and defaults.
 """
 
 from __future__ import annotations
