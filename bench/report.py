@@ -3,65 +3,44 @@ miss. A section per scenario present: a partial run (``run_all.py --only``) may 
 
 Each scenario is a module of its own on the shared driver (``run_all.py``), which reads from it:
 ``KEYS``, the keys of ``latest.json`` it writes; ``run(ctx)``, its figures under those keys
-(``None``: not run, the figures it had are kept); ``section(results)``, its report section
-(below its heading in ``TITLES``); and where it has them ``goals(figures)``, ``OPTIONS``
-(``{name: (default, quick, help)}``: ``--name``), ``NEEDS`` (``"cluster"``, or ``"db"``: the
-cluster and an Airflow DB) and ``pods(options)``, the most pods it holds at once (simulated
-nodes are added for them).
+(``None``: not run, the figures it had are kept); ``section(results)``, its report section;
+and where it has them ``goals(figures)``, ``OPTIONS`` (``{name: (default, quick, help)}``:
+``--name``), ``NEEDS`` (``"cluster"``, or ``"db"``: the cluster and an Airflow DB) and
+``pods(options)``, the most pods it holds at once (simulated nodes are added for them).
 """
 
 from __future__ import annotations
 
 import importlib
 
-#: Each scenario's module, in the order the runner runs them.
+#: Each scenario's module and its section's heading, in the order the runner runs them.
 MODULES = {
-    "render": "render_bench",
-    "e2e": "scenario_e2e",
-    "latency": "scenario_latency",
-    "scale": "scenario_scale",
-    "namespace_scale": "scenario_namespace_scale",
-    "outage": "scenario_outage",
-    "sweep_burst": "scenario_sweep_burst",
-    "live_progress": "scenario_live_progress",
-    "odd_paths": "scenario_odd_paths",
-    "handover": "scenario_handover",
-    "e2e_real_airflow": "scenario_e2e_real_airflow",
-    "resume": "scenario_resume",
-    "real_pods": "real_pods",
-    "pod_cache": "scenario_pod_cache",
-    "parse_light": "scenario_parse_light",
+    "render": ("render_bench", "3. Operator overhead"),
+    "e2e": ("scenario_e2e", "4. End-to-end overhead under `dag.test()`"),
+    "latency": ("scenario_latency", "1. Completion-detection latency"),
+    "scale": ("scenario_scale", "2. Triggerer scale (one process, one event loop)"),
+    "namespace_scale": ("scenario_namespace_scale", "5. A crowded namespace (one triggerer)"),
+    "outage": ("scenario_outage", "6. kube-apiserver outage"),
+    "sweep_burst": ("scenario_sweep_burst", "7. A sweep's burst"),
+    "live_progress": ("scenario_live_progress", "8. Live progress while deferred"),
+    "odd_paths": ("scenario_odd_paths", "Odd paths"),
+    "handover": ("scenario_handover", "Handover between triggerers"),
+    "e2e_real_airflow": (
+        "scenario_e2e_real_airflow",
+        "End to end through the real scheduler and triggerer",
+    ),
+    "resume": ("scenario_resume", "Resume on the same run"),
+    "real_pods": ("real_pods", "Real pods (the cluster's real kubelet node)"),
+    "pod_cache": ("scenario_pod_cache", "The pod watch's memory per pod"),
+    "parse_light": ("scenario_parse_light", "Parse light: a DAG file's import"),
 }
-SCENARIOS = {name: importlib.import_module(module) for name, module in MODULES.items()}
-#: The report's order: (scenario, the keys whose presence shows its section, the scenarios
-#: whose dates head it). ``render``'s section, operator overhead, shows ``e2e``'s submit too.
-SECTIONS = (
-    ("latency", ("completion_latency_s",), ("latency",)),
-    ("scale", ("triggerer_scale",), ("scale",)),
-    ("render", ("submit_overhead_s", "render_ms"), ("e2e", "render")),
-    ("e2e", ("e2e_overhead_s",), ("e2e",)),
-    *((name, SCENARIOS[name].KEYS, (name,)) for name in list(MODULES)[4:]),
-)
-#: Each section's heading.
-TITLES = {
-    "render": "3. Operator overhead",
-    "e2e": "4. End-to-end overhead under `dag.test()`",
-    "latency": "1. Completion-detection latency",
-    "scale": "2. Triggerer scale (one process, one event loop)",
-    "namespace_scale": "5. A crowded namespace (one triggerer)",
-    "outage": "6. kube-apiserver outage",
-    "sweep_burst": "7. A sweep's burst",
-    "live_progress": "8. Live progress while deferred",
-    "odd_paths": "Odd paths",
-    "handover": "Handover between triggerers",
-    "e2e_real_airflow": "End to end through the real scheduler and triggerer",
-    "resume": "Resume on the same run",
-    "real_pods": "Real pods (the cluster's real kubelet node)",
-    "pod_cache": "The pod watch's memory per pod",
-    "parse_light": "Parse light: a DAG file's import",
-}
-GOALS = ("latency", "namespace_scale", "outage", "handover", "e2e_real_airflow", "scale")
-GOALS += ("parse_light",)
+SCENARIOS = {name: importlib.import_module(module) for name, (module, _) in MODULES.items()}
+#: The report's order, which the goals follow too.
+ORDER = ("latency", "scale", "render", "e2e", *list(MODULES)[4:])
+#: Where not its first key: the keys whose presence shows a section, and the scenarios whose
+#: dates head it. ``render``'s section, operator overhead, shows ``e2e``'s submit too.
+SHOWS = {"render": ("submit_overhead_s", "render_ms"), "e2e": ("e2e_overhead_s",)}
+DATES = {"render": ("e2e", "render")}
 
 
 def _scenario_line(meta: dict) -> str:
@@ -80,32 +59,21 @@ def _scenario_line(meta: dict) -> str:
 
 
 def markdown(r: dict) -> str:
-    per_scenario = r.get("scenario_meta")
-    if per_scenario:
-        lines = [
-            "# Benchmarks (the latest figures of every scenario)",
-            "",
-            "Each section's figures come from that scenario's latest run, whose date, load "
-            "average before it and command head the section; a partial run (`--only`) or a "
-            "script's `--record` replaces its own scenario's only. Reproduce: `make bench`.",
-            "",
-        ]
-    else:  # a results file from before scenarios had their own dates
-        lines = [
-            "# Benchmarks (latest run)",
-            "",
-            f"{r['meta']['date']}, {r['meta']['cpus']} CPUs, Python {r['meta']['python']}, "
-            f"load average before: {r['meta']['load_before']}; total "
-            f"{r['meta']['total_s']:.0f} s. Reproduce: `make bench`."
-            + (" Quick mode (smoke-test sizes)." if r["meta"].get("quick") else ""),
-            "",
-        ]
-    for name, shows, dates in SECTIONS:
-        if not any(key in r for key in shows):
+    per_scenario = r.get("scenario_meta", {})
+    lines = [
+        "# Benchmarks (the latest figures of every scenario)",
+        "",
+        "Each section's figures come from that scenario's latest run, whose date, load "
+        "average before it and command head the section; a partial run (`--only`) or a "
+        "script's `--record` replaces its own scenario's only. Reproduce: `make bench`.",
+        "",
+    ]
+    for name in ORDER:
+        if not any(key in r for key in SHOWS.get(name, SCENARIOS[name].KEYS[:1])):
             continue
-        metas = [per_scenario[n] for n in dates if per_scenario and n in per_scenario]
+        metas = [per_scenario[n] for n in DATES.get(name, (name,)) if n in per_scenario]
         dated = [*dict.fromkeys(map(_scenario_line, metas))]  # once, when both are the same
-        heading = f"## {TITLES[name]}"
+        heading = f"## {MODULES[name][1]}"
         lines += [heading, *(["", *dated] if dated else []), "", *SCENARIOS[name].section(r), ""]
     lines += ["## Goals", ""]
     lines += [f"- {g}" for g in r["goals"]]
@@ -114,4 +82,5 @@ def markdown(r: dict) -> str:
 
 def goals(r: dict) -> list[str]:
     """Each goal of the scenarios that ran, met or not, in the report's order."""
-    return [g for name in GOALS for g in SCENARIOS[name].goals(r.get(SCENARIOS[name].KEYS[0]))]
+    modules = [SCENARIOS[name] for name in ORDER if hasattr(SCENARIOS[name], "goals")]
+    return [g for module in modules for g in module.goals(r.get(module.KEYS[0]))]

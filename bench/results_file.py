@@ -30,33 +30,20 @@ def load_before() -> float:
 
 
 def commit() -> str | None:
+    argv = ["git", "rev-parse", "--short", "HEAD"]
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        )
+        out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
-    return out.stdout.strip() or None
+    return out.strip() or None
 
 
 def scenario_meta(load: float, *, quick: bool = False, how: str = "", **extra: Any) -> dict:
     """The date (now: when the scenario ended), the machine and its load before the scenario
     ran, the code's commit and how it was run."""
-    meta = {
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "load_before": load,
-        "quick": quick,
-        "commit": commit(),
-    }
-    if how:
-        meta["how"] = how
-    return {**meta, **extra}
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count()}
+    meta |= {"python": platform.python_version(), "load_before": load, "quick": quick}
+    return {**meta, "commit": commit(), **({"how": how} if how else {}), **extra}
 
 
 def read(out_dir: Path = RESULTS) -> dict[str, Any]:

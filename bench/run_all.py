@@ -3,17 +3,14 @@
     make bench                     # cluster-up, then this script
     .venv/bin/python bench/run_all.py --cluster-dir .state/cluster [--quick] [--only a,b]
 
-The shared driver of the scenarios (listed in ``report.MODULES``, one module each, each with
-its figures, report section and goals: see ``report``): each measures the provider side by
-side with its baselines in the same run (issue 8). ``--quick`` runs every scenario at
-smoke-test sizes; ``--only`` picks scenarios (a partial run merges into the results already
-there; one that needs no cluster, such as ``resume``, ``pod_cache`` or ``parse_light``, runs
-without ``--cluster-dir``); ``--results`` writes elsewhere than bench/results. Each scenario
-is written into the results as it ends, with its date, the load average before it and the
-command, so a run cut short keeps what it did.
-
-Adds simulated nodes to the cluster for the scenarios' pods and removes them (and its
-namespaces) at the end. A script that prints figures: nothing here asserts on time.
+The shared driver of the scenarios (``report.MODULES``, a module each: see ``report``), each
+measuring the provider beside its baselines in the same run (issue 8). ``--quick``: smoke-test
+sizes; ``--only``: some scenarios, merged into the results already there (one that needs no
+cluster, such as ``resume``, ``pod_cache`` or ``parse_light``, runs without
+``--cluster-dir``); ``--results``: elsewhere than bench/results. Each scenario is written into
+the results as it ends, with its date, the load average before it and the command. Adds
+simulated nodes for the scenarios' pods and removes them (and its namespaces) at the end.
+Figures, not a test: nothing here asserts on time.
 """
 
 from __future__ import annotations
@@ -41,24 +38,16 @@ def parse_options(argv: list[str] | None = None) -> argparse.Namespace:
     quick = {"window": 10}
     for module in SCENARIOS.values():
         for name, (default, small, about) in getattr(module, "OPTIONS", {}).items():
-            parser.add_argument(
-                f"--{name.replace('_', '-')}", type=type(default), default=default, help=about
-            )
+            flag = f"--{name.replace('_', '-')}"
+            parser.add_argument(flag, type=type(default), default=default, help=about)
             if small is not None:
                 quick[name] = small
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     names = ",".join(SCENARIOS)
     parser.add_argument("--only", default=names, help=f"comma-separated subset of {names}")
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=RESULTS,
-        help="where latest.json/md go; a partial run (--only) merges into what is there",
-    )
+    parser.add_argument("--results", type=Path, default=RESULTS, help="latest.json/md's folder")
     parser.add_argument("--keep-work", action="store_true", help="keep the raw files")
-    parser.add_argument(
-        "--report-only", action="store_true", help="re-render latest.md from latest.json"
-    )
+    parser.add_argument("--report-only", action="store_true", help="latest.md from latest.json")
     options = parser.parse_args(argv)
     if options.quick:
         vars(options).update(quick)
@@ -73,8 +62,8 @@ def parse_options(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run_scenarios(ctx: argparse.Namespace) -> None:
-    """Each scenario asked for, in order, each written into the results file as it ends
-    (with its date and the load average before it), so a run cut short keeps what it did."""
+    """Each scenario asked for, in order, each written into the results file as it ends, so a
+    run cut short keeps what it did."""
     if any(getattr(SCENARIOS[name], "NEEDS", None) == "db" for name in ctx.only):
         say("airflow db migrate")
         argv = [PY, "-m", "airflow", "db", "migrate"]
