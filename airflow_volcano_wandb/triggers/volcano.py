@@ -34,30 +34,24 @@ from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 DEFAULT_DEFER_SETTLE_SECONDS = 15.0
 
 
+# The ``[volcano_wandb]`` settings of this (triggerer or worker) process.
+def _seconds(key: str, default: float, least: float) -> float:
+    return max(least, conf.getfloat("volcano_wandb", key, fallback=default))
+
+
 def defer_settle_seconds() -> float:
-    """``[volcano_wandb] defer_settle_seconds`` of this (triggerer) process."""
-    configured = conf.getfloat(
-        "volcano_wandb", "defer_settle_seconds", fallback=DEFAULT_DEFER_SETTLE_SECONDS
-    )
-    return max(0.0, configured)
+    return _seconds("defer_settle_seconds", DEFAULT_DEFER_SETTLE_SECONDS, 0.0)
 
 
 def pod_check_interval() -> float:
-    """``[volcano_wandb] pod_check_interval`` of this (triggerer or worker) process."""
-    configured = conf.getfloat(
-        "volcano_wandb", "pod_check_interval", fallback=DEFAULT_POD_CHECK_INTERVAL
-    )
-    return max(1.0, configured)
+    return _seconds("pod_check_interval", DEFAULT_POD_CHECK_INTERVAL, 1.0)
 
 
 def progress_interval() -> float:
-    """``[volcano_wandb] progress_interval`` of this (triggerer or worker) process."""
-    configured = conf.getfloat("volcano_wandb", "progress_interval", fallback=READ_INTERVAL)
-    return max(1.0, configured)
+    return _seconds("progress_interval", READ_INTERVAL, 1.0)
 
 
 def pod_watch() -> bool:
-    """``[volcano_wandb] pod_watch`` of this (triggerer or worker) process."""
     return conf.getboolean("volcano_wandb", "pod_watch", fallback=True)
 
 

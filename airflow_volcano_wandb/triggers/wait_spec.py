@@ -19,18 +19,22 @@ from typing import Any
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from airflow_volcano_wandb.logs.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
-from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE, WaitTarget, WandbRunRef
+from airflow_volcano_wandb.wait.judge import (
+    DEFAULT_WATCH_FAILURE_GRACE,
+    WaitLimits,
+    WaitTarget,
+    WandbRunRef,
+)
 
 
 @dataclass(frozen=True)
-class WaitSpec:
-    """The wait on one Volcano job, as the trigger is given it (field order: the trigger's
-    positional order). A field named as an option of the operator or the sensor means what
-    that option does (``parts/``); a limit left ``None`` is off, as for a trigger stored by a
-    release without it. The others:
+class WaitSpec(WaitLimits):
+    """The wait on one Volcano job, as the trigger is given it (``job_name`` and ``namespace``
+    are its positional arguments). A field named as an option of the operator or the sensor
+    means what that option does (``parts/``); a limit left ``None`` is off, as for a trigger
+    stored by a release without it. The limits are ``WaitLimits``'; the others:
 
-    :param job_uid: the submission waited on; a job recreated under its name is it deleted.
-    :param deadline: when ``execution_timeout`` is reached (epoch seconds).
+    :param job_uid: the submission waited on; a job recreated under its name counts as deleted.
     :param poll_interval: seconds between checks of the timeouts; the job's state itself
         arrives through the watch.
     :param watch_selector: label selector of the shared watch (the jobs this provider
@@ -42,9 +46,6 @@ class WaitSpec:
         (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
     :param deferred_at: when the task deferred (epoch seconds): the trigger fires no sooner
         than ``defer_settle_seconds()`` later. ``None``: the sync wait.
-    :param waiting_since: when this try's wait began (epoch seconds): the startup budget
-        counts from no earlier, so a retry that reattaches to a job whose key Secret it has
-        just delivered gives the kubelet the whole budget.
     :param wandb_conn_id: the ``wandb`` connection whose key reads the job's online run
         (``wandb_run_id`` in ``wandb_entity``/``wandb_project``); ``None``: W&B is not asked.
     """
@@ -56,8 +57,6 @@ class WaitSpec:
     config_file: str | None = None
     cluster_context: str | None = None
     in_cluster: bool | None = None
-    pending_timeout: float | None = None
-    deadline: float | None = None
     poll_interval: float = 10.0
     delete_on_kill: bool = True
     watch_failure_grace: float = DEFAULT_WATCH_FAILURE_GRACE
@@ -69,15 +68,10 @@ class WaitSpec:
     # A tuple, so the frozen value cannot change under the trigger; a list again in kwargs.
     masked_secrets: tuple[Mapping[str, Any], ...] = ()
     deferred_at: float | None = None
-    max_container_restarts: int | None = None
-    stall_timeout: float | None = None
     wandb_conn_id: str | None = None
     wandb_run_id: str | None = None
     wandb_entity: str | None = None
     wandb_project: str | None = None
-    startup_timeout: float | None = None
-    waiting_since: float | None = None
-    wandb_stop_grace: float | None = None
     wandb_summary_keys: list[str] | None = None
 
     def __post_init__(self) -> None:

@@ -60,31 +60,18 @@ def _fields(
     cls: type[VolcanoJobError], result: WaitResult, classification: Classification | None
 ) -> dict[str, Any]:
     """The exception's own fields, from the evidence the wait or its pods gave."""
-    if cls is TrainerCrashLoopError and result.crash_loop is not None:
-        loop = result.crash_loop
-        return {"restarts": loop.restarts, **_where(loop)}
-    if issubclass(cls, ContainerStartError) and result.start_failure is not None:
-        failure = result.start_failure
-        where = {"pod": failure.pod, "task": failure.task, "container": failure.container}
-        return where | {"reason": failure.reason, "image": failure.image}
-    if cls is TrainingStalledError and result.stall is not None:
-        stall = result.stall
-        where = {"pod": stall.pod, "task": stall.task, "container": stall.container}
-        timing = {"stall_timeout": stall.stall_timeout, "running_for": stall.running_for}
-        timing |= {"wandb_step": stall.wandb_step, "wandb_logged_at": stall.wandb_logged_at}
-        return where | timing
+    if cls is TrainerCrashLoopError and (loop := result.crash_loop) is not None:
+        return _where(loop, "restarts", "reason", "exit_code")
+    if issubclass(cls, ContainerStartError) and (failure := result.start_failure) is not None:
+        return _where(failure, "reason", "image")
+    if cls is TrainingStalledError and (stall := result.stall) is not None:
+        return _where(stall, "stall_timeout", "running_for", "wandb_step", "wandb_logged_at")
     failure = classification.failure if classification is not None else None
     if failure is None or not issubclass(cls, ContainerError) or not result.outcome.row.reads_pods:
         return {}
-    return _where(failure)
+    return _where(failure, "reason", "exit_code")
 
 
-def _where(container: Any) -> dict[str, Any]:
-    """Which pod, task and container failed, and how: a ``ContainerError``'s fields."""
-    return {
-        "pod": container.pod,
-        "task": container.task,
-        "container": container.container,
-        "reason": container.reason,
-        "exit_code": container.exit_code,
-    }
+def _where(container: Any, *fields: str) -> dict[str, Any]:
+    """Which pod, task and container failed, and its ``fields``: the exception's own."""
+    return {name: getattr(container, name) for name in ("pod", "task", "container", *fields)}

@@ -53,14 +53,10 @@ DEFAULT_POD_CHECK_INTERVAL = 30.0
 DEFAULT_WATCH_FAILURE_GRACE = 600.0
 
 
-@dataclass(frozen=True)
-class WaitTarget:
-    """The job a wait is about, and the limits it is held to."""
+@dataclass(frozen=True, kw_only=True)
+class WaitLimits:
+    """The limits a wait holds its job to, as the trigger's spec stores them (``None``: off)."""
 
-    name: str
-    namespace: str
-    #: The uid of the submission waited on; a job of that name with another uid is not it.
-    uid: str | None = None
     pending_timeout: float | None = None
     #: Wall-clock epoch seconds at which Airflow's ``execution_timeout`` is reached.
     deadline: float | None = None
@@ -74,6 +70,19 @@ class WaitTarget:
     startup_timeout: float | None = None
     #: When this try's wait began (epoch seconds): the startup budget counts from no earlier.
     waiting_since: float | None = None
+    #: Seconds a running job may go on after its W&B run was heard stopped (``wandb_stop``)
+    #: before the wait deletes it; ``None``: W&B is not asked.
+    wandb_stop_grace: float | None = None
+
+
+@dataclass(frozen=True)
+class WaitTarget(WaitLimits):
+    """The job a wait is about, and the limits it is held to."""
+
+    name: str
+    namespace: str
+    #: The uid of the submission waited on; a job of that name with another uid is not it.
+    uid: str | None = None
     #: How often a job's pods are read for the restart budget, a stop from W&B and a container
     #: that cannot start (``[volcano_wandb] pod_check_interval`` of the waiting process),
     #: whatever wakes the wait.
@@ -81,9 +90,6 @@ class WaitTarget:
     #: How often a running job's progress is read (``[volcano_wandb] progress_interval`` of the
     #: waiting process, ``training_progress``).
     progress_interval: float = READ_INTERVAL
-    #: Seconds a running job may go on after its W&B run was heard stopped (``wandb_stop``)
-    #: before the wait deletes it; ``None``: W&B is not asked.
-    wandb_stop_grace: float | None = None
 
 
 @dataclass(frozen=True)

@@ -154,10 +154,6 @@ def throughput(summary: Mapping[str, Any]) -> dict[str, float]:
     return rates
 
 
-#: The summary keys :func:`throughput` reads.
-THROUGHPUT_KEYS = (STEP_KEY, EPOCH_KEY, "_runtime")
-
-
 @dataclass(frozen=True)
 class ProgressSeen:
     """What a waiter remembers of the training's progress between its reads."""
