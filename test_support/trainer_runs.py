@@ -196,6 +196,12 @@ def _run_dirs(tmp_path: Path) -> list[Path]:
     return sorted(p for p in (tmp_path / "wandb").glob("*run-*") if p.is_dir())
 
 
+def the_run(tmp_path: Path) -> OfflineRun:
+    """The one offline run the ranks under ``tmp_path`` wrote (rank 0's; there is no other)."""
+    (run_dir,) = _run_dirs(tmp_path)
+    return _load_run(run_dir)
+
+
 def _assert_key_never_leaked(tmp_path: Path, results: list[RankResult]) -> None:
     for result in results:
         assert FAKE_API_KEY not in result.output, f"rank {result.rank} printed the API key"

@@ -12,6 +12,12 @@ import pytest
 from test_support.trainer_runs import TRAIN_PY, _require_torch
 
 
+@pytest.fixture
+def torch_installed() -> None:
+    """Fails (never skips) a test that runs the trainer where CPU torch is not installed."""
+    _require_torch()
+
+
 @pytest.fixture(scope="module")
 def trainer() -> Iterator[SimpleNamespace]:
     """The trainer's modules imported in-process, by name (``trainer.checkpoints``). They are

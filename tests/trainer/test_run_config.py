@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from airflow_volcano_wandb.template import RunEnv
 from airflow_volcano_wandb.template.run_config import MAX_ENV_LENGTH
 from airflow_volcano_wandb.wandb.wandb_env import container_env
@@ -21,16 +23,17 @@ from test_support.trainer_runs import (
     AIRFLOW_CTX,
     FAKE_API_KEY,
     _assert_ok,
-    _load_run,
     _rendered_rank_env,
-    _require_torch,
     _resolve,
-    _run_dirs,
     _run_job,
+    the_run,
 )
 from test_support.wandb_standin import WandbStandin
 
 RUN_CONFIG = {"epochs": 2, "hidden_size": 16, "lr": 0.2}
+
+#: Every test here runs the trainer: CPU torch must be installed (tests/trainer/conftest.py).
+pytestmark = pytest.mark.usefixtures("torch_installed")
 
 
 def _spec(mode: str) -> WandbRunSpec:
@@ -64,15 +67,13 @@ def _epochs_trained(history: list[dict[str, Any]]) -> int:
 
 
 def test_the_run_config_becomes_wandb_config_on_every_rank_offline(tmp_path: Path) -> None:
-    _require_torch()
     spec = _spec("offline")
     # TRAIN_* is the fallback the run config overrides; TRAIN_SEED is one it does not name.
     pod_envs = _pod_envs(spec, RUN_CONFIG, TRAIN_EPOCHS="4", TRAIN_HIDDEN_SIZE="64", TRAIN_SEED="3")
     assert json.loads(pod_envs[1]["WANDB_CONFIG"]) == RUN_CONFIG  # the worker has it too
     results = _run_job(tmp_path, pod_envs)
     _assert_ok(results)
-    (run_dir,) = _run_dirs(tmp_path)
-    run = _load_run(run_dir)
+    run = the_run(tmp_path)
     assert {k: run.config[k] for k in RUN_CONFIG} == RUN_CONFIG
     assert run.config["seed"] == 3
     # Both ranks trained the run config's model (DDP fails on ranks whose shapes differ) for
@@ -81,19 +82,16 @@ def test_the_run_config_becomes_wandb_config_on_every_rank_offline(tmp_path: Pat
 
 
 def test_a_long_run_config_arrives_in_slices_as_launch_sends_it(tmp_path: Path) -> None:
-    _require_torch()
     notes = "n" * (MAX_ENV_LENGTH + 10)
     pod_envs = _pod_envs(_spec("offline"), {**RUN_CONFIG, "notes": notes})
     assert "WANDB_CONFIG" not in pod_envs[0] and "WANDB_CONFIG_1" in pod_envs[0]
     _assert_ok(_run_job(tmp_path, pod_envs))
-    (run_dir,) = _run_dirs(tmp_path)
-    run = _load_run(run_dir)
+    run = the_run(tmp_path)
     assert run.config["notes"] == notes and run.config["epochs"] == 2
 
 
 def test_the_run_config_reaches_the_wandb_server_online(tmp_path: Path) -> None:
     """Against the W&B stand-in: the config the run upserts is the run config's."""
-    _require_torch()
     spec = _spec("online")
     with WandbStandin(api_key=FAKE_API_KEY) as standin:
         pod_envs = _pod_envs(spec, RUN_CONFIG, WANDB_BASE_URL=standin.url, TRAIN_EPOCHS="4")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from airflow_volcano_wandb.testing.cluster.process import free_ports
 from airflow_volcano_wandb.wandb.wandb_env import container_env
 from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
@@ -15,13 +17,14 @@ from test_support.trainer_runs import (
     TRAIN_PY,
     _assert_key_never_leaked,
     _assert_ok,
-    _load_run,
     _rendered_rank_env,
-    _require_torch,
     _resolve,
-    _run_dirs,
     _run_job,
+    the_run,
 )
+
+#: Every test here runs the trainer: CPU torch must be installed (tests/trainer/conftest.py).
+pytestmark = pytest.mark.usefixtures("torch_installed")
 
 
 def _torchrun_env(entries: list[dict[str, Any]], node_rank: int, port: int) -> dict[str, str]:
@@ -42,7 +45,6 @@ def _torchrun_env(entries: list[dict[str, Any]], node_rank: int, port: int) -> d
 def test_the_trainer_runs_under_torchrun_with_the_rendered_pet_env(tmp_path: Path) -> None:
     """Two "pods", each a torchrun agent started only with the env the renderer gives it
     (plus the pytorch plugin's), train together over gloo; rank 0 owns the one W&B run."""
-    _require_torch()
     rendered = _rendered_rank_env("ddp")
     assert all(any(e["name"] == "PET_NODE_RANK" for e in env) for env in rendered.values())
     pet = {name: {e["name"]: e.get("value") for e in env} for name, env in rendered.items()}
@@ -67,13 +69,11 @@ def test_the_trainer_runs_under_torchrun_with_the_rendered_pet_env(tmp_path: Pat
     assert f"joining gloo process group at 127.0.0.1:{pet_port}" in results[0].output
     assert "wandb=on" in results[0].output and "wandb=off" in results[1].output
     assert "AVW_TRAIN_RESULT" in results[0].output
-    (run_dir,) = _run_dirs(tmp_path)
-    assert _load_run(run_dir).config["world_size"] == 2
+    assert the_run(tmp_path).config["world_size"] == 2
 
 
 def test_ranks_that_disagree_on_the_backend_fail_fast_naming_them(tmp_path: Path) -> None:
     """A CPU-only master (gloo) and a GPU worker (nccl) would hang in DDP; both exit instead."""
-    _require_torch()
     base = {"WANDB_MODE": "disabled", "TRAIN_EPOCHS": "1"}
     results = _run_job(
         tmp_path, [{**base, "TRAIN_BACKEND": "gloo"}, {**base, "TRAIN_BACKEND": "nccl"}]
@@ -90,7 +90,6 @@ def test_the_image_entrypoint_runs_one_process_per_gpu_on_every_volcano(tmp_path
     ``PET_NODE_RANK``), each started as the image starts it (``python launch.py``) with only
     the env a pod would have: 4 processes train together over gloo (torch sees no GPU here),
     the world counts processes, and only global rank 0 (master pod, local rank 0) writes W&B."""
-    _require_torch()
     gpus = {"limits": {"nvidia.com/gpu": "2"}}
     rendered = _rendered_rank_env(
         "ddp", resources={"master": gpus, "worker": gpus}, volcano_version="v1.12.2"
@@ -114,7 +113,6 @@ def test_the_image_entrypoint_runs_one_process_per_gpu_on_every_volcano(tmp_path
     assert "[rank 0/4] device=cpu wandb=on" in master
     assert "[rank 1/4] device=cpu wandb=off" in master  # the master pod's second process
     assert "wandb=on" not in worker
-    (run_dir,) = _run_dirs(tmp_path)
-    config = _load_run(run_dir).config
+    config = the_run(tmp_path).config
     assert (config["world_size"], config["processes_per_pod"]) == (4, 2)
     _assert_key_never_leaked(tmp_path, results)
