@@ -68,6 +68,11 @@ class E2ERun:
     job: dict[str, Any] | None = None
     pods_by_task: dict[str, list[Any]] = field(default_factory=dict)
 
+    def page(self) -> tuple[str, str, str]:
+        """Where the UI shows this DAG run (base URL, DAG, run): what ``tests.e2e.ui``'s
+        page readers take after the browser."""
+        return self.stack.base_url, DAG_ID, self.dag_run_id
+
     def ti_path(self, task_id: str) -> str:
         return f"/dags/{DAG_ID}/dagRuns/{quote(self.dag_run_id, safe='')}/taskInstances/{task_id}"
 

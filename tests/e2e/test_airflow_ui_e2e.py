@@ -243,9 +243,7 @@ def test_task_instance_page_shows_the_wandb_run_link(
 ) -> None:
     from tests.e2e import ui
 
-    href = ui.extra_link_href(
-        browser, e2e_run.stack.base_url, DAG_ID, e2e_run.dag_run_id, "submit", "W&B Run"
-    )
+    href = ui.extra_link_href(browser, *e2e_run.page(), "submit", "W&B Run")
     browser.save_screenshot(str(artifacts / "04-task-instance-wandb-link.png"))
     assert href == e2e_run.expected_wandb_url()
 
@@ -262,9 +260,7 @@ def test_the_wait_tasks_log_shows_the_masters_lines(
     followed = [str(line["event"]) for line in e2e_run.wait_log]
     assert any(event.startswith(prefix) for event in followed), text(e2e_run.wait_log)[-4000:]
 
-    shown = ui.task_log_text(
-        browser, e2e_run.stack.base_url, DAG_ID, e2e_run.dag_run_id, "wait", prefix
-    )
+    shown = ui.task_log_text(browser, *e2e_run.page(), "wait", prefix)
     browser.save_screenshot(str(artifacts / "05-wait-task-log-master-lines.png"))
     assert prefix in shown
 
@@ -299,9 +295,7 @@ def test_the_wait_tasks_log_view_shows_the_progress_lines(
 ) -> None:
     from tests.e2e import ui
 
-    shown = ui.task_log_text(
-        browser, e2e_run.stack.base_url, DAG_ID, e2e_run.dag_run_id, "wait", "progress: step"
-    )
+    shown = ui.task_log_text(browser, *e2e_run.page(), "wait", "progress: step")
     browser.save_screenshot(str(artifacts / "06-wait-task-log-progress.png"))
     assert "ETA" in shown
 
