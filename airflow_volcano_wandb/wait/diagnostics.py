@@ -46,6 +46,11 @@ class ContainerFailure:
         return text
 
 
+def _pod_stopped(pod: str, task: str, reason: Any, message: str) -> ContainerFailure:
+    """A pod stopped as a whole (evicted, preempted, failed): no container to name."""
+    return ContainerFailure(pod, task, "", None, str(reason or ""), message)
+
+
 def task_of(pod: Mapping[str, Any]) -> str:
     """The Volcano task a pod belongs to (Volcano sets it as a label and an annotation)."""
     meta = ObjectMeta.of(pod)
@@ -86,45 +91,24 @@ def container_failures(
             state = cs.get("state") or {}
             last = cs.get("lastState") or {}
             terminated = state.get("terminated") or last.get("terminated")
-            waiting = state.get("waiting") or {}
-            if terminated and int(terminated.get("exitCode") or 0) != 0:
+            ended = terminated and int(terminated.get("exitCode") or 0) != 0
+            why = terminated if ended else state.get("waiting") or {}
+            if ended or why.get("reason") in STUCK_WAITING_REASONS:
                 failures.append(
                     ContainerFailure(
                         pod=name,
                         task=task,
                         container=str(cs.get("name") or ""),
-                        exit_code=int(terminated.get("exitCode")),
-                        reason=str(terminated.get("reason") or ""),
-                        message=str(terminated.get("message") or "").strip(),
+                        exit_code=int(terminated["exitCode"]) if ended else None,
+                        reason=str(why.get("reason") or ""),
+                        message=str(why.get("message") or "").strip(),
                     )
                 )
-            elif waiting.get("reason") in STUCK_WAITING_REASONS:
-                failures.append(
-                    ContainerFailure(
-                        pod=name,
-                        task=task,
-                        container=str(cs.get("name") or ""),
-                        exit_code=None,
-                        reason=str(waiting.get("reason")),
-                        message=str(waiting.get("message") or "").strip(),
-                    )
-                )
-        if (
-            status.get("phase") == "Failed"
-            and status.get("reason")
-            and not any(f.pod == name for f in failures)
-        ):
+        failed = status.get("phase") == "Failed" and status.get("reason")
+        if failed and not any(f.pod == name for f in failures):
             # Evicted or otherwise killed pods carry the reason on the pod, not a container.
-            failures.append(
-                ContainerFailure(
-                    pod=name,
-                    task=task,
-                    container="",
-                    exit_code=None,
-                    reason=str(status.get("reason")),
-                    message=str(status.get("message") or ""),
-                )
-            )
+            message = str(status.get("message") or "")
+            failures.append(_pod_stopped(name, task, status.get("reason"), message))
     return sorted(failures, key=lambda f: (f.task != master_task, f.pod, f.container))
 
 
@@ -147,9 +131,9 @@ def classify(
 ) -> Classification:
     """Why the job failed (``never_started``: why its gang was not placed in time).
 
-    Pure. The most specific cause wins, in this order: an image that cannot be pulled, a
-    container that cannot be created as configured, a rank
-    whose W&B run was stopped from W&B (its exit ended the others), a rank preempted or
+    The most specific cause wins, in this order: an image that cannot be pulled, a container
+    that cannot be created as configured, a rank whose W&B run was stopped from W&B (its exit
+    ended the others), a rank preempted or
     evicted (its containers' exit codes are the kill's, not the trainer's), a container killed
     for memory, any other non-zero exit; else the job-level ending.
 
@@ -197,14 +181,9 @@ def _evicted(
             None,
         )
         if of_reason(status.get("reason") or "") is Ending.PREEMPTED or disruption is not None:
-            return ContainerFailure(
-                pod=ObjectMeta.of(pod).name,
-                task=task_of(pod),
-                container="",
-                exit_code=None,
-                reason=str(status.get("reason") or (disruption or {}).get("reason") or ""),
-                message=str(status.get("message") or (disruption or {}).get("message") or ""),
-            )
+            reason = status.get("reason") or (disruption or {}).get("reason")
+            message = str(status.get("message") or (disruption or {}).get("message") or "")
+            return _pod_stopped(ObjectMeta.of(pod).name, task_of(pod), reason, message)
     for event in _newest_first(events):
         involved = event.get("involvedObject") or {}
         if (
@@ -212,14 +191,9 @@ def _evicted(
             and of_reason(event.get("reason") or "") is Ending.PREEMPTED
         ):
             name = str(involved.get("name") or "")
-            return ContainerFailure(
-                pod=name,
-                task=_task_from_pod_name(job, name),
-                container="",
-                exit_code=None,
-                reason=str(event.get("reason")),
-                message=str(event.get("message") or "").strip(),
-            )
+            message = str(event.get("message") or "").strip()
+            task = _task_from_pod_name(job, name)
+            return _pod_stopped(name, task, event.get("reason"), message)
     return None
 
 

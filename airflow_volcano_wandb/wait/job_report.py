@@ -335,10 +335,7 @@ XCOM_GPU_SECONDS = "gpu_seconds"
 
 
 def log_gpu_seconds(
-    hook: VolcanoHook,
-    job: Mapping[str, Any] | None,
-    task_log: Any,
-    pods: list[dict] | None = None,
+    hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any, pods: list[dict] | None = None
 ) -> dict[str, float] | None:
     """The finished job's GPU-seconds per rank (``gpu_usage``), logged; ``None`` when its pods
     cannot be read (a report, never a reason to fail). ``pods``: the job's pods as

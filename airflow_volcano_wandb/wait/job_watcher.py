@@ -2,13 +2,10 @@
 
 The first trigger for a (connection, namespace, label selector) starts a single list+watch
 (``namespace_watch``, which says what a waiter may rely on); later triggers subscribe to it,
-and each is woken only when its own job changes. The cache drops ``metadata.managedFields``.
-
-Besides the cache, the calls a wait makes about its job (``step_io.JobCalls``) go over the
-watch's open client: ``fetch(name)`` reads one job afresh, for a verdict that must not rest
-on the cache alone (before deleting anything) or a job the watch has not shown;
-``list_pods(job_name)`` LISTs the job's pods, for a job whose pods the wait's own pod watch
-(``pod_watcher``, handed to the step by the trigger, never set here) does not hold.
+and each is woken only when its own job changes. The calls a wait makes about its job
+(``step_io.JobCalls``) go over the watch's open client: ``fetch`` reads one job afresh, for a
+verdict that must not rest on the cache (before deleting anything) or a job the watch has not
+shown; ``list_pods`` LISTs a job's pods that the wait's own pod watch does not hold.
 """
 
 from __future__ import annotations
@@ -63,16 +60,13 @@ class NamespaceJobWatcher(NamespaceWatch):
         return copies[0] if copies else None
 
     async def fetch(self, name: str) -> dict | None:
-        """The job as the apiserver has it now; None if there is no job of that name.
+        """The job as the apiserver has it now (over the watch's open client); None if there
+        is no job of that name.
 
-        Goes over the watch's open client when there is one (no TLS handshake per call).
-        Transient errors are retried for up to ``FETCH_RETRY_BUDGET`` seconds; anything
-        else, or a transient error that outlasts the budget, is raised (a 403 as an error
-        naming the missing permission). While the watch itself is failing, one attempt is
-        made: the apiserver is then most likely failing too, the watch's own backoff probes
-        it for every waiter, and a waiter reads again at its ``poll_interval`` (retries would
-        multiply each waiter's attempts, about five in ten seconds, a thousand waiters' in an
-        outage; a read that fails is never acted on).
+        Transient errors are retried for up to ``FETCH_RETRY_BUDGET`` seconds; anything else
+        is raised (a 403 naming the missing permission). While the watch itself is failing,
+        one attempt is made: the watch's own backoff probes the apiserver for every waiter,
+        and retries would multiply a thousand waiters' attempts in an outage.
         """
         from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -104,16 +98,14 @@ class NamespaceJobWatcher(NamespaceWatch):
         return await self.over_client(lambda hook, api: hook.annotate_job(api, job, annotations))
 
     async def list_pods(self, job_name: str) -> list[dict]:
-        """The job's pods as the apiserver has them now (one label-selected LIST); errors are
-        raised. For a verdict that deletes, and a job whose pods no pod watch follows."""
+        """The job's pods as the apiserver has them now (one label-selected LIST)."""
         return await self.over_client(
             lambda hook, api: hook.list_job_pods(api, job_name, self.namespace)
         )
 
     async def log_since(self, pod: str, container: str, since_seconds: int) -> str:
         """The first byte of a container's log of the last ``since_seconds`` (``""``: it
-        printed nothing then); errors are raised. For the stall timeout: a job's status shows
-        no silence, only its log does."""
+        printed nothing then), for the stall timeout."""
         return await self.over_client(
             lambda hook, api: hook.read_pod_log_since(
                 api, pod, self.namespace, container, since_seconds

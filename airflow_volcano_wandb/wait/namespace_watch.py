@@ -243,10 +243,7 @@ class NamespaceWatch:
         )
         self._backoff = min(self._backoff * 2, RECONNECT_BACKOFF_MAX)
         log.warning(
-            "%s; retrying in %.1fs",
-            message,
-            delay,
-            exc_info=log.isEnabledFor(logging.DEBUG),
+            "%s; retrying in %.1fs", message, delay, exc_info=log.isEnabledFor(logging.DEBUG)
         )
         return delay
 

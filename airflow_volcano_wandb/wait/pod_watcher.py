@@ -1,23 +1,18 @@
 """One watch of a namespace's pods of managed jobs, shared by every trigger in an event loop.
 
-While a job runs, its wait reads the job's pods: for the restart budget, a rank stopped from
-W&B, a container that cannot start and the master's stall, and the master-log follow for the
-master pod. One LIST per job per ``pod_check_interval`` is about 2,000 requests a minute at
-1,000 running jobs; one label-selected list+watch (``namespace_watch``) of the pods this
-provider's jobs carry (``app.kubernetes.io/managed-by``, on every task's pod template) costs
-one connection per namespace, whatever the number of jobs. Pods are kept under their job's
-name (Volcano's ``volcano.sh/job-name`` label).
+A running job's wait reads its pods (for ``judge.judge_pods``, the stall timeout and the
+master-log follow). One LIST per job per ``pod_check_interval`` is about 2,000 requests a minute
+at 1,000 running jobs; one list+watch (``namespace_watch``) of the pods this provider's jobs
+label as theirs (``app.kubernetes.io/managed-by``) costs one connection per namespace. Pods are
+kept under their job's name (``volcano.sh/job-name``), and only what the waits read of them
+(``kept_pod``): a pod as the API sends it is mostly env, volumes, probes and bookkeeping.
 
-The cache answers the reads that only look. A verdict that deletes the job still rests on a
-fresh LIST (``step_io._confirmed``), and a job whose pods do not carry the label (submitted
-by someone else, or by a release before the label) is read by a LIST, as is every job while
-the pod watch is failing; while its LIST is under way without failure (``listing``), a look
-waits for it rather than send a LIST per job. Each trigger hands the watch it subscribed to
-to its own steps and log follow (what they read of it: ``step_io.WatchedPods``); nothing
-points to it from the job watch the namespace's waits share.
-
-Each copy keeps only what the readers read (``kept_pod``): a pod as the API sends it is
-mostly env, volumes, probes and bookkeeping no wait reads.
+The cache answers the reads that only look. A verdict that deletes the job rests on a fresh
+LIST (``step_io._confirmed``), and a job whose pods lack the label (submitted by someone else,
+or by an older release), or any job while the pod watch fails, is read by a LIST; while the
+watch's LIST is under way (``listing``), a look waits for it rather than send a LIST per job.
+Each trigger hands the watch it subscribed to to its own steps and log follow
+(``step_io.WatchedPods``); nothing points to it from the job watch the waits share.
 """
 
 from __future__ import annotations
@@ -41,22 +36,10 @@ KEPT_METADATA = (
     "creationTimestamp",
     "deletionTimestamp",
 )
-KEPT_LABELS = (
-    JOB_NAME_LABEL,
-    *TASK_LABELS,
-    MANAGED_BY_LABEL,
-)
+KEPT_LABELS = (JOB_NAME_LABEL, *TASK_LABELS, MANAGED_BY_LABEL)
 KEPT_CONTAINER_FIELDS = ("name", "image", "resources")
 KEPT_STATUS = ("phase", "reason", "message", "startTime")
-KEPT_CONTAINER_STATUS = (
-    "name",
-    "image",
-    "ready",
-    "started",
-    "restartCount",
-    "state",
-    "lastState",
-)
+KEPT_CONTAINER_STATUS = ("name", "image", "ready", "started", "restartCount", "state", "lastState")
 KEPT_CONDITION = ("type", "status", "reason", "message", "lastTransitionTime")
 
 
@@ -80,11 +63,8 @@ class NamespacePodWatcher(NamespaceWatch):
 
 
 def kept_pod(pod: dict) -> dict:
-    """The pod as the cache keeps it: what the waits read of it (its identity, its job and
-    task labels, its owners' uids, the node and the containers' names, images and resources,
-    and its status but addresses and image digests), as new dicts with shared keys: a
-    thousand jobs' pods are kept, and a pod as the API sends it is mostly what no wait reads
-    (env, volumes, probes, ``managedFields``)."""
+    """The pod as the cache keeps it: the ``KEPT_*`` fields, its owners' uids and its node, as
+    new dicts with shared keys (a thousand jobs' pods are kept)."""
     metadata = pod.get("metadata") or {}
     spec = pod.get("spec") or {}
     status = pod.get("status") or {}

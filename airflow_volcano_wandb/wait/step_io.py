@@ -1,42 +1,21 @@
 """One step of a wait, carried out: the look (``step.look``), then its write and its reads.
 
-The trigger runs :func:`take_step` over its shared watch (``NamespaceJobWatcher`` has the
-calls :class:`JobCalls` names), the sensor's poke over the sync hook (:func:`take_step_sync`),
-so both log the same lines and reach the same verdicts. Each wait hands the step the pod watch
-it reads (:class:`WatchedPods`; ``None``: none), so no wait's reads rest on what another wait
-set on the watch they share.
+The trigger runs :func:`take_step` over its shared watch (``NamespaceJobWatcher`` has the calls
+:class:`JobCalls` names), the sensor's poke over the sync hook (:func:`take_step_sync`), so both
+log the same lines and reach the same verdicts. Each wait hands the step the pod watch it reads
+(:class:`WatchedPods`; ``None``: none), so no wait's reads rest on what another wait set on the
+watch they share.
 
-The restart budget: a crash-looping trainer under ``restartPolicy: OnFailure`` changes
-nothing in the Volcano job's status, so the shared job watch never sees it. While the job runs
-(and has a budget), a step reads the job's pods (at most every ``pod_check_interval``:
-``step.look`` says when) and ``judge`` holds them to the budget. The pods come from the
-namespace's shared pod watch (``pod_watcher``) while it is synced and the job labels its pods
-for it (the pod watch the trigger hands the step), else from one label-selected LIST. The
-same read shows a rank that exited because its W&B run was stopped from W&B (``wandb_stop``;
-the kubelet restarts it in place too). A crash loop or a stop ends the wait (and deletes the
-job) only after a fresh GET of the job and a fresh LIST of its pods, read after the verdict,
-show it again (:func:`_confirmed`). The trigger's ``max_container_restarts`` defaults to
-``None`` (not counted), unlike the operator's and the sensor's: a trigger serialised by a
-release without the budget keeps waiting as it did.
-
-The startup budget, likewise: while a rank has not started, a step reads the pods at the same
-pace, and a placed container the kubelet cannot start (``startup``) ends the wait (and deletes
-the job) once the same fresh reads show it again: at once for a reason that never heals
-(``InvalidImageName``), after ``startup_timeout`` for one that may (``ImagePullBackOff``, a
-missing Secret key). The trigger's ``startup_timeout`` defaults to ``None`` too.
-
-The stall timeout, likewise: at most once per ``stall_timeout / 4`` (``stall``) a step reads
-the pods and probes the log of a master that has run for ``stall_timeout``; an empty log
-ends the wait (and deletes the job) only after a fresh GET of the job, a fresh LIST of its
-pods and a second probe show it again. Off (``None``) unless asked for, in the trigger too.
-When the waiter has the job's online W&B run (``wandb_progress``), a silent master whose run
-logged a step within ``stall_timeout`` is not stalled (``stall.stalled_online``).
-
-A stop from W&B that the trainer misses: with a ``wandb_stop_grace`` and the job's online run,
-a step asks W&B at most every ``wandb_stop.ask_interval`` whether the run was stopped. The
-first waiter to hear it marks the job (``wandb_stop.STOP_SEEN_ANNOTATION``); a job that a
-fresh GET shows still running ``wandb_stop_grace`` after that mark ends the wait (and is
-deleted), and only when W&B says again that the run was stopped.
+What the job's status cannot show (a crash loop under ``restartPolicy: OnFailure``, a rank
+stopped from W&B, a container that cannot start, a silent master) is read from its pods, at
+most every ``pod_check_interval`` (``step.look`` says when): the namespace's shared pod watch
+while it is synced and the job labels its pods for it, else one label-selected LIST. Such a
+verdict ends the wait (and deletes the job) only once a fresh GET of the job and a fresh LIST
+of its pods, read after it, show it again (:func:`_confirmed`), and for a stall a second probe
+of the master's log. A stop from W&B that the trainer misses ends it once a fresh GET shows
+the job still running ``wandb_stop_grace`` after the first waiter heard of it and W&B says so
+again (``wandb_stop``). The trigger's limits default to ``None`` (off), unlike the operator's
+and the sensor's: a trigger serialised by a release without them keeps waiting as it did.
 
 Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
 triggerer's event loop.
@@ -52,14 +31,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 from airflow_volcano_wandb.job.ownership import pods_managed
-from airflow_volcano_wandb.wait.judge import (
-    Seen,
-    WaitTarget,
-    judge,
-    judge_pods,
-    judge_stall,
-    see,
-)
+from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, judge_pods, judge_stall, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
 from airflow_volcano_wandb.wait.step import Look, WaitMemory, look, stall_probe
@@ -109,11 +81,9 @@ async def take_step(
     wandb: WandbProgress | None = None,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
-    log its progress, mark its gang whole, judge it (with its pods for the restart budget and
-    the stall timeout, from ``pod_watch`` when it holds them, see :func:`_pods`; ``None``: no
-    pod watch, each read a LIST; ``wandb``: its online run, asked before a silent master is
-    stalled). A verdict that deletes or fails, judged on a cached copy, is judged again on a
-    fresh read.
+    log its progress, mark its gang whole, judge it (its pods from ``pod_watch`` when it holds
+    them, see :func:`_pods`; ``wandb``: its online run). A verdict that deletes or fails,
+    judged on a cached copy, is judged again on a fresh read.
 
     :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
     """
@@ -184,20 +154,16 @@ async def _running_job(
     log: logging.Logger | Any,
     wandb: WandbProgress | None,
 ) -> WaitResult | None:
-    """The pods' verdicts (the restart budget, a rank stopped from W&B, a container that
-    cannot start), then the stall
-    timeout, judged from the pods read now; ``None`` (wait on) when none ends the wait, and
-    when the pods cannot be read."""
+    """The pods' verdicts (``judge.judge_pods``), then the stall timeout's, from the pods read
+    now; ``None`` (wait on) when none ends the wait, or the pods cannot be read."""
     pods = await _pods(calls, pod_watch, target, log, view.seen.job)
     if pods is None:
         return None
 
     async def by_pods(seen: Seen, pods: list[dict]) -> WaitResult | None:
-        # ``CRASH_LOOP``, ``STOPPED_FROM_WANDB`` or ``START_FAILED``
         return judge_pods(seen, target, pods, time.time())
 
     async def by_silence(seen: Seen, pods: list[dict]) -> WaitResult | None:
-        # ``STALLED``: the master has run for ``stall_timeout`` with an empty log since
         return await _silent_master(calls, seen, target, log, pods, wandb)
 
     result = await _confirmed(calls, target, log, view.seen, pods, by_pods)
@@ -214,10 +180,9 @@ async def _confirmed(
     pods: list[dict],
     verdict: Callable[[Seen, list[dict]], Awaitable[WaitResult | None]],
 ) -> WaitResult | None:
-    """``verdict`` of the job as ``seen`` with ``pods`` (read after it), when it ends the wait
-    and says so again of a fresh GET of the job and a fresh LIST of its pods; ``None`` (wait
-    on) otherwise, and when any of them cannot be read (what cannot be confirmed is no
-    verdict)."""
+    """``verdict`` of the job as ``seen`` with ``pods`` (read after it), when it says so again
+    of a fresh GET of the job and a fresh LIST of its pods; ``None`` (wait on) otherwise, and
+    when any of them cannot be read (what cannot be confirmed is no verdict)."""
     if await verdict(seen, pods) is None:
         return None
     fresh = await fetch(calls, target, log)
@@ -242,11 +207,7 @@ async def _read_progress(view: Look, wandb: WandbProgress, log: logging.Logger |
 
 
 async def _stop_unheeded(
-    calls: JobCalls,
-    seen: Seen,
-    target: WaitTarget,
-    log: logging.Logger | Any,
-    wandb: WandbProgress,
+    calls: JobCalls, seen: Seen, target: WaitTarget, log: logging.Logger | Any, wandb: WandbProgress
 ) -> WaitResult | None:
     """The wait's end when W&B says the job's run was stopped and a fresh GET shows the job
     still running ``wandb_stop_grace`` after a waiter first heard it; ``None`` (wait on) until
