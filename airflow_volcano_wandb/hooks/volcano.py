@@ -40,11 +40,16 @@ class VolcanoHook(KubernetesHook):
 
     hook_name = "Volcano (Kubernetes)"
 
-    def _call(self, verb: str, resource: str, namespace: str, fn, *args, **kwargs):
+    def _call(
+        self, verb: str, resource: str, namespace: str, fn, *args, gone=frozenset(), **kwargs
+    ):
+        """``fn``'s answer; ``None`` when the API answers one of the ``gone`` statuses."""
         kwargs.setdefault("_request_timeout", SYNC_CALL_TIMEOUT)
         try:
             return fn(*args, **kwargs)
         except ApiException as exc:
+            if exc.status in gone:
+                return None
             raise permission_error(exc, verb, resource, namespace) from exc
 
     @api_retry
@@ -67,21 +72,14 @@ class VolcanoHook(KubernetesHook):
     @api_retry
     def get_job(self, name: str, namespace: str) -> dict | None:
         """The job, or ``None`` when it does not exist."""
-        return self._get_or_none(
+        return self._call(
+            "get",
             JOBS_RESOURCE,
             namespace,
             self.custom_object_client.get_namespaced_custom_object,
             *volcano_requests.job_args(namespace, name),
+            gone=volcano_requests.ABSENT,
         )
-
-    def _get_or_none(self, resource: str, namespace: str, fn, *args: Any) -> dict | None:
-        """What a GET answers, or ``None`` on 404 (no such object)."""
-        try:
-            return self._call("get", resource, namespace, fn, *args)
-        except ApiException as exc:
-            if exc.status in volcano_requests.ABSENT:
-                return None
-            raise
 
     @api_retry
     def list_jobs(
@@ -138,19 +136,15 @@ class VolcanoHook(KubernetesHook):
         The patch carries the uid (``volcano_requests.uid_guarded_merge_patch``), so a job
         recreated under the name is never touched.
         """
-        try:
-            return self._call(
-                "patch",
-                JOBS_RESOURCE,
-                namespace,
-                self.custom_object_client.patch_namespaced_custom_object,
-                *volcano_requests.job_args(namespace, name),
-                volcano_requests.uid_guarded_merge_patch(uid, annotations),
-            )
-        except ApiException as exc:
-            if exc.status in volcano_requests.NOT_PATCHED:
-                return None
-            raise
+        return self._call(
+            "patch",
+            JOBS_RESOURCE,
+            namespace,
+            self.custom_object_client.patch_namespaced_custom_object,
+            *volcano_requests.job_args(namespace, name),
+            volcano_requests.uid_guarded_merge_patch(uid, annotations),
+            gone=volcano_requests.NOT_PATCHED,
+        )
 
     def wait_job_gone(self, name: str, namespace: str, timeout: float = 120) -> None:
         """Block until the job object is gone (foreground deletion waits for its pods)."""
@@ -243,7 +237,8 @@ class VolcanoHook(KubernetesHook):
     @api_retry
     def get_queue(self, name: str) -> dict | None:
         """The Volcano queue (cluster-scoped), or ``None`` when it does not exist."""
-        return self._get_or_none(
+        return self._call(
+            "get",
             QUEUE_RESOURCE,
             "",
             self.custom_object_client.get_cluster_custom_object,
@@ -251,6 +246,7 @@ class VolcanoHook(KubernetesHook):
             PODGROUP_VERSION,
             "queues",
             name,
+            gone=volcano_requests.ABSENT,
         )
 
     @api_retry

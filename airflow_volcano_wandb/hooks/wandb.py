@@ -1,12 +1,9 @@
 """Airflow hook for Weights & Biases: the ``wandb`` connection type and W&B's public API.
 
 Connection fields: password = API key, host = base URL (empty for W&B's cloud), extras
-``entity`` and ``project`` (defaults for runs and queues). See ``docs/wandb.md``.
-
-Reading from W&B (run summaries, Launch queue configs) goes through the ``wandb`` package's
-public API (``wandb.Api``), imported lazily so that DAG parsing and the triggerer never load it.
-This module holds the connection; a run's reads and writes are ``wandb_runs.py`` (mixed in),
-a Launch queue's ``wandb_queue.py``.
+``entity`` and ``project`` (defaults for runs and queues); see ``docs/wandb.md``. ``wandb.Api``
+is imported lazily, so DAG parsing and the triggerer never load it. A run's reads and writes
+are ``wandb_runs.py`` (mixed in), a Launch queue's ``wandb_queue.py``.
 """
 
 from __future__ import annotations
@@ -39,11 +36,10 @@ def _mask(api_key: str | None) -> None:
 class WandbHook(WandbRunAccess, BaseHook):
     """Talk to Weights & Biases with the credentials of an Airflow ``wandb`` connection.
 
-    A missing connection is not an error: the hook logs a warning and behaves as an empty
-    connection (no API key, W&B's default server, no default entity/project). That keeps
-    offline runs (``WANDB_MODE=offline``) free of any W&B setup; the methods that do need the
-    server then fail inside ``wandb`` with its own "no API key" error, unless the worker has
-    ``WANDB_API_KEY`` or a ``~/.netrc`` entry, which ``wandb.Api`` uses as usual.
+    A missing connection is logged and behaves as an empty one (no API key, W&B's default
+    server, no default entity/project), so offline runs need no W&B setup; the methods that
+    need the server then fail inside ``wandb`` unless the worker has ``WANDB_API_KEY`` or a
+    ``~/.netrc`` entry.
 
     :param wandb_conn_id: The connection id; ``None`` means "no connection, use defaults".
     :param timeout: HTTP timeout in seconds for W&B API calls (``None``: the SDK's default).
@@ -203,14 +199,8 @@ class WandbHook(WandbRunAccess, BaseHook):
         """
         import wandb
 
-        overrides: dict[str, Any] = {}
-        if self.base_url:
-            overrides["base_url"] = self.base_url
-        if self.entity:
-            overrides["entity"] = self.entity
-        if self.project:
-            overrides["project"] = self.project
-        kwargs: dict[str, Any] = {"overrides": overrides}
+        defaults = {"base_url": self.base_url, "entity": self.entity, "project": self.project}
+        kwargs: dict[str, Any] = {"overrides": {k: v for k, v in defaults.items() if v}}
         if self.timeout is not None:
             kwargs["timeout"] = self.timeout
         if self.api_key:

@@ -94,6 +94,11 @@ def task_replicas(task: Mapping[str, Any]) -> int:
     return int(task.get("replicas") or 0)
 
 
+def _of_meta(attribute: str) -> Any:
+    """A read-only property of the view: its ``meta``'s ``attribute``."""
+    return property(lambda view: getattr(view.meta, attribute))
+
+
 @dataclass(frozen=True)
 class JobView:
     """A ``batch.volcano.sh/v1alpha1`` Job as the provider reads it; ``raw`` is the dict."""
@@ -134,33 +139,13 @@ class JobView:
             raw=job,
         )
 
-    @property
-    def name(self) -> str:
-        return self.meta.name
-
-    @property
-    def namespace(self) -> str:
-        return self.meta.namespace
-
-    @property
-    def uid(self) -> str:
-        return self.meta.uid
-
-    @property
-    def resource_version(self) -> str:
-        return self.meta.resource_version
-
-    @property
-    def labels(self) -> Mapping[str, str]:
-        return self.meta.labels
-
-    @property
-    def annotations(self) -> Mapping[str, str]:
-        return self.meta.annotations
-
-    @property
-    def deletion_timestamp(self) -> str | None:
-        return self.meta.deletion_timestamp
+    name = _of_meta("name")
+    namespace = _of_meta("namespace")
+    uid = _of_meta("uid")
+    resource_version = _of_meta("resource_version")
+    labels = _of_meta("labels")
+    annotations = _of_meta("annotations")
+    deletion_timestamp = _of_meta("deletion_timestamp")
 
     @property
     def replicas(self) -> dict[str, int]:

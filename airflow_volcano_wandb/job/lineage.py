@@ -1,18 +1,11 @@
 """OpenLineage for the training step: the Volcano job, its W&B run, datasets in and model out.
 
 The operator's ``get_openlineage_facets_on_complete``/``_on_failure`` return
-:func:`operator_lineage`. The OpenLineage classes are imported here, when lineage is asked for,
-so the provider does not require ``apache-airflow-providers-openlineage``: Airflow only calls
-these methods when that provider is installed and enabled.
-
-- job facet ``volcano_job``: namespace, image(s), replicas per task, world size;
-- run facets ``volcano_job_run`` (the job's name and uid in this run) and ``wandb_run`` (id, URL,
-  entity, project, the requested summary metrics);
-- inputs and outputs: the artifacts the W&B run used and logged, when the W&B API can be read
-  (best-effort: without it the event still goes out, with no datasets).
-
-The dataset naming follows OpenLineage's rule of a namespace per data source: namespace
-``wandb://<server host>``, name ``<entity>/<project>/<artifact>:v<version>``.
+:func:`operator_lineage`. The OpenLineage classes are imported when lineage is asked for, so
+the provider does not require ``apache-airflow-providers-openlineage`` (Airflow calls these
+methods only when it is installed and enabled). Datasets are the artifacts the W&B run used
+and logged (best-effort), in namespace ``wandb://<server host>``, named
+``<entity>/<project>/<artifact>:v<version>``.
 """
 
 from __future__ import annotations

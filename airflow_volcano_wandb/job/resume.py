@@ -1,18 +1,15 @@
 """Whether a try resumes the W&B run of the try before it (pure).
 
-A try that submits a fresh job is a new intent and, by default, a new W&B run
-(``wandb_run.deterministic_run_id``). When the try before it did not end by the trainer's own
-doing (its ranks were preempted or evicted, its node was lost, the task was killed), the
-training was interrupted, not wrong: the new intent keeps the earlier run id, so its
-checkpoint directory (``/checkpoints/<run id>``, ``template.checkpoints``) holds the earlier
-try's checkpoints, ``AVW_RESUME_FROM=latest`` continues from the newest, and the run's W&B
-history continues (``WANDB_RESUME=must``). One job per intent stays true: the resumed job is
-a new intent of the same run.
+A fresh job is a new intent and, by default, a new W&B run. When the try before it was
+interrupted rather than wrong (its ranks preempted or evicted, its node lost, the task
+killed), the new intent keeps the earlier run id: its checkpoint directory
+(``/checkpoints/<run id>``) holds the earlier try's checkpoints, ``AVW_RESUME_FROM=latest``
+continues from the newest, and the W&B history continues (``WANDB_RESUME=must``).
 
-What is kept between tries is a :class:`RunRecord` in the task state store, written when the
-job exists and completed with the cause when the try reports its outcome. A try killed while
-deferred reports nothing (the triggerer has no store): the next try finds the record without
-a cause, and when a fresh read shows that very job gone, the task was killed.
+A :class:`RunRecord` in the task state store is written when the job exists and completed
+with the cause when the try reports. A try killed while deferred reports nothing (the
+triggerer has no store): the next try finds the record without a cause, and when a fresh
+read shows that very job gone, the task was killed.
 """
 
 from __future__ import annotations

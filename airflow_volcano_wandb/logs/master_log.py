@@ -2,13 +2,11 @@
 in the task's own process while it waits there (sync mode: the trigger's wait runs in-process,
 follow included; a poking sensor: :class:`MasterLogThread`). One follow, wherever it runs.
 
-Opt-in per job (``follow_master_log``): the shared job watch (``job_watcher``) is untouched,
-and each following trigger holds one log stream of its own, over one API client per event
-loop, connection and namespace (``log_client``). So a triggerer with a thousand waiting jobs
-does not open a thousand streams, at most ``max_concurrent_log_follows`` (``[volcano_wandb]``
-in airflow.cfg) run at once per triggerer; the others wait for a slot. The master pod is
-looked for in the namespace's shared pod watch (``pod_watcher``) when the trigger has one and
-it is synced, else by a LIST of the job's pods.
+Opt-in per job (``follow_master_log``): each following trigger holds one log stream of its
+own, over one API client per event loop, connection and namespace (``log_client``); at most
+``[volcano_wandb] max_concurrent_log_follows`` run at once per triggerer, the others wait for
+a slot. The master pod is looked for in the namespace's shared pod watch (``pod_watcher``)
+while it is synced, else by a LIST of the job's pods.
 
 What follows the master (rank 0) pod's first container:
 

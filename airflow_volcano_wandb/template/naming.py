@@ -1,25 +1,15 @@
-"""Deterministic, Kubernetes-valid names for Volcano jobs, labels and pods.
+"""Deterministic, Kubernetes-valid names for Volcano jobs, labels and pods (pure).
 
-Pure helpers shared by the template renderer and the operator. Every function that rewrites a
-value is deterministic (same input, same output, on every machine and Python version) so that
-an Airflow retry computes the *same* job name and can reattach to the job it already created.
-
-The rules, all taken from Kubernetes and Volcano v1.14.1 (the release in :mod:`.versions`):
-
-* A DNS-1123 label is ``[a-z0-9]([-a-z0-9]*[a-z0-9])?``, at most 63 characters. Pod names,
-  pod hostnames and task names must be one.
-* A DNS-1035 label is the same but starts with a letter. Volcano's ``svc`` plugin (added
-  automatically for ``pytorch``, ``mpi``, ``tensorflow`` and ``ray`` jobs) creates a Service
-  named after the job, and Service names must be DNS-1035 labels, so job names are too.
-* Volcano names pods ``<job>-<task>-<index>`` and uses that as the pod's hostname, so
-  ``len(job) + 1 + len(task) + 1 + len(str(replicas - 1)) <= 63`` for every task.
-* A label value is empty or ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?``, at most 63.
-
-When a value has to be changed to satisfy a rule, the result ends in ``-`` plus the first
-:data:`HASH_LENGTH` hex digits of the SHA-256 of the *original* value. The suffix is added
-whenever the rewrite loses information (case folding, replaced characters, truncation), so two
-different inputs do not collapse onto the same name; a value that is already valid is returned
-unchanged.
+Every rewrite is deterministic (same input, same output, everywhere) so that an Airflow retry
+computes the *same* job name and reattaches to the job it already created. The rules, from
+Kubernetes and Volcano v1.14.1 (:mod:`.versions`): pod names, hostnames and task names are
+DNS-1123 labels (``[a-z0-9]([-a-z0-9]*[a-z0-9])?``, at most 63); job names are DNS-1035 labels
+(a letter first), since Volcano's ``svc`` plugin names a Service after the job; Volcano names
+pods ``<job>-<task>-<index>``, so ``len(job) + 1 + len(task) + 1 + len(str(replicas - 1))
+<= 63``; a label value is empty or ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?``, at most 63.
+A value that had to change ends in ``-`` and the first :data:`HASH_LENGTH` hex digits of the
+SHA-256 of the *original* value, so two inputs never collapse onto one name; a valid value is
+returned unchanged.
 """
 
 from __future__ import annotations

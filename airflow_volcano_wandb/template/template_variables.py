@@ -1,16 +1,12 @@
 """W&B Launch queue template variables: ``{{name}}`` in a queue config, bounded by a schema.
 
-A Launch queue's admin writes ``{{name}}`` in the queue config and gives each variable a
-schema (``type`` integer, number or string; ``minimum``, ``maximum``, ``enum``, ``default``,
-``description``) as guardrails; ``wandb.Api().run_queue(entity, name).template_variables``
-returns them as ``[{"name", "schema"}]``, each schema a dict or a JSON string. Here the same
-list bounds ``render_job``'s ``template_variables``, and the same schemas make an Airflow
-Trigger form (:func:`param_specs`).
-
-Filling works on the parsed tree, like the ``${macro}`` stage: a string that is exactly
-``{{name}}`` takes the value with its type (an integer stays an integer); inside a longer
-string the value is formatted as text; a value is data, never YAML or JSON structure, and
-never a ``${macro}`` (a ``${`` in a value reaches the job as written). Pure: no Airflow.
+A queue's admin gives each variable a schema (``type`` integer, number or string;
+``minimum``, ``maximum``, ``enum``, ``default``, ``description``), which
+``wandb.Api().run_queue(entity, name).template_variables`` returns as ``[{"name",
+"schema"}]``. The same list bounds ``render_job``'s ``template_variables`` and makes an
+Airflow Trigger form (:func:`param_specs`). Filling works on the parsed tree, as the
+``${macro}`` stage does: a value is data, never YAML or JSON structure, and never a
+``${macro}``. Pure: no Airflow.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """The link from a W&B run back to the Airflow task that ran it, written by the provider.
 
-Without it, the run knows its Airflow task only if the training script copies
-``AVW_AIRFLOW_TASK_URL`` into its config. Here the provider writes it itself, through the W&B
-public API, when the task ends: the run's config gets an ``airflow`` entry (task URL, DAG, run,
-task and try ids, the Airflow outcome), its tags ``airflow`` and ``airflow-<outcome>``, and its
-notes one line with the task URL. A try that resumed an interrupted try's run (``resume_on``)
-also says so: the resume's facts in the ``airflow`` entry, and a notes line
-``Resumed from step N (checkpoint PATH)``.
-
-Pure, except :func:`link_back`, which is handed the hook that does the writing and never lets a
-failure reach the task: the link is a courtesy, the task's outcome is the job's.
+When the task ends, the provider writes through the W&B public API: the run's config gets an
+``airflow`` entry (task URL, DAG, run, task and try ids, the outcome, a resume's facts), its
+tags ``airflow`` and ``airflow-<outcome>``, and its notes a line with the task URL (and
+``Resumed from step N (checkpoint PATH)`` after a resume). Pure, except :func:`link_back`,
+which never lets a failure reach the task: the link is a courtesy, the outcome is the job's.
 """
 
 from __future__ import annotations

@@ -21,26 +21,13 @@ ENV_TASK_URL = "AVW_AIRFLOW_TASK_URL"
 def container_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str, Any]]:
     """Return the Kubernetes ``env`` entries for one container of the job.
 
-    Every container of every task gets the shared part (project, entity, group, job type, tags,
-    base URL, resume policy, the Airflow context, the API key as a ``secretKeyRef``). What
-    differs between the master task and the others depends on ``spec.rank_mode``:
-
-    ``"master"`` (default)
-        The master task's containers get ``WANDB_RUN_ID`` and ``WANDB_NAME`` (and
-        ``WANDB_MODE`` when ``spec.mode`` is set). Every other container gets
-        ``WANDB_MODE=disabled``, so even a script that calls ``wandb.init()`` on every rank
-        starts exactly one run: rank 0's, which the Volcano pytorch plugin places in the
-        master task.
-    ``"shared"``
-        Every container gets ``WANDB_RUN_ID``, ``WANDB_NAME`` and ``WANDB_MODE=shared``
-        (W&B's multi-writer mode). ``WANDB_X_PRIMARY`` is ``true`` in the master task only,
-        ``WANDB_X_UPDATE_FINISH_STATE=false`` keeps workers from marking the run finished, and
-        ``WANDB_X_LABEL`` is the pod name (Downward API), unique per replica, so the UI tells
-        apart each pod's system metrics and console output. A trainer may replace it with a
-        rank label (``rank-$RANK``) by passing ``settings=wandb.Settings(x_label=...)``.
-
-    The API key is never a literal value: without ``spec.api_key_secret`` no
-    ``WANDB_API_KEY`` entry is produced at all.
+    Every container gets the shared part (project, entity, group, job type, tags, base URL,
+    resume policy, the Airflow context, the API key as a ``secretKeyRef``, never a literal).
+    The rest depends on ``spec.rank_mode`` (docs/wandb.md, "Rank modes"): ``"master"`` gives
+    the run id and name to the master task (rank 0) only and ``WANDB_MODE=disabled`` to every
+    other container, so a script calling ``wandb.init()`` on every rank starts exactly one run;
+    ``"shared"`` gives every container the run and W&B's multi-writer settings
+    (``WANDB_X_PRIMARY`` in the master task only, ``WANDB_X_LABEL`` the pod's name).
     """
     env = [
         *_shared_env(spec),

@@ -47,9 +47,8 @@ def app_url(base_url: str | None) -> str:
     Mirrors ``wandb.util.api_to_app_url`` (kept in sync by a unit test), except that the
     cloud API ``https://api.wandb.ai`` maps to ``https://wandb.ai`` (newer SDKs point it at
     CoreWeave Forge's UI; wandb.ai is the address W&B users know and it keeps working); a
-    dedicated or on-prem
-    ``https://api.<domain>`` at ``https://app.<domain>``; any other address (``wandb/local``,
-    a self-hosted server behind one host name) is its own UI host.
+    dedicated or on-prem ``https://api.<domain>`` at ``https://app.<domain>``; any other
+    address (``wandb/local``, a self-hosted server behind one host name) is its own UI host.
     """
     if base_url is None or not base_url.strip():
         return DEFAULT_APP_URL
