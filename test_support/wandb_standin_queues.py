@@ -72,28 +72,22 @@ class LaunchQueues:
         queue = self._queues.get((variables.get("entityName"), variables.get("runQueue")))  # type: ignore[arg-type]
         if queue is None:
             return {"project": {"runQueue": None}}
-        return {
-            "project": {
-                "runQueue": {
-                    "id": queue.queue_id,
-                    "access": "PROJECT",
-                    "defaultResourceConfigID": queue.config_id,
-                    "prioritizationMode": "DISABLED",
-                    "externalLinks": {},
-                }
-            }
+        run_queue = {
+            "id": queue.queue_id,
+            "access": "PROJECT",
+            "defaultResourceConfigID": queue.config_id,
+            "prioritizationMode": "DISABLED",
+            "externalLinks": {},
         }
+        return {"project": {"runQueue": run_queue}}
 
     def _op_GetDefaultResourceConfig(self, variables: dict[str, Any]) -> dict[str, Any]:
         queue = self._configs.get((variables.get("entityName"), str(variables.get("id"))))  # type: ignore[arg-type]
         if queue is None:
             return {"entity": {"defaultResourceConfig": None}}
-        return {
-            "entity": {
-                "defaultResourceConfig": {
-                    "config": queue.config,
-                    "resource": queue.resource,
-                    "templateVariables": queue.template_variables,
-                }
-            }
+        config = {
+            "config": queue.config,
+            "resource": queue.resource,
+            "templateVariables": queue.template_variables,
         }
+        return {"entity": {"defaultResourceConfig": config}}
