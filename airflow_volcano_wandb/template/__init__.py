@@ -13,12 +13,12 @@ from airflow_volcano_wandb.template.policy import DEFAULT_ALLOWED_SCHEDULERS
 from airflow_volcano_wandb.template.render import (
     RunEnv,
     TemplateSource,
+    job_as_yaml,
     load_template,
     master_task_name,
     render_job,
 )
 from airflow_volcano_wandb.template.shaping import DEFAULT_SCHEDULER_NAME
-from airflow_volcano_wandb.template.shown import job_as_yaml
 from airflow_volcano_wandb.template.torchrun import DEFAULT_SHM_SIZE
 from airflow_volcano_wandb.template.trigger_params import (
     image_param,

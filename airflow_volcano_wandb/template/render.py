@@ -1,30 +1,14 @@
 """Render a W&B Launch queue template into the Volcano Job one run submits.
 
-Pure: no Airflow, no HTTP, no Kubernetes client. :func:`render_job` is the whole API; the
-stages live in :mod:`airflow_volcano_wandb.template`, one concept per module:
-
-1. ``load``: path, YAML/JSON string, dict or W&B queue config -> the Job mapping.
-1b. ``template_variables``: W&B Launch's ``{{name}}``, checked against the queue's schemas
-    and filled in, structurally (only when there are schemas).
-2. ``macros``: a fresh copy with ``${name}`` filled in, structurally (``macros_from_env``:
-   the listed names from this process's environment).
-3. ``normalize``: typed values in string-only fields become text; counts become ints.
-4. ``overrides``: this run's replicas, image, env, resources, command/args, metadata;
-   ``guardrails`` holds each to the schema of a template variable that fills what it changes.
-4b. ``run_config``: the run's config as W&B Launch's env on every task's main container.
-5. ``checkpoints``: a volume for the trainer's checkpoints, its mount and the contract's env in
-   every task's main container, and the pods' grace period.
-6. ``gang``: ``minAvailable`` follows the new replica counts where it meant "all".
-7. ``volcano``: the master-policy contract of the ``pytorch`` plugin.
-8. ``naming``: a valid, deterministic job name that leaves room for pod names.
-9. ``torchrun``: the ``PET_*`` env ``torchrun`` reads, and a memory-backed ``/dev/shm``, on
-   the ``pytorch`` plugin's ranks (after naming: the master's address uses the job name).
-10. ``validate``: everything Volcano would reject, reported with JSON paths.
-11. ``policy``: what this deployment refuses (``pod_security``: the Pod Security Standards;
-    ``allow_lists``: images, namespace, service accounts, scheduler, Volcano queue, priority
-    classes; ``secret_refs``: the Secrets pods name), reported together with JSON paths.
-
-See ``docs/templates.md`` for the rules with examples.
+Pure: no Airflow, no HTTP, no Kubernetes client. :func:`render_job` is the whole API; its
+stages (``_render``) live beside it, one concept per module, in this order: ``load``;
+``template_variables`` (W&B Launch's ``{{name}}``, checked against the queue's schemas);
+``macros`` (``${name}``, structurally); ``normalize``; ``overrides``, each held to the schema
+of a variable that fills what it changes by ``guardrails``; ``run_config``; ``checkpoints``;
+``gang``; ``volcano`` (the ``pytorch`` plugin's master policy); ``naming``; ``torchrun`` (after
+naming: the master's address uses the job name); ``validate``; ``policy`` (``pod_security``,
+``allow_lists``, ``secret_refs``), every problem reported with its JSON path. The rendered job
+is shown to people as :func:`job_as_yaml`. See ``docs/templates.md`` for the rules.
 """
 
 from __future__ import annotations
@@ -33,6 +17,8 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, TypeVar, Union
+
+import yaml
 
 from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import overrides, secret_refs, volcano
@@ -82,6 +68,22 @@ def load_template(template: TemplateSource) -> dict[str, Any]:
     Useful to show a template or read its task names before a run has values for its macros.
     """
     return copy_json(_load(template), (), "template")
+
+
+def job_as_yaml(job: Mapping[str, Any]) -> str:
+    """``job`` as one block YAML document (``---`` to ``...``), as ``dry_run()`` and the task
+    log show it: the markers set it apart from log lines around it. Its head in kubectl's order
+    (``apiVersion``, ``kind``, ``metadata``, ``spec``), so a view that shows only the start
+    (Airflow truncates a rendered field) shows what the job is; the rest in the job's order.
+    The job never holds the W&B API key (only a ``secretKeyRef``), so nothing is hidden."""
+    head = {key: job[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in job}
+    return yaml.safe_dump(
+        {**head, **job},
+        sort_keys=False,
+        default_flow_style=False,
+        explicit_start=True,
+        explicit_end=True,
+    )
 
 
 def master_task_name(job: Mapping[str, Any]) -> str | None:
