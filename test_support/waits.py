@@ -1,8 +1,10 @@
 """The triggers the operator and the sensor hand the triggerer, built by the ``Waiter`` each
-holds (``triggers/waiter.py``) as their ``execute`` builds them, for job ``j`` in ``ns``."""
+holds (``triggers/waiter.py``) as their ``execute`` builds them, for job ``j`` in ``ns``; and
+a trigger as the triggerer rebuilds it from what was serialized."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
@@ -34,3 +36,11 @@ def sensor_trigger(sensor: VolcanoJobSensor, job: dict[str, Any] | None = None) 
         poll_interval=sensor.poke_interval,
         run_id=waiter.run_id(job),
     )
+
+
+def reloaded(trigger: Any) -> Any:
+    """``trigger`` as the triggerer rebuilds it: its class imported from the serialized
+    classpath, given the serialized kwargs."""
+    classpath, kwargs = trigger.serialize()
+    module, _, name = classpath.rpartition(".")
+    return getattr(importlib.import_module(module), name)(**kwargs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 import time
 
 import pytest
@@ -21,24 +20,18 @@ from test_support.cluster_jobs import (
     wait_until,
 )
 from test_support.operator_tries import first_event, trigger_of
+from test_support.waits import reloaded
 
 pytestmark = pytest.mark.cluster
 
 
 def test_serialize_round_trips_to_an_equal_trigger():
+    job = {"job_name": "j", "namespace": "ns", "job_uid": "u"}
     trigger = VolcanoJobTrigger(
-        job_name="j",
-        namespace="ns",
-        job_uid="u",
-        pending_timeout=30,
-        deadline=123.0,
-        poll_interval=2,
-        delete_on_kill=False,
+        **job, pending_timeout=30, deadline=123.0, poll_interval=2, delete_on_kill=False
     )
     classpath, kwargs = trigger.serialize()
-    module, _, name = classpath.rpartition(".")
-    again = getattr(importlib.import_module(module), name)(**kwargs)
-    assert again.serialize() == (classpath, kwargs)
+    assert reloaded(trigger).serialize() == (classpath, kwargs)
     assert classpath == "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
 
 

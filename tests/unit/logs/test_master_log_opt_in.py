@@ -4,13 +4,12 @@ serialized trigger, its W&B key only as salted digests (``SecretDigest``); the s
 
 from __future__ import annotations
 
-import importlib
 import json
 
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.wandb.key_forms import key_forms
-from test_support.waits import operator_trigger
+from test_support.waits import operator_trigger, reloaded
 
 KEY = "0123456789abcdef0123456789abcdef01234567"
 
@@ -26,16 +25,15 @@ def test_the_operator_parameters_reach_the_serialized_trigger(monkeypatch):
         master_log_max_lines=10,
         master_log_max_bytes=2048,
     )
-    classpath, kwargs = operator_trigger(op).serialize()
+    trigger = operator_trigger(op)
+    classpath, kwargs = trigger.serialize()
     assert (kwargs["follow_master_log"], kwargs["master_log_max_lines"]) == (True, 10)
     assert kwargs["master_log_max_bytes"] == 2048
     # A digest of each of the key's forms travels to the triggerer; no form of it does.
     digests = [SecretDigest.from_json(d) for d in kwargs["masked_secrets"]]
     assert [d.matches(form) for d, form in zip(digests, key_forms(KEY), strict=True)] == [True] * 3
     assert not any(form in json.dumps(kwargs) for form in key_forms(KEY))
-    module, _, name = classpath.rpartition(".")
-    again = getattr(importlib.import_module(module), name)(**kwargs)
-    assert again.serialize() == (classpath, kwargs)
+    assert reloaded(trigger).serialize() == (classpath, kwargs)
 
 
 def test_following_is_off_by_default():

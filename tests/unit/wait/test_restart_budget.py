@@ -7,7 +7,6 @@ against the local cluster's simulated kubelet in tests/integration/test_crash_lo
 
 from __future__ import annotations
 
-import importlib
 import json
 import pickle
 from pathlib import Path
@@ -31,7 +30,7 @@ from airflow_volcano_wandb.wait.restart_budget import (
     total_restarts,
 )
 from test_support.airflow_compat import dag_bag
-from test_support.waits import operator_trigger, sensor_trigger
+from test_support.waits import operator_trigger, reloaded, sensor_trigger
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 REPO = Path(__file__).resolve().parents[3]
@@ -188,11 +187,10 @@ def test_a_crash_looping_job_is_always_deleted(action):
 
 def test_the_operator_and_the_sensor_hand_their_budget_to_the_serialized_trigger():
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml")
-    classpath, kwargs = operator_trigger(op).serialize()
+    trigger = operator_trigger(op)
+    classpath, kwargs = trigger.serialize()
     assert kwargs["max_container_restarts"] == DEFAULT_MAX_CONTAINER_RESTARTS
-    module, _, name = classpath.rpartition(".")
-    again = getattr(importlib.import_module(module), name)(**kwargs)
-    assert again.serialize() == (classpath, kwargs)
+    assert reloaded(trigger).serialize() == (classpath, kwargs)
     sensor = VolcanoJobSensor(task_id="w", job_name="j", namespace="ns", max_container_restarts=0)
     target = sensor._target()
     assert target.max_container_restarts == 0
