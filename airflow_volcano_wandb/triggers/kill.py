@@ -73,11 +73,8 @@ async def _delete_if_task_left(trigger: StoppedTrigger) -> None:
 
 
 async def _shielded(work: Coroutine[Any, Any, None]) -> None:
-    """Run ``work`` to its end even when the awaiting task is cancelled meanwhile.
-
-    The triggerer may cancel a trigger again while its ``on_kill`` or ``cleanup`` awaits (it
-    keeps cancelling a trigger the task no longer needs); that must not stop a deletion.
-    """
+    """Run ``work`` to its end even when the awaiting task is cancelled meanwhile: the
+    triggerer may cancel a trigger again while its ``on_kill`` or ``cleanup`` awaits."""
     task = asyncio.ensure_future(work)
     _deletions.add(task)
     task.add_done_callback(_deletions.discard)
@@ -86,9 +83,8 @@ async def _shielded(work: Coroutine[Any, Any, None]) -> None:
 
 async def delete_job(trigger: StoppedTrigger) -> None:
     """Delete the trigger's job of a killed task, unless a newer try adopted it or it has
-    ended already (``deletion.decide`` with ``kill=True``: a stale
-    trigger's on_kill may read the task's state only after the triggerer that took over saw
-    the job end and the task resumed)."""
+    ended already (``deletion.decide`` with ``kill=True``: a stale trigger's on_kill may read
+    the task's state only after the triggerer that took over saw the job end)."""
     name, namespace = trigger.job_name, trigger.namespace
     where = f"Volcano job {namespace}/{name}"
     try:

@@ -67,12 +67,8 @@ class VolcanoJobTrigger(BaseTrigger):
 
     All triggers for jobs in one namespace (and one connection) in a triggerer share one
     list+watch connection (``job_watcher``), so a thousand waiting jobs cost one connection
-    and no polling. The event is a ``WaitResult`` (``outcome.py``) judged by ``judge.py``;
-    the operator or sensor turns it into the task's outcome and its diagnostics.
-
-    The trigger's fields are one ``WaitSpec`` (``wait_spec.py``, where each is documented):
-    ``VolcanoJobTrigger(job_name, namespace, **fields)`` takes them by name, as every release
-    has, and ``serialize()`` stores them by name.
+    and no polling. The event is a ``WaitResult`` (``outcome.py``) judged by ``judge.py``.
+    Its fields are one ``WaitSpec`` (``wait_spec.py``), taken and stored by name.
     """
 
     def __init__(self, job_name: str, namespace: str, **fields: Any) -> None:
@@ -136,12 +132,10 @@ class VolcanoJobTrigger(BaseTrigger):
         yield TriggerEvent(result.to_event())
 
     def _settle_left(self, started: float) -> float:
-        """How much longer the deferral must settle before the trigger fires.
-
-        At most the setting after the trigger's own start, on this process's monotonic clock:
-        a worker clock ahead of the triggerer's (``deferred_at`` is the worker's) cannot
-        lengthen it, nor a jump of the wall clock.
-        """
+        """How much longer the deferral must settle before the trigger fires: at most the
+        setting after the trigger's own start, on this process's monotonic clock, so neither
+        a worker clock ahead of the triggerer's (``deferred_at`` is the worker's) nor a jump of
+        the wall clock lengthens it."""
         settle = defer_settle_seconds()
         by_own_clock = settle - (time.monotonic() - started)
         by_deferral = (self.spec.deferred_at or 0.0) + settle - time.time()
@@ -207,9 +201,8 @@ class VolcanoJobTrigger(BaseTrigger):
         selector: str | None,
         pods: step_io.WatchedPods | None,
     ) -> WaitResult | None:
-        """The wait's result; ``None`` when the job is outside this watch's ``selector``.
-        Each step reads the job's pods from ``pods``, this wait's pod watch (``None``: none),
-        never from anything set on the job watch every wait of the namespace shares.
+        """The wait's result; ``None`` when the job is outside this watch's ``selector``. Each
+        step reads the job's pods from ``pods``, this wait's own pod watch (``None``: none).
 
         While the watch is up, the job is judged on its cached copy. While it is failing, the
         job is read directly, at most once per ``poll_interval``: a watch cut every few seconds
@@ -257,8 +250,7 @@ class VolcanoJobTrigger(BaseTrigger):
         fresh: bool,
         pods: step_io.WatchedPods | None,
     ) -> WaitResult | None:
-        """One look at ``job`` (``wait/step_io``), its pods read from ``pods`` while that
-        holds them; a changed progress wakes the log follow."""
+        """One look at ``job`` (``wait/step_io``); a changed progress wakes the log follow."""
         before = self._memory.progress
         self._memory, result = await step_io.take_step(
             watcher,
@@ -317,12 +309,9 @@ class VolcanoJobTrigger(BaseTrigger):
         await kill.stop_waiting(self)
 
     async def cleanup(self) -> None:
-        """Airflow < 3.3: the same as :meth:`on_kill`.
-
-        Those releases never call ``on_kill``: they cancel the trigger and call ``cleanup()``
-        whether a user acted on the task or the triggerer itself is stopping or handing the
-        trigger over (when the job must be left to the next triggerer).
-        """
+        """Airflow < 3.3, which never calls ``on_kill``: the same, since those releases call
+        ``cleanup()`` whether a user acted on the task or the triggerer is stopping or handing
+        the trigger over (when the job must be left to the next triggerer)."""
         if airflow_compat.TRIGGER_ON_KILL or self._fired or not self.spec.delete_on_kill:
             return
         await kill.stop_waiting(self)

@@ -1,10 +1,8 @@
 """The wait on one Volcano job, the operator's and the sensor's alike: one :class:`Waiter`,
 held by each shell, which keeps only what differs (the operator submits, the sensor pokes).
-
-As Databricks' ``DatabricksSQLStatementsMixin`` serves its operator and its sensor, the waiter
-builds the trigger, waits in the task's process when it must, turns the result into the
-task's outcome and deletes the job when a kill or the cleanup rule says so. Its options are
-the shell's parts (``parts/job_wait.py``'s ``JobWait`` among them), read by name.
+It builds the trigger, waits in the task's process when it must, turns the result into the
+task's outcome and deletes the job when a kill or the cleanup rule says so, reading the
+shell's parts (``parts/job_wait.py``'s ``JobWait`` among them) by name.
 """
 
 from __future__ import annotations
@@ -80,8 +78,8 @@ class Waiter:
     def wait(self, job: Mapping, *, deferred: bool, **how: Any) -> WaitResult | VolcanoJobTrigger:
         """The wait on ``job`` (its name, namespace and uid) as :meth:`trigger` says ``how``:
         its result, waited for here, or, ``deferred``, the trigger to defer to once the job
-        still runs after ``defer_after`` seconds waited for here (neither following the
-        master's log, which the triggerer may follow, nor settling: nothing deferred)."""
+        still runs after ``defer_after`` seconds waited for here (without the master's log,
+        which the triggerer may follow)."""
         how.setdefault("waiting_since", time.time())  # one startup budget for the try
         if not deferred:
             return self.wait_here(self.trigger(job, deferred=False, **how))
@@ -134,10 +132,9 @@ class Waiter:
         )
 
     def wait_here(self, trigger: VolcanoJobTrigger, within: float | None = None) -> Any:
-        """The same wait the triggerer would run, in this process (for ``within`` seconds at
-        most: ``None`` when the job still runs then): its progress lines and (when it follows
-        it) the master's log go to the task log. A kill or any failure meanwhile deletes the
-        job (nobody would wait on it any more) and is raised."""
+        """The same wait the triggerer would run, in this process, logging to the task log
+        (for ``within`` seconds at most: ``None`` when the job still runs then). A kill or any
+        failure meanwhile deletes the job and is raised."""
         trigger._log = self.shell.log
         try:
             event = asyncio.run(_first_event(trigger, within))
@@ -153,8 +150,7 @@ class Waiter:
 
     def out_of_time(self) -> WaitResult | None:
         """The wait ran out of time: the job's own end when the apiserver shows one now (it
-        ended while the wait could not see it, say during a watch outage); else ``None``, and
-        the job is deleted (nobody waits on it any more)."""
+        ended unseen, say during a watch outage); else ``None``, and the job is deleted."""
         ended = self.job and job_report.ended_meanwhile(self.shell.hook, self.job, self.shell.log)
         if not ended:
             self.delete()
@@ -193,7 +189,7 @@ class Waiter:
             raise error
         log.info("%s", result.message)
         pods = job_report.finished_job_pods(hook, job, log)  # before a delete
-        usage = None if pods is None else job_report.log_gpu_seconds(hook, job, log, pods)
+        usage = None if pods is None else job_report.log_gpu_seconds(job, pods, log)
         ti.xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
         if self.resume is not None:
             run = {**run, **self.resume.say_resumed_step(hook, job, ti, run)}

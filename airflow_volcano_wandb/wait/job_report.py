@@ -201,17 +201,12 @@ def report_failure(
     run_url: str | None = None,
 ) -> VolcanoJobError:
     """Clean up after a failed wait, then explain it: the exception to fail the task with
-    (its class names the cause, see ``exceptions``).
-
-    ``run_url`` (the job's W&B run, when known) is named in the message of a run stopped from
-    W&B: its page there says who stopped it, which the trainer is not told.
+    (its class names the cause, see ``exceptions``; ``run_url``, the job's W&B run, is named
+    for a run stopped from W&B: its page says who stopped it).
 
     ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
-    for a timeout (nothing to read), and right *after* them for a failed, crash-looping,
-    stalled or stopped job, whose pods' logs are the report, for one that cannot start, whose
-    events say why, and for a gang not placed in time, whose pods tell an image that cannot be
-    pulled from a lack of resources (no logs are read then, so it is a few quick reads); it
-    runs even if the diagnostics fail.
+    for a timeout (nothing to read), else right *after* them, since the pods' logs and events
+    are the report; it runs even if the diagnostics fail.
     """
     delete_first = result.outcome is Ending.TIMEOUT  # the one that deletes with no report
     if delete_job is not None and delete_first:
@@ -264,12 +259,9 @@ def fetch_finished_job(
     task_log: logging.Logger | Any,
     patched: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """The finished job as it is now, for its log tail and its facts; ``None`` (with a
-    warning) when it cannot be read: the job succeeded, so reading it may not fail the task.
-
-    ``patched``: the apiserver's answer to :func:`mark_reported`'s patch of this very
-    submission, made just now; it is the job as it is now, so no second read is made.
-    """
+    """The finished job as it is now, for its log tail and its facts: ``patched`` (the
+    answer to :func:`mark_reported`'s patch, just now) when given, else read; ``None`` (with a
+    warning) when it cannot be read: the job succeeded, so reading it may not fail the task."""
     if patched is not None:
         return patched
     try:
@@ -280,12 +272,9 @@ def fetch_finished_job(
 
 
 def _masked_pod_log(hook: VolcanoHook, pod: str, namespace: str, log_lines: int) -> str:
-    """A pod's log tail with every secret this process knows already masked.
-
-    Masked here, before it is logged, because a task's log records also travel outside the
-    task's own masked log file (Airflow's supervisor can copy them to the scheduler's or
-    worker's stdout), and a trainer may print its environment, API key included.
-    """
+    """A pod's log tail with every secret this process knows masked before it is logged: a
+    task's log records also travel outside its masked log file (Airflow's supervisor can copy
+    them to stdout), and a trainer may print its environment, API key included."""
     return str(redact(hook.read_pod_log(pod, namespace, log_lines)))
 
 
@@ -334,24 +323,12 @@ def log_master_tail(
 XCOM_GPU_SECONDS = "gpu_seconds"
 
 
-def log_gpu_seconds(
-    hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any, pods: list[dict] | None = None
-) -> dict[str, float] | None:
-    """The finished job's GPU-seconds per rank (``gpu_usage``), logged; ``None`` when its pods
-    cannot be read (a report, never a reason to fail). ``pods``: the job's pods as
-    :func:`finished_job_pods` read them (else they are read here)."""
-    if job is None:
-        return None
-    meta = job["metadata"]
-    if pods is None:
-        try:
-            pods = hook.list_job_pods(meta["name"], meta["namespace"])
-        except Exception as exc:
-            task_log.warning("Could not read the pods for their GPU-seconds (%s)", exc)
-            return None
+def log_gpu_seconds(job: Mapping[str, Any], pods: list[dict], task_log: Any) -> dict[str, float]:
+    """The finished job's GPU-seconds per rank (``gpu_usage``) from its ``pods`` (as
+    :func:`finished_job_pods` read them), logged."""
     removed = gpu_usage.removed_ranks(job, pods)
     ran = gpu_usage.ran_between(gang_whole_since(job), JobView.of(job).transition_time)
-    usage = gpu_usage.gpu_seconds(pods, meta["name"], time.time(), removed, ran)
+    usage = gpu_usage.gpu_seconds(pods, job["metadata"]["name"], time.time(), removed, ran)
     task_log.info("%s", gpu_usage.describe(usage))
     if removed:
         task_log.info(
@@ -367,13 +344,10 @@ def log_gpu_seconds(
 def mark_reported(
     hook: VolcanoHook, result: WaitResult, try_number: int, task_log: logging.Logger | Any
 ) -> dict[str, Any] | None:
-    """Record on the job that ``try_number`` reported its outcome (best-effort); the job as
-    the apiserver answered the patch (this very submission: the patch is uid-guarded), or
-    ``None`` when nothing was patched.
-
-    A reported job is a past result: a later try (a cleared task) submits afresh instead of
-    counting it. A lost watch is no outcome of the job, and a deleted job has nothing to mark.
-    """
+    """Record on the job that ``try_number`` reported its outcome (best-effort): a later try
+    (a cleared task) then submits afresh instead of counting it. The job as the apiserver
+    answered the uid-guarded patch, or ``None`` when nothing was patched (a lost watch is no
+    outcome of the job, and a deleted job has nothing to mark)."""
     if not result.outcome.row.known or result.outcome is Ending.DELETED or not result.uid:
         return None
     try:

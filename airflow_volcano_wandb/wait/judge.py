@@ -1,11 +1,10 @@
 """Judge a job at a moment: keep waiting, or end the wait with an outcome.
 
-Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) judge
-the job as the apiserver or the watch last showed it (through ``step.look``), so the two can
-never disagree about what a job, a timeout or a half-placed gang means. A job's status is
-read once per look (:func:`see`); every question here asks that :class:`Seen`. Each kind of
-evidence has its verdict: the job's status and the clock (:func:`judge_seen`), its pods
-(:func:`judge_pods`), its master's silence (:func:`judge_stall`); ``outcome`` words each.
+Pure. The trigger and the sensor judge the job as last read (through ``step.look``), so they
+never disagree about what a job, a timeout or a half-placed gang means. A job's status is read
+once per look (:func:`see`). Each kind of evidence has its verdict: the job's status and the
+clock (:func:`judge_seen`), its pods (:func:`judge_pods`), its master's silence
+(:func:`judge_stall`); ``outcome`` words each.
 
 A PyTorch DDP job with a static world size makes progress only when every rank runs, so
 ``pending_timeout`` measures the time until *every* rank is placed and running, not only
@@ -180,12 +179,9 @@ def judge(
     gang_seen_whole: bool = False,
     pods: Sequence[Mapping[str, Any]] | None = None,
 ) -> WaitResult | None:
-    """The wait's result if it ends now, else ``None``.
-
-    ``job`` is the latest copy known to be current (``None``: it does not exist). A job of the
-    target's name but another uid counts as the target deleted. ``pods``, read after ``job``
-    when :func:`reads_pods` says so, are judged (:func:`judge_pods`) before the timeouts.
-    """
+    """The wait's result if it ends now, else ``None``. ``job`` is the latest copy known to be
+    current (``None``: it does not exist); ``pods``, read after it when :func:`reads_pods` says
+    so, are judged (:func:`judge_pods`) before the timeouts."""
     seen = see(job, target)
     by_pods = judge_pods(seen, target, pods, now) if pods is not None else None
     return by_pods or judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
@@ -252,11 +248,10 @@ def judge_stall(seen: Seen, stall: Stall | None) -> WaitResult | None:
 
 
 def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
-    """Whether the waiter should read the job's pods for their restarts now: only a running job
-    restarts containers in place, and only a target with a budget counts them."""
-    if seen.job is None or target.max_container_restarts is None:
-        return False
-    return seen.status.phase == "Running"
+    """Whether to read the job's pods for their restarts now: only a running job restarts
+    containers in place, and only a target with a budget counts them."""
+    running = seen.job is not None and seen.status.phase == "Running"
+    return running and target.max_container_restarts is not None
 
 
 def checks_startup(seen: Seen, target: WaitTarget) -> bool:
@@ -287,13 +282,10 @@ def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
 
 
 def gang_was_whole(seen: Seen) -> bool:
-    """Whether the job itself shows that its gang was whole at some time since submission.
-
-    Either a waiter's mark, or Volcano's own record: a ``Running`` condition of a job whose
-    ``minAvailable`` covers every rank (the provider's default gang), since Volcano calls such
-    a job Running only once all of its ranks are. With a smaller ``minAvailable`` (the seed's
-    own, ``gang="template"``) Running says nothing about the other ranks: only the mark does.
-    """
+    """Whether the job itself shows that its gang was whole at some time since submission:
+    a waiter's mark, or a ``Running`` condition of a job whose ``minAvailable`` covers every
+    rank (the provider's default gang: Volcano calls it Running only once all ranks are). With
+    a smaller ``minAvailable`` (``gang="template"``) only the mark tells."""
     job = seen.job
     if job is None:
         return False
@@ -308,8 +300,7 @@ def gang_was_whole(seen: Seen) -> bool:
 
 def gang_whole_since(job: Mapping[str, Any]) -> str | None:
     """When the job's gang was first seen whole (RFC 3339), as :func:`gang_was_whole` knows
-    it: a waiter's mark, else Volcano's ``Running`` condition of a job whose ``minAvailable``
-    covers every rank; ``None`` when the job does not show it."""
+    it; ``None`` when the job does not show it."""
     view = JobView.of(job)
     if GANG_WHOLE_ANNOTATION in view.annotations:
         return str(view.annotations[GANG_WHOLE_ANNOTATION])

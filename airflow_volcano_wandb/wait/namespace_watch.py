@@ -1,23 +1,21 @@
 """One list+watch of a kind of object in a namespace, kept as a cache that waiters share.
 
-A triggerer process may hold a thousand deferred training tasks. Polling each job (or its
-pods) costs a request per job per interval; one watch connection per job costs a connection
-each. Here one list+watch per (event loop, connection, namespace, label selector) and kind
-keeps the latest copy of every object it selects, grouped under a key (a job's name: the job
-itself, or the pods Volcano made for it); each subscriber is woken only when its key changes.
-``job_watcher`` and ``pod_watcher`` are its two kinds.
+A triggerer may hold a thousand deferred training tasks: polling costs a request per job per
+interval, a watch per job a connection each. Here one list+watch per (event loop, connection,
+namespace, label selector) and kind keeps the latest copy of every object it selects, grouped
+under a key (a job's name: the job, or its pods); each subscriber is woken only when its key
+changes. ``job_watcher`` and ``pod_watcher`` are its two kinds.
 
 What a waiter may rely on:
 
 - ``synced`` is set only while the watch is up (after a complete, paginated LIST) and is
   cleared the moment the list or watch fails; :meth:`NamespaceWatch.objects` answers from
   the cache only while it is set, so nobody judges by a copy the watch has stopped updating.
-- No failure is final. Every one (401, 403, 404, 410, 429, 5xx, timeouts, refused or reset
-  connections, an unreadable kubeconfig) is retried with capped, jittered exponential
-  backoff that honours ``Retry-After``, over a fresh hook and client each time, so rotated
-  credentials and a replaced kubeconfig are picked up. ``failing_since`` and
-  ``last_failure`` describe the current run of failures, and every subscriber is woken
-  when they change: how long to tolerate it is each waiter's own decision.
+- No failure is final. Every one (401, 403, 404, 410, 429, 5xx, timeouts, an unreadable
+  kubeconfig) is retried with capped, jittered backoff that honours ``Retry-After``, over a
+  fresh hook and client each time (rotated credentials are picked up). ``failing_since`` and
+  ``last_failure`` describe the current run of failures, and every subscriber is woken when
+  they change: how long to tolerate it is each waiter's own decision.
 - The backoff starts over, and the run of failures ends (``failing_since`` back to None),
   only once a watch has stayed up for ``STABLE_WATCH_SECONDS``: a LIST that succeeds
   followed by a watch that fails at once must neither relist in a tight loop nor hide a
@@ -67,11 +65,9 @@ class Subscription:
 
 class NamespaceWatch:
     """The latest copy of the namespace's objects of one kind (matching a selector), grouped
-    by key; wakes the subscribers of a key when it changes.
-
-    A kind says what to list and watch (the hook's calls ``list_call`` and ``watch_call``),
-    how its objects are grouped (:meth:`_key`) and what of each is kept (:meth:`_kept`).
-    """
+    by key; wakes the subscribers of a key when it changes. A kind says what to list and watch
+    (``list_call``, ``watch_call``), how its objects are grouped (:meth:`_key`) and what of
+    each is kept (:meth:`_kept`)."""
 
     #: What is watched, in words for a log and for RBAC (``describe_failure``).
     resource = ""
@@ -361,11 +357,7 @@ def shared(
     label_selector: str | None = None,
 ) -> W:
     """The event loop's watch of this kind for this connection, namespace and selector, made
-    on first use.
-
-    Keyed by the running loop too: a watch's task and events belong to one loop, and
-    ``dag.test()`` or the sync operator run each wait in a loop of its own.
-    """
+    on first use; keyed by the loop too, as ``dag.test()`` and a sync wait run their own."""
     loop_key = (id(asyncio.get_running_loop()), kind, key, namespace, label_selector)
     watch = _watches.get(loop_key)
     if watch is None:

@@ -9,6 +9,7 @@ ending's sentence, the message a failed task shows, is made here by its own cons
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -72,14 +73,7 @@ class WaitResult:
         cls, status: JobStatus, outcome: Ending, message: str, **fields: Any
     ) -> WaitResult:
         """The wait's end with ``outcome``, for a job that is still there as ``status`` shows."""
-        seen = {
-            "name": status.name,
-            "namespace": status.namespace,
-            "uid": status.uid,
-            "phase": status.phase,
-            "retry_count": status.retry_count,
-        }
-        return cls(outcome=outcome, message=message, **{**seen, **fields})
+        return dataclasses.replace(cls.from_status(status, outcome, message), **fields)
 
     @classmethod
     def _of_record(cls, status: JobStatus, outcome: Ending, what: str, **record: Any) -> WaitResult:

@@ -121,16 +121,10 @@ def crash_loop(
     job_name: str,
     job_uid: str | None = None,
 ) -> CrashLoop | None:
-    """The crash loop that the job's restarts show, or ``None`` while they are within budget.
-
-    Past the budget means more restarts than ``budget`` (``0``: the first restart is too many;
-    ``None``: no budget). The container named is the one that restarted most (the first pod
-    by name among equals): it is the crash-looping rank, the others at most followed it.
-
-    :param pods: the job's pods as read (the shared pod watch's copies, or a LIST).
-    :param budget: ``max_container_restarts``.
-    :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
-    :param job_uid: the submission whose pods count (``None``: every pod given).
+    """The crash loop that the job's ``pods`` show: more restarts than ``budget`` (``0``: the
+    first restart is too many; ``None``: no budget), of the pods of ``job_uid`` (``None``:
+    every pod given); else ``None``. The container named is the one that restarted most (the
+    first pod by name among equals): the crash-looping rank, the others at most followed it.
     """
     if budget is None:
         return None

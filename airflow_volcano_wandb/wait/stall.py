@@ -6,15 +6,10 @@ with it, holding its GPUs until ``execution_timeout``. A trainer that makes prog
 
 The question is asked of the apiserver, not of a waiter's memory, so a triggerer restart or a
 handover changes nothing: the master container has run for at least ``stall_timeout`` (its
-``state.running.startedAt``), and its log since ``stall_timeout`` seconds ago is empty (one
-``GET pods/<master>/log?sinceSeconds=...&limitBytes=1``). A waiter asks at most once per
-``stall_timeout / PROBES_PER_TIMEOUT``; that it remembers only when it asked last, and
-forgetting it (a restart) costs one early probe.
-
-A trainer may log only to W&B (its stdout silent): when the run is online and the task has a
-W&B key, a master silent for ``stall_timeout`` is asked about once more before the verdict,
-through its W&B run's last step (:func:`stalled_online`): a step logged within
-``stall_timeout`` is progress. When W&B cannot say, the log's verdict stands alone.
+``state.running.startedAt``), and its log since then is empty (one
+``GET pods/<master>/log?sinceSeconds=...&limitBytes=1``), asked at most once per
+``stall_timeout / PROBES_PER_TIMEOUT``. A trainer may log only to W&B: a silent master whose
+online run logged a step within ``stall_timeout`` is not stalled (:func:`stalled_online`).
 """
 
 from __future__ import annotations
@@ -102,12 +97,9 @@ def silence_probe(
     job_uid: str | None = None,
 ) -> Stall | None:
     """The master container whose log to probe: the first container of the master pod of
-    this submission (``job_uid``), running for at least ``stall_timeout``; ``None`` when there
-    is none (not started, restarted or replaced lately, being deleted): nothing to judge yet.
-
-    :param job: the job, for its master task and its name.
-    :param pods: its pods as the API returns them (read after the job).
-    """
+    this submission (``job_uid``, among ``pods`` read after ``job``), running for at least
+    ``stall_timeout``; ``None`` when there is none (not started, restarted or replaced lately,
+    being deleted): nothing to judge yet."""
     master = master_pod(job_pods(pods, job_uid), job)
     if master is None:
         return None

@@ -11,13 +11,11 @@ trains. The kubelet says why in the container's ``state.waiting.reason``:
   a little late can heal. The wait ends once the container has been failing for
   ``startup_timeout`` and the kubelet still reports the error.
 
-A container still being created (``ContainerCreating``, a slow pull of a large image) is not
-failing, and is never ended by this budget. The clock starts at the latest of the pod's
-placement (its ``PodScheduled`` condition), the container's last exit and the start of this
-try's wait (``not_before``): all read from the pod or the wait's own fields, so a triggerer
-restart or a handover does not restart it, and a retry that reattaches to a job whose key
-Secret it has just delivered gives the kubelet the whole budget to start the container. The
-anchor is ``KubernetesPodOperator``'s ``startup_timeout_seconds`` (120 s).
+A container still being created (a slow pull of a large image) is not failing. The clock starts
+at the latest of the pod's placement (``PodScheduled``), the container's last exit and the start
+of this try's wait (``not_before``), all read from the pod or the wait's fields: a triggerer
+restart does not restart it, and a retry that reattaches to a job whose key Secret it has just
+delivered gives the kubelet the whole budget (``KubernetesPodOperator``'s 120 s).
 """
 
 from __future__ import annotations
@@ -88,16 +86,10 @@ def start_failure(
     job_uid: str | None = None,
     not_before: float | None = None,
 ) -> StartFailure | None:
-    """The first placed container (by pod, init containers first) that cannot start and has
-    exhausted its budget; ``None`` while none has, and always for ``startup_timeout=None``.
-
-    :param pods: the job's pods as the API returns them (a fresh list, not a cached one).
-    :param startup_timeout: seconds a container may keep failing for a :data:`MAY_HEAL` reason.
-    :param now: epoch seconds.
-    :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
-    :param job_uid: the submission whose pods count (``None``: every pod given).
-    :param not_before: when this try's wait began (epoch seconds): no failure counts from
-        before it.
+    """The first placed container (by pod, init containers first) of ``job_uid``'s pods
+    (``None``: every pod given) that cannot start and has failed for ``startup_timeout`` (a
+    :data:`MAY_HEAL` reason) counted from no earlier than ``not_before``, or at all (a
+    :data:`NEVER_STARTS` one); ``None`` while none has, and always for ``startup_timeout=None``.
     """
     if startup_timeout is None:
         return None

@@ -1,17 +1,12 @@
 """How far a training has got and when it will end, as its trainer reports it.
 
-Pure. The progress contract (docs/trainer.md): a trainer reports its step and its total steps,
-and optionally its epoch and its epochs, in what its W&B run logs anyway (the summary keys
-:data:`STEP_KEY`, :data:`TOTAL_STEPS_KEY`, :data:`EPOCH_KEY`, :data:`EPOCHS_KEY`) and, for a run
-without W&B, as one line of its master's log, ``AVW_PROGRESS {"step": 1200, "total_steps":
-4000, "epoch": 3, "epochs": 10}``. While a task waits, it reads that (``step_io``: the run's
-summary at most every :data:`READ_INTERVAL`) and logs a line at most once a minute and at each
-10 % step (:func:`due`), in Kubeflow Trainer's terms of a percentage and an estimated time left:
+Pure. The progress contract (docs/trainer.md): a trainer reports its step and total steps, and
+optionally its epoch and epochs, in its W&B run's summary (:data:`STEP_KEY` and the others) or,
+without W&B, as a master log line ``AVW_PROGRESS {"step": 1200, "total_steps": 4000}``. A
+waiting task reads it at most every :data:`READ_INTERVAL` and logs, at most once a minute and at
+each tenth (:func:`due`), a percentage and an estimated time left, as Kubeflow Trainer does:
 
 ``progress: step 1200/4000 (30 %), 2.1 steps/s, ETA 22 min, eval/accuracy=0.91``
-
-A step that has not moved since the last read says so in the same words (``no new step for 5
-min``), as a stall does.
 """
 
 from __future__ import annotations

@@ -7,19 +7,14 @@ Only the ranks that run W&B see the stop: the master in the default rank mode, e
 ``shared`` mode.
 
 Under the seed's ``restartPolicy: OnFailure`` the kubelet restarts the stopped trainer in its
-pod, so neither the pod nor the Volcano job fails (Volcano's ``exitCode`` policies act only on
-a failed pod): the waiter finds the stop in the pods it reads for the restart budget
-(``step_io``), as the container's current or last termination. A template whose failed pod
-ends the job shows it in ``diagnostics.classify`` instead. Either way the task fails with
-``StoppedFromWandbError``.
-
-A trainer that misses the stop (its own code, not the example trainer; an SDK backed up behind
-a flood of records) would train on. So the wait, like W&B Launch's agent, also asks W&B whether
-the run was stopped (``wandb_progress``), at most every :func:`ask_interval`: the first waiter
-to hear it marks the job (:data:`STOP_SEEN_ANNOTATION`, so a restarted triggerer, a handover or
-a rescheduled poke counts from the same moment), and a job still running ``wandb_stop_grace``
-seconds after that mark is deleted and the task fails with ``StoppedFromWandbError``
-(:func:`describe_unheeded`).
+pod, so neither the pod nor the job fails: the waiter finds the stop in the pods it reads
+(``step_io``), as a container's current or last termination; a template whose failed pod ends
+the job shows it in ``diagnostics.classify``. A trainer that misses the stop would train on, so
+the wait, like W&B Launch's agent, also asks W&B (``wandb_progress``), at most every
+:func:`ask_interval`: the first waiter to hear it marks the job (:data:`STOP_SEEN_ANNOTATION`:
+a restart or handover counts from the same moment), and a job still running
+``wandb_stop_grace`` later is deleted (:func:`describe_unheeded`). The task fails with
+``StoppedFromWandbError`` either way.
 """
 
 from __future__ import annotations
@@ -58,14 +53,9 @@ STOP_SEEN_ANNOTATION = f"{DOMAIN}/wandb-stop-seen-at"
 def stopped_rank(
     pods: Iterable[Mapping[str, Any]], *, job_name: str, job_uid: str | None = None
 ) -> str | None:
-    """The first rank (``master-0``, by pod name) of the job's live pods whose container
-    exited with :data:`STOPPED_FROM_WANDB_EXIT_CODE` or left :data:`STOPPED_FROM_WANDB_MARKER`
-    as its termination message, now or before its last restart; ``None`` when none did.
-
-    :param pods: the job's pods as the API returns them.
-    :param job_name: the job, to name a pod's rank (``<job>-<task>-<index>``).
-    :param job_uid: the submission whose pods count (``None``: every pod given).
-    """
+    """The first rank (``master-0``, by pod name) of the live pods of ``job_uid`` (``None``:
+    every pod given) whose container ended as a stopped run's (:func:`is_stop`), now or before
+    its last restart; ``None`` when none did."""
     for pod in sorted(job_pods(pods, job_uid), key=_name):
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
             for state in (status.get("state"), status.get("lastState")):

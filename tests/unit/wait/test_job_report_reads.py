@@ -79,7 +79,7 @@ def test_one_list_of_pods_serves_the_gpu_seconds_and_the_master_tail(caplog):
     hook = _Counting()
     with caplog.at_level(logging.INFO):
         pods = job_report.finished_job_pods(hook, JOB, TASK_LOG)
-        job_report.log_gpu_seconds(hook, JOB, TASK_LOG, pods)
+        job_report.log_gpu_seconds(JOB, pods, TASK_LOG)
         job_report.log_master_tail(hook, JOB, 10, TASK_LOG, pods)
     assert hook.calls == ["list pods", "log"]
     logged = " ".join(r.getMessage() for r in caplog.records)
