@@ -26,7 +26,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TaskInstanceIdentity  # noqa: E402
+from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import cluster as local_cluster  # noqa: E402
 from airflow_volcano_wandb.testing.cluster import manifests  # noqa: E402
 from airflow_volcano_wandb.testing.cluster.kube import Kube, KubeError  # noqa: E402
@@ -120,12 +120,10 @@ class Cluster:
         missing, added, index = pods - (free - used), [], BENCH_NODE_PREFIX
         existing = {n["metadata"]["name"] for n in nodes}
         while missing > 0:
-            body = manifests.node(index, gpus=8)
-            index += 1
-            if body["metadata"]["name"] not in existing:
+            body, index = manifests.node(index, gpus=8), index + 1
+            if (name := body["metadata"]["name"]) not in existing:
                 self.kube.create("/api/v1/nodes", body)
-                added.append(body["metadata"]["name"])
-                missing -= PODS_PER_NODE
+                added, missing = [*added, name], missing - PODS_PER_NODE
 
         def ready(name: str) -> bool:
             conditions = self.kube.get(f"/api/v1/nodes/{name}")["status"].get("conditions", [])
@@ -161,26 +159,17 @@ class Cluster:
             return list(pool.map(one, bodies))
 
     def start_jobs(self, namespace: str, bodies: list[dict], timeout: float = 600) -> dict:
-        """Create the jobs and wait until Volcano runs every one: the seconds to create them
-        and to all Running, the pods Running, and the jobs as the operator knows them after
-        submitting (name and uid, in creation order)."""
+        """Create the jobs, wait until Volcano runs every one: the seconds to both, the pods
+        Running, and the jobs as the operator knows them after submitting (name, uid)."""
         t = time.monotonic()
         self.create_jobs(namespace, bodies)
         created_s = time.monotonic() - t
         self.wait_phase(namespace, len(bodies), {"Running"}, timeout=timeout)
         running_s = time.monotonic() - t
-        uids = {
-            j["metadata"]["name"]: j["metadata"]["uid"]
-            for j in self.list_jobs(namespace, MANAGED_SELECTOR)
-        }
+        uids = {j["metadata"]["name"]: j["metadata"]["uid"] for j in self.list_jobs(namespace)}
         running = self.pods(namespace, "?fieldSelector=status.phase%3DRunning")
-        names = [body["metadata"]["name"] for body in bodies]
-        return {
-            "created_s": created_s,
-            "running_s": running_s,
-            "pods": len(running),
-            "jobs": [{"name": n, "uid": uids[n]} for n in names if n in uids],
-        }
+        jobs = [{"name": n, "uid": uids[n]} for n in (b["metadata"]["name"] for b in bodies)]
+        return {"created_s": created_s, "running_s": running_s, "pods": len(running), "jobs": jobs}
 
     def list_jobs(self, namespace: str, selector: str = "") -> list[dict]:
         query = f"?labelSelector={quote(selector)}" if selector else ""
@@ -225,20 +214,12 @@ class Cluster:
 
 def tiny_job(name: str, duration: float, labels: dict[str, str] | None = None) -> dict[str, Any]:
     """One task, one pod, tiny requests: as many fit on the simulated nodes as pods are allowed."""
-    container = {
-        "name": "master",
-        "image": "example.org/bench:1",
-        "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
-    }
-    master = {
-        "name": "master",
-        "replicas": 1,
-        "policies": [{"event": "TaskCompleted", "action": "CompleteJob"}],
-        "template": {
-            "metadata": {"annotations": {SIM_DURATION: f"{duration:.1f}"}},
-            "spec": {"restartPolicy": "Never", "containers": [container]},
-        },
-    }
+    resources = {"requests": {"cpu": "10m", "memory": "16Mi"}}
+    container = {"name": "master", "image": "example.org/bench:1", "resources": resources}
+    spec = {"restartPolicy": "Never", "containers": [container]}
+    template = {"metadata": {"annotations": {SIM_DURATION: f"{duration:.1f}"}}, "spec": spec}
+    policies = [{"event": "TaskCompleted", "action": "CompleteJob"}]
+    master = {"name": "master", "replicas": 1, "policies": policies, "template": template}
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "Job",
@@ -321,9 +302,8 @@ def child(script: str, *args: Any, out: Path, env: dict | None = None, quiet: bo
 def trial(
     test: str, figures: str, env: dict[str, str], say, args: tuple = (), drop: tuple = ()
 ) -> tuple[dict | None, int]:
-    """A reliability trial of ``tests/reliability/`` as the bench's driver: pytest in a child
-    process on this cluster (the bench imports nothing from ``tests/``); the figures it writes
-    to ``test-artifacts/reliability/<figures>`` (None if none), and pytest's status."""
+    """A trial of ``tests/reliability/`` as the driver, pytest in a child process (the bench
+    imports nothing from ``tests/``): the figures it writes (or None), and its status."""
     path = REPO / "test-artifacts" / "reliability" / figures
     path.unlink(missing_ok=True)
     base = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", *drop))}

@@ -22,13 +22,6 @@ NEEDS = "cluster"
 NAMESPACE = "wandb"
 
 
-def _cold_image_seconds() -> float | None:
-    from airflow_volcano_wandb.testing.cluster import image
-
-    record = image.build_record(image.base_layer_path())
-    return json.loads(record.read_text())["seconds"] if record.exists() else None
-
-
 def _utc(value: Any) -> float:
     if isinstance(value, str):
         value = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -64,18 +57,15 @@ def run(ctx) -> dict | None:
     created = _utc(job["metadata"]["creationTimestamp"])
     completed = _utc(job["status"]["state"]["lastTransitionTime"])
     ranks = [p for p in pods.seen() if p.metadata.name.startswith(name)]
-    started, finished = {}, {}
-    for pod in ranks:
-        state = pod.status.container_statuses[0].state
-        ran = state.terminated or state.running
-        started[pod.metadata.name] = _utc(ran.started_at)
-        if state.terminated:
-            finished[pod.metadata.name] = _utc(state.terminated.finished_at)
+    states = {pod.metadata.name: pod.status.container_statuses[0].state for pod in ranks}
+    started = {n: _utc((s.terminated or s.running).started_at) for n, s in states.items()}
+    finished = {n: _utc(s.terminated.finished_at) for n, s in states.items() if s.terminated}
     master = f"{name}-master-0"
-    archive = image.trainer_image()
+    record = image.build_record(image.base_layer_path())  # the cold build's, if recorded
+    cold = json.loads(record.read_text())["seconds"] if record.exists() else None
     figures = {
-        "image_build_s_cold": _cold_image_seconds(),
-        "image_mb": round(archive.stat().st_size / 2**20),
+        "image_build_s_cold": cold,
+        "image_mb": round(image.trainer_image().stat().st_size / 2**20),
         "pods_ready_s": round(max(started.values()) - created, 1),
         "train_s": round(finished[master] - started[master], 1),
         "completion_to_task_success_s": round(_wait_task_end(state_dir) - completed, 1),

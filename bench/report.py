@@ -1,12 +1,10 @@
-"""The scenarios, and their report: ``latest.md`` from the results, and the goals they meet or
-miss. A section per scenario present: a partial run (``run_all.py --only``) may lack some.
-
-Each scenario is a module of its own on the shared driver (``run_all.py``), which reads from it:
-``KEYS``, the keys of ``latest.json`` it writes; ``run(ctx)``, its figures under those keys
-(``None``: not run, the figures it had are kept); ``section(results)``, its report section;
-and where it has them ``goals(figures)``, ``OPTIONS`` (``{name: (default, quick, help)}``:
-``--name``), ``NEEDS`` (``"cluster"``, or ``"db"``: the cluster and an Airflow DB) and
-``pods(options)``, the most pods it holds at once (simulated nodes are added for them).
+"""The scenarios, and their report: ``latest.md`` from the results (a section per scenario
+present), and the goals they meet or miss. Each scenario is a module of its own on the shared
+driver (``run_all.py``), which reads from it: ``KEYS`` (its keys of ``latest.json``), ``run(ctx)``
+(its figures; ``None``: not run, the figures it had are kept), ``section(results)``, and where
+it has them ``goals(figures)``, ``OPTIONS`` (``{name: (default, quick, help)}``: ``--name``),
+``NEEDS`` (``"cluster"``, or ``"db"``: an Airflow DB too) and ``pods(options)``, the most pods
+it holds at once (simulated nodes are added for them).
 """
 
 from __future__ import annotations

@@ -79,9 +79,8 @@ def record(
 def record_part(
     scenario: str, part: str, figures: dict[str, Any], meta: dict[str, Any], out_dir: Path
 ) -> dict[str, Any]:
-    """Merge the figures of one ``part`` of a scenario (one of ``scenario_odd_paths.py``'s)
-    into that scenario's, keeping its other parts'; the scenario's meta says which part is of
-    which date (``parts``)."""
+    """Merge one ``part``'s figures into its scenario's (an odd path's), keeping the others';
+    the meta says each part's date (``parts``)."""
     results = read(out_dir)
     merged = {**results.get(scenario, {}), **figures}
     previous = results.get("scenario_meta", {}).get(scenario, {})

@@ -1,14 +1,7 @@
 """3 and 4. The operator's ``execute()`` start to job created, and the end-to-end overhead
-under ``dag.test()``: sync versus deferrable, interleaved.
-
-This file as a program (in a child process, in the bench's Airflow env) runs the test DAGs
-``avw_test_sync`` and ``avw_test_deferrable`` (tests/dags/avw_test_jobs.py) alternately on the
-seed template, each job's pods running a fixed simulated time. Records, per run:
-
-- ``submit_s``: ``execute()`` start to ``VolcanoHook.create_job`` returning (the job exists);
-- the Airflow task's duration (the task instance's ``end_date - start_date``) and
-  ``execute()`` start to the task's end as this process sees it;
-- the job's stamps from an observer (``waiters.Observer``) are joined by the parent (``run``).
+under ``dag.test()``: the test DAGs ``avw_test_sync`` and ``avw_test_deferrable`` in turns, on
+the seed with a fixed simulated run, in a child process (this file as a program) that stamps
+``execute()`` and ``create_job``; the parent joins an observer's job stamps (``run``).
 """
 
 from __future__ import annotations

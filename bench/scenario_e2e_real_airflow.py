@@ -1,16 +1,9 @@
 """11. e2e_real_airflow (issue 26): job ``Completed`` to task success through the real
 scheduler and triggerer of a production-shaped Airflow (PostgreSQL, two schedulers, two
-triggerers).
-
-The driver is ``tests/reliability/test_e2e_real_airflow.py`` (marked ``long``), run as a
-program (``common.trial``, ``AVW_E2E_REAL_TASKS`` deferred tasks, on this cluster), as
-``handover`` is. Half the tasks' jobs end at once (``Completed`` while the trigger still waits
-out ``defer_settle_seconds``), half after the settle, so the settle's cost shows apart. Beside
-them run as many of Airflow's own deferrable tasks of two kinds (a ``DateTimeTrigger`` deferral
-resuming on a worker, and ``DateTimeSensorAsync`` ending in the triggerer): each kind's trigger
-fire to task success, the provider's median over Airflow's resume-on-worker median (goal: at
-most 1.2), and the steps between. The figures come back through
-``test-artifacts/reliability/e2e_real_airflow.json``.
+triggerers), half the jobs ending inside ``defer_settle_seconds`` and half after, beside as many
+of Airflow's own deferrable tasks (trigger fire to success; goal: the provider's median at
+most 1.2x Airflow's resume on a worker). The driver is
+``tests/reliability/test_e2e_real_airflow.py``, run as a program (``common.trial``).
 """
 
 from __future__ import annotations
@@ -19,7 +12,7 @@ import os
 import time
 from pathlib import Path
 
-from common import say, trial
+from common import say, table, trial
 
 KEYS = ("e2e_real_airflow",)
 NEEDS = "cluster"
@@ -73,53 +66,43 @@ def run(ctx) -> dict:
     return {"e2e_real_airflow": {**figures, "trial_passed": status == 0, "measured": measured}}
 
 
-def _planned(e: dict) -> str:
-    planned = e.get("planned", e["tasks"])
-    return "" if planned == e["tasks"] else f" of {planned} planned (cut short)"
-
-
-def _measured(e: dict) -> str:
-    m = e.get("measured")
-    if not m:
-        return ""
-    bytecode = "" if "bytecode" not in m else f"; bytecode: {m['bytecode']}"
-    return f"; measured {m['date']}, load average before {m['load_before']}{bytecode}"
-
-
-def _row(label: str, kind: dict) -> str:
-    c, t = kind["completed_to_success_s"], kind["task_s"]
-    return (
-        f"| {label} | {kind['job_runs_s']:g} s | {c['p50']} s | {c['p99']} s | {t['p50']} s "
-        f"| {c['n']} |"
-    )
-
-
 def section(r: dict) -> list[str]:
     e = r["e2e_real_airflow"]
     if "error" in e:
         return [f"The driver did not run: {e['error']}."]
-    settle = e["defer_settle_seconds"]
-    at_once, after = e["ends_at_once"], e["ends_after_settle"]
-    cost = None
-    if at_once["completed_to_success_s"]["p50"] and after["completed_to_success_s"]["p50"]:
-        cost = round(
-            at_once["completed_to_success_s"]["p50"] - after["completed_to_success_s"]["p50"], 2
-        )
+    planned, m = e.get("planned", e["tasks"]), e.get("measured")
+    cut = "" if planned == e["tasks"] else f" of {planned} planned (cut short)"
+    bytecode = f"; bytecode: {m['bytecode']}" if m and "bytecode" in m else ""
+    measured = f"; measured {m['date']}, load average before {m['load_before']}" if m else ""
+    at_once, after = (e[k]["completed_to_success_s"] for k in ("ends_at_once", "ends_after_settle"))
+    cost = round(at_once["p50"] - after["p50"], 2) if at_once["p50"] and after["p50"] else None
+
+    def row(label: str, kind: dict) -> list:
+        c, t = kind["completed_to_success_s"], kind["task_s"]
+        return [
+            label,
+            f"{kind['job_runs_s']:g} s",
+            f"{c['p50']} s",
+            f"{c['p99']} s",
+            f"{t['p50']} s",
+            c["n"],
+        ]
+
+    everything = e["all"]["completed_to_success_s"]
     return [
-        f"{e['tasks']} deferred tasks{_planned(e)} (waves of {e['wave']}) on a "
-        "production-shaped Airflow: "
+        f"{e['tasks']} deferred tasks{cut} (waves of {e['wave']}) on a production-shaped Airflow: "
         f"PostgreSQL, {e['schedulers']} schedulers (LocalExecutor), {e['triggerers']} "
-        f"triggerers; `defer_settle_seconds` {settle:g} s{_measured(e)}. Job `Completed` (seen "
-        "by a watch) to the task's `end_date`:",
+        f"triggerers; `defer_settle_seconds` {e['defer_settle_seconds']:g} s{measured}{bytecode}. "
+        "Job `Completed` (seen by a watch) to the task's `end_date`:",
         "",
-        "| jobs that | job runs | Completed to success p50 | p99 | task p50 | n |",
-        "|---|---|---|---|---|---|",
-        _row("end at once (inside the settle)", at_once),
-        _row("end after the settle", after),
+        *table(
+            "jobs that | job runs | Completed to success p50 | p99 | task p50 | n",
+            row("end at once (inside the settle)", e["ends_at_once"]),
+            row("end after the settle", e["ends_after_settle"]),
+        ),
         "",
-        f"All: p50 {e['all']['completed_to_success_s']['p50']} s, p99 "
-        f"{e['all']['completed_to_success_s']['p99']} s. The settle's cost at the median: "
-        f"{cost} s. Wrong outcomes: {len(e['wrong'])}; run took {e['wall_s']} s "
+        f"All: p50 {everything['p50']} s, p99 {everything['p99']} s. The settle's cost at the "
+        f"median: {cost} s. Wrong outcomes: {len(e['wrong'])}; run took {e['wall_s']} s "
         f"({'passed' if e['trial_passed'] else 'FAILED'}).",
         *md_floor(e),
     ]
@@ -148,36 +131,35 @@ def _p(figure: dict | None) -> str:
 
 def md_floor(e: dict) -> list[str]:
     """Trigger fire to success of the provider and of Airflow's own, and the steps between."""
-    f = e.get("trigger_fired_to_success")
-    if not f:
+    if not (f := e.get("trigger_fired_to_success")):
         return []
-    lines = [
+    fired = [(label, f[family]["fired_to_success_s"]) for family, label in FAMILIES]
+    steps = [(f["provider"].get(k), f["airflow_resume_on_worker"].get(k), s) for k, s in STEPS]
+    inside = f["provider"].get("execute_complete_steps_s") or {}
+    return [
         "",
         "Trigger fired (the triggerer's `Trigger fired event` line) to the task's `end_date`, "
         "the provider's tasks beside as many of Airflow's own of each kind:",
         "",
-        "| task | fired to success p50 | p99 | n |",
-        "|---|---|---|---|",
-    ]
-    for family, label in FAMILIES:
-        c = f[family]["fired_to_success_s"]
-        lines.append(f"| {label} | {c['p50']} s | {c['p99']} s | {c['n']} |")
-    lines += [
+        *table(
+            "task | fired to success p50 | p99 | n",
+            *((x, f"{c['p50']} s", f"{c['p99']} s", c["n"]) for x, c in fired),
+        ),
         "",
         f"Provider median over Airflow's resume-on-worker median: "
         f"**{f['ratio_provider_to_resume_on_worker']}** (goal at most {FLOOR_RATIO_GOAL}).",
         "",
-        "| step (medians) | provider | Airflow, resumed on a worker |",
-        "|---|---|---|",
+        *table(
+            "step (medians) | provider | Airflow, resumed on a worker",
+            *((s, _p(a), _p(b)) for a, b, s in steps),
+        ),
+        *(
+            ["", "Inside the provider's `execute_complete` (medians, before each line):", ""]
+            if inside
+            else []
+        ),
+        *(f"- {v['before_it']}: {_p(v)}" for v in inside.values() if v.get("n")),
     ]
-    for step, label in STEPS:
-        provider, floor = f["provider"].get(step), f["airflow_resume_on_worker"].get(step)
-        lines.append(f"| {label} | {_p(provider)} | {_p(floor)} |")
-    inside = f["provider"].get("execute_complete_steps_s") or {}
-    if inside:
-        lines += ["", "Inside the provider's `execute_complete` (medians, before each line):", ""]
-        lines += [f"- {v['before_it']}: {_p(v)}" for v in inside.values() if v.get("n")]
-    return lines
 
 
 def goals(e: dict | None) -> list[str]:
@@ -186,10 +168,11 @@ def goals(e: dict | None) -> list[str]:
     if "error" in e:
         return [f"e2e_real_airflow: did not run ({e['error']})"]
     after = e["ends_after_settle"]["completed_to_success_s"]
+    ok = "met" if not e["wrong"] and e["trial_passed"] else "MISSED"
     goals = [
         f"every deferred task of {e['tasks']} succeeded on its first try through the real "
-        f"scheduler and triggerer: {'met' if not e['wrong'] and e['trial_passed'] else 'MISSED'}"
-        f"; Completed to success after the settle p50 {after['p50']} s, p99 {after['p99']} s"
+        f"scheduler and triggerer: {ok}; Completed to success after the settle p50 "
+        f"{after['p50']} s, p99 {after['p99']} s"
     ]
     ratio = (e.get("trigger_fired_to_success") or {}).get("ratio_provider_to_resume_on_worker")
     if ratio is not None:

@@ -1,16 +1,12 @@
 """10. handover (issue 26): a triggerer frozen past its health-check threshold while
-``--handover-jobs`` deferred jobs are spread over two triggerers, on a production-shaped
-Airflow (PostgreSQL, two schedulers, two triggerers): jobs deleted, wrong verdicts, triggers
-reassigned, takeover time.
-
-The driver is the HA trial itself, ``tests/reliability/test_ha_airflow.py``'s handover test,
-run as a program (``common.trial``, ``AVW_HANDOVER_JOBS`` jobs, on this cluster); its figures
-come back through ``test-artifacts/reliability/handover.json``.
+``--handover-jobs`` deferred jobs are spread over two triggerers of a production-shaped
+Airflow. The driver is ``tests/reliability/test_ha_airflow.py``'s handover trial, run as a
+program (``common.trial``); its figures come back through ``test-artifacts/reliability``.
 """
 
 from __future__ import annotations
 
-from common import say, trial
+from common import say, table, trial
 
 KEYS = ("handover",)
 NEEDS = "cluster"
@@ -38,27 +34,23 @@ def section(r: dict) -> list[str]:
     h = r["handover"]
     if "error" in h:
         return [f"The trial did not run: {h['error']}."]
-
-    def fig(key: str) -> str:  # figures carried over from the docs may lack some
-        return str(h[key]) if key in h else "not recorded"
-
     passed = {True: "passed", False: "FAILED"}.get(h.get("trial_passed"), "not recorded")
     ended = (
         f"{h['ended_while_frozen']} of its jobs ended meanwhile, the rest right after the thaw."
-        if "ended_while_frozen" in h
+        if "ended_while_frozen" in h  # figures carried over from the docs may lack some
         else ""
     )
+    head = "jobs | triggerers | frozen_s | takeover_s | reassigned | jobs_deleted "
+    keys = [*head.split(" | "), "wrong_verdicts"]
     return [
         f"{h['jobs']} deferred jobs, half on each of {h['triggerers']} triggerers; one frozen "
         f"(SIGSTOP) for {h['frozen_s']} s, past `triggerer_health_check_threshold` (15 s); "
         + ended,
         "",
-        "| jobs | triggerers | frozen_s | takeover_s | reassigned | jobs_deleted "
-        "| wrong_verdicts | duplicates | trial |",
-        "|---|---|---|---|---|---|---|---|---|",
-        f"| {h['jobs']} | {h['triggerers']} | {h['frozen_s']} | {h['takeover_s']} "
-        f"| {h['reassigned']} | {h['jobs_deleted']} | {h['wrong_verdicts']} "
-        f"| {fig('duplicates')} | {passed} |",
+        *table(
+            head + "| wrong_verdicts | duplicates | trial",
+            [*(h[k.strip()] for k in keys), h.get("duplicates", "not recorded"), passed],
+        ),
     ]
 
 

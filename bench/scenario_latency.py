@@ -9,8 +9,8 @@ import threading
 import time
 from typing import Any
 
-from common import managed_job, parse_k8s_time, say, summary
-from waiters import Observer, driver
+from common import managed_job, parse_k8s_time, say, summary, table
+from waiters import Observer, driver, wait_for_line
 
 KEYS = ("completion_latency_s",)
 NEEDS = "db"
@@ -35,8 +35,7 @@ def run(ctx) -> dict:
         args = (mode, interval, namespace, names_file, work / f"lat-{key}.json", ctx.env)
         waiters[key] = driver("latency", *args, timeout=180, wait_go=True)
     for proc in waiters.values():
-        while (line := proc.stdout.readline()) and not line.startswith("READY"):
-            pass
+        wait_for_line(proc, "READY")
     # Jobs end together: each runs until a common wall-clock time (give or take how long
     # Volcano takes to start it), well after every waiter has started.
     end_at = time.time() + 30 + jobs / 10
@@ -84,32 +83,36 @@ def ratio(a: float | None, b: float | None) -> float | None:
 
 
 def section(r: dict) -> list[str]:
-    lat = r["completion_latency_s"]
-    lines = [
+    lat, ratios = r["completion_latency_s"], r["completion_latency_s"]["ratio_vs_status_time"]
+
+    def cells(key: str) -> list:
+        o, s = lat[key], lat["vs_status_time"][key]
+        return [
+            key,
+            f"{o['median']} s",
+            f"{o['p99']} s",
+            f"{s['median']} s",
+            f"{s['p99']} s",
+            o["n"],
+        ]
+
+    return [
         f"{lat['n_jobs']} jobs ending together (observed spread {lat.get('burst_spread_s')} s); "
         "each waited on at once by the provider trigger and by the two polling baselines, "
         "each in its own process driven by Airflow's TriggerRunner.",
         "",
-        "| waiter | median vs observer | p99 vs observer | median vs lastTransitionTime | "
-        "p99 vs lastTransitionTime | n |",
-        "|---|---|---|---|---|---|",
-    ]
-    for key in ("watch", "poll_2s", "poll_10s"):
-        o, s = lat[key], lat["vs_status_time"][key]
-        lines.append(
-            f"| {key} | {o['median']} s | {o['p99']} s | {s['median']} s | "
-            f"{s['p99']} s | {o['n']} |"
-        )
-    lines += [
+        *table(
+            "waiter | median vs observer | p99 vs observer | median vs lastTransitionTime | "
+            "p99 vs lastTransitionTime | n",
+            *map(cells, ("watch", "poll_2s", "poll_10s")),
+        ),
         "",
         f"Ratios (baseline median / provider median): vs observer poll 2 s "
         f"{lat['ratio_poll_2s']}x, poll 10 s {lat['ratio_poll_10s']}x; vs lastTransitionTime "
-        f"poll 2 s {lat['ratio_vs_status_time']['poll_2s']}x, poll 10 s "
-        f"{lat['ratio_vs_status_time']['poll_10s']}x. `lastTransitionTime` has "
-        "second resolution, so the status-time column is inflated by up to 1 s (about 0.5 s on "
-        "average); the observer column is the sub-second figure.",
+        f"poll 2 s {ratios['poll_2s']}x, poll 10 s {ratios['poll_10s']}x. `lastTransitionTime` "
+        "has second resolution, so the status-time column is inflated by up to 1 s (about 0.5 "
+        "s on average); the observer column is the sub-second figure.",
     ]
-    return lines
 
 
 def goals(lat: dict | None) -> list[str]:

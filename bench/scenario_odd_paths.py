@@ -1,40 +1,34 @@
-"""9. Odd paths a deployment meets once in a while (issue 21), each measured in a child process
-of its own (this file as a program, in the bench's Airflow env; ``--record`` also writes its
-part into the results file, keeping the other parts' dates). What each measures:
-docs/performance.md.
-
-``restart-false-timeouts``: jobs whose gang was whole (half the provider's gang, half the
-seed's ``minAvailable: 1``), waited on by triggers all restarted 20 times (each round a new
-event loop) while workers are evicted and their replacements kept unplaceable: every
-``pending_timeout`` verdict is a false one. ``fixed-name``: try 1 of a fixed ``job_name``
-fails (its master exits 3), try 2 must replace that job and succeed. ``crash-loop``: the
-seed's master exits 3 a second after every start under the deferrable test DAG
-(``dag.test()``): its first crash to the task's end (``crash_loop_detect_s``).
+"""9. Odd paths a deployment meets once in a while (issue 21), each in a child process of its
+own (this file as a program; ``--record`` also writes its part into the results file):
+``restart-false-timeouts`` (triggers restarted while gangs lose and regain workers: every
+``pending_timeout`` is a false one), ``fixed-name`` (try 2 of a fixed ``job_name`` replaces
+try 1's failed job) and ``crash-loop`` (a master's first crash to its task's end). What each
+measures: docs/performance.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import copy
 import json
 import os
 import sys
 import threading
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from common import (
-    GROUP,
     MERGE_PATCH,
     RESULTS,
-    SIM_DURATION,
-    VERSION,
     Cluster,
     TaskInstance,
     child,
     parse_k8s_time,
     say,
+    tiny_job,
     wait_until,
 )
 
@@ -99,26 +93,14 @@ def section(r: dict) -> list[str]:
 def gang_job(name: str, home_label: str, min_available: int) -> dict:
     """Master and one worker, both running for 10 minutes; the worker only on nodes that
     carry ``home_label`` (the bench takes it away to keep a replaced worker Pending)."""
-
-    def task(role: str, selector: dict) -> dict:
-        resources = {"requests": {"cpu": "10m", "memory": "16Mi"}}
-        container = {"name": role, "image": "example.org/bench:1", "resources": resources}
-        spec = {"restartPolicy": "Never", "containers": [container]}
-        if selector:
-            spec["nodeSelector"] = selector
-        template = {"metadata": {"annotations": {SIM_DURATION: "600"}}, "spec": spec}
-        return {"name": role, "replicas": 1, "template": template}
-
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "schedulerName": "volcano",
-            "minAvailable": min_available,
-            "tasks": [task("master", {}), task("worker", {home_label: "yes"})],
-        },
-    }
+    body = tiny_job(name, 600)
+    master = body["spec"]["tasks"][0]
+    del master["policies"]
+    worker = copy.deepcopy(master)
+    worker["name"] = worker["template"]["spec"]["containers"][0]["name"] = "worker"
+    worker["template"]["spec"]["nodeSelector"] = {home_label: "yes"}
+    body["spec"].update(minAvailable=min_available, tasks=[master, worker])
+    return body
 
 
 def label_nodes(cluster: Cluster, nodes: list[str], label: str, value: str | None) -> None:
@@ -181,9 +163,8 @@ def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
     events: list[dict] = []
     evictions = 0
     try:
-        for index, name in enumerate(names):
-            body = gang_job(name, home, min_available=2 if index % 2 else 1)
-            cluster.kube.request("POST", cluster.jobs_path(namespace), body)
+        bodies = [gang_job(name, home, 2 if i % 2 else 1) for i, name in enumerate(names)]
+        cluster.create_jobs(namespace, bodies)
         cluster.wait_phase(namespace, jobs, {"Running"}, timeout=180)
         query = "?fieldSelector=status.phase%3DRunning"
         wait_until(lambda: len(cluster.pods(namespace, query)) >= 2 * jobs, 120, "every rank", 1)
@@ -203,14 +184,11 @@ def restart_false_timeouts(cluster: Cluster, jobs: int, restarts: int) -> dict:
     finally:
         label_nodes(cluster, nodes, home, None)
         cluster.delete_namespace(namespace)
-    outcomes: dict[str, int] = {}
-    for event in events:
-        outcomes[event["outcome"]] = outcomes.get(event["outcome"], 0) + 1
+    outcomes = dict(Counter(event["outcome"] for event in events))
+    said = {"jobs": jobs, "restarts": restarts, "evictions": evictions}
+    said |= {"pending_timeout_s": PENDING_TIMEOUT}
     return {
-        "jobs": jobs,
-        "restarts": restarts,
-        "evictions": evictions,
-        "pending_timeout_s": PENDING_TIMEOUT,
+        **said,
         "restart_false_timeouts": outcomes.get("pending_timeout", 0),
         "events": outcomes,
     }
@@ -243,7 +221,7 @@ def fixed_name(namespace: str) -> dict[str, Any]:
         _try(namespace, 1, "3")
         return {"ok": False, "detail": "try 1 succeeded; its master was to exit 3"}
     except Exception as exc:  # the expected failure of try 1
-        first = f"{type(exc).__name__}"
+        first = type(exc).__name__
     try:
         result = _try(namespace, 2, "0")
     except Exception as exc:

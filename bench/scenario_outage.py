@@ -5,13 +5,12 @@ the job's real end, and no job deleted."""
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 import time
 from collections import Counter
 
 from common import Cluster, managed_job, parse_k8s_time, phase, say, table
-from waiters import driver
+from waiters import driver, wait_for_line
 
 from airflow_volcano_wandb.job.endings import Ending
 from test_support.faults import start_component, stop_component, wait_apiserver_ready
@@ -38,11 +37,8 @@ def expected_outcome(phase: str) -> str | None:
 
 
 def max_attempts(seconds: float, initial: float, cap: float) -> int:
-    """The most list attempts the watcher's backoff allows in ``seconds`` of failures.
-
-    Each delay is at least the unjittered ``initial * 2**k`` capped at ``cap`` (jitter and
-    Retry-After only lengthen it), so counting the shortest delays gives the upper bound.
-    """
+    """The most list attempts the watcher's backoff allows in ``seconds`` of failures: each
+    delay is at least the unjittered ``initial * 2**k`` capped at ``cap``."""
     attempts, elapsed, delay = 1, 0.0, initial
     while elapsed + delay <= seconds:
         elapsed += delay
@@ -51,18 +47,9 @@ def max_attempts(seconds: float, initial: float, cap: float) -> int:
     return attempts
 
 
-def wait_for_line(proc: subprocess.Popen, prefix: str) -> None:
-    while (line := proc.stdout.readline()) and not line.startswith(prefix):
-        pass
-    if not line:
-        raise RuntimeError(f"trigger driver exited before printing {prefix}")
-
-
 def take_apiserver_down(cluster: Cluster, seconds: float) -> tuple[float, float]:
-    """Stop kube-apiserver for ``seconds``, start it again; return (down, ready) wall times.
-
-    The restart is in a ``finally``: whatever happens, the cluster gets its apiserver back.
-    """
+    """Stop kube-apiserver for ``seconds``, start it again (whatever happens); return (down,
+    ready) wall times."""
     down = time.time()
     argv = stop_component(cluster.state_dir, "kube-apiserver")
     try:
@@ -73,14 +60,8 @@ def take_apiserver_down(cluster: Cluster, seconds: float) -> tuple[float, float]
     return down, time.time()
 
 
-def calls_between(calls: list, verb: str, start: float, end: float) -> int:
-    return sum(1 for t, v in calls if v == verb and start <= t <= end)
-
-
 def calls_by_verb(calls: list, start: float, end: float) -> dict[str, int]:
-    """Every call the hook was asked for from ``start`` to ``end``, counted by verb (``get``,
-    ``list`` and ``watch`` are of Volcano jobs; ``list_pods``, ``list_pod_page`` and
-    ``watch_pods`` of pods: see ``trigger_driver._count_hook_calls``)."""
+    """The hook's calls from ``start`` to ``end`` by verb (``trigger_driver._count_calls``)."""
     return dict(sorted(Counter(v for t, v in calls if start <= t <= end).items()))
 
 
@@ -118,16 +99,9 @@ def pods(o) -> int:
 
 
 def run(ctx) -> dict:
-    """Stop the apiserver for ``--outage-s`` while ``--outage-waiting`` triggers wait in one
-    triggerer.
-
-    The triggers are the operator's at its defaults (restart budget, startup budget, pod
-    checks), and each job runs 3 pods (master 1 + worker 2), so the pods' reads (or the pod
-    watch) are in play through the outage. One job in ten fails (exit code 3,
-    ``TerminateJob``), so both verdicts are checked. The jobs run through the outage and end
-    after it; then every trigger's outcome is compared with its job's real phase, and the jobs
-    are counted (the outage must delete none).
-    """
+    """The triggers at the operator's defaults, each job of 3 pods (so the pods' reads, or the
+    pod watch, are in play through the outage); one job in ten fails (exit code 3), so both
+    verdicts are checked once the jobs end, after the outage."""
     cluster, work, waiting, seconds = ctx.cluster, ctx.work, ctx.outage_waiting, ctx.outage_s
     namespace = cluster.create_namespace("bench-outage")
     duration = OUTAGE_SETUP_S + OUTAGE_SETUP_PER_JOB_S * waiting + seconds
@@ -166,19 +140,20 @@ def run(ctx) -> dict:
     calls = result["api_calls"]
     backoff = result["backoff"]
     relists = [t for t, v in calls if v == "watch" and t > ready]
+    during = calls_by_verb(calls, down, ready)
     cluster.delete_namespace(namespace)
     return {
         "outage": {
             "seconds": round(ready - down, 1),
             "waiting": waiting,
-            "list_requests": calls_between(calls, "list", down, ready),
-            "watch_requests": calls_between(calls, "watch", down, ready),
+            "list_requests": during.get("list", 0),
+            "watch_requests": during.get("watch", 0),
             "wrong_verdicts": len(verdicts["wrong"]),
             "jobs_deleted": verdicts["deleted"],
             "planned_s": seconds,
             "max_list_requests": max_attempts(ready - down, backoff["initial"], backoff["max"]),
-            "get_requests": calls_between(calls, "get", down, ready),
-            "pod_list_requests": calls_between(calls, "list_pods", down, ready),
+            "get_requests": during.get("get", 0),
+            "pod_list_requests": during.get("list_pods", 0),
             "pod_watch_env": result.get("pod_watch_env"),
             "trigger": "operator defaults; jobs of 3 pods (master 1 + worker 2), Running",
             "delete_requests": sum(1 for _, v in calls if v == "delete"),
@@ -192,7 +167,7 @@ def run(ctx) -> dict:
             "awaiting": result.get("awaiting", {}),
             # The triggers' start, their first sync and the settle: the steady state before it.
             "calls_before": calls_by_verb(calls, 0.0, down),
-            "calls_during": calls_by_verb(calls, down, ready),
+            "calls_during": during,
             # From the apiserver's return to the last verdict: the relists and the confirming reads.
             "calls_after": calls_by_verb(calls, ready, float("inf")),
         }

@@ -1,10 +1,8 @@
-"""12. What a resume saves (issue 23; local processes, no cluster): the example trainer
-(``docker/trainer/train.py``, 2 ranks over gloo, with the env the provider gives a job with
-``checkpoint_volume``) gets SIGTERM on its worker after ``--resume-train-s`` seconds, as a
-preempted pod does; every rank stops after the same step and rank 0 saves it. The next try's
-job starts on the same run id, as ``resume_on`` resubmits it. ``artifact``: the same with
-``checkpoint_artifact`` (no shared volume; rank 0 online against the W&B stand-in). Medians of
-``--resume-repeat`` runs of each, in turns; the figures: docs/performance.md.
+"""12. What a resume saves (issue 23; local processes, no cluster): the example trainer (2
+ranks over gloo, as the provider runs a job with ``checkpoint_volume``, or ``artifact``: with
+``checkpoint_artifact`` against the W&B stand-in) gets SIGTERM on its worker after
+``--resume-train-s`` s, as a preempted pod does; the next try's job resumes the same run.
+Medians of ``--resume-repeat`` runs of each, in turns; the figures: docs/performance.md.
 """
 
 from __future__ import annotations
@@ -139,14 +137,12 @@ def _stop_and_resume(work: Path, train_s: float, standin: WandbStandin | None) -
     said = resume.resumed_step(resumed[0][1].read_text())
     if said is None or said.trained_seconds is None:
         raise RuntimeError(f"no resume line with seconds in {resumed[0][1]}")
-    return {
-        "steps_before_kill": before,
-        "resumed_from_step": said.step,
-        "steps_repeated": before - said.step,
-        "resume_overhead_s": round(overhead, 2),
-        "saved_training_s": said.trained_seconds,
-        "saved_gpu_seconds": resume.saved_gpu_seconds(said.trained_seconds, RANKS),
-    }
+    steps = {"steps_before_kill": before, "resumed_from_step": said.step}
+    steps |= {"steps_repeated": before - said.step, "resume_overhead_s": round(overhead, 2)}
+    seconds = {"saved_training_s": said.trained_seconds}
+    return (
+        steps | seconds | {"saved_gpu_seconds": resume.saved_gpu_seconds(*seconds.values(), RANKS)}
+    )
 
 
 def run(ctx) -> dict:

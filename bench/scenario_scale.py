@@ -42,8 +42,7 @@ def pods(o) -> int:
 
 
 def waiter_env(env: dict, pod_watch: str | None) -> dict:
-    """The triggerer's environment with ``[volcano_wandb] pod_watch`` as ``pod_watch`` says
-    (``None``: unset, the provider's default)."""
+    """The environment with ``[volcano_wandb] pod_watch`` set (``None``: the default)."""
     out = {k: v for k, v in env.items() if k != POD_WATCH_ENV}
     return out if pod_watch is None else {**out, POD_WATCH_ENV: pod_watch}
 

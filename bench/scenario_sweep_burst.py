@@ -1,11 +1,7 @@
-"""7. A sweep's burst (issue 17): N mapped task instances of ``VolcanoPyTorchJobOperator``
-submit at once, then again as retries: submit p50/p99, duplicates, 429s; then their wait by
-the provider's trigger and by 2 s polling (watch connections, requests per minute).
-
-The burst runs in a child process (this file as a program): each map index runs the
-operator's real ``execute()`` (deferrable) in a thread, all released together by a barrier;
-``submit_s`` is ``execute()`` start to ``TaskDeferred``. The retries must reattach to their
-jobs. Threads share the GIL, so the per-task figures include waiting for CPU.
+"""7. A sweep's burst (issue 17): N mapped task instances run the operator's real ``execute()``
+(deferrable) at once, threads of a child process (this file as a program) released by a
+barrier, then again as retries that must reattach: submit p50/p99, duplicates, 429s; then the
+wait on those jobs by the provider's trigger and by 2 s polling.
 """
 
 from __future__ import annotations
@@ -14,6 +10,8 @@ import argparse
 import json
 import threading
 import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import SIM_DURATION, TaskInstance, child, percentile, say, table
@@ -35,8 +33,6 @@ def status_count(text: str, code: str) -> float:
 
 
 def run(ctx) -> dict:
-    """``--sweep-tasks`` mapped task instances submit at once, then submit again as retries;
-    then their wait, by the provider's trigger and by 2 s polling."""
     from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, MAP_INDEX_LABEL
 
     cluster, work, tasks = ctx.cluster, ctx.work, ctx.sweep_tasks
@@ -50,10 +46,7 @@ def run(ctx) -> dict:
     http_429 = status_count(cluster.metrics(), "429") - throttled
     errors = [r["error"] for r in burst["first"] + burst["again"] if "error" in r]
     jobs = cluster.list_jobs(namespace, MANAGED_SELECTOR)
-    per_index: dict[str, int] = {}
-    for job in jobs:
-        index = job["metadata"]["labels"][MAP_INDEX_LABEL]
-        per_index[index] = per_index.get(index, 0) + 1
+    per_index = Counter(job["metadata"]["labels"][MAP_INDEX_LABEL] for job in jobs)
     pairs = zip(burst["first"], burst["again"], strict=True)
     reattached = sum(1 for a, b in pairs if a.get("uid") == b.get("uid"))
     names_file = work / "sweep-jobs.json"
@@ -131,11 +124,8 @@ def _burst(operators: list, run_id: str) -> list[dict]:
         except Exception as exc:  # a figure, not a crash: the parent reports it
             results[index] = {"error": f"{type(exc).__name__}: {exc}"}
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(operators))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(len(operators)) as pool:
+        list(pool.map(one, range(len(operators))))
     return results
 
 

@@ -1,18 +1,11 @@
 """Drive N triggers in one event loop with Airflow's own ``TriggerRunner`` code, and measure.
 
-The triggers go the way a triggerer takes them: ``serialize()``, kwargs encrypted and
-decrypted, ``TriggerRunner.create_triggers`` and ``run_trigger``, beside the runner's block
-watchdog; no supervisor link (DB sync). Each event is stamped as it is queued. ``--mode``:
-``operator`` (every option at the operator's default: ``operator_default_kwargs``), ``watch``
-(the bare trigger of the earlier runs: it never reads pods) or ``poll`` (the polling
-baseline, ``PollingVolcanoJobTrigger``); ``[volcano_wandb]`` settings come from the environment.
-
-``scale``: start the triggers, let them settle, then measure a window (CPU, RSS, TCP
-connections, client requests; ``WINDOW_START``/``WINDOW_END`` lines mark it for the parent's
-scrapes). ``latency``: run until every trigger fired (or ``--timeout``). Both print
-``SYNCED`` once every shared watch has its first complete LIST, and list in ``api_calls``
-every call the hook was asked for, counted before it goes out (so attempts against a stopped
-apiserver count too). Started by ``waiters.driver``; one JSON file (``--out``).
+The triggers go the way a triggerer takes them (serialized, kwargs encrypted, created and run
+by the runner beside its block watchdog; no DB sync). ``--mode``: ``operator`` (the operator's
+defaults), ``watch`` (the bare trigger: no pod reads) or ``poll`` (the baseline). ``scale``:
+after the first sync and a settle, one window (CPU, RSS, connections, requests; marked by
+``WINDOW_START``/``WINDOW_END`` lines for the parent's scrapes); ``latency``: until every
+trigger fired. ``api_calls``: every hook call, counted before it goes out.
 """
 
 from __future__ import annotations
@@ -33,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 import psutil  # noqa: E402
 from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
-from unfired import dump_on_sigusr1, keep_cancelled, unfired_triggers  # noqa: E402
+from unfired import keep_cancelled, unfired_triggers  # noqa: E402
 
 COUNTS = {"requests": 0, "lines": 0}
 # Every call of the hook's list/watch/read/delete, as (wall time, verb): counted before the
@@ -42,9 +35,8 @@ API_CALLS: list[tuple[float, str]] = []
 
 
 class PollingVolcanoJobTrigger(BaseTrigger):
-    """The polling baseline: what cncf.kubernetes triggers (2 s) and W&B Launch's agent (10 s)
-    do. The provider's hook, reading of the status and event; one GET per job per interval,
-    each opening its own client, as ``AsyncKubernetesHook.get_conn`` does."""
+    """The polling baseline, as cncf.kubernetes triggers (2 s) and W&B Launch's agent (10 s)
+    wait: the provider's hook and event, one GET per job per interval."""
 
     def __init__(self, job_name: str, namespace: str, interval: float = 2.0) -> None:
         super().__init__()
@@ -133,9 +125,8 @@ def apiserver_connections(port: int) -> int:
 
 
 def operator_default_kwargs(job: dict, follow: bool) -> dict:
-    """What the operator's deferred trigger carries when a DAG sets none of the wait's options
-    (``Waiter.trigger``), built from the parts themselves (a default that changes there
-    changes here): the submission's uid, try 1, deferred now."""
+    """What the operator's deferred trigger carries (``Waiter.trigger``) when a DAG sets none of
+    the wait's options, from the parts' own defaults: the submission's uid, try 1, now."""
     from airflow_volcano_wandb.operators.operator_parts import OperatorWait
     from airflow_volcano_wandb.parts.connection import Connection
     from airflow_volcano_wandb.parts.job_wait import JobWait
@@ -143,25 +134,17 @@ def operator_default_kwargs(job: dict, follow: bool) -> dict:
     from airflow_volcano_wandb.parts.log_follow import LogFollow
 
     wait, now = JobWait(), time.time()
-    return {
-        "job_uid": job.get("uid"),
-        **Connection().kwargs(),
-        "pending_timeout": wait.pending_timeout,
-        "deadline": None,  # no execution_timeout
-        "poll_interval": OperatorWait().poll_interval,
-        "watch_failure_grace": wait.watch_failure_grace,
-        "try_number": 1,
-        **LogFollow().trigger_kwargs((), follow=follow),
-        "deferred_at": now,
-        "waiting_since": now,
-        **RunLimits().trigger_kwargs(),
-    }
+    kwargs = {"job_uid": job.get("uid"), **Connection().kwargs(), "try_number": 1}
+    kwargs |= {"pending_timeout": wait.pending_timeout, "deadline": None}  # no execution_timeout
+    kwargs |= {"poll_interval": OperatorWait().poll_interval}
+    kwargs |= {"watch_failure_grace": wait.watch_failure_grace, **RunLimits().trigger_kwargs()}
+    kwargs |= LogFollow().trigger_kwargs((), follow=follow)
+    return {**kwargs, "deferred_at": now, "waiting_since": now}
 
 
 def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: bool = False):
-    """``operator``: the provider's trigger as the operator defers it by default; ``watch``:
-    as the earlier benchmarks made it (no restart or startup budget: no pod reads, no settle),
-    on this submission (by try 1) where the job's uid is known; ``poll``: the baseline."""
+    """``operator``: as the operator defers it by default; ``watch``: the bare trigger (no pod
+    reads, no settle), on this submission where its uid is known; ``poll``: the baseline."""
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 
     name = job["name"]
@@ -183,8 +166,7 @@ def _watches() -> list:
 
 
 async def first_sync(started: float, printed: list[bool]) -> None:
-    """Record when every shared watch (jobs', and pods' where there is a pod watch) first has
-    its complete LIST in (and say SYNCED)."""
+    """When every shared watch (jobs' and pods') first has its complete LIST in: SYNCED."""
     while not (watchers := _watches()) or not all(w.synced.is_set() for w in watchers):
         await asyncio.sleep(0.01)
     printed.append(time.time() - started)
@@ -254,7 +236,6 @@ async def drive(options: argparse.Namespace) -> dict:
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     proc = psutil.Process()
     rss_before = proc.memory_info().rss
-    dump_on_sigusr1()
     runner = TriggerRunner()
     runner.job_id, runner.events = 1, StampedEvents()
     cancelled = keep_cancelled(runner)
@@ -272,15 +253,10 @@ async def drive(options: argparse.Namespace) -> dict:
     sync_task = asyncio.create_task(first_sync(started, synced_after))
     if options.mode == "poll":
         sync_task.cancel()  # polling keeps no shared watch
-    result: dict = {
-        "mode": options.mode,
-        "interval": options.interval,
-        "jobs": len(names),
-        "started": started,
-        "rss_before_mb": rss_before / 2**20,
-        # The triggerer's [volcano_wandb] pod_watch from its environment (None: the default).
-        "pod_watch_env": os.environ.get("AIRFLOW__VOLCANO_WANDB__POD_WATCH"),
-    }
+    result = {"mode": options.mode, "interval": options.interval, "jobs": len(names)}
+    result |= {"started": started, "rss_before_mb": rss_before / 2**20}
+    # The triggerer's [volcano_wandb] pod_watch from its environment (None: the default).
+    result["pod_watch_env"] = os.environ.get("AIRFLOW__VOLCANO_WANDB__POD_WATCH")
 
     async def housekeeping(until: float) -> None:
         # What the runner's main loop does each second, minus the supervisor round trip.

@@ -4,7 +4,6 @@ says why)."""
 
 from __future__ import annotations
 
-import asyncio
 import gc
 from collections import Counter
 from pathlib import Path
@@ -33,18 +32,6 @@ def awaiting(limit: int = 8) -> dict[str, int]:
             link = getattr(link, "ag_await", None) or getattr(link, "cr_await", None)
         stacks[" > ".join(where)] += 1
     return dict(stacks.most_common(limit))
-
-
-def dump_on_sigusr1() -> None:
-    """``kill -USR1`` the driver: where its unfired triggers wait, on stderr, at once (not
-    only at its ``--timeout``)."""
-    import json
-    import signal
-    import sys
-
-    asyncio.get_running_loop().add_signal_handler(
-        signal.SIGUSR1, lambda: print(json.dumps(awaiting(), indent=1), file=sys.stderr, flush=True)
-    )
 
 
 def keep_cancelled(runner: Any) -> list[int]:

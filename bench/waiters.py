@@ -1,10 +1,7 @@
-"""The measuring processes the scenarios start, and what the apiserver says of them: an
-independent observer of a namespace's jobs (this file as a program), the trigger driver
-(``trigger_driver.py``: Airflow's TriggerRunner over the triggers), and one waiter's figures
-as the apiserver's /metrics and the waiter see them.
-
-The apiserver does not say who asked: a scenario scrapes before and after a window and
-subtracts the control plane's own rate, measured idle (``background``).
+"""The measuring processes the scenarios start (an observer of a namespace's jobs: this file
+as a program; the trigger driver), and one waiter's figures as it and the apiserver's /metrics
+see them. The apiserver does not say who asked: a scenario scrapes before and after a window
+and subtracts the control plane's own rate, measured idle (``background``).
 """
 
 from __future__ import annotations
@@ -27,9 +24,8 @@ COUNTERS = {"apiserver_request_total", "apiserver_longrunning_requests"}
 
 
 class Observer:
-    """An independent clock for job phase changes: this file as a program, for one namespace,
-    with its own watch (kubernetes client, sync, nothing shared with the provider), as
-    ``lastTransitionTime`` has second resolution."""
+    """An independent clock for job phase changes (``lastTransitionTime`` has second
+    resolution): this file as a program, its own watch on one namespace."""
 
     def __init__(self, cluster: Cluster, namespace: str, work: Path) -> None:
         self.path = work / f"observer-{namespace}.jsonl"
@@ -58,8 +54,7 @@ class Observer:
 
 
 def observe(kubeconfig: str, namespace: str, out_path: str) -> None:
-    """One JSON line per phase change as this process sees it: ``{"job", "phase", "t", "ltt"}``
-    (``t`` wall clock; ``ltt`` the status's time), after a ``{"ready"}`` line. Until SIGTERM."""
+    """After a ``{"ready"}`` line, one per phase change: ``{"job", "phase", "t", "ltt"}``."""
     from kubernetes import client, config, watch
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -92,8 +87,8 @@ def driver(
     kind: str, mode: str, interval: float, namespace: str, jobs_file: Path, out: Path, env: dict,
     **extra: Any
 ) -> subprocess.Popen:  # fmt: skip
-    """``trigger_driver.py kind`` over the jobs in ``jobs_file``; ``extra`` are its options
-    (``True``: a flag). With ``wait_go`` it says READY once imported and starts on a line."""
+    """``trigger_driver.py kind`` over the jobs in ``jobs_file``; ``extra``: its options
+    (``True``: a flag; ``wait_go``: READY once imported, then it starts on a line)."""
     argv = [PY, str(REPO / "bench" / "trigger_driver.py"), kind, "--mode", mode]
     argv += ["--interval", str(interval), "--namespace", namespace]
     argv += ["--jobs-file", str(jobs_file), "--out", str(out)]
@@ -104,10 +99,17 @@ def driver(
     return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True, stdin=stdin)
 
 
+def wait_for_line(proc: subprocess.Popen, prefix: str) -> None:
+    """Until the driver prints a line starting with ``prefix`` (``READY``, ``SYNCED``)."""
+    while (line := proc.stdout.readline()) and not line.startswith(prefix):
+        pass
+    if not line:
+        raise RuntimeError(f"trigger driver exited before printing {prefix}")
+
+
 def scale_run(ctx, namespace: str, jobs_file: Path, out: Path, mode: str, **extra: Any) -> tuple:
-    """One waiter process (``trigger_driver.py scale``: the triggers, a 10 s settle once the
-    watches have synced, then ``ctx.window``), the apiserver scraped at the window's marks:
-    its result and ``{"start": (t, counters), "end": ...}`` (``scrape``)."""
+    """One ``trigger_driver.py scale`` (a 10 s settle, then ``ctx.window``): its result, and the
+    apiserver scraped at the window's marks (``{"start": scrape(), "end": ...}``)."""
     env = extra.pop("env", ctx.env)
     interval = extra.pop("interval", 0)
     extra = {"port": ctx.cluster.port, "settle": 10, "window": ctx.window, **extra}
@@ -122,9 +124,8 @@ def scale_run(ctx, namespace: str, jobs_file: Path, out: Path, mode: str, **extr
 
 
 def waiter_row(ctx, namespace: str, jobs_file: Path, jobs: int, how: tuple, idle: tuple, tag: str):
-    """One waiter process over ``jobs`` jobs (``how``: its name, the driver's mode and poll
-    interval, and its environment): the apiserver's view of it (watches, reads/min less the
-    background ``idle``) and its own CPU and RSS."""
+    """One waiter process over ``jobs`` jobs (``how``: name, driver mode, poll interval, env):
+    the apiserver's view of it less the background ``idle``, and its own CPU and RSS."""
     waiter, mode, interval, env = how
     idle_rate, idle_watches, idle_by_key = idle
     out = ctx.work / f"{tag}-{waiter}-{jobs}.json"
@@ -135,31 +136,25 @@ def waiter_row(ctx, namespace: str, jobs_file: Path, jobs: int, how: tuple, idle
     minutes = (e_t - s_t) / 60
     api_rate = (reads(e) - reads(s)) / minutes - idle_rate
     breakdown = net_breakdown(s, e, minutes, idle_by_key)
-    row = {
-        "waiter": waiter,
-        "jobs": jobs,
-        "watch_connections": round(max(job_watches(e), job_watches(s)) - idle_watches),
-        "requests_per_min": round(max(api_rate, 0.0), 1),
-        # Requests on jobs and pods, every verb, less the background: what the waiter costs.
-        **breakdown,
-        "pod_watch_connections": breakdown["watches_by_resource"].get("pods", 0),
-        "pod_watch_env": result.get("pod_watch_env"),
+    watches = max(job_watches(e), job_watches(s)) - idle_watches
+    row = {"waiter": waiter, "jobs": jobs, "watch_connections": round(watches)}
+    # Requests on jobs and pods, every verb, less the background: what the waiter costs.
+    row |= {"requests_per_min": round(max(api_rate, 0.0), 1), **breakdown}
+    row["pod_watch_connections"] = breakdown["watches_by_resource"].get("pods", 0)
+    row |= {"pod_watch_env": result.get("pod_watch_env")}
+    row |= {
         "cpu_s_per_min": round(result["cpu_s_per_min"], 2),
         "rss_mb": round(result["rss_mb"], 1),
-        "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
-        "client_requests_per_min": round(result["client_requests_per_min"], 1),
-        "tcp_connections_max": result["tcp_connections_max"],
-        "tcp_connections_mean": round(result["tcp_connections_mean"], 1),
-        "expected_requests_per_min": 30 * jobs if mode == "poll" else None,
-        "window_s": round(result["window_s"], 1),
-        "fired_early": result["fired_early"],
     }
+    row["rss_growth_mb"] = round(result["rss_mb"] - result["rss_before_mb"], 1)
+    row["client_requests_per_min"] = round(result["client_requests_per_min"], 1)
+    row["tcp_connections_max"] = result["tcp_connections_max"]
+    row["tcp_connections_mean"] = round(result["tcp_connections_mean"], 1)
+    row["expected_requests_per_min"] = 30 * jobs if mode == "poll" else None
+    row |= {"window_s": round(result["window_s"], 1), "fired_early": result["fired_early"]}
     say(
-        f"{tag}: {waiter:<8} N={jobs:<5} watches {row['watch_connections']} job "
-        f"{row['pod_watch_connections']} pod, {row['requests_per_min']:.0f} job reads/min, "
-        f"{row['waiter_requests_per_min']:.0f} on jobs+pods {row['by_verb_resource']} "
-        f"(client {row['client_requests_per_min']:.0f}), {row['cpu_s_per_min']:.2f} CPU s/min, "
-        f"RSS {row['rss_mb']:.0f} MB (+{row['rss_growth_mb']:.1f})"
+        f"{tag}: {waiter} N={jobs}: {row['by_verb_resource']}, watches "
+        f"{row['watches_by_resource']}, {row['cpu_s_per_min']} CPU s/min, RSS {row['rss_mb']} MB"
     )
     return row
 
@@ -174,8 +169,7 @@ def parse_metrics(text: str, names: set[str]) -> list[tuple[str, dict[str, str],
 
 
 def request_key(labels: dict[str, str]) -> str:
-    """``"LIST pods"``, ``"GET jobs"``, ``"GET pods/log"``: a request's verb and resource (the
-    API group only where it is not the core's or Volcano's)."""
+    """``"LIST pods"``, ``"GET pods/log"``: verb and resource (and group, unless Volcano's)."""
     resource = labels.get("resource", "?")
     if labels.get("subresource"):
         resource += "/" + labels["subresource"]
@@ -185,8 +179,7 @@ def request_key(labels: dict[str, str]) -> str:
 
 
 def api_counters(text: str) -> dict[str, dict[str, float]]:
-    """Every request the apiserver counted so far by verb and resource (``requests``), and
-    its open watches by resource (``watches``), from /metrics."""
+    """The requests so far by verb and resource, and the open watches by resource."""
     counts: dict[str, dict[str, float]] = {"requests": {}, "watches": {}}
     for name, labels, value in parse_metrics(text, COUNTERS):
         if name == "apiserver_longrunning_requests":
@@ -227,9 +220,8 @@ def scrape(cluster) -> tuple[float, dict]:
 
 
 def background(cluster, tag: str) -> tuple[float, float, dict]:
-    """What the control plane itself reads on Volcano jobs (controller, scheduler) per minute,
-    and its open job watches: to subtract, as the metrics do not say who asked. The third
-    item: every verb and resource's (``rates`` per minute, open ``watches`` by resource)."""
+    """The control plane's own job reads per minute and open job watches, idle, and every verb
+    and resource's (``rates`` per minute, open ``watches``): to subtract."""
     time.sleep(5)
     a_t, a = scrape(cluster)
     # A minute: the control plane's own requests are mostly its watches starting again, now
@@ -244,13 +236,9 @@ def background(cluster, tag: str) -> tuple[float, float, dict]:
 
 
 def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
-    """A waiter's requests per minute by verb and resource, and its watches by resource: the
-    window's less the background's (``idle``, from ``background``).
-
-    Only what a waiter touches (Volcano jobs, pods, their subresources) is broken down, where
-    it moved by at least 0.5 a minute; the control plane's own requests on everything else
-    (its watches starting again, at random) are summed apart, as ``other_requests_per_min``:
-    what is left of them after the background is subtracted is the noise of the method."""
+    """A waiter's requests per minute and watches, by verb and resource where it touches them
+    (jobs, pods), less the background's (``idle``). The rest, the control plane's watches
+    starting again at random, is summed apart (``other_requests_per_min``): the noise."""
     window = rates(start["requests"], end["requests"], minutes)
     keys = set(window) | set(idle["rates"])
     by_key = {k: window.get(k, 0.0) - idle["rates"].get(k, 0.0) for k in keys}
@@ -272,7 +260,7 @@ def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
 
 
 def largest(rates_by_key: dict[str, float], count: int = 3) -> dict[str, float]:
-    """The ``count`` rates farthest from zero: what ``other_requests_per_min`` is made of."""
+    """The ``count`` rates farthest from zero (what ``other_requests_per_min`` is made of)."""
     top = sorted(rates_by_key.items(), key=lambda item: -abs(item[1]))[:count]
     return {k: round(v, 1) for k, v in top if abs(v) >= 0.5}
 
