@@ -29,9 +29,9 @@ from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from test_support import operator_tries as support
 from test_support.cluster_jobs import SIM_DURATION, as_in_a_triggerer, seed_template
 
-pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
-
 DAG_ID = "avw_rel_ownership"
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
 
 def nothing_left(admin, namespace: str, what: str) -> None:
@@ -46,22 +46,22 @@ def nothing_left(admin, namespace: str, what: str) -> None:
     support.wait_until(empty, 60, what=f"{what}: job, pods and key Secret gone")
 
 
-def quick_template() -> dict:
-    return seed_template(master={SIM_DURATION: "2"}, worker={SIM_DURATION: "600"})
-
-
 def test_clearing_a_successful_task_trains_again(
     kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
-    op = support.operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
+    op = support.operator(
+        template=support.completing_template("2"), namespace=namespace, on_finish_action="keep"
+    )
     first = support.execute_operator(
         op, support.StubTaskInstance(DAG_ID, "train", "r1", try_number=1)
     )
     (job,) = support.list_jobs(admin, namespace)
     assert job["metadata"]["annotations"][REPORTED_ANNOTATION] == "1"
 
-    op = support.operator(template=quick_template(), namespace=namespace, on_finish_action="keep")
+    op = support.operator(
+        template=support.completing_template("2"), namespace=namespace, on_finish_action="keep"
+    )
     second = support.execute_operator(
         op, support.StubTaskInstance(DAG_ID, "train", "r1", try_number=2)
     )
@@ -162,7 +162,9 @@ def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended(
     job that still runs, but leave one that has ended for the task instance to report, as the
     trigger's kill does."""
     namespace = volcano_namespace
-    op = support.operator(template=quick_template(), namespace=namespace, wait_for_completion=False)
+    op = support.operator(
+        template=support.completing_template("2"), namespace=namespace, wait_for_completion=False
+    )
     submitted = support.execute_operator(
         op, support.StubTaskInstance(DAG_ID, "submit", "ended-kill")
     )
