@@ -195,14 +195,9 @@ def evaluate(
     offline: bool,
     external_key_secret: bool = False,
 ) -> list[Result]:
-    """Every check's verdict, in report order.
-
-    :param observed: what :func:`fetch` read.
-    :param queue: the Volcano queue jobs go to.
-    :param wandb_conn_id: the W&B connection's id.
-    :param offline: ``WANDB_MODE`` is offline here.
-    :param external_key_secret: judge RBAC against ``rbac-external-key-secret.yaml``.
-    """
+    """Every check's verdict, in report order, on what :func:`fetch` ``observed``: ``queue``
+    is the Volcano queue jobs go to, ``offline`` says ``WANDB_MODE`` is offline here, and
+    ``external_key_secret`` judges RBAC against ``rbac-external-key-secret.yaml``."""
     return [
         check_components(observed.default_deferrable),
         check_apis(observed.served),

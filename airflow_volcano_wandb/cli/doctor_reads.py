@@ -1,9 +1,8 @@
 """What ``doctor`` reads from the cluster and Airflow, as the connection's identity.
 
-The I/O half of ``doctor``: :func:`fetch` reads everything once into :class:`Observed`, and
-the pure checks in ``doctor.py`` judge it. W&B is asked whether the key works with the
-SDK's own first question (GraphQL ``viewer``, HTTP basic auth as user ``api``), one request
-within :data:`WANDB_TIMEOUT` seconds; nothing it says carries the key.
+The I/O half of ``doctor``: :func:`fetch` reads everything once into :class:`Observed`. W&B is
+asked whether the key works with the SDK's own first question (GraphQL ``viewer``, basic auth
+as user ``api``), within :data:`WANDB_TIMEOUT` seconds; nothing it says carries the key.
 """
 
 from __future__ import annotations

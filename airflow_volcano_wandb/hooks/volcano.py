@@ -181,19 +181,15 @@ class VolcanoHook(KubernetesHook):
         the container before its last restart; ``limit_bytes``: only its first bytes. ``""``
         when there is none."""
         limit = {"limit_bytes": limit_bytes} if limit_bytes else {}
-        try:
-            return self._pod_log(
-                pod,
-                namespace,
-                container=container,
-                tail_lines=tail_lines,
-                previous=previous,
-                **limit,
-            )
-        except ApiException as exc:
-            if exc.status in (400, 404):  # container never started, or pod gone
-                return ""
-            raise
+        return self._pod_log(
+            pod,
+            namespace,
+            gone=frozenset({400, 404}),  # the container never started, or the pod is gone
+            container=container,
+            tail_lines=tail_lines,
+            previous=previous,
+            **limit,
+        )
 
     @api_retry
     def read_pod_log_since(self, pod: str, namespace: str, container: str, since: int) -> str:
@@ -205,7 +201,7 @@ class VolcanoHook(KubernetesHook):
         response = self._call(
             "get", "pods/log", namespace, read, pod, namespace, _preload_content=False, **params
         )
-        return volcano_requests.log_text(response.data)
+        return "" if response is None else volcano_requests.log_text(response.data)
 
     @api_retry
     def list_events(self, namespace: str, names: set[str]) -> list[dict]:

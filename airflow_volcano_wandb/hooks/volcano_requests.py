@@ -1,10 +1,7 @@
 """The Volcano hooks' calls, written once: each call's request and what its answer means.
 
-Pure: the resource names, the arguments of a call on jobs, the label selector of a job's
-pods, the delete and patch bodies, the query of a log probe, which error statuses are an
-answer rather than a failure, and how an answer is read. ``VolcanoHook`` (sync) and
-``AsyncVolcanoHook`` only send these over their own client (docs/architecture.md says why
-there are two clients), so the two can never ask differently.
+Pure. ``VolcanoHook`` (sync) and ``AsyncVolcanoHook`` only send these over their own client
+(docs/architecture.md says why there are two), so the two can never ask differently.
 """
 
 from __future__ import annotations

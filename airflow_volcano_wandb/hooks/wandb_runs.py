@@ -112,9 +112,7 @@ class WandbRunAccess:
         self, run_id: str, *, entity: str | None = None, project: str | None = None
     ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:
         """The artifact versions a run used and logged (``Run.used_artifacts()`` and
-        ``Run.logged_artifacts()``), each as ``<entity>/<project>/<name>:v<n>`` and its type.
-
-        """
+        ``Run.logged_artifacts()``), each as ``<entity>/<project>/<name>:v<n>`` and its type."""
         run = self.api.run(self._run_path(run_id, entity, project))
         return (
             [ArtifactRef(a.qualified_name, a.type) for a in run.used_artifacts()],
@@ -127,9 +125,7 @@ class WandbRunAccess:
     ) -> bool:
         """Whether W&B has the run: False when the server says it does not (a run whose
         trainer never reached ``wandb.init``); any other failure is raised, never taken for
-        an answer.
-
-        """
+        an answer."""
         from wandb.apis.public.runs import RunNotFoundError
 
         try:
@@ -148,9 +144,7 @@ class WandbRunAccess:
         self, run_id: str, *, entity: str | None = None, project: str | None = None
     ) -> bool:
         """Whether the run was stopped from the W&B UI or API: the GraphQL ``RunStoppedStatus``
-        query W&B Launch's agent polls; ``False`` for a run the server does not know.
-
-        """
+        query W&B Launch's agent polls; ``False`` for a run the server does not know."""
         entity, project = self._where(entity, project)
         variables = {"projectName": project, "entityName": entity, "runId": run_id}
         answer = _graphql(self.api, _RUN_STOPPED_STATUS, variables)

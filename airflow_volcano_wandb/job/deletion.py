@@ -1,10 +1,8 @@
 """Deleting a job this task instance owns: one decision per fresh read, then a guarded delete.
 
-Every cleanup path (a failed or timed-out wait, a kill in sync mode, a sensor killed while
-poking, a deferred task's kill in the triggerer) reads the job, decides with :func:`decide`
-and deletes with the read's ``resourceVersion`` as a precondition, so a newer try adopting
-the job in between makes the delete fail and the read repeat. :func:`delete_if_owned` is
-that loop for the sync hook (``kill=True`` for a kill in sync mode or of a poking sensor); the
+Every cleanup path reads the job, decides with :func:`decide` and deletes with the read's
+``resourceVersion`` as a precondition, so a newer try adopting the job in between makes the
+delete fail and the read repeat. :func:`delete_if_owned` is that loop on the sync hook; the
 trigger's kill runs the same steps on the async hook.
 """
 

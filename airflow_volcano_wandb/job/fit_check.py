@@ -1,11 +1,9 @@
 """Will it fit? Read the job's Volcano queue and the nodes, then judge (``job.fit``).
 
-Run right before a job is created: a job that can never be placed fails here, with
-``JobWontFitError`` naming the resource and the numbers, instead of pending until
-``pending_timeout``. Queues and nodes are cluster-scoped; a namespaced Role cannot read them,
-so where this connection may not, the check says once that it was skipped and why, and the
-submission goes on (the optional ClusterRole of ``docker/k8s/rbac-fit-check.yaml`` grants
-the two reads).
+Run right before a job is created: a job that can never be placed fails here with
+``JobWontFitError`` instead of pending until ``pending_timeout``. Where a namespaced Role may
+not read the cluster-scoped queues and nodes, the check says once that it was skipped, and
+the submission goes on (``docker/k8s/rbac-fit-check.yaml`` grants the two reads).
 """
 
 from __future__ import annotations

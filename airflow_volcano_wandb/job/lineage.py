@@ -68,10 +68,8 @@ def _facets() -> tuple[type, type, type]:
 
 
 def wandb_namespace(base_url: str | None) -> str:
-    """The OpenLineage namespace of a W&B server's artifacts.
-
-    :param base_url: the W&B API address; ``None`` for W&B's cloud.
-    """
+    """The OpenLineage namespace of a W&B server's artifacts (``base_url``: the W&B API
+    address; ``None`` for W&B's cloud)."""
     host = urlparse(base_url).netloc if base_url else DEFAULT_WANDB_HOST
     return f"wandb://{host or DEFAULT_WANDB_HOST}"
 
@@ -86,16 +84,10 @@ def operator_lineage(
     base_url: str | None,
     artifacts: tuple[Sequence[ArtifactRef], Sequence[ArtifactRef]] = ((), ()),
 ) -> Any:
-    """The ``OperatorLineage`` of a training step.
-
-    :param facts: the job the step ran.
-    :param run: ``wandb_run_id`` and ``wandb_run_url``.
-    :param summary: the requested W&B summary metrics, if read.
-    :param entity: the W&B entity.
-    :param project: the W&B project.
-    :param base_url: the W&B API address (``None``: the cloud), naming the datasets' namespace.
-    :param artifacts: the run's used and logged artifacts.
-    """
+    """The ``OperatorLineage`` of a training step: ``facts``, the job it ran; ``run``, its
+    ``wandb_run_id`` and ``wandb_run_url``; ``summary``, the requested W&B summary metrics, if
+    read; ``base_url``, the W&B API address (``None``: the cloud), naming the datasets'
+    namespace; ``artifacts``, the run's used and logged artifacts."""
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -139,16 +131,9 @@ def read_artifacts(
     has_key: bool,
     log: logging.Logger | Any,
 ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:
-    """The run's used and logged artifacts; empty, with one log line, when they cannot be read.
-
-    :param hook: the W&B hook (``WandbHook``).
-    :param run_id: the W&B run id.
-    :param entity: the run's entity.
-    :param project: the run's project.
-    :param mode: the run's ``wandb_mode``; offline and disabled runs are not on a server.
-    :param has_key: whether the connection has an API key.
-    :param log: the task's logger.
-    """
+    """The run's used and logged artifacts, read through ``hook`` (``WandbHook``); empty, with
+    one line in the task's ``log``, when they cannot be read: the run's ``mode`` is offline or
+    disabled (not on a server), the connection has no API key (``has_key``), or W&B fails."""
     if not run_id or mode in ("offline", "disabled") or not has_key:
         log.info("Lineage without W&B artifacts: the W&B run is not readable (mode %s)", mode)
         return [], []

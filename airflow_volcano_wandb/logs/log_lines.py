@@ -1,11 +1,6 @@
 """A followed pod log, as whole lines for a task log: joined, capped, and not shown twice.
 
-Pure: bytes in, text out. A follow stream hands over whatever the connection delivered, so a
-line (or one UTF-8 character of it) may arrive in two chunks; ``LineJoiner`` holds the tail
-back until its end arrives. ``LogCap`` bounds how much of one job's log reaches the task log
-(the full log stays in the pod). ``SeenLines`` lets a follow that had to be reopened (the
-container restarted, the stream was cut) skip what the previous stream already showed, by the
-kubelet's per-line timestamps.
+Pure: bytes in, text out; the full log stays in the pod.
 """
 
 from __future__ import annotations

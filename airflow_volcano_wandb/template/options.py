@@ -1,12 +1,10 @@
 """Options declared once, as the fields of the frozen part they belong to.
 
 A field declared with :func:`option` carries its type, default, doc line and check; a
-signature (:func:`signature`) and a docstring's ``:param:`` lines (:func:`param_docs`) are
-read off the declarations (:func:`options_of`). ``render_job``'s option groups
-(``Placement``, ``TaskOverrides``, ``Shaping``, ``Policy``, ``Checkpoints``, ``Variables``)
-and the operator's and sensor's parts (``parts/``) are declared this way. Pure: no Airflow.
-What only Airflow's shells read (templated, typed, the UI's renderer) is carried along for
-them; ``parts/options.py`` acts on it.
+signature (:func:`signature`) and ``:param:`` lines (:func:`param_docs`) are read off the
+declarations (:func:`options_of`), for ``render_job``'s groups and the shells' parts alike.
+Pure: no Airflow. What only the shells read (templated, typed, the UI's renderer) is carried
+along for ``parts/options.py``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """How the rendered job is shaped for Volcano's gang and PyTorch's ranks, after the run's
 overrides: gang sizes, the master's policy, the scheduler, a name that leaves room for pod
-names, the ``torchrun`` env and ``/dev/shm``, for the Volcano release the job is for.
-
-:func:`~airflow_volcano_wandb.template.render_job`'s ``add_master_policy``, ``max_replicas``,
-``gang``, ``torchrun_env``, ``shm_size`` and ``volcano_version``, declared and checked once.
+names, the ``torchrun`` env and ``/dev/shm``, for the Volcano release the job is for; the
+``render_job`` keywords of each, declared and checked once.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """Airflow Trigger-form fields from what the renderer enforces: a queue's template variables
 and an image allow-list, so the form refuses what the render would refuse.
 
-The JSON schemas are computed by pure code (``template_variables.param_specs``,
-:func:`image_param_spec`); only the two public builders touch Airflow, importing ``Param``
-when called. They are called from DAG files, which have Airflow; the renderer never calls
-them, so ``template/`` still loads without Airflow (tests/unit/test_architecture.py allows
-exactly this call-time import).
+The JSON schemas are computed by pure code; only the two public builders, called from DAG
+files, import Airflow's ``Param``, when called, so ``template/`` still loads without Airflow.
 """
 
 from __future__ import annotations

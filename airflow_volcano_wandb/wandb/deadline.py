@@ -1,10 +1,9 @@
 """A wall-clock bound on a call that has none of its own.
 
-The wandb SDK sends W&B API calls through its ``wandb-core`` helper process and retries them on
-its own schedule: the HTTP timeout handed to ``wandb.Api`` bounds one request, not the call. An
-unreachable or black-holed W&B could then hold a task's end for many minutes, after its job
-has already finished. What the provider reads from or writes to W&B after the job (the
-summary, the link-back, lineage) is best-effort, so it runs under :func:`call_within`.
+The wandb SDK retries W&B API calls on its own schedule, so ``wandb.Api``'s HTTP timeout
+bounds one request, not the call, and an unreachable W&B could hold a task's end for many
+minutes after its job finished. What the provider reads from or writes to W&B after the job
+is best-effort, so it runs under :func:`call_within`.
 """
 
 from __future__ import annotations

@@ -123,14 +123,12 @@ def macro_values(spec: WandbRunSpec, *, author: str | None = None) -> dict[str, 
     An unknown entity, project or author is left out rather than guessed, so the template
     renderer can report the macro as unfilled instead of silently writing an empty string.
     """
-    values = {"run_id": spec.run_id, "run_name": spec.run_name or spec.run_id}
-    if spec.entity:
-        values["entity_name"] = spec.entity
-    if spec.project:
-        values["project_name"] = spec.project
-    if author:
-        values["author"] = author
-    return values
+    known = {"entity_name": spec.entity, "project_name": spec.project, "author": author}
+    return {
+        "run_id": spec.run_id,
+        "run_name": spec.run_name or spec.run_id,
+        **{name: value for name, value in known.items() if value},
+    }
 
 
 _AIRFLOW_ENV_TO_CONFIG = {
@@ -155,11 +153,8 @@ def airflow_config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
         value = environ.get(env_name)
         if value is None or value == "":
             continue
-        if key in ("try_number", "map_index"):
-            try:
-                config[key] = int(value)
-            except ValueError:
-                config[key] = value
-        else:
+        try:
+            config[key] = int(value) if key in ("try_number", "map_index") else value
+        except ValueError:
             config[key] = value
     return config
