@@ -1,15 +1,10 @@
 """The exceptions a failed Volcano job raises, one class per cause, for Airflow retry policies.
 
-Every class is an ``AirflowException`` (the timeout is also an ``AirflowTaskTimeout``), so code
-that catches ``AirflowException`` keeps working; an Airflow 3.3 ``ExceptionRetryPolicy`` can
-match the cause instead of the message, e.g. retry a preempted job after a delay but fail an
-out-of-memory one at once (see ``dags/volcano_pytorch_retraining.py`` and docs/reliability.md).
-
-Each way a wait ends is one row of ``job.endings``, which names the class it raises; what
-caused a failure is decided by ``wait.diagnostics.classify`` (pure) from the job, its pods and
-events, and refines the ending (``wait.failure_exception.for_failure``).
-Each class also names the cause a try that fails with it ended by (``resume_cause``), which
-decides whether the next try resumes its W&B run (``job.resume``, ``resume_on``).
+Every class is an ``AirflowException`` (the timeout also an ``AirflowTaskTimeout``); an Airflow
+3.3 ``ExceptionRetryPolicy`` can match the cause instead of the message, e.g. retry a preempted
+job after a delay but fail an out-of-memory one at once (docs/reliability.md). Each ending of a
+wait is a row of ``job.endings`` that names its class (``wait.failure_exception``), and each
+class names the cause the next try is told (``resume_cause``: whether it resumes the W&B run).
 """
 
 from __future__ import annotations
@@ -135,11 +130,8 @@ class TrainerExitError(ContainerError):
 
 class TrainerCrashLoopError(ContainerError):
     """A rank's container kept crashing and restarting in place (``restartPolicy: OnFailure``)
-    until the job's restarts passed ``max_container_restarts``; the job is deleted.
-
-    ``task``, ``pod``, ``container``, ``exit_code`` and ``reason`` are the crash-looping
-    container's and its last exit's; ``restarts`` is the count over all ranks.
-    """
+    until the job's restarts passed ``max_container_restarts``; the job is deleted. The fields
+    are the crash-looping container's and its last exit's; ``restarts`` counts all ranks'."""
 
     resume_cause = TRAINER_FAILURE
 
@@ -150,13 +142,9 @@ class TrainerCrashLoopError(ContainerError):
 
 class StoppedFromWandbError(AirflowFailException, ContainerError):
     """The job's W&B run was stopped from the W&B UI or API (the seed's way to cancel a
-    training): a rank's trainer exited with the stop code (``wait.wandb_stop``, docs/trainer.md);
-    the job is deleted.
-
-    An ``AirflowFailException``, so the task fails without a retry whatever ``retries`` or a
-    retry policy say: a retry would start again what a person chose to stop (clear the task to
-    train again). ``task``, ``pod``, ``container`` and ``exit_code`` name the stopped rank
-    when its pod could still be read.
+    training, ``wait.wandb_stop``); the job is deleted. An ``AirflowFailException``: no retry
+    starts again what a person chose to stop (clear the task to train again). The fields name
+    the stopped rank when its pod could still be read.
     """
 
     resume_cause = STOPPED_FROM_WANDB
@@ -165,12 +153,8 @@ class StoppedFromWandbError(AirflowFailException, ContainerError):
 class TrainingStalledError(ContainerError):
     """The job ran, but its master printed no log line for ``stall_timeout`` seconds (a hung
     collective, a deadlocked data loader); the job is deleted. The message ends with every
-    rank's last log lines.
-
-    ``task``, ``pod`` and ``container`` are the master's; ``stall_timeout`` the limit it
-    passed; ``running_for`` how long its container had run when the stall was confirmed.
-    When the job's online W&B run was asked too, ``wandb_step`` is its last step and
-    ``wandb_logged_at`` when it was logged (epoch seconds); else ``None``.
+    rank's last log lines; the fields are the master's and the stall's (``wait.stall.Stall``,
+    ``wandb_step`` and ``wandb_logged_at`` ``None`` when W&B was not asked).
     """
 
     resume_cause = TRAINER_FAILURE

@@ -19,15 +19,10 @@ WANDB_RUN_URL_XCOM_KEY = "wandb_run_url"
 class WandbRunLink(BaseOperatorLink):
     """Link a task to its W&B run, read from the XCom ``wandb_run_url``.
 
-    Airflow 3 serves extra links from XCom: the API server reads the XCom named by
-    :attr:`xcom_key`, so the button works as soon as the operator has pushed the URL, which it
-    does before it waits for the job. That is why the key is the operator's own
-    ``wandb_run_url`` and not Airflow's default ``_link_WandbRunLink``: a running task has the
-    link too, not only a finished one.
-
-    When a task finishes, the task runner calls :meth:`get_link` and stores the result under
-    the same key, so :meth:`get_link` returns what is already there instead of rebuilding it
-    (an empty string, meaning "no button", when the task failed before choosing a run).
+    Airflow 3 serves extra links from the XCom named by :attr:`xcom_key`: the operator's own
+    ``wandb_run_url``, pushed before it waits, not Airflow's default ``_link_WandbRunLink``, so
+    a running task has the button too. A finishing task stores :meth:`get_link`'s result under
+    the same key, so it returns what is there (``""``: no button) instead of rebuilding it.
     """
 
     name = "W&B Run"

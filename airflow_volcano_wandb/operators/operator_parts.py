@@ -1,9 +1,8 @@
 """The parts ``VolcanoPyTorchJobOperator`` is made of, and the options only its wait has.
 
-Each part is a frozen object built once per ``execute`` (or ``execute_complete``) from the
-operator's flat attributes, after Airflow rendered the templated ones; the operator's
-signature, ``:param:`` lines and ``template_fields`` are read off the parts' declared options
-(``parts/options.py``).
+Each part is frozen, built once per ``execute`` (or ``execute_complete``) from the operator's
+rendered attributes; its signature, docs and ``template_fields`` are read off the parts'
+options (``parts/options.py``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,8 @@
 its status, and what else to read.
 
 Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) look
-at the job through :func:`look`, and ``step_io`` carries out what it asks for, so the two
-never disagree about a progress line, the gang-whole mark or a verdict. The job's status is
-interpreted once per look (``judge.see``), whatever the look asks of it. A step reads: look,
-then ``step_io`` reads what the look asked for and asks ``judge`` of it, then acts.
+at the job through :func:`look`, and ``step_io`` reads what it asks for, asks ``judge`` of it
+and acts, so the two never disagree about a progress line, the gang-whole mark or a verdict.
 """
 
 from __future__ import annotations
@@ -41,14 +39,12 @@ class WaitMemory:
     gang_seen_whole: bool = False
     #: The last progress line it logged.
     progress: str = ""
-    #: When it last probed the master's log for a stall (epoch seconds); forgotten on a
-    #: restart, which only means one probe sooner than due.
+    #: When it last probed the master's log for a stall, read the job's pods, asked W&B whether
+    #: the run was stopped and read the training's progress (epoch seconds), and what it saw;
+    #: forgotten on a restart, which only means one read sooner than due.
     stall_probed_at: float | None = None
-    #: When it last read the job's pods for their verdicts (epoch seconds), the same way.
     pods_read_at: float | None = None
-    #: When it last asked W&B whether the job's run was stopped (epoch seconds), the same way.
     wandb_stop_asked_at: float | None = None
-    #: When it last read the training's progress (epoch seconds), and what it saw.
     progress_read_at: float | None = None
     training: ProgressSeen = field(default_factory=ProgressSeen)
 
@@ -66,26 +62,18 @@ class Look:
     mark: dict[str, str] | None
     #: The judge's result without the pods.
     result: WaitResult | None
-    #: The wait goes on unless the pods, read now, show a crash loop (the restart budget), a
-    #: rank stopped from W&B or a container that cannot start (``judge.judge_pods``), or show
-    #: a master to probe for a stall.
+    #: What to read now: the pods (for ``judge.judge_pods``, or a master to probe), the
+    #: master's log for a stall, W&B for a stop, and the training's progress.
     read_pods: bool
-    #: Probe the master's log for a stall (``stall``), from the pods read now.
     probe_stall: bool = False
-    #: Ask W&B whether the job's run was stopped (``wandb_stop``).
     ask_wandb_stop: bool = False
-    #: Read how far the training has got (``training_progress``).
     read_progress: bool = False
 
 
 def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, now: float) -> Look:
-    """The look at ``job`` (as read: ``None`` when it does not exist) of a waiter whose memory
-    is ``memory``.
-
-    The mark is asked for once per waiter, the first time it sees the gang whole on a job not
-    marked yet: a later waiter (after a restart, a handover, a retry, a rescheduled poke) reads
-    the job again and writes it if it is still missing.
-    """
+    """The look at ``job`` (``None``: it does not exist) of a waiter whose memory is
+    ``memory``. The mark is asked for once per waiter, the first time it sees the gang whole on
+    a job not marked yet: a later waiter reads the job again and writes it if still missing."""
     seen = see(job, target)
     gang_seen_whole, line, mark = memory.gang_seen_whole, memory.progress, None
     if seen.job is not None:
@@ -122,9 +110,7 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
 
 
 def _pods_due(target: WaitTarget, read_at: float | None, now: float) -> bool:
-    """The reads of a job's pods for their verdicts, at most every ``pod_check_interval``: a
-    wake of the waiter (each change of the job, each ``poll_interval``) need not LIST them
-    again."""
+    """At most every ``pod_check_interval``, whatever wakes the waiter."""
     return read_at is None or now - read_at >= target.pod_check_interval
 
 
@@ -140,18 +126,16 @@ def stall_probe(
 
 
 def probes_stall(seen: Seen, target: WaitTarget, probed_at: float | None, now: float) -> bool:
-    """Whether the waiter should probe the master's log for a stall now: only a running job
-    can stall, only a target with a ``stall_timeout`` is held to one, and a waiter probes at
-    most once per ``stall_timeout / PROBES_PER_TIMEOUT`` (it last did at ``probed_at``)."""
+    """Whether to probe the master's log for a stall now: only of a running job, when
+    ``stall.probe_due`` (it last did at ``probed_at``)."""
     if seen.job is None or seen.status.phase != "Running":
         return False
     return probe_due(target.stall_timeout, probed_at, now)
 
 
 def asks_wandb_stop(seen: Seen, target: WaitTarget, asked_at: float | None, now: float) -> bool:
-    """Whether the waiter should ask W&B whether the job's run was stopped now: only of a job
-    still there and not ended, only for a target with a ``wandb_stop_grace``, and at most every
-    ``wandb_stop.ask_interval`` (it last asked at ``asked_at``)."""
+    """Whether to ask W&B whether the job's run was stopped now: only of a job not ended, for
+    a ``wandb_stop_grace``, at most every ``wandb_stop.ask_interval`` since ``asked_at``."""
     grace = target.wandb_stop_grace
     if grace is None or seen.job is None or seen.status.terminal:
         return False
@@ -159,8 +143,8 @@ def asks_wandb_stop(seen: Seen, target: WaitTarget, asked_at: float | None, now:
 
 
 def reads_progress(seen: Seen, target: WaitTarget, read_at: float | None, now: float) -> bool:
-    """Whether the waiter should read how far the training has got: only of a running job,
-    at most every ``progress_interval`` (it last did at ``read_at``)."""
+    """Whether to read how far the training has got: only of a running job, at most every
+    ``progress_interval`` since ``read_at``."""
     if seen.job is None or seen.status.phase != "Running":
         return False
     return read_at is None or now - read_at >= target.progress_interval
