@@ -96,7 +96,7 @@ class Cluster:
 
     def wait_namespaces_gone(self, timeout: float = 120, names: list[str] | None = None) -> bool:
         """Whether these namespaces (by default every one this run made, deleted first) are
-        gone, their pods with them, within ``timeout``."""
+        gone within ``timeout``."""
         if names is None:
             names = self.namespaces
             for name in names:
@@ -231,12 +231,9 @@ def tiny_job(name: str, duration: float, labels: dict[str, str] | None = None) -
 def managed_job(
     name: str, duration: float, *, run_id: str, index: int, exit_code: int = 0, workers: int = 0
 ) -> dict[str, Any]:
-    """A tiny job labelled and annotated as the operator submits one (try 1 of a mapped task
-    instance), its pods labelled as the operator's, so the provider's watches see them.
-
-    ``workers``: a ``worker`` task of that many replicas beside the master, all placed together,
-    running a minute longer than the master (whose end ends the job). A non-zero ``exit_code``
-    fails the master's pod and, by ``PodFailed -> TerminateJob``, the job."""
+    """A tiny job (and pods) labelled as the operator's try 1 of a mapped task instance, so the
+    provider's watches see it; ``workers`` beside the master, placed together, end a minute
+    after it; a non-zero ``exit_code`` fails the master's pod, and so the job."""
     identity = TaskInstanceIdentity("bench", "train", run_id, map_index=index)
     body = tiny_job(name, duration, labels=identity.labels())
     body["metadata"]["annotations"] = identity.annotations(try_number=1)

@@ -28,15 +28,10 @@ MACROS = {**template_cases.MACROS, "epochs": 3}
 #: Every call's: the seed names its namespace, honoured only when allowed.
 RENDER = {"macros": MACROS, "template_namespace_allowed": True}
 # What the operator passes on a typical run.
+KEY = {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}}
 OVERRIDES: dict[str, Any] = {
     "replicas": {"worker": "3"},
-    "env": [
-        {"name": "WANDB_RUN_ID", "value": "k3x9p2qa"},
-        {
-            "name": "WANDB_API_KEY",
-            "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}},
-        },
-    ],
+    "env": [{"name": "WANDB_RUN_ID", "value": "k3x9p2qa"}, KEY],
     "allowed_secrets": ["wandb"],  # the key's Secret, named in env above
     "labels": {"airflow.apache.org/dag-id": "retrain"},
     "pod_annotations": {"sim.airflow-volcano-wandb.io/duration": "5s"},

@@ -1,10 +1,6 @@
 """The results file, ``bench/results/latest.{json,md}``: the latest figures of every scenario,
-each with the date and machine load of its own run.
-
-Every writer goes through :func:`record`: ``run_all.py`` after each scenario it runs, and an
-odd path run on its own (``scenario_odd_paths.py PART --record``). A scenario's figures
-replace that scenario's only; the others keep theirs, with their own dates, under
-``scenario_meta``.
+each with the date and load of its own run. Every writer goes through :func:`record`
+(``run_all.py``, an odd path's ``--record``): a scenario's figures replace its own only.
 """
 
 from __future__ import annotations
@@ -19,9 +15,6 @@ from typing import Any
 
 from common import REPO, RESULTS
 from report import SCENARIOS, goals, markdown
-
-#: The keys of ``latest.json`` each scenario writes.
-SCENARIO_KEYS = {name: module.KEYS for name, module in SCENARIOS.items()}
 
 
 def load_before() -> float:
@@ -62,16 +55,14 @@ def write(results: dict[str, Any], out_dir: Path = RESULTS) -> None:
 def record(
     scenario: str, figures: dict[str, Any], meta: dict[str, Any], out_dir: Path = RESULTS
 ) -> dict[str, Any]:
-    """Put one scenario's ``figures`` (its keys of ``SCENARIO_KEYS``) and ``meta`` into the
-    results file in ``out_dir``, keeping every other scenario's; return the whole."""
-    unknown = set(figures) - set(SCENARIO_KEYS[scenario])
-    if unknown:
-        raise ValueError(f"{scenario} writes {SCENARIO_KEYS[scenario]}, not {sorted(unknown)}")
-    results = read(out_dir)
-    results.update(figures)
+    """Put one scenario's ``figures`` (under its ``KEYS``) and ``meta`` into the results file
+    in ``out_dir``, keeping every other scenario's; return the whole."""
+    if unknown := set(figures) - set(keys := SCENARIOS[scenario].KEYS):
+        raise ValueError(f"{scenario} writes {keys}, not {sorted(unknown)}")
+    results = {**read(out_dir), **figures}
     results.setdefault("scenario_meta", {})[scenario] = meta
-    results.setdefault("meta", {})
-    results["meta"].update(last_written=meta["date"], cpus=meta["cpus"], python=meta["python"])
+    meta_all = results.setdefault("meta", {})
+    meta_all.update(last_written=meta["date"], cpus=meta["cpus"], python=meta["python"])
     write(results, out_dir)
     return results
 

@@ -3,14 +3,10 @@
     make bench                     # cluster-up, then this script
     .venv/bin/python bench/run_all.py --cluster-dir .state/cluster [--quick] [--only a,b]
 
-The shared driver of the scenarios (``report.MODULES``, a module each: see ``report``), each
-measuring the provider beside its baselines in the same run (issue 8). ``--quick``: smoke-test
-sizes; ``--only``: some scenarios, merged into the results already there (one that needs no
-cluster, such as ``resume``, ``pod_cache`` or ``parse_light``, runs without
-``--cluster-dir``); ``--results``: elsewhere than bench/results. Each scenario is written into
-the results as it ends, with its date, the load average before it and the command. Adds
-simulated nodes for the scenarios' pods and removes them (and its namespaces) at the end.
-Figures, not a test: nothing here asserts on time.
+The shared driver of the scenarios (``report.MODULES``). ``--only`` merges into the results
+there (``resume``, ``pod_cache``, ``parse_light`` need no ``--cluster-dir``); each scenario is
+written as it ends, with its date, load average before and command. Simulated nodes are added
+for the scenarios' pods and removed at the end. Figures, not a test: nothing asserts on time.
 """
 
 from __future__ import annotations

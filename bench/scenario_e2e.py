@@ -88,11 +88,8 @@ def instrument() -> None:
         return execute(self, context)
 
     def timed_create(self, body, namespace):
-        job = create(self, body, namespace)
-        STAMPS[body["metadata"]["name"]] = {
-            "execute_start": current.get("execute_start", float("nan")),
-            "created": time.time(),
-        }
+        job, started = create(self, body, namespace), current.get("execute_start", float("nan"))
+        STAMPS[body["metadata"]["name"]] = {"execute_start": started, "created": time.time()}
         return job
 
     VolcanoPyTorchJobOperator.execute = timed_execute

@@ -62,30 +62,22 @@ def run(ctx) -> dict:
     watches = max(job_watches(start), job_watches(end)) - idle.get("jobs", 0.0)
     pod_watches = max(start["watches"].get("pods", 0), end["watches"].get("pods", 0))
     requests = rates(start["requests"], end["requests"], (e_t - s_t) / 60)
-    return {
-        "namespace_scale": {
-            "trigger": "operator defaults; its jobs Running, 3 pods each",
-            "pod_watch_connections": round(pod_watches - idle.get("pods", 0)),
-            # Not less a background: the controller is stopped; the scheduler and KWOK remain.
-            "by_verb_resource": {k: round(v, 1) for k, v in sorted(requests.items()) if v >= 0.5},
-            "jobs_in_namespace": others + waiting,
-            "waiting": len(ours["jobs"]),
-            "pods_running": ours["pods"],
-            "ours_running_s": round(ours["running_s"], 1),
-            "rss_growth_mb": round(result["rss_mb"] - result["rss_before_mb"], 1),
-            "watch_connections": round(watches),
-            "first_sync_s": round(result["first_sync_s"], 2) if result["first_sync_s"] else None,
-            "rss_mb": round(result["rss_mb"], 1),
-            "shared_watchers": result["shared_watchers"],
-            "tcp_connections_max": result["tcp_connections_max"],
-            "list_pages": sum(1 for _, verb in result["api_calls"] if verb == "list"),
-            "client_requests_per_min": round(result["client_requests_per_min"], 1),
-            "finished_others": filled["finished_others"],
-            "jobs_created_s": filled["created_s"],
-            "window_s": round(result["window_s"], 1),
-            "fired_early": result["fired_early"],
-        }
-    }
+    n = {"trigger": "operator defaults; its jobs Running, 3 pods each"}
+    n["pod_watch_connections"] = round(pod_watches - idle.get("pods", 0))
+    # Not less a background: the controller is stopped; the scheduler and KWOK remain.
+    n["by_verb_resource"] = {k: round(v, 1) for k, v in sorted(requests.items()) if v >= 0.5}
+    n |= {"jobs_in_namespace": others + waiting, "waiting": len(ours["jobs"])}
+    n |= {"pods_running": ours["pods"], "ours_running_s": round(ours["running_s"], 1)}
+    n["rss_growth_mb"] = round(result["rss_mb"] - result["rss_before_mb"], 1)
+    n["watch_connections"] = round(watches)
+    n["first_sync_s"] = round(result["first_sync_s"], 2) if result["first_sync_s"] else None
+    n |= {"rss_mb": round(result["rss_mb"], 1), "shared_watchers": result["shared_watchers"]}
+    n["tcp_connections_max"] = result["tcp_connections_max"]
+    n["list_pages"] = sum(1 for _, verb in result["api_calls"] if verb == "list")
+    n["client_requests_per_min"] = round(result["client_requests_per_min"], 1)
+    n |= {"finished_others": filled["finished_others"], "jobs_created_s": filled["created_s"]}
+    n |= {"window_s": round(result["window_s"], 1), "fired_early": result["fired_early"]}
+    return {"namespace_scale": n}
 
 
 def section(r: dict) -> list[str]:

@@ -243,7 +243,6 @@ def crash_loop_detect(cluster: Cluster) -> dict:
     done = threading.Event()
 
     def watch_master() -> None:
-        """The master's first crash, from its pod's status once the pod shows a restart."""
         while not done.is_set() and not first_crash:
             for pod in cluster.pods(namespace):
                 if not pod["metadata"]["name"].endswith("-master-0"):

@@ -22,9 +22,8 @@ OPTIONS = {
     "outage_waiting": (1000, 20, "triggers waiting"),
 }
 
-# How long after their creation the outage's jobs may still be starting up (jobs Running,
-# the driver importing Airflow and syncing): their run time is this plus the outage, so
-# they end after it. Any that end before it are counted (ended_before_outage).
+# How long the jobs may still be starting up (Running, the driver importing and syncing):
+# they run this plus the outage, so they end after it (ended_before_outage counts others).
 OUTAGE_SETUP_S = 90.0
 OUTAGE_SETUP_PER_JOB_S = 0.2
 
@@ -142,36 +141,25 @@ def run(ctx) -> dict:
     relists = [t for t, v in calls if v == "watch" and t > ready]
     during = calls_by_verb(calls, down, ready)
     cluster.delete_namespace(namespace)
-    return {
-        "outage": {
-            "seconds": round(ready - down, 1),
-            "waiting": waiting,
-            "list_requests": during.get("list", 0),
-            "watch_requests": during.get("watch", 0),
-            "wrong_verdicts": len(verdicts["wrong"]),
-            "jobs_deleted": verdicts["deleted"],
-            "planned_s": seconds,
-            "max_list_requests": max_attempts(ready - down, backoff["initial"], backoff["max"]),
-            "get_requests": during.get("get", 0),
-            "pod_list_requests": during.get("list_pods", 0),
-            "pod_watch_env": result.get("pod_watch_env"),
-            "trigger": "operator defaults; jobs of 3 pods (master 1 + worker 2), Running",
-            "delete_requests": sum(1 for _, v in calls if v == "delete"),
-            "watching_again_after_s": round(relists[0] - ready, 1) if relists else None,
-            "missing_verdicts": verdicts["missing"],
-            "outcomes": verdicts["outcomes"],
-            "ended_before_outage": ended_before(jobs, down),
-            "wrong_examples": verdicts["wrong"][:5],
-            "failed_triggers": result.get("failed_triggers", [])[:5],
-            "cancelled_triggers": len(result.get("cancelled_triggers", [])),
-            "awaiting": result.get("awaiting", {}),
-            # The triggers' start, their first sync and the settle: the steady state before it.
-            "calls_before": calls_by_verb(calls, 0.0, down),
-            "calls_during": during,
-            # From the apiserver's return to the last verdict: the relists and the confirming reads.
-            "calls_after": calls_by_verb(calls, ready, float("inf")),
-        }
-    }
+    o = {"seconds": round(ready - down, 1), "waiting": waiting}
+    o |= {"list_requests": during.get("list", 0), "watch_requests": during.get("watch", 0)}
+    o |= {"wrong_verdicts": len(verdicts["wrong"]), "jobs_deleted": verdicts["deleted"]}
+    o["planned_s"] = seconds
+    o["max_list_requests"] = max_attempts(ready - down, backoff["initial"], backoff["max"])
+    o |= {"get_requests": during.get("get", 0), "pod_list_requests": during.get("list_pods", 0)}
+    o["pod_watch_env"] = result.get("pod_watch_env")
+    o["trigger"] = "operator defaults; jobs of 3 pods (master 1 + worker 2), Running"
+    o["delete_requests"] = sum(1 for _, v in calls if v == "delete")
+    o["watching_again_after_s"] = round(relists[0] - ready, 1) if relists else None
+    o |= {"missing_verdicts": verdicts["missing"], "outcomes": verdicts["outcomes"]}
+    o |= {"ended_before_outage": ended_before(jobs, down), "wrong_examples": verdicts["wrong"][:5]}
+    o["failed_triggers"] = result.get("failed_triggers", [])[:5]
+    o["cancelled_triggers"] = len(result.get("cancelled_triggers", []))
+    o["awaiting"] = result.get("awaiting", {})
+    # Before: the triggers' start, first sync and settle; after: from the apiserver's return
+    # to the last verdict (the relists and the confirming reads).
+    o |= {"calls_before": calls_by_verb(calls, 0.0, down), "calls_during": during}
+    return {"outage": {**o, "calls_after": calls_by_verb(calls, ready, float("inf"))}}
 
 
 def section(r: dict) -> list[str]:

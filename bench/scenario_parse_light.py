@@ -1,9 +1,7 @@
-"""14. parse_light (issue 42): a DAG file's import, paid at each parse and task start. Each
-example DAG beside a DAG of Airflow's standard operators, in turns (order rotated), each in a
-fresh interpreter under ``python -X importtime`` (the DAG's own line: cumulative, Airflow
-included); an uncounted first turn caches bytecode. Medians, and the median of each turn's
-ratio to the standard DAG (paired: a shared machine's load drifts); client modules loaded.
-No cluster.
+"""14. parse_light (issue 42; no cluster): a DAG file's import, paid at each parse and task
+start. Each example DAG beside a DAG of Airflow's standard operators, in turns, each in a
+fresh interpreter under ``python -X importtime`` after an uncounted first turn; medians, the
+median of the paired ratios to the standard DAG, and the client modules loaded.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""13. What the shared pod watch keeps in memory per pod (issue 35; Python only, no cluster).
-
-For ``--pod-cache-pods`` pods shaped like the local cluster's running pods of the operator's
-jobs, each parsed from its own JSON: the pod as the API sends it, without
-``metadata.managedFields`` and as the pod watch keeps it (``kept_pod``), held by Python
-(``tracemalloc``); and the CPU time of each pod's watch event, as kubernetes_asyncio's
-``Watch`` builds a ``V1Pod`` and as the provider's keeps it (medians of five passes).
+"""13. What the shared pod watch keeps in memory per pod (issue 35; Python only, no cluster):
+pods shaped like the local cluster's, held as sent, without ``managedFields`` and as the pod
+watch keeps them (``tracemalloc``), and each pod's watch event parsed as ``V1Pod`` or kept.
 """
 
 from __future__ import annotations
@@ -88,8 +84,8 @@ def held(raw: list[str], keep: Callable[[dict], dict]) -> float:
 
 
 def event_parse_ms(raw: list[str], passes: int = 5) -> dict[str, float]:
-    """Milliseconds per pod event, as kubernetes_asyncio's ``Watch`` unmarshals a line: with
-    the ``V1Pod`` it builds by default, and with no return type (the provider's watch)."""
+    """Milliseconds per pod event as kubernetes_asyncio's ``Watch`` unmarshals it, into the
+    ``V1Pod`` it builds by default and as sent (the provider's watch)."""
 
     async def timed() -> dict[str, float]:
         from kubernetes_asyncio import watch

@@ -60,22 +60,13 @@ def run(ctx) -> dict:
     cluster.delete_namespace(namespace)
     submit = [r["submit_s"] for r in burst["first"] if "submit_s" in r]
     retry = [r["submit_s"] for r in burst["again"] if "submit_s" in r]
-    return {
-        "sweep_burst": {
-            "tasks": tasks,
-            "submit_p50_s": round(percentile(submit, 50), 3),
-            "submit_p99_s": round(percentile(submit, 99), 3),
-            "retry_p50_s": round(percentile(retry, 50), 3),
-            "jobs": len(jobs),
-            "duplicates": sum(n - 1 for n in per_index.values()),
-            "map_indexes_without_a_job": tasks - len(per_index),
-            "retries_reattached": reattached,
-            "errors": errors[:5],
-            "http_429": round(http_429),
-            "watch_connections": waits[0]["watch_connections"],
-            "wait": waits,
-        }
-    }
+    b = {"tasks": tasks, "submit_p50_s": round(percentile(submit, 50), 3)}
+    b |= {"submit_p99_s": round(percentile(submit, 99), 3)}
+    b |= {"retry_p50_s": round(percentile(retry, 50), 3), "jobs": len(jobs)}
+    b |= {"duplicates": sum(n - 1 for n in per_index.values())}
+    b |= {"map_indexes_without_a_job": tasks - len(per_index), "retries_reattached": reattached}
+    b |= {"errors": errors[:5], "http_429": round(http_429)}
+    return {"sweep_burst": {**b, "watch_connections": waits[0]["watch_connections"], "wait": waits}}
 
 
 def section(r: dict) -> list[str]:

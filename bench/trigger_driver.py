@@ -204,18 +204,13 @@ async def measure_window(options, runner, housekeeping, synced_after: list[float
     cpu1, req1, t1 = proc.cpu_times(), COUNTS["requests"], time.monotonic()
     print("WINDOW_END", flush=True)
     minutes = (t1 - t0) / 60
-    return {
-        "window_s": t1 - t0,
-        "cpu_s_per_min": (cpu_s(cpu1) - cpu_s(cpu0)) / minutes,
-        "client_requests_per_min": (req1 - req0) / minutes,
-        "tcp_connections_max": max(conns),
-        "tcp_connections_mean": sum(conns) / len(conns),
-        "shared_watchers": max(jobs for jobs, _ in watches),
-        "shared_watches_all": max(every for _, every in watches),
-        "rss_mb": proc.memory_info().rss / 2**20,
-        "fired_early": len(runner.events.stamps),
-        "log_lines": COUNTS["lines"],
-    }
+    figures = {"window_s": t1 - t0, "cpu_s_per_min": (cpu_s(cpu1) - cpu_s(cpu0)) / minutes}
+    figures |= {"client_requests_per_min": (req1 - req0) / minutes}
+    figures |= {"tcp_connections_max": max(conns), "tcp_connections_mean": sum(conns) / len(conns)}
+    jobs, every = zip(*watches, strict=True)  # shared job watches, all shared watches
+    figures |= {"shared_watchers": max(jobs), "shared_watches_all": max(every)}
+    figures |= {"rss_mb": proc.memory_info().rss / 2**20, "fired_early": len(runner.events.stamps)}
+    return {**figures, "log_lines": COUNTS["lines"]}
 
 
 async def drive(options: argparse.Namespace) -> dict:

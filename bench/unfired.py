@@ -1,6 +1,6 @@
-"""What became of the triggers of a ``trigger_driver.py`` run that sent no event: the ones
-that ended with an error, and where the others wait (so a trial whose verdicts went missing
-says why)."""
+"""What became of a ``trigger_driver.py`` run's triggers that sent no event: the ones that
+ended with an error, and where the others wait (so a trial whose verdicts went missing says
+why)."""
 
 from __future__ import annotations
 
