@@ -194,9 +194,7 @@ class VariableAssetState:
     """An asset's state kept in Airflow Variables: the asset state store's ``get``/``set``.
 
     For Airflow < 3.3, which has no asset state store. Each key is one Variable named
-    ``asset_state:<asset name>:<key>`` holding the value as JSON.
-
-    :param name: the asset's name.
+    ``asset_state:<name>:<key>`` (``name``: the asset's) holding the value as JSON.
     """
 
     def __init__(self, name: str) -> None:

@@ -35,8 +35,6 @@ from airflow_volcano_wandb.wandb.wandb_run import effective_mode
 if TYPE_CHECKING:
     from airflow_volcano_wandb.cli.doctor_reads import Observed
 
-# -- pure checks -----------------------------------------------------------------------------
-
 
 def check_namespace(namespace: str, exists: bool | None) -> Result:
     """``exists`` is ``None`` when this identity may not read namespaces (cluster-scoped)."""

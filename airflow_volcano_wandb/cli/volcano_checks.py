@@ -87,13 +87,9 @@ def check_webhooks(
 def check_volcano_version(
     target: str, deployments: Sequence[Mapping[str, Any]] | None, namespace: str
 ) -> Result:
-    """The installed Volcano against the release jobs are rendered for.
-
-    :param target: ``[volcano_wandb] volcano_version``.
-    :param deployments: the Deployments of ``namespace`` (``None``: this identity may not list
-        them).
-    :param namespace: where Volcano is installed.
-    """
+    """The installed Volcano (its Deployments in ``namespace``; ``None``: this identity may
+    not list them) against the release jobs are rendered for (``target``,
+    ``[volcano_wandb] volcano_version``)."""
     title = "Volcano version"
     hint = "set [volcano_wandb] volcano_version (or an operator's volcano_version) to {}"
     try:

@@ -71,8 +71,6 @@ class WandbHook(WandbRunAccess, BaseHook):
         self._connection: tuple[Connection | None] | None = None
         self._api: Any = None
 
-    # -- connection form -------------------------------------------------------------------
-
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
         """Return the extra fields of the connection form (entity, project)."""
@@ -97,8 +95,6 @@ class WandbHook(WandbRunAccess, BaseHook):
             "relabeling": dict(WANDB_UI_FIELD_BEHAVIOUR["relabeling"]),
             "placeholders": dict(WANDB_UI_FIELD_BEHAVIOUR["placeholders"]),
         }
-
-    # -- connection values -----------------------------------------------------------------
 
     @property
     def connection(self) -> Connection | None:
@@ -189,8 +185,6 @@ class WandbHook(WandbRunAccess, BaseHook):
             raise ValueError("a W&B run URL needs an entity and a project")
         return run_url(self.base_url, entity, project, run_id)
 
-    # -- W&B public API --------------------------------------------------------------------
-
     def get_conn(self) -> Any:
         """Return a ``wandb.Api`` client for this connection.
 
@@ -237,7 +231,6 @@ class WandbHook(WandbRunAccess, BaseHook):
         such as ``${run_id}`` untouched; :meth:`get_queue` gives its template variables too.
 
         :param entity: The queue's entity; ``None`` uses the connection's.
-        :param queue_name: The queue's name.
         :raises ValueError: when the queue has no resource config or is not a Kubernetes
             queue, or the config is not a mapping.
         """

@@ -22,8 +22,6 @@ from airflow_volcano_wandb.template.torchrun import processes_per_pod
 class JobFacts:
     """A Volcano job reduced to what its consumers want to know.
 
-    :param name: the job's name.
-    :param namespace: the job's namespace.
     :param uid: the job's uid (empty when unknown).
     :param images: the first container's image per Volcano task, in template order.
     :param replicas: replicas per Volcano task, in template order.

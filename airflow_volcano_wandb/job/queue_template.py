@@ -24,10 +24,8 @@ def template_and_schemas(
     template: TemplateSource, template_variable_schemas: Schemas | None, wandb_hook: WandbHook
 ) -> tuple[TemplateSource, Schemas | None]:
     """The template to render and the schemas that bound its variables (``render_job``'s
-    ``template`` and ``template_variable_schemas``).
-
-    For a queue, its own schemas (``None`` when it declares none: its config is then rendered
-    as any template without variables); for any other template, ``template_variable_schemas``.
+    ``template`` and ``template_variable_schemas``): a queue's own (``None`` when it declares
+    none: its config is then rendered as any template without variables), else the DAG's.
 
     :raises TemplateError: when schemas are given for a queue template.
     :raises ValueError: when the queue cannot be read (see ``WandbHook.get_queue``).

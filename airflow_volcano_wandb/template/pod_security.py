@@ -97,7 +97,6 @@ class _Checker:
     def add(self, path: Path, message: str) -> None:
         self.problems.append((path, f"{message} (pod security level {self.level!r})"))
 
-    # --- baseline ------------------------------------------------------------------------
     def baseline_pod(self, metadata: Any, spec: dict[str, Any], path: Path) -> None:
         spath = (*path, "spec")
         for key in _HOST_NAMESPACES:
@@ -199,7 +198,6 @@ class _Checker:
         if dig(container, *keys, "host") not in (None, ""):
             self.add((*path, *keys, "host"), "must be unset: the kubelet would connect elsewhere")
 
-    # --- restricted ----------------------------------------------------------------------
     def restricted(self, spec: dict[str, Any], path: Path, user_namespace: bool) -> None:
         spath = (*path, "spec")
         for i, volume in indexed(spec.get("volumes")):

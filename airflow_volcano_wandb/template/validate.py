@@ -64,7 +64,6 @@ class _Checker:
         if not rule(value):
             self.add(path, f"{show(value)} is not a valid {what}")
 
-    # --- metadata -------------------------------------------------------------------------
     def metadata(self, metadata: Any, path: Path) -> None:
         if not self.kind(metadata, path, dict, "a mapping"):
             return
@@ -81,7 +80,6 @@ class _Checker:
                 else:
                     self.kind(value, (*path, key, name), str, "a string")
 
-    # --- policies ---------------------------------------------------------------------------
     def volumes(self, volumes: Any, path: Path) -> None:
         """Volcano's webhook rules for job volumes (``validateIO``): a mountPath, used once;
         either an existing claim (``volumeClaimName``, a valid name) or a claim to create."""
@@ -166,7 +164,6 @@ class _Checker:
         if "*" in seen and len(seen) > 1:
             self.add(path, "a '*' policy must be the only event policy")
 
-    # --- containers -------------------------------------------------------------------------
     def container(self, container: Any, path: Path, names: set[str]) -> None:
         if not self.kind(container, path, dict, "a mapping"):
             return
@@ -230,7 +227,6 @@ class _Checker:
             if "valueFrom" in entry:
                 self.kind(entry["valueFrom"], (*path, i, "valueFrom"), dict, "a mapping")
 
-    # --- tasks and plugins -----------------------------------------------------------------
     def task(self, task: dict[str, Any], path: Path) -> int | None:
         self.named(
             task["name"],

@@ -185,9 +185,6 @@ def best(summaries: Sequence[Mapping[str, Any] | None], metric: Metric) -> int |
     return chosen
 
 
-# -- parameters ---------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class _Param:
     name: str
@@ -283,9 +280,6 @@ def _check_probabilities(where: str, spec: Mapping[str, Any], count: int) -> Non
         raise SweepError(f"{where}.probabilities: needs {count} non-negative numbers summing to 1")
 
 
-# -- grid ---------------------------------------------------------------------------------
-
-
 def _grid(specs: Mapping[str, _Param], run_cap: int | None) -> list[dict[str, Any]]:
     axes = []
     for name, param in specs.items():
@@ -306,9 +300,6 @@ def _grid(specs: Mapping[str, _Param], run_cap: int | None) -> list[dict[str, An
     if run_cap is not None:
         combos = itertools.islice(combos, run_cap)
     return [dict(zip(names, combo, strict=True)) for combo in combos]
-
-
-# -- random -------------------------------------------------------------------------------
 
 
 def _draw(param: _Param, rng: random.Random) -> Any:

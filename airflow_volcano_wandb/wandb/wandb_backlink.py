@@ -33,12 +33,8 @@ RESUME_KEYS = (
 
 @dataclass(frozen=True)
 class RunFields:
-    """The editable fields of a W&B run the link touches.
-
-    :param config: the run's config, plain values (as ``wandb.Api().run(...).config``).
-    :param tags: the run's tags.
-    :param notes: the run's notes (its description in the UI).
-    """
+    """The editable fields of a W&B run the link touches: its config (plain values, as
+    ``wandb.Api().run(...).config``), tags and notes (its description in the UI)."""
 
     config: Mapping[str, Any] = field(default_factory=dict)
     tags: Sequence[str] = ()
@@ -51,7 +47,6 @@ def airflow_record(ctx: AirflowRunContext, outcome: str) -> dict[str, Any]:
     The keys are those the trainer writes from the env (``wandb_run.airflow_config_from_env``),
     plus ``outcome``, so both writers agree on one entry.
 
-    :param ctx: the task instance.
     :param outcome: the Airflow outcome, e.g. ``success``, ``failed``, ``pending_timeout``.
     """
     return {
@@ -90,8 +85,6 @@ def with_backlink(
     resumed twice says both).
 
     :param fields: the run's fields as read from W&B.
-    :param ctx: the task instance.
-    :param outcome: the Airflow outcome.
     :param resumed: for a try that resumed an interrupted try's run, the facts of
         :data:`RESUME_KEYS` it knows (the others absent or None).
     """
@@ -138,18 +131,12 @@ def link_back(
     log: logging.Logger | Any,
     resumed: Mapping[str, Any] | None = None,
 ) -> bool:
-    """Write the Airflow link into the run; best-effort, one log line whatever happens.
+    """Write the Airflow link (:func:`with_backlink`) into the W&B run through ``hook``
+    (``WandbHook``); best-effort, one line in the task's ``log`` whatever happens.
 
-    :param hook: the W&B hook (``WandbHook``).
-    :param ctx: the task instance.
-    :param outcome: the Airflow outcome.
-    :param run_id: the W&B run id.
     :param entity: the run's entity (``None``: the connection's, then the key's user).
-    :param project: the run's project.
     :param mode: the run's ``wandb_mode``; ``offline`` and ``disabled`` runs are not on a server.
     :param has_key: whether the connection has an API key (without one nothing can be written).
-    :param log: the task's logger.
-    :param resumed: what the try's resume of an interrupted run was (:func:`with_backlink`).
     :return: whether the link was written.
     """
     if mode in ("offline", "disabled") or not has_key:

@@ -80,8 +80,6 @@ def deterministic_run_id(
     try that submits it, and gets a run of its own. The id is 16 lowercase base36 characters:
     valid for W&B, for Kubernetes names and labels, and about 82 bits of sha256.
 
-    :param dag_id: The DAG id.
-    :param task_id: The task id.
     :param run_id: The Airflow DAG run id (not a W&B id).
     :param map_index: The map index of a mapped task, ``-1`` for an unmapped one.
     :param deployment: The Airflow deployment (``[volcano_wandb] deployment``), so that two

@@ -32,11 +32,9 @@ def is_default_base_url(base_url: str | None) -> bool:
     if parts.scheme != "https" or parts.port is not None:
         return False
     path = parts.path.rstrip("/")
-    if parts.hostname == "api.wandb.ai":
-        return path == ""
     # The Forge address is the default of newer SDKs: https://api.forge.coreweave.com and
     # its proxy path https://forge.coreweave.com/api/wandb.
-    if parts.hostname == "api.forge.coreweave.com":
+    if parts.hostname in ("api.wandb.ai", "api.forge.coreweave.com"):
         return path == ""
     return parts.hostname == "forge.coreweave.com" and path == "/api/wandb"
 
