@@ -1,7 +1,5 @@
-"""Submit a Volcano PyTorch job from a W&B Launch queue template, wait for it, report.
-
-A thin Airflow shell: its options are its parts' (``operator_parts.py``), and ``execute`` /
-``execute_complete`` below read, top to bottom, what a try does with them.
+"""Submit a Volcano PyTorch job from a W&B Launch queue template, wait for it, report: a thin
+shell over its parts (``operator_parts.py``); ``execute`` reads, top to bottom, what a try does.
 """
 
 from __future__ import annotations

@@ -35,16 +35,9 @@ def _seconds_check(name: str) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class RunLimits:
-    """The restart budget (``wait/restart_budget.py``), the stall timeout (``wait/stall.py``)
-    and the startup budget (``wait/startup.py``) of the operator and the sensor: the limits on
-    a job that holds its GPUs without training.
-
-    Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
-    trainer inside its pod and the Volcano job stays ``Running``: without a budget, a trainer
-    that crashes at every start holds its GPUs until ``execution_timeout``. While the job
-    runs, the wait also reads its pods (one LIST per wake) and counts their containers'
-    restarts as Kubernetes Jobs and Kubeflow's ``runPolicy.backoffLimit`` do.
-    """
+    """The operator's and the sensor's limits on a job that holds its GPUs without training:
+    the restart budget, the stall and startup timeouts (``wait/restart_budget.py``,
+    ``wait/stall.py``, ``wait/startup.py``) and the grace of a run stopped from W&B."""
 
     max_container_restarts: int | None = option(
         DEFAULT_MAX_CONTAINER_RESTARTS,

@@ -24,9 +24,8 @@ XCOM_SUMMARY = "wandb_summary"
 XCOM_THROUGHPUT = "throughput"
 RUN_XCOMS = (XCOM_RUN_ID, XCOM_RUN_URL)
 
-#: W&B calls made after the task's outcome is known must not hold the worker for long: each
-#: HTTP request gets BEST_EFFORT_TIMEOUT seconds, each read or write, retries included,
-#: BEST_EFFORT_DEADLINE.
+#: Seconds per HTTP request, and per read or write with its retries, of the W&B calls made
+#: after the task's outcome is known: they must not hold the worker for long.
 BEST_EFFORT_TIMEOUT = 30
 BEST_EFFORT_DEADLINE = 60
 
@@ -82,10 +81,9 @@ class WandbReport:
     def progress_kwargs(
         self, run_id: str | None, asks: bool, hook: WandbHook | None = None
     ) -> dict[str, Any]:
-        """The W&B run the wait asks (``WaitSpec.wandb_run``): for its last step before failing
-        a silent master, and whether it was stopped. Only when the wait ``asks`` anything
-        (``RunLimits.asks_wandb``), for an online run with a project, of a connection with a
-        key (``hook``'s, when loaded already). Its id, never its key."""
+        """The W&B run the wait asks (``WaitSpec.wandb_run``), by id, never its key: only when
+        it ``asks`` anything (``RunLimits.asks_wandb``), of an online run with a project and a
+        connection with a key (``hook``'s, when loaded already)."""
         if not asks or not run_id or not self.wandb_conn_id or not self.online:
             return {}
         hook = hook or self.hook()

@@ -1,6 +1,6 @@
-"""Wait on a Volcano job submitted earlier (the operator with ``wait_for_completion=False``):
-the sensor's parts, the operator's wait (``JobWait``) among them, and its own options (which
-job it waits on, whether a kill deletes it)."""
+"""Wait on a Volcano job submitted earlier (the operator with ``wait_for_completion=False``),
+with the operator's wait (``JobWait``, ``Waiter``); its own options say which job and whether a
+kill deletes it."""
 
 from __future__ import annotations
 
@@ -130,8 +130,7 @@ class VolcanoJobSensor(BaseSensorOperator):
     __init__.__signature__ = options.signature(OPTIONS)  # type: ignore[attr-defined]
 
     @cached_property
-    def parts(self) -> SensorParts:
-        """Built at first use, in ``execute``: after Airflow rendered the templated options."""
+    def parts(self) -> SensorParts:  # first used in execute, once Airflow rendered the options
         return SensorParts.of(self)
 
     @cached_property
@@ -243,8 +242,7 @@ class VolcanoJobSensor(BaseSensorOperator):
         return True
 
     def _unread(self, target: WaitTarget, exc: Exception) -> bool:
-        """A poke that could not read the job: poke again, unless reads have failed for
-        ``watch_failure_grace`` (then fail, leaving the job untouched)."""
+        """Poke again, unless reads have failed for ``watch_failure_grace`` (then fail)."""
         now, grace = time.monotonic(), self.parts.wait.watch_failure_grace
         self._failing_since = self._failing_since or now
         where = f"Volcano job {target.namespace}/{target.name}"

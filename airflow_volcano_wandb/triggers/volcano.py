@@ -89,21 +89,10 @@ class VolcanoJobTrigger(BaseTrigger):
         return f"{type(self).__module__}.{type(self).__qualname__}", self.spec.to_kwargs()
 
     # What ``kill.StoppedTrigger`` reads of a trigger, and the sync wait's error names.
-    @property
-    def job_name(self) -> str:
-        return self.spec.job_name
-
-    @property
-    def namespace(self) -> str:
-        return self.spec.namespace
-
-    @property
-    def job_uid(self) -> str | None:
-        return self.spec.job_uid
-
-    @property
-    def try_number(self) -> int | None:
-        return self.spec.try_number
+    job_name = property(lambda self: self.spec.job_name)
+    namespace = property(lambda self: self.spec.namespace)
+    job_uid = property(lambda self: self.spec.job_uid)
+    try_number = property(lambda self: self.spec.try_number)
 
     def hook(self) -> AsyncVolcanoHook:
         from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
@@ -142,9 +131,8 @@ class VolcanoJobTrigger(BaseTrigger):
         return max(0.0, min(by_own_clock, by_deferral))
 
     def _watch_pods(self, job_watcher: ModuleType) -> tuple[NamespacePodWatcher, Any] | None:
-        """The namespace's shared pod watch, subscribed to, for a wait that reads its job's
-        pods (its pod checks, the master-log follow) of a job this provider submitted (whose
-        pods the watch selects); ``None`` when there is nothing to read or ``pod_watch`` is
+        """The namespace's shared pod watch, subscribed to, for a wait that reads the pods of a
+        job this provider submitted; ``None`` when there is nothing to read or ``pod_watch`` is
         off (then each read is a LIST)."""
         spec = self.spec
         reads_pods = spec.follow_master_log or may_read_pods(spec.target())
@@ -171,9 +159,8 @@ class VolcanoJobTrigger(BaseTrigger):
             selector = None
 
     async def _start_log_follow(self, pods: NamespacePodWatcher | None) -> asyncio.Task | None:
-        """The master log's follow, for a job that asked for it; its own task, so that
-        nothing it does (or fails to do) can delay or change the wait. It looks for the
-        master pod in ``pods`` (the shared pod watch) while that is synced."""
+        """The master log's follow, when asked for: its own task, so that nothing it does can
+        delay or change the wait; it finds the master pod in ``pods`` while that is synced."""
         spec = self.spec
         if not spec.follow_master_log:
             return None
@@ -274,9 +261,8 @@ class VolcanoJobTrigger(BaseTrigger):
         return last is None or time.monotonic() - last >= self.spec.poll_interval
 
     def _apiserver_lost(self, watcher: NamespaceJobWatcher) -> bool:
-        """The watch has failed for ``watch_failure_grace``, and no direct read was answered
-        in that time either (one read lost to a blip, between answered ones, is no outage:
-        a failing watch's reads are made once each, ``job_watcher.NamespaceJobWatcher.fetch``)."""
+        """The watch has failed for ``watch_failure_grace``, and no direct read was answered in
+        that time either (one read lost to a blip between answered ones is no outage)."""
         failing_since = watcher.failing_since
         if failing_since is None:
             return False
@@ -296,14 +282,9 @@ class VolcanoJobTrigger(BaseTrigger):
         return wake
 
     async def on_kill(self) -> None:
-        """The triggerer stopped this trigger "by user action" (Airflow 3.3 and later).
-
-        That is not always a user's kill: Airflow 3.3 cancels a trigger with the same message
-        when it moves to another triggerer (a triggerer whose heartbeat lapsed loses its
-        triggers to a healthy one). So the job is deleted only when Airflow confirms that the
-        task has left ``deferred`` (killed, cleared or marked); older releases go through
-        :meth:`cleanup` with the same check.
-        """
+        """The triggerer stopped this trigger "by user action" (Airflow 3.3 and later), which
+        it also says when the trigger moves to another triggerer: so the job is deleted only
+        when Airflow confirms that the task has left ``deferred`` (``kill``)."""
         if self._fired or not self.spec.delete_on_kill:
             return
         await kill.stop_waiting(self)

@@ -5,9 +5,8 @@ its database, and re-creates it from them in whichever triggerer runs it. So the
 one frozen dataclass whose ``to_kwargs`` is plain JSON and whose ``from_kwargs`` takes back
 what any release stored: the keys have always been these field names. No field holds the
 W&B API key: the followed log is masked with salted digests (``SecretDigest.to_json``), and
-the stall timeout's W&B run is named by its connection id, which the triggerer reads.
-It stands beside the trigger, not in ``wait/``: it names the followed log's caps too, and
-``logs/`` stands above ``wait/``.
+the W&B run is named by its connection id, which the triggerer reads. It stands beside the
+trigger, not in ``wait/``: it names the followed log's caps, and ``logs/`` stands above.
 """
 
 from __future__ import annotations

@@ -107,8 +107,7 @@ class Waiter:
         follow: bool | None = None,
     ) -> VolcanoJobTrigger:
         """The wait on ``job``, ``deferred`` or in the task's process (which follows the
-        master's log unless ``follow`` says otherwise), asking W&B run ``run_id`` on a stall or
-        a stop, giving up at ``deadline`` (epoch seconds)."""
+        master's log unless ``follow`` says otherwise), asking W&B run ``run_id``."""
         parts = self.parts
         if follow is None:
             follow = parts.logs.follow_master_log or not deferred
@@ -159,10 +158,9 @@ class Waiter:
     def finish(
         self, result: WaitResult, context: Any, run: Mapping[str, Any] | None = None
     ) -> dict[str, Any]:
-        """Clean up as ``on_finish_action`` says, tell what happened (XComs, the W&B run, the
-        outlets' asset events) and succeed with the job's reference, or raise the failure's
-        exception (its class names the cause, for retry policies). ``run``: the W&B run the
-        job writes to (``None``: the one it names, if any)."""
+        """Clean up as ``on_finish_action`` says, tell what happened (XComs, the W&B run
+        ``run``, by default the one the job names, the outlets' asset events) and succeed with
+        the job's reference, or raise the failure's exception (its class names the cause)."""
         ti, hook, log, report = context["ti"], self.shell.hook, self.shell.log, self.parts.report
         self.wandb_hook.mask_api_key()  # a resumed task is a new process: logs may echo it
         if result.uid:

@@ -172,14 +172,9 @@ def _evicted(
     """The first rank a pod's status or an event shows preempted or evicted, if any."""
     for pod in sorted(pods, key=lambda p: ObjectMeta.of(p).name):
         status = pod.get("status") or {}
-        disruption = next(
-            (
-                c
-                for c in status.get("conditions") or []
-                if c.get("type") == "DisruptionTarget" and c.get("status") == "True"
-            ),
-            None,
-        )
+        conditions = status.get("conditions") or []
+        targeted = (c for c in conditions if c.get("type") == "DisruptionTarget")
+        disruption = next((c for c in targeted if c.get("status") == "True"), None)
         if of_reason(status.get("reason") or "") is Ending.PREEMPTED or disruption is not None:
             reason = status.get("reason") or (disruption or {}).get("reason")
             message = str(status.get("message") or (disruption or {}).get("message") or "")
@@ -212,6 +207,10 @@ def _task_from_pod_name(job: Mapping[str, Any] | None, pod: str) -> str:
     return ""
 
 
+#: The scheduler's warnings of a gang it could not place.
+UNPLACED = ("Unschedulable", "FailedScheduling")
+
+
 def unschedulable_reason(
     podgroups: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]
 ) -> str:
@@ -226,20 +225,11 @@ def unschedulable_reason(
         for condition in (podgroup.get("status") or {}).get("conditions") or []:
             if condition.get("type") == "Unschedulable" and condition.get("status") == "True":
                 condition_text = str(condition.get("message") or condition.get("reason") or "")
-    node_text = ""
-    for event in _newest_first(events):
-        message = str(event.get("message") or "")
-        if "nodes are available" in message or "Insufficient" in message:
-            node_text = message
-            break
-    if not node_text:
-        for event in _newest_first(events):
-            if event.get("type") == "Warning" and event.get("reason") in (
-                "Unschedulable",
-                "FailedScheduling",
-            ):
-                node_text = str(event.get("message") or "")
-                break
+    newest = [(event, str(event.get("message") or "")) for event in _newest_first(events)]
+    by_nodes = (m for _, m in newest if "nodes are available" in m or "Insufficient" in m)
+    node_text = next(by_nodes, "") or next(
+        (m for e, m in newest if e.get("type") == "Warning" and e.get("reason") in UNPLACED), ""
+    )
     parts = dict.fromkeys(text.strip().rstrip(".") for text in (node_text, condition_text) if text)
     return "; ".join(parts)
 
@@ -262,12 +252,8 @@ def warning_events(events: Sequence[Mapping[str, Any]], limit: int = 10) -> list
 
 def _newest_first(events: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     def when(event: Mapping[str, Any]) -> str:
-        return str(
-            event.get("lastTimestamp")
-            or event.get("eventTime")
-            or ObjectMeta.of(event).creation_timestamp
-            or ""
-        )
+        created = ObjectMeta.of(event).creation_timestamp
+        return str(event.get("lastTimestamp") or event.get("eventTime") or created or "")
 
     return sorted(events, key=when, reverse=True)
 

@@ -150,11 +150,9 @@ def gang_wait_seconds(seen: Seen, now: float, *, gang_seen_whole: bool = False) 
     """How long the job has waited for its whole gang, or ``None`` when it is not waiting.
 
     ``Pending`` counts from the phase's transition (a restart of a gang never whole starts the
-    clock again). ``Running`` with ranks missing counts from the job's creation, or from its
-    last transition after a restart. Once the whole gang has been seen running
-    (``gang_seen_whole``, or the job's :data:`GANG_WHOLE_ANNOTATION`), nothing is a placement
-    wait any more: a rank lost later (evicted, preempted, being replaced) is Volcano's to
-    restore, and only ``execution_timeout`` bounds that.
+    clock again), ``Running`` with ranks missing from the job's creation, or its last
+    transition after a restart. Once the gang was seen whole (``gang_seen_whole``, or
+    :func:`gang_was_whole`), a rank lost later is Volcano's to restore: no placement wait.
     """
     job, status = seen.job, seen.status
     if job is None or status.terminal or gang_seen_whole or gang_was_whole(seen):
@@ -210,9 +208,8 @@ def judge_pods(
     seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> WaitResult | None:
     """The verdict of the job's ``pods`` (read after it), which its status cannot show: a rank
-    stopped from W&B (``wandb_stop``: a stop explains the restarts it causes), else a crash
-    loop past the restart budget, else a placed rank whose container cannot start
-    (``startup``); ``None`` for anything else, an ended job's included."""
+    stopped from W&B (a stop explains the restarts it causes), else a crash loop past the
+    restart budget, else a container that cannot start; ``None`` for anything else."""
     if seen.status.terminal or seen.job is None:
         return None
     status = seen.status
@@ -255,9 +252,8 @@ def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
 
 
 def checks_startup(seen: Seen, target: WaitTarget) -> bool:
-    """Whether the waiter should read the job's pods for a container that cannot start now:
-    only while a rank has not started (a placed pod whose container the kubelet cannot start
-    is ``Pending``), and only for a target with a ``startup_timeout``."""
+    """Whether to read the job's pods for a container that cannot start now: only while a rank
+    has not started (such a pod is ``Pending``), for a target with a ``startup_timeout``."""
     if seen.job is None or seen.status.terminal or target.startup_timeout is None:
         return False
     return seen.status.phase in ("", "Pending") or bool(unplaced_ranks(seen.status))

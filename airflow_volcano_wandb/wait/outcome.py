@@ -1,10 +1,9 @@
 """The record of how a wait on a Volcano job ended, for the trigger, the operator and the sensor.
 
-Pure. Its ``outcome`` is one of ``job.endings`` (the job's own end, as ``job_status`` reads it,
-or one its status cannot tell: a pending timeout, Airflow's execution timeout, a watch that
-stayed down). A :class:`WaitResult` is the one serialisable record of that ending; it crosses
-the triggerer-to-worker boundary as a trigger event and is validated when it comes back. Each
-ending's sentence, the message a failed task shows, is made here by its own constructor.
+Pure. Its ``outcome`` is one of ``job.endings``: the job's own end, or one its status cannot
+tell (a pending timeout, the execution timeout, a watch that stayed down). A :class:`WaitResult`
+crosses the triggerer-to-worker boundary as a trigger event and is validated when it comes
+back; each ending's sentence is made by its own constructor.
 """
 
 from __future__ import annotations

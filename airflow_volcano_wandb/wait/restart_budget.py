@@ -1,12 +1,10 @@
 """The restart budget: how many times a job's containers may restart in place.
 
 Pure. Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
-trainer in its pod, the pod stays ``Running``, and so does the Volcano job: its status shows
-no restarts at all, only the pods' ``containerStatuses`` do. A trainer that crashes at every
-start would hold its GPUs until ``execution_timeout``. This module counts the restarts of a
-job's pods the way Kubernetes Jobs and Kubeflow's ``runPolicy.backoffLimit`` count them (the
-``restartCount`` of every container of every live pod, summed over all ranks) and, past the
-budget, names the container that took the count there.
+trainer in its pod, and the pod and the Volcano job stay ``Running``: only the pods'
+``containerStatuses`` show the restarts, and a trainer that crashes at every start would hold
+its GPUs until ``execution_timeout``. The restarts are counted as Kubernetes Jobs and Kubeflow's
+``runPolicy.backoffLimit`` count them (every container of every live pod, over all ranks).
 """
 
 from __future__ import annotations
@@ -93,9 +91,8 @@ class CrashLoop(RankContainer):
 
 
 def job_pods(pods: Iterable[Mapping[str, Any]], job_uid: str | None) -> list[Mapping[str, Any]]:
-    """The pods of this submission (owned by ``job_uid``) that are live and not being deleted:
-    the pods of an earlier job of the same name, or of a Volcano restart being torn down, are
-    not this job's restarts."""
+    """The pods of this submission (owned by ``job_uid``) that are live and not being deleted
+    (a Volcano restart being torn down is no restart of this job's)."""
     live = []
     for pod in pods:
         meta = ObjectMeta.of(pod)

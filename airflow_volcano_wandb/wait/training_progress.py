@@ -134,8 +134,8 @@ def progress_line(now: Progress, rate: float | None, quiet_for: float | None = N
 
 
 def throughput(summary: Mapping[str, Any]) -> dict[str, float]:
-    """A finished run's throughput from its summary: steps per second and seconds per epoch
-    over its W&B runtime (``_runtime``); what cannot be told is left out."""
+    """A finished run's steps per second and seconds per epoch over its W&B ``_runtime``;
+    what cannot be told is left out."""
     runtime = finite_number(summary.get("_runtime"), float)
     if not runtime or runtime <= 0:
         return {}
@@ -165,7 +165,7 @@ class ProgressSeen:
 
 def observe(seen: ProgressSeen, now: Progress, clock: float) -> tuple[ProgressSeen, str | None]:
     """What the waiter remembers after reading ``now`` at ``clock``, and the line to log
-    (``None``: not due, see :func:`due`)."""
+    (``None``: not :func:`due`)."""
     before = seen.read
     moved = before is None or now.step != before.step
     moved_at = clock if moved or seen.moved_at is None else seen.moved_at

@@ -1,13 +1,10 @@
 """What a wait asks of the job's online W&B run: its last step, and whether it was stopped.
 
-A trainer may log only to W&B. Before a silent master is judged stalled (``stall``), its
-online run's summary is read (``_step`` and ``_timestamp``, the time of its last
-``wandb.log``) through ``WandbHook.get_run_summary``. A run stopped from the W&B UI or API
-ends its job even when the trainer misses the stop (``wandb_stop``): the wait asks
-``WandbHook.run_stopped``, as W&B Launch's agent does. Each read is blocking, so it runs in a
-thread (off the triggerer's event loop) and under the hook's deadline. Whatever keeps W&B from
-answering (no key, an error, a run not created yet) leaves the verdict to the job and its log,
-said once per waiter and question.
+Its run's summary (``WandbHook.get_run_summary``) tells a silent master's last step (``stall``)
+and the training's progress; ``WandbHook.run_stopped`` a stop the trainer missed
+(``wandb_stop``). Each read is blocking, so it runs in a thread, off the triggerer's event loop,
+under the hook's deadline. Whatever keeps W&B from answering (no key, an error, a run not
+created yet) leaves the verdict to the job and its log, said once per waiter and question.
 """
 
 from __future__ import annotations
