@@ -46,6 +46,12 @@ def render(template: Any = None, **overrides: Any) -> dict[str, Any]:
     return render_job(seed() if template is None else template, macros=MACROS, **overrides)
 
 
+def render_gpu(**overrides: Any) -> dict[str, Any]:
+    """The GPU fixture (``svc-gpu-pytorch.yaml``: the svc plugin, a sidecar beside the worker's
+    trainer) rendered with ``GPU_MACROS``."""
+    return render_job(FIXTURES / "svc-gpu-pytorch.yaml", macros=GPU_MACROS, **overrides)
+
+
 def task(job: dict[str, Any], name: str) -> dict[str, Any]:
     return next(t for t in job["spec"]["tasks"] if t["name"] == name)
 

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import TemplateError, master_task_name
-from test_support.template_cases import MACROS, render_job
+from test_support.template_cases import MACROS, render_gpu, render_job
 
 REPO = Path(__file__).resolve().parents[3]
 FIXTURES = REPO / "tests" / "fixtures" / "templates"
@@ -64,9 +64,7 @@ def test_chief_replica_plugin_args_must_match_task_names() -> None:
 
 
 def test_svc_gpu_template() -> None:
-    job = render_job(
-        FIXTURES / "svc-gpu-pytorch.yaml",
-        macros={**MACROS, "batch_size": 64},
+    job = render_gpu(
         replicas={"worker": 3},
         env=[SECRET, {"name": "NCCL_DEBUG", "value": "WARN"}],
         allowed_secrets=["wandb"],

@@ -10,10 +10,10 @@ import yaml
 from airflow_volcano_wandb.template import TemplateError
 from test_support.template_cases import (
     FIXTURES,
-    GPU_MACROS,
     MACROS,
     containers,
     render,
+    render_gpu,
     render_job,
     seed,
     task,
@@ -23,7 +23,7 @@ from test_support.template_cases import (
 
 
 def test_master_policy_is_added_when_missing() -> None:
-    job = render_job(FIXTURES / "svc-gpu-pytorch.yaml", macros=GPU_MACROS)
+    job = render_gpu()
     assert task(job, "master")["policies"] == [{"event": "TaskCompleted", "action": "CompleteJob"}]
     assert "policies" not in task(job, "worker")
 
@@ -35,7 +35,7 @@ def test_master_policy_is_not_duplicated_and_can_be_opted_out() -> None:
     template = seed()
     del template["spec"]["tasks"][0]["policies"]
     assert "policies" not in task(render(template, add_master_policy=False), "master")
-    job = render_job(FIXTURES / "svc-gpu-pytorch.yaml", macros=GPU_MACROS, add_master_policy=False)
+    job = render_gpu(add_master_policy=False)
     assert "policies" not in task(job, "master")
 
 

@@ -9,12 +9,10 @@ import pytest
 
 from airflow_volcano_wandb.template import TemplateError
 from test_support.template_cases import (
-    FIXTURES,
-    GPU_MACROS,
     MACROS,
     containers,
     render,
-    render_job,
+    render_gpu,
     seed,
     task,
 )
@@ -90,7 +88,7 @@ def test_image_for_all_containers_but_not_init_containers() -> None:
 
 
 def test_image_per_task_targets_the_main_container() -> None:
-    job = render_job(FIXTURES / "svc-gpu-pytorch.yaml", macros=GPU_MACROS, image={"worker": "w:2"})
+    job = render_gpu(image={"worker": "w:2"})
     sidecar, main = containers(job, "worker")
     assert (sidecar["image"], main["image"]) == ("busybox:1.36", "w:2")
     assert containers(job, "master")[0]["image"] == MACROS["image_uri"]
@@ -103,9 +101,7 @@ def test_bad_image(image: Any) -> None:
 
 
 def test_env_merges_by_name_and_override_wins() -> None:
-    job = render_job(
-        FIXTURES / "svc-gpu-pytorch.yaml",
-        macros=GPU_MACROS,
+    job = render_gpu(
         env={"NCCL_DEBUG": "WARN", "EPOCHS": 5, "DEBUG": False},
     )
     for c in (containers(job, "master")[0], containers(job, "worker")[1]):
@@ -156,9 +152,7 @@ def test_bad_env(env: Any, message: str) -> None:
 
 
 def test_resources_merge_per_resource_into_the_main_container() -> None:
-    job = render_job(
-        FIXTURES / "svc-gpu-pytorch.yaml",
-        macros=GPU_MACROS,
+    job = render_gpu(
         resources={
             "worker": {"limits": {"nvidia.com/gpu": 4, "memory": None}, "requests": {"cpu": "8"}}
         },
@@ -233,9 +227,7 @@ def test_pod_labels_and_annotations_reach_every_task() -> None:
         "sim.airflow-volcano-wandb.io/duration": "5s",
         "sim.airflow-volcano-wandb.io/exit-code": 0,
     }
-    job = render_job(
-        FIXTURES / "svc-gpu-pytorch.yaml",
-        macros=GPU_MACROS,
+    job = render_gpu(
         pod_annotations=sim,
         pod_labels={"role": "trainer", "team": "ml"},
     )
