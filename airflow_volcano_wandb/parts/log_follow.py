@@ -1,9 +1,8 @@
 """How much of the pods' logs the task log shows: live while waiting, and at the end.
 
-While the job runs, the master (rank 0) pod's log: always in the operator's sync wait, in a
-deferred wait only when asked, since each follow holds a stream in the triggerer (see
-docs/architecture.md); the same follow (``logs/master_log.py``) either way. When it ends, the
-tail of the pods' logs.
+While the job runs, the master pod's log (``logs/master_log.py``): always in a sync wait, in a
+deferred one only when asked, since each follow holds a stream in the triggerer. When it ends,
+the tail of the pods' logs.
 """
 
 from __future__ import annotations

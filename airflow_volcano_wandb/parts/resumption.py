@@ -1,8 +1,7 @@
 """Which earlier W&B run a try's fresh job continues, and the record that tells the next try.
 
-The decision is ``job.resume``'s (pure); this part reads and writes its record in the task
-state store, and does the one fresh read that tells a kill in the triggerer. It decides and
-records; the operator holds what it decided (the ``Resumption`` of a try) and hands it back.
+The decision is ``job.resume``'s (pure); this part keeps its record in the task state store and
+makes the one fresh read that tells a kill in the triggerer.
 """
 
 from __future__ import annotations
@@ -156,9 +155,8 @@ class ResumePolicy:
         self, hook: VolcanoHook, job: Mapping[str, Any] | None, ti: Any, run: Mapping[str, Any]
     ) -> dict[str, Any]:
         """For a resumed try's finished job: the step its trainer continued after and the
-        GPU-seconds that saved (the seconds of training its checkpoint holds times the job's
-        GPUs), read from the master's log, logged and published (``{}``: not resumed, or not
-        said; no GPU-seconds when the trainer did not say its seconds)."""
+        GPU-seconds that saved, read from the master's log, logged and published (``{}``: not
+        resumed, or not said)."""
         if job is None or run.get(XCOM_RESUMED_FROM_INTENT) is None:
             return {}
         meta = job["metadata"]
@@ -207,8 +205,7 @@ class ResumePolicy:
 
 def _gone(hook: VolcanoHook, ref: Mapping[str, str], task_log: Any) -> bool:
     """Whether a fresh read shows the remembered job gone or going (its name free, another
-    submission's, or the job being deleted: a kill's foreground delete waits for its pods);
-    a read that fails is no proof: not gone."""
+    submission's, or being deleted); a read that fails is no proof: not gone."""
     try:
         job = hook.get_job(ref["name"], ref["namespace"])
     except Exception as exc:

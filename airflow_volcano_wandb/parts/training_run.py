@@ -1,9 +1,6 @@
 """Which W&B run the operator's job writes to, and what the task says of it: the run's
-identity and key for the pods, the XComs of the run, its lineage.
-
-The run itself (id, names, URL, the env every container gets) is the pure
-``wandb/wandb_run.py``, the facets ``job/lineage.py``; this part only turns the operator's
-options and the task instance into them.
+identity and key for the pods, its XComs, its lineage. The run itself is the pure
+``wandb/wandb_run.py``, the facets ``job/lineage.py``; this part feeds them the options.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """What a stopped wait does to its job: delete it only on a kill that Airflow confirms.
 
-Every Airflow release stops a trigger the same way when a user kills, clears or marks its
-deferred task and when the trigger merely moves to another triggerer (3.3 even calls
-``on_kill`` for both, with the same "user action" message). So the job is deleted only when
-Airflow says the task has left ``deferred`` (``airflow_compat.task_left_deferral``); a task
-still deferred, or a state that cannot be read, leaves the job running, and the trigger log
-says which.
+Airflow stops a trigger the same way when a user kills, clears or marks its deferred task and
+when the trigger merely moves to another triggerer (3.3 calls ``on_kill`` for both). So the job
+is deleted only when Airflow says the task has left ``deferred``
+(``airflow_compat.task_left_deferral``); otherwise it is left running, and the log says why.
 """
 
 from __future__ import annotations

@@ -191,11 +191,10 @@ class VolcanoJobTrigger(BaseTrigger):
         """The wait's result; ``None`` when the job is outside this watch's ``selector``. Each
         step reads the job's pods from ``pods``, this wait's own pod watch (``None``: none).
 
-        While the watch is up, the job is judged on its cached copy. While it is failing, the
-        job is read directly, at most once per ``poll_interval``: a watch cut every few seconds
-        (an idle-timeout proxy) never stays up, but the apiserver still answers, and verdicts
-        keep coming. Only when the direct reads fail too for ``watch_failure_grace`` does the
-        wait end as a lost watch.
+        While the watch is up, the job is judged on its cached copy; while it fails, the job is
+        read directly, at most once per ``poll_interval`` (a watch cut every few seconds by an
+        idle-timeout proxy never stays up, but the apiserver still answers). Only when the
+        direct reads fail too for ``watch_failure_grace`` does the wait end as a lost watch.
         """
         target = dataclasses.replace(
             self.spec.target(),

@@ -29,9 +29,8 @@ if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG fil
 
 
 class Shell(Protocol):
-    """What a waiter reads of the task that holds it (``parts``: its ``OperatorParts`` or
-    ``SensorParts``, each with ``wait``, ``connection``, ``report``, ``logs``, ``limits``;
-    ``resume``: the operator's ``ResumePolicy``)."""
+    """What a waiter reads of the task that holds it (its parts: ``OperatorParts`` or
+    ``SensorParts``, each with ``wait``, ``connection``, ``report``, ``logs``, ``limits``)."""
 
     hook: VolcanoHook
     log: Any
@@ -40,8 +39,8 @@ class Shell(Protocol):
 
 class Waiter:
     """The wait on the job of ``shell``'s try ``try_number`` (``None``: a sensor's, which
-    adopts no job: only a job no newer try adopted is deleted); ``resume``: the operator's
-    resume policy; ``wandb_run_id``: the run the job writes to, if not the one it names."""
+    adopts no job); ``resume``: the operator's ``ResumePolicy``; ``wandb_run_id``: the run the
+    job writes to, if not the one it names."""
 
     def __init__(
         self,

@@ -135,12 +135,8 @@ def classify(
     that cannot be created as configured, a rank whose W&B run was stopped from W&B (its exit
     ended the others), a rank preempted or
     evicted (its containers' exit codes are the kill's, not the trainer's), a container killed
-    for memory, any other non-zero exit; else the job-level ending.
-
-    :param job: the Volcano job as last read (``None`` when gone).
-    :param pods: its pods, as plain dicts.
-    :param events: events about the job, its PodGroup and its pods (also pods now gone).
-    :param never_started: the wait ended with a pending timeout.
+    for memory, any other non-zero exit; else the job-level ending. ``events``: about the job
+    (``None`` once gone), its PodGroup and its pods, also pods now gone.
     """
     master = task_of(master_pod(pods, job) or {}) or None
     failures = container_failures(pods, master)
@@ -274,10 +270,8 @@ def failure_report(
     events: Sequence[Mapping[str, Any]],
     log_lines: int,
 ) -> list[str]:
-    """Everything a person needs to see why the job ended badly, as log lines.
-
-    ``logs`` maps pod names to their log text (from :func:`pods_worth_a_log`).
-    """
+    """Everything a person needs to see why the job ended badly, as log lines; ``logs``: pod
+    names to their log text (:func:`pods_worth_a_log`)."""
     lines = [f.describe() for f in failures]
     for pod_name, text in logs.items():
         log = tail(text, log_lines)

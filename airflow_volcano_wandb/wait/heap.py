@@ -1,12 +1,9 @@
 """Give the C heap's free pages back to the operating system after a watch's LIST.
 
-A watch's (re)LIST parses every object of the namespace (3,000 pods at 1,000 running jobs,
-several megabytes per page of JSON) and keeps a slim copy of each; the pages themselves are
-freed at once. glibc's ``malloc`` keeps what is freed inside its heap for reuse, and the kept
-copies, allocated in between, pin that heap: the process's RSS stays at the LIST's peak for
-good. ``malloc_trim(0)`` hands the heap's wholly free pages back (``madvise``), which keeps the
-triggerer's resident memory near what it actually holds. Elsewhere than glibc (musl, macOS)
-there is no such call and nothing is done.
+A watch's (re)LIST parses every object of the namespace (megabytes per page at 1,000 running
+jobs) and keeps a slim copy of each. glibc's ``malloc`` keeps the freed pages for reuse, and the
+kept copies, allocated in between, pin them: the RSS would stay at the LIST's peak for good.
+``malloc_trim(0)`` hands the wholly free pages back; elsewhere than glibc nothing is done.
 """
 
 from __future__ import annotations

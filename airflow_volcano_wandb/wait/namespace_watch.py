@@ -163,9 +163,9 @@ class NamespaceWatch:
         return self._task is not None and not self.synced.is_set() and self.failing_since is None
 
     async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Any]) -> Any:
-        """``call(hook, api)`` over the watch's open client (no TLS handshake per call), or
-        over a client of its own while the watch is down; errors are raised. A reconnect
-        never closes the client under the call (``shared_client.LentClient``)."""
+        """``call(hook, api)`` over the watch's open client (no TLS handshake per call; a
+        reconnect never closes it under the call), or over a client of its own while the watch
+        is down; errors are raised."""
         client = self._client
         if client is None:
             hook = self._hook_factory()
@@ -289,10 +289,7 @@ class NamespaceWatch:
 
     async def _list_all(self, hook: AsyncVolcanoHook, api: Any) -> str:
         """Replace the cache with a paginated LIST; return its resourceVersion, to watch from.
-
-        A 410 between pages (the continue token expired) is raised like any failure, and the
-        retry lists again from the first page: pages of two snapshots must not be mixed.
-        """
+        A 410 between pages is raised like any failure: pages of two snapshots must not mix."""
         listed: dict[str, dict[str, dict]] = {}
         continue_token = None
         while True:

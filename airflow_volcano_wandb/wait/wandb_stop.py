@@ -31,10 +31,9 @@ from airflow_volcano_wandb.wait.restart_budget import job_pods, rank_of
 #: it is none of Python's, the shell's, a signal's (128+N) or the sysexits range (64-78).
 STOPPED_FROM_WANDB_EXIT_CODE = 86
 
-#: What the trainer also writes to its container's termination message (the kubelet's
-#: ``state.terminated.message``), kept equal to ``STOPPED_FROM_WANDB_MARKER`` in
-#: ``docker/trainer/train.py``: under ``torchrun`` (a pod with several GPUs) the container
-#: exits with ``torchrun``'s code, and only the message still tells a stop.
+#: What the trainer also writes as its container's termination message, kept equal to
+#: ``docker/trainer/train.py``'s: under ``torchrun`` the container exits with ``torchrun``'s
+#: code, and only the message still tells a stop.
 STOPPED_FROM_WANDB_MARKER = "avw-stopped-from-wandb"
 
 #: What the task log and the exception say about who stopped the run: the W&B client is told
