@@ -101,9 +101,7 @@ def test_bad_image(image: Any) -> None:
 
 
 def test_env_merges_by_name_and_override_wins() -> None:
-    job = render_gpu(
-        env={"NCCL_DEBUG": "WARN", "EPOCHS": 5, "DEBUG": False},
-    )
+    job = render_gpu(env={"NCCL_DEBUG": "WARN", "EPOCHS": 5, "DEBUG": False})
     for c in (containers(job, "master")[0], containers(job, "worker")[1]):
         assert c["env"] == [
             {"name": "WANDB_RUN_ID", "value": "k3x9p2qa"},
@@ -227,10 +225,7 @@ def test_pod_labels_and_annotations_reach_every_task() -> None:
         "sim.airflow-volcano-wandb.io/duration": "5s",
         "sim.airflow-volcano-wandb.io/exit-code": 0,
     }
-    job = render_gpu(
-        pod_annotations=sim,
-        pod_labels={"role": "trainer", "team": "ml"},
-    )
+    job = render_gpu(pod_annotations=sim, pod_labels={"role": "trainer", "team": "ml"})
     for name, role in (("master", "trainer"), ("worker", "trainer")):
         metadata = task(job, name)["template"]["metadata"]
         assert metadata["annotations"] == {
