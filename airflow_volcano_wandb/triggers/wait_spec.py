@@ -34,8 +34,7 @@ class WaitSpec(WaitLimits):
     stored by a release without it. The limits are ``WaitLimits``'; the others:
 
     :param job_uid: the submission waited on; a job recreated under its name counts as deleted.
-    :param poll_interval: seconds between checks of the timeouts; the job's state itself
-        arrives through the watch.
+    :param poll_interval: seconds between checks of the timeouts (the job's state: by watch).
     :param watch_selector: label selector of the shared watch (the jobs this provider
         manages); a job outside it is followed on the namespace's unfiltered watch, and
         ``None`` starts there.

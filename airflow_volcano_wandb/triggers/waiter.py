@@ -206,8 +206,8 @@ class Waiter:
         return {**result.job_ref(), **run, **summary_part, "phase": result.phase}
 
     def _ended(self, context: Any, result: WaitResult, run: Mapping, error: Any) -> None:
-        """The wait ended (``error``: what the task fails with; None for a success): tell the
-        next try (the cause, for ``resume_on``) and the W&B run (the link back)."""
+        """The wait ended (``error``: what the task fails with): tell the next try (the cause,
+        for ``resume_on``) and the W&B run (the link back)."""
         if self.resume is not None:
             self.resume.record_cause(task_state_store(context), result.uid, error)
         if run:

@@ -72,12 +72,9 @@ def explain_end(
     log_lines: int,
     task_log: logging.Logger | Any,
 ) -> tuple[str, diagnostics.Classification | None]:
-    """The message a failed wait raises with, and what caused it; the full report (failed
-    containers, log tails, warning events) goes to ``task_log``.
-
-    ``job`` is the job as last read (``None`` once deleted: then the result's own message
-    is all there is). Never raises: a report that cannot be fetched is logged as such, and the
-    cause is then ``None`` (the outcome alone decides the exception).
+    """The message a failed wait raises with, and what caused it (``None``: the outcome alone
+    decides the exception); the full report goes to ``task_log``. ``job``: as last read
+    (``None`` once deleted). Never raises: a report that cannot be fetched is logged as such.
     """
     message = result.message
     if result.outcome is Ending.CRASH_LOOP:
@@ -232,13 +229,9 @@ def report_failure(
 def ended_meanwhile(
     hook: VolcanoHook, job: Mapping[str, str], task_log: logging.Logger | Any = log
 ) -> WaitResult | None:
-    """For a wait that ran out of time: the job's own end, if the apiserver shows one now.
-
-    A job that completed during a watch outage just before the deadline did not time out: its
-    real outcome is reported (and it is not deleted as a timed-out one). ``None`` when it
-    still runs, is gone, is another submission now, or cannot be read (then the timeout
-    stands).
-    """
+    """For a wait that ran out of time: the job's own end, if the apiserver shows one now (a
+    job that completed unseen during a watch outage did not time out); ``None`` when it still
+    runs, is gone or another submission, or cannot be read: then the timeout stands."""
     try:
         current = hook.get_job(job["name"], job["namespace"])
     except Exception as exc:

@@ -191,9 +191,9 @@ def judge_seen(
     """The verdict of the job's own status and the clock on a job already seen (:func:`see`):
     its end, a gang not placed within ``pending_timeout``, Airflow's ``execution_timeout``."""
     status = seen.status
-    if status.terminal:
+    if status.terminal:  # a deleted job has no uid of its own: name the one waited on
         result = WaitResult.from_status(status)
-        return result if target.uid is None else _with_uid(result, target.uid)
+        return dataclasses.replace(result, uid=result.uid or target.uid or "")
     if target.pending_timeout is not None:
         waited = gang_wait_seconds(seen, now, gang_seen_whole=gang_seen_whole)
         if waited is not None and waited >= target.pending_timeout:
@@ -261,10 +261,8 @@ def checks_startup(seen: Seen, target: WaitTarget) -> bool:
 
 def may_read_pods(target: WaitTarget) -> bool:
     """Whether a wait on ``target`` ever reads the job's pods (a limit that pods judge)."""
-    return any(
-        limit is not None
-        for limit in (target.max_container_restarts, target.startup_timeout, target.stall_timeout)
-    )
+    limits = (target.max_container_restarts, target.startup_timeout, target.stall_timeout)
+    return any(limit is not None for limit in limits)
 
 
 def reads_pods(seen: Seen, target: WaitTarget) -> bool:
@@ -305,10 +303,3 @@ def gang_whole_since(job: Mapping[str, Any]) -> str | None:
         return None
     running = [c for c in view.conditions if c.get("status") == "Running"]
     return running[0].get("lastTransitionTime") if running else None
-
-
-def _with_uid(result: WaitResult, uid: str) -> WaitResult:
-    # A deleted job has no uid of its own any more; the result still names the one waited on.
-    if result.uid:
-        return result
-    return dataclasses.replace(result, uid=uid)

@@ -77,12 +77,10 @@ class CrashLoop(RankContainer):
 
     def describe(self) -> str:
         """One sentence for the task log and the exception."""
+        reason = f" ({self.reason})" if self.reason else ""
+        exit_text = f"last exit code {self.exit_code}{reason}"
         if self.exit_code is None:
             exit_text = "no exit recorded"
-        else:
-            exit_text = f"last exit code {self.exit_code}" + (
-                f" ({self.reason})" if self.reason else ""
-            )
         return (
             f"rank {self.rank} (pod {self.pod}) container {self.container} restarted "
             f"{self.container_restarts} time(s), {exit_text}; the job's containers restarted "

@@ -73,8 +73,7 @@ class WandbStep:
 
     @classmethod
     def of_summary(cls, summary: Mapping[str, Any]) -> WandbStep | None:
-        """The last step of a run ``summary``; ``None`` when it has logged none (no
-        ``_timestamp``)."""
+        """The last step of a run ``summary``; ``None`` when it has logged none."""
         logged_at = finite_number(summary.get("_timestamp"), float)
         if logged_at is None:
             return None

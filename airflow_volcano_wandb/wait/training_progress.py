@@ -48,10 +48,8 @@ class Progress:
     ) -> Progress | None:
         """The progress a W&B run's summary shows (its last ``wandb.log`` at ``_timestamp``);
         ``None`` when the run reports no step."""
-        step, at = (
-            finite_number(summary.get(STEP_KEY), int),
-            finite_number(summary.get("_timestamp"), float),
-        )
+        step = finite_number(summary.get(STEP_KEY), int)
+        at = finite_number(summary.get("_timestamp"), float)
         if step is None or at is None:
             return None
         metrics = {key: summary[key] for key in metric_keys if key in summary}
