@@ -128,7 +128,7 @@ class WandbHook(WandbRunAccess, BaseHook):
         """
         if not self.wandb_conn_id:
             return None
-        if "connection" in self.__dict__:  # already loaded, and masked
+        if self._connection is not None:  # already loaded, and masked
             return self.api_key
         with contextlib.suppress(AirflowNotFoundException):
             key = self.get_connection(self.wandb_conn_id).password

@@ -124,7 +124,9 @@ def test_mask_api_key_registers_the_key_quietly(monkeypatch, caplog) -> None:
     encoded = base64.b64encode(secret.encode()).decode()
     assert redact(encoded) == "***"
     assert redact(base64.b64encode(f"api:{secret}".encode()).decode()) == "***"
-    assert hook.api_key == secret and hook.mask_api_key() == secret  # loaded once
+    assert hook.api_key == secret
+    monkeypatch.setattr(hook, "get_connection", lambda conn_id: pytest.fail("read again"))
+    assert hook.mask_api_key() == secret  # the loaded connection, masked when it was read
     assert WandbHook("wandb_not_defined").mask_api_key() is None
     assert WandbHook(None).mask_api_key() is None
     assert "not defined" not in caplog.text
