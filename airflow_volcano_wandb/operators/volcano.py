@@ -159,13 +159,10 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         return waiter.finish(WaitResult.from_event(event), context, dict(run))
 
     def dry_run(self) -> None:
-        """Print the Volcano Job this task would submit, as YAML, and submit nothing.
-
-        As ``KubernetesPodOperator.dry_run``: no Airflow run is needed. Templated options are
-        rendered against the DAG's params' defaults; the run is named ``dry_run`` and the
-        connections are read as the task would (the W&B key only to name its Secret: the job
-        carries a reference, never the key).
-        """
+        """Print the Volcano Job this task would submit, as YAML, and submit nothing (as
+        ``KubernetesPodOperator.dry_run``): templated options rendered against the params'
+        defaults, the run named ``dry_run``, the connections read as the task would (the W&B
+        key only to name its Secret: the job carries a reference, never the key)."""
         print(job_as_yaml(preview.rendered_job(self)))
 
     def on_kill(self) -> None:

@@ -158,8 +158,7 @@ class NamespaceWatch:
 
     @property
     def listing(self) -> bool:
-        """Whether the watch is (re)listing without failing: its copies come without any
-        request of a waiter's (a failing watch is not listing: its waiters read directly)."""
+        """Whether the watch is (re)listing without failing: its copies come soon."""
         return self._task is not None and not self.synced.is_set() and self.failing_since is None
 
     async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Any]) -> Any:

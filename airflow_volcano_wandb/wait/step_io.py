@@ -56,8 +56,7 @@ class JobCalls(Protocol):
 
 
 class WatchedPods(Protocol):
-    """What a wait reads of a watch of managed jobs' pods (``pod_watcher.NamespacePodWatcher``)
-    instead of a LIST per job."""
+    """What a wait reads of a pod watch (``pod_watcher.NamespacePodWatcher``)."""
 
     def objects(self, job_name: str) -> list[dict] | None:
         """The job's pods (``[]``: none) while the watch is synced; ``None`` otherwise."""
@@ -127,7 +126,7 @@ def take_step_sync(
     wandb: WandbProgress | None = None,
 ) -> tuple[WaitMemory, WaitResult | None]:
     """:func:`take_step` in a task's own process, over the sync ``VolcanoHook``, for a job just
-    read from the apiserver (its pods too: no pod watch outlives a poke)."""
+    read (its pods too: no pod watch outlives a poke)."""
     calls = _SyncHookCalls(hook, target.namespace)
     return asyncio.run(
         take_step(calls, job, target, memory, log, fresh=True, pod_watch=None, wandb=wandb)
