@@ -27,8 +27,9 @@ import base64
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -55,6 +56,8 @@ class RecordedRequest:
     status: int = 200
     told_stopped: bool = False
     """Whether the answer told the run it was stopped (a file stream's ``stopped``)."""
+    received_at: float = field(default_factory=time.monotonic)
+    """When it arrived (``time.monotonic``)."""
 
     @property
     def basic_auth_password(self) -> str | None:
