@@ -118,11 +118,7 @@ def explain_end(
 
 
 def _report_crash_loop(
-    hook: VolcanoHook,
-    result: WaitResult,
-    job: Mapping[str, Any] | None,
-    log_lines: int,
-    task_log: logging.Logger | Any,
+    hook: VolcanoHook, result: WaitResult, job: Mapping | None, log_lines: int, task_log: Any
 ) -> str:
     """Log the crash loop: the crash-looping container's failure, its log from before its
     last restart (``previous=True``: the running one has only just started again) and the
