@@ -45,6 +45,7 @@ from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.diagnostics import task_of
 from airflow_volcano_wandb.wait.step_io import WatchedPods
+from airflow_volcano_wandb.wait.wake import set_within, within
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
@@ -209,8 +210,7 @@ class _MasterLog:
                 self._failures = 0
                 await asyncio.sleep(1)  # a stream cut at once must not be reopened in a loop
             else:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._job_changed.wait(), RECHECK_SECONDS)
+                await set_within(self._job_changed, RECHECK_SECONDS)
 
     async def _master_pod(self, hook: AsyncVolcanoHook, api: Any, master: str) -> dict | None:
         watch = self._pod_watch
@@ -236,7 +236,7 @@ class _MasterLog:
         try:
             while not self._cap.reached:
                 try:
-                    chunk = await asyncio.wait_for(response.content.readany(), RECHECK_SECONDS)
+                    chunk = await within(response.content.readany(), RECHECK_SECONDS)
                 except TimeoutError:
                     if self._pod_watch is not None and self._pod_watch.listing:
                         continue  # the pod watch relists: nothing says the master changed

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import AsyncIterator
@@ -24,6 +23,7 @@ from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, may_rea
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.training_progress import READ_INTERVAL
+from airflow_volcano_wandb.wait.wake import set_within
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
 #: How long after a deferral its trigger may fire at the earliest, unless ``[volcano_wandb]
@@ -225,8 +225,7 @@ class VolcanoJobTrigger(BaseTrigger):
                     return result
             elif self._apiserver_lost(watcher):
                 return self._watch_lost(watcher.last_failure)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(subscription.changed.wait(), timeout=self._sleep_for())
+            await set_within(subscription.changed, self._sleep_for())
 
     async def _step(
         self,

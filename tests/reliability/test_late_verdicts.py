@@ -74,6 +74,9 @@ def test_a_restarted_trigger_knows_the_gang_was_whole_and_waits_for_the_lost_wor
             waiting = asyncio.create_task(support.collect_events(trigger(), timeout=120))
             await asyncio.to_thread(support.wait_until, marked, 60, what="the gang-whole mark")
             waiting.cancel()  # the triggerer restarts, or hands the trigger over
+            # A cancelled trigger ends (wait/wake.py: one cancelled as its job changed went on).
+            done, _ = await asyncio.wait({waiting}, timeout=30)
+            assert done, "the cancelled trigger still runs 30 s later"
 
         asyncio.run(first_trigger_until_the_gang_is_whole())
         # The worker is lost, and its replacement cannot be placed for now.
