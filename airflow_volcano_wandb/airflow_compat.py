@@ -96,10 +96,8 @@ INSTALLED_AIRFLOW = Version(Version(airflow.__version__).base_version)
 TRIGGER_ON_KILL = Version("3.3") <= INSTALLED_AIRFLOW
 #: A task takes a ``retry_policy`` (``airflow.sdk.ExceptionRetryPolicy``; 3.3+).
 RETRY_POLICY = Version("3.3") <= INSTALLED_AIRFLOW
-#: The Task SDK sends one request to the task's supervisor at a time, whichever thread asks
-#: (``CommsDecoder.send`` holds a lock: task SDK 1.2, Airflow 3.2+). Before, two threads of a
-#: task asking at once (a connection read in a worker thread, an XCom push) can take each
-#: other's answers, or, in ``airflow dags test``'s in-process supervisor, find no channel.
+#: The Task SDK sends a task's supervisor one request at a time, whichever thread asks (3.2+:
+#: ``CommsDecoder.send`` holds a lock); before, two at once can take each other's answers.
 SERIALIZED_SUPERVISOR_REQUESTS = Version("3.2") <= INSTALLED_AIRFLOW
 #: A task's context has ``task_state_store``, kept across its tries (3.3+); before, a retry
 #: finds its job by its labels.

@@ -10,10 +10,9 @@ while it is synced, else by a LIST of the job's pods.
 
 What follows the master (rank 0) pod's first container:
 
-- Lines are joined across chunks and capped per job (``log_lines``); each is logged as
-  ``[<pod>] <line>``.
-- Until the master pod has started, the pod is looked at again whenever the trigger sees the
-  job's progress change (a rank placed or started), and every ``RECHECK_SECONDS`` besides.
+- Lines are joined across chunks, capped per job (``log_lines``), logged as ``[<pod>] <line>``.
+- Until the master pod has started, it is looked for on each change of the job's progress
+  and every ``RECHECK_SECONDS``.
 - The kubelet ends a follow stream when the container exits. The pod is then looked at
   again: a restarted container (``restartCount`` grew) or a replacement pod is followed
   again. A stream that stays silent for ``RECHECK_SECONDS`` is checked the same way, since a

@@ -14,11 +14,8 @@ from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE
 
-#: Twice the settle, where the Task SDK serializes a task's requests to its supervisor (Airflow
-#: 3.2+). The window runs the trigger's wait in the worker, whose threads read connections
-#: while the task's own thread may push XComs: on 3.0 and 3.1 two such requests at once can
-#: take each other's answers (under ``airflow dags test`` on 3.0, an XCom push failed with
-#: ``SUPERVISOR_COMMS`` undefined), so there the window is off unless set.
+#: Twice the settle, where the Task SDK serializes a task's supervisor requests, which the
+#: window's threads and the task's own send at once (docs/compatibility.md, note 7).
 DEFAULT_DEFER_AFTER = 30.0 if SERIALIZED_SUPERVISOR_REQUESTS else 0.0
 
 

@@ -1,15 +1,13 @@
 """The startup budget: how long a placed rank's container may fail to start.
 
-Pure. A gang waiting for GPUs is queueing, and may wait (``pending_timeout`` bounds that, off
-by default). A pod that the scheduler has placed and whose container the kubelet cannot start
-is not queueing: it holds its GPU, and so does every started rank of its gang, while nothing
-trains. The kubelet says why in the container's ``state.waiting.reason``:
+Pure. A gang waiting for GPUs is queueing (``pending_timeout`` bounds that). A placed pod whose
+container the kubelet cannot start holds its GPU, as does every started rank of its gang,
+while nothing trains. The kubelet says why in the container's ``state.waiting.reason``:
 
 * :data:`NEVER_STARTS`: nothing can change it (a malformed image reference, a pull the pod's
   policy forbids). The wait ends as soon as a pod read shows it.
-* :data:`MAY_HEAL`: a registry blip, a pull secret or a missing Secret or ConfigMap key created
-  a little late can heal. The wait ends once the container has been failing for
-  ``startup_timeout`` and the kubelet still reports the error.
+* :data:`MAY_HEAL`: a registry blip, or a Secret or ConfigMap key created late, can heal: the
+  wait ends once the container has failed for ``startup_timeout`` and still does.
 
 A container still being created (a slow pull of a large image) is not failing. The clock starts
 at the latest of the pod's placement (``PodScheduled``), the container's last exit and the start

@@ -1,11 +1,6 @@
-"""Waiting with a time limit without losing a cancellation.
-
-``asyncio.wait_for`` before Python 3.12 swallows a cancellation that arrives as the awaited
-thing completes (python/cpython#86296): a trigger cancelled by its triggerer (a restart, a
-handover) just as its job changed went on waiting, and a test that cancels one then waited
-for it until its own timeout. ``asyncio.wait`` raises the caller's cancellation whatever the
-awaited thing does, so the waits of a trigger and of the master-log follow go through it.
-"""
+"""Waits with a time limit that never lose their caller's cancellation: before Python 3.12,
+``asyncio.wait_for`` swallows one that comes as the awaited thing completes (cpython#86296),
+and a trigger cancelled by its triggerer just as its job changed went on waiting."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
 """A W&B run stopped from the W&B UI or API, as the job's pods show it.
 
-Pure. The seed cancels a training by stopping its run in W&B. The trainer's W&B client learns
-of the stop, finishes the run and exits with :data:`STOPPED_FROM_WANDB_EXIT_CODE`
-(docs/trainer.md: the example trainer's contract, which a trainer of one's own can follow).
-Only the ranks that run W&B see the stop: the master in the default rank mode, every rank in
-``shared`` mode.
+Pure. The seed cancels a training by stopping its run in W&B: the trainer's W&B client (on
+the ranks that run W&B) finishes the run and exits with :data:`STOPPED_FROM_WANDB_EXIT_CODE`
+(docs/trainer.md).
 
 Under the seed's ``restartPolicy: OnFailure`` the kubelet restarts the stopped trainer in its
 pod, so neither the pod nor the job fails: the waiter finds the stop in the pods it reads
