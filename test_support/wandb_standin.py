@@ -23,18 +23,16 @@ API key (HTTP basic auth, user ``api``) get 401, like the real server.
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from test_support.wandb_standin_artifacts import Artifacts
 from test_support.wandb_standin_queues import LaunchQueues
+from test_support.wandb_standin_requests import RecordedRequest
 from test_support.wandb_standin_runs import FILE_STREAM_RE, Runs
 
 __all__ = ["RecordedRequest", "WandbStandin"]
@@ -42,34 +40,6 @@ __all__ = ["RecordedRequest", "WandbStandin"]
 _OPERATION_RE = re.compile(r"\b(query|mutation)\s+(\w+)")
 #: Where the wandb SDK posts its usage metrics when it is online.
 TELEMETRY_PATH = "/sdk/otel/"
-
-
-@dataclass
-class RecordedRequest:
-    """One request the stand-in received."""
-
-    path: str
-    headers: dict[str, str]
-    operation: str | None
-    query: str
-    variables: dict[str, Any]
-    status: int = 200
-    told_stopped: bool = False
-    """Whether the answer told the run it was stopped (a file stream's ``stopped``)."""
-    received_at: float = field(default_factory=time.monotonic)
-    """When it arrived (``time.monotonic``)."""
-
-    @property
-    def basic_auth_password(self) -> str | None:
-        """The password of an HTTP basic ``Authorization`` header (the W&B API key)."""
-        header = self.headers.get("Authorization", "")
-        if not header.startswith("Basic "):
-            return None
-        try:
-            _user, _, password = base64.b64decode(header[6:]).decode().partition(":")
-        except ValueError:
-            return None
-        return password
 
 
 class WandbStandin(Runs, Artifacts, LaunchQueues):

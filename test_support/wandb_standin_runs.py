@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 if TYPE_CHECKING:
-    from test_support.wandb_standin import RecordedRequest
+    from test_support.wandb_standin_requests import RecordedRequest
 
 FILE_STREAM_RE = re.compile(r"^/files/([^/]+)/([^/]+)/([^/]+)/file_stream$")
 _RUN_FILE_RE = re.compile(r"^/runfiles/([^/]+)/([^/]+)/([^/]+)/(.+)$")
