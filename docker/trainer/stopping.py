@@ -45,6 +45,7 @@ def stop_from_wandb() -> None:
     :data:`STOPPED_FROM_WANDB_EXIT_CODE`, which the provider tells from any other failure.
     """
     _STOPPED_FROM_WANDB.set()
+    print("W&B says this run was stopped: ending training", flush=True)
     _thread.interrupt_main()
 
 

@@ -22,7 +22,7 @@ from hyperparameters import HyperParams
 from model import build_model, epoch_order, evaluate, make_data, shard
 from process_group import DistInfo, say, sum_over_ranks
 from resume import load_checkpoint, resume_checkpoint
-from stopping import STOP
+from stopping import STOP, was_stopped_from_wandb
 
 
 def train(
@@ -141,6 +141,8 @@ def train(
             if stopping:
                 say(info, f"stopping after step {progress.step}: asked to stop (SIGTERM)")
                 raise SystemExit(128 + (STOP.signal or signal.SIGTERM))
+            if was_stopped_from_wandb():  # its interrupt may land where a library catches it
+                raise KeyboardInterrupt
     finally:
         STOP.defer = False
 
