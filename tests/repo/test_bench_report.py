@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+from test_support import e2e_real, e2e_real_figures
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
 
@@ -38,31 +41,41 @@ def test_the_odd_paths_block_shows_the_crash_loop_figure():
     assert "restart_false_timeouts" not in report
 
 
-def _kind(runs: float, p50: float, p99: float) -> dict:
-    timing = {"n": 25, "p50": p50, "p99": p99, "min": p50, "max": p99}
-    return {"job_runs_s": runs, "completed_to_success_s": timing, "task_s": timing}
+def _row(family: str, kind: str, done: float, deferred: bool = False, state: str = "success"):
+    """A row of the e2e_real_airflow driver (``test_support/e2e_real.ended_row``)."""
+    row = {"run_id": "r", "family": family, "kind": kind, "state": state, "try_number": 1}
+    row |= {"deferred": deferred, "done_to_success_s": done, "pod_done_to_success_s": done}
+    row |= {"task_s": done + 5, "first_try_slot_s": 3.0, "fired_to_success_s": None}
+    if deferred:
+        row |= {name: 0.5 for *_, name in e2e_real.STEPS} | {"fired_to_success_s": done - 1}
+    return row
 
 
-def test_a_run_of_only_e2e_real_airflow_reports_it_with_the_settle_apart():
-    figures = {
-        "tasks": 50,
-        "wave": 10,
-        "defer_settle_seconds": 15.0,
-        "schedulers": 2,
-        "triggerers": 2,
-        "wall_s": 600.0,
-        "wrong": [],
-        "ends_at_once": _kind(1.0, 14.0, 20.0),
-        "ends_after_settle": _kind(45.0, 3.0, 6.0),
-        "all": {"completed_to_success_s": {"n": 50, "p50": 8.0, "p99": 20.0}},
-        "trial_passed": True,
-    }
+def test_a_run_of_only_e2e_real_airflow_reports_the_provider_beside_kpo():
+    rows = [
+        *[_row("provider", "ends_at_once", 0.8)] * 3,
+        _row("provider", "ends_after_settle", 3.0, deferred=True),
+        _row("kpo", "ends_at_once", 8.0, deferred=True),
+        _row("kpo", "ends_at_once", 9.0, deferred=True, state="failed"),
+        _row("kpo", "ends_after_settle", 5.0, deferred=True),
+    ]
+    planned = {"provider ends_at_once": 3, "provider ends_after_settle": 1, "kpo ends_at_once": 2}
+    figures = e2e_real_figures.e2e_figures(rows, time.monotonic(), planned, 10)
+    figures |= {"trial_passed": True, "measured": {"date": "d", "load_before": 1.0}}
     results = {"e2e_real_airflow": figures, "meta": META}
     results["goals"] = bench_report.goals(results)
     report = bench_report.markdown(results)
     assert "## End to end through the real scheduler and triggerer" in report
-    assert "| end at once (inside the settle) | 1 s | 14.0 s | 20.0 s |" in report
-    assert "The settle's cost at the median: 11.0 s" in report
+    assert "| end at once (inside the first window) | 1 s | 0 | 0.8 s | 0.8 s |" in report
+    assert "| KPO `ends_at_once` | 1 s | 8.0 s | 8.0 s | 1 | 2 | 3.0 s | 2 |" in report
+    assert (
+        "The provider's median over KPO's: ends_at_once **0.1**, ends_after_settle **0.6**"
+        in report
+    )
+    assert "| the triggerer writes the event (`scheduled_when`) | 0.5 s | 0.5 s | 0.5 s |" in report
+    assert "ends_after_settle: 0.6 (goal at most 0.6): met" in report
+    assert "within 2 s of `Completed` (p50, `defer_after` 30 s): 0.8 s, met" in report
+    assert "`KubernetesPodOperator` lost 1 tasks" in report
     assert "## 3. Operator overhead" not in report
 
 

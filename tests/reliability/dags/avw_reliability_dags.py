@@ -50,6 +50,10 @@ def _operator(**kwargs) -> VolcanoPyTorchJobOperator:
 with _dag("avw_rel_deferred"):
     _operator()
 
+# No first window: a short job ends while its trigger waits out the settle (the race's moment).
+with _dag("avw_rel_defer_at_once"):
+    _operator(defer_after=0)
+
 with _dag("avw_rel_dagrun_timeout", dagrun_timeout=timedelta(seconds=150)):
     _operator()
 

@@ -1,0 +1,118 @@
+"""The figures of ``e2e_real_airflow``'s rows (``test_support/e2e_real.py``): for the provider's
+tasks of each kind, done to success and the worker slot the first try held; side by side with
+``KubernetesPodOperator``'s (``vs_kpo``), with the steps of the tasks resumed after a deferral,
+and the tasks each lost."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+from test_support.e2e_real import DEFER_AFTER, KINDS, PROVIDER_MARKS, SETTLE_S, STEPS, lost
+
+#: The goal for the provider's median done to success over KPO's, each kind (issue 42).
+RATIO_GOAL = 0.6
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Nearest rank (as bench/common.py): with fewer than 100 values, p99 is the maximum."""
+    ordered = sorted(values)
+    return ordered[max(1, math.ceil(q / 100 * len(ordered))) - 1]
+
+
+def summary(values: list[float | None]) -> dict:
+    present = [v for v in values if v is not None]
+    if not present:
+        return {"n": 0, "p50": None, "p99": None}
+    return {
+        "n": len(present),
+        "p50": round(statistics.median(present), 2),
+        "p99": round(percentile(present, 99), 2),
+        "min": round(min(present), 2),
+        "max": round(max(present), 2),
+    }
+
+
+def _group(rows: list[dict]) -> dict:
+    """One family's tasks of one kind: counts, done to success (of those that succeeded),
+    the first try's slot, and the steps of those resumed after a deferral."""
+    ok = [r for r in rows if r["state"] == "success"]
+    figures = {
+        "n": len(rows),
+        "lost": sum(map(lost, rows)),
+        "deferred": sum(r["deferred"] for r in rows),
+        "done_to_success_s": summary([r["done_to_success_s"] for r in ok]),
+        "pod_done_to_success_s": summary([r["pod_done_to_success_s"] for r in ok]),
+        "first_try_slot_s": summary([r["first_try_slot_s"] for r in rows]),
+    }
+    if resumed := [r for r in ok if r["fired_to_success_s"] is not None]:
+        figures["fired_to_success_s"] = summary([r["fired_to_success_s"] for r in resumed])
+        figures["steps"] = {name: summary([r.get(name) for r in resumed]) for *_, name in STEPS}
+    if inside := [
+        r["execute_complete_steps_s"] for r in resumed if "execute_complete_steps_s" in r
+    ]:
+        figures["execute_complete_steps_s"] = {
+            name: {"before_it": what, **summary([steps.get(name) for steps in inside])}
+            for name, _, what in PROVIDER_MARKS
+        }
+    return figures
+
+
+def _by_family(rows: list[dict]) -> dict:
+    families: dict = {}
+    for row in rows:
+        families.setdefault(row["family"], {}).setdefault(row["kind"], []).append(row)
+    return {
+        family: {kind: {"runs_s": KINDS[kind], **_group(mine)} for kind, mine in kinds.items()}
+        for family, kinds in families.items()
+    }
+
+
+def _ratios(families: dict) -> dict:
+    """The provider's median done to success over KPO's, each kind both ran."""
+    ratios = {}
+    for kind, kpo in families.get("kpo", {}).items():
+        mine = families.get("provider", {}).get(kind)
+        a, b = (g["done_to_success_s"]["p50"] if g else None for g in (mine, kpo))
+        ratios[kind] = round(a / b, 2) if a and b else None
+    return ratios
+
+
+def e2e_figures(rows: list[dict], began: float, planned: dict, in_flight: int) -> dict:
+    """The figures of the tasks ended so far (``planned``: tasks per family and kind)."""
+    provider = [r for r in rows if r["family"] == "provider"]
+    figures: dict = {
+        "tasks": len(provider),
+        "planned": planned,
+        "in_flight": in_flight,
+        "defer_after": DEFER_AFTER,
+        "defer_settle_seconds": SETTLE_S,
+        "schedulers": 2,
+        "triggerers": 2,
+        "parallelism_per_scheduler": 2,
+        "wall_s": round(time.monotonic() - began, 1),
+        "wrong": [r for r in rows if r["family"] != "kpo" and lost(r)][:5],
+    }
+    for kind, runs in KINDS.items():
+        mine = [r for r in provider if r["kind"] == kind]
+        ok = [r for r in mine if r["state"] == "success"]
+        figures[kind] = {
+            "job_runs_s": runs,
+            "n": len(mine),
+            "deferred": sum(r["deferred"] for r in mine),
+            "completed_to_success_s": summary([r["done_to_success_s"] for r in ok]),
+            "task_s": summary([r["task_s"] for r in ok]),
+        }
+    ok = [r for r in provider if r["state"] == "success"]
+    figures["all"] = {"completed_to_success_s": summary([r["done_to_success_s"] for r in ok])}
+    families = _by_family(rows)
+    figures["vs_kpo"] = {
+        **families,
+        "ratio_provider_to_kpo": _ratios(families),
+        "ratio_goal": RATIO_GOAL,
+        "lost": {
+            family: sum(g["lost"] for g in kinds.values()) for family, kinds in families.items()
+        },
+    }
+    return figures
