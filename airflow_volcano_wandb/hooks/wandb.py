@@ -9,6 +9,8 @@ are ``wandb_runs.py`` (mixed in), a Launch queue's ``wandb_queue.py``.
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.airflow_compat import AirflowNotFoundException, BaseHook, mask_secret
@@ -24,6 +26,12 @@ if TYPE_CHECKING:
 
 __all__ = ["WANDB_CONN_FIELDS", "WANDB_UI_FIELD_BEHAVIOUR", "WandbHook"]
 
+#: How long one shared hook (:meth:`WandbHook.shared`) serves its process before another is
+#: made: a key changed in the connection reaches the waits within this time.
+SHARED_HOOK_SECONDS = 600.0
+_shared: dict[tuple, tuple[float, WandbHook]] = {}
+_shared_lock = threading.Lock()
+
 
 def _mask(api_key: str | None) -> None:
     """Mask the key in this process's logs in every form a log may show it (``key_forms``):
@@ -34,12 +42,8 @@ def _mask(api_key: str | None) -> None:
 
 
 class WandbHook(WandbRunAccess, BaseHook):
-    """Talk to Weights & Biases with the credentials of an Airflow ``wandb`` connection.
-
-    A missing connection is logged and behaves as an empty one (no API key, W&B's default
-    server, no default entity/project), so offline runs need no W&B setup; the methods that
-    need the server then fail inside ``wandb`` unless the worker has ``WANDB_API_KEY`` or a
-    ``~/.netrc`` entry.
+    """Talk to Weights & Biases with the credentials of an Airflow ``wandb`` connection; a
+    missing one is logged and behaves as an empty one (``docs/wandb.md``).
 
     :param wandb_conn_id: The connection id; ``None`` means "no connection, use defaults".
     :param timeout: HTTP timeout in seconds for W&B API calls (``None``: the SDK's default).
@@ -61,15 +65,27 @@ class WandbHook(WandbRunAccess, BaseHook):
         deadline: float | None = None,
     ) -> None:
         super().__init__()
-        self.wandb_conn_id = wandb_conn_id
-        self.timeout = timeout
-        self.deadline = deadline
-        # Made once per hook, without functools.cached_property: on Python 3.11 that holds one
-        # lock for every instance of the class while a value is made, so one wandb.Api() that
-        # never answers (a read abandoned by its deadline) blocked every other hook's reads in
-        # the process (a triggerer's too), for good.
+        self.wandb_conn_id, self.timeout, self.deadline = wandb_conn_id, timeout, deadline
+        # Made once per hook under its own lock, not functools.cached_property's: on Python
+        # 3.11 one for every instance, so one wandb.Api() that never answered (a read abandoned
+        # by its deadline) blocked every other hook's reads in the process, for good.
+        self._making = threading.RLock()
         self._connection: tuple[Connection | None] | None = None
         self._api: Any = None
+        self._summaries_read: set[str] = set()
+
+    @classmethod
+    def shared(cls, conn_id: str, *, timeout: int, deadline: float) -> WandbHook:
+        """This process's hook for ``conn_id``, made again after :data:`SHARED_HOOK_SECONDS`:
+        the waits of a triggerer or a sensor's process read through one ``wandb.Api`` (one key
+        lookup, one HTTP session), each read still fresh (:meth:`get_run_summary`)."""
+        key, now = (conn_id, timeout, deadline), time.monotonic()
+        with _shared_lock:
+            made_at, hook = _shared.get(key, (now, None))
+            if hook is None or now - made_at >= SHARED_HOOK_SECONDS:
+                hook = cls(conn_id, timeout=timeout, deadline=deadline)
+                _shared[key] = (now, hook)
+        return hook
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
@@ -99,8 +115,9 @@ class WandbHook(WandbRunAccess, BaseHook):
     @property
     def connection(self) -> Connection | None:
         """The Airflow connection, or ``None`` when it is not defined (see the class doc)."""
-        if self._connection is None:
-            self._connection = (self._read_connection(),)
+        with self._making:
+            if self._connection is None:
+                self._connection = (self._read_connection(),)
         return self._connection[0]
 
     def _read_connection(self) -> Connection | None:
@@ -119,13 +136,9 @@ class WandbHook(WandbRunAccess, BaseHook):
         return conn
 
     def mask_api_key(self) -> str | None:
-        """Register the connection's key with this process's log masker, quietly; the key
-        (``None``: no connection, or no key in it).
-
-        For processes that never use the key but print what pods print: a resumed deferred
-        task or a sensor tailing the log of a trainer that echoes its environment. A missing
-        connection is no warning here: there is then no key to hide.
-        """
+        """Register the connection's key with this process's log masker, quietly (a missing
+        connection has no key to hide); the key, or ``None``. For processes that print what
+        pods print (a trainer may echo its environment) but never use the key."""
         if not self.wandb_conn_id:
             return None
         if self._connection is not None:  # already loaded, and masked
@@ -144,11 +157,8 @@ class WandbHook(WandbRunAccess, BaseHook):
 
     @property
     def base_url(self) -> str | None:
-        """The W&B API address, or ``None`` for W&B's default server.
-
-        A host with a scheme is used as written; a bare host name means ``https://<host>``
-        (with the connection port, if any). The cloud address counts as "default".
-        """
+        """The W&B API address (``docs/wandb.md``: a bare host means ``https://<host>``, with
+        the connection's port); ``None`` for W&B's cloud."""
         conn = self.connection
         if conn is None or not conn.host or not conn.host.strip():
             return None
@@ -168,15 +178,10 @@ class WandbHook(WandbRunAccess, BaseHook):
         return self._extra("project")
 
     def _extra(self, name: str) -> str | None:
-        conn = self.connection
-        if conn is None:
-            return None
-        extras = conn.extra_dejson
+        extras = self.connection.extra_dejson if self.connection is not None else {}
         # Older connection forms stored custom fields as extra__<conn_type>__<name>.
         value = extras.get(name) or extras.get(f"extra__{self.conn_type}__{name}")
-        if value is None:
-            return None
-        return str(value).strip() or None
+        return None if value is None else (str(value).strip() or None)
 
     def run_url(self, run_id: str, *, entity: str | None = None, project: str | None = None) -> str:
         """Return the UI address of a run, using the connection's server and defaults."""
@@ -186,11 +191,8 @@ class WandbHook(WandbRunAccess, BaseHook):
         return run_url(self.base_url, entity, project, run_id)
 
     def get_conn(self) -> Any:
-        """Return a ``wandb.Api`` client for this connection.
-
-        Creating it verifies the API key with the server (one GraphQL ``viewer`` query) and
-        starts the SDK's ``wandb-core`` helper process on first use in this process.
-        """
+        """Return a ``wandb.Api`` client for this connection: its key checked with the server
+        (one GraphQL ``viewer`` query), the SDK's ``wandb-core`` started on first use."""
         import wandb
 
         defaults = {"base_url": self.base_url, "entity": self.entity, "project": self.project}
@@ -212,8 +214,9 @@ class WandbHook(WandbRunAccess, BaseHook):
     @property
     def api(self) -> Any:
         """A ``wandb.Api`` client, made once per hook (see :meth:`get_conn`)."""
-        if self._api is None:
-            self._api = self.get_conn()
+        with self._making:
+            if self._api is None:
+                self._api = self.get_conn()
         return self._api
 
     def get_queue(self, ref: str) -> QueueTemplate:

@@ -45,6 +45,7 @@ class WandbRunAccess:
     deadline: float | None
     wandb_conn_id: str | None
     log: Any
+    _summaries_read: set[str]
 
     @_within_deadline
     def get_run_summary(
@@ -55,7 +56,8 @@ class WandbRunAccess:
         project: str | None = None,
         keys: Iterable[str] | None = None,
     ) -> dict[str, Any]:
-        """Return the summary metrics of a run (its last logged value per key).
+        """Return the summary metrics of a run (its last logged value per key) as W&B has
+        them now, whether or not this hook read them before.
 
         :param keys: Only these summary keys (e.g. ``["eval/accuracy"]``). Keys the run does
             not have are left out of the result and logged as a warning, so a caller gating on
@@ -65,6 +67,9 @@ class WandbRunAccess:
         """
         path = self._run_path(run_id, entity, project)
         run = self.api.run(path)
+        if path in self._summaries_read:  # wandb.Api answers a run it loaded from its cache
+            run.load(force=True)
+        self._summaries_read.add(path)
         # Round-trip through JSON: the SDK hands back its own dict/list wrappers, and the
         # result goes to XCom.
         summary = json.loads(json.dumps(dict(run.summary_metrics), default=str))

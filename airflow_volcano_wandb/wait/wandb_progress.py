@@ -1,10 +1,8 @@
-"""What a wait asks of the job's online W&B run: its last step, and whether it was stopped.
-
-Its run's summary (``WandbHook.get_run_summary``) tells a silent master's last step (``stall``)
-and the training's progress; ``WandbHook.run_stopped`` a stop the trainer missed
-(``wandb_stop``). Each read is blocking, so it runs in a thread, off the triggerer's event loop,
-under the hook's deadline. Whatever keeps W&B from answering (no key, an error, a run not
-created yet) leaves the verdict to the job and its log, said once per waiter and question.
+"""What a wait asks of the job's online W&B run: its last step (``stall``), its progress
+(``training_progress``), whether it was stopped (``wandb_stop``). Each read runs in a thread,
+off the triggerer's event loop, under a deadline, through the process's one client per
+connection (``WandbHook.shared``). Whatever keeps W&B from answering (no key, an error, a run
+not created yet) leaves the verdict to the job and its log, said once per waiter and question.
 """
 
 from __future__ import annotations
@@ -78,8 +76,7 @@ def _read(run: WandbRunRef, method: str) -> Any:
     # Imported here, in the thread: the triggerer imports the trigger on its event loop.
     from airflow_volcano_wandb.hooks.wandb import WandbHook
 
-    # A new hook per read: ``wandb.Api`` keeps the runs it loaded, summary included.
-    hook = WandbHook(run.conn_id, timeout=WANDB_TIMEOUT, deadline=WANDB_DEADLINE)
+    hook = WandbHook.shared(run.conn_id, timeout=WANDB_TIMEOUT, deadline=WANDB_DEADLINE)
     if not hook.api_key:
         raise LookupError(f"the W&B connection {run.conn_id!r} has no API key")
     return getattr(hook, method)(run.run_id, entity=run.entity, project=run.project)
