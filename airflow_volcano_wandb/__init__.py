@@ -14,10 +14,9 @@ __version__ = "0.1.0"
 #: The ``[volcano_wandb]`` options, as ``airflow config list`` and the docs show them.
 _OPTIONS = {
     "deployment": {
-        "description": "A name for this Airflow deployment (e.g. staging, "
-        "prod). It is part of every job's identity labels, name and W&B run "
-        "id, so deployments that share a namespace, or an Airflow whose "
-        "metadata DB was reset, never reattach to, delete or count each "
+        "description": "A name for this Airflow deployment (e.g. staging, prod). It is part of "
+        "every job's identity labels, name and W&B run id, so deployments that share a namespace, "
+        "or an Airflow whose metadata DB was reset, never reattach to, delete or count each "
         "other's jobs.",
         "version_added": "0.1.0",
         "type": "string",
@@ -25,33 +24,30 @@ _OPTIONS = {
         "default": "",
     },
     "max_concurrent_log_follows": {
-        "description": "At most this many master logs followed at once per "
-        "triggerer, for deferred tasks with follow_master_log=True; the "
-        "others wait for a free slot. Read once per triggerer process.",
+        "description": "At most this many master logs followed at once per triggerer, for "
+        "deferred tasks with follow_master_log=True; the others wait for a free slot. Read once "
+        "per triggerer process.",
         "version_added": "0.1.0",
         "type": "integer",
         "example": "100",
         "default": "50",
     },
     "volcano_version": {
-        "description": "The Volcano release jobs are rendered for (e.g. "
-        "v1.12.2): a job names only the job plugins that release has, since "
-        "Volcano's admission webhook refuses unknown ones. Volcano hcclrank, "
-        "which gives torchrun its node rank, needs v1.12.3 or newer; the "
-        "oldest release supported is v1.7.0. An operator's volcano_version "
-        "wins. `python -m airflow_volcano_wandb doctor` compares it with the "
-        "cluster's.",
+        "description": "The Volcano release jobs are rendered for (e.g. v1.12.2): a job names "
+        "only the job plugins that release has, since Volcano's admission webhook refuses unknown "
+        "ones. Volcano hcclrank, which gives torchrun its node rank, needs v1.12.3 or newer; the "
+        "oldest release supported is v1.7.0. An operator's volcano_version wins. `python -m "
+        "airflow_volcano_wandb doctor` compares it with the cluster's.",
         "version_added": "0.1.0",
         "type": "string",
         "example": "v1.12.2",
         "default": VOLCANO_VERSION,
     },
     "macros_from_env": {
-        "description": "Comma-separated names (not patterns) of ${NAME} macros "
-        "that a job template may use, filled from the environment of the "
-        "process that renders the job (the Airflow worker), as W&B's Launch "
-        "agent fills them from its own. Nothing else of the environment reaches "
-        "a job, and any other unknown macro stays an error. An operator's "
+        "description": "Comma-separated names (not patterns) of ${NAME} macros that a job "
+        "template may use, filled from the environment of the process that renders the job (the "
+        "Airflow worker), as W&B's Launch agent fills them from its own. Nothing else of the "
+        "environment reaches a job, and any other unknown macro stays an error. An operator's "
         "macros_from_env wins.",
         "version_added": "0.1.0",
         "type": "string",
@@ -59,51 +55,58 @@ _OPTIONS = {
         "default": "",
     },
     "pod_check_interval": {
-        "description": "Seconds between looks at a waiting job's pods (from "
-        "the shared pod watch, see pod_watch) for the restart budget (max_container_restarts), "
-        "a run stopped from W&B and, while a rank has not started, a container "
-        "that cannot start (startup_timeout), whatever else wakes the wait. "
-        "Lower finds a crash loop or a bad image sooner; with pod_watch off, "
-        "higher costs the apiserver less with many waiting jobs (one LIST per "
-        "job per interval). Read by the triggerer and by "
-        "tasks waiting in their own process; at least 1.",
+        "description": "Seconds between looks at a waiting job's pods (from the shared pod watch, "
+        "see pod_watch) for the restart budget (max_container_restarts), a run stopped from W&B "
+        "and, while a rank has not started, a container that cannot start (startup_timeout), "
+        "whatever else wakes the wait. Lower finds a crash loop or a bad image sooner; with "
+        "pod_watch off, higher costs the apiserver less with many waiting jobs (one LIST per job "
+        "per interval). Read by the triggerer and by tasks waiting in their own process; at least "
+        "1.",
         "version_added": "0.1.0",
         "type": "float",
         "example": "60",
         "default": "30",
     },
     "progress_interval": {
-        "description": "Seconds between reads of a running job's progress (its step, "
-        "total steps and epoch, from its online W&B run's summary: docs/trainer.md), "
-        "whatever else wakes the wait. The task log gets a progress line at most this "
-        "often, and at each tenth of the training. Read by the triggerer and by tasks "
-        "waiting in their own process; at least 1.",
+        "description": "Seconds between reads of a running job's progress (its step, total steps "
+        "and epoch, from its online W&B run's summary: docs/trainer.md), whatever else wakes the "
+        "wait. The task log gets a progress line at most this often, and at each tenth of the "
+        "training. Read by the triggerer and by tasks waiting in their own process; at least 1.",
         "version_added": "0.1.0",
         "type": "float",
         "example": "30",
         "default": "60",
     },
+    "progress_annotation": {
+        "description": "Also write each progress line a waiting task logs (at most one per "
+        "progress_interval) on its Volcano Job, as the annotation "
+        "airflow-volcano-wandb.io/progress, for kubectl users: one PATCH per line, so off by "
+        "default (docs/performance.md measures it). Read by the triggerer and by tasks waiting in "
+        "their own process.",
+        "version_added": "0.1.0",
+        "type": "boolean",
+        "example": "True",
+        "default": "False",
+    },
     "pod_watch": {
-        "description": "Read waiting jobs' pods from one label-selected watch of "
-        "the pods of managed jobs per namespace, shared by every wait in the "
-        "process (True), instead of one LIST per job per pod_check_interval "
-        "(False: for a Role without 'watch' on pods; a Role without it also "
-        "falls back to the LISTs, with a warning per failed watch). A verdict "
-        "that deletes a job is confirmed by a fresh LIST either way. Read by "
-        "the triggerer and by tasks waiting in their own process.",
+        "description": "Read waiting jobs' pods from one label-selected watch of the pods of "
+        "managed jobs per namespace, shared by every wait in the process (True), instead of one "
+        "LIST per job per pod_check_interval (False: for a Role without 'watch' on pods; a Role "
+        "without it also falls back to the LISTs, with a warning per failed watch). A verdict "
+        "that deletes a job is confirmed by a fresh LIST either way. Read by the triggerer and by "
+        "tasks waiting in their own process.",
         "version_added": "0.1.0",
         "type": "boolean",
         "example": "False",
         "default": "True",
     },
     "defer_settle_seconds": {
-        "description": "A deferred task's trigger fires no sooner than this "
-        "many seconds after the deferral. Airflow up to 3.3.2 fails a deferred "
-        "task whose trigger fires before the scheduler has processed the "
-        "deferring worker's exit (apache/airflow#67287, #72716), which a job "
-        "ending within seconds of the deferral meets. 0 turns the wait off: "
-        "for an Airflow without that race, or airflow dags test, which runs "
-        "the trigger in its own process. Read by the triggerer.",
+        "description": "A deferred task's trigger fires no sooner than this many seconds after "
+        "the deferral. Airflow up to 3.3.2 fails a deferred task whose trigger fires before the "
+        "scheduler has processed the deferring worker's exit (apache/airflow#67287, #72716), "
+        "which a job ending within seconds of the deferral meets. 0 turns the wait off: for an "
+        "Airflow without that race, or airflow dags test, which runs the trigger in its own "
+        "process. Read by the triggerer.",
         "version_added": "0.1.0",
         "type": "float",
         "example": "0",

@@ -26,11 +26,7 @@ from airflow_volcano_wandb.parts.limits import RunLimits
 from airflow_volcano_wandb.parts.log_follow import LogFollow, masked_digests
 from airflow_volcano_wandb.parts.options import REQUIRED, build, option, options_of
 from airflow_volcano_wandb.parts.wandb_report import WandbReport
-from airflow_volcano_wandb.triggers.volcano import (
-    VolcanoJobTrigger,
-    pod_check_interval,
-    progress_interval,
-)
+from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger, waiting_settings
 from airflow_volcano_wandb.triggers.waiter import Waiter
 from airflow_volcano_wandb.wait import step_io
 from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, judge
@@ -156,8 +152,7 @@ class VolcanoJobSensor(BaseSensorOperator):
             pending_timeout=self.parts.wait.pending_seconds(),
             deadline=deadline,
             **self.parts.limits.trigger_kwargs(),
-            pod_check_interval=pod_check_interval(),
-            progress_interval=progress_interval(),
+            **waiting_settings(),
             waiting_since=self._waiting_since,
         )
 

@@ -55,6 +55,13 @@ def pod_watch() -> bool:
     return conf.getboolean("volcano_wandb", "pod_watch", fallback=True)
 
 
+def waiting_settings() -> dict[str, Any]:
+    """The ``WaitTarget`` fields of this process's settings, the trigger's and sensor's alike."""
+    annotate = conf.getboolean("volcano_wandb", "progress_annotation", fallback=False)
+    settings = {"pod_check_interval": pod_check_interval(), "progress_annotation": annotate}
+    return {**settings, "progress_interval": progress_interval()}
+
+
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
     from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher, Subscription
@@ -190,17 +197,9 @@ class VolcanoJobTrigger(BaseTrigger):
     ) -> WaitResult | None:
         """The wait's result; ``None`` when the job is outside this watch's ``selector``. Each
         step reads the job's pods from ``pods``, this wait's own pod watch (``None``: none).
-
-        While the watch is up, the job is judged on its cached copy; while it fails, the job is
-        read directly, at most once per ``poll_interval`` (a watch cut every few seconds by an
-        idle-timeout proxy never stays up, but the apiserver still answers). Only when the
-        direct reads fail too for ``watch_failure_grace`` does the wait end as a lost watch.
-        """
-        target = dataclasses.replace(
-            self.spec.target(),
-            pod_check_interval=pod_check_interval(),
-            progress_interval=progress_interval(),
-        )
+        While the watch fails, the job is read directly once per ``poll_interval`` (an
+        idle-timeout proxy may cut every watch, not the reads: docs/operator.md)."""
+        target = dataclasses.replace(self.spec.target(), **waiting_settings())
         while True:
             subscription.changed.clear()
             fresh = True

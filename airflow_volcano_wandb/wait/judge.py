@@ -6,18 +6,11 @@ once per look (:func:`see`). Each kind of evidence has its verdict: the job's st
 clock (:func:`judge_seen`), its pods (:func:`judge_pods`), its master's silence
 (:func:`judge_stall`); ``outcome`` words each.
 
-A PyTorch DDP job with a static world size makes progress only when every rank runs, so
-``pending_timeout`` measures the time until *every* rank is placed and running, not only
-until Volcano calls the job ``Running`` (a gang with a ``minAvailable`` below the world size
-is ``Running`` with the master alone, which then blocks in ``init_process_group``).
-
-``pending_timeout`` means "never fully placed since submission". Whether the gang was ever
-whole must survive a triggerer restart, a handover, a retry that reattaches and a
-reschedule-mode poke, none of which keeps a waiter's memory: so it is read from the job
-(:func:`gang_was_whole`): Volcano's own ``Running`` condition when ``minAvailable`` covers
-every rank, else :data:`GANG_WHOLE_ANNOTATION`, which the first waiter to see the whole gang
-writes on the job (``step.needs_gang_whole_mark``). A rank lost after that is Volcano's to
-restore: the wait reports it as restarting (``step.progress_line``), never as a pending timeout.
+``pending_timeout`` counts until *every* rank is placed and running (DDP with a static world
+size trains only then), and means "never fully placed since submission" (docs/operator.md):
+whether the gang was ever whole is read from the job (:func:`gang_was_whole`), since no
+waiter's memory survives a triggerer restart, a handover, a reattaching retry or a
+reschedule-mode poke. A rank lost after that is reported as restarting, never as pending.
 """
 
 from __future__ import annotations
@@ -87,8 +80,10 @@ class WaitTarget(WaitLimits):
     #: whatever wakes the wait.
     pod_check_interval: float = DEFAULT_POD_CHECK_INTERVAL
     #: How often a running job's progress is read (``[volcano_wandb] progress_interval`` of the
-    #: waiting process, ``training_progress``).
+    #: waiting process, ``training_progress``), and whether each line logged is also written
+    #: on the job (``progress_annotation``: ``training_progress.PROGRESS_ANNOTATION``).
     progress_interval: float = READ_INTERVAL
+    progress_annotation: bool = False
 
 
 @dataclass(frozen=True)

@@ -2,20 +2,15 @@
 
 The trigger runs :func:`take_step` over its shared watch (``NamespaceJobWatcher`` has the calls
 :class:`JobCalls` names), the sensor's poke over the sync hook (:func:`take_step_sync`), so both
-log the same lines and reach the same verdicts. Each wait hands the step the pod watch it reads
-(:class:`WatchedPods`; ``None``: none), so no wait's reads rest on what another wait set on the
-watch they share.
+log the same lines and reach the same verdicts (docs/architecture.md). Each wait hands the step
+the pod watch it reads (:class:`WatchedPods`; ``None``: none), so no wait's reads rest on what
+another wait set on the watch they share.
 
-What the job's status cannot show (a crash loop under ``restartPolicy: OnFailure``, a rank
-stopped from W&B, a container that cannot start, a silent master) is read from its pods, at
-most every ``pod_check_interval`` (``step.look`` says when): the namespace's shared pod watch
-while it is synced and the job labels its pods for it, else one label-selected LIST. Such a
-verdict ends the wait (and deletes the job) only once a fresh GET of the job and a fresh LIST
-of its pods, read after it, show it again (:func:`_confirmed`), and for a stall a second probe
-of the master's log. A stop from W&B that the trainer misses ends it once a fresh GET shows
-the job still running ``wandb_stop_grace`` after the first waiter heard of it and W&B says so
-again (``wandb_stop``). The trigger's limits default to ``None`` (off), unlike the operator's
-and the sensor's: a trigger serialised by a release without them keeps waiting as it did.
+A verdict read from the pods (a crash loop, a container that cannot start, a silent master)
+ends the wait, and deletes the job, only once a fresh GET of the job and a fresh LIST of its
+pods show it again (:func:`_confirmed`); a stall after a second probe of the master's log too.
+The trigger's limits default to ``None`` (off): a trigger serialised by a release without them
+keeps waiting as it did.
 
 Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
 triggerer's event loop.
@@ -35,7 +30,7 @@ from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, judge_pods
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
 from airflow_volcano_wandb.wait.step import Look, WaitMemory, look, stall_probe
-from airflow_volcano_wandb.wait.training_progress import observe
+from airflow_volcano_wandb.wait.training_progress import PROGRESS_ANNOTATION, observe
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 from airflow_volcano_wandb.wait.wandb_stop import STOPPED_BY, stop_seen_at, stop_seen_mark
 
@@ -89,7 +84,7 @@ async def take_step(
     view = look(job, target, memory, time.time())
     await _show(calls, view, log)
     if view.read_progress and wandb is not None:
-        view = await _read_progress(view, wandb, log)
+        view = await _read_progress(calls, view, target, wandb, log)
     if view.ask_wandb_stop and wandb is not None:
         unheeded = await _stop_unheeded(calls, view.seen, target, log, wandb)
         if unheeded is not None:
@@ -111,10 +106,18 @@ async def _show(calls: JobCalls, view: Look, log: logging.Logger | Any) -> None:
     if view.progress is not None:
         log.info("%s", view.progress)
     if view.mark is not None and view.seen.job is not None:
-        try:
-            await calls.annotate(view.seen.job, view.mark)
-        except Exception as exc:  # this waiter remembers; the next one looks again
-            log.warning("Could not record the whole gang on the job: %s", exc)
+        await _mark(calls, view.seen.job, view.mark, log, "the whole gang")
+
+
+async def _mark(
+    calls: JobCalls, job: Mapping[str, Any], marks: dict[str, str], log: Any, what: str
+) -> None:
+    """Annotate ``job`` with ``marks``; a failure is logged: the next waiter or look writes
+    it again."""
+    try:
+        await calls.annotate(job, marks)
+    except Exception as exc:
+        log.warning("Could not record %s on the job: %s", what, exc)
 
 
 def take_step_sync(
@@ -193,15 +196,19 @@ async def _confirmed(
     return await verdict(see(fresh, target), pods_again)
 
 
-async def _read_progress(view: Look, wandb: WandbProgress, log: logging.Logger | Any) -> Look:
+async def _read_progress(
+    calls: JobCalls, view: Look, target: WaitTarget, wandb: WandbProgress, log: Any
+) -> Look:
     """The look after reading how far the training has got from its W&B run, and logging
-    the progress line when one is due (``training_progress``)."""
+    the progress line when one is due (``training_progress``), on the job too when asked."""
     progress = await wandb.progress(log)
     if progress is None:
         return view
     training, line = observe(view.memory.training, progress, time.time())
     if line is not None:
         log.info("%s", line)
+    if line is not None and target.progress_annotation and view.seen.job is not None:
+        await _mark(calls, view.seen.job, {PROGRESS_ANNOTATION: line}, log, "the progress")
     return dataclasses.replace(view, memory=dataclasses.replace(view.memory, training=training))
 
 
@@ -225,10 +232,7 @@ async def _stop_unheeded(
             target.namespace,
             target.name,
         )
-        try:
-            await calls.annotate(seen.job, stop_seen_mark(time.time()))
-        except Exception as exc:  # the next waiter to hear it marks it
-            log.warning("Could not record on the job that its W&B run was stopped: %s", exc)
+        await _mark(calls, seen.job, stop_seen_mark(time.time()), log, "the W&B run's stop")
         return None
     if time.time() - heard_at < grace:
         return None

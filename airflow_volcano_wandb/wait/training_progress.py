@@ -1,12 +1,6 @@
-"""How far a training has got and when it will end, as its trainer reports it.
-
-Pure. The progress contract (docs/trainer.md): a trainer reports its step and total steps, and
-optionally its epoch and epochs, in its W&B run's summary (:data:`STEP_KEY` and the others) or,
-without W&B, as a master log line ``AVW_PROGRESS {"step": 1200, "total_steps": 4000}``. A
-waiting task reads it at most every :data:`READ_INTERVAL` and logs, at most once a minute and at
-each tenth (:func:`due`), a percentage and an estimated time left, as Kubeflow Trainer does:
-
-``progress: step 1200/4000 (30 %), 2.1 steps/s, ETA 22 min, eval/accuracy=0.91``
+"""How far a training has got and when it will end, as its trainer reports it (the progress
+contract of docs/trainer.md: its W&B run's summary, :data:`STEP_KEY` and the others, or a master
+log line ``AVW_PROGRESS {...}``), and the waiting task's line for it (:func:`progress_line`). Pure.
 """
 
 from __future__ import annotations
@@ -17,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_volcano_wandb.job.ownership import DOMAIN
 from airflow_volcano_wandb.wandb.numbers import finite_number
 
 STEP_KEY = "train/step"
@@ -28,6 +23,8 @@ LOG_RECORD = "AVW_PROGRESS"
 #: At most this often a waiter reads the run's progress, and logs a line unless it crossed a
 #: tenth of the training since its last one.
 READ_INTERVAL = 60.0
+#: The job's latest progress line, for ``kubectl`` (``[volcano_wandb] progress_annotation``).
+PROGRESS_ANNOTATION = f"{DOMAIN}/progress"
 
 
 @dataclass(frozen=True)
