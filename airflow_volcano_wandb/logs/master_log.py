@@ -10,7 +10,8 @@ while it is synced, else by a LIST of the job's pods.
 
 What follows the master (rank 0) pod's first container:
 
-- Lines are joined across chunks, capped per job (``log_lines``), logged as ``[<pod>] <line>``.
+- Lines are joined across chunks, capped per job (``log_lines``), logged as ``[<pod>] <line>``;
+  an ``AVW_PROGRESS`` record (docs/trainer.md) also as the progress line a W&B run gives.
 - Until the master pod has started, it is looked for on each change of the job's progress
   and every ``RECHECK_SECONDS``.
 - The kubelet ends a follow stream when the container exits. The pod is then looked at
@@ -28,9 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import functools
 import logging
 import threading
+import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -44,6 +47,7 @@ from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.diagnostics import task_of
 from airflow_volcano_wandb.wait.step_io import WatchedPods
+from airflow_volcano_wandb.wait.training_progress import Progress, ProgressSeen, observe
 from airflow_volcano_wandb.wait.wake import set_within, within
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
@@ -64,25 +68,19 @@ _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] 
 @functools.cache
 def max_concurrent_follows() -> int:
     """Read once per process: every trigger of a triggerer shares one limit."""
-    return max(
-        1,
-        conf.getint(
-            "volcano_wandb", "max_concurrent_log_follows", fallback=DEFAULT_MAX_CONCURRENT_FOLLOWS
-        ),
-    )
+    fallback = DEFAULT_MAX_CONCURRENT_FOLLOWS
+    return max(1, conf.getint("volcano_wandb", "max_concurrent_log_follows", fallback=fallback))
 
 
 @contextlib.asynccontextmanager
 async def follow_slot(log: logging.Logger | Any, what: str) -> AsyncIterator[None]:
     """One of the event loop's follow slots, said once in the log when it has to wait."""
-    loop = asyncio.get_running_loop()
-    slots = _slots.get(loop)
-    if slots is None:
-        slots = _slots[loop] = asyncio.Semaphore(max_concurrent_follows())
+    limit = max_concurrent_follows()
+    slots = _slots.setdefault(asyncio.get_running_loop(), asyncio.Semaphore(limit))
     if slots.locked():
         log.info(
             "Waiting for a free master-log follow (at most %d at once per triggerer) for %s",
-            max_concurrent_follows(),
+            limit,
             what,
         )
     async with slots:
@@ -101,39 +99,36 @@ async def follow_master_log(
     *,
     client_key: Hashable = None,
     pod_watch: WatchedPods | None = None,
+    progress: bool = True,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
     caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
-    a follow still waiting for the master pod look again at once.
-
-    :param client_key: the connection's key: follows of one connection and namespace share a
-        client (``log_client``).
-    :param pod_watch: the wait's pod watch, whose copies of the job's pods are read while it
-        is synced; while its LIST is under way the follow waits for them; without it (or while
-        it is failing), each look at the master pod is a LIST.
-    """
+    a follow still waiting for the master pod look again at once; while ``pod_watch`` (the
+    wait's, module doc) relists, the follow waits for its copies of the pods; ``progress``:
+    ``AVW_PROGRESS`` records give progress lines (not when the wait reads W&B's)."""
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
         master_log = _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed)
+        master_log.progress = ProgressSeen() if progress else None
         await master_log.run(client_key, pod_watch)
 
 
 def _key(pod: dict) -> tuple[str, int]:
     """Which container incarnation: the pod's uid and its first container's restarts."""
-    statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    container = _container(pod)
-    restarts = next((s.get("restartCount", 0) for s in statuses if s["name"] == container), 0)
-    return pod["metadata"]["uid"], int(restarts)
+    return pod["metadata"]["uid"], int(_status(pod).get("restartCount", 0))
 
 
 def _container(pod: dict) -> str:
     return pod["spec"]["containers"][0]["name"]
 
 
-def _running(pod: dict) -> bool:
+def _status(pod: dict) -> dict:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    container = _container(pod)
-    return any(s["name"] == container and "running" in (s.get("state") or {}) for s in statuses)
+    return next((s for s in statuses if s["name"] == _container(pod)), {})
+
+
+def _running(pod: dict) -> bool:
+    return "running" in (_status(pod).get("state") or {})
 
 
 class _MasterLog:
@@ -147,18 +142,15 @@ class _MasterLog:
         masked: Sequence[SecretDigest],
         job_changed: asyncio.Event | None,
     ) -> None:
-        self._hook_factory = hook_factory
-        self._job_name = job_name
-        self._namespace = namespace
-        self._log = log
-        self._cap = cap
-        self._masked = tuple(masked)
+        self._hook_factory, self._job_name, self._namespace = hook_factory, job_name, namespace
+        self._log, self._cap, self._masked = log, cap, tuple(masked)
         self._job_changed = job_changed or asyncio.Event()
         self._seen: dict[str, SeenLines] = {}  # per pod uid
         self._streamed: tuple[str, int] | None = None
-        self._failures = 0
-        self._done = False
+        self._failures, self._done = 0, False
         self._pod_watch: WatchedPods | None = None
+        #: What the ``AVW_PROGRESS`` records told; ``None``: they are not read.
+        self.progress: ProgressSeen | None = ProgressSeen()
 
     async def run(self, client_key: Hashable = None, pod_watch: WatchedPods | None = None) -> None:
         while not (self._done or self._cap.reached):
@@ -169,9 +161,7 @@ class _MasterLog:
                     except Exception:
                         await client.let_go()  # the next try loads fresh credentials
                         raise
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
+            except Exception as exc:  # not a cancellation (a BaseException)
                 # The first failure of a run is worth a warning; repeats would flood the log.
                 self._log.log(
                     logging.WARNING if self._failures == 0 else logging.DEBUG,
@@ -259,17 +249,24 @@ class _MasterLog:
             shown, notice = self._cap.admit(text)
             if shown or notice:
                 self._log.info("[%s] %s", pod, text if shown else notice)
+            if self.progress is not None:
+                self._show_progress(text, stamp, self.progress)
+
+    def _show_progress(self, text: str, stamp: tuple[str, int] | None, seen: ProgressSeen) -> None:
+        """An ``AVW_PROGRESS`` record's line when due, timed by its stamp (a backlog's too)."""
+        moment = stamp and dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
+        at = moment.timestamp() + stamp[1] / 1e9 if moment else time.time()
+        if (now := Progress.of_log_line(text, at)) is not None:
+            self.progress, said = observe(seen, now, at)
+            if said is not None:
+                self._log.info("%s", said)
 
 
 class MasterLogThread(threading.Thread):
     """:func:`follow_master_log` (its arguments but ``job_changed``) on an event loop of its
-    own, for a task waiting in its own process; ``stop()`` cancels it and returns within
-    ``STOP_WAIT`` seconds (a follow stream returns only when a line arrives or the container
-    ends, and a task whose wait is over must wait for neither).
-
-    No watch tells this follow that the job moved on, so while it waits for the master pod it
-    looks again every ``LOOK_SECONDS`` (the trigger wakes its follow on each progress change).
-    """
+    own, for a task waiting in its own process; ``stop()`` cancels it within ``STOP_WAIT``
+    seconds (a stream returns only when a line arrives or the container ends). No watch wakes
+    it: while it waits for the master pod, it looks again every ``LOOK_SECONDS``."""
 
     STOP_WAIT = 5.0
     LOOK_SECONDS = 2.0

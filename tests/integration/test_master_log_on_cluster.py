@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 
 import pytest
 from kubernetes import client as k8s
@@ -17,6 +18,7 @@ from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
 from airflow_volcano_wandb.logs import master_log
 from airflow_volcano_wandb.testing.cluster.podlogs import (
     LOG_LINES_ANNOTATION,
+    PROGRESS_ANNOTATION,
     SPLIT_LINE_ANNOTATION,
 )
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
@@ -172,4 +174,23 @@ def test_without_follow_master_log_no_log_stream_is_opened(
     assert opened == []
     assert log.of("quiet-master-0") == []
     assert any("master 1/1" in line for line in log.lines), log.lines  # progress stays on
+    api.close()
+
+
+def test_progress_records_in_the_followed_log_give_the_progress_lines(
+    kubernetes_connection, volcano_cluster, volcano_namespace
+):
+    """A trainer without W&B prints ``AVW_PROGRESS`` records (one a second for 20 s here):
+    the trigger following its log logs progress lines, rising, with a rate and an ETA."""
+    api = volcano_cluster.api_client()
+    annotations = {SIM_DURATION: "20", PROGRESS_ANNOTATION: "400"}
+    job = _submit(api, volcano_namespace, "records", **annotations)
+    log = LineLog()
+    event = _watch_until(_trigger(job, follow_master_log=True), log, lambda log: False)
+    assert event["outcome"] == "succeeded"
+    line = re.compile(r"^progress: step \d+/400 \((\d+) %\)(, [\d.]+ steps/s, ETA \d+ s)?$")
+    shown = [match for text in log.lines if (match := line.match(text))]
+    percents = [int(match[1]) for match in shown]
+    assert len(shown) >= 2 and percents == sorted(percents), log.lines
+    assert percents[0] < percents[-1] and any(match[2] for match in shown), log.lines
     api.close()

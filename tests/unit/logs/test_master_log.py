@@ -123,10 +123,12 @@ def _follow(
     max_lines: int = 100,
     seconds: float = 1.0,
     masked: tuple[SecretDigest, ...] = (),
+    **options: bool,
 ) -> None:
     async def main() -> None:
+        follow = master_log.follow_master_log
         task = asyncio.create_task(
-            master_log.follow_master_log(lambda: hook, "j", "ns", log, max_lines, 10_000, masked)
+            follow(lambda: hook, "j", "ns", log, max_lines, 10_000, masked, **options)
         )
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(task), seconds)
@@ -225,6 +227,25 @@ def test_the_cap_ends_the_follow_with_one_notice():
         "[j-master-0] a",
         "[j-master-0] ... master log capped at 1 lines (1 bytes); the full log is in the pod",
     ]
+
+
+@pytest.mark.parametrize("read", [True, False])
+def test_progress_records_give_progress_lines_at_their_stamps_rate(read):
+    """A trainer without W&B: its ``AVW_PROGRESS`` records (a replayed backlog here) give the
+    lines a W&B run's summary would, the rate from the kubelet's stamps; not read when the
+    wait reads W&B's (``progress=False``), they are only shown."""
+    records = "".join(
+        f'2026-01-01T00:00:{10 * i}Z AVW_PROGRESS {{"step": {100 * i}, "total_steps": 400}}\n'
+        for i in (1, 2, 3)
+    )
+    hook, log = _Hook([_pod()], [_Stream([records.encode()], True)]), LineLog()
+    _follow(hook, log, progress=read)
+    assert len(log.of("j-master-0")) == 3
+    assert [line for line in log.lines if not line.startswith("[j-master-0] AVW_")] == [
+        "progress: step 100/400 (25 %)",
+        "progress: step 200/400 (50 %), 10 steps/s, ETA 20 s",
+        "progress: step 300/400 (75 %), 10 steps/s, ETA 10 s",
+    ][: 3 if read else 0]
 
 
 def test_errors_are_logged_and_retried_never_raised():

@@ -18,7 +18,9 @@ The same watcher holds back a pod whose ``secretKeyRef`` does not resolve, as a 
 
 For tests of log following: ``LOG_LINES_ANNOTATION: "N"`` prints N numbered lines at start;
 ``SPLIT_LINE_ANNOTATION: "text"`` prints a line in two writes a second apart (a CRI partial
-entry, then its end), so a follower receives it in two chunks; and a restarted container
+entry, then its end), so a follower receives it in two chunks; ``PROGRESS_ANNOTATION: "N"``
+prints a trainer's ``AVW_PROGRESS`` record a second, its step reaching N as its run ends (the
+progress contract without W&B, docs/trainer.md); and a restarted container
 prints its start lines again, in the same file (the follower sees a replay plus new lines).
 What the container printed between its last two starts (its exit line included) is also
 copied to a file of its own, served as the ``previous=true`` log, as the kubelet serves the
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import json
 import shutil
 import sys
 import threading
@@ -44,6 +47,7 @@ EXIT_CODE_ANNOTATION = "sim.airflow-volcano-wandb.io/exit-code"
 PRINT_ENV_ANNOTATION = "sim.airflow-volcano-wandb.io/print-env"
 LOG_LINES_ANNOTATION = "sim.airflow-volcano-wandb.io/log-lines"
 SPLIT_LINE_ANNOTATION = "sim.airflow-volcano-wandb.io/split-line"
+PROGRESS_ANNOTATION = "sim.airflow-volcano-wandb.io/progress-steps"
 SPLIT_LINE_DELAY = 1.0
 LOGS_API = "/apis/kwok.x-k8s.io/v1alpha1"
 
@@ -57,6 +61,14 @@ def _append(path: Path, text: str) -> None:
     if path.parent.exists():  # the pod may be gone meanwhile
         with path.open("a") as f:
             f.write(text)
+
+
+def _report_progress(path: Path, total_steps: int, seconds: float) -> None:
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < seconds and path.parent.exists():
+        record = {"step": int(total_steps * elapsed / seconds), "total_steps": total_steps}
+        _append(path, _cri_line(f"AVW_PROGRESS {json.dumps(record)}"))
+        time.sleep(1.0)
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:
@@ -139,6 +151,10 @@ class PodLogWriter:
                 timer = threading.Timer(SPLIT_LINE_DELAY, _append, (path, _cri_line(split[half:])))
                 timer.daemon = True
                 timer.start()
+            if steps := annotations.get(PROGRESS_ANNOTATION):
+                threading.Thread(
+                    target=_report_progress, args=(path, int(steps), float(duration)), daemon=True
+                ).start()
             logs.append(
                 {
                     "containers": [container["name"]],
