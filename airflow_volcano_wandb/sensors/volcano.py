@@ -199,7 +199,7 @@ class VolcanoJobSensor(BaseSensorOperator):
         from airflow_volcano_wandb.logs.master_log import MasterLogThread
 
         key = self.waiter.wandb_hook.mask_api_key()  # masked here, and by the follow
-        connection = self.parts.connection.kwargs()
+        connection, asks = self.parts.connection.kwargs(), self.parts.limits.asks_wandb
         follower = MasterLogThread(
             lambda: AsyncVolcanoHook(**connection),
             target.name,
@@ -208,6 +208,7 @@ class VolcanoJobSensor(BaseSensorOperator):
             logs.master_log_max_lines,
             logs.master_log_max_bytes,
             masked_digests([key]),
+            progress=not self.parts.report.progress_kwargs(self.waiter.run_id(job), asks),
         )
         follower.start()
         try:

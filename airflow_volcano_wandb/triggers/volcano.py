@@ -184,6 +184,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 self._progress_changed,
                 client_key=spec.connection_key(),
                 pod_watch=pods,
+                progress=self._wandb is None,  # the log's records, unless W&B's run tells
             ),
             name=f"volcano-master-log-{self.namespace}-{self.job_name}",
         )
