@@ -78,8 +78,8 @@ _OPTIONS = {
         "default": "60",
     },
     "progress_annotation": {
-        "description": "Also write each progress line a waiting task logs (at most one per "
-        "progress_interval) on its Volcano Job, as the annotation "
+        "description": "Also write each progress line a waiting task logs (once a minute, and at "
+        "each tenth of the training) on its Volcano Job, as the annotation "
         "airflow-volcano-wandb.io/progress, for kubectl users: one PATCH per line, so off by "
         "default (docs/performance.md measures it). Read by the triggerer and by tasks waiting in "
         "their own process.",
