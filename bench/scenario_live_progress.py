@@ -1,6 +1,8 @@
 """8. Live progress while deferred (issue 15): one waiter process over ``--live-jobs`` running
 jobs whose masters print ``--live-lines`` lines, then go silent, ``follow_master_log`` off and
-on in turns (every job followed: the worst case). Medians of CPU, RSS and lines shown.
+on in turns (every job followed: the worst case). Medians of CPU, RSS and lines shown. The W&B
+progress reads, off and on at ``--live-wandb-jobs``: ``live_wandb.py``. ``--live-parts`` runs
+one part alone; the other's figures are kept from the results file, with their date.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import json
 import statistics
 
+import live_wandb
 from common import managed_job, say, table
 from waiters import scale_run
 
@@ -19,14 +22,34 @@ OPTIONS = {
     "live_jobs": (100, 20, "jobs followed (or not)"),
     "live_lines": (200, None, "log lines per master"),
     "live_runs": (3, 1, "runs per side, for medians"),
+    "live_parts": ("follow,wandb", None, "follow (the master log), wandb (W&B progress)"),
+    "live_wandb_jobs": ("100,1000", "20", "running jobs (comma-separated Ns) for W&B progress"),
+    "live_wandb_interval": (20.0, 5.0, "W&B progress: [volcano_wandb] progress_interval (s)"),
+    "live_wandb_runs": (1, 1, "W&B progress: runs per side and N"),
 }
 
 
 def pods(o) -> int:
-    return o.live_jobs
+    wandb = max(int(n) for n in str(o.live_wandb_jobs).split(","))
+    parts = o.live_parts.split(",")
+    return o.live_jobs * ("follow" in parts) + wandb * ("wandb" in parts)
 
 
 def run(ctx) -> dict:
+    import results_file  # it imports the scenarios: not while they load
+
+    parts, before = ctx.live_parts.split(","), results_file.read(ctx.results)
+    kept = dict(before.get("live_progress", {}))
+    if "follow" in parts:
+        kept = follow_part(ctx)
+    elif "follow_measured" not in kept:  # the follow part's own date, kept with its figures
+        meta = before.get("scenario_meta", {}).get("live_progress", {})
+        kept["follow_measured"] = meta.get("date")
+    wandb = live_wandb.run(ctx) if "wandb" in parts else kept.get("wandb")
+    return {"live_progress": {**kept, "wandb": wandb}}
+
+
+def follow_part(ctx) -> dict:
     cluster, jobs, lines, runs = ctx.cluster, ctx.live_jobs, ctx.live_lines, ctx.live_runs
     namespace = cluster.create_namespace("bench-live")
     names = [f"live-{i:04d}" for i in range(jobs)]
@@ -60,7 +83,7 @@ def run(ctx) -> dict:
         for follow, side in ((False, "off"), (True, "on")):
             p[f"{name}_{side}"] = round(statistics.median(r[key] for r in samples[follow]), digits)
     p["log_lines"] = int(statistics.median(r["log_lines"] for r in samples[True]))
-    return {"live_progress": p}
+    return p
 
 
 def section(r: dict) -> list[str]:
@@ -69,15 +92,21 @@ def section(r: dict) -> list[str]:
         side: [p[f"{k}_{side}"] for k in ("cpu_s", "cpu_s_per_min_window", "rss_mb")]
         for side in ("off", "on")
     }
+    measured = f" (measured {p['follow_measured']})" if p.get("follow_measured") else ""
     return [
         f"One triggerer process, {p['jobs']} waiting jobs, master log following off and on "
         f"(every job followed; {p['lines_per_job']} lines each at start, then silence); "
         f"medians of {p['runs']} runs over {p['seconds_measured']} s from the triggers' "
-        "creation.",
+        f"creation{measured}.",
         "",
         *table(
             "following | CPU s | CPU s/min in the silent window | RSS MB | master log lines shown",
             ["off", *row["off"], 0],
             ["on", *row["on"], p["log_lines"]],
         ),
+        *(["", *live_wandb.section(p["wandb"])] if p.get("wandb") else []),
     ]
+
+
+def goals(p: dict | None) -> list[str]:
+    return live_wandb.goals((p or {}).get("wandb"))

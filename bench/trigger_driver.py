@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -28,7 +29,7 @@ import psutil  # noqa: E402
 from airflow.triggers.base import BaseTrigger, TriggerEvent  # noqa: E402
 from unfired import keep_cancelled, unfired_triggers  # noqa: E402
 
-COUNTS = {"requests": 0, "lines": 0}
+COUNTS = {"requests": 0, "lines": 0, "wandb_reads": 0, "wandb_clients": 0}
 # Every call of the hook's list/watch/read/delete, as (wall time, verb): counted before the
 # call goes out, so attempts that never reach the apiserver (it is down) count too.
 API_CALLS: list[tuple[float, str]] = []
@@ -92,6 +93,7 @@ def _count_calls() -> None:
         return generator if stream else call
 
     rest.RESTClientObject.request, LogCap.admit = counted_request, counted_admit
+    _count_wandb()
     for verb, name in (
         ("list", "list_jobs_page"),
         ("get", "read_job"),
@@ -102,6 +104,23 @@ def _count_calls() -> None:
         ("watch_pods", "watch_pods"),
     ):
         setattr(Hook, name, counted(verb, getattr(Hook, name), stream=verb.startswith("watch")))
+
+
+def _count_wandb() -> None:
+    """Count the W&B clients made (each checks its key) and the run summaries read."""
+    from airflow_volcano_wandb.hooks.wandb import WandbHook
+
+    get_conn, summary = WandbHook.get_conn, WandbHook.get_run_summary
+
+    def counted_conn(self):
+        COUNTS["wandb_clients"] += 1
+        return get_conn(self)
+
+    def counted_summary(self, *args, **kwargs):
+        COUNTS["wandb_reads"] += 1
+        return summary(self, *args, **kwargs)
+
+    WandbHook.get_conn, WandbHook.get_run_summary = counted_conn, counted_summary
 
 
 class StampedEvents(deque):
@@ -142,9 +161,13 @@ def operator_default_kwargs(job: dict, follow: bool) -> dict:
     return {**kwargs, "deferred_at": now, "waiting_since": now}
 
 
-def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: bool = False):
+def make_trigger(
+    mode: str, job: dict, namespace: str, interval: float, follow: bool = False, wandb: str = ""
+):
     """``operator``: as the operator defers it by default; ``watch``: the bare trigger (no pod
-    reads, no settle), on this submission where its uid is known; ``poll``: the baseline."""
+    reads, no settle), on this submission where its uid is known, asking the W&B run of the
+    job's name through connection ``wandb`` (its entity and project) when given; ``poll``: the
+    baseline."""
     from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 
     name = job["name"]
@@ -152,10 +175,30 @@ def make_trigger(mode: str, job: dict, namespace: str, interval: float, follow: 
         kwargs = operator_default_kwargs(job, follow)
     elif mode == "watch":
         own = {"job_uid": job["uid"], "try_number": 1} if job.get("uid") else {}
-        kwargs = {**own, "follow_master_log": follow}
+        kwargs = {**own, "follow_master_log": follow, **wandb_kwargs(wandb, name)}
     else:
         return PollingVolcanoJobTrigger(name, namespace, interval)
     return VolcanoJobTrigger(job_name=name, namespace=namespace, **kwargs)
+
+
+def wandb_kwargs(conn_id: str, run_id: str) -> dict:
+    """What the operator hands its trigger for an online run (``progress_kwargs``)."""
+    if not conn_id:
+        return {}
+    from airflow_volcano_wandb.hooks.wandb import WandbHook
+
+    hook = WandbHook(conn_id)
+    where = {"wandb_entity": hook.entity, "wandb_project": hook.project}
+    return {"wandb_conn_id": conn_id, "wandb_run_id": run_id, **where}
+
+
+def helpers(proc: psutil.Process) -> dict[int, tuple[float, float]]:
+    """The CPU seconds and RSS (MB) of each process this one started (the SDK's wandb-core)."""
+    out = {}
+    for kid in proc.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            out[kid.pid] = (cpu_s(kid.cpu_times()), kid.memory_info().rss / 2**20)
+    return out
 
 
 def _watches() -> list:
@@ -193,7 +236,7 @@ async def measure_window(options, runner, housekeeping, synced_after: list[float
     while options.mode != "poll" and not synced_after and time.time() < sync_deadline:
         await housekeeping(time.time() + 1)
     await housekeeping(time.time() + options.settle)
-    conns, watches = [], []
+    conns, watches, kids0, reads0 = [], [], helpers(proc), COUNTS["wandb_reads"]
     cpu0, req0, t0 = proc.cpu_times(), COUNTS["requests"], time.monotonic()
     print("WINDOW_START", flush=True)
     end = time.time() + options.window
@@ -202,9 +245,15 @@ async def measure_window(options, runner, housekeeping, synced_after: list[float
         watches.append(watch_counts())
         await housekeeping(min(end, time.time() + 2))
     cpu1, req1, t1 = proc.cpu_times(), COUNTS["requests"], time.monotonic()
+    kids1 = helpers(proc)
     print("WINDOW_END", flush=True)
     minutes = (t1 - t0) / 60
-    figures = {"window_s": t1 - t0, "cpu_s_per_min": (cpu_s(cpu1) - cpu_s(cpu0)) / minutes}
+    kids_cpu = sum(cpu - kids0.get(pid, (0.0, 0.0))[0] for pid, (cpu, _) in kids1.items())
+    figures = {"helper_cpu_s_per_min": kids_cpu / minutes, "helpers": len(kids1)}
+    figures |= {"helper_rss_mb": sum(rss for _, rss in kids1.values())}
+    figures |= {"wandb_reads_per_min": (COUNTS["wandb_reads"] - reads0) / minutes}
+    figures |= {"wandb_clients": COUNTS["wandb_clients"]}
+    figures |= {"window_s": t1 - t0, "cpu_s_per_min": (cpu_s(cpu1) - cpu_s(cpu0)) / minutes}
     figures |= {"client_requests_per_min": (req1 - req0) / minutes}
     figures |= {"tcp_connections_max": max(conns), "tcp_connections_mean": sum(conns) / len(conns)}
     jobs, every = zip(*watches, strict=True)  # shared job watches, all shared watches
@@ -238,7 +287,12 @@ async def drive(options: argparse.Namespace) -> dict:
     started, cpu_start = time.time(), proc.cpu_times()
     for i, job in enumerate(jobs, start=1):
         trigger = make_trigger(
-            options.mode, job, options.namespace, options.interval, options.follow_master_log
+            options.mode,
+            job,
+            options.namespace,
+            options.interval,
+            options.follow_master_log,
+            options.wandb_conn,
         )
         classpath, kwargs = trigger.serialize()
         encrypted = Trigger.encrypt_kwargs(kwargs)
@@ -306,10 +360,16 @@ def main() -> None:
     ):
         parser.add_argument(flag, type=type(default), default=default, help=about)
     parser.add_argument("--follow-master-log", action="store_true", help="triggers follow it")
+    parser.add_argument("--wandb-conn", default="", help="watch: ask W&B through this conn id")
+    parser.add_argument("--wandb-client-per-read", action="store_true", help="as before 43")
     parser.add_argument("--wait-go", action="store_true", help="READY, then a line on stdin")
     options = parser.parse_args()
     os.environ.setdefault("AIRFLOW_DISABLE_GREENBACK_PORTAL", "false")
     _count_calls()
+    if options.wandb_client_per_read:  # before issue 43: a hook, so a wandb.Api, per read
+        from airflow_volcano_wandb.hooks.wandb import WandbHook
+
+        WandbHook.shared = classmethod(lambda cls, conn_id, **bounds: cls(conn_id, **bounds))
     Path(options.out).write_text(json.dumps(asyncio.run(drive(options))))
 
 
