@@ -22,6 +22,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import httpx
 from kubernetes import client, watch
 
 from airflow_volcano_wandb.job.ownership import REPORTED_ANNOTATION
@@ -29,7 +30,7 @@ from airflow_volcano_wandb.parts.job_wait import DEFAULT_DEFER_AFTER
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_DEFER_SETTLE_SECONDS
 from test_support.airflow_runs import ENDED, Run, Watched
 from test_support.cluster_jobs import SIM_DURATION, seed_template
-from tests.e2e.airflow_stack import AirflowStack
+from tests.e2e.airflow_stack import AirflowStack, ApiError
 
 #: The stack leaves ``[volcano_wandb]`` at its defaults: what users run.
 DEFER_AFTER = DEFAULT_DEFER_AFTER
@@ -180,7 +181,10 @@ def run_plan(
         stack.check_alive()
         for entry in list(running):
             run, family, kind, began = entry
-            ti = run.ti()
+            try:
+                ti = run.ti()
+            except (ApiError, httpx.HTTPError):  # no task instance yet, or a busy API server
+                ti = {"state": None}
             if ti["state"] in ENDED:
                 running.remove(entry)
                 on_row(ended_row(stack, run, family, kind, seen, ti))
