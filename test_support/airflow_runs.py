@@ -300,12 +300,17 @@ def running_stack(
         kubeconfig=volcano_cluster.kubeconfig,
         wandb_conn=WANDB_CONN,
         dags_folder=dags_folder,
-        # The manual DAG's form accepts only the deployment's namespaces (dags/ docstring).
-        extra_env=(
-            {"AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": manual_namespace}
-            if manual_namespace
-            else {}
-        ),
+        extra_env={
+            # The manual DAG's form accepts only the deployment's namespaces (dags/ docstring).
+            **(
+                {"AIRFLOW__VOLCANO_PYTORCH_MANUAL__ALLOWED_NAMESPACES": manual_namespace}
+                if manual_namespace
+                else {}
+            ),
+            # The online runs' progress read every 15 s, not 60: a 2 min training shows several
+            # lines from the triggerer (test_progress_airflow.py). Offline runs are never read.
+            "AIRFLOW__VOLCANO_WANDB__PROGRESS_INTERVAL": "15",
+        },
     )
     stack.manual_namespace = manual_namespace
     # A loaded 2-core machine: the DB migration alone took >5 min.

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from airflow_volcano_wandb.testing.cluster.podlogs import DURATION_ANNOTATION
 from airflow_volcano_wandb.testing.recorder import Recorder
 from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id
 from airflow_volcano_wandb.wandb.wandb_urls import run_url
+from test_support import training_report
 from test_support.wandb_standin import WandbStandin
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.e2e.cluster_probe import get_job, nodes_cordoned
@@ -116,38 +115,18 @@ def training_template(folder: Path) -> Path:
     return path
 
 
-@contextlib.contextmanager
-def reporting_progress(run: E2ERun) -> Iterator[None]:
+def reporting_progress(run: E2ERun) -> contextlib.AbstractContextManager[None]:
     """The run reports its step every second while the master trains, then its final
     summary ``FINISHES_BEFORE_EXIT`` seconds before the pod ends, as a trainer following the
     progress contract does."""
-    entity, project = run.params["wandb_entity"], run.params["wandb_project"]
-    done = threading.Event()
-    reports_for = TRAINS_FOR - FINISHES_BEFORE_EXIT
-
-    def train() -> None:
-        started, step = time.monotonic(), 0
-        while not done.wait(1.0) and step < TOTAL_STEPS:
-            elapsed = time.monotonic() - started
-            step = min(TOTAL_STEPS, int(TOTAL_STEPS * elapsed / reports_for))
-            logged = {
-                "train/step": step,
-                "train/total_steps": TOTAL_STEPS,
-                "epoch": 1 + 3 * step // (TOTAL_STEPS + 1),
-                "train/epochs": 3,
-                "eval/accuracy": round(0.5 + 0.4375 * step / TOTAL_STEPS, 4),
-                "_runtime": elapsed,
-            }
-            run.standin.log_step(entity, project, run.run_id(), step, **logged)
-        run.standin.log_step(entity, project, run.run_id(), step, **FINAL_SUMMARY)
-
-    thread = threading.Thread(target=train, daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
+    where = (run.params["wandb_entity"], run.params["wandb_project"], run.run_id())
+    return training_report.reporting(
+        run.standin,
+        [where],
+        reports_for=TRAINS_FOR - FINISHES_BEFORE_EXIT,
+        total_steps=TOTAL_STEPS,
+        final_summary=FINAL_SUMMARY,
+    )
 
 
 @contextlib.contextmanager

@@ -1,0 +1,141 @@
+"""A training's progress in the task logs of a deferred operator and of a sensor, through the
+real triggerer (issue 43's must-show).
+
+The session's Airflow (``reliability_airflow``: PostgreSQL, two schedulers, two triggerers,
+``progress_interval`` 15 s) runs ``tests/reliability/dags/avw_progress_dags.py``: the
+operator ``train`` waits on its own job, deferrable; the sensor ``wait`` on the job ``submit``
+submitted, deferrable. Both masters train ``TRAINS_FOR`` seconds on the local cluster while
+their W&B runs, on the stand-in this test starts (the ``wandb_progress`` connection, with a
+key, defined through the REST API), report their steps as the progress contract says
+(``test_support/training_report.py``). Each task first waits ``defer_after`` (30 s) in its
+worker, where its lines are the task's own, then in the triggerer, where they are the
+trigger's: the task log read through the REST API must hold at least two lines from the
+triggerer, their percentage rising, with an ETA. What is simulated: the pods (KWOK), the
+trainer and the W&B server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
+from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id
+from test_support import training_report
+from test_support.airflow_runs import Run, start_run
+from test_support.cluster_jobs import SIM_DURATION, seed_template
+from test_support.wandb_standin import WandbStandin
+from test_support.wandb_support import API_KEY, ENTITY, PROJECT
+from tests.e2e.airflow_stack import AirflowStack
+
+# The run takes about 3 min; the session's stack may start with it (up to 15 min when loaded).
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1200)]
+
+DAG_ID = "avw_rel_progress"
+CONN_ID = "wandb_progress"  # the DAG's
+TRIGGER_LOGGER = "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
+#: Each master's run time, and the steps its W&B run reports, the last ones
+#: ``FINISHES_BEFORE_EXIT`` seconds before the pod ends (a trainer's ``run.finish()``). The
+#: sensor starts after ``submit`` and waits 30 s in its worker: on a loaded machine its trigger
+#: starts a minute or more into the run, and must still see the steps move twice.
+TRAINS_FOR, FINISHES_BEFORE_EXIT, TOTAL_STEPS = 120, 10, 2200
+FINAL_SUMMARY = {"eval/accuracy": 0.9375}
+PROGRESS = re.compile(
+    rf"^progress: step (\d+)/{TOTAL_STEPS} \((\d+) %\), epoch \d/3"
+    r"(?:, [\d.]+ steps/s(, ETA [\d.]+ (?:s|min))?)?, eval/accuracy=[\d.]+$"
+)
+
+
+@pytest.fixture
+def standin(reliability_airflow: AirflowStack) -> Iterator[WandbStandin]:
+    """The stand-in, and the DAG's W&B connection to it in Airflow's metadata DB: the task
+    processes and the triggerers read it through Airflow, as any connection made in the UI."""
+    with WandbStandin(api_key=API_KEY) as server:
+        connection = {
+            "connection_id": CONN_ID,
+            "conn_type": "wandb",
+            "host": server.url,
+            "password": API_KEY,
+        }
+        reliability_airflow.api("POST", "/connections", json=connection)
+        try:
+            yield server
+        finally:
+            reliability_airflow.api("DELETE", f"/connections/{CONN_ID}")
+
+
+def test_the_deferred_operator_and_sensor_log_progress_from_the_triggerer(
+    reliability_airflow: AirflowStack, volcano_cluster, admin, standin: WandbStandin
+) -> None:
+    template = seed_template(
+        master={SIM_DURATION: str(TRAINS_FOR)}, worker={SIM_DURATION: str(TRAINS_FOR)}
+    )
+    run = start_run(
+        reliability_airflow, volcano_cluster, admin, DAG_ID, "progress", {"template": template}
+    )
+    try:
+        wandb_runs = {
+            task: deterministic_run_id(DAG_ID, task, run.run_id) for task in ("train", "submit")
+        }
+        for run_id in wandb_runs.values():
+            standin.add_run(ENTITY, PROJECT, run_id, summary={}, state="running")
+        with training_report.reporting(
+            standin,
+            [(ENTITY, PROJECT, run_id) for run_id in wandb_runs.values()],
+            starts=lambda run_id: _job_running(run, run_id),
+            reports_for=TRAINS_FOR - FINISHES_BEFORE_EXIT,
+            total_steps=TOTAL_STEPS,
+            final_summary=FINAL_SUMMARY,
+        ):
+            for task_id in ("train", "wait"):
+                run.expect_success(task_id=task_id)
+        for task_id in ("train", "wait"):
+            _assert_progress_from_the_triggerer(run, task_id)
+    finally:
+        run.watched.stop()
+        volcano_cluster.delete_namespace(run.watched.namespace)
+
+
+def _job_running(run: Run, wandb_run_id: str) -> bool:
+    """Whether the job that writes to ``wandb_run_id`` runs (its master trains from then)."""
+    return any(
+        job["metadata"].get("labels", {}).get(WANDB_RUN_LABEL) == wandb_run_id
+        and (job.get("status") or {}).get("state", {}).get("phase") == "Running"
+        for job in run.watched.jobs()
+    )
+
+
+def _assert_progress_from_the_triggerer(run: Run, task_id: str) -> None:
+    """The try's log through the REST API: it deferred, and the trigger, in the triggerer,
+    logged at least two progress lines, rising, one with an ETA."""
+    log = _task_log(run, task_id)
+    events = [str(line.get("event", "")) for line in log]
+    shown = "\n".join(f"{line.get('logger')}: {e}" for line, e in zip(log, events, strict=True))
+    deferred_at = next(
+        (i for i, e in enumerate(events) if e.startswith("Pausing task as DEFERRED")), None
+    )
+    assert deferred_at is not None, f"{task_id} never deferred:\n{shown[-6000:]}"
+    in_triggerer = [
+        match
+        for line, event in zip(log[deferred_at:], events[deferred_at:], strict=True)
+        if line.get("logger") == TRIGGER_LOGGER and (match := PROGRESS.match(event))
+    ]
+    assert len(in_triggerer) >= 2, f"{task_id}: progress lines\n{shown[-6000:]}"
+    percents = [int(match[2]) for match in in_triggerer]
+    assert percents == sorted(percents) and percents[0] < percents[-1], (task_id, percents)
+    assert any(match[3] for match in in_triggerer), f"{task_id}: no ETA\n{shown[-6000:]}"
+    assert "Trigger fired event" in events[deferred_at:], f"{task_id}:\n{shown[-6000:]}"
+
+
+def _task_log(run: Run, task_id: str) -> list[dict[str, Any]]:
+    """Try 1's log as the UI shows it: the worker's lines and the triggerer's, in order."""
+    answer = run.stack.api(
+        "GET",
+        f"{run.ti_path_of(task_id)}/logs/1",
+        params={"full_content": "true"},
+        headers={"Accept": "application/json"},
+    )
+    return [line for line in answer.get("content", []) if isinstance(line, dict)]
