@@ -4,10 +4,13 @@ serialized trigger, its W&B key only as salted digests (``SecretDigest``); the s
 
 from __future__ import annotations
 
+import asyncio
 import json
 
+from airflow_volcano_wandb.logs import master_log
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wandb.key_forms import key_forms
 from test_support.waits import operator_trigger, reloaded
 
@@ -41,6 +44,26 @@ def test_following_is_off_by_default():
     kwargs = operator_trigger(op).serialize()[1]
     assert kwargs["follow_master_log"] is False
     assert kwargs["masked_secrets"] == []  # nothing followed: no digest needs to leave
+
+
+def test_the_logs_progress_records_are_read_only_when_the_wait_reads_no_wandb_run(monkeypatch):
+    """The example trainer reports on both channels: a followed log whose wait reads the W&B
+    run's progress does not give each tenth a second line."""
+    asked: list[bool] = []
+
+    async def fake_follow(*args, progress: bool, **kwargs) -> None:
+        asked.append(progress)
+
+    monkeypatch.setattr(master_log, "follow_master_log", fake_follow)
+    run = {"wandb_conn_id": "wandb_default", "wandb_run_id": "r1", "wandb_project": "p"}
+
+    async def follow(**wandb: str) -> None:
+        trigger = VolcanoJobTrigger(job_name="j", namespace="ns", follow_master_log=True, **wandb)
+        await (await trigger._start_log_follow(None))
+
+    asyncio.run(follow())
+    asyncio.run(follow(**run))
+    assert asked == [True, False]
 
 
 # ---- the follow itself, against a fake API ---------------------------------------------
