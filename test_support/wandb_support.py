@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from airflow_volcano_wandb.hooks import wandb as wandb_hook
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, SecretKeyRef, WandbRunSpec
 
 API_KEY = "standin" + "0123456789abcdef" * 3  # passes the SDK's 40+ character check
@@ -32,12 +33,15 @@ def use_wandb_connection(
     extra: dict[str, str] | None = None,
 ) -> str:
     """Define the ``wandb`` connection ``conn_id`` to ``host`` with ``password`` as its key, and
-    unset ``WANDB_API_KEY``: the SDK must get its key from the connection, not this machine."""
+    unset ``WANDB_API_KEY``: the SDK must get its key from the connection, not this machine.
+    The waits' clients shared by connection id (``WandbHook.shared``) are forgotten: a test's
+    stand-in listens on a port of its own under an id an earlier test used."""
     connection: dict[str, Any] = {"conn_type": "wandb", "host": host, "password": password}
     if extra is not None:
         connection["extra"] = extra
     monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(connection))
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setattr(wandb_hook, "_shared", {})
     return conn_id
 
 
