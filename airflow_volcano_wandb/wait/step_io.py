@@ -112,8 +112,7 @@ async def _show(calls: JobCalls, view: Look, log: logging.Logger | Any) -> None:
 async def _mark(
     calls: JobCalls, job: Mapping[str, Any], marks: dict[str, str], log: Any, what: str
 ) -> None:
-    """Annotate ``job`` with ``marks``; a failure is logged: the next waiter or look writes
-    it again."""
+    """Annotate ``job``; a failure is logged: the next waiter or look writes it again."""
     try:
         await calls.annotate(job, marks)
     except Exception as exc:
@@ -199,12 +198,13 @@ async def _confirmed(
 async def _read_progress(
     calls: JobCalls, view: Look, target: WaitTarget, wandb: WandbProgress, log: Any
 ) -> Look:
-    """The look after reading how far the training has got from its W&B run, and logging
-    the progress line when one is due (``training_progress``), on the job too when asked."""
+    """The look after reading the run's progress, and its line logged (on the job too) when due."""
     progress = await wandb.progress(log)
     if progress is None:
         return view
-    training, line = observe(view.memory.training, progress, time.time())
+    # The read's due moment, not its end: after a slow read the next line came a read late.
+    read_at = view.memory.progress_read_at or time.time()
+    training, line = observe(view.memory.training, progress, read_at)
     if line is not None:
         log.info("%s", line)
     if line is not None and target.progress_annotation and view.seen.job is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 
 import pytest
 
@@ -90,3 +91,39 @@ def test_the_trigger_and_the_sensor_read_it_from_their_config(monkeypatch, setti
     assert waiting_settings()["progress_annotation"] is on
     sensor = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
     assert sensor._target().progress_annotation is on
+
+
+def test_a_slow_read_puts_the_next_line_no_later_than_a_minute_on(monkeypatch):
+    """A read is paced from its due moment, not from its answer: a triggerer's first reads of a
+    thousand runs take seconds, and each job's next line must not wait a read more (two
+    minutes at the default ``progress_interval``)."""
+    clock = [T0]
+
+    class SlowFirstRead(Wandb):
+        async def progress(self, log):
+            clock[0] += 5.0 if clock[0] == T0 else 0.0  # the first read answers 5 s late
+            return await super().progress(log)
+
+    wandb, memory, lines = (
+        SlowFirstRead(summary(1200, T0), summary(1500, T0 + 60)),
+        WaitMemory(),
+        [],
+    )
+    monkeypatch.setattr(step_io.time, "time", lambda: clock[0])
+    target = dataclasses.replace(TARGET, progress_interval=60)
+    for now in (T0, T0 + 60):
+        clock[0] = now
+        memory, _ = asyncio.run(
+            step_io.take_step(
+                Calls(),
+                RUNNING,
+                target,
+                memory,
+                logging.getLogger("t"),
+                fresh=True,
+                pod_watch=None,
+                wandb=wandb,
+            )
+        )
+        lines.append(memory.training.logged_at)
+    assert lines == [T0, T0 + 60]  # a line at each read, a minute apart
