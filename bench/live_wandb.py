@@ -169,6 +169,7 @@ def section(p: dict | None) -> list[str]:
         "per read, as before the shared client.",
         "",
         *table(head, *rows),
+        *(["", p["note"]] if p.get("note") else []),
     ]
 
 
