@@ -57,6 +57,23 @@ def test_the_sdks_credentials_are_a_form_every_masker_knows_against_wandb_standi
     assert redact(f"send: Authorization: {sent}") == "send: Authorization: Basic ***"
 
 
+def test_a_shared_hooks_reads_are_each_of_the_run_as_it_is_now_against_wandb_standin(
+    standin: WandbStandin, conn_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``wandb.Api`` answers a run it loaded from its cache: the waits' shared client loads it
+    again on each read, through the one client it made (one ``Viewer``: the key checked once)."""
+    from airflow_volcano_wandb.hooks import wandb as wandb_hook
+
+    monkeypatch.setattr(wandb_hook, "_shared", {})
+    standin.add_run(ENTITY, PROJECT, "training", summary={}, state="running")
+    for step in (100, 200, 300):
+        standin.log_step(ENTITY, PROJECT, "training", step, **{"train/step": step})
+        hook = WandbHook.shared(conn_id, timeout=10, deadline=30.0)
+        assert hook.get_run_summary("training")["train/step"] == step
+    operations = standin.operations()
+    assert (operations.count("Viewer"), operations.count("Run")) == (1, 3), operations
+
+
 def test_get_run_summary_selected_keys_against_wandb_standin(
     standin: WandbStandin,
     conn_id: str,
