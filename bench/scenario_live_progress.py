@@ -88,6 +88,9 @@ def follow_part(ctx) -> dict:
 
 def section(r: dict) -> list[str]:
     p = r["live_progress"]
+    wandb = ["", *live_wandb.section(p["wandb"])] if p.get("wandb") else []
+    if "cpu_s_off" not in p:  # only the W&B part measured (--live-parts wandb), none kept
+        return wandb[1:]
     row = {
         side: [p[f"{k}_{side}"] for k in ("cpu_s", "cpu_s_per_min_window", "rss_mb")]
         for side in ("off", "on")
@@ -104,7 +107,7 @@ def section(r: dict) -> list[str]:
             ["off", *row["off"], 0],
             ["on", *row["on"], p["log_lines"]],
         ),
-        *(["", *live_wandb.section(p["wandb"])] if p.get("wandb") else []),
+        *wandb,
     ]
 
 
