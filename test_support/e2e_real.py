@@ -30,7 +30,7 @@ from airflow_volcano_wandb.parts.job_wait import DEFAULT_DEFER_AFTER
 from airflow_volcano_wandb.triggers.volcano import DEFAULT_DEFER_SETTLE_SECONDS
 from test_support.airflow_runs import ENDED, Run, Watched
 from test_support.cluster_jobs import SIM_DURATION, seed_template
-from tests.e2e.airflow_stack import AirflowStack, ApiError
+from tests.e2e.airflow_stack import AirflowStack, ApiError, wait_for
 
 #: The stack leaves ``[volcano_wandb]`` at its defaults: what users run.
 DEFER_AFTER = DEFAULT_DEFER_AFTER
@@ -133,6 +133,13 @@ class DoneSeen:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+def unpause(stack: AirflowStack, counts: dict[tuple[str, str], int]) -> None:
+    """Wait for the DAGs of the families in ``counts`` to be parsed, and unpause them."""
+    for dag_id in {DAGS[family] for family, _ in counts}:
+        wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 240, f"DAG {dag_id}")
+        stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
 
 
 def start(stack: AirflowStack, volcano_cluster, api, family: str, kind: str, index: int) -> Run:

@@ -30,9 +30,8 @@ import time
 import pytest
 
 from test_support.airflow_runs import ARTIFACTS
-from test_support.e2e_real import DAGS, DoneSeen, run_plan, spread
+from test_support.e2e_real import DoneSeen, run_plan, spread, unpause
 from test_support.e2e_real_figures import e2e_figures
-from tests.e2e.airflow_stack import wait_for
 
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.long, pytest.mark.timeout(7200)]
 
@@ -53,9 +52,7 @@ def test_job_or_pod_done_to_task_success_through_the_real_scheduler_and_triggere
     reliability_airflow, volcano_cluster, admin
 ):
     stack = reliability_airflow
-    for dag_id in {DAGS[family] for family, _ in COUNTS}:
-        wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 240, f"DAG {dag_id}")
-        stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+    unpause(stack, COUNTS)
     planned = {f"{family} {kind}": n for (family, kind), n in COUNTS.items()}
     seen, rows, namespaces = DoneSeen(admin), [], []
     began = time.monotonic()

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from test_support.e2e_real import DAGS, DEFER_AFTER, KINDS, DoneSeen, lost, run_plan, spread
-from tests.e2e.airflow_stack import wait_for
+from test_support.e2e_real import DEFER_AFTER, KINDS, DoneSeen, lost, run_plan, spread, unpause
 
 # The stack's start when it is the session's first (up to 900 s on a loaded machine), then the
 # trial: six tasks at once, about 2 minutes.
@@ -29,9 +28,7 @@ def test_short_jobs_end_on_their_first_try_each_reported_once(
     reliability_airflow, volcano_cluster, admin
 ):
     stack = reliability_airflow
-    for dag_id in {DAGS[family] for family, _ in COUNTS}:
-        wait_for(lambda d=dag_id: stack.api("GET", f"/dags/{d}"), 240, f"DAG {dag_id}")
-        stack.api("PATCH", f"/dags/{dag_id}", json={"is_paused": False})
+    unpause(stack, COUNTS)
     seen, rows, namespaces = DoneSeen(admin), [], []
     try:
         run_plan(
