@@ -286,6 +286,7 @@ def ended_row(
         "done_to_success_s": _since(times["done"], ended),
         "pod_done_to_success_s": _since(seen.pod_done.get(run.watched.namespace), ended),
         "task_s": _since(times["start_date"], ended),
+        "start_to_done_s": _since(times["start_date"], times["done"]),
         "first_try_slot_s": _since(times["start_date"], deferral or ended),
         "fired_to_success_s": _since(fired, ended),
         "outcome_lines": sum(OUTCOME_LINE in event for _, event in lines),

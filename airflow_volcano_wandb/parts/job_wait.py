@@ -14,9 +14,9 @@ from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.cleanup import OnFinishAction
 from airflow_volcano_wandb.wait.judge import DEFAULT_WATCH_FAILURE_GRACE
 
-#: Twice the settle, where the Task SDK serializes a task's supervisor requests, which the
+#: The settle's length, where the Task SDK serializes a task's supervisor requests, which the
 #: window's threads and the task's own send at once (docs/compatibility.md, note 7).
-DEFAULT_DEFER_AFTER = 30.0 if SERIALIZED_SUPERVISOR_REQUESTS else 0.0
+DEFAULT_DEFER_AFTER = 15.0 if SERIALIZED_SUPERVISOR_REQUESTS else 0.0
 
 
 def _check_window(seconds: object) -> None:
@@ -43,9 +43,9 @@ class JobWait:
         (apache/airflow#67287, #72716) nor wait out the trigger's settle that guards against
         it (``[volcano_wandb] defer_settle_seconds``, 15 s). The worker slot is held for at
         most this long; a kill meanwhile deletes the job as in sync mode. 0 defers at once.
-        Default ``[volcano_wandb] defer_after``, else 30 s on Airflow 3.2 and later, twice the
-        settle: a job that still pays the settle has run at least twice as long as the settle
-        costs it, and on a warm cluster most jobs that fail at start have failed by then. On
+        Default ``[volcano_wandb] defer_after``, else 15 s on Airflow 3.2 and later, the
+        settle's length: a longer window holds a slot longer for every long job, and moves
+        the jobs that pay the settle (those ending in the settle after it) to longer ones. On
         Airflow 3.0 and 3.1 the default is 0: their Task SDK does not serialize a task's
         requests to its supervisor, which the window's threads and the task's own may send
         at once.""",

@@ -8,7 +8,7 @@ a child process (the benchmarks import nothing from ``tests/``) and reads its fi
 
 On the session's stack (``reliability_airflow``: PostgreSQL, two schedulers with the
 LocalExecutor at ``parallelism`` 2, two triggerers; ``[volcano_wandb]`` at its defaults, so
-``defer_after`` 30 s on Airflow 3.3 and ``defer_settle_seconds`` 15 s):
+``defer_after`` 15 s on Airflow 3.3 and ``defer_settle_seconds`` 15 s):
 ``AVW_E2E_REAL_TASKS`` (10; the bench asks for 50) of the provider's tasks whose job ends at
 once (1 s, inside the first window: the task never defers), and ``AVW_E2E_REAL_OTHERS`` (2;
 the bench 10) of each other kind: the provider's job ending just after the deferral (inside

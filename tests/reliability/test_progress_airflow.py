@@ -7,7 +7,7 @@ operator ``train`` waits on its own job, deferrable; the sensor ``wait`` on the 
 submitted, deferrable. Both masters train ``TRAINS_FOR`` seconds on the local cluster while
 their W&B runs, on the stand-in this test starts (the ``wandb_progress`` connection, with a
 key, defined through the REST API), report their steps as the progress contract says
-(``test_support/training_report.py``). Each task first waits ``defer_after`` (30 s) in its
+(``test_support/training_report.py``). Each task first waits ``defer_after`` (15 s) in its
 worker, where its lines are the task's own, then in the triggerer, where they are the
 trigger's: the task log read through the REST API must hold at least two lines from the
 triggerer, their percentage rising, with an ETA. What is simulated: the pods (KWOK), the
@@ -39,7 +39,7 @@ CONN_ID = "wandb_progress"  # the DAG's
 TRIGGER_LOGGER = "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
 #: Each master's run time, and the steps its W&B run reports, the last ones
 #: ``FINISHES_BEFORE_EXIT`` seconds before the pod ends (a trainer's ``run.finish()``). The
-#: sensor starts after ``submit`` and waits 30 s in its worker: on a loaded machine its trigger
+#: sensor starts after ``submit`` and waits 15 s in its worker: on a loaded machine its trigger
 #: starts a minute or more into the run, and must still see the steps move twice.
 TRAINS_FOR, FINISHES_BEFORE_EXIT, TOTAL_STEPS = 120, 10, 2200
 FINAL_SUMMARY = {"eval/accuracy": 0.9375}

@@ -3,19 +3,20 @@
 On the session's production-shaped stack (``reliability_airflow``: two schedulers, two
 triggerers), jobs that end at once (1 s), run by ``e2e_real_airflow``'s code
 (``test_support/e2e_real.py``): three of the operator at its defaults, whose job ends inside
-the first window (``defer_after``, 30 s on Airflow 3.3), so the task never defers; and three
+the first window (``defer_after``, 15 s on Airflow 3.3), so the task never defers; and three
 deferring at once (``defer_after=0``), whose job ends while its trigger waits out
 ``defer_settle_seconds``: the moment Airflow's deferral race takes tasks
 (apache/airflow#67287, #72716), through the triggerers. Each task must succeed on its first
-try, and each job must be the only one of its run, reported once, by that try. Times are
-``e2e_real_airflow``'s figures, not asserted here.
+try, and each job must be the only one of its run, reported once, by that try; a task whose
+job was ``Completed`` within the window of its start must not have deferred, and at least one
+must have ended so. Times are ``e2e_real_airflow``'s figures, not asserted here.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from test_support.e2e_real import DEFER_AFTER, KINDS, DoneSeen, lost, run_plan, spread, unpause
+from test_support.e2e_real import DEFER_AFTER, DoneSeen, lost, run_plan, spread, unpause
 
 # The stack's start when it is the session's first (up to 900 s on a loaded machine), then the
 # trial: six tasks at once, about 2 minutes.
@@ -45,5 +46,11 @@ def test_short_jobs_end_on_their_first_try_each_reported_once(
         assert len(seen.job_uids[namespace]) == 1, (row, seen.job_uids[namespace])
         assert seen.reported_by[namespace] == {"1"}, (row, seen.reported_by[namespace])
         assert row["outcome_lines"] == 1, row
-        window = KINDS["ends_at_once"] < DEFER_AFTER and row["family"] == "provider"
-        assert row["deferred"] is not window, row  # ended in the window, or deferred
+        if row["family"] == "provider_defer_at_once":
+            assert row["deferred"], row
+        elif row["start_to_done_s"] < DEFER_AFTER:  # ended inside the window: never deferred
+            assert not row["deferred"], row
+        else:  # a loaded machine may start the job late: the window may end before it does
+            print(f"{row['run_id']}: Completed {row['start_to_done_s']}s after the task began")
+    # A 1 s job ends inside the window on a machine that is not overloaded.
+    assert any(not row["deferred"] for row in rows if row["family"] == "provider"), rows

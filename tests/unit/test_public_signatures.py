@@ -40,7 +40,7 @@ OPERATOR = {
     "config_file": None,
     "container_resources": None,
     "deferrable": False,
-    "defer_after": 0.0,  # tests/conftest.py's [volcano_wandb] defer_after (shipped: 30 s, 3.2+)
+    "defer_after": 0.0,  # tests/conftest.py's [volcano_wandb] defer_after (shipped: 15 s, 3.2+)
     "env": None,
     "finished_job_ttl": 604800,
     "fit_check": "fail",

@@ -125,7 +125,7 @@ def test_a_kill_during_the_window_deletes_the_job_it_owns(monkeypatch):
 
 def test_the_window_is_seconds_or_0_and_on_by_default_where_supervisor_requests_are_serialized():
     # Airflow 3.2+'s Task SDK locks its supervisor channel; 3.0 and 3.1 do not (job_wait.py).
-    expected = 30.0 if Version("3.2") <= INSTALLED_AIRFLOW else 0.0
+    expected = 15.0 if Version("3.2") <= INSTALLED_AIRFLOW else 0.0
     assert expected == DEFAULT_DEFER_AFTER
     assert JobWait(defer_after=0).defer_after == 0
     for bad in (-1, "10", True):
