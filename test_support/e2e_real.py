@@ -1,13 +1,15 @@
 """Tasks through the reliability stack's real schedulers and triggerers, and what each cost
 (``e2e_real_airflow``, issues 26 and 42; the CI trial of short jobs).
 
-Tasks of the provider's operator (``tests/reliability/dags/avw_reliability_dags.py``) and of
-``KubernetesPodOperator(deferrable=True)`` (``avw_kpo_dags.py``), each with its job or pod in a
-namespace of its own, run at most ``in_flight`` at once (:func:`run_plan`). :class:`DoneSeen`
+Tasks of the provider's operator (``tests/reliability/dags/avw_reliability_dags.py``), of
+``KubernetesPodOperator(deferrable=True)`` (``avw_kpo_dags.py``) and of Airflow's own deferral
+resumed on a worker (``avw_floor_dags.py``, the floor), each with its job or pod in a namespace
+of its own, run at most ``in_flight`` at once (:func:`run_plan`). :class:`DoneSeen`
 watches every Volcano job and pod, so each task's row (:func:`ended_row`) counts from the
 moment its job was seen ``Completed`` (the provider) or its pod ended (KPO) to the task's
-``end_date`` in Airflow (the same machine clock). A task resumed after a deferral also gets
-the steps from its trigger's fire (``STEPS``); ``e2e_figures`` sums the rows up.
+``end_date`` in Airflow (the same machine clock); the floor's from its trigger's fire, its
+moment. A task resumed after a deferral also gets the steps from its trigger's fire
+(``STEPS``); ``e2e_figures`` sums the rows up.
 """
 
 from __future__ import annotations
@@ -42,11 +44,12 @@ KINDS = {
     "ends_after_settle": DEFER_AFTER + SETTLE_S + 15,  # long after both
 }
 #: Each family's DAG: the operator at its defaults, the operator deferring at once (no first
-#: window: a short job then meets the settle, through the triggerers), and KPO.
+#: window: a short job then meets the settle, through the triggerers), KPO, and the floor.
 DAGS = {
     "provider": "avw_rel_deferred",
     "provider_defer_at_once": "avw_rel_defer_at_once",
     "kpo": "avw_kpo_deferred",
+    "floor": "avw_floor_resume",
 }
 #: The steps from the trigger's fire to the end of a task resumed on a worker: the task
 #: instance's timestamps (``scheduled_when`` is set as the triggerer writes the event) and
@@ -147,8 +150,10 @@ def start(stack: AirflowStack, volcano_cluster, api, family: str, kind: str, ind
     namespace of its own."""
     namespace = volcano_cluster.create_namespace(f"e2e-{family.replace('_', '-')}-{index}")
     runs = str(KINDS[kind])
-    if family == "kpo":
-        conf: dict[str, Any] = {"namespace": namespace, "runs_s": runs}
+    if family == "floor":  # no job: the namespace only keys its row
+        conf: dict[str, Any] = {"runs_s": runs}
+    elif family == "kpo":
+        conf = {"namespace": namespace, "runs_s": runs}
     else:
         template = seed_template(master={SIM_DURATION: runs}, worker={SIM_DURATION: runs})
         conf = {"template": template, "namespace": namespace}
@@ -271,8 +276,8 @@ def ended_row(
     resumed after a deferral the steps between."""
     times = {key: _time(ti.get(key)) for key in ("scheduled_when", "queued_when", "start_date")}
     times["end_date"] = ended = _time(ti.get("end_date"))
-    times["done"] = seen.done(run, family)
     times["fired"] = fired = _fired_at(stack, run)
+    times["done"] = fired if family == "floor" else seen.done(run, family)
     lines = task_lines(stack, run)
     deferral = _first(lines, DEFERRED_LINE, times["start_date"] or 0)
     row = {
@@ -297,7 +302,7 @@ def ended_row(
         times["parsed"] = _first(resumed, MARKS["parsed"], times["process"])
         times["post_execute"] = _first(resumed, MARKS["post_execute"], times["parsed"])
         row.update({name: _since(times[a], times[b]) for a, b, name in STEPS})
-        if family != "kpo":
+        if family.startswith("provider"):
             row["execute_complete_steps_s"] = _provider_steps(resumed, times["parsed"])
     return row
 
