@@ -128,6 +128,8 @@ def md_vs_kpo(e: dict) -> list[str]:
     resumed = [(label, g) for label, g in groups if g.get("steps")]
     ratios = ", ".join(f"{k} **{x}**" for k, x in v["ratio_provider_to_kpo"].items())
     floor = ", ".join(f"{k} **{x}**" for k, x in v.get("ratio_provider_to_floor", {}).items())
+    less_wait = v.get("ratio_provider_to_kpo_less_slot_wait", {})
+    less = ", ".join(f"{k} **{x}**" for k, x in less_wait.items())
     return [
         "",
         "Side by side with `KubernetesPodOperator(deferrable=True)` at its defaults "
@@ -157,6 +159,14 @@ def md_vs_kpo(e: dict) -> list[str]:
         "",
         f"The provider's median over KPO's: {ratios} (goal at most {v['ratio_goal']})"
         + (f"; over Airflow's own: {floor} (a figure)." if floor else "."),
+        *(
+            [
+                "Less each resumed task's wait for an executor slot (the deployment's, met by "
+                f"every family alike where its slots are crowded), over KPO's: {less}."
+            ]
+            if less
+            else []
+        ),
         *(["", "Tasks resumed after a deferral, medians:", ""] if resumed else []),
         *(
             table(
