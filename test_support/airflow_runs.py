@@ -28,7 +28,7 @@ import httpx
 from kubernetes import client
 
 from test_support.apiserver_audit import kubeconfig_as
-from test_support.operator_tries import list_jobs
+from test_support.cluster_jobs import list_jobs
 from tests.e2e.airflow_stack import REPO, AirflowStack, ApiError, wait_for
 
 DAGS = REPO / "tests" / "reliability" / "dags"

@@ -212,11 +212,3 @@ def create_namespace(kubeconfig: Path, prefix: str) -> str:
         owned=False,
     )
     return handle.create_namespace(prefix)
-
-
-def list_jobs(api, namespace: str) -> list[dict]:
-    from kubernetes import client
-
-    return client.CustomObjectsApi(api).list_namespaced_custom_object(
-        GROUP, VERSION, namespace, "jobs"
-    )["items"]

@@ -236,7 +236,8 @@ def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
     standin: WandbStandin, conn_id: str, kubernetes_connection, volcano_cluster, volcano_namespace
 ) -> None:
     from airflow_volcano_wandb.airflow_compat import AirflowException
-    from test_support.operator_tries import StubTaskInstance, execute_operator, list_jobs, operator
+    from test_support.cluster_jobs import list_jobs
+    from test_support.operator_tries import StubTaskInstance, execute_operator, operator
 
     queue = f"wandb-queue://{ENTITY}/volcano-queue"
     ti = StubTaskInstance("avw_standin_queue", "train", "r1")
@@ -271,7 +272,8 @@ def test_the_operator_renders_a_queues_template_variables_against_wandb_standin(
     """A task on a Launch queue with template variables: the queue's schemas bound the values
     whatever the DAG says; out of bounds or widened, nothing is submitted."""
     from airflow_volcano_wandb.airflow_compat import AirflowException
-    from test_support.operator_tries import StubTaskInstance, execute_operator, list_jobs, operator
+    from test_support.cluster_jobs import list_jobs
+    from test_support.operator_tries import StubTaskInstance, execute_operator, operator
 
     queue = f"wandb-queue://{ENTITY}/templated-queue"
     ti = StubTaskInstance("avw_standin_variables", "train", "r1")

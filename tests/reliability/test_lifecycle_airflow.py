@@ -42,8 +42,7 @@ from airflow_volcano_wandb.job.ownership import (
     WANDB_RUN_LABEL,
 )
 from test_support.airflow_runs import DAGS, WANDB_CONN, Run, start_run
-from test_support.cluster_jobs import SIM_DURATION, seed_template
-from test_support.operator_tries import list_jobs
+from test_support.cluster_jobs import SIM_DURATION, list_jobs, seed_template
 from tests.e2e.airflow_stack import wait_for
 
 pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1800)]

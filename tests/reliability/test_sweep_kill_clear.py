@@ -19,8 +19,7 @@ import pytest
 from airflow_volcano_wandb.job.ownership import INTENT_LABEL, MAP_INDEX_LABEL, WANDB_RUN_LABEL
 from airflow_volcano_wandb.testing.recorder import Recorder
 from test_support.airflow_runs import ReliabilityStack
-from test_support.cluster_jobs import SIM_DURATION, seed_template
-from test_support.operator_tries import list_jobs
+from test_support.cluster_jobs import SIM_DURATION, list_jobs, seed_template
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 
 pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(2400)]
