@@ -46,6 +46,7 @@ def test_short_jobs_end_on_their_first_try_each_reported_once(
         assert len(seen.job_uids[namespace]) == 1, (row, seen.job_uids[namespace])
         assert seen.reported_by[namespace] == {"1"}, (row, seen.reported_by[namespace])
         assert row["outcome_lines"] == 1, row
+        assert row["start_to_done_s"] is not None, row  # the watch saw the job Completed
         if row["family"] == "provider_defer_at_once":
             assert row["deferred"], row
         elif row["start_to_done_s"] < DEFER_AFTER:  # ended inside the window: never deferred
