@@ -25,6 +25,7 @@ from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.testing import cluster as local_cluster
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from test_support.cluster_jobs import SIM_DURATION, seed_template, wait_until
+from test_support.cluster_jobs import list_jobs as list_jobs  # the tests' support.list_jobs
 
 GROUP, VERSION = "batch.volcano.sh", "v1alpha1"
 
