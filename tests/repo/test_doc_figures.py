@@ -1,0 +1,122 @@
+"""Every figure a page quotes from ``bench/results/`` is the file's: the page names the file and
+key beside the figure, and this test reads both and compares them.
+
+The convention (README, CONTRIBUTING and ``docs/*.md``): right after a quoted number, on the
+same line, an HTML comment (invisible on GitHub, tables included) names where it comes from::
+
+    the ratio to KPO is 2.62 <!-- figure: bench/results/latest.json#e2e_real_airflow.vs_kpo.ratio -->
+    done in 6.9 min <!-- figure: bench/results/latest.json#e2e_real_airflow.wall_s /60 -->
+
+The key is a dotted path into the JSON; a list index is a number (``runs.0.p50_s``), and a key
+that holds a dot or a space is written in double quotes (``results."seed (dict)".median_ms``).
+An optional ``/N`` or ``*N`` converts the file's unit into the page's (seconds to minutes). The
+figure is the last number before the comment on its line (``1,000`` reads as 1000); it must
+equal the file's value rounded to as many decimals as the page writes. So a page may write
+0.104 as ``0.10`` but not as ``0.16``, and a run that rewrites the file fails the page until
+the page is updated with it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+MARK = re.compile(
+    r"<!--\s*figure:\s*(?P<file>bench/results/[\w./-]+\.json)#(?P<key>.+?)"
+    r"(?:\s+(?P<op>[/*])\s*(?P<factor>[\d.]+))?\s*-->"
+)
+NUMBER = re.compile(r"-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?")
+KEY_PART = re.compile(r'"([^"]+)"|([^.]+)')
+
+
+def marks(text: str) -> list[tuple[int, str, re.Match[str]]]:
+    """``(line number, text before the mark on its line, mark)`` of each figure mark."""
+    found = []
+    for n, line in enumerate(text.splitlines(), 1):
+        end = 0
+        for m in MARK.finditer(line):
+            # The figure is the last number between the previous mark and this one.
+            found.append((n, line[end : m.start()], m))
+            end = m.end()
+    return found
+
+
+def lookup(data: Any, key: str) -> Any:
+    """The value at the dotted ``key`` (quoted parts may hold dots; numbers index lists)."""
+    for quoted, plain in KEY_PART.findall(key):
+        part = quoted or plain
+        if isinstance(data, list):
+            data = data[int(part)]
+        else:
+            data = data[part]
+    return data
+
+
+def check(before: str, mark: re.Match[str]) -> str | None:
+    """Why the figure before ``mark`` is not the file's, or None when it is."""
+    path = ROOT / mark["file"]
+    if not path.is_file():
+        return f"{mark['file']} does not exist"
+    try:
+        value = lookup(json.loads(path.read_text()), mark["key"].strip())
+    except (KeyError, IndexError, ValueError, TypeError):
+        return f"{mark['file']} has no key {mark['key']!r}"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{mark['file']}#{mark['key']} is {value!r}, not a number"
+    if mark["op"]:
+        factor = float(mark["factor"])
+        value = value / factor if mark["op"] == "/" else value * factor
+    numbers = NUMBER.findall(before)
+    if not numbers:
+        return "no number before the mark on its line"
+    written = numbers[-1].replace(",", "")
+    decimals = len(written.partition(".")[2])
+    if round(value, decimals) != round(float(written), decimals):
+        return f"the page writes {written}, the file holds {value!r} (to {decimals} decimals)"
+    return None
+
+
+def page_errors(page: Path) -> list[str]:
+    rel = page.relative_to(ROOT).as_posix()
+    return [
+        f"{rel}:{n}: {why} ({m.group(0)})"
+        for n, before, m in marks(page.read_text())
+        if (why := check(before, m))
+    ]
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_marked_figure_is_the_results_files(page):
+    errors = page_errors(page)
+    assert not errors, "figures that are not bench/results' own:\n" + "\n".join(errors)
+
+
+def test_a_drifted_figure_is_caught(tmp_path, monkeypatch):
+    results = tmp_path / "bench" / "results"
+    results.mkdir(parents=True)
+    (results / "r.json").write_text(
+        json.dumps({"a": {"b.c": [1.234, 415.0]}, "n": 1000, "label": "x"})
+    )
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
+    page = tmp_path / "p.md"
+    page.write_text(
+        'good 1.23 s <!-- figure: bench/results/r.json#a."b.c".0 -->\n'
+        'minutes 6.9 <!-- figure: bench/results/r.json#a."b.c".1 /60 -->, '
+        "n = 1,000 <!-- figure: bench/results/r.json#n -->\n"
+        'stale 1.3 s <!-- figure: bench/results/r.json#a."b.c".0 -->\n'
+        "gone 2 <!-- figure: bench/results/r.json#a.missing -->\n"
+        "text 3 <!-- figure: bench/results/r.json#label -->\n"
+        "no file 1 <!-- figure: bench/results/none.json#a -->\n"
+        "no number <!-- figure: bench/results/r.json#n -->\n"
+    )
+    errors = page_errors(page)
+    assert [e.split(":")[1] for e in errors] == ["3", "4", "5", "6", "7"], errors
+    assert "the page writes 1.3, the file holds 1.234" in errors[0]
