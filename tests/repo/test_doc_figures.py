@@ -4,7 +4,7 @@ key beside the figure, and this test reads both and compares them.
 The convention (README, CONTRIBUTING and ``docs/*.md``): right after a quoted number, on the
 same line, an HTML comment (invisible on GitHub, tables included) names where it comes from::
 
-    the ratio to KPO is 2.62 <!-- figure: bench/results/latest.json#e2e_real_airflow.vs_kpo.ratio -->
+    ratio 2.62 <!-- figure: bench/results/latest.json#e2e_real_airflow.vs_kpo.ratio -->
     done in 6.9 min <!-- figure: bench/results/latest.json#e2e_real_airflow.wall_s /60 -->
 
 The key is a dotted path into the JSON; a list index is a number (``runs.0.p50_s``), and a key
@@ -53,10 +53,7 @@ def lookup(data: Any, key: str) -> Any:
     """The value at the dotted ``key`` (quoted parts may hold dots; numbers index lists)."""
     for quoted, plain in KEY_PART.findall(key):
         part = quoted or plain
-        if isinstance(data, list):
-            data = data[int(part)]
-        else:
-            data = data[part]
+        data = data[int(part)] if isinstance(data, list) else data[part]
     return data
 
 
