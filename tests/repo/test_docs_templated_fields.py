@@ -11,6 +11,8 @@ import pytest
 from airflow.sdk import BaseOperator, BaseSensorOperator
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.parts.job_request import JobRequest
+from airflow_volcano_wandb.parts.options import options_of
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 
 PAGE = (Path(__file__).resolve().parents[2] / "docs" / "operator.md").read_text()
@@ -47,6 +49,12 @@ def test_the_page_names_every_parameter(cls, base, begins, ends):
 
 
 def test_the_operators_templated_fields_are_as_the_page_says():
+    """Both ways: what the page calls templated is, and what is templated the page calls so.
+
+    "The template's own fields" are what the job is (``JobRequest``, as the page's opening
+    names it) and the namespace it lands in; ``rendered_job`` is no parameter but the
+    rendered job the task's Rendered Template view shows.
+    """
     m = re.search(
         r"Templated, like the\s+template's own fields: every W&B parameter but (.*?), and(.*?)\.",
         PAGE,
@@ -55,10 +63,15 @@ def test_the_operators_templated_fields_are_as_the_page_says():
     assert m, "docs/operator.md no longer says which operator fields are templated"
     not_templated, named = _names(m.group(1)), _names(m.group(2))
     fields = set(VolcanoPyTorchJobOperator.template_fields)
-    wandb = {p for p in _parameters(VolcanoPyTorchJobOperator) if p.startswith("wandb_")}
-    assert not_templated <= wandb and not (not_templated & fields)
-    assert wandb - not_templated <= fields
-    assert named <= fields
+    parameters = _parameters(VolcanoPyTorchJobOperator)
+    wandb = {p for p in parameters if p.startswith("wandb_")}
+    assert not_templated <= wandb, not_templated - wandb
+    assert fields & wandb == wandb - not_templated, (fields & wandb) ^ (wandb - not_templated)
+    assert named <= fields, named - fields
+    templates_own = {o.name for o in options_of(JobRequest)} | {"namespace"}
+    unsaid = fields - wandb - named - templates_own - {"rendered_job"}
+    assert not unsaid, f"templated, but docs/operator.md does not say so: {sorted(unsaid)}"
+    assert "rendered_job" not in parameters
 
 
 def test_the_sensors_templated_fields_are_as_the_page_says():

@@ -126,22 +126,64 @@ def test_any_run_id_gives_a_valid_job_name(run_id: str) -> None:
     assert all(naming.is_label_value(v) for v in labels.values())
 
 
-@SETTINGS
-@given(value=json_values)
-def test_any_macro_value_renders_or_raises_template_error(value: Any) -> None:
+def _macro_in_replicas_label_and_args() -> dict[str, Any]:
+    """The seed with ``${v}`` as the worker's replicas, a label and two container args."""
     template = copy.deepcopy(SEED_TEMPLATE)
     template["metadata"]["labels"]["v"] = "${v}"
     template["spec"]["tasks"][1]["replicas"] = "${v}"
     template["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["args"] = ["${v}", "x${v}"]
+    return template
+
+
+#: The most replicas a task may ask for (the validator's cap).
+MAX_REPLICAS = 1024
+#: A whole ``${v}`` in ``replicas`` takes an int, or text of ASCII digits (the Trigger form
+#: sends text); as a label value it must stay within 63 characters.
+valid_replicas = st.one_of(
+    st.integers(0, MAX_REPLICAS),
+    st.integers(0, MAX_REPLICAS).map(str),
+    st.integers(0, MAX_REPLICAS).map(lambda n: f"{n:04d}"),
+)
+
+
+def is_valid_replicas(value: Any) -> bool:
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        ascii_digits = value.isascii() and value.isdigit() and len(value) <= 63
+        return ascii_digits and int(value) <= MAX_REPLICAS
+    return isinstance(value, int) and 0 <= value <= MAX_REPLICAS
+
+
+# Where a refused ``${v}`` may be named: the replicas it fills, the arg it is formatted into,
+# or the label it becomes.
+MACRO_PLACES = (
+    "spec.tasks[1].replicas",
+    "spec.tasks[1].template.spec.containers[0].args",
+    "metadata.labels",
+)
+
+
+@SETTINGS
+@given(value=valid_replicas)
+def test_a_valid_macro_value_renders_as_a_number_and_as_text(value: Any) -> None:
+    job = render_job(_macro_in_replicas_label_and_args(), macros={**MACROS, "v": value})
+    worker = job["spec"]["tasks"][1]
+    assert worker["replicas"] == int(value)
+    assert worker["template"]["spec"]["containers"][0]["args"] == [str(value), f"x{value}"]
+    assert job["metadata"]["labels"]["v"] == str(value)
+
+
+@SETTINGS
+@given(value=json_values.filter(lambda v: not is_valid_replicas(v)))
+def test_an_invalid_macro_value_raises_template_error_naming_its_place(value: Any) -> None:
     try:
-        job = render_job(template, macros={**MACROS, "v": value})
-    except TemplateError:
-        return
-    assert isinstance(job["spec"]["tasks"][1]["replicas"], int)
-    assert all(
-        isinstance(a, str)
-        for a in job["spec"]["tasks"][1]["template"]["spec"]["containers"][0]["args"]
-    )
+        render_job(_macro_in_replicas_label_and_args(), macros={**MACROS, "v": value})
+    except TemplateError as refused:
+        message = str(refused)
+        assert any(place in message for place in MACRO_PLACES), message
+    else:
+        raise AssertionError(f"{value!r} rendered as replicas")
 
 
 override_values = st.one_of(json_values, st.just({"worker": 3}), st.just({"master": "1"}))
