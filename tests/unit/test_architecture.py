@@ -1,15 +1,15 @@
-"""The layout's rules (docs/architecture.md), read from the code's imports.
+"""The layout's rules, read from docs/architecture.md and held to the code's imports.
 
-The folders stand in one order, and a folder imports only folders below it. Three layers cut
-across the concept folders: pure modules (no Airflow, HTTP or Kubernetes client, and only
-other pure modules of the provider), the I/O edges (``hooks/`` and the modules that call
-them), and the Airflow shells (``operators/``, ``sensors/``, ``triggers/``, ``links/``),
-which nothing below them imports. Imports never form a loop.
+The page is the one source: its picture gives the floors (a folder imports only folders below
+it), its layers table the Airflow shells, the shells' parts, the I/O edges and the pure modules
+(no Airflow, HTTP or Kubernetes client, and only other pure modules of the provider). Imports
+never form a loop.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -17,96 +17,70 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "airflow_volcano_wandb"
 NAME = PACKAGE.name
+PAGE = (REPO / "docs" / "architecture.md").read_text()
 
-ROOT_MODULES = {"__init__.py", "__main__.py", "exceptions.py", "versions.py", "airflow_compat.py"}
-CONCEPT_FOLDERS = {"template", "job", "wait", "logs", "wandb", "cli"}
-SHELLS = ("operators", "sensors", "triggers", "links")
-#: The parts the operator and the sensor are made of: below both, imported by them alone.
-PARTS = "parts"
 
-# The rooms from the ground up; each imports only rooms below it (links stands with the
-# shells: an operator's extra link).
-FLOORS = [
-    ("versions", "airflow_compat"),
-    ("exceptions",),
-    ("wandb",),
-    ("template",),
-    ("hooks",),
-    ("job",),
-    ("wait",),
-    ("logs",),
-    ("cli", "links"),
-    ("triggers",),
-    ("parts",),
-    ("operators", "sensors"),
-    ("__main__", "__init__"),
-]
+def _picture() -> list[tuple[str, ...]]:
+    """The picture's floors from the top down: each line's leading folders (``name/``) and
+    root modules (``name.py``), as rooms (``cli``, ``versions``)."""
+    block = PAGE.split("```", 2)[1]
+    floors = []
+    for line in block.splitlines()[2:]:  # the fence's language tag, then the package's line
+        rooms = []
+        for word in line.split():
+            if not word.endswith(("/", ".py")):
+                break
+            rooms.append(word.removesuffix("/").removesuffix(".py"))
+        if rooms:
+            floors.append(tuple(rooms))
+    return floors
 
-# Modules that must know nothing of Airflow, HTTP or a Kubernetes client.
-PURE = [
-    "template",
-    "job/ownership.py",
-    "job/job_status.py",
-    "job/endings.py",
-    "job/job_view.py",
-    "hooks/volcano_requests.py",
-    "job/submission_plan.py",
-    "job/job_facts.py",
-    "job/gpu_usage.py",
-    "job/fit.py",
-    "wait/cleanup.py",
-    "wait/judge.py",
-    "wait/outcome.py",
-    "wait/diagnostics.py",
-    "wait/restart_budget.py",
-    "wait/wandb_stop.py",
-    "wait/training_progress.py",
-    "wait/stall.py",
-    "wait/startup.py",
-    "wait/step.py",
-    "wait/heap.py",
-    "triggers/wait_spec.py",
-    "logs/log_lines.py",
-    "wandb/key_forms.py",
-    "logs/secret_digest.py",
-    "wandb/wandb_run.py",
-    "wandb/wandb_env.py",
-    "wandb/wandb_urls.py",
-    "wandb/wandb_queue_ref.py",
-    "wandb/wandb_backlink.py",
-    "wandb/sweep.py",
-    "wandb/deadline.py",
-    "wandb/numbers.py",
-    "wandb/connection_form.py",
-    "cli/permissions.py",
-    "cli/volcano_install.py",
-    "cli/report.py",
-    "cli/setup_checks.py",
-    "versions.py",
-]
-# The I/O edges outside hooks/: they call the hooks, so a hook importing one would loop back.
-EDGES = [
-    "job/submission.py",
-    "job/queue_template.py",
-    "job/api_key_secret.py",
-    "job/deployment.py",
-    "job/fit_check.py",
-    "wait/namespace_watch.py",
-    "wait/job_watcher.py",
-    "wait/pod_watcher.py",
-    "wait/job_report.py",
-    "wait/step_io.py",
-    "wait/wandb_progress.py",
-    "logs/master_log.py",
-    "logs/log_client.py",
-    "cli",
-]
+
+def _layer(name: str) -> str:
+    """The modules cell of the layers table's row ``name``."""
+    row = re.search(rf"^\| {re.escape(name)} \| (.*?) \|", PAGE, re.M)
+    assert row, f"docs/architecture.md's layers table has no row {name!r}"
+    return row.group(1)
+
+
+def _entries(cell: str) -> list[str]:
+    """The backticked modules and folders of a cell (``job/fit.py``, ``hooks/``)."""
+    return [e.removesuffix("/") for e in re.findall(r"`([a-z_/]+(?:\.py|/))`", cell)]
+
+
+FLOORS = _picture()[::-1]  # from the ground up
+ROOT_MODULES = {f"{room}.py" for floor in FLOORS for room in floor} & {
+    p.name for p in PACKAGE.glob("*.py")
+}
+SHELLS = tuple(_entries(_layer("Airflow shells")))
+(PARTS,) = _entries(_layer("the shells' parts"))
+EDGES = [e for e in _entries(_layer("I/O edges")) if e != "hooks"]
+_PURE_CELL = _layer("pure")
+# The one exception, for what only a DAG file calls: a pure module that imports Airflow inside
+# its functions, never when loaded, so that it and everything below it load without Airflow.
+CALL_TIME_IMPORTS = {
+    module: {imported}
+    for module, imported in re.findall(
+        r"`([a-z_/]+\.py)` imports `([a-z_.]+)` inside its functions", _PURE_CELL
+    )
+}
+PURE = [e for e in _entries(_PURE_CELL) if e not in CALL_TIME_IMPORTS]
 IMPURE_ROOTS = ("airflow", "kubernetes", "kubernetes_asyncio", "aiohttp", "urllib3", "wandb")
-# The one exception, for what only a DAG file calls: Trigger-form Params built from what the
-# renderer enforces. The schemas are computed by pure code; the functions that wrap them in
-# Airflow's ``Param`` import it when called, inside the function, never at module level, so
-# the renderer and everything below it still load without Airflow.
-CALL_TIME_IMPORTS = {"template/trigger_params.py": {"airflow.sdk"}}
+
+
+def test_the_page_names_its_rules():
+    """A page edited out of shape must not leave a rule with nothing to check."""
+    assert len(FLOORS) >= 10 and ("operators" in FLOORS[-2] or "sensors" in FLOORS[-2])
+    assert SHELLS and PARTS and EDGES and PURE and CALL_TIME_IMPORTS
+    missing = [e for e in [*PURE, *EDGES] if not (PACKAGE / e).exists()]
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+
+
+def test_a_module_the_room_table_calls_pure_is_in_the_pure_layer():
+    marked = re.findall(r"`([a-z_/]+\.py)` \(\*pure\*", PAGE)
+    assert marked, "the room table marks no module pure"
+    pure = {str(path.relative_to(PACKAGE)) for path in pure_files()}
+    assert sorted(set(marked) - pure) == []
 
 
 def imports(path: Path, *, runtime_only: bool = False, at_load: bool = False) -> set[str]:
@@ -170,7 +144,10 @@ def test_the_root_keeps_only_the_package_face_and_what_every_layer_shares():
     loose = {p.name for p in PACKAGE.glob("*.py")} - ROOT_MODULES
     assert loose == set(), "a module belongs in the folder of its concept"
     folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
-    assert folders == CONCEPT_FOLDERS | set(SHELLS) | {"hooks", PARTS}
+    pictured = {room for floor in FLOORS for room in floor} - {
+        p.removesuffix(".py") for p in ROOT_MODULES
+    }
+    assert folders == pictured
 
 
 @pytest.mark.parametrize("entry", PURE)
