@@ -154,7 +154,7 @@ def get_provider_info() -> dict:
         "config": {
             "volcano_wandb": {
                 "description": "Volcano + Weights & Biases provider.",
-                "options": _OPTIONS,
+                "options": {**_OPTIONS, "defer_after": _defer_after_option()},
             }
         },
     }
@@ -164,3 +164,30 @@ def get_provider_info() -> dict:
             for name, module in modules.items()
         ]
     return info
+
+
+def _defer_after_option() -> dict:
+    """``defer_after``'s default depends on the installed Airflow (docs/compatibility.md, note
+    7), and Airflow reads a provider's declared default before the code's own fallback, so the
+    declared one must be ``parts/job_wait.py``'s ``DEFAULT_DEFER_AFTER``
+    (tests/repo/test_config_options.py compares them). Airflow calls this while it builds its
+    configuration: importing Airflow here would be circular, so the release is read from the
+    installed distribution's metadata."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    serialized = Version("3.2") <= Version(Version(version("apache-airflow")).base_version)
+    return {
+        "description": "Seconds a deferrable task (operator or sensor) first waits for its job "
+        "in its worker, the same wait as deferrable=False, before it defers to the triggerer; a "
+        "job that ends within them ends its task at once and never meets Airflow's defer-exit "
+        "race nor the defer_settle_seconds wait. The worker slot is held at most this long. 0 "
+        "defers at once. The default is 15 on Airflow 3.2 and later and 0 on 3.0 and 3.1, whose "
+        "Task SDK does not serialize a task's requests to its supervisor. An operator's or "
+        "sensor's defer_after wins.",
+        "version_added": "0.1.0",
+        "type": "float",
+        "example": "15",
+        "default": "15" if serialized else "0",
+    }
