@@ -192,7 +192,10 @@ class Waiter:
             run = {**run, **self.resume.say_resumed_step(hook, job, ti, run)}
         if job:
             self.facts = JobFacts.from_job(job)
-            if self.options.deferrable and pods is not None:  # nothing was streamed meanwhile
+            # A deferred wait streams nothing of the master unless it followed the master's
+            # log, whose lines are in the task log already: shown again they read as twice.
+            followed = self.parts.logs.follow_master_log
+            if self.options.deferrable and not followed and pods is not None:
                 job_report.log_master_tail(hook, job, self.parts.logs.log_lines, log, pods)
         self._ended(context, result, run, None)  # before a delete: the next try knows
         if deletes:

@@ -259,6 +259,9 @@ def test_the_wait_tasks_log_shows_the_masters_lines(
     prefix = f"[{master.metadata.name}] "
     followed = [str(line["event"]) for line in e2e_run.wait_log]
     assert any(event.startswith(prefix) for event in followed), text(e2e_run.wait_log)[-4000:]
+    # Followed once: the resumed task does not show the followed lines again as a tail.
+    master_lines = [event for event in followed if event.startswith(prefix)]
+    assert len(master_lines) == len(set(master_lines)), "\n".join(master_lines)
 
     shown = ui.task_log_text(browser, *e2e_run.page(), "wait", prefix)
     browser.save_screenshot(str(artifacts / "05-wait-task-log-master-lines.png"))
