@@ -267,6 +267,48 @@ def summary(values: list[float], digits: int = 4) -> dict[str, Any]:
     return {**{k: round(v, digits) for k, v in figures.items()}, "n": len(values)}
 
 
+class NotMeasured(LookupError):
+    """A figure a goal needs is missing or None: the goal reads "not measured", never "met"."""
+
+
+def measured(value: Any) -> Any:
+    """``value``, for a goal to judge; :class:`NotMeasured` where it is None."""
+    if value is None:
+        raise NotMeasured("a figure is None")
+    return value
+
+
+#: The finest step of the clocks a latency is read from (``time.time()`` on one host, a
+#: watch's event): a median below it, or below the run's own noise, divides nothing.
+CLOCK_RESOLUTION_S = 0.001
+
+
+def latency_summary(values: list[float], digits: int = 4) -> dict[str, Any]:
+    """``summary`` of the latencies that can be: a negative one means the reference clock (an
+    observer's watch event) lagged, a clock-skew finding (``clock_skew``: how many, the worst)
+    kept apart, not averaged in."""
+    skewed = [v for v in values if v < 0]
+    figures = summary([v for v in values if v >= 0], digits)
+    if skewed:
+        figures["clock_skew"] = {"n": len(skewed), "min": round(min(skewed), digits)}
+    return figures
+
+
+def noise_s(figures: dict[str, Any]) -> float:
+    """A latency run's noise: the clocks' resolution, or the worst skew it found."""
+    return max(CLOCK_RESOLUTION_S, -figures.get("clock_skew", {}).get("min", 0.0))
+
+
+def ratio(numerator: float | None, denominator: float | None, noise: float) -> float | str | None:
+    """``numerator / denominator``, or "below resolution" where the denominator is within the
+    run's ``noise``: a ratio over noise is noise, however large it reads."""
+    if numerator is None or denominator is None:
+        return None
+    if denominator <= noise:
+        return "below resolution"
+    return round(numerator / denominator, 1)
+
+
 def parse_k8s_time(value: str | None) -> float | None:
     return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() if value else None
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import importlib
 
+from common import NotMeasured
+
 #: Each scenario's module and its section's heading, in the order the runner runs them.
 MODULES = {
     "render": ("render_bench", "3. Operator overhead"),
@@ -42,18 +44,14 @@ DATES = {"render": ("e2e", "render")}
 
 
 def _scenario_line(meta: dict) -> str:
-    """Where a section's figures come from: their own run's date, machine and load."""
-    if meta.get("carried_over"):
-        return f"_Carried over, not measured by this tool: {meta['carried_over']}._"
-    line = (
+    """Where a section's figures come from: their own run's provenance."""
+    dirty = " with uncommitted changes" if meta["commit_dirty"] else ""
+    return (
         f"_Measured {meta['date']} on {meta['cpus']} CPUs, load average before "
         f"{meta['load_before']}"
-        + (", smoke-test sizes (`--quick`)" if meta.get("quick") else "")
-        + (f", commit {meta['commit']}" if meta.get("commit") else "")
-        + (f"; `{meta['how']}`" if meta.get("how") else "")
-        + "._"
+        + (", smoke-test sizes (`--quick`)" if meta["quick"] else "")
+        + f", commit {meta['commit']}{dirty}, in {meta['took_s']} s; `{meta['how']}`._"
     )
-    return line + (f" {meta['note']}" if meta.get("note") else "")
 
 
 def markdown(r: dict) -> str:
@@ -62,8 +60,10 @@ def markdown(r: dict) -> str:
         "# Benchmarks (the latest figures of every scenario)",
         "",
         "Each section's figures come from that scenario's latest run, whose date, load "
-        "average before it and command head the section; a partial run (`--only`) or a "
-        "script's `--record` replaces its own scenario's only. Reproduce: `make bench`.",
+        "average before it, commit and command head the section; a partial run (`--only`) "
+        "replaces its own scenarios' only. `bench/run_all.py` is the file's only writer: a "
+        'scenario that no run of it measured is absent, and its goals read "not measured". '
+        "Reproduce: `make bench`.",
         "",
     ]
     for name in ORDER:
@@ -79,6 +79,16 @@ def markdown(r: dict) -> str:
 
 
 def goals(r: dict) -> list[str]:
-    """Each goal of the scenarios that ran, met or not, in the report's order."""
-    modules = [SCENARIOS[name] for name in ORDER if hasattr(SCENARIOS[name], "goals")]
-    return [g for module in modules for g in module.goals(r.get(module.KEYS[0]))]
+    """Each scenario's goals, in the report's order: met or MISSED where its figures are all
+    there, "not measured" where it did not run or a figure a goal reads is missing or None."""
+    out = []
+    for name in (name for name in ORDER if hasattr(SCENARIOS[name], "goals")):
+        key = SCENARIOS[name].KEYS[0]
+        if key not in r:
+            out.append(f"{name}: not measured")
+            continue
+        try:
+            out += SCENARIOS[name].goals(r[key])
+        except (KeyError, IndexError, TypeError, NotMeasured) as missing:
+            out.append(f"{name}: not measured (a figure is missing: {missing})")
+    return out

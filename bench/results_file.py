@@ -1,6 +1,9 @@
 """The results file, ``bench/results/latest.{json,md}``: the latest figures of every scenario,
-each with the date and load of its own run. Every writer goes through :func:`record`
-(``run_all.py``, an odd path's ``--record``): a scenario's figures replace its own only.
+each with the provenance of its own run. ``run_all.py`` is its only writer, through
+:func:`record`: a scenario's figures replace its own only, and carry what produced them (the
+commit, whether the measured code had uncommitted changes, the date, the machine and its load,
+the exact command and how long the scenario took). Nothing else writes the file: a figure that
+no run of this code measured is absent, and its goal reads "not measured".
 """
 
 from __future__ import annotations
@@ -16,27 +19,48 @@ from typing import Any
 from common import REPO, RESULTS
 from report import SCENARIOS, goals, markdown
 
+#: The code a figure depends on: a change under these paths, uncommitted, makes a run's
+#: commit an incomplete description of what it measured (``commit_dirty``).
+MEASURED_CODE = ("airflow_volcano_wandb", "bench", "test_support", "tests", "dags", "packages")
+#: Every key a scenario's provenance has, all written here, none by hand.
+PROVENANCE = (
+    "date", "cpus", "python", "load_before", "quick", "commit", "commit_dirty", "how", "took_s",
+)  # fmt: skip
+
 
 def load_before() -> float:
     """The 1-minute load average now: taken just before a scenario runs."""
     return round(os.getloadavg()[0], 2)
 
 
-def commit() -> str | None:
-    argv = ["git", "rev-parse", "--short", "HEAD"]
+def _git(*args: str) -> str | None:
     try:
-        out = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=True).stdout
+        out = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return None
-    return out.strip() or None
+    return out.stdout.strip()
 
 
-def scenario_meta(load: float, *, quick: bool = False, how: str = "", **extra: Any) -> dict:
-    """The date (now: when the scenario ended), the machine and its load before the scenario
-    ran, the code's commit and how it was run."""
+def commit() -> str | None:
+    return _git("rev-parse", "--short", "HEAD") or None
+
+
+def commit_dirty() -> bool:
+    """Whether the measured code differs from the commit (results files excepted)."""
+    changed = _git("status", "--porcelain", "--untracked-files=no", "--", *MEASURED_CODE)
+    lines = (changed or "").splitlines()
+    return any(not line[3:].startswith("bench/results/") for line in lines)
+
+
+def scenario_meta(
+    load: float, *, how: str, commit: str | None, took_s: float, quick: bool = False
+) -> dict[str, Any]:
+    """A scenario's provenance: the date (now: when it ended), the machine and its load before
+    it ran, the code's commit as it started, the command that ran it and how long it took."""
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count()}
     meta |= {"python": platform.python_version(), "load_before": load, "quick": quick}
-    return {**meta, "commit": commit(), **({"how": how} if how else {}), **extra}
+    meta |= {"commit": commit, "commit_dirty": commit_dirty(), "how": how}
+    return {**meta, "took_s": round(took_s, 1)}
 
 
 def read(out_dir: Path = RESULTS) -> dict[str, Any]:
@@ -59,21 +83,11 @@ def record(
     in ``out_dir``, keeping every other scenario's; return the whole."""
     if unknown := set(figures) - set(keys := SCENARIOS[scenario].KEYS):
         raise ValueError(f"{scenario} writes {keys}, not {sorted(unknown)}")
+    if missing := set(PROVENANCE) - set(meta):
+        raise ValueError(f"{scenario}'s figures lack their provenance: {sorted(missing)}")
     results = {**read(out_dir), **figures}
     results.setdefault("scenario_meta", {})[scenario] = meta
-    meta_all = results.setdefault("meta", {})
-    meta_all.update(last_written=meta["date"], cpus=meta["cpus"], python=meta["python"])
+    dates = [m["date"] for m in results["scenario_meta"].values()]
+    results["meta"] = {"last_written": max(dates), "cpus": meta["cpus"], "python": meta["python"]}
     write(results, out_dir)
     return results
-
-
-def record_part(
-    scenario: str, part: str, figures: dict[str, Any], meta: dict[str, Any], out_dir: Path
-) -> dict[str, Any]:
-    """Merge one ``part``'s figures into its scenario's (an odd path's), keeping the others';
-    the meta says each part's date (``parts``)."""
-    results = read(out_dir)
-    merged = {**results.get(scenario, {}), **figures}
-    previous = results.get("scenario_meta", {}).get(scenario, {})
-    parts = {**previous.get("parts", {}), part: meta["date"]}
-    return record(scenario, {scenario: merged}, {**meta, "parts": parts}, out_dir)

@@ -5,7 +5,8 @@
 
 The shared driver of the scenarios (``report.MODULES``). ``--only`` merges into the results
 there (``resume``, ``pod_cache``, ``parse_light`` need no ``--cluster-dir``); each scenario is
-written as it ends, with its date, load average before and command. Simulated nodes are added
+written as it ends, with its provenance (``results_file.scenario_meta``): the only writer of
+``latest.json``. Simulated nodes are added
 for the scenarios' pods and removed at the end. Figures, not a test: nothing asserts on time.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,8 +25,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import results_file
-from common import PY, REPO, RESULTS, T0, Cluster, airflow_env, say
+from common import PY, REPO, RESULTS, Cluster, airflow_env, say
 from report import SCENARIOS, markdown
+
+#: The exact command, as each scenario's provenance names it.
+COMMAND = shlex.join(["bench/run_all.py", *sys.argv[1:]])
 
 
 def parse_options(argv: list[str] | None = None) -> argparse.Namespace:
@@ -67,12 +72,15 @@ def run_scenarios(ctx: argparse.Namespace) -> None:
     for name in ctx.only:
         say(name)
         load, commit = results_file.load_before(), results_file.commit()  # as it starts
+        started = time.monotonic()
         figures = SCENARIOS[name].run(ctx)
         if figures is None:
             continue
         say(f"{name}: {json.dumps(figures)[:2000]}")
-        how = f"bench/run_all.py {' '.join(sys.argv[1:])}"
-        meta = results_file.scenario_meta(load, quick=ctx.quick, how=how, commit=commit)
+        took_s = time.monotonic() - started
+        meta = results_file.scenario_meta(
+            load, quick=ctx.quick, how=COMMAND, commit=commit, took_s=took_s
+        )
         results_file.record(name, figures, meta, ctx.results)
 
 
@@ -105,8 +113,6 @@ def main() -> None:
         if not ctx.keep_work:
             shutil.rmtree(ctx.work, ignore_errors=True)
     results = results_file.read(ctx.results)
-    results.setdefault("meta", {})["total_s"] = round(time.monotonic() - T0, 1)
-    results_file.write(results, ctx.results)
     print(markdown(results))
     say(f"wrote {ctx.results}/latest.json and latest.md")
 

@@ -34,12 +34,8 @@ def section(r: dict) -> list[str]:
     h = r["handover"]
     if "error" in h:
         return [f"The trial did not run: {h['error']}."]
-    passed = {True: "passed", False: "FAILED"}.get(h.get("trial_passed"), "not recorded")
-    ended = (
-        f"{h['ended_while_frozen']} of its jobs ended meanwhile, the rest right after the thaw."
-        if "ended_while_frozen" in h  # figures carried over from the docs may lack some
-        else ""
-    )
+    passed = "passed" if h["trial_passed"] else "FAILED"
+    ended = f"{h['ended_while_frozen']} of its jobs ended meanwhile, the rest right after the thaw."
     head = "jobs | triggerers | frozen_s | takeover_s | reassigned | jobs_deleted "
     keys = [*head.split(" | "), "wrong_verdicts"]
     return [
@@ -49,16 +45,16 @@ def section(r: dict) -> list[str]:
         "",
         *table(
             head + "| wrong_verdicts | duplicates | trial",
-            [*(h[k.strip()] for k in keys), h.get("duplicates", "not recorded"), passed],
+            [*(h[k.strip()] for k in keys), h["duplicates"], passed],
         ),
     ]
 
 
 def goals(h: dict | None) -> list[str]:
-    if not h or "error" in h:
-        return [f"handover: did not run ({h['error']})"] if h else []
-    kept = h["jobs_deleted"] == 0 and h["wrong_verdicts"] == 0 and h.get("duplicates", 0) == 0
-    duplicates = h.get("duplicates", "not recorded")
+    if "error" in h:
+        return [f"handover: did not run ({h['error']})"]
+    kept = h["jobs_deleted"] == 0 and h["wrong_verdicts"] == 0 and h["duplicates"] == 0
+    duplicates = h["duplicates"]
     return [
         f"a triggerer handover deletes no job and every verdict is right: "
         f"{'met' if kept else 'MISSED'} ({h['jobs_deleted']} deleted, {h['wrong_verdicts']} "

@@ -36,17 +36,13 @@ def pods(o) -> int:
 
 
 def run(ctx) -> dict:
-    import results_file  # it imports the scenarios: not while they load
-
-    parts, before = ctx.live_parts.split(","), results_file.read(ctx.results)
-    kept = dict(before.get("live_progress", {}))
-    if "follow" in parts:
-        kept = follow_part(ctx)
-    elif "follow_measured" not in kept:  # the follow part's own date, kept with its figures
-        meta = before.get("scenario_meta", {}).get("live_progress", {})
-        kept["follow_measured"] = meta.get("date")
-    wandb = live_wandb.run(ctx) if "wandb" in parts else kept.get("wandb")
-    return {"live_progress": {**kept, "wandb": wandb}}
+    """The parts asked for (``--live-parts``), measured in this run; a part not asked for is
+    absent (not measured), never carried over from an earlier run."""
+    parts = ctx.live_parts.split(",")
+    figures = follow_part(ctx) if "follow" in parts else {}
+    if "wandb" in parts:
+        figures["wandb"] = live_wandb.run(ctx)
+    return {"live_progress": figures}
 
 
 def follow_part(ctx) -> dict:
@@ -89,18 +85,17 @@ def follow_part(ctx) -> dict:
 def section(r: dict) -> list[str]:
     p = r["live_progress"]
     wandb = ["", *live_wandb.section(p["wandb"])] if p.get("wandb") else []
-    if "cpu_s_off" not in p:  # only the W&B part measured (--live-parts wandb), none kept
+    if "cpu_s_off" not in p:  # only the W&B part measured (--live-parts wandb)
         return wandb[1:]
     row = {
         side: [p[f"{k}_{side}"] for k in ("cpu_s", "cpu_s_per_min_window", "rss_mb")]
         for side in ("off", "on")
     }
-    measured = f" (measured {p['follow_measured']})" if p.get("follow_measured") else ""
     return [
         f"One triggerer process, {p['jobs']} waiting jobs, master log following off and on "
         f"(every job followed; {p['lines_per_job']} lines each at start, then silence); "
         f"medians of {p['runs']} runs over {p['seconds_measured']} s from the triggers' "
-        f"creation{measured}.",
+        f"creation.",
         "",
         *table(
             "following | CPU s | CPU s/min in the silent window | RSS MB | master log lines shown",
@@ -112,4 +107,4 @@ def section(r: dict) -> list[str]:
 
 
 def goals(p: dict | None) -> list[str]:
-    return live_wandb.goals((p or {}).get("wandb"))
+    return live_wandb.goals(p["wandb"])

@@ -81,8 +81,6 @@ def run(ctx) -> dict:
 
 
 def goals(n: dict | None) -> list[str]:
-    if not n:
-        return []
     # Issue 11's bound (50 MB) was for waits on jobs without pods; issue 35's, for running
     # jobs of 3 pods each, holds the pod watch's copies too.
     size = f"{n['waiting']} running jobs of 3 pods among {n['jobs_in_namespace']} jobs"

@@ -1,5 +1,6 @@
 """9. Odd paths a deployment meets once in a while (issue 21), each in a child process of its
-own (this file as a program; ``--record`` also writes its part into the results file):
+own (this file as a program, which ``run`` starts; its figures reach the results file only
+through ``run_all.py``):
 ``restart-false-timeouts`` (triggers restarted while gangs lose and regain workers: every
 ``pending_timeout`` is a false one), ``fixed-name`` (try 2 of a fixed ``job_name`` replaces
 try 1's failed job) and ``crash-loop`` (a master's first crash to its task's end). What each
@@ -13,7 +14,6 @@ import asyncio
 import copy
 import json
 import os
-import sys
 import threading
 import time
 from collections import Counter
@@ -22,7 +22,6 @@ from typing import Any
 
 from common import (
     MERGE_PATCH,
-    RESULTS,
     Cluster,
     TaskInstance,
     child,
@@ -281,8 +280,6 @@ def crash_loop_detect(cluster: Cluster) -> dict:
 
 
 def main() -> None:
-    import results_file
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("part", choices=PARTS)
     parser.add_argument("--cluster-dir", type=Path, help="the cluster (all but fixed-name)")
@@ -290,9 +287,7 @@ def main() -> None:
     parser.add_argument("--restarts", type=int, default=20)
     parser.add_argument("--namespace", help="fixed-name: where the task runs")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--record", type=Path, nargs="?", const=RESULTS, help="also into DIR")
     o = parser.parse_args()
-    load = results_file.load_before()
     if o.part == "fixed-name":
         result = fixed_name(o.namespace)
     elif o.part == "crash-loop":
@@ -301,10 +296,6 @@ def main() -> None:
         result = restart_false_timeouts(Cluster(o.cluster_dir), o.jobs, o.restarts)
     o.out.write_text(json.dumps(result) + "\n")
     print(json.dumps(result))
-    if o.record:
-        how = " ".join(["bench/scenario_odd_paths.py", *sys.argv[1:]])
-        meta = results_file.scenario_meta(load, how=how)
-        results_file.record_part("odd_paths", o.part, figures(o.part, result), meta, o.record)
 
 
 if __name__ == "__main__":

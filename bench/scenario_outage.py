@@ -187,8 +187,6 @@ def section(r: dict) -> list[str]:
 
 
 def goals(o: dict | None) -> list[str]:
-    if not o:
-        return []
     bounded = o["list_requests"] <= o["max_list_requests"]
     right = o["wrong_verdicts"] == 0 and o["missing_verdicts"] == 0
     return [

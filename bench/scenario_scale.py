@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 import os
 
-from common import managed_job, say, table
-from waiters import background, largest, waiter_resource, waiter_row
+from common import NotMeasured, managed_job, say, table
+from waiters import background, largest, waiter_resource, waiter_row, with_band
 
 KEYS = ("triggerer_scale", "scale_meta")
 NEEDS = "db"
@@ -100,7 +100,8 @@ def section(r: dict) -> list[str]:
 
     def cells(x: dict) -> list:
         expected = f" of {n} expected" if (n := x.get("expected_requests_per_min")) else ""
-        return [f"{x[k]}{expected}" if k.startswith("waiter_") else x[k] for k in COLUMNS]
+        rate = with_band(x["waiter_requests_per_min"], x["waiter_requests_band_per_min"])
+        return [f"{rate}{expected}" if k.startswith("waiter_") else x[k] for k in COLUMNS]
 
     def breakdown(row: dict) -> str:
         return ", ".join(f"{k} {v:g}" for k, v in row["by_verb_resource"].items()) or "none"
@@ -126,7 +127,9 @@ def section(r: dict) -> list[str]:
         "Requests/min are the apiserver's `apiserver_request_total` over the window (by verb and "
         "resource; jobs+pods sums every verb on Volcano jobs and pods), less the control "
         "plane's own on them, measured idle for a minute just before with every job running "
-        f"({scale['background_by_verb_resource']}/min); watches from "
+        f"({scale['background_by_verb_resource']}/min), never clamped at zero; ± is that "
+        "background's noise (its two halves' difference, at least one request in the window); "
+        "watches from "
         "`apiserver_longrunning_requests` less the background's. "
         f"{max(x['jobs'] for x in rows)} jobs were created in {scale['jobs_created_s']} s and "
         f"all Running after {scale['jobs_running_s']} s ({scale['pods_running']} pods Running).",
@@ -134,17 +137,19 @@ def section(r: dict) -> list[str]:
 
 
 def goals(rows: list[dict] | None) -> list[str]:
-    prov = [x for x in rows or [] if x["waiter"] == "provider"]
+    prov = [x for x in rows if x["waiter"] == "provider"]
     if not prov:
-        return []
+        raise NotMeasured("no row of the provider")
     sizes = [x["jobs"] for x in prov]
     top = max(prov, key=lambda x: x["jobs"])
-    rates = [x["waiter_requests_per_min"] for x in prov]
+    rates = [
+        with_band(x["waiter_requests_per_min"], x["waiter_requests_band_per_min"]) for x in prov
+    ]
     watches = [(x["watch_connections"], x["pod_watch_connections"]) for x in prov]
     return [
         f"requests/min flat in N, under 10 a minute at {top['jobs']} running jobs: "
         f"{'met' if top['waiter_requests_per_min'] < 10 else 'MISSED'} "
-        f"(provider {rates} on jobs+pods at N={sizes})",
+        f"(provider {', '.join(rates)} on jobs+pods at N={sizes}; rate ± the background's noise)",
         f"one job watch and one pod watch per namespace: "
         f"{'met' if set(watches) == {(1, 1)} else 'MISSED'} "
         f"((job, pod) watches {watches} at N={sizes})",

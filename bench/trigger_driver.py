@@ -271,13 +271,14 @@ async def drive(options: argparse.Namespace) -> dict:
     from airflow_volcano_wandb.wait import job_watcher  # noqa: F401  the RSS baseline)
     from airflow_volcano_wandb.wait import namespace_watch as nw
 
+    if options.wait_go:  # everything is imported: say so, and start when told
+        print("READY", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    # Read when told to start: a scenario may create the jobs (and learn their uids) meanwhile.
     entries = json.loads(Path(options.jobs_file).read_text())[: options.jobs]
     # Names, or {"name", "uid"} as the operator knows them after submitting.
     jobs = [e if isinstance(e, dict) else {"name": e} for e in entries]
     names = [job["name"] for job in jobs]
-    if options.wait_go:  # everything is imported: say so, and start when told
-        print("READY", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     proc = psutil.Process()
     rss_before = proc.memory_info().rss
     runner = TriggerRunner()

@@ -139,7 +139,7 @@ def waiter_row(ctx, namespace: str, jobs_file: Path, jobs: int, how: tuple, idle
     watches = max(job_watches(e), job_watches(s)) - idle_watches
     row = {"waiter": waiter, "jobs": jobs, "watch_connections": round(watches)}
     # Requests on jobs and pods, every verb, less the background: what the waiter costs.
-    row |= {"requests_per_min": round(max(api_rate, 0.0), 1), **breakdown}
+    row |= {"requests_per_min": round(api_rate, 1), **breakdown}
     row["pod_watch_connections"] = breakdown["watches_by_resource"].get("pods", 0)
     row |= {"pod_watch_env": result.get("pod_watch_env")}
     row |= {
@@ -221,24 +221,34 @@ def scrape(cluster) -> tuple[float, dict]:
 
 def background(cluster, tag: str) -> tuple[float, float, dict]:
     """The control plane's own job reads per minute and open job watches, idle, and every verb
-    and resource's (``rates`` per minute, open ``watches``): to subtract."""
+    and resource's (``rates`` per minute, open ``watches``): to subtract. Measured as two
+    halves, whose difference on the waiter's resources is the background's noise (``band``)."""
     time.sleep(5)
     a_t, a = scrape(cluster)
     # A minute: the control plane's own requests are mostly its watches starting again, now
     # and then; over 20 s one such request read as 3 a minute, subtracted from every window.
-    time.sleep(60)
+    time.sleep(30)
+    m_t, m = scrape(cluster)
+    time.sleep(30)
     b_t, b = scrape(cluster)
     minutes = (b_t - a_t) / 60
     idle_rate = (reads(b) - reads(a)) / minutes
+    halves = [rates(x["requests"], y["requests"], (y_t - x_t) / 60) for (x_t, x), (y_t, y) in
+              (((a_t, a), (m_t, m)), ((m_t, m), (b_t, b)))]  # fmt: skip
+    first, second = (sum(v for k, v in h.items() if waiter_resource(k)) for h in halves)
     by_key = {"rates": rates(a["requests"], b["requests"], minutes), "watches": b["watches"]}
+    by_key["band_per_min"] = abs(first - second)
     say(f"{tag}: background {idle_rate:.1f} job reads/min, {job_watches(b):.0f} job watches open")
     return idle_rate, job_watches(b), by_key
 
 
 def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
     """A waiter's requests per minute and watches, by verb and resource where it touches them
-    (jobs, pods), less the background's (``idle``). The rest, the control plane's watches
-    starting again at random, is summed apart (``other_requests_per_min``): the noise."""
+    (jobs, pods), less the background's (``idle``), with the noise of that subtraction
+    (``waiter_requests_band_per_min``: the background's own, at least one request in the
+    window), never clamped: a negative rate is noise, and says so beside its band. The rest,
+    the control plane's watches starting again at random, is summed apart
+    (``other_requests_per_min``)."""
     window = rates(start["requests"], end["requests"], minutes)
     keys = set(window) | set(idle["rates"])
     by_key = {k: window.get(k, 0.0) - idle["rates"].get(k, 0.0) for k in keys}
@@ -250,13 +260,20 @@ def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
         for r in set(start["watches"]) | set(end["watches"])
         if waiter_resource(f"WATCH {r}")
     }
+    band = max(idle["band_per_min"], 1 / minutes)
     return {
-        "waiter_requests_per_min": round(max(0.0, sum(ours.values())), 1),
+        "waiter_requests_per_min": round(sum(ours.values()), 1),
+        "waiter_requests_band_per_min": round(band, 1),
         "by_verb_resource": {k: round(v, 1) for k, v in sorted(ours.items()) if abs(v) >= 0.5},
         "watches_by_resource": {r: round(n) for r, n in sorted(watches.items()) if round(n)},
         "other_requests_per_min": round(sum(others.values()), 1),
         "other_largest": largest(others),
     }
+
+
+def with_band(rate: float, band: float) -> str:
+    """A rate with its noise, as a reader should take it: ``0 ± 2``."""
+    return f"{rate:g} ± {band:g}"
 
 
 def largest(rates_by_key: dict[str, float], count: int = 3) -> dict[str, float]:

@@ -101,13 +101,19 @@ def test_a_run_of_only_resume_reports_its_four_figures():
     assert "held 5.3 s of training: 10.6 GPU-seconds saved" in bench_report.markdown(results)
 
 
+def _meta(load: float, how: str) -> dict:
+    import results_file
+
+    return results_file.scenario_meta(load, how=how, commit="abc1234", took_s=1.0)
+
+
 def test_a_scenario_recorded_alone_keeps_the_others_with_their_own_dates(tmp_path):
     import results_file
 
     render = {"seed": 1.5, "tasks_100": 9.0, "cases": {}}
-    first = results_file.scenario_meta(0.5, how="bench/run_all.py --only render")
+    first = _meta(0.5, "bench/run_all.py --only render")
     results_file.record("render", {"render_ms": render}, first, tmp_path)
-    later = {**results_file.scenario_meta(3.0, how="bench/resume_bench.py"), "date": "later"}
+    later = {**_meta(3.0, "bench/run_all.py --only resume"), "date": "later"}
     resume = {"steps_before_kill": 10, "resumed_from_step": 10, "steps_repeated": 0}
     results = results_file.record(
         "resume", {"resume": {**resume, "resume_overhead_s": 8.0, "train_s": 5.0}}, later, tmp_path
@@ -117,35 +123,7 @@ def test_a_scenario_recorded_alone_keeps_the_others_with_their_own_dates(tmp_pat
     assert results["scenario_meta"]["resume"]["load_before"] == 3.0
     report = (tmp_path / "latest.md").read_text()
     assert f"_Measured {first['date']}" in report and "_Measured later" in report
-
-
-def test_carried_over_figures_say_so():
-    results = {
-        "real_pods": {"pods_ready_s": 2, "train_s": 4, "completion_to_task_success_s": 0.6},
-        "scenario_meta": {"real_pods": {"date": "2026-12-01", "carried_over": "docs say so"}},
-        "meta": {},
-    }
-    results["goals"] = bench_report.goals(results)
-    report = bench_report.markdown(results)
-    assert "_Carried over, not measured by this tool: docs say so._" in report
-
-
-def test_odd_paths_parts_keep_their_own_dates(tmp_path):
-    import results_file
-
-    meta = {**results_file.scenario_meta(1.0), "date": "d1"}
-    crash = {"crash_loop_detect_s": 5.0, "task_state": "failed", "max_container_restarts": 3}
-    figures = {"crash_loop_detect_s": 5.0, "crash_loop_run": crash}
-    results_file.record_part("odd_paths", "crash-loop", figures, meta, tmp_path)
-    meta = {**results_file.scenario_meta(1.0), "date": "d2"}
-    results = results_file.record_part(
-        "odd_paths", "fixed-name", {"fixed_name_retries_ok": True}, meta, tmp_path
-    )
-    assert results["odd_paths"] == {**figures, "fixed_name_retries_ok": True}
-    assert results["scenario_meta"]["odd_paths"]["parts"] == {
-        "crash-loop": "d1",
-        "fixed-name": "d2",
-    }
+    assert "commit abc1234" in report and "`bench/run_all.py --only resume`" in report
 
 
 def test_a_run_of_only_parse_light_reports_each_dag_and_misses_a_client():
