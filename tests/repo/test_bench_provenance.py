@@ -3,6 +3,7 @@ its provenance, and no goal reads "met" on a figure that is missing."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import re
@@ -95,12 +96,10 @@ def _without(figures: Any, path: tuple) -> Any:
 
 def _reads_of_goals(scenario: str, figures: Any) -> list[tuple]:
     seen: list[tuple] = []
-    try:
+    # A figure already missing ends the goals early: the reads before it still count.
+    with contextlib.suppress(KeyError, IndexError, TypeError, LookupError):
         bench_report.SCENARIOS[scenario].goals(_watched(figures, (), seen))
-    except (KeyError, IndexError, TypeError, LookupError):
-        pass  # a figure already missing: the reads before it still count
-    leaves = [path for path in dict.fromkeys(seen) if _leaf(figures, path)]
-    return leaves
+    return [path for path in dict.fromkeys(seen) if _leaf(figures, path)]
 
 
 def _leaf(figures: Any, path: tuple) -> bool:
