@@ -90,6 +90,40 @@ def page_errors(page: Path) -> list[str]:
     ]
 
 
+#: A cell that is a measurement: a number and its unit (a cell of prose that names a setting's
+#: seconds is not one).
+MEASURE = re.compile(r"[*~ ]*\d[\d,.]*\s*(?:ms|s|min|%|MiB|GiB|x|\u00d7)?[* ]*")
+NAMES_RESULTS = re.compile(r"bench/results/[\w./-]+\.json")
+
+
+def unmarked_table_figures(text: str) -> list[str]:
+    """``line: cell`` of each measurement in a table under a paragraph that names a results
+    file, without a mark: such a table quotes the file, so each figure says where from."""
+    found, quoting, in_table = [], False, False
+    for n, line in enumerate(text.splitlines(), 1):
+        row = line.lstrip().startswith("|")
+        if not row:
+            if in_table or line.startswith("#"):
+                quoting = False
+            in_table = False
+            quoting = quoting or bool(NAMES_RESULTS.search(line))
+            continue
+        in_table = True
+        if quoting and not MARK.search(line):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            found += [f"{n}: {c}" for c in cells[1:] if MEASURE.fullmatch(c)]
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_a_table_that_quotes_a_results_file_marks_its_figures(page):
+    found = unmarked_table_figures(page.read_text())
+    rel = page.relative_to(ROOT).as_posix()
+    assert not found, f"{rel}: figures without a mark under a results file:\n" + "\n".join(
+        f"{rel}:{f}" for f in found
+    )
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_marked_figure_is_the_results_files(page):
     errors = page_errors(page)
@@ -117,3 +151,13 @@ def test_a_drifted_figure_is_caught(tmp_path, monkeypatch):
     errors = page_errors(page)
     assert [e.split(":")[1] for e in errors] == ["3", "4", "5", "6", "7"], errors
     assert "the page writes 1.3, the file holds 1.234" in errors[0]
+
+
+def test_an_unmarked_figure_under_a_results_file_is_caught():
+    text = (
+        "Writes `bench/results/render.json`:\n\n| case | median |\n| --- | --- |\n"
+        "| seed | 0.16 ms |\n| marked | 0.10 ms <!-- figure: bench/results/r.json#a -->|\n\n"
+        "| prose | every 2 s, a setting |\n\nAnother paragraph.\n\n| case | median |\n"
+        "| --- | --- |\n| free | 3 s |\n"
+    )
+    assert unmarked_table_figures(text) == ["5: 0.16 ms"]
