@@ -92,7 +92,7 @@ def page_errors(page: Path) -> list[str]:
 
 #: A cell that is a measurement: a number and its unit (a cell of prose that names a setting's
 #: seconds is not one).
-MEASURE = re.compile(r"[*~ ]*\d[\d,.]*\s*(?:ms|s|min|%|MiB|GiB|x|\u00d7)?[* ]*")
+MEASURE = re.compile(r"[*~ ]*\d[\d,.]*\s*(?:ms|s|min|%|MiB|GiB|x|\u00d7)[* ]*")
 NAMES_RESULTS = re.compile(r"bench/results/[\w./-]+\.json")
 
 

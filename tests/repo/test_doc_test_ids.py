@@ -115,6 +115,31 @@ def missing_ids(page: Path) -> list[str]:
     return missing
 
 
+#: A count of a file's or a folder's tests: ```tests/cluster/test_x.py` (11 tests)``.
+COUNTED = re.compile(r"`(tests/[\w/.-]*)` \((\d+) tests\b")
+
+
+def wrong_counts(page: Path) -> list[str]:
+    """``page:line: path says N, has M`` for each count of tests that is not the file's or the
+    folder's number of test functions (a parametrized one counts once)."""
+    rel = page.relative_to(ROOT).as_posix()
+    wrong = []
+    for n, line in enumerate(page.read_text().splitlines(), 1):
+        for path, said in COUNTED.findall(line):
+            target = ROOT / path
+            files = sorted(target.rglob("test_*.py")) if target.is_dir() else [target]
+            has = sum(len(defined(f.relative_to(ROOT).as_posix())) for f in files)
+            if has != int(said):
+                wrong.append(f"{rel}:{n}: {path} says {said} tests, has {has}")
+    return wrong
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_every_count_of_tests_a_page_gives_is_right(page):
+    wrong = wrong_counts(page)
+    assert not wrong, "\n".join(wrong)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_test_a_page_names_exists(page):
     missing = missing_ids(page)
@@ -145,7 +170,10 @@ def test_a_moved_or_renamed_test_is_caught(tmp_path, monkeypatch):
         "\n"
         "`tests/unit/\n  test_a.py::\n  test_wrapped`\n"
     )
+    counted = tmp_path / "c.md"
+    counted.write_text("`tests/unit/test_a.py` (2 tests), `tests/unit/` (3 tests)\n")
     try:
+        assert wrong_counts(counted) == ["c.md:1: tests/unit/ says 3 tests, has 2"]
         assert missing_ids(page) == [
             "p.md:1: tests/unit/test_a.py::test_gone",
             "p.md:2: test_moved (not in tests/unit/test_a.py)",
