@@ -45,12 +45,14 @@ DATES = {"render": ("e2e", "render")}
 
 def _scenario_line(meta: dict) -> str:
     """Where a section's figures come from: their own run's provenance."""
-    dirty = " with uncommitted changes" if meta["commit_dirty"] else ""
+    dirty = {True: " with uncommitted changes", False: "", None: " (clean or not: not recorded)"}
+    took = f"in {meta['took_s']} s" if "took_s" in meta else "duration not recorded"
     return (
         f"_Measured {meta['date']} on {meta['cpus']} CPUs, load average before "
         f"{meta['load_before']}"
         + (", smoke-test sizes (`--quick`)" if meta["quick"] else "")
-        + f", commit {meta['commit']}{dirty}, in {meta['took_s']} s; `{meta['how']}`._"
+        + f", commit {meta['commit']}{dirty[meta.get('commit_dirty')]}, {took}; "
+        + f"`{meta['how']}`._"
     )
 
 

@@ -55,7 +55,7 @@ def run(ctx) -> dict:
     idle = background(cluster, "sweep")
     waits = [
         waiter_row(ctx, namespace, names_file, tasks, (*how, ctx.env), idle, "sweep")
-        for how in (("provider", "watch", 0), ("poll_2s", "poll", 2))
+        for how in (("provider", "operator", 0), ("poll_2s", "poll", 2))
     ]
     cluster.delete_namespace(namespace)
     submit = [r["submit_s"] for r in burst["first"] if "submit_s" in r]

@@ -40,9 +40,7 @@ def test_the_w_and_b_rows_follow_the_master_logs_table():
     assert "W&B" not in "\n".join(scenario_live_progress.section({"live_progress": FOLLOW}))
 
 
-def test_the_w_and_b_part_alone_leaves_the_master_logs_figures_not_measured(
-    tmp_path, monkeypatch
-):
+def test_the_w_and_b_part_alone_leaves_the_master_logs_figures_not_measured(tmp_path, monkeypatch):
     import results_file
 
     monkeypatch.setattr(scenario_live_progress.live_wandb, "run", lambda ctx: WANDB)

@@ -34,14 +34,14 @@ def test_every_figure_in_latest_json_belongs_to_a_scenario_with_its_provenance()
 @pytest.mark.parametrize("scenario", sorted(SCENARIO_METAS))
 def test_each_scenarios_provenance_is_what_run_all_writes(scenario):
     meta = SCENARIO_METAS[scenario]
-    assert set(meta) == set(results_file.PROVENANCE), (
-        f"{scenario}: provenance keys {sorted(meta)}; run_all writes exactly "
+    assert set(results_file.REQUIRED) <= set(meta) <= set(results_file.PROVENANCE), (
+        f"{scenario}: provenance keys {sorted(meta)}; run_all writes "
         f"{sorted(results_file.PROVENANCE)} (a key of another name was written by hand)"
     )
     assert re.fullmatch(r"[0-9a-f]{7,40}", meta["commit"] or ""), f"{scenario}: no commit"
     assert meta["how"].split()[0] == "bench/run_all.py", f"{scenario}: written by {meta['how']}"
     assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", meta["date"]), meta["date"]
-    assert isinstance(meta["load_before"], float | int) and meta["took_s"] > 0
+    assert isinstance(meta["load_before"], float | int) and meta.get("took_s", 1) > 0
 
 
 def test_the_files_meta_and_goals_are_what_the_code_derives_from_the_figures():
