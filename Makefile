@@ -63,7 +63,8 @@ test: venv
 	$(BIN)/ruff check .
 	AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest --durations=30
 
-# Tests too long for `make test` and CI (marked `long`; about 40 minutes): a mapped sweep
+# Tests too long for `make test` and CI (marked `long`; the whole run's time is not measured;
+# CONTRIBUTING.md names each file): the e2e_real_airflow driver at its small size, a mapped sweep
 # killed and cleared per map index on a real scheduler and triggerer; the lifecycle trials
 # through a real Airflow (clears while deferred, two deployments side by side); the watches
 # and request rate of two triggerers with 2 then 8 waiting jobs; the HA faults and a
