@@ -55,14 +55,20 @@ def commit_dirty() -> bool:
     return any(not line[3:].startswith("bench/results/") for line in lines)
 
 
+def code_state() -> tuple[str | None, bool]:
+    """The commit and whether the measured code differs from it: taken as a scenario starts."""
+    return commit(), commit_dirty()
+
+
 def scenario_meta(
-    load: float, *, how: str, commit: str | None, took_s: float, quick: bool = False
+    load: float, *, how: str, code: tuple[str | None, bool], took_s: float, quick: bool = False
 ) -> dict[str, Any]:
     """A scenario's provenance: the date (now: when it ended), the machine and its load before
-    it ran, the code's commit as it started, the command that ran it and how long it took."""
+    it ran, the code's commit as it started (``code_state``), the command that ran it and how
+    long it took."""
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpus": os.cpu_count()}
     meta |= {"python": platform.python_version(), "load_before": load, "quick": quick}
-    meta |= {"commit": commit, "commit_dirty": commit_dirty(), "how": how}
+    meta |= {"commit": code[0], "commit_dirty": code[1], "how": how}
     return {**meta, "took_s": round(took_s, 1)}
 
 

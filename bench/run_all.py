@@ -71,7 +71,7 @@ def run_scenarios(ctx: argparse.Namespace) -> None:
         subprocess.run(argv, env=ctx.env, check=True, capture_output=True)
     for name in ctx.only:
         say(name)
-        load, commit = results_file.load_before(), results_file.commit()  # as it starts
+        load, code = results_file.load_before(), results_file.code_state()  # as it starts
         started = time.monotonic()
         figures = SCENARIOS[name].run(ctx)
         if figures is None:
@@ -79,7 +79,7 @@ def run_scenarios(ctx: argparse.Namespace) -> None:
         say(f"{name}: {json.dumps(figures)[:2000]}")
         took_s = time.monotonic() - started
         meta = results_file.scenario_meta(
-            load, quick=ctx.quick, how=COMMAND, commit=commit, took_s=took_s
+            load, quick=ctx.quick, how=COMMAND, code=code, took_s=took_s
         )
         results_file.record(name, figures, meta, ctx.results)
 

@@ -85,7 +85,10 @@ def section(r: dict) -> list[str]:
     def row(kind: str) -> list:
         k = e[kind]
         c = k["completed_to_success_s"]
-        return [KIND_LABELS[kind], f"{k['job_runs_s']:g} s", k["deferred"], _s(c), _s(c, "p99")]
+        skew = c.get("clock_skew")
+        skewed = f"{skew['n']} (worst {skew['min']} s)" if skew else 0
+        cells = [KIND_LABELS[kind], f"{k['job_runs_s']:g} s", k["deferred"], _s(c), _s(c, "p99")]
+        return [*cells, skewed]
 
     planned = ", ".join(f"{n} {k}" for k, n in e["planned"].items())
     return [
@@ -98,7 +101,8 @@ def section(r: dict) -> list[str]:
         "The provider's tasks, job `Completed` (seen by a watch) to the task's `end_date`:",
         "",
         *table(
-            "jobs that | job runs | deferred | Completed to success p50 | p99",
+            "jobs that | job runs | deferred | Completed to success p50 | p99 | ended before the "
+            "watch saw `Completed` (clock skew, not counted)",
             *map(row, kinds),
         ),
         "",

@@ -23,15 +23,22 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def summary(values: list[float | None]) -> dict:
+    """Median, p99 and range of the values measured; a negative duration (the watch that
+    stamped ``Completed`` lagged the task's own clock) is a clock-skew finding, counted apart
+    (``clock_skew``) and not averaged in."""
     present = [v for v in values if v is not None]
-    if not present:
-        return {"n": 0, "p50": None, "p99": None}
+    skewed = [v for v in present if v < 0]
+    kept = [v for v in present if v >= 0]
+    skew = {"clock_skew": {"n": len(skewed), "min": round(min(skewed), 2)}} if skewed else {}
+    if not kept:
+        return {"n": 0, "p50": None, "p99": None, **skew}
     return {
-        "n": len(present),
-        "p50": round(statistics.median(present), 2),
-        "p99": round(percentile(present, 99), 2),
-        "min": round(min(present), 2),
-        "max": round(max(present), 2),
+        "n": len(kept),
+        "p50": round(statistics.median(kept), 2),
+        "p99": round(percentile(kept, 99), 2),
+        "min": round(min(kept), 2),
+        "max": round(max(kept), 2),
+        **skew,
     }
 
 

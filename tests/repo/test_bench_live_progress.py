@@ -48,7 +48,7 @@ def test_the_w_and_b_part_alone_leaves_the_master_logs_figures_not_measured(tmp_
     figures = scenario_live_progress.run(ctx)["live_progress"]
     assert figures == {"wandb": WANDB}
     how = "bench/run_all.py --only live_progress --live-parts wandb"
-    meta = results_file.scenario_meta(5.0, how=how, commit="abc1234", took_s=90.0)
+    meta = results_file.scenario_meta(5.0, how=how, code=("abc1234", False), took_s=90.0)
     report = bench_report.markdown(
         results_file.record("live_progress", {"live_progress": figures}, meta, tmp_path)
     )

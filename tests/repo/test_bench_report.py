@@ -104,7 +104,7 @@ def test_a_run_of_only_resume_reports_its_four_figures():
 def _meta(load: float, how: str) -> dict:
     import results_file
 
-    return results_file.scenario_meta(load, how=how, commit="abc1234", took_s=1.0)
+    return results_file.scenario_meta(load, how=how, code=("abc1234", False), took_s=1.0)
 
 
 def test_a_scenario_recorded_alone_keeps_the_others_with_their_own_dates(tmp_path):
