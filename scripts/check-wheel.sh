@@ -58,6 +58,33 @@ if grep -q "^\[pytest11\]" "$WORK/provider-entry-points.txt"; then
 fi
 say "ok: the provider's wheel holds no airflow_volcano_wandb/testing/** and no pytest11 entry point"
 
+# What a company checks before adopting it: the license (the file and its SPDX expression in the
+# metadata), the changelog and the security note, in the wheel and in the sdist alike.
+grep -qx "airflow_volcano_wandb-[^/]*\.dist-info/licenses/LICENSE" "$WORK/provider-files.txt" ||
+    fail "the provider's wheel has no .dist-info/licenses/LICENSE"
+for doc in CHANGELOG.md SECURITY.md; do
+    grep -qx "airflow_volcano_wandb-[^/]*\.data/data/share/doc/airflow-volcano-wandb/$doc" \
+        "$WORK/provider-files.txt" || fail "the provider's wheel has no share/doc/.../$doc"
+done
+"$PY" - "$WHEEL" "$REPO" <<'PYEOF' || fail "the wheel's LICENSE or license metadata is not the repo's"
+import sys, zipfile
+from pathlib import Path
+wheel, repo = zipfile.ZipFile(sys.argv[1]), Path(sys.argv[2])
+names = wheel.namelist()
+(metadata,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+(license_,) = [n for n in names if n.endswith(".dist-info/licenses/LICENSE")]
+assert "License-Expression: Apache-2.0" in wheel.read(metadata).decode().splitlines()
+assert wheel.read(license_) == (repo / "LICENSE").read_bytes()
+PYEOF
+SDIST=$(echo "$WORK"/dist/airflow_volcano_wandb-*.tar.gz)
+"$PY" -c 'import sys, tarfile; print("\n".join(tarfile.open(sys.argv[1]).getnames()))' "$SDIST" \
+    >"$WORK/sdist-files.txt"
+for doc in LICENSE CHANGELOG.md SECURITY.md; do
+    grep -qx "airflow_volcano_wandb-[^/]*/$doc" "$WORK/sdist-files.txt" ||
+        fail "the provider's sdist has no $doc"
+done
+say "ok: LICENSE (Apache-2.0, as License-Expression), CHANGELOG.md and SECURITY.md in the wheel and the sdist"
+
 list_wheel "$HARNESS_WHEEL" >"$WORK/harness-files.txt"
 entry_points "$HARNESS_WHEEL" >"$WORK/harness-entry-points.txt"
 # Installed over the provider, it must not replace the provider's files.
