@@ -37,7 +37,12 @@ MANUAL_QUEUE = ROOT / "dags" / "templates" / "volcano-pytorch-manual"
 
 def snippets(page: Path) -> Iterator[tuple[int, str]]:
     """``(line, code)`` of each ```python block: the line of its first line of code."""
-    lines = page.read_text().splitlines()
+    return snippets_in(page.read_text())
+
+
+def snippets_in(text: str) -> Iterator[tuple[int, str]]:
+    """:func:`snippets` of a page's ``text``."""
+    lines = text.splitlines()
     i = 0
     while i < len(lines):
         if m := OPEN.match(lines[i]):
@@ -243,3 +248,30 @@ def test_a_dry_run_renders_the_jinja_and_the_queue_template(dry_runs):
 def test_what_a_run_would_refuse_fails_the_dry_run(dry_runs, kwargs, names):
     with pytest.raises(Exception, match=names):
         _dry_run(_operator(**kwargs))
+
+
+def test_the_readmes_worked_example_imports_as_copied_into_a_fresh_dag_folder(
+    tmp_path, monkeypatch, dry_runs
+):
+    """As the README says to copy it: the block as ``train.py``, the queue's template beside it
+    at the path the README names; no ``dags/`` on the search path. The DAG folder's import
+    finds no error, and the job renders from the template beside the file, into ``wandb``."""
+    from airflow_volcano_wandb.operators import preview
+    from test_support.airflow_compat import dag_bag
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## Worked example") :]
+    _, code = next(snippets_in(section))
+    (path,) = re.findall(r"`(templates/[\w.-]+\.yaml)`", section.split("```")[2])
+    assert f'template="{path}"' in code, "the README names another template path than it uses"
+    folder = tmp_path / "dags"
+    (folder / "templates").mkdir(parents=True)
+    (folder / "train.py").write_text(code)
+    (folder / path).write_text((ROOT / "dags" / path).read_text())
+    monkeypatch.chdir(tmp_path)  # nothing of the repository's folders by a relative path
+    bag = dag_bag(str(folder))
+    assert bag.import_errors == {}, bag.import_errors
+    dry_runs()
+    job = preview.rendered_job(bag.dags["train"].get_task("train"))
+    assert job["metadata"]["namespace"] == "wandb"
+    assert {t["name"]: t["replicas"] for t in job["spec"]["tasks"]}["worker"] == 2
