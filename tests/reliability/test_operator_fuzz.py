@@ -1,20 +1,22 @@
 """Property-based fuzzing of ``VolcanoPyTorchJobOperator``'s parameters (hypothesis).
 
 The renderer's own fuzzing is in ``tests/unit/template/test_template_properties.py``; this
-drives the operator's whole ``execute`` (its W&B settings, macro assembly, overrides, labels,
-env injection and submission) with hostile values for every templated parameter: strings with
-YAML, JSON, Jinja and macro metacharacters, huge and negative numbers, unicode digits,
-wrong types. The Kubernetes side is a recorder (no cluster: thousands of examples), so the
-test sees exactly what would have been sent.
+drives the operator's whole ``execute`` with a stub task instance (no Airflow: its W&B
+settings, macro assembly, overrides, labels, env injection and submission) with hostile values
+for every templated parameter: strings with YAML, JSON, Jinja and macro metacharacters, huge
+and negative numbers, unicode digits, wrong types.
 
-The only outcomes allowed:
+Two of the tests put a recorder in place of the Kubernetes API (no cluster: hundreds of
+examples), so they see exactly what would have been sent. The only outcomes allowed:
 
-- an ``AirflowException`` whose message says what is wrong, and *no* API call at all (no
-  Secret, no job: nothing was submitted);
+- an ``AirflowException`` whose message names a field it was given, and *no* API call at all
+  (no Secret, no job: nothing was submitted);
 - exactly one job created, of the template's shape: the same tasks, the task-instance
   labels, every hostile value present only as a string where it was put (a value never
   becomes YAML, so it cannot add fields), and JSON-serialisable.
 
+Where any text is legal, nothing may be refused: the recorder must get it verbatim, and so must
+the cluster's apiserver (the third test, fewer examples: each creates a job and reads it back).
 Anything else (a ``KeyError``, ``TypeError``, ``RecursionError`` from deep inside...) fails.
 """
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from typing import Any
 
 import pytest
@@ -31,7 +34,7 @@ from hypothesis import strategies as st
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 from airflow_volcano_wandb.job.ownership import IDENTITY_LABEL, TaskInstanceIdentity
-from test_support.cluster_jobs import seed_template
+from test_support.cluster_jobs import custom, get_job, seed_template
 from test_support.hostile import hostile_text
 from test_support.operator_tries import StubTaskInstance, context_for, operator
 
@@ -45,16 +48,22 @@ numberish = st.one_of(
     st.none(),
 )
 names = st.one_of(st.sampled_from(["master", "worker", "ghost", ""]), nasty)
+macro_values = st.one_of(nasty, numberish, st.lists(nasty, max_size=2))
 ops_kwargs = st.fixed_dictionaries(
-    {},
+    # The template names ${user_value}: every example gives it, else most would be refused
+    # for that alone, before any fuzzed field was looked at.
+    {
+        "macros": st.builds(
+            lambda value, more: {**more, "user_value": value},
+            macro_values,
+            st.dictionaries(
+                st.one_of(st.sampled_from(["run_id", "image_uri"]), nasty), macro_values, max_size=2
+            ),
+        )
+    },
     optional={
         "image_uri": st.one_of(nasty, st.none()),
         "replicas": st.one_of(st.dictionaries(names, numberish, max_size=3), nasty),
-        "macros": st.dictionaries(
-            st.one_of(st.sampled_from(["user_value", "run_id", "image_uri"]), nasty),
-            st.one_of(nasty, numberish, st.lists(nasty, max_size=2)),
-            max_size=3,
-        ),
         "env": st.one_of(st.dictionaries(nasty, st.one_of(nasty, numberish), max_size=3), nasty),
         "pod_annotations": st.dictionaries(nasty, nasty, max_size=2),
         "job_name": st.one_of(nasty, st.none()),
@@ -128,13 +137,7 @@ def _strings(obj: Any) -> list[str]:
     return []
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module():
-    with pytest.MonkeyPatch.context() as mp:
-        yield mp
-
-
-# Examples are slow (a whole execute each) and share the module's recorder on purpose.
+# Examples are slow (a whole execute each) and share their test's recorder on purpose.
 FUZZ = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
@@ -160,20 +163,44 @@ def _fuzzed_try(recorder, kwargs: dict) -> tuple[StubTaskInstance, AirflowExcept
     return ti, None
 
 
-@pytest.fixture(scope="module")
-def recorder(monkeypatch_module):
+@pytest.fixture
+def recorder(monkeypatch):
+    """A recorder in place of the hook's API calls, for one test's examples (all of them: a
+    function's fixture lives through its examples), undone before the apiserver's test."""
     rec = Recorder()
-    rec.install(monkeypatch_module)
+    rec.install(monkeypatch)
     return rec
+
+
+#: The words a refusal names each parameter by (the check's message for it).
+FIELD_WORDS = {
+    "macros": ("macro",),
+    "image_uri": ("image",),
+    "replicas": ("replica",),
+    "env": ("env",),
+    "pod_annotations": ("annotation",),
+    "job_name": ("job_name", "job name", "metadata.name"),
+    "namespace": ("namespace",),
+    "container_resources": ("resources",),
+    "command": ("command",),
+    "wandb_run_name": ("run name",),
+    "wandb_entity": ("w&b entity",),
+    "wandb_project": ("w&b project",),
+    "wandb_tags": ("w&b tag",),
+}
 
 
 @settings(FUZZ, max_examples=300)
 @given(kwargs=ops_kwargs)
-def test_operator_params_either_render_the_templates_shape_or_fail_clearly(recorder, kwargs):
+def test_fuzzed_params_are_recorded_in_the_templates_shape_or_refused_naming_one_with_a_stub_ti(
+    recorder, kwargs
+):
     ti, refused = _fuzzed_try(recorder, kwargs)
     if refused is not None:
         message = str(refused)
         assert message.strip() and len(message) < 20_000, message
+        named = [k for k in kwargs if any(w in message.lower() for w in FIELD_WORDS[k])]
+        assert named, f"the refusal names none of {sorted(kwargs)}: {message}"
         assert recorder.calls == [] or all(name == "get_namespace" for name, _ in recorder.calls)
         assert ti.pushed == {}
         event(f"refused: {message.split(':')[0][:40]}")
@@ -223,23 +250,16 @@ valid_with_hostile_text = st.fixed_dictionaries(
         ),
         "command": st.fixed_dictionaries({"master": st.lists(nasty, min_size=1, max_size=3)}),
         "wandb_run_name": nasty.filter(bool),
-        "wandb_tags": st.lists(nasty.filter(bool), max_size=3),
+        # W&B's own rule for a tag: 1 to 64 characters, no comma.
+        "wandb_tags": st.lists(
+            nasty.filter(lambda tag: 0 < len(tag) <= 64 and "," not in tag), max_size=3
+        ),
     },
 )
 
 
-@settings(FUZZ, max_examples=200)
-@given(kwargs=valid_with_hostile_text)
-def test_hostile_text_in_free_text_fields_is_submitted_verbatim(recorder, kwargs):
-    """Where any text is legal, the text arrives as it was given, and adds no field."""
-    _, refused = _fuzzed_try(recorder, kwargs)
-    if refused is not None:  # allowed, if it explains itself and sent nothing
-        assert str(refused).strip()
-        assert all(name == "get_namespace" for name, _ in recorder.calls)
-        event("refused")
-        return
-    event("submitted")
-    ((body, _),) = [args for name, args in recorder.calls if name == "create_job"]
+def _assert_verbatim(body: dict[str, Any], kwargs: dict[str, Any]) -> None:
+    """The job carries each free-text value exactly where it was put, and no field more."""
     json.dumps(body)
     tasks = body["spec"]["tasks"]
     assert [t["name"] for t in tasks] == ["master", "worker"]
@@ -255,4 +275,61 @@ def test_hostile_text_in_free_text_fields_is_submitted_verbatim(recorder, kwargs
             assert task["template"]["metadata"]["annotations"][key] == value
     if "command" in kwargs:
         assert master["command"] == kwargs["command"]["master"]
+
+
+@settings(FUZZ, max_examples=200)
+@given(kwargs=valid_with_hostile_text)
+def test_hostile_free_text_reaches_the_recorder_verbatim_and_is_never_refused_with_a_stub_ti(
+    recorder, kwargs
+):
+    """Where any text is legal, the text arrives as it was given, and adds no field."""
+    _, refused = _fuzzed_try(recorder, kwargs)
+    assert refused is None, f"a legal value was refused: {refused}"
+    ((body, _),) = [args for name, args in recorder.calls if name == "create_job"]
+    _assert_verbatim(body, kwargs)
     assert set(body) == {"apiVersion", "kind", "metadata", "spec"}
+
+
+def _with_omitted_zeros(job: dict[str, Any]) -> dict[str, Any]:
+    """The job as sent: the apiserver serves it without the fields Kubernetes omits when they
+    are empty (an env var's ``value: ""``, a task's ``replicas: 0``), which mean the same."""
+    job = copy.deepcopy(job)
+    for task in job["spec"]["tasks"]:
+        task.setdefault("replicas", 0)
+        for container in task["template"]["spec"]["containers"]:
+            for var in container.get("env") or []:
+                if "valueFrom" not in var:
+                    var.setdefault("value", "")
+    return job
+
+
+@pytest.mark.cluster
+@settings(FUZZ, max_examples=15)
+@given(kwargs=valid_with_hostile_text)
+def test_hostile_free_text_is_submitted_verbatim_to_the_apiserver_with_a_stub_ti(
+    kwargs, kubernetes_connection, admin, volcano_namespace
+):
+    """The same legal values, through the real hook: the apiserver takes the job, and the job it
+    serves back holds each value as it was given."""
+    run_id = f"manual__fuzz-{uuid.uuid4().hex[:8]}"  # a task instance, and so a job, per example
+    ti = StubTaskInstance("avw_rel_fuzz", "train", run_id)
+    op = operator(
+        template=copy.deepcopy(TEMPLATE),
+        namespace=volcano_namespace,
+        wandb_conn_id=None,
+        wait_for_completion=False,
+        fit_check=NO_FIT_CHECK,
+        **kwargs,
+    )
+    op.execute(context_for(ti))  # a refusal fails the test: every value here is legal
+    ref = ti.pushed["volcano_job"]
+    job = get_job(admin, volcano_namespace, ref["name"])
+    try:
+        assert job["metadata"]["uid"] == ref["uid"]
+        identity = TaskInstanceIdentity("avw_rel_fuzz", "train", run_id)
+        assert job["metadata"]["labels"][IDENTITY_LABEL] == identity.digest
+        _assert_verbatim(_with_omitted_zeros(job), kwargs)
+    finally:  # one job at a time on the shared cluster
+        custom(admin).delete_namespaced_custom_object(
+            "batch.volcano.sh", "v1alpha1", volcano_namespace, "jobs", ref["name"]
+        )
