@@ -6,7 +6,7 @@ when the run's W&B artifact ``AVW_CHECKPOINT_ARTIFACT`` keeps them) and ``AVW_RE
 (``latest`` unless the template or ``env`` names one: the operator cannot read the volume).
 Volcano stops a job by deleting its pods, so the pods' ``terminationGracePeriodSeconds`` is
 the trainer's time to save. ``render_job``'s ``checkpoint_volume``, ``checkpoint_artifact``
-and ``checkpoint_grace``, declared and checked once. Pure; see docs/templates.md.
+and ``checkpoint_grace``, declared and checked once. Pure; see docs/checkpoints.md.
 """
 
 from __future__ import annotations
