@@ -14,13 +14,14 @@ On the shared local cluster, the provider's connection through a TCP fault proxy
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
+from kubernetes import client as k8s
 
 from airflow_volcano_wandb.exceptions import JobUnschedulableError
+from airflow_volcano_wandb.wait.diagnostics import unschedulable_reason
 from test_support import operator_tries as support
-from test_support.cluster_jobs import SIM_DURATION, seed_template
+from test_support.cluster_jobs import SIM_DURATION, job_pods, podgroups, seed_template
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -31,7 +32,13 @@ UNPLACEABLE = {"worker": {"limits": {"nvidia.com/gpu": 64}}}  # more than any no
 WARN_ONLY = "warn"
 
 
-def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
+def _events(api, namespace: str) -> list[dict]:
+    """The namespace's events as the apiserver serves them (what the waiter's report reads)."""
+    items = k8s.CoreV1Api(api).list_namespaced_event(namespace).items
+    return [api.sanitize_for_serialization(event) for event in items]
+
+
+def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job_with_a_stub_ti(
     proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -58,7 +65,7 @@ def test_a_watch_cut_longer_than_pending_timeout_does_not_delete_a_running_job(
 
 
 @pytest.mark.parametrize("gang", ["all_ranks", "template"])
-def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it(
+def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it_with_a_stub_ti(
     gang, kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -85,7 +92,7 @@ def test_a_gang_whose_worker_cannot_be_placed_fails_by_pending_timeout_naming_it
     )
 
 
-def test_the_default_gang_keeps_the_master_from_running_alone(
+def test_the_default_gang_keeps_the_master_from_running_alone_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -99,7 +106,19 @@ def test_the_default_gang_keeps_the_master_from_running_alone(
     support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", "no-master-alone"))
     (job,) = support.list_jobs(admin, namespace)
     assert job["spec"]["minAvailable"] == 2
-    time.sleep(8)  # time enough for Volcano to start a master alone, were it allowed to
+    # Wait until Volcano's scheduler has tried the gang and said it cannot place it: a master
+    # allowed to run alone would have been bound by that same scheduling session.
+    support.wait_until(
+        lambda: unschedulable_reason(podgroups(admin, namespace), _events(admin, namespace)),
+        90,
+        what="Volcano's word that the gang cannot be placed",
+    )
+    bound = [
+        pod.metadata.name
+        for pod in job_pods(admin, namespace, job["metadata"]["name"])
+        if pod.spec.node_name
+    ]
+    assert bound == [], "Volcano placed part of the gang"
     (job,) = support.list_jobs(admin, namespace)
     assert job["status"]["state"]["phase"] == "Pending", job["status"]
     running = job["status"].get("running", 0)
