@@ -119,6 +119,7 @@ class JobRequest:
     # Its shaping.
     add_master_policy: bool = rendered("add_master_policy")
     gang: str = rendered("gang")
+    elastic: tuple[int, int] | bool | None = rendered("elastic", typed=True, renderer="json")
     shm_size: str | None = rendered("shm_size")
     max_replicas: int = rendered("max_replicas")
     volcano_version: str | None = option(

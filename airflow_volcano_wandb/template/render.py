@@ -219,6 +219,22 @@ def _built(part: type[Part], options: Mapping[str, Any], **context: Any) -> Part
     )
 
 
+def _same_max_workers(replicas: Mapping[str, Any] | None, workers: tuple[int, int]) -> None:
+    """``replicas={"worker": n}`` beside ``elastic=(min, max)`` must agree on the workers."""
+    given = (replicas or {}).get("worker") if isinstance(replicas, Mapping) else None
+    if given is not None and str(given) != str(workers[1]):
+        raise errors_at(
+            [
+                (
+                    ("elastic", "max_workers"),
+                    f"is {workers[1]}, but replicas gives the worker "
+                    f"task {given}: give the workers once, in elastic",
+                )
+            ],
+            "elastic and replicas disagree",
+        )
+
+
 def _render(
     template: TemplateSource,
     macros: Mapping[str, Any],
@@ -240,12 +256,16 @@ def _render(
     namespace_source = placement.apply(job, policy.allowed_namespaces)
     guardrails = Guardrails(job, filled)
     task_overrides.apply(job, tasks, shaping.max_replicas, lambda name: guardrails.judge(job, name))
+    workers = shaping.size_elastic(job, tasks)
+    if workers is not None:
+        _same_max_workers(task_overrides.replicas, workers)
+        guardrails.judge(job, "elastic")
     guardrails.check()
     if variables.run_env is not None:
         _apply_run_env(job, tasks, variables.run_env)
     apply_run_config(tasks, variables.run_config)
     checkpoints.apply(tasks)
-    shaping.apply(job, tasks, replicas_before)
+    shaping.apply(job, tasks, replicas_before, workers)
     validate(job, tasks, shaping.max_replicas, wide_ints, shaping.target)
     problems = policy.problems(job, tasks, namespace_source)
     if problems:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_volcano_wandb.template import elastic as elastic_workers
 from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import naming, torchrun, volcano
 from airflow_volcano_wandb.template import plugins as releases
@@ -57,6 +58,17 @@ class Shaping:
         ``template`` keeps the template's value (for elastic trainers).""",
         check=_gang,
     )
+    elastic: tuple[int, int] | bool | None = option(
+        None,
+        """``(min_workers, max_workers)``: elastic workers (docs/elastic.md). The gang is the
+        master and ``min_workers``, the job asks for ``max_workers``, a lost worker's pod is
+        replaced alone (``RestartPod``) while the rest train on, the master's loss restarts the
+        job, and ``torchrun`` runs with ``--nnodes=1+MIN:1+MAX`` and a c10d rendezvous on the
+        master whose id is the job's name. ``True``: the range the template's worker task
+        gives (``minAvailable``, ``replicas``), which its variables may fill and bound. Needs
+        the ``pytorch`` plugin with tasks ``master`` (one replica) and ``worker``.""",
+        check=elastic_workers.checked,
+    )
     torchrun_env: bool = option(
         True,
         """give every container of the ``pytorch`` plugin's master and worker tasks the env
@@ -90,11 +102,37 @@ class Shaping:
         except releases.VersionError as exc:
             raise error_at(("volcano_version",), str(exc)) from None
         object.__setattr__(self, "target", target)
+        if self.elastic:
+            elastic_workers.requires_restart_pod(target)
+            if not self.torchrun_env:
+                raise error_at(
+                    ("torchrun_env",),
+                    "elastic needs it: torchrun's elastic launch is configured through it",
+                )
 
-    def apply(self, job: dict[str, Any], tasks: list[dict[str, Any]], replicas_before: Any) -> None:
-        """Shape ``job`` whose tasks had ``replicas_before`` before the run's overrides."""
+    def size_elastic(self, job: dict[str, Any], tasks: list[dict[str, Any]]) -> Any:
+        """The elastic range, with the gang sized for it (before the guardrails judge the
+        worker task's ``replicas`` and ``minAvailable``); ``None`` when not elastic."""
+        if not self.elastic:
+            return None
+        return elastic_workers.sizes(job, tasks, self.elastic)
+
+    def apply(
+        self,
+        job: dict[str, Any],
+        tasks: list[dict[str, Any]],
+        replicas_before: Any,
+        workers: tuple[int, int] | None = None,
+    ) -> None:
+        """Shape ``job`` whose tasks had ``replicas_before`` before the run's overrides;
+        ``workers``: the elastic range :meth:`size_elastic` gave."""
         gang_sizes.rescale(job, tasks, replicas_before)
-        if self.gang == "all_ranks":
+        if workers is not None:
+            # Again: the rescale above follows a gang-of-all minAvailable to the new replicas.
+            elastic_workers.sizes(job, tasks, workers)
+            elastic_workers.apply_policies(job, tasks)
+            elastic_workers.annotate(job, workers)
+        elif self.gang == "all_ranks":
             gang_sizes.gang_all_ranks(job, tasks)
         if self.add_master_policy:
             _master_policy(job, tasks)
@@ -103,7 +141,7 @@ class Shaping:
         _fit_job_name(job, tasks, self.max_replicas)
         if self.torchrun_env:
             rank_plugin = torchrun.RANK_PLUGIN in releases.plugins_in(self.target)
-            torchrun.apply_torchrun_env(job, tasks, rank_plugin=rank_plugin)
+            torchrun.apply_torchrun_env(job, tasks, rank_plugin=rank_plugin, elastic=workers)
         torchrun.apply_shm(job, tasks, self.shm_size)
 
 

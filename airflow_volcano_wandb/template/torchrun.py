@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_volcano_wandb.template import elastic as elastic_workers
 from airflow_volcano_wandb.template import volcano
 from airflow_volcano_wandb.template.errors import error_at
 from airflow_volcano_wandb.template.gpus import container_gpus
 from airflow_volcano_wandb.template.structure import task_index
-from airflow_volcano_wandb.template.values import show
+from airflow_volcano_wandb.template.values import clone, show
 
 RANK_PLUGIN = "hcclrank"
 RANK_ANNOTATION = "hccl/rankIndex"
@@ -64,12 +65,20 @@ def pytorch_roles(job: dict[str, Any]) -> tuple[dict[str, str], list[Any]] | Non
     return volcano.plugin_roles(arguments)[0], arguments
 
 
-def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]], rank_plugin: bool) -> None:
+def apply_torchrun_env(
+    job: dict[str, Any],
+    tasks: list[dict[str, Any]],
+    rank_plugin: bool,
+    elastic: tuple[int, int] | None = None,
+) -> None:
     """Give every container of the master and worker tasks the ``PET_*`` env (an entry the
     container already has, from the template or ``env``, is kept).
 
     :param rank_plugin: the target Volcano has ``hcclrank``: enable it and read
         ``PET_NODE_RANK`` from its annotation; else set no ``PET_NODE_RANK``.
+    :param elastic: ``(min_workers, max_workers)``: the c10d rendezvous on the master
+        (``elastic.rendezvous_env``) instead of a fixed world; the rendezvous ranks the pods,
+        so no ``PET_NODE_RANK`` and no ``hcclrank``.
     """
     found = pytorch_roles(job)
     if found is None:
@@ -80,11 +89,16 @@ def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]], rank_pl
     if roles["master"] not in index:
         return  # validation reports the missing master task
     nnodes = sum(int(t.get("replicas") or 0) for t in ranked)
-    common = {
+    master_addr = _master_addr(job, tasks[index[roles["master"]]], roles["master"])
+    common: dict[str, Any] = {
         "PET_NNODES": str(nnodes),
-        "PET_MASTER_ADDR": _master_addr(job, tasks[index[roles["master"]]], roles["master"]),
+        "PET_MASTER_ADDR": master_addr,
         "PET_MASTER_PORT": str(_port(arguments)),
     }
+    if elastic is not None:
+        rank_plugin = False
+        endpoint = f"{master_addr}:{_port(arguments)}"
+        common.update(elastic_workers.rendezvous_env(job, elastic, endpoint))
     for task in ranked:
         spec = (task.get("template") or {}).get("spec") or {}
         for container in spec.get("containers") or []:
@@ -103,7 +117,7 @@ def apply_torchrun_env(job: dict[str, Any], tasks: list[dict[str, Any]], rank_pl
                 if name in have:
                     continue
                 key = "valueFrom" if isinstance(value, dict) else "value"
-                env.append({"name": name, key: value})
+                env.append({"name": name, key: clone(value)})  # no dict shared between pods
     plugins = job["spec"]["plugins"]
     if rank_plugin and RANK_PLUGIN not in plugins:
         plugins[RANK_PLUGIN] = [f"--master={roles['master']}", f"--worker={roles['worker']}"]

@@ -46,6 +46,7 @@ OPERATOR = {
     "fit_check": "fail",
     "follow_master_log": False,
     "gang": "all_ranks",
+    "elastic": None,
     "image_uri": None,
     "in_cluster": None,
     "job_name": None,
@@ -121,6 +122,7 @@ OPERATOR_TEMPLATE_FIELDS = {
     "wandb_api_key_secret",
     "pending_timeout",
     "on_finish_action",
+    "elastic",
 }
 #: The fields where a whole ``{{ expression }}`` keeps its type (#41), for wandb.config.
 OPERATOR_TYPED_FIELDS = {
@@ -129,12 +131,14 @@ OPERATOR_TYPED_FIELDS = {
     "replicas",
     "macros",
     "container_resources",
+    "elastic",
 }
 OPERATOR_TEMPLATE_EXT = (".yaml", ".yml", ".json")
 OPERATOR_RENDERERS = {
     "template": "yaml",
     "macros": "json",
     "replicas": "json",
+    "elastic": "json",
     "template_variables": "json",
     "run_config": "json",
     "rendered_job": "yaml",
@@ -206,6 +210,7 @@ RENDER_JOB = {
     "max_replicas": 1024,
     "run_env": None,
     "gang": "all_ranks",
+    "elastic": None,
     "pod_security": "baseline",
     "allowed_images": None,
     "allowed_namespaces": None,
