@@ -91,7 +91,9 @@ def _line(out: str, name: str) -> str:
     return line
 
 
-def test_a_complete_setup_passes(airflow_db, volcano_cluster, volcano_namespace, wandb):
+def test_a_complete_setup_passes_on_the_standin(
+    airflow_db, volcano_cluster, volcano_namespace, wandb
+):
     result = _doctor(volcano_cluster.kubeconfig, volcano_namespace, wandb=wandb)
     assert result.returncode == 0, result.stdout + result.stderr
     for name in ("Volcano CRDs", "Volcano admission webhooks", "Volcano queue 'default'"):
@@ -114,7 +116,7 @@ def test_a_complete_setup_passes(airflow_db, volcano_cluster, volcano_namespace,
     assert "all checks passed" in result.stdout
 
 
-def test_a_target_older_than_the_installed_volcano_is_a_warning(
+def test_a_target_older_than_the_installed_volcano_is_a_warning_on_the_standin(
     airflow_db, volcano_cluster, volcano_namespace, wandb
 ):
     result = _doctor(
@@ -128,7 +130,9 @@ def test_a_target_older_than_the_installed_volcano_is_a_warning(
     assert f"volcano_version) to {VOLCANO_VERSION}" in result.stdout
 
 
-def test_a_target_that_is_no_release_fails(airflow_db, volcano_cluster, volcano_namespace, wandb):
+def test_a_target_that_is_no_release_fails_on_the_standin(
+    airflow_db, volcano_cluster, volcano_namespace, wandb
+):
     result = _doctor(
         volcano_cluster.kubeconfig, volcano_namespace, wandb=wandb, volcano_version="v2"
     )
@@ -138,7 +142,9 @@ def test_a_target_that_is_no_release_fails(airflow_db, volcano_cluster, volcano_
     )
 
 
-def test_a_namespace_that_does_not_exist_fails_on_its_line(airflow_db, volcano_cluster, wandb):
+def test_a_namespace_that_does_not_exist_fails_on_its_line_on_the_standin(
+    airflow_db, volcano_cluster, wandb
+):
     result = _doctor(volcano_cluster.kubeconfig, "no-such-namespace", wandb=wandb)
     assert result.returncode == 1, result.stdout + result.stderr
     assert _line(result.stdout, "namespace 'no-such-namespace'").startswith(
@@ -146,7 +152,7 @@ def test_a_namespace_that_does_not_exist_fails_on_its_line(airflow_db, volcano_c
     )
 
 
-def test_a_queue_that_does_not_exist_fails_on_its_line(
+def test_a_queue_that_does_not_exist_fails_on_its_line_on_the_standin(
     airflow_db, volcano_cluster, volcano_namespace
 ):
     result = _doctor(volcano_cluster.kubeconfig, volcano_namespace, queue="no-such-queue")
@@ -180,7 +186,7 @@ def service_account(volcano_cluster, volcano_namespace, tmp_path):
         yield make
 
 
-def test_the_least_privilege_service_account_passes(
+def test_the_least_privilege_service_account_passes_on_the_standin(
     airflow_db, service_account, volcano_namespace, wandb
 ):
     result = _doctor(service_account(with_role=True), volcano_namespace, wandb=wandb)
@@ -197,7 +203,7 @@ def test_the_least_privilege_service_account_passes(
     )
 
 
-def test_a_service_account_without_its_role_fails_on_rbac(
+def test_a_service_account_without_its_role_fails_on_rbac_on_the_standin(
     airflow_db, service_account, volcano_namespace, wandb
 ):
     result = _doctor(service_account(with_role=False), volcano_namespace, wandb=wandb)
@@ -212,7 +218,7 @@ def test_a_service_account_without_its_role_fails_on_rbac(
     assert _line(result.stdout, "Volcano CRDs").startswith("OK"), result.stdout
 
 
-def test_the_external_key_secret_role_passes_only_the_narrower_check(
+def test_the_external_key_secret_role_passes_only_the_narrower_check_on_the_standin(
     airflow_db, service_account, volcano_namespace, wandb
 ):
     kubeconfig = service_account(with_role=True, manifest=EXTERNAL_KEY_RBAC)
@@ -231,7 +237,7 @@ def test_the_external_key_secret_role_passes_only_the_narrower_check(
     ), default.stdout
 
 
-def test_the_default_role_passes_the_narrower_check_with_a_warning(
+def test_the_default_role_passes_the_narrower_check_with_a_warning_on_the_standin(
     airflow_db, service_account, volcano_namespace, wandb
 ):
     kubeconfig = service_account(with_role=True)
@@ -242,7 +248,7 @@ def test_the_default_role_passes_the_narrower_check_with_a_warning(
     assert "fix: bind docker/k8s/rbac-external-key-secret.yaml's Role" in result.stdout
 
 
-def test_a_key_wandb_refuses_fails_on_its_line_and_is_never_printed(
+def test_a_key_wandb_refuses_fails_on_its_line_and_is_never_printed_on_the_standin(
     airflow_db, volcano_cluster, volcano_namespace, wandb
 ):
     wrong = "w" * 40
@@ -258,7 +264,7 @@ def test_a_key_wandb_refuses_fails_on_its_line_and_is_never_printed(
     assert wrong not in result.stdout + result.stderr
 
 
-def test_offline_in_the_airflow_environment_needs_no_key(
+def test_offline_in_the_airflow_environment_needs_no_key_on_the_standin(
     airflow_db, volcano_cluster, volcano_namespace
 ):
     offline = _doctor(volcano_cluster.kubeconfig, volcano_namespace, wandb_mode="offline")
@@ -268,7 +274,7 @@ def test_offline_in_the_airflow_environment_needs_no_key(
     assert offline.returncode == 0, offline.stdout + offline.stderr
 
 
-def test_the_namespace_is_the_seeds_else_the_templates(
+def test_the_namespace_is_the_seeds_else_the_templates_on_the_standin(
     airflow_db, volcano_cluster, volcano_namespace, wandb, tmp_path
 ):
     seed = _doctor(volcano_cluster.kubeconfig, None, wandb=wandb)

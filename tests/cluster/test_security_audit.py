@@ -245,7 +245,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
     shutil.rmtree(home, ignore_errors=True)
 
 
-def test_the_flows_ran_as_intended(audited: Audited) -> None:
+def test_the_flows_ran_as_intended_on_the_standin(audited: Audited) -> None:
     """Every path the search relies on was taken (a search of nothing finds nothing)."""
     for dag_id in (MANAGED, EXTERNAL):
         states = audited.states[dag_id]
@@ -272,7 +272,9 @@ def test_the_flows_ran_as_intended(audited: Audited) -> None:
     assert "COPY public.xcom " in dump and "COPY public.rendered_task_instance_fields " in dump
 
 
-def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None:
+def test_the_key_is_nowhere_airflow_or_the_jobs_put_it_on_the_standin(
+    audited: Audited,
+) -> None:
     hits = {}
     for path in audited.files:
         found = key_hits(audited.key, path.read_bytes().decode("latin-1"))
@@ -286,7 +288,9 @@ def test_the_key_is_nowhere_airflow_or_the_jobs_put_it(audited: Audited) -> None
     assert len(audited.files) > 20 and len(audited.objects) > 20  # there was a lot to search
 
 
-def test_the_search_finds_the_key_where_it_belongs(audited: Audited) -> None:
+def test_the_search_finds_the_key_where_it_belongs_on_the_standin(
+    audited: Audited,
+) -> None:
     """Positive controls: the same search, on the Secrets' data and a pod's own log."""
     holding = [
         s["metadata"]["name"] for s in audited.secrets if key_hits(audited.key, json.dumps(s))
@@ -299,7 +303,7 @@ def test_the_search_finds_the_key_where_it_belongs(audited: Audited) -> None:
     assert key_hits(audited.key, audited.admin_pod_log) == ["plain", "base64", "basic"]
 
 
-def test_the_key_is_in_no_config_map_annotation_event_message_or_job_status(
+def test_the_key_is_in_no_config_map_annotation_event_message_or_job_status_on_the_standin(
     audited: Audited,
 ) -> None:
     """The places a key could be written by mistake, named: each was searched and is clean."""
@@ -325,7 +329,9 @@ def test_the_key_is_in_no_config_map_annotation_event_message_or_job_status(
         assert not [t for t in texts if key_hits(audited.key, t)], place
 
 
-def test_a_finished_jobs_key_secret_is_gone_with_the_job(audited: Audited) -> None:
+def test_a_finished_jobs_key_secret_is_gone_with_the_job_on_the_standin(
+    audited: Audited,
+) -> None:
     """Deleted after success, the job takes its key Secret along (its owner reference); a
     kept job, failed or still running, keeps its own."""
     namespace = audited.namespaces["rbac.yaml"]
@@ -353,7 +359,7 @@ def test_a_finished_jobs_key_secret_is_gone_with_the_job(audited: Audited) -> No
         ("rbac-external-key-secret.yaml", permissions.EXTERNAL_KEY_SECRET_PERMISSIONS),
     ],
 )
-def test_each_role_grants_exactly_what_its_account_used(
+def test_each_role_grants_exactly_what_its_account_used_on_the_standin(
     audited: Audited, manifest: str, doctors_list: tuple[Permission, ...]
 ) -> None:
     used, denied = used_permissions(audited.audit_log, audited.namespaces[manifest])

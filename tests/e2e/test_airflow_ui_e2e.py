@@ -101,7 +101,7 @@ def e2e_run(airflow: AirflowStack, standin, volcano_cluster, e2e_namespace: str)
 # -- the run, through the REST API and the cluster -----------------------------------------
 
 
-def test_dag_run_succeeded(e2e_run: E2ERun) -> None:
+def test_dag_run_succeeded_on_the_standin(e2e_run: E2ERun) -> None:
     assert e2e_run.dag_run["state"] == "success", e2e_run.dag_run
     conf = {"worker_replicas": WORKERS, "gpus_per_worker": GPUS, "namespace": e2e_run.namespace}
     assert e2e_run.dag_run["conf"] == conf
@@ -112,7 +112,9 @@ def test_dag_run_succeeded(e2e_run: E2ERun) -> None:
     }
 
 
-def test_sensor_deferred_and_the_triggerer_resumed_it(e2e_run: E2ERun) -> None:
+def test_sensor_deferred_and_the_triggerer_resumed_it_on_the_standin(
+    e2e_run: E2ERun,
+) -> None:
     deferred = e2e_run.deferred_ti
     assert deferred is not None
     assert deferred["trigger"]["classpath"] == TRIGGER_CLASSPATH, deferred["trigger"]
@@ -141,7 +143,7 @@ def test_sensor_deferred_and_the_triggerer_resumed_it(e2e_run: E2ERun) -> None:
     assert deferred_at < fired_at < resumed[-1], text(e2e_run.wait_log)[-4000:]
 
 
-def test_the_volcano_job_had_three_workers(e2e_run: E2ERun) -> None:
+def test_the_volcano_job_had_three_workers_on_the_standin(e2e_run: E2ERun) -> None:
     job = e2e_run.job
     assert job is not None
     tasks = {t["name"]: t for t in job["spec"]["tasks"]}
@@ -161,7 +163,7 @@ def test_the_volcano_job_had_three_workers(e2e_run: E2ERun) -> None:
     assert ranks == list(range(WORKERS + 1))
 
 
-def test_the_wandb_link_is_set(e2e_run: E2ERun) -> None:
+def test_the_wandb_link_is_set_on_the_standin(e2e_run: E2ERun) -> None:
     expected = e2e_run.expected_wandb_url()
     links = e2e_run.stack.api("GET", f"{e2e_run.ti_path('submit')}/links")
     assert links["extra_links"] == {"W&B Run": expected}, links
@@ -193,7 +195,7 @@ def screenshot_on_failure(browser, artifacts: Path, request):
         (artifacts / f"FAILED-{request.node.name}.html").write_text(browser.page_source)
 
 
-def test_trigger_form_shows_params_and_refuses_1000_workers(
+def test_trigger_form_shows_params_and_refuses_1000_workers_on_the_standin(
     e2e_run: E2ERun, browser, artifacts: Path, screenshot_on_failure
 ) -> None:
     from tests.e2e import ui
@@ -242,7 +244,7 @@ def test_trigger_form_shows_params_and_refuses_1000_workers(
     assert stack.api("GET", f"/dags/{DAG_ID}/dagRuns")["total_entries"] == runs_before
 
 
-def test_task_instance_page_shows_the_wandb_run_link(
+def test_task_instance_page_shows_the_wandb_run_link_on_the_standin(
     e2e_run: E2ERun, browser, artifacts: Path, screenshot_on_failure
 ) -> None:
     from tests.e2e import ui
@@ -252,7 +254,7 @@ def test_task_instance_page_shows_the_wandb_run_link(
     assert href == e2e_run.expected_wandb_url()
 
 
-def test_the_wait_tasks_log_shows_the_masters_lines(
+def test_the_wait_tasks_log_shows_the_masters_lines_on_the_standin(
     e2e_run: E2ERun, browser, artifacts: Path, screenshot_on_failure
 ) -> None:
     """Followed from the triggerer, the master's lines reach the wait task's log, in the API
@@ -278,7 +280,7 @@ PROGRESS = re.compile(
 )
 
 
-def test_the_wait_tasks_log_shows_the_trainings_progress_and_a_working_wandb(
+def test_the_wait_tasks_log_shows_the_trainings_progress_and_a_working_wandb_on_the_standin(
     e2e_run: E2ERun,
 ) -> None:
     """From the triggerer, with no master log read for it: at least two progress lines, the
@@ -297,7 +299,7 @@ def test_the_wait_tasks_log_shows_the_trainings_progress_and_a_working_wandb(
     assert e2e_run.xcom("wait", "wandb_summary") == manual_run.FINAL_SUMMARY
 
 
-def test_the_wait_tasks_log_view_shows_the_progress_lines(
+def test_the_wait_tasks_log_view_shows_the_progress_lines_on_the_standin(
     e2e_run: E2ERun, browser, artifacts: Path, screenshot_on_failure
 ) -> None:
     from tests.e2e import ui

@@ -146,14 +146,14 @@ def chain(volcano_cluster, training_namespace) -> Iterator[Chain]:
         standin.stop()
 
 
-def test_the_scheduled_training_run_succeeded(chain: Chain) -> None:
+def test_the_scheduled_training_run_succeeded_on_the_standin(chain: Chain) -> None:
     assert chain.train_run["run_type"] == "scheduled"
     assert chain.train_run["state"] == "success", chain.states(
         TRAIN_DAG, chain.train_run["dag_run_id"]
     )
 
 
-def test_the_deferred_tasks_rendered_template_view_shows_the_job_it_submitted(
+def test_the_deferred_tasks_rendered_template_view_shows_the_job_it_submitted_on_the_standin(
     chain: Chain,
 ) -> None:
     # Resumed by the triggerer in a new process, which renders the fields afresh: the Job
@@ -167,7 +167,7 @@ def test_the_deferred_tasks_rendered_template_view_shows_the_job_it_submitted(
     assert "airflow-volcano-wandb.io/" in head  # the labels that name the task instance
 
 
-def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
+def test_the_asset_event_carries_the_wandb_record_on_the_standin(chain: Chain) -> None:
     run_id = chain.train_run["dag_run_id"]
     events = chain.stack.api("GET", "/assets/events", params={"source_dag_id": TRAIN_DAG})
     (event,) = events["asset_events"]
@@ -207,7 +207,9 @@ def test_the_asset_event_carries_the_wandb_record(chain: Chain) -> None:
     (ARTIFACTS / "asset-event.json").write_text(json.dumps(event, indent=2))
 
 
-def test_the_event_started_the_promotion_dag_with_the_extra_intact(chain: Chain) -> None:
+def test_the_event_started_the_promotion_dag_with_the_extra_intact_on_the_standin(
+    chain: Chain,
+) -> None:
     run_id = chain.promote_run["dag_run_id"]
     assert chain.promote_run["run_type"] == "asset_triggered"
     assert chain.promote_run["state"] == "success"
@@ -236,7 +238,9 @@ def test_the_event_started_the_promotion_dag_with_the_extra_intact(chain: Chain)
     assert stored["last_updated_by"]["run_id"] == run_id
 
 
-def test_the_wandb_run_links_back_to_the_airflow_task(chain: Chain) -> None:
+def test_the_wandb_run_links_back_to_the_airflow_task_on_the_standin(
+    chain: Chain,
+) -> None:
     """The provider wrote the task into the run itself (the stand-in's trainer wrote nothing)."""
     run_id = chain.train_run["dag_run_id"]
     # The id is derived from the try that submitted (a try may fail before submitting).
@@ -262,7 +266,9 @@ def test_the_wandb_run_links_back_to_the_airflow_task(chain: Chain) -> None:
     assert API_KEY not in json.dumps(chain.standin.upserts)
 
 
-def test_openlineage_events_describe_the_job_the_run_and_its_artifacts(chain: Chain) -> None:
+def test_openlineage_events_describe_the_job_the_run_and_its_artifacts_on_the_standin(
+    chain: Chain,
+) -> None:
     events = [json.loads(line) for line in chain.lineage_file.read_text().splitlines() if line]
     shutil.copy(chain.lineage_file, ARTIFACTS / "openlineage.jsonl")
     complete = [

@@ -73,7 +73,7 @@ def _release(core: k8s.CoreV1Api, namespace: str, volume: str) -> None:
         core.patch_persistent_volume(volume, unprotected)
 
 
-def test_every_rank_mounts_the_runs_checkpoint_directory_and_gets_the_grace(
+def test_every_rank_mounts_the_runs_checkpoint_directory_and_gets_the_grace_with_a_stub_ti(
     kubernetes_connection, volcano_cluster, volcano_namespace
 ):
     """Admitted by the apiserver and Volcano's webhook, placed by its scheduler, and every pod
@@ -130,7 +130,7 @@ def test_every_rank_mounts_the_runs_checkpoint_directory_and_gets_the_grace(
         api.close()
 
 
-def test_without_a_claim_every_rank_gets_the_runs_artifact_and_its_own_scratch(
+def test_no_claim_gives_each_rank_the_runs_artifact_and_own_scratch_with_a_stub_ti_on_the_standin(
     kubernetes_connection, volcano_cluster, volcano_namespace, monkeypatch
 ):
     """``checkpoint_artifact=True`` on an online run: admitted and placed as Volcano 1.14

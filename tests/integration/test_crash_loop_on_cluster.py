@@ -59,7 +59,9 @@ def _assert_named(error: TrainerCrashLoopError, rank: str, budget: int) -> None:
     assert EXIT_LINE in str(error), error
 
 
-def test_a_crash_looping_master_fails_the_deferred_task_and_its_job_is_deleted(cluster):
+def test_a_crash_looping_master_fails_the_deferred_task_and_its_job_is_deleted_with_a_stub_ti(
+    cluster,
+):
     api, namespace = cluster
     op = _crashing(namespace, "master", budget=2, deferrable=True)
     ti = support.StubTaskInstance(DAG_ID, "train", "deferred")
@@ -74,7 +76,7 @@ def test_a_crash_looping_master_fails_the_deferred_task_and_its_job_is_deleted(c
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_a_crash_looping_worker_fails_the_sync_wait_too(cluster):
+def test_a_crash_looping_worker_fails_the_sync_wait_too_with_a_stub_ti(cluster):
     api, namespace = cluster
     # Without a budget: JobTimeoutError. Two restarts take about a minute (the kubelet waits
     # 10 s, then 20 s); four times that on a loaded machine.
@@ -86,7 +88,7 @@ def test_a_crash_looping_worker_fails_the_sync_wait_too(cluster):
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_the_poking_sensor_applies_the_same_budget(cluster):
+def test_the_poking_sensor_applies_the_same_budget_with_a_stub_ti(cluster):
     api, namespace = cluster
     job = submit_job(
         api, namespace, "sensed", master_seconds=1, master_annotations={SIM_EXIT_CODE: "3"}
@@ -97,7 +99,9 @@ def test_the_poking_sensor_applies_the_same_budget(cluster):
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_a_job_that_restarts_within_its_budget_and_then_completes_succeeds(cluster):
+def test_a_job_that_restarts_within_its_budget_and_then_completes_succeeds_with_a_stub_ti(
+    cluster,
+):
     """The master crashes a few times, then its trainer gets through (its pod's exit code is
     changed to 0 meanwhile): restarts within the budget are no failure."""
     api, namespace = cluster

@@ -63,7 +63,9 @@ def _fail(namespace: str, run_id: str, **kwargs) -> VolcanoJobError:
     return failure.value
 
 
-def test_a_trainer_exit_code_raises_trainer_exit_error_naming_code_task_and_pod(namespace):
+def test_a_trainer_exit_code_raises_trainer_exit_error_naming_code_task_and_pod_with_a_stub_ti(
+    namespace,
+):
     template = _terminating(
         master={SIM_DURATION: "1", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
     )
@@ -74,7 +76,7 @@ def test_a_trainer_exit_code_raises_trainer_exit_error_naming_code_task_and_pod(
     assert "exited with code 3" in str(error)
 
 
-def test_an_oom_kill_raises_oom_killed_error(namespace):
+def test_an_oom_kill_raises_oom_killed_error_with_a_stub_ti(namespace):
     template = _terminating(
         master={SIM_DURATION: "600"},
         worker={SIM_DURATION: "1", SIM_EXIT_CODE: "137", EXIT_REASON: "OOMKilled"},
@@ -85,7 +87,7 @@ def test_an_oom_kill_raises_oom_killed_error(namespace):
     assert error.pod.endswith("-worker-0")
 
 
-def test_an_evicted_rank_raises_job_preempted_error(namespace):
+def test_an_evicted_rank_raises_job_preempted_error_with_a_stub_ti(namespace):
     # The evicted pod's container exits 137 too: the eviction, not that code, is the cause.
     template = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
     error = _fail(namespace, "evict", template=template)
@@ -94,7 +96,9 @@ def test_an_evicted_rank_raises_job_preempted_error(namespace):
     assert NODE_PRESSURE in str(error)
 
 
-def test_an_image_that_cannot_be_pulled_raises_image_pull_error(namespace):
+def test_an_image_that_cannot_be_pulled_raises_image_pull_error_with_a_stub_ti(
+    namespace,
+):
     template = seed_template(master={IMAGE_PULL: "ErrImagePull"}, worker={SIM_DURATION: "600"})
     error = _fail(namespace, "pull", template=template, pending_timeout=6)
     assert type(error) is ImagePullError, error
@@ -102,7 +106,7 @@ def test_an_image_that_cannot_be_pulled_raises_image_pull_error(namespace):
     assert "pending_timeout" in str(error) and "ErrImagePull" in str(error)
 
 
-def test_a_job_volcano_refuses_raises_job_refused_error_and_nothing_is_left(
+def test_a_job_volcano_refuses_raises_job_refused_error_and_nothing_is_left_with_a_stub_ti(
     namespace, volcano_cluster
 ):
     template = seed_template()

@@ -79,7 +79,7 @@ def _fit_lines(capfd) -> list[str]:
     ]
 
 
-def test_a_gang_over_its_queues_capability_fails_at_once_and_nothing_is_submitted(
+def test_a_gang_over_its_queues_capability_fails_at_once_and_nothing_is_submitted_with_a_stub_ti(
     cluster, capped_queue
 ):
     api, namespace = cluster
@@ -93,7 +93,7 @@ def test_a_gang_over_its_queues_capability_fails_at_once_and_nothing_is_submitte
     assert k8s.CoreV1Api(api).list_namespaced_secret(namespace).items == []  # no key Secret
 
 
-def test_a_pod_larger_than_any_node_fails_at_once(cluster):
+def test_a_pod_larger_than_any_node_fails_at_once_with_a_stub_ti(cluster):
     api, namespace = cluster
     op = _gpu_job(namespace, gpus=16, workers=1)
     with pytest.raises(JobWontFitError, match=r"needs 16 nvidia\.com/gpu; the largest node has 8"):
@@ -101,7 +101,7 @@ def test_a_pod_larger_than_any_node_fails_at_once(cluster):
     assert list_jobs(api, namespace) == []
 
 
-def test_a_fitting_job_runs_and_warn_only_logs(cluster, capped_queue, capfd):
+def test_a_fitting_job_runs_and_warn_only_logs_with_a_stub_ti(cluster, capped_queue, capfd):
     api, namespace = cluster
     result = execute_operator(
         _gpu_job(namespace, gpus=8, workers=1, volcano_queue=capped_queue),
@@ -126,7 +126,7 @@ def test_a_fitting_job_runs_and_warn_only_logs(cluster, capped_queue, capfd):
     wait_until(lambda: not list_jobs(api, namespace), 60, what="the warned job deleted")
 
 
-def test_the_least_privilege_role_skips_the_check_and_says_so_once(
+def test_the_least_privilege_role_skips_the_check_and_says_so_once_with_a_stub_ti(
     as_service_account,  # noqa: F811
     capfd,
 ):

@@ -72,7 +72,7 @@ def _operator(namespace: str):
     )
 
 
-def test_the_latest_progress_line_is_on_the_job_for_kubectl(
+def test_the_latest_progress_line_is_on_the_job_for_kubectl_with_a_stub_ti(
     cluster, training, monkeypatch, volcano_cluster
 ):
     api, namespace = cluster
@@ -94,7 +94,9 @@ def test_the_latest_progress_line_is_on_the_job_for_kubectl(
     assert said and all(out in logged_lines for _, out in said), said
 
 
-def test_off_by_default_the_job_carries_no_progress(cluster, training, volcano_cluster):
+def test_off_by_default_the_job_carries_no_progress_with_a_stub_ti(
+    cluster, training, volcano_cluster
+):
     api, namespace = cluster
     ti = support.StubTaskInstance("avw_progress_annotation", "train", "off")
     trigger = support.execute_operator(_operator(namespace), ti)

@@ -71,7 +71,9 @@ def _assert_rising_progress(lines: list[str]) -> None:
     assert percents == sorted(percents) and percents[0] < percents[-1], lines
 
 
-def test_the_deferred_operator_logs_its_trainings_progress(cluster, training):
+def test_the_deferred_operator_logs_its_trainings_progress_with_a_stub_ti_on_the_standin(
+    cluster, training
+):
     _, namespace = cluster
     op = support.operator(
         namespace=namespace,
@@ -90,7 +92,9 @@ def test_the_deferred_operator_logs_its_trainings_progress(cluster, training):
     _assert_rising_progress(lines.lines)
 
 
-def test_the_poking_sensor_logs_the_same_progress(cluster, training, capfd):
+def test_the_poking_sensor_logs_the_same_progress_with_a_stub_ti_on_the_standin(
+    cluster, training, capfd
+):
     api, namespace = cluster
     job = submit_job(
         api, namespace, "sensed", master_seconds=TRAINS_FOR, labels={WANDB_RUN_LABEL: RUN_ID}

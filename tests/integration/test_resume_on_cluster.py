@@ -100,7 +100,9 @@ def _saying(line: str, gpus: int, **task_annotations: dict[str, str]) -> dict:
     return template
 
 
-def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, claim):
+def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints_with_a_stub_ti(
+    volcano_cluster, claim
+):
     namespace, store = claim, support.MemoryStore()
     evicted = _terminating(master={SIM_DURATION: "600"}, worker={EVICT: NODE_PRESSURE})
     with pytest.raises(JobPreemptedError):
@@ -131,7 +133,7 @@ def test_a_preempted_try_is_resumed_on_its_run_and_checkpoints(volcano_cluster, 
     assert pushed["resume_saved_gpu_seconds"] == 50.0 and job["resume_saved_gpu_seconds"] == 50.0
 
 
-def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow(
+def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow_with_a_stub_ti_on_the_standin(
     volcano_cluster, claim, monkeypatch
 ):
     """Ranks preempted before the trainer's ``wandb.init``: W&B has no run, and ``must``
@@ -164,7 +166,7 @@ def test_a_preempted_run_that_w_and_b_never_saw_is_resumed_with_allow(
     assert ti.pushed["resumed_from_intent"] == 1
 
 
-def test_a_trainer_failure_starts_a_run_of_its_own(volcano_cluster, claim):
+def test_a_trainer_failure_starts_a_run_of_its_own_with_a_stub_ti(volcano_cluster, claim):
     namespace, store = claim, support.MemoryStore()
     failing = _terminating(
         master={SIM_DURATION: "1", SIM_EXIT_CODE: "3"}, worker={SIM_DURATION: "600"}
@@ -181,7 +183,7 @@ def test_a_trainer_failure_starts_a_run_of_its_own(volcano_cluster, claim):
     assert "resumed_from_intent" not in pushed
 
 
-def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone(
+def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone_with_a_stub_ti(
     volcano_cluster, claim
 ):
     namespace, store = claim, support.MemoryStore()
@@ -214,7 +216,7 @@ def test_a_try_killed_while_deferred_is_resumed_once_its_job_is_confirmed_gone(
     assert pushed["resumed_from_intent"] == 1
 
 
-def test_a_cleared_successful_task_trains_a_run_of_its_own(volcano_cluster, claim):
+def test_a_cleared_successful_task_trains_a_run_of_its_own_with_a_stub_ti(volcano_cluster, claim):
     """The succeeded job is deleted (``delete_succeeded``) once reported: its recorded success,
     not the job's absence, tells the next try, which must not take it for a kill."""
     namespace, store = claim, support.MemoryStore()

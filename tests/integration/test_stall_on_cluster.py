@@ -44,7 +44,9 @@ def _assert_stalled(error: TrainingStalledError) -> None:
     assert "[worker-0] [sim] running for 600s" in text, text
 
 
-def test_a_silent_master_fails_the_deferred_task_and_its_job_is_deleted(cluster):
+def test_a_silent_master_fails_the_deferred_task_and_its_job_is_deleted_with_a_stub_ti(
+    cluster,
+):
     api, namespace = cluster
     runs = {SIM_DURATION: "600"}
     op = support.operator(
@@ -67,7 +69,7 @@ def test_a_silent_master_fails_the_deferred_task_and_its_job_is_deleted(cluster)
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_the_poking_sensor_judges_a_stall_the_same_way(cluster):
+def test_the_poking_sensor_judges_a_stall_the_same_way_with_a_stub_ti(cluster):
     api, namespace = cluster
     job = submit_job(api, namespace, "sensed", master_seconds=60)
     with pytest.raises(TrainingStalledError) as failure:
@@ -76,7 +78,7 @@ def test_the_poking_sensor_judges_a_stall_the_same_way(cluster):
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_a_master_that_printed_lately_is_not_silent_and_one_that_ends_in_time_is_no_stall(
+def test_a_master_that_printed_lately_is_not_silent_nor_one_ending_in_time_stalled_with_a_stub_ti(
     cluster,
 ):
     """The probe itself on the cluster's pod log (``sinceSeconds``): the master's start lines

@@ -99,7 +99,7 @@ def _assert_heard_then_stalled(log: str, standin: WandbStandin, error: TrainingS
     assert f"its W&B run's last step, {last_step}, was logged at" in str(error), str(error)
 
 
-def test_a_silent_master_whose_wandb_run_advances_is_not_stalled_until_it_stops_against_wandb_standin(  # noqa: E501
+def test_a_silent_master_whose_standin_run_advances_is_not_stalled_until_it_stops_with_a_stub_ti(
     cluster, standin
 ):
     api, namespace = cluster
@@ -127,7 +127,7 @@ def test_a_silent_master_whose_wandb_run_advances_is_not_stalled_until_it_stops_
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_the_poking_sensor_hears_the_wandb_run_the_job_names_the_same_way_against_wandb_standin(
+def test_the_poking_sensor_hears_the_standin_run_the_job_names_the_same_way_with_a_stub_ti(
     cluster, standin, capfd
 ):
     api, namespace = cluster

@@ -34,7 +34,9 @@ def _placed_for(error: Exception) -> float:
     return float(found.group(1))
 
 
-def test_an_image_that_can_never_be_pulled_fails_the_deferred_task_at_once(cluster):
+def test_an_image_that_can_never_be_pulled_fails_the_deferred_task_at_once_with_a_stub_ti(
+    cluster,
+):
     # InvalidImageName cannot heal: the budget (10 minutes here) is not waited out.
     api, namespace = cluster
     template = seed_template(
@@ -58,7 +60,9 @@ def test_an_image_that_can_never_be_pulled_fails_the_deferred_task_at_once(clust
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_an_image_pull_back_off_fails_the_sync_wait_after_the_startup_timeout(cluster):
+def test_an_image_pull_back_off_fails_the_sync_wait_after_the_startup_timeout_with_a_stub_ti(
+    cluster,
+):
     api, namespace = cluster
     template = seed_template(
         master={SIM_DURATION: "600", IMAGE_PULL: "ImagePullBackOff"},
@@ -80,7 +84,7 @@ def test_an_image_pull_back_off_fails_the_sync_wait_after_the_startup_timeout(cl
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_a_missing_secret_fails_with_container_config_error(cluster):
+def test_a_missing_secret_fails_with_container_config_error_with_a_stub_ti(cluster):
     api, namespace = cluster
     template = seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
     worker = next(t for t in template["spec"]["tasks"] if t["name"] == "worker")
@@ -105,7 +109,7 @@ def test_a_missing_secret_fails_with_container_config_error(cluster):
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_the_poking_sensor_applies_the_same_budget(cluster):
+def test_the_poking_sensor_applies_the_same_budget_with_a_stub_ti(cluster):
     api, namespace = cluster
     job = submit_job(
         api,

@@ -52,7 +52,9 @@ def _assert_stopped(error: StoppedFromWandbError) -> None:
     assert error.pod.endswith("-master-0"), error
 
 
-def test_a_run_stopped_from_wandb_fails_the_deferred_task_and_its_job_is_deleted(cluster):
+def test_a_run_stopped_from_wandb_fails_the_deferred_task_and_its_job_is_deleted_with_a_stub_ti(
+    cluster,
+):
     api, namespace = cluster
     template = seed_template(master=STOPPED_MASTER, worker={SIM_DURATION: "600"})
     # A budget far above the restarts: the stop, not a crash loop, ends the wait.
@@ -71,7 +73,7 @@ def test_a_run_stopped_from_wandb_fails_the_deferred_task_and_its_job_is_deleted
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_the_poking_sensor_maps_a_stop_the_same_way(cluster):
+def test_the_poking_sensor_maps_a_stop_the_same_way_with_a_stub_ti(cluster):
     api, namespace = cluster
     job = submit_job(
         api, namespace, "sensed", master_seconds=1, master_annotations={SIM_EXIT_CODE: STOP}
@@ -112,7 +114,9 @@ def _assert_unheeded(error: StoppedFromWandbError, standin: WandbStandin) -> Non
     assert asked and asked[0].variables["runId"] == RUN_ID, standin.operations()
 
 
-def test_a_trainer_that_misses_the_stop_has_its_job_deleted_after_the_grace(cluster, wandb_standin):
+def test_a_trainer_missing_the_stop_has_its_job_deleted_after_grace_with_a_stub_ti_on_the_standin(
+    cluster, wandb_standin
+):
     api, namespace = cluster
     _stopped_run(wandb_standin)
     op = support.operator(
@@ -135,7 +139,7 @@ def test_a_trainer_that_misses_the_stop_has_its_job_deleted_after_the_grace(clus
     wait_until(lambda: not list_jobs(api, namespace), timeout=60, what="the job deleted")
 
 
-def test_the_poking_sensor_ends_a_job_whose_trainer_misses_the_stop_the_same_way(
+def test_the_poking_sensor_ends_a_job_whose_trainer_misses_the_stop_with_a_stub_ti_on_the_standin(
     cluster, wandb_standin
 ):
     api, namespace = cluster

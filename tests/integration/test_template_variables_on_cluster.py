@@ -71,7 +71,7 @@ def _render(conn_id: str, namespace: str, values: dict[str, Any]) -> dict[str, A
     )
 
 
-def test_a_queue_template_with_variables_is_rendered_and_submitted(
+def test_a_queue_template_with_variables_is_rendered_and_submitted_on_the_standin(
     kubernetes_connection, volcano_namespace, wandb_conn
 ):
     body = _render(wandb_conn, volcano_namespace, {"workers": "3", "gpus": 2})
@@ -87,7 +87,7 @@ def test_a_queue_template_with_variables_is_rendered_and_submitted(
     assert job["spec"]["minAvailable"] == 4  # the gang follows the variable's worker count
 
 
-def test_a_value_above_its_maximum_submits_nothing(
+def test_a_value_above_its_maximum_submits_nothing_on_the_standin(
     kubernetes_connection, volcano_namespace, wandb_conn, volcano_cluster
 ):
     with pytest.raises(TemplateError, match=r"'workers' is 4, above its maximum 3"):
@@ -99,7 +99,7 @@ def test_a_value_above_its_maximum_submits_nothing(
         api.close()
 
 
-def test_a_dags_override_past_a_variables_bound_fails_before_any_job_exists(
+def test_an_override_past_a_variables_bound_fails_before_any_job_with_a_stub_ti_on_the_standin(
     kubernetes_connection, volcano_namespace, wandb_conn, volcano_cluster
 ):
     """W&B Launch drops resource overrides on a queue with variables; here an override past

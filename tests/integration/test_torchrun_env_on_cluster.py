@@ -20,7 +20,7 @@ from test_support.operator_tries import StubTaskInstance, execute_operator, oper
 pytestmark = pytest.mark.cluster
 
 
-def test_every_rank_gets_its_node_rank_the_master_address_and_a_memory_dev_shm(
+def test_every_rank_gets_its_node_rank_the_master_address_and_a_memory_dev_shm_with_a_stub_ti(
     kubernetes_connection, volcano_cluster, volcano_namespace
 ):
     namespace, api = volcano_namespace, volcano_cluster.api_client()
@@ -62,7 +62,7 @@ def test_every_rank_gets_its_node_rank_the_master_address_and_a_memory_dev_shm(
     api.close()
 
 
-def test_a_job_with_two_gpus_per_pod_is_admitted_and_every_pod_starts_two_processes(
+def test_a_job_with_two_gpus_per_pod_is_admitted_and_every_pod_starts_two_processes_with_a_stub_ti(
     kubernetes_connection, volcano_cluster, volcano_namespace
 ):
     """2 GPUs in every rank, the master's too (one backend for all): Volcano admits and places
@@ -98,7 +98,7 @@ def test_a_job_with_two_gpus_per_pod_is_admitted_and_every_pod_starts_two_proces
     api.close()
 
 
-def test_a_job_rendered_for_volcano_before_hcclrank_is_admitted_and_completes(
+def test_a_job_rendered_for_volcano_before_hcclrank_is_admitted_and_completes_with_a_stub_ti(
     kubernetes_connection, volcano_cluster, volcano_namespace
 ):
     """Rendered for v1.12.2 (no hcclrank): the job names only plugins that release has, the

@@ -232,7 +232,7 @@ def test_test_connection_against_wandb_standin(
 
 
 @pytest.mark.cluster
-def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
+def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin_with_a_stub_ti(
     standin: WandbStandin, conn_id: str, kubernetes_connection, volcano_cluster, volcano_namespace
 ) -> None:
     from airflow_volcano_wandb.airflow_compat import AirflowException
@@ -266,7 +266,7 @@ def test_the_operator_submits_a_w_and_b_queues_template_against_wandb_standin(
     api.close()
 
 
-def test_the_operator_renders_a_queues_template_variables_against_wandb_standin(
+def test_the_operator_renders_a_queues_template_variables_against_wandb_standin_with_a_stub_ti(
     standin: WandbStandin, conn_id: str, kubernetes_connection, volcano_cluster, volcano_namespace
 ) -> None:
     """A task on a Launch queue with template variables: the queue's schemas bound the values

@@ -44,7 +44,7 @@ def _failure(
 STALL_TIMEOUT = 8
 
 
-def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout(
+def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout_with_a_stub_ti(
     volcano_cluster,
     volcano_namespace,
 ):
@@ -81,7 +81,7 @@ def test_a_trainer_that_hangs_on_real_pods_is_failed_by_stall_timeout(
     ],
     ids=["unreachable-registry", "invalid-name"],
 )
-def test_a_worker_whose_image_cannot_start_on_real_pods_fails_and_frees_the_gang(
+def test_a_worker_whose_image_cannot_start_on_real_pods_fails_and_frees_the_gang_with_a_stub_ti(
     volcano_cluster,
     volcano_namespace,
     bad_image,

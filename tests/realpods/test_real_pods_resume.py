@@ -34,7 +34,7 @@ pytestmark = [
 ]
 
 
-def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
+def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run_with_a_stub_ti(
     volcano_cluster,
     volcano_namespace,
     real_node,
@@ -75,7 +75,7 @@ def test_a_training_killed_mid_way_resumes_from_its_checkpoint_on_the_same_run(
     assert wandb_offline.summary(resumed_file)["train/steps"] == resumed[-1]
 
 
-def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods(
+def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods_with_a_stub_ti(
     volcano_cluster,
     volcano_namespace,
     real_node,
@@ -127,7 +127,7 @@ def test_a_retry_replaces_the_failed_job_of_a_fixed_name_and_trains_on_real_pods
     assert all(p.status.phase == "Succeeded" for p in pods), [p.status.phase for p in pods]
 
 
-def test_a_training_killed_mid_way_resumes_from_its_wandb_artifact_without_a_shared_volume(
+def test_a_killed_training_resumes_from_its_artifact_not_a_volume_with_a_stub_ti_on_the_standin(
     volcano_cluster,
     volcano_namespace,
     real_node,

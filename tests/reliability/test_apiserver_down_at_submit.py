@@ -67,7 +67,7 @@ def _fails_unreachable(namespace: str, run_id: str) -> str:
     return str(failure.value)
 
 
-def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
+def test_apiserver_down_before_submit_with_a_stub_ti(cluster, monkeypatch, wandb_connection):
     monkeypatch.setenv(
         "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(cluster.kubeconfig)
     )
@@ -94,7 +94,9 @@ def test_apiserver_down_before_submit(cluster, monkeypatch, wandb_connection):
     api.close()
 
 
-def test_apiserver_lost_between_job_and_secret(cluster, monkeypatch, wandb_connection):
+def test_apiserver_lost_between_job_and_secret_with_a_stub_ti(
+    cluster, monkeypatch, wandb_connection
+):
     monkeypatch.setenv(
         "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(cluster.kubeconfig)
     )

@@ -46,7 +46,7 @@ def _template(kind: str) -> dict:
     return seed_template(master={SIM_DURATION: "600"}, worker={SIM_DURATION: "600"})
 
 
-def test_twenty_triggers_survive_an_apiserver_restart(monkeypatch, wandb_connection):
+def test_twenty_triggers_survive_an_apiserver_restart_with_a_stub_ti(monkeypatch, wandb_connection):
     with support.private_cluster() as info:
         monkeypatch.setenv(
             "AIRFLOW_CONN_KUBERNETES_DEFAULT", support.kubernetes_conn_env(info.kubeconfig)

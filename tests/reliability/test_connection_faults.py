@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 DAG_ID = "avw_rel_conn_faults"
 
 
-def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
+def test_resets_and_latency_while_waiting_end_with_the_right_verdicts_with_a_stub_ti(
     proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -78,7 +78,9 @@ def test_resets_and_latency_while_waiting_end_with_the_right_verdicts(
     assert set(owners.values()) <= {1}, owners  # nothing submitted twice
 
 
-def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, admin, volcano_namespace):
+def test_a_create_whose_answer_is_lost_is_not_duplicated_with_a_stub_ti(
+    proxy, admin, volcano_namespace
+):
     namespace = volcano_namespace
     proxy.lose_next_answer(larger_than=2000)  # the job's create; the other calls are smaller
     template = seed_template(master={SIM_DURATION: "600"})
@@ -97,7 +99,7 @@ def test_a_create_whose_answer_is_lost_is_not_duplicated(proxy, admin, volcano_n
     assert len(secrets.items) == 1
 
 
-def test_a_silently_dead_watch_connection_is_replaced(
+def test_a_silently_dead_watch_connection_is_replaced_with_a_stub_ti(
     proxy, volcano_cluster, volcano_namespace, monkeypatch
 ):
     # Short server-side watch timeout so the read timeout (timeout + grace) is short too.

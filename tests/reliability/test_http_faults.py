@@ -65,7 +65,7 @@ def _owned(admin, namespace: str, identity: TaskInstanceIdentity) -> tuple[list,
     return jobs, secrets.items
 
 
-def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
+def test_a_throttled_submission_waits_as_told_and_is_not_duplicated_with_a_stub_ti(
     http_proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -94,7 +94,7 @@ def test_a_throttled_submission_waits_as_told_and_is_not_duplicated(
     assert [o.uid for o in secrets[0].metadata.owner_references] == [result["uid"]]
 
 
-def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race(
+def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race_with_a_stub_ti(
     http_proxy, admin, volcano_namespace
 ):
     """The Secret's create is applied but answered 503; the retry meets its own Secret (409).
@@ -116,7 +116,7 @@ def test_a_key_secret_created_under_a_lost_answer_is_not_taken_for_a_race(
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
 
 
-def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
+def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try_with_a_stub_ti(
     http_proxy, admin, volcano_namespace
 ):
     """Every attempt at the Secret's create answered 503 (none applied): no verdict on the new
@@ -145,7 +145,9 @@ def test_a_key_secret_create_that_keeps_failing_leaves_the_job_to_the_next_try(
     assert [[o.uid for o in s.metadata.owner_references] for s in secrets] == [[result["uid"]]]
 
 
-def test_throttled_lists_and_watches_end_with_the_right_verdicts(http_proxy, volcano_namespace):
+def test_throttled_lists_and_watches_end_with_the_right_verdicts_with_a_stub_ti(
+    http_proxy, volcano_namespace
+):
     namespace = volcano_namespace
     # The jobs outlast the faults: the watch's backoff only resets after a stable watch, so
     # six refused lists and watches take it about half a minute to get through.
@@ -171,7 +173,7 @@ def test_throttled_lists_and_watches_end_with_the_right_verdicts(http_proxy, vol
     support.assert_one_verdict_each(plan, triggers, results)
 
 
-def test_a_create_whose_answer_never_comes_times_out_and_reattaches(
+def test_a_create_whose_answer_never_comes_times_out_and_reattaches_with_a_stub_ti(
     admin, volcano_cluster, volcano_namespace, monkeypatch, tmp_path, wandb_connection
 ):
     # A short read timeout keeps the test short; the default is longer than the apiserver's.

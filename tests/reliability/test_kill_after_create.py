@@ -70,7 +70,7 @@ def _first_try_killed(namespace: str, run_id: str, mode: str, delay: float) -> i
         os._exit(3)  # not killed: the harness failed to kill it
 
 
-def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
+def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -123,7 +123,7 @@ def test_fifty_sigkills_after_create_leave_no_duplicate_and_no_orphan(
     api.close()
 
 
-def test_a_job_whose_submitter_dies_right_after_its_create_waits_for_its_key_until_the_retry(
+def test_a_job_whose_submitter_dies_after_create_waits_for_its_key_until_the_retry_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
     """The window the key Secret's order leaves (it is created after its job, owned by it):

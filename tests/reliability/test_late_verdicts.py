@@ -118,7 +118,7 @@ def _deferred(namespace: str, run_id: str, master_seconds: str, **options):
     return support.execute_operator(op, support.StubTaskInstance(DAG_ID, "train", run_id))
 
 
-def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_a_timeout(
+def test_a_job_completing_while_the_watch_is_cut_before_the_deadline_is_no_timeout_with_a_stub_ti(
     proxy, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -148,7 +148,7 @@ def test_a_job_that_completes_while_the_watch_is_cut_before_the_deadline_is_not_
     assert job["metadata"]["uid"] == trigger.job_uid
 
 
-def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcome(
+def test_a_watch_cut_every_few_seconds_past_the_grace_still_gets_the_real_outcome_with_a_stub_ti(
     proxy, admin, volcano_namespace
 ):
     trigger = _deferred(volcano_namespace, "flapping", "30", watch_failure_grace=8, poll_interval=2)

@@ -46,7 +46,7 @@ def nothing_left(admin, namespace: str, what: str) -> None:
     support.wait_until(empty, 60, what=f"{what}: job, pods and key Secret gone")
 
 
-def test_clearing_a_successful_task_trains_again(
+def test_clearing_a_successful_task_trains_again_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -73,7 +73,7 @@ def test_clearing_a_successful_task_trains_again(
     assert jobs[second["uid"]]["metadata"]["labels"][WANDB_RUN_LABEL] == second["wandb_run_id"]
 
 
-def test_two_deployments_never_touch_each_others_jobs(
+def test_two_deployments_never_touch_each_others_jobs_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     namespace = volcano_namespace
@@ -91,7 +91,7 @@ def test_two_deployments_never_touch_each_others_jobs(
     assert sorted(j["metadata"]["labels"][DEPLOYMENT_LABEL] for j in jobs) == ["prod", "staging"]
 
 
-def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted(
+def test_a_late_kill_of_an_older_try_never_deletes_the_job_a_newer_try_adopted_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     namespace = volcano_namespace
@@ -139,7 +139,7 @@ def _submitted(namespace: str, run_id: str, **options) -> dict:
     return support.execute_operator(op, support.StubTaskInstance(DAG_ID, "submit", run_id))
 
 
-def test_a_killed_sensor_deletes_its_job(
+def test_a_killed_sensor_deletes_its_job_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -155,7 +155,7 @@ def test_a_killed_sensor_deletes_its_job(
     nothing_left(admin, namespace, "the killed sensor's job")
 
 
-def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended(
+def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     """A kill stops training: the operator's (sync mode) and a poking sensor's kill delete a
@@ -185,7 +185,7 @@ def test_a_kill_in_sync_mode_leaves_a_job_that_has_ended(
     assert not job["metadata"].get("deletionTimestamp")
 
 
-def test_a_killed_deferred_sensor_deletes_its_job(
+def test_a_killed_deferred_sensor_deletes_its_job_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace, monkeypatch
 ):
     from airflow.sdk.exceptions import TaskDeferred
@@ -210,7 +210,7 @@ def test_a_killed_deferred_sensor_deletes_its_job(
 
 
 @pytest.mark.parametrize("ending", ["pending_timeout", "sensor_timeout"])
-def test_a_sensor_that_gives_up_deletes_its_job(
+def test_a_sensor_that_gives_up_deletes_its_job_with_a_stub_ti(
     ending, kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     from airflow_volcano_wandb.airflow_compat import AirflowException, AirflowSensorTimeout

@@ -67,7 +67,7 @@ def standin(reliability_airflow: AirflowStack) -> Iterator[WandbStandin]:
             reliability_airflow.api("DELETE", f"/connections/{CONN_ID}")
 
 
-def test_the_deferred_operator_and_sensor_log_progress_from_the_triggerer(
+def test_the_deferred_operator_and_sensor_log_progress_from_the_triggerer_on_the_standin(
     reliability_airflow: AirflowStack, volcano_cluster, admin, standin: WandbStandin
 ) -> None:
     template = seed_template(

@@ -168,7 +168,9 @@ def _deferred_try(namespace: str, run_id: str, master_seconds: str):
     return op, ti, support.execute_operator(op, ti)
 
 
-def test_a_watch_refused_for_good_falls_back_to_reading_the_job(as_service_account, monkeypatch):
+def test_a_watch_refused_for_good_falls_back_to_reading_the_job_with_a_stub_ti(
+    as_service_account, monkeypatch
+):
     """The apiserver still answers GETs: the wait reads the job directly past the grace and
     ends with the job's own outcome instead of failing as a lost watch."""
     monkeypatch.setattr(namespace_watch, "RECONNECT_BACKOFF_MAX", 1.0)
@@ -180,7 +182,9 @@ def test_a_watch_refused_for_good_falls_back_to_reading_the_job(as_service_accou
     assert op.execute_complete(support.context_for(ti), event)["uid"] == trigger.job_uid
 
 
-def test_nothing_readable_past_the_grace_fails_the_task_and_leaves_the_job(as_service_account):
+def test_nothing_readable_past_the_grace_fails_the_task_and_leaves_the_job_with_a_stub_ti(
+    as_service_account,
+):
     make, admin = as_service_account
     namespace = make()
     op, ti, trigger = _deferred_try(namespace, "nothing-readable", master_seconds="600")
@@ -198,7 +202,7 @@ def test_nothing_readable_past_the_grace_fails_the_task_and_leaves_the_job(as_se
 
 
 @pytest.mark.long  # 1 minute: make test-long, not CI
-def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
+def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds_with_a_stub_ti(
     as_service_account, monkeypatch
 ):
     """A RoleBinding re-applied by Helm or Argo CD: 403s for a while, then all is well."""
@@ -229,7 +233,7 @@ def test_waiting_jobs_outlive_a_role_binding_removed_for_30_seconds(
         assert op.execute_complete(support.context_for(ti), event)["uid"] == trigger.job_uid
 
 
-def test_with_secrets_create_only_a_job_is_submitted_reattached_and_its_key_goes_with_it(
+def test_with_secrets_create_only_a_job_is_submitted_reattached_and_keyed_with_a_stub_ti(
     as_service_account,
 ):
     """rbac.yaml grants Secrets ``create`` and nothing else (reading one back, or patching
@@ -270,7 +274,9 @@ def test_with_secrets_create_only_a_job_is_submitted_reattached_and_its_key_goes
     wait_until(lambda: _key_secrets(admin, namespace) == [], 60, what="its Secret collected")
 
 
-def test_a_new_jobs_secret_name_taken_first_withdraws_the_job(as_service_account, monkeypatch):
+def test_a_new_jobs_secret_name_taken_first_withdraws_the_job_with_a_stub_ti(
+    as_service_account, monkeypatch
+):
     """Someone who can read the job's spec and create Secrets races us to its key Secret's
     name with a key of their own: the pods would log into their W&B account. The job is
     withdrawn and the try fails naming the Secret; nothing keeps running."""

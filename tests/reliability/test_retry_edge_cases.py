@@ -39,7 +39,7 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 HOLD = "reliability.airflow-volcano-wandb.io/hold"
 
 
-def test_a_retry_does_not_reattach_to_a_job_being_deleted(
+def test_a_retry_does_not_reattach_to_a_job_being_deleted_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -112,7 +112,7 @@ def test_a_retry_does_not_reattach_to_a_job_being_deleted(
     api.close()
 
 
-def test_a_job_name_taken_by_another_task_instance_is_left_alone(
+def test_a_job_name_taken_by_another_task_instance_is_left_alone_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -138,7 +138,7 @@ def test_a_job_name_taken_by_another_task_instance_is_left_alone(
     api.close()
 
 
-def test_a_job_the_apiserver_refuses_leaves_no_key_secret_behind(
+def test_a_job_the_apiserver_refuses_leaves_no_key_secret_behind_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -160,7 +160,7 @@ def test_a_job_the_apiserver_refuses_leaves_no_key_secret_behind(
     api.close()
 
 
-def test_a_retry_replaces_the_reported_failed_job_of_a_fixed_name(
+def test_a_retry_replaces_the_reported_failed_job_of_a_fixed_name_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace
 ):
     namespace = volcano_namespace
@@ -197,7 +197,7 @@ def test_a_retry_replaces_the_reported_failed_job_of_a_fixed_name(
     api.close()
 
 
-def test_a_retry_waits_out_the_pods_of_a_fixed_names_job_deleted_in_the_background(
+def test_a_retry_waits_out_the_pods_of_a_fixed_names_job_deleted_in_the_background_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, capfd
 ):
     namespace = volcano_namespace

@@ -153,7 +153,7 @@ def _trials(steps: int) -> list[tuple[str, int]]:
     return every[stride // 2 :: stride][:DEFAULT_TRIALS]
 
 
-def test_a_fault_at_any_step_of_submission_leaves_no_unowned_secret_and_no_unwatched_job(
+def test_a_fault_at_any_submission_step_leaves_no_unowned_secret_nor_unwatched_job_with_a_stub_ti(
     kubernetes_connection, wandb_connection, volcano_cluster, volcano_namespace, tmp_path
 ):
     from airflow.sdk.exceptions import TaskDeferred

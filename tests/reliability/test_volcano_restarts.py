@@ -43,7 +43,7 @@ def _logged(trigger) -> Lines:
     return handler
 
 
-def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict(
+def test_restarting_is_reported_with_its_retry_count_then_the_final_verdict_with_a_stub_ti(
     kubernetes_connection, wandb_connection, admin, volcano_namespace
 ):
     namespace = volcano_namespace

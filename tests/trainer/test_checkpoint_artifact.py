@@ -54,7 +54,9 @@ def _artifact(run_id: str, version: int) -> str:
     return f"{ENTITY}/{PROJECT}/checkpoint-{run_id}:v{version}"
 
 
-def test_rank_0_logs_every_checkpoint_as_a_committed_artifact_version(tmp_path: Path) -> None:
+def test_rank_0_logs_every_checkpoint_as_a_committed_artifact_version_on_the_standin(
+    tmp_path: Path,
+) -> None:
     """Each save (every AVW_CHECKPOINT_EVERY steps and the last) becomes the artifact's next
     version once committed: the file under its own name, its step and seconds of training as
     metadata, aliases ``latest`` and ``step-<N>``. The worker, without W&B, saves nothing."""
@@ -86,7 +88,7 @@ def test_rank_0_logs_every_checkpoint_as_a_committed_artifact_version(tmp_path: 
     assert all(FAKE_API_KEY not in result.output for result in results)
 
 
-def test_a_stopped_job_resumes_from_the_artifact_on_pods_with_empty_directories(
+def test_a_stopped_job_resumes_from_the_artifact_on_pods_with_empty_directories_on_the_standin(
     tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
     """A SIGTERM mid-way: rank 0 saves and commits one more version, exit 143. A new job of the

@@ -90,7 +90,9 @@ def test_a_long_run_config_arrives_in_slices_as_launch_sends_it(tmp_path: Path) 
     assert run.config["notes"] == notes and run.config["epochs"] == 2
 
 
-def test_the_run_config_reaches_the_wandb_server_online(tmp_path: Path) -> None:
+def test_the_run_config_reaches_the_wandb_server_online_on_the_standin(
+    tmp_path: Path,
+) -> None:
     """Against the W&B stand-in: the config the run upserts is the run config's."""
     spec = _spec("online")
     with WandbStandin(api_key=FAKE_API_KEY) as standin:

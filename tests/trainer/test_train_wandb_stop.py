@@ -29,7 +29,7 @@ from test_support.wandb_standin import WandbStandin
 from test_support.wandb_support import keyed_run_spec
 
 
-def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code(
+def test_a_run_stopped_in_the_wandb_ui_ends_the_trainer_with_the_stop_exit_code_on_the_standin(
     tmp_path: Path, trainer: SimpleNamespace
 ) -> None:
     """The seed's "stop" button: an online run against the W&B stand-in is stopped while it

@@ -59,7 +59,7 @@ def standin():
         yield server
 
 
-def test_a_key_wandb_accepts(standin):
+def test_a_key_wandb_accepts_on_the_standin(standin):
     works, said = ask_wandb(standin.url, KEY, timeout=10)
     assert works is True and standin.viewer_entity in said
     assert standin.requests[-1].basic_auth_password == KEY  # asked with the key
@@ -67,7 +67,7 @@ def test_a_key_wandb_accepts(standin):
     assert result.status == OK and "W&B accepts it" in result.line()
 
 
-def test_a_key_wandb_refuses_fails_and_is_never_printed(standin):
+def test_a_key_wandb_refuses_fails_and_is_never_printed_on_the_standin(standin):
     wrong = "w" * 40
     works, said = ask_wandb(standin.url, wrong, timeout=10)
     assert works is False and "401" in said

@@ -30,7 +30,9 @@ def _operator(template: Any = None, **kwargs: Any) -> VolcanoPyTorchJobOperator:
     )
 
 
-def test_a_dags_override_past_the_queues_bound_fails_before_any_job_can_exist(wandb_connection):
+def test_a_dags_override_past_the_queues_bound_fails_before_any_job_can_exist_with_a_stub_ti(
+    wandb_connection,
+):
     template = load_template(SEED)
     template["spec"]["tasks"][1]["replicas"] = "{{workers}}"
     op = _operator(template, template_variable_schemas=SCHEMAS, replicas={"worker": 20})

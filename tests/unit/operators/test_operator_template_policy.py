@@ -73,7 +73,7 @@ def mounting(secret: str) -> dict[str, Any]:
     return template
 
 
-def test_the_runs_own_key_secret_is_allowed_and_no_other() -> None:
+def test_the_runs_own_key_secret_is_allowed_and_no_other_with_a_stub_ti() -> None:
     job = render(mounting(OWN_KEY))
     env = job["spec"]["tasks"][0]["template"]["spec"]["containers"][0]["env"]
     assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {
@@ -86,18 +86,20 @@ def test_the_runs_own_key_secret_is_allowed_and_no_other() -> None:
     )
 
 
-def test_wandb_api_key_secret_is_allowed_in_place_of_the_own_key() -> None:
+def test_wandb_api_key_secret_is_allowed_in_place_of_the_own_key_with_a_stub_ti() -> None:
     render(mounting("team-a-wandb"), wandb_api_key_secret=("team-a-wandb", "api-key"))
     with pytest.raises(AirflowException, match="allowed_secrets"):
         render(mounting(OWN_KEY), wandb_api_key_secret=("team-a-wandb", "api-key"))
 
 
-def test_allowed_secrets_reaches_the_renderer() -> None:
+def test_allowed_secrets_reaches_the_renderer_with_a_stub_ti() -> None:
     render(mounting(OTHER_TEAM_SECRET), allowed_secrets=[OTHER_TEAM_SECRET])
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
-def test_every_hostile_template_is_refused_by_the_operators_defaults(case: Any) -> None:
+def test_every_hostile_template_is_refused_by_the_operators_defaults_with_a_stub_ti(
+    case: Any,
+) -> None:
     # No queue or priority class list by default: anything goes, as for images.
     lists = {
         "allowed_queues": ["default", "team-a"],
@@ -114,13 +116,15 @@ def test_every_hostile_template_is_refused_by_the_operators_defaults(case: Any) 
     render(case.template(), **{**kwargs, case.argument: [*lists[case.argument], case.value]})
 
 
-def test_the_volcano_queue_parameter_is_checked_against_allowed_queues() -> None:
+def test_the_volcano_queue_parameter_is_checked_against_allowed_queues_with_a_stub_ti() -> None:
     with pytest.raises(AirflowException, match=r"spec\.queue"):
         render(seed(), volcano_queue="team-b", allowed_queues=["team-a"])
     assert render(seed(), volcano_queue="team-a", allowed_queues=["team-a"])["spec"]["queue"]
 
 
-def test_the_target_volcano_comes_from_the_config_unless_the_dag_names_one(monkeypatch) -> None:
+def test_the_target_volcano_comes_from_the_config_unless_the_dag_names_one_with_a_stub_ti(
+    monkeypatch,
+) -> None:
     """``[volcano_wandb] volcano_version`` chooses the plugins; a DAG's ``volcano_version``
     wins; a template naming a plugin the target lacks fails before submission."""
     assert "hcclrank" in render(seed())["spec"]["plugins"]  # the default: this provider's

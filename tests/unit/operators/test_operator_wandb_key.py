@@ -14,7 +14,7 @@ from test_support.operator_tries import StubTaskInstance, context_for
 SEED = Path(__file__).resolve().parents[3] / "dags" / "templates"
 
 
-def test_online_mode_without_any_key_fails_before_touching_the_cluster():
+def test_online_mode_without_any_key_fails_before_touching_the_cluster_with_a_stub_ti():
     template = yaml.safe_load((SEED / "volcano-pytorch-queue-template.yaml").read_text())
     op = VolcanoPyTorchJobOperator(
         task_id="train",

@@ -129,7 +129,7 @@ def test_a_killed_job_that_never_goes_fails_the_try_instead_of_a_second_writer(
         _resume().interrupted_run(stuck, _unreported(), 2)
 
 
-def test_a_resumed_try_resumed_without_its_deferral_kwargs_still_knows_it_resumed() -> None:
+def test_a_try_resumed_without_its_deferral_kwargs_still_knows_it_resumed_with_a_stub_ti() -> None:
     """``dag.test()`` resumes a deferred task without ``run``: what ``publish`` pushed is
     read back, the resumed intent with it, so the report still says what the resume saved."""
     ti = StubTaskInstance("d", "t", "r", try_number=2)
