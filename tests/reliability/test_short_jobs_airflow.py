@@ -8,8 +8,9 @@ deferring at once (``defer_after=0``), whose job ends while its trigger waits ou
 ``defer_settle_seconds``: the moment Airflow's deferral race takes tasks
 (apache/airflow#67287, #72716), through the triggerers. Each task must succeed on its first
 try, and each job must be the only one of its run, reported once, by that try; a task whose
-job was ``Completed`` within the window of its start must not have deferred, and at least one
-must have ended so. Times are ``e2e_real_airflow``'s figures, not asserted here.
+job was ``Completed`` within the window of its start must not have deferred, one that ended
+later deferred only once its window was waited out and before its job ended, and at least one
+must have ended inside its window. Times are ``e2e_real_airflow``'s figures, not asserted here.
 """
 
 from __future__ import annotations
@@ -51,7 +52,12 @@ def test_short_jobs_end_on_their_first_try_each_reported_once(
             assert row["deferred"], row
         elif row["start_to_done_s"] < DEFER_AFTER:  # ended inside the window: never deferred
             assert not row["deferred"], row
-        else:  # a loaded machine may start the job late: the window may end before it does
-            print(f"{row['run_id']}: Completed {row['start_to_done_s']}s after the task began")
+        else:  # a loaded machine may start the job late: the window may close before it ends
+            # Either way the task is right: it deferred only once its window was waited out and
+            # while its job still ran (the watch's Completed may lag the task log by a fraction
+            # of a second), or its window, which opens after the submission, held the end.
+            assert not row["deferred"] or (
+                DEFER_AFTER <= row["first_try_slot_s"] <= row["start_to_done_s"] + 1
+            ), row
     # A 1 s job ends inside the window on a machine that is not overloaded.
     assert any(not row["deferred"] for row in rows if row["family"] == "provider"), rows
