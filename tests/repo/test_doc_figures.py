@@ -124,6 +124,39 @@ def test_a_table_that_quotes_a_results_file_marks_its_figures(page):
     )
 
 
+#: A time a sentence states, and what names the bench (a script or a results file).
+TIME = re.compile(r"(?<![\w.])\d[\d,.]*\s*(?:ms|s|min|minutes|seconds)\b")
+NAMES_BENCH = re.compile(r"bench/[\w./-]+\.(?:py|json)")
+
+
+def unmarked_prose_figures(text: str) -> list[str]:
+    """Each sentence of prose that names a bench script or results file and states a time
+    without a mark after it: a figure the bench measured, quoted from no file."""
+    found = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        if paragraph.lstrip().startswith(("|", "```")):
+            continue
+        joined = re.sub(r"\s*\n\s*", " ", paragraph)
+        for sentence in re.split(r"(?<=[.;:])\s+(?=[A-Z`(])", joined):
+            if not NAMES_BENCH.search(sentence):
+                continue
+            bare = [
+                m.group(0)
+                for m in TIME.finditer(sentence)
+                if not MARK.match(sentence[m.end() :].lstrip())
+            ]
+            if bare:
+                found.append(f"{', '.join(bare)} in: {sentence[:160]}")
+    return found
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_a_sentence_that_quotes_the_bench_marks_its_figures(page):
+    found = unmarked_prose_figures(page.read_text())
+    rel = page.relative_to(ROOT).as_posix()
+    assert not found, f"{rel}: bench figures without a mark:\n" + "\n".join(found)
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_every_marked_figure_is_the_results_files(page):
     errors = page_errors(page)
@@ -161,3 +194,13 @@ def test_an_unmarked_figure_under_a_results_file_is_caught():
         "| --- | --- |\n| free | 3 s |\n"
     )
     assert unmarked_table_figures(text) == ["5: 0.16 ms"]
+
+
+def test_an_unmarked_bench_figure_in_prose_is_caught():
+    text = (
+        "Measured: kubelet build 152 s. `bench/real_pods.py`: pods ready 2 s after the job,\n"
+        "the master trains 4 s <!-- figure: bench/results/r.json#t -->.\n\n"
+        "`bench/run_all.py --only render` writes the file.\n"
+    )
+    (found,) = unmarked_prose_figures(text)
+    assert found.startswith("2 s in: `bench/real_pods.py`"), found
