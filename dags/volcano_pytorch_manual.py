@@ -4,7 +4,10 @@ The template has two W&B Launch template variables, as a queue admin writes them
 replicas and every rank's GPUs. Their schemas are the guardrails twice: the form's fields are
 made from them, and the render checks each value again, whatever started the run. The form
 also offers the image (the deployment's allow-list), the epochs (the run config, read from
-``wandb.config``) and the W&B project. The sensor waits in the triggerer.
+``wandb.config``), the W&B project, and elastic workers (docs/elastic.md): ticked, the job
+starts once the master and the fewest workers fit, takes up to the worker replicas as GPUs
+free up, and replaces a lost worker's pod alone; the worker replicas' bounds hold for it
+too. The sensor waits in the triggerer.
 
 The deployment's Airflow configuration, which neither the form nor a Variable can change:
 
@@ -68,6 +71,22 @@ with DAG(
         "wandb_entity": _text("airflow", "W&B entity"),
         "wandb_project": _text("volcano-ddp", "W&B project"),
         "namespace": _text(NAMESPACES[0], "Kubernetes namespace", enum=NAMESPACES),
+        "elastic": Param(
+            False,
+            type="boolean",
+            title="Elastic workers",
+            description="Start once the master and the fewest workers fit; grow to the worker "
+            "replicas as GPUs free up; a lost worker's pod is replaced alone.",
+        ),
+        "min_workers": Param(
+            1,
+            type="integer",
+            minimum=0,
+            maximum=64,
+            title="Fewest workers (elastic)",
+            description="The workers the job starts with (at most the worker replicas); "
+            "used only when Elastic workers is ticked.",
+        ),
     },
 ) as dag:
     submit = VolcanoPyTorchJobOperator(
@@ -76,6 +95,8 @@ with DAG(
         template_variable_schemas=SCHEMAS,
         template_variables=VARIABLES,
         run_config={"epochs": "{{ params.epochs }}"},
+        # One whole expression keeps its type: a [min, max] list, or None when not elastic.
+        elastic="{{ [params.min_workers, params.worker_replicas] if params.elastic else None }}",
         image_uri="{{ params.image_uri }}",
         namespace="{{ params.namespace }}",
         allowed_namespaces=NAMESPACES,
