@@ -18,7 +18,8 @@ shapes a ``pytorch``-plugin job whose tasks are ``master`` (one replica) and ``w
   ``maxRetry``;
 * every rank runs ``torchrun`` with ``--nnodes=1+MIN:1+MAX`` (nodes are pods, the master one of
   them), ``--rdzv-backend=c10d``, ``--rdzv-endpoint`` the master pod's address and the
-  plugin's port, ``--rdzv-id`` the job's name, given as the ``PET_*`` env torchrun reads.
+  plugin's port, ``--rdzv-id`` the job's name and ``--rdzv-conf=is_host=1`` on the master
+  alone, given as the ``PET_*`` env torchrun reads.
 
 Nodes are ranked by their address in each rendezvous round, so every pod's address is its
 own DNS name (``PET_LOCAL_ADDR``): ``<job>-master-0`` sorts before ``<job>-worker-N``, and
@@ -218,6 +219,13 @@ def rendezvous_env(job: dict[str, Any], workers: tuple[int, int], endpoint: str)
         "PET_MAX_RESTARTS": str(MAX_RESTARTS),
         ELASTIC_ENV: f"{low}:{high}",
     }
+
+
+def host_conf(is_master: bool) -> str:
+    """``PET_RDZV_CONF``: the master's agent serves the rendezvous store and no other does.
+    Left to guess, torchrun hosts it where the endpoint's name resolves to the pod itself,
+    which a master that starts before its DNS record is published would not find."""
+    return f"is_host={1 if is_master else 0}"
 
 
 def annotate(job: dict[str, Any], workers: tuple[int, int]) -> None:

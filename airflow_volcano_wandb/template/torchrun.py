@@ -109,6 +109,8 @@ def apply_torchrun_env(
                 continue  # validation reports it
             have = {e.get("name") for e in env if isinstance(e, dict)}
             wanted: dict[str, Any] = {**common, NPROC_ENV: str(container_gpus(container) or 1)}
+            if elastic is not None:
+                wanted["PET_RDZV_CONF"] = elastic_workers.host_conf(task is ranked[0])
             if rank_plugin:
                 wanted["PET_NODE_RANK"] = {
                     "fieldRef": {"fieldPath": f"metadata.annotations['{RANK_ANNOTATION}']"}

@@ -72,6 +72,7 @@ def test_an_elastic_job_gangs_on_the_master_and_min_workers_and_asks_for_max(low
         assert env["AVW_POD_NAME"] == {"fieldRef": {"fieldPath": "metadata.name"}}
         assert env["AVW_ELASTIC_WORKERS"] == f"{low}:{high}"
         assert "PET_NODE_RANK" not in env  # the rendezvous ranks the pods
+        assert env["PET_RDZV_CONF"] == f"is_host={int(task is master)}"
     assert "hcclrank" not in job["spec"]["plugins"]
 
 
