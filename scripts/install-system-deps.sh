@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # System packages the Airflow-run tests need: Debian's Chromium and its chromedriver (the
 # browser test drives the distribution's browser; nothing is downloaded by Selenium or
-# Playwright) and Debian's PostgreSQL (the metadata DB of the test Airflow stacks, started by
+# Playwright), Debian's PostgreSQL (the metadata DB of the test Airflow stacks, started by
 # tests/e2e/postgres.py as a plain process in a state dir; the package's own cluster service
-# is not used).
+# is not used) and Debian's Redis (the Celery broker of those stacks under EXECUTOR=celery,
+# started by tests/e2e/redis_server.py the same way; its system service is not used).
 # With --real-node, what the cluster's real kubelet node needs instead (docs/local-cluster.md):
 # containerd and runc, the CNI plugins, and mmdebstrap, which builds the trainer image.
 # Idempotent: does nothing when all are already installed. Needs root (or sudo).
@@ -18,6 +19,7 @@ if [[ ${1:-} == --real-node ]]; then
 else
     [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]] || packages+=(chromium chromium-driver)
     compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null || packages+=(postgresql)
+    [[ -x /usr/bin/redis-server ]] || packages+=(redis-server)
 fi
 if [[ ${#packages[@]} -eq 0 ]]; then
     exit 0
@@ -35,6 +37,6 @@ fi
 
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q
-# policy-rc.d-less containers: the postgresql package may try to start its own cluster; the
-# tests never use it.
+# policy-rc.d-less containers: the postgresql and redis-server packages may try to start their
+# own services; the tests never use them.
 $SUDO apt-get install -y -q --no-install-recommends "${packages[@]}"

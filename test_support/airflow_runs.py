@@ -1,8 +1,10 @@
 """A real Airflow for the reliability tests, and DAG runs followed through its REST API.
 
 ``running_stack`` starts the e2e stack (``tests/e2e/airflow_stack``) shaped for high
-availability, as a production deployment runs it: PostgreSQL, the API server, two schedulers
-(LocalExecutor), the DAG processor and two triggerers, on the shared local cluster;
+availability, as a production deployment runs it: PostgreSQL, the API server, two schedulers,
+the DAG processor and two triggerers, on the shared local cluster, with the executor that
+``EXECUTOR`` names (``tests/e2e/executors.py``: LocalExecutor, or CeleryExecutor with Redis
+and two Celery workers);
 ``start_run`` triggers a DAG with its job in a namespace of its own, which ``Watched`` polls in
 the background.
 """
@@ -30,6 +32,7 @@ from kubernetes import client
 from test_support.apiserver_audit import kubeconfig_as
 from test_support.cluster_jobs import list_jobs
 from tests.e2e.airflow_stack import REPO, AirflowStack, ApiError, wait_for
+from tests.e2e.executors import executor_from_env
 
 DAGS = REPO / "tests" / "reliability" / "dags"
 ARTIFACTS = REPO / "test-artifacts" / "reliability"
@@ -237,7 +240,8 @@ def ha_stack(
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": str(
             TRIGGERER_HEALTH_CHECK_THRESHOLD
         ),
-        # Two schedulers, each with its LocalExecutor, share two cores: two task processes each.
+        # Two schedulers share two cores: two task processes each under LocalExecutor, two
+        # queued or running tasks each under Celery (two workers of two slots run them).
         "AIRFLOW__CORE__PARALLELISM": "2",
         # A deferred task counts as active: 16 (the defaults) left 4 of 20 handover runs unstarted.
         "AIRFLOW__CORE__MAX_ACTIVE_RUNS_PER_DAG": "64",
@@ -287,9 +291,17 @@ def started(stack: AirflowStack, home: Path, timeout: float) -> Iterator[Airflow
 
 @contextlib.contextmanager
 def running_stack(
-    volcano_cluster, name: str, dags_folder: Path = DAGS, manual_namespace: str | None = None
+    volcano_cluster,
+    name: str,
+    dags_folder: Path = DAGS,
+    manual_namespace: str | None = None,
+    *,
+    executor: str | None = None,
+    wandb_conn: dict[str, Any] | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Iterator[AirflowStack]:
-    """A real Airflow on the shared cluster; its logs under test-artifacts/reliability/NAME."""
+    """A real Airflow on the shared cluster; its logs under test-artifacts/reliability/NAME.
+    ``executor``: ``local`` or ``celery`` (by default what ``EXECUTOR`` says)."""
     home = Path(tempfile.mkdtemp(prefix="avw-rel-airflow-"))
     log_dir = ARTIFACTS / name
     shutil.rmtree(log_dir, ignore_errors=True)
@@ -298,8 +310,9 @@ def running_stack(
         home=home,
         log_dir=log_dir,
         kubeconfig=volcano_cluster.kubeconfig,
-        wandb_conn=WANDB_CONN,
+        wandb_conn=wandb_conn or WANDB_CONN,
         dags_folder=dags_folder,
+        executor=executor or executor_from_env(),
         extra_env={
             # The manual DAG's form accepts only the deployment's namespaces (dags/ docstring).
             **(
@@ -310,6 +323,7 @@ def running_stack(
             # The online runs' progress read every 15 s, not 60: a 2 min training shows several
             # lines from the triggerer (test_progress_airflow.py). Offline runs are never read.
             "AIRFLOW__VOLCANO_WANDB__PROGRESS_INTERVAL": "15",
+            **(extra_env or {}),
         },
     )
     stack.manual_namespace = manual_namespace

@@ -1,8 +1,9 @@
 """A real Airflow 3 for the end-to-end and reliability tests, shaped like a production one: a
-PostgreSQL metadata DB (``tests/e2e/postgres.py``), the API server, one or more schedulers
-(LocalExecutor), the DAG processor and one or more triggerers, each a child process with its
-own process group, in a private AIRFLOW_HOME. The provider is imported as installed (the
-venv's package and its entry points), never from the checkout.
+PostgreSQL metadata DB (``tests/e2e/postgres.py``), the API server, one or more schedulers,
+the DAG processor and one or more triggerers, and under CeleryExecutor a Redis broker
+(``tests/e2e/redis_server.py``) and Celery workers (``tests/e2e/executors.py``), each a child
+process with its own process group, in a private AIRFLOW_HOME. The provider is imported as
+installed (the venv's package and its entry points), never from the checkout.
 
 Nothing here is shared with the in-process tests' Airflow (``tests/conftest.py`` points
 ``AIRFLOW_HOME`` at a temp dir of its own, with SQLite for ``dag.test()``): every ``AIRFLOW*``
@@ -32,20 +33,15 @@ from typing import Any, TypeVar
 import httpx
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
+from tests.e2e import executors
+from tests.e2e.airflow_api import ApiError, RestApi
 from tests.e2e.postgres import PostgresServer
+from tests.e2e.redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[2]
 HOST_MODULE, HOST_ENV = "avw_stack_host", "AVW_STACK_HOST"
 
 T = TypeVar("T")
-
-
-class ApiError(AssertionError):
-    """An HTTP error answer of Airflow's REST API."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def _die_with_parent() -> None:
@@ -60,8 +56,9 @@ def _die_with_parent() -> None:
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def component_names(schedulers: int = 1, triggerers: int = 1) -> tuple[str, ...]:
-    """The components of a stack: the second scheduler is ``scheduler-2``, and so on."""
+def component_names(schedulers: int = 1, triggerers: int = 1, workers: int = 0) -> tuple[str, ...]:
+    """The components of a stack: the second scheduler is ``scheduler-2``, and so on; Celery
+    workers come with ``log-routes``, the network to their and the triggerers' log servers."""
 
     def numbered(command: str, count: int) -> list[str]:
         return [command if n == 1 else f"{command}-{n}" for n in range(1, count + 1)]
@@ -71,6 +68,8 @@ def component_names(schedulers: int = 1, triggerers: int = 1) -> tuple[str, ...]
         *numbered("scheduler", schedulers),
         "dag-processor",
         *numbered("triggerer", triggerers),
+        *numbered("worker", workers),
+        *(["log-routes"] if workers else []),
     )
 
 
@@ -97,7 +96,7 @@ def wait_for(probe: Callable[[], T | None], timeout: float, what: str, interval:
 
 
 @dataclass
-class AirflowStack:
+class AirflowStack(RestApi):
     """Airflow's components as child processes; ``stop()`` ends every one of them."""
 
     home: Path
@@ -109,9 +108,13 @@ class AirflowStack:
     extra_env: dict[str, str] = field(default_factory=dict)
     #: More environment for one component (e.g. ``{"triggerer": {...}}``).
     component_env: dict[str, dict[str, str]] = field(default_factory=dict)
-    #: High availability: schedulers (each with its LocalExecutor) and triggerers side by side.
+    #: High availability: schedulers and triggerers side by side.
     schedulers: int = 1
     triggerers: int = 1
+    #: ``local`` (LocalExecutor: the schedulers run the tasks) or ``celery`` (``workers``
+    #: Celery workers run them); see ``tests/e2e/executors.py``.
+    executor: str = "local"
+    workers: int = 2
     #: The PostgreSQL state dir; by default a temp dir of its own, removed by ``stop()``.
     postgres_dir: Path | None = None
     #: Components outlive this process (``make airflow-up``), their pids in ``home/run``.
@@ -120,21 +123,28 @@ class AirflowStack:
     _log_ports: dict[str, int] = field(init=False)
     _common_log_ports: dict[str, int] = field(init=False)
     postgres: PostgresServer = field(init=False)
+    redis: RedisServer | None = field(init=False, default=None)
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     #: Components stopped on purpose (``kill``) until ``start_again``: not "exited".
     stopped: set[str] = field(default_factory=set)
     #: While :meth:`supervised`: each component that exited and was started again.
     _restarts: list[str] | None = None
-    _token: str | None = None
     _env: dict[str, str] = field(default_factory=dict)
     _own_postgres_dir: bool = False
 
     def __post_init__(self) -> None:
-        self.components = component_names(self.schedulers, self.triggerers)
-        # The first scheduler serves its task logs and the first triggerer its trigger logs on
-        # the ports every component (the API server too) is told; any further one on a port
-        # of its own. Picked together, so all are distinct.
-        extra = [c for c in self.components[1:] if command_of(c) != c]
+        self.celery = self.executor == "celery"
+        workers = self.workers if self.celery else 0
+        self.components = component_names(self.schedulers, self.triggerers, workers)
+        # LocalExecutor: the first scheduler serves its task logs and the first triggerer its
+        # trigger logs on the ports every component (the API server too) is told; any further
+        # one on a port of its own. CeleryExecutor: every worker and triggerer on a port of its
+        # own, which log-routes makes its host's common port. Picked together: all distinct.
+        extra = [
+            c
+            for c in self.components[1:]
+            if (executors.serves_logs(command_of(c)) if self.celery else command_of(c) != c)
+        ]
         self.api_port, worker_port, trigger_port, *extra_ports = free_ports(3 + len(extra))
         self._log_ports = dict(zip(extra, extra_ports, strict=True))
         self._common_log_ports = {"WORKER": worker_port, "TRIGGER": trigger_port}
@@ -145,6 +155,10 @@ class AirflowStack:
         self.postgres = PostgresServer(
             self.postgres_dir / "server", log_dir=self.log_dir, detached=self.detached
         )
+        if self.celery:
+            self.redis = RedisServer(
+                self.home / "redis", log_dir=self.log_dir, detached=self.detached
+            )
 
     @property
     def base_url(self) -> str:
@@ -159,7 +173,7 @@ class AirflowStack:
                 "AIRFLOW__CORE__DAGS_FOLDER": str(self.dags_folder),
                 "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
                 "AIRFLOW__CORE__DAGBAG_IMPORT_TIMEOUT": "180",
-                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+                "AIRFLOW__CORE__EXECUTOR": executors.EXECUTORS[self.executor],
                 # Two cores are shared with other work: few task processes, one API worker,
                 # one parsing process.
                 "AIRFLOW__CORE__PARALLELISM": "4",
@@ -176,8 +190,9 @@ class AirflowStack:
                 "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
                 "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
                 "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-                # Task and trigger logs next to the components' logs (kept after the test).
-                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.log_dir / "tasks"),
+                # Task and trigger logs next to the components' logs (kept after the test);
+                # under Celery one folder per component (task_log_folder).
+                "AIRFLOW__LOGGING__BASE_LOG_FOLDER": str(self.task_log_folder("api-server")),
                 "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(self._common_log_ports["WORKER"]),
                 "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(self._common_log_ports["TRIGGER"]),
                 # Each scheduler and triggerer is a host of its own, as in a deployment
@@ -194,6 +209,8 @@ class AirflowStack:
                 "PYTHONUNBUFFERED": "1",
             }
         )
+        if self.redis is not None:
+            env.update(executors.celery_env(self.redis.url(), self.postgres.url()))
         env.update(self.extra_env)
         return env
 
@@ -205,6 +222,8 @@ class AirflowStack:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self.postgres.initialize()
         self.postgres.start()
+        if self.redis is not None:
+            self.redis.start()
         env = self.env()  # once: the secrets must be the same in every component
         # Imported by the components from their cwd (``python -m`` puts it first on sys.path).
         (self.home / f"{HOST_MODULE}.py").write_text(
@@ -226,10 +245,17 @@ class AirflowStack:
             self._spawn(component, "wb")
         wait_for(self._api_ready, timeout, "the Airflow API server", interval=1)
 
+    def task_log_folder(self, component: str) -> Path:
+        """Where ``component`` writes task and trigger logs: under LocalExecutor one folder
+        for all; under CeleryExecutor each its own, as on a machine of its own, so the API
+        server's folder never holds a worker's or a triggerer's log."""
+        return self.log_dir / "hosts" / component if self.celery else self.log_dir / "tasks"
+
     def host_of(self, component: str) -> str:
         """The host name a component reports to Airflow: a loopback address of its own for
-        each scheduler and triggerer (its log server answers there), 127.0.0.1 else."""
-        numbered = [c for c in self.components if command_of(c) in ("scheduler", "triggerer")]
+        each scheduler, triggerer and worker (its log server answers there), 127.0.0.1 else."""
+        hosts = ("scheduler", "triggerer", "worker")
+        numbered = [c for c in self.components if command_of(c) in hosts]
         return f"127.0.0.{2 + numbered.index(component)}" if component in numbered else "127.0.0.1"
 
     def component_of_job(self, job_id: int) -> str:
@@ -237,16 +263,27 @@ class AirflowStack:
         job = next(j for j in self.api("GET", "/jobs")["jobs"] if j["id"] == job_id)
         return next(c for c in self.components if self.host_of(c) == job["hostname"])
 
+    def _log_routes(self) -> list[str]:
+        """``host:common port=own port`` of each log server (``tests/e2e/log_routes.py``)."""
+        return [
+            f"{self.host_of(c)}:{self._common_log_ports[executors.serves_logs(command_of(c))]}"
+            f"={port}"
+            for c, port in self._log_ports.items()
+        ]
+
     def _spawn(self, component: str, log_mode: str) -> None:
         env = dict(self._env)
         env[HOST_ENV] = self.host_of(component)
+        env["AIRFLOW__LOGGING__BASE_LOG_FOLDER"] = str(self.task_log_folder(component))
         if component in self._log_ports:
-            kind = "WORKER" if command_of(component) == "scheduler" else "TRIGGER"
+            kind = "TRIGGER" if command_of(component) == "triggerer" else "WORKER"
             env[f"AIRFLOW__LOGGING__{kind}_LOG_SERVER_PORT"] = str(self._log_ports[component])
         env.update(self.component_env.get(component, {}))
         log = open(self.log_dir / f"{component}.log", log_mode)  # noqa: SIM115 (kept open)
+        routes = self._log_routes() if component == "log-routes" else []
+        argv = executors.argv_of(component, command_of(component), routes)
         self.procs[component] = proc = subprocess.Popen(
-            [sys.executable, "-m", "airflow", command_of(component)],
+            [sys.executable, *argv],
             env=env,
             # Not the repo: ``python -m`` puts the cwd first on sys.path, and the
             # components must import the provider as installed.
@@ -344,48 +381,7 @@ class AirflowStack:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=5)
         self.postgres.stop()
+        if self.redis is not None:
+            self.redis.stop()
         if self._own_postgres_dir:
             shutil.rmtree(self.postgres_dir, ignore_errors=True)
-
-    # -- REST API ----------------------------------------------------------------------------
-
-    def token(self) -> str:
-        """A JWT from the SimpleAuthManager (all users are admins: no credentials needed)."""
-        if self._token is None:
-            resp = httpx.get(f"{self.base_url}/auth/token", timeout=30)
-            resp.raise_for_status()
-            self._token = resp.json()["access_token"]
-        return self._token
-
-    def api(self, method: str, path: str, **kwargs: Any) -> Any:
-        extra_headers = kwargs.pop("headers", {})
-        resp = httpx.request(
-            method,
-            f"{self.base_url}/api/v2{path}",
-            headers={"Authorization": f"Bearer {self.token()}", **extra_headers},
-            timeout=120,  # 30 s was exceeded on a loaded machine
-            **kwargs,
-        )
-        if resp.status_code >= 400:
-            raise ApiError(resp.status_code, f"{method} {path}: {resp.status_code} {resp.text}")
-        return resp.json() if resp.content else None
-
-    def trigger(self, dag_id: str, run_id: str, conf: dict[str, Any]) -> None:
-        """Start a run of ``dag_id`` named ``run_id``."""
-        body = {"dag_run_id": run_id, "logical_date": None, "conf": conf}
-        self.api("POST", f"/dags/{dag_id}/dagRuns", json=body)
-
-    def clear(self, dag_id: str, run_id: str, task_ids: list[Any], **options: Any) -> Any:
-        """Clear task instances of a run (their next try starts)."""
-        return self.api(
-            "POST",
-            f"/dags/{dag_id}/clearTaskInstances",
-            json={
-                "dry_run": False,
-                "dag_run_id": run_id,
-                "task_ids": task_ids,
-                "only_failed": False,
-                "reset_dag_runs": True,
-                **options,
-            },
-        )

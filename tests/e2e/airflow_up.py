@@ -1,13 +1,16 @@
 """``make airflow-up`` / ``airflow-down`` / ``airflow-status``: the tests' production-shaped
 Airflow beside the local cluster, to try the example DAGs in its UI.
 
-The reliability tests' stack (``tests/reliability/airflow_runs.ha_stack``'s shape: PostgreSQL,
-the API server, two schedulers with the LocalExecutor, the DAG processor and two triggerers),
-started detached in ``--state-dir`` (home, PostgreSQL data, logs and pid files), with the
-example DAGs of ``dags/`` and the local cluster's admin kubeconfig as ``kubernetes_default``.
-W&B runs offline. Every user is an admin (Airflow's simple auth manager): for this machine only.
+The reliability tests' stack (``test_support/airflow_runs.ha_stack``'s shape: PostgreSQL,
+the API server, two schedulers, the DAG processor and two triggerers; with ``--executor
+celery``, or EXECUTOR=celery, also Redis and two Celery workers, each worker and triggerer
+with a log folder and log server of its own), started detached in ``--state-dir`` (home,
+PostgreSQL data, logs and pid files), with the example DAGs of ``dags/`` and the local
+cluster's admin kubeconfig as ``kubernetes_default``. W&B runs offline. Every user is an
+admin (Airflow's simple auth manager): for this machine only.
 
-    python -m tests.e2e.airflow_up up --state-dir .state/airflow --cluster-dir .state/cluster
+    python -m tests.e2e.airflow_up up --state-dir .state/airflow --cluster-dir .state/cluster \
+        [--executor celery]
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ from pathlib import Path
 from kubernetes import client, config
 
 from tests.e2e.airflow_stack import REPO, AirflowStack
+from tests.e2e.executors import EXECUTORS, executor_from_env
 from tests.e2e.postgres import PostgresServer
+from tests.e2e.redis_server import RedisServer
 
 NAMESPACE = "airflow-up"  # the manual DAG's namespace here (the tests create "wandb" themselves)
 
 
-def _stack(state_dir: Path, cluster_dir: Path) -> AirflowStack:
+def _stack(state_dir: Path, cluster_dir: Path, executor: str) -> AirflowStack:
     return AirflowStack(
         home=state_dir / "home",
         log_dir=state_dir / "logs",
@@ -38,6 +43,7 @@ def _stack(state_dir: Path, cluster_dir: Path) -> AirflowStack:
         dags_folder=REPO / "dags",
         schedulers=2,
         triggerers=2,
+        executor=executor,
         postgres_dir=state_dir / "postgres",
         detached=True,
         extra_env={
@@ -56,7 +62,7 @@ def _ensure_namespace(kubeconfig: Path) -> None:
         api.close()
 
 
-def up(state_dir: Path, cluster_dir: Path) -> None:
+def up(state_dir: Path, cluster_dir: Path, executor: str) -> None:
     if _pids(state_dir):
         print(f"airflow-up: already running in {state_dir} (make airflow-down first)")
         return
@@ -64,11 +70,13 @@ def up(state_dir: Path, cluster_dir: Path) -> None:
         sys.exit(f"airflow-up: no local cluster in {cluster_dir} (make cluster-up)")
     state_dir.mkdir(parents=True, exist_ok=True)
     _ensure_namespace(cluster_dir / "kubeconfig")
-    stack = _stack(state_dir, cluster_dir)
+    stack = _stack(state_dir, cluster_dir, executor)
     stack.start(timeout=600)
     (state_dir / "url").write_text(stack.base_url + "\n")
     print(f"Airflow UI: {stack.base_url} (every user is an admin; logs in {stack.log_dir})")
     print(f"PostgreSQL: {stack.postgres.url()}; components: {', '.join(stack.components)}")
+    if stack.redis is not None:
+        print(f"Redis (the Celery broker): {stack.redis.url()}")
 
 
 def _pids(state_dir: Path) -> dict[str, int]:
@@ -82,7 +90,8 @@ def _pids(state_dir: Path) -> dict[str, int]:
 
 
 def down(state_dir: Path) -> None:
-    """SIGTERM every component's process group, SIGKILL what is left, stop PostgreSQL."""
+    """SIGTERM every component's process group, SIGKILL what is left, stop PostgreSQL and
+    Redis (if the stack ran Celery)."""
     pids = _pids(state_dir)
     for pid in pids.values():
         with contextlib.suppress(ProcessLookupError):
@@ -96,7 +105,8 @@ def down(state_dir: Path) -> None:
     for path in (state_dir / "home" / "run").glob("*.pid"):
         path.unlink()
     PostgresServer(state_dir / "postgres" / "server").stop()
-    print(f"airflow-down: stopped {len(pids)} components and PostgreSQL in {state_dir}")
+    RedisServer(state_dir / "home" / "redis").stop()
+    print(f"airflow-down: stopped {len(pids)} components, PostgreSQL and Redis in {state_dir}")
 
 
 def _alive(pid: int) -> bool:
@@ -111,7 +121,10 @@ def status(state_dir: Path) -> None:
     pids = _pids(state_dir)
     url = (state_dir / "url").read_text().strip() if (state_dir / "url").exists() else "?"
     postgres = PostgresServer(state_dir / "postgres" / "server").pid()
-    print(json.dumps({"url": url, "components": pids, "postgres": postgres}, indent=2))
+    redis = RedisServer(state_dir / "home" / "redis").pid()
+    print(
+        json.dumps({"url": url, "components": pids, "postgres": postgres, "redis": redis}, indent=2)
+    )
 
 
 def main() -> None:
@@ -119,10 +132,11 @@ def main() -> None:
     parser.add_argument("command", choices=("up", "down", "status"))
     parser.add_argument("--state-dir", type=Path, required=True)
     parser.add_argument("--cluster-dir", type=Path, default=REPO / ".state" / "cluster")
+    parser.add_argument("--executor", choices=tuple(EXECUTORS), default=None)
     args = parser.parse_args()
     state_dir = args.state_dir.resolve()
     if args.command == "up":
-        up(state_dir, args.cluster_dir.resolve())
+        up(state_dir, args.cluster_dir.resolve(), args.executor or executor_from_env())
     elif args.command == "down":
         down(state_dir)
     else:
