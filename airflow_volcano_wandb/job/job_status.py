@@ -32,6 +32,9 @@ class JobStatus:
     transition_time: str | None = None
     replicas: Mapping[str, int] = field(default_factory=dict)
     pods_by_task: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
+    #: The pods each task needs running (``JobView.needed``): its replicas, or an elastic
+    #: job's ``minAvailable``; a task left out needs all its replicas.
+    needed: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def terminal(self) -> bool:
@@ -40,7 +43,8 @@ class JobStatus:
     def progress(self) -> str:
         """One line for the task log, e.g. ``Running: master 1/1, worker 2/3 (retry 1)``.
 
-        A task counts ``x/n`` as pods running or done out of its replicas.
+        A task counts ``x/n`` as pods running or done out of its replicas; an elastic task
+        says how many it needs (``worker 2/3, at least 1``).
         """
         parts = []
         for task, replicas in self.replicas.items():
@@ -48,6 +52,8 @@ class JobStatus:
             started = sum(counts.get(phase, 0) for phase in ("Running", "Succeeded"))
             failed = counts.get("Failed", 0)
             part = f"{task} {started}/{replicas}"
+            if self.needed.get(task, replicas) < replicas:
+                part += f", at least {self.needed[task]}"
             if failed:
                 part += f" ({failed} failed)"
             parts.append(part)
@@ -98,4 +104,5 @@ def interpret(job: Mapping[str, Any] | None, *, name: str = "", namespace: str =
         transition_time=view.transition_time,
         replicas=view.replicas,
         pods_by_task=view.pods_by_task,
+        needed=view.needed,
     )

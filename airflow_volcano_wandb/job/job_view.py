@@ -14,6 +14,8 @@ from datetime import datetime, timezone
 from types import MappingProxyType
 from typing import Any
 
+from airflow_volcano_wandb.template.elastic import ELASTIC_ANNOTATION
+
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
@@ -76,11 +78,12 @@ class ObjectMeta:
 
 @dataclass(frozen=True)
 class TaskView:
-    """One task of a job's spec: its name, replicas and pod template."""
+    """One task of a job's spec: its name, replicas and pod template (and ``minAvailable``)."""
 
     name: str
     replicas: int
     template: Mapping[str, Any]
+    min_available: int | None = None
 
     @property
     def containers(self) -> list[Mapping[str, Any]]:
@@ -130,7 +133,12 @@ class JobView:
             retry_count=int(status.get("retryCount") or 0),
             min_available=spec.get("minAvailable"),
             tasks=tuple(
-                TaskView(str(t.get("name") or ""), task_replicas(t), _mapping(t.get("template")))
+                TaskView(
+                    str(t.get("name") or ""),
+                    task_replicas(t),
+                    _mapping(t.get("template")),
+                    t["minAvailable"] if type(t.get("minAvailable")) is int else None,
+                )
                 for t in spec.get("tasks") or []
                 if isinstance(t, Mapping)
             ),
@@ -151,6 +159,20 @@ class JobView:
     def replicas(self) -> dict[str, int]:
         """Each named task's replicas, in template order."""
         return {task.name: task.replicas for task in self.tasks if task.name}
+
+    @property
+    def needed(self) -> dict[str, int]:
+        """Each named task's pods the job needs running: its replicas, or for an elastic job
+        (``elastic=``, its annotation) its ``minAvailable``: running with fewer workers than
+        it asks for is running, not waiting to be placed."""
+        elastic = ELASTIC_ANNOTATION in self.annotations
+        return {
+            task.name: task.min_available
+            if elastic and task.min_available is not None
+            else task.replicas
+            for task in self.tasks
+            if task.name
+        }
 
     def pod_names(self) -> list[str]:
         """The names Volcano gives the job's pods, ``<job>-<task>-<index>``, in order."""

@@ -131,12 +131,13 @@ def see(job: Mapping[str, Any] | None, target: WaitTarget | None = None) -> Seen
 
 
 def unplaced_ranks(status: JobStatus) -> dict[str, str]:
-    """Tasks with ranks not yet started, as ``{"worker": "1/3"}`` (started/replicas)."""
+    """Tasks with ranks not yet started, as ``{"worker": "1/3"}`` (started/replicas). An
+    elastic job's task misses ranks only below the pods it needs (its ``minAvailable``)."""
     unplaced = {}
     for task, replicas in status.replicas.items():
         counts = status.pods_by_task.get(task, {})
         started = sum(counts.get(phase, 0) for phase in STARTED_POD_PHASES)
-        if started < replicas:
+        if started < status.needed.get(task, replicas):
             unplaced[task] = f"{started}/{replicas}"
     return unplaced
 
@@ -280,8 +281,8 @@ def gang_was_whole(seen: Seen) -> bool:
         return False
     if gang_marked_whole(job):
         return True
-    world_size = sum(seen.status.replicas.values())
     view = JobView.of(job)
+    world_size = sum(view.needed.values())  # an elastic job's gang: the ranks it needs
     if not world_size or int(view.min_available or 0) < world_size:
         return False
     return any(condition.get("status") == "Running" for condition in view.conditions)

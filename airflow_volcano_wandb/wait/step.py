@@ -47,6 +47,9 @@ class WaitMemory:
     wandb_stop_asked_at: float | None = None
     progress_read_at: float | None = None
     training: ProgressSeen = field(default_factory=ProgressSeen)
+    #: The running pods of each elastic task it last saw (``(task, count)``), to say when a
+    #: worker is lost or joins.
+    elastic_running: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,11 +79,14 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
     a job not marked yet: a later waiter reads the job again and writes it if still missing."""
     seen = see(job, target)
     gang_seen_whole, line, mark = memory.gang_seen_whole, memory.progress, None
+    running, note = memory.elastic_running, ""
     if seen.job is not None:
         if not gang_seen_whole and gang_is_whole(seen):
             gang_seen_whole = True
             mark = gang_whole_mark(now) if needs_gang_whole_mark(seen) else None
         line = progress_line(seen, gang_seen_whole=gang_seen_whole)
+        running = elastic_running(seen)
+        note = membership_note(seen, dict(memory.elastic_running), dict(running))
     result = judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
     probe = result is None and probes_stall(seen, target, memory.stall_probed_at, now)
     read_pods = result is None and (
@@ -98,8 +104,9 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
             wandb_stop_asked_at=now if ask else memory.wandb_stop_asked_at,
             progress_read_at=now if progress else memory.progress_read_at,
             training=memory.training,
+            elastic_running=running,
         ),
-        progress=line if line != memory.progress else None,
+        progress=line + note if note else line if line != memory.progress else None,
         mark=mark,
         result=result,
         read_pods=read_pods,
@@ -107,6 +114,30 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
         ask_wandb_stop=ask,
         read_progress=progress,
     )
+
+
+def elastic_running(seen: Seen) -> tuple[tuple[str, int], ...]:
+    """The running pods of each task that may run with fewer than its replicas (``elastic=``:
+    it needs only its ``minAvailable``)."""
+    status = seen.status
+    return tuple(
+        (task, status.pods_by_task.get(task, {}).get("Running", 0))
+        for task, replicas in status.replicas.items()
+        if status.needed.get(task, replicas) < replicas
+    )
+
+
+def membership_note(seen: Seen, before: Mapping[str, int], now: Mapping[str, int]) -> str:
+    """`` - worker lost: 2 of 3 running (at least 1)`` when an elastic task's running pods
+    fell since the last look, ``joined`` when they rose; ``""`` on the first look or none."""
+    notes = []
+    for task, count in now.items():
+        if task not in before or before[task] == count:
+            continue
+        word = "lost" if count < before[task] else "joined"
+        needed, replicas = seen.status.needed[task], seen.status.replicas[task]
+        notes.append(f"{task} {word}: {count} of {replicas} running (at least {needed})")
+    return "".join(f" - {n}" for n in notes)
 
 
 def _pods_due(target: WaitTarget, read_at: float | None, now: float) -> bool:
