@@ -1,12 +1,16 @@
 """Elastic workers (issue 51) on the real Volcano: the operator's rendered elastic job is
 admitted by Volcano's webhook, starts with fewer workers than it asks for when only some fit
-on the KWOK GPU nodes (4 x 8 ``nvidia.com/gpu``), and a lost worker's pod is replaced alone."""
+on the KWOK GPU nodes (4 x 8 ``nvidia.com/gpu``), which the wait reads as running, and a lost
+worker's pod is replaced alone."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 from kubernetes import client as k8s
 
+from airflow_volcano_wandb.wait.judge import WaitTarget, judge
 from test_support.cluster_jobs import (
     SIM_DURATION,
     get_job,
@@ -81,6 +85,10 @@ def test_an_elastic_job_is_admitted_and_starts_on_the_workers_that_fit_with_a_st
     assert 1 <= len(workers) < most, workers
     pending = [p.metadata.name for p in pods if p.status.phase == "Pending"]
     assert len(pending) == most - len(workers), pending
+    # The wait reads Volcano's job as running, not as a gang still waiting: an hour past a
+    # one-second pending timeout, no verdict.
+    target = WaitTarget(name=name, namespace=namespace, uid=submitted["uid"], pending_timeout=1)
+    assert judge(get_job(api, namespace, name), target, time.time() + 3600) is None
 
     # A running worker lost: its pod alone is replaced; the master and the others keep theirs.
     master = _running(pods, "master")
