@@ -30,6 +30,8 @@ DEFAULT_CHECKPOINT_KEEP = 3
 RESUME_FROM_ENV = "AVW_RESUME_FROM"
 #: ``AVW_RESUME_FROM=latest``: the newest complete checkpoint in ``AVW_CHECKPOINT_DIR``, if any.
 RESUME_LATEST = "latest"
+#: ``torchrun``'s count of its restarts of the training processes (0: the first start).
+RESTART_COUNT_ENV = "TORCHELASTIC_RESTART_COUNT"
 #: A complete checkpoint's name; a save in progress has another (``.step-....tmp``).
 CHECKPOINT_NAME = re.compile(r"step-([0-9]+)\.pt\Z")
 #: A W&B artifact (of the run's entity and project) that keeps every checkpoint rank 0 saves,
@@ -80,6 +82,10 @@ def checkpoint_plan(environ: Mapping[str, str], rank: int = 0) -> CheckpointPlan
     if raw_keep and not (raw_keep.isdigit() and int(raw_keep) > 0):
         raise SystemExit(f"{CHECKPOINT_KEEP_ENV}={raw_keep!r} is not a positive number")
     resume_from = (environ.get(RESUME_FROM_ENV) or "").strip() or None
+    if resume_from is None and directory and (environ.get(RESTART_COUNT_ENV) or "0") != "0":
+        # torchrun restarted this process (a re-formation of an elastic job, or a failure):
+        # what the world before it trained is in the newest checkpoint, not at step 0.
+        resume_from = RESUME_LATEST
     if resume_from == RESUME_LATEST and directory is None:
         raise SystemExit(f"{RESUME_FROM_ENV}={RESUME_LATEST} needs {CHECKPOINT_DIR_ENV}")
     artifact = (environ.get(CHECKPOINT_ARTIFACT_ENV) or "").strip() or None

@@ -6,7 +6,8 @@ which leaves all but one GPU of a multi-GPU pod idle. The provider's renderer gi
 ``torchrun`` reads from ``PET_*`` env (docs/templates.md, "torchrun and /dev/shm"). So:
 
 * ``PET_NPROC_PER_NODE`` unset or ``1``: ``python train.py ARGS``, with the plugin's env;
-* anything else (``8``, ``gpu``...): ``python -m torch.distributed.run train.py ARGS``;
+* anything else (``8``, ``gpu``...), or an elastic job's pod (``PET_RDZV_BACKEND``, one
+  process or more): ``python -m torch.distributed.run train.py ARGS``;
   ``torchrun`` reads its options from the ``PET_*`` env and gives each of its processes
   ``RANK``/``LOCAL_RANK``/``WORLD_SIZE`` counting processes, not pods.
 
@@ -39,6 +40,9 @@ from pathlib import Path
 TRAIN_PY = str(Path(__file__).resolve().with_name("train.py"))
 NPROC_ENV = "PET_NPROC_PER_NODE"
 NODE_RANK_ENV = "PET_NODE_RANK"
+#: Set (``c10d``) in an elastic job's pods: ``torchrun`` runs even one process per pod, since
+#: its agent re-forms the world when a pod leaves or joins and restarts ``train.py`` in it.
+RDZV_BACKEND_ENV = "PET_RDZV_BACKEND"
 
 
 def visible_gpus() -> int | None:
@@ -81,7 +85,8 @@ def launch(
     (``gpu`` and ``auto`` let ``torchrun`` count the GPUs itself, so they never ask for more.)
     """
     nproc = (environ.get(NPROC_ENV) or "1").strip()
-    if nproc == "1":
+    elastic = bool(environ.get(RDZV_BACKEND_ENV))
+    if nproc == "1" and not elastic:
         return [python, TRAIN_PY, *args], {}
     if nproc.isdigit() and int(nproc) > 1:
         available = gpus()
@@ -89,7 +94,8 @@ def launch(
         if available and int(nproc) > available:
             raise SystemExit(too_many_processes(nproc, available))
     extra = {}
-    if NODE_RANK_ENV not in environ and environ.get("RANK"):
+    # An elastic job's rendezvous ranks the pods at every re-formation: no fixed node rank.
+    if not elastic and NODE_RANK_ENV not in environ and environ.get("RANK"):
         extra[NODE_RANK_ENV] = environ["RANK"]
     return [python, "-m", "torch.distributed.run", TRAIN_PY, *args], extra
 

@@ -67,6 +67,23 @@ def build_model(params: HyperParams, info: DistInfo) -> nn.Module:
     ).to(info.device)
 
 
+def global_batch_share(
+    order: torch.Tensor, batch: int, batch_size: int, info: DistInfo
+) -> tuple[torch.Tensor, int]:
+    """An elastic job's step: the ``batch``-th global batch of ``batch_size`` samples of the
+    epoch's ``order`` (the same on every rank), split over the ranks (sizes differ by one at
+    most). Returns this rank's indexes and the global batch's size. The effective batch is
+    ``batch_size`` at any world size, so a step means the same work after a re-formation: the
+    checkpoint's step is where the new world resumes, and the learning rate needs no change."""
+    if info.world_size > batch_size:
+        raise SystemExit(
+            f"{info.world_size} ranks cannot share a global batch of {batch_size} samples: "
+            "raise TRAIN_BATCH_SIZE to at least the largest world size"
+        )
+    whole = order[batch * batch_size : (batch + 1) * batch_size]
+    return whole.tensor_split(info.world_size)[info.rank], int(whole.shape[0])
+
+
 def epoch_order(params: HyperParams, epoch: int, samples: int, info: DistInfo) -> torch.Tensor:
     """This rank's batch order in ``epoch``, seeded: a re-run, or a resumed one, sees the same."""
     generator = torch.Generator().manual_seed(params.seed * 1000 + epoch)

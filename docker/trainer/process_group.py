@@ -17,6 +17,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+#: The provider's elastic range (``airflow_volcano_wandb/template/elastic.py``).
+ELASTIC_ENV = "AVW_ELASTIC_WORKERS"
+
 
 @dataclass(frozen=True)
 class DistInfo:
@@ -31,6 +34,11 @@ class DistInfo:
     device: torch.device
     local_world_size: int = 1
     """Processes in this pod (``torchrun``'s ``LOCAL_WORLD_SIZE``)."""
+    elastic: tuple[int, int] | None = None
+    """``(min_workers, max_workers)`` of an elastic job (``AVW_ELASTIC_WORKERS``): the world
+    size may change at every re-formation, so the batch is global (``model.py``)."""
+    restarts: int = 0
+    """``torchrun``'s ``TORCHELASTIC_RESTART_COUNT``: re-formations (and failures) so far."""
 
     @property
     def distributed(self) -> bool:
@@ -46,6 +54,7 @@ def dist_info(environ: Mapping[str, str], backend: str) -> DistInfo:
     local_rank = int(environ.get("LOCAL_RANK") or 0)
     if not 0 <= rank < max(world_size, 1):
         raise SystemExit(f"RANK={rank} is outside WORLD_SIZE={world_size}")
+    elastic = elastic_workers(environ)
     cuda = torch.cuda.is_available()
     if backend == "auto":
         backend = "nccl" if cuda else "gloo"
@@ -57,7 +66,20 @@ def dist_info(environ: Mapping[str, str], backend: str) -> DistInfo:
         backend=backend if world_size > 1 else None,
         device=device or torch.device("cpu"),
         local_world_size=int(environ.get("LOCAL_WORLD_SIZE") or 1),
+        elastic=elastic,
+        restarts=int(environ.get("TORCHELASTIC_RESTART_COUNT") or 0),
     )
+
+
+def elastic_workers(environ: Mapping[str, str]) -> tuple[int, int] | None:
+    """``AVW_ELASTIC_WORKERS=MIN:MAX`` (the provider's ``elastic=``), or ``None``."""
+    raw = (environ.get(ELASTIC_ENV) or "").strip()
+    if not raw:
+        return None
+    low, _, high = raw.partition(":")
+    if not (low.isdigit() and high.isdigit() and int(low) <= int(high)):
+        raise SystemExit(f"{ELASTIC_ENV}={raw!r} is not MIN:MAX workers")
+    return int(low), int(high)
 
 
 def join_process_group(info: DistInfo, environ: Mapping[str, str], timeout: dt.timedelta) -> None:

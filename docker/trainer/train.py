@@ -67,6 +67,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{environ.get('MASTER_ADDR')}:{environ.get('MASTER_PORT')}",
         )
         join_process_group(info, environ, dt.timedelta(seconds=args.dist_timeout))
+    if info.elastic is not None and info.rank == 0:
+        # torchrun starts this process again at every re-formation: one line per world.
+        low, high = info.elastic
+        pods = info.world_size // max(info.local_world_size, 1)
+        say(
+            info,
+            f"elastic world {info.restarts}: {pods} pod{'s' if pods != 1 else ''} (the master "
+            f"and {pods - 1} of {low}..{high} workers), global batch unchanged",
+        )
     # Every rank shows the W&B env it was given (allow-listed names only), so a pod log
     # proves what each rank saw, not only what rank 0 saw.
     say(info, f"W&B env: {json.dumps(printable_env(environ), sort_keys=True)}")

@@ -19,7 +19,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from checkpoints import RESUME_LATEST, CheckpointPlan, Progress, prune_checkpoints, save_checkpoint
 from hyperparameters import HyperParams
-from model import build_model, epoch_order, evaluate, make_data, shard
+from model import build_model, epoch_order, evaluate, global_batch_share, make_data, shard
 from process_group import DistInfo, say, sum_over_ranks
 from resume import load_checkpoint, resume_checkpoint
 from stopping import STOP, was_stopped_from_wandb
@@ -41,7 +41,11 @@ def train(
     """
     checkpoints = checkpoints or CheckpointPlan(None, None, None)
     train_x, train_y, eval_x, eval_y = make_data(params)
-    train_x, train_y = shard(train_x, info).to(info.device), shard(train_y, info).to(info.device)
+    if info.elastic is None:  # a fixed world: each rank its own shard, batch_size per rank
+        train_x, train_y = shard(train_x, info), shard(train_y, info)
+    # Elastic: every rank holds the whole set and takes its share of each global batch, so a
+    # step is the same at any world size (model.global_batch_share).
+    train_x, train_y = train_x.to(info.device), train_y.to(info.device)
     eval_x, eval_y = shard(eval_x, info).to(info.device), shard(eval_y, info).to(info.device)
     trained = build_model(params, info)  # what a checkpoint holds: not the DDP wrapper
     optimizer = torch.optim.SGD(trained.parameters(), lr=params.lr, momentum=0.9)
@@ -63,6 +67,7 @@ def train(
         device_ids = [info.device.index] if info.device.type == "cuda" else None
         model = DistributedDataParallel(trained, device_ids=device_ids)
     loss_fn = nn.CrossEntropyLoss()
+    summed_loss = nn.CrossEntropyLoss(reduction="sum")
     # Only rank 0 writes metrics (the values are already averaged over ranks) and checkpoints.
     logger = run if info.rank == 0 else None
 
@@ -108,6 +113,14 @@ def train(
     save_every = checkpoints.every or steps_per_epoch
     if logger is not None:  # the progress contract's totals (docs/trainer.md)
         logger.summary.update({"train/total_steps": total_steps, "train/epochs": params.epochs})
+        if info.elastic is not None:  # each world's size, from the step it resumed at
+            logger.log(
+                {
+                    "train/step": progress.step,
+                    "elastic/world_size": info.world_size,
+                    "elastic/restarts": info.restarts,
+                }
+            )
     eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
     say(info, f"at step {progress.step}: eval/loss={eval_loss:.4f} eval/accuracy={eval_acc:.4f}")
     started = time.monotonic()
@@ -119,9 +132,15 @@ def train(
             epoch += 1
             if order is None or order_epoch != epoch:
                 order, order_epoch = epoch_order(params, epoch, train_x.shape[0], info), epoch
-            idx = order[batch * params.batch_size : (batch + 1) * params.batch_size]
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(train_x[idx]), train_y[idx])
+            if info.elastic is None:
+                idx = order[batch * params.batch_size : (batch + 1) * params.batch_size]
+                loss = loss_fn(model(train_x[idx]), train_y[idx])
+            else:
+                idx, whole = global_batch_share(order, batch, params.batch_size, info)
+                # DDP averages the gradients over the ranks: scaled so, they are the global
+                # batch's mean whatever each rank's share (and the loss too, once averaged).
+                loss = summed_loss(model(train_x[idx]), train_y[idx]) * info.world_size / whole
             loss.backward()
             optimizer.step()
             progress.step += 1

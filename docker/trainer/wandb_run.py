@@ -175,6 +175,7 @@ def start_wandb(
     # Log against our own step counter: shared mode ignores wandb.log(step=...).
     run.define_metric("train/step")
     run.define_metric("train/*", step_metric="train/step")
+    run.define_metric("elastic/*", step_metric="train/step")
     run.define_metric("epoch")
     run.define_metric("eval/*", step_metric="epoch")
     return run
