@@ -104,6 +104,12 @@ class Shaping:
         object.__setattr__(self, "target", target)
         if self.elastic:
             elastic_workers.requires_restart_pod(target)
+            most = None if self.elastic is True else self.elastic[1]  # type: ignore[index]
+            if most is not None and most > self.max_replicas:
+                raise error_at(
+                    ("elastic", "max_workers"),
+                    f"is {most}, above max_replicas ({self.max_replicas})",
+                )
             if not self.torchrun_env:
                 raise error_at(
                     ("torchrun_env",),

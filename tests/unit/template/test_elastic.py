@@ -214,6 +214,12 @@ def _rename(template: dict[str, Any]) -> None:
         (lambda t: None, {"torchrun_env": False}, "torchrun_env", "elastic needs it"),
         (
             lambda t: None,
+            {"max_replicas": 2},
+            "elastic.max_workers",
+            "is 3, above max_replicas (2)",
+        ),
+        (
+            lambda t: None,
             {"replicas": {"worker": 2}},
             "elastic.max_workers",
             "replicas gives the worker task 2",
