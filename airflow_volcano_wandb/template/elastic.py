@@ -15,7 +15,8 @@ shapes a ``pytorch``-plugin job whose tasks are ``master`` (one replica) and ``w
   master task): the master pod serves torchrun's c10d rendezvous store and runs rank 0 (the W&B
   run's writer, the checkpoints' saver), so without it the workers cannot re-form; the
   restarted job resumes from the checkpoint on the same W&B run, within the job's
-  ``maxRetry``;
+  ``maxRetry`` (:data:`MAX_RESTARTS` unless the template sets it: each replaced worker pod
+  counts as one);
 * every rank runs ``torchrun`` with ``--nnodes=1+MIN:1+MAX`` (nodes are pods, the master one of
   them), ``--rdzv-backend=c10d``, ``--rdzv-endpoint`` the master pod's address and the
   plugin's port, ``--rdzv-id`` the job's name and ``--rdzv-conf=is_host=1`` on the master
@@ -48,7 +49,9 @@ ROLES = ("master", "worker")
 #: The first Volcano whose webhook accepts ``RestartPod`` (volcano-sh/apis#143, v1.11.0).
 RESTART_POD_SINCE: releases.Version = (1, 11, 0)
 #: torchrun restarts its processes on every failure and every re-formation; a worker's loss is
-#: one of each on every survivor, so the budget is the losses a job may take.
+#: one of each on every survivor, so the budget is the losses a job may take. The job's
+#: ``maxRetry`` too, unless the template sets one: Volcano counts every ``RestartPod`` as a
+#: retry of the job, and its default of 3 failed an elastic job at its third lost worker.
 MAX_RESTARTS = 100
 WORKER_POLICY = "RestartPod"
 MASTER_POLICY = "RestartJob"
@@ -226,6 +229,11 @@ def host_conf(is_master: bool) -> str:
     Left to guess, torchrun hosts it where the endpoint's name resolves to the pod itself,
     which a master that starts before its DNS record is published would not find."""
     return f"is_host={1 if is_master else 0}"
+
+
+def retry_budget(job: dict[str, Any]) -> None:
+    """``spec.maxRetry`` = :data:`MAX_RESTARTS` when the template leaves it to Volcano."""
+    job["spec"].setdefault("maxRetry", MAX_RESTARTS)
 
 
 def annotate(job: dict[str, Any], workers: tuple[int, int]) -> None:

@@ -137,6 +137,7 @@ class Shaping:
             # Again: the rescale above follows a gang-of-all minAvailable to the new replicas.
             elastic_workers.sizes(job, tasks, workers)
             elastic_workers.apply_policies(job, tasks)
+            elastic_workers.retry_budget(job)
             elastic_workers.annotate(job, workers)
         elif self.gang == "all_ranks":
             gang_sizes.gang_all_ranks(job, tasks)

@@ -53,6 +53,7 @@ def test_an_elastic_job_gangs_on_the_master_and_min_workers_and_asks_for_max(low
     assert (master["minAvailable"], worker["minAvailable"]) == (1, low)
     assert (master["replicas"], worker["replicas"]) == (1, high)
     assert job["metadata"]["annotations"][ELASTIC_ANNOTATION] == f"{low}:{high}"
+    assert job["spec"]["maxRetry"] == 100  # every replaced worker pod is a retry to Volcano
     # The lost worker's pod alone; the master's loss the whole job; the master still ends it.
     assert _policies(worker) == {"PodEvicted": "RestartPod", "PodFailed": "RestartPod"}
     assert _policies(master) == {
@@ -81,6 +82,7 @@ def test_a_job_without_elastic_keeps_its_whole_gang_and_fixed_world() -> None:
     master, worker = job["spec"]["tasks"]
     assert job["spec"]["minAvailable"] == 4
     assert "minAvailable" not in worker and "annotations" not in job["metadata"]
+    assert "maxRetry" not in job["spec"]
     assert _policies(worker) == {} and _policies(master) == {"TaskCompleted": "CompleteJob"}
     env = _env(worker)
     assert env["PET_NNODES"] == "4" and "PET_RDZV_BACKEND" not in env
@@ -243,6 +245,14 @@ def test_min_workers_0_is_fine_when_the_master_trains_on_the_workers_gpus() -> N
     job = render_job(_seed_with(both), macros=MACROS, elastic=(0, 3), **ON)
     assert job["spec"]["minAvailable"] == 1
     assert _env(job["spec"]["tasks"][1])["PET_NPROC_PER_NODE"] == "2"
+
+
+def test_a_templates_own_max_retry_is_kept() -> None:
+    def own(template: dict[str, Any]) -> None:
+        template["spec"]["maxRetry"] = 5
+
+    job = render_job(_seed_with(own), macros=MACROS, elastic=(1, 2), **ON)
+    assert job["spec"]["maxRetry"] == 5
 
 
 def test_a_templates_own_restart_pod_policy_for_the_worker_is_kept() -> None:
