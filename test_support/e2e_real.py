@@ -223,16 +223,19 @@ def _log_lines(path: Path) -> list[tuple[float, str]]:
     return lines
 
 
-def _task_dir(stack: AirflowStack, run: Run) -> Path:
-    return (
-        stack.log_dir / "tasks" / f"dag_id={run.dag_id}" / f"run_id={run.run_id}" / "task_id=train"
-    )
+def _task_dirs(stack: AirflowStack, run: Run) -> list[Path]:
+    """The run's train task's log folder in each folder the stack writes task logs to: one
+    under LocalExecutor, each worker's and triggerer's own under CeleryExecutor."""
+    where = Path(f"dag_id={run.dag_id}") / f"run_id={run.run_id}" / "task_id=train"
+    return [folder / where for folder in stack.task_log_folders()]
 
 
 def task_lines(stack: AirflowStack, run: Run) -> list[tuple[float, str]]:
-    """The first try's task log: its first process's lines, then a resumed one's."""
-    path = _task_dir(stack, run) / "attempt=1.log"
-    return _log_lines(path) if path.exists() else []
+    """The first try's task log: its first process's lines, then a resumed one's (under
+    Celery the two may be in two workers' folders: merged by time)."""
+    paths = [d / "attempt=1.log" for d in _task_dirs(stack, run) if (d / "attempt=1.log").exists()]
+    lines = [line for path in paths for line in _log_lines(path)]
+    return sorted(lines, key=lambda line: line[0] or 0.0) if len(paths) > 1 else lines
 
 
 def _fired_at(stack: AirflowStack, run: Run) -> float | None:
@@ -240,7 +243,8 @@ def _fired_at(stack: AirflowStack, run: Run) -> float | None:
     log (the first, should two triggerers have run it)."""
     fired = [
         at
-        for path in _task_dir(stack, run).glob("attempt=1.log.trigger.*.log")
+        for folder in _task_dirs(stack, run)
+        for path in folder.glob("attempt=1.log.trigger.*.log")
         for at, event in _log_lines(path)
         if event == "Trigger fired event"
     ]

@@ -251,6 +251,11 @@ class AirflowStack(RestApi):
         server's folder never holds a worker's or a triggerer's log."""
         return self.log_dir / "hosts" / component if self.celery else self.log_dir / "tasks"
 
+    def task_log_folders(self) -> list[Path]:
+        """Every folder a task or trigger log may be in (the test reads them as a post-mortem
+        would; the API server reads only its own and the log servers)."""
+        return sorted({self.task_log_folder(c) for c in self.components})
+
     def host_of(self, component: str) -> str:
         """The host name a component reports to Airflow: a loopback address of its own for
         each scheduler, triggerer and worker (its log server answers there), 127.0.0.1 else."""

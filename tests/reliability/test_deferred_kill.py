@@ -175,8 +175,11 @@ def test_execution_timeout_while_deferred_deletes_the_job(runs):
     assert took < GONE_WITHIN, took
     # The trigger's deadline ended the wait (so the task was deferred), then the resumed
     # task deleted the job.
-    logs = run.stack.log_dir / "tasks" / f"dag_id={run.dag_id}"
-    text = "".join(p.read_text(errors="replace") for p in logs.rglob("*.log*"))
+    text = "".join(
+        path.read_text(errors="replace")
+        for folder in run.stack.task_log_folders()
+        for path in (folder / f"dag_id={run.dag_id}").rglob("*.log*")
+    )
     assert "execution_timeout reached" in text and "Deleted Volcano job" in text
     assert "JobTimeoutError" in text  # the class a retry policy matches
 

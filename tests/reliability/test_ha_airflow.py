@@ -36,6 +36,7 @@ import json
 import signal
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import pytest
 
@@ -137,10 +138,11 @@ def _cleanup(trials: list[Trial], volcano_cluster) -> None:
 def _trigger_logs(stack: AirflowStack, run: Run) -> dict[int, str]:
     """The run's trigger logs by triggerer job id: each triggerer writes its own
     (``attempt=N.log.trigger.<job id>.log``)."""
-    folder = stack.log_dir / "tasks" / f"dag_id={run.dag_id}" / f"run_id={run.run_id}"
+    where = Path(f"dag_id={run.dag_id}") / f"run_id={run.run_id}"
     return {
         int(path.name.rsplit(".", 2)[-2]): path.read_text(errors="replace")
-        for path in folder.rglob("*.log.trigger.*.log")
+        for folder in stack.task_log_folders()  # one, or each triggerer's own under Celery
+        for path in (folder / where).rglob("*.log.trigger.*.log")
     }
 
 
