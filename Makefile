@@ -40,7 +40,7 @@ cluster-status:
 # The tests' production-shaped Airflow beside the local cluster, to try the example DAGs in its
 # UI: PostgreSQL, the API server, two schedulers, the DAG processor and two triggerers, detached,
 # in $(AIRFLOW_DIR) (tests/e2e/airflow_up.py). PostgreSQL is Debian's (install-system-deps.sh).
-# EXECUTOR=celery: CeleryExecutor, with Debian's Redis as its broker and two Celery workers.
+# CeleryExecutor (Debian's Redis as its broker, two Celery workers); EXECUTOR=local: LocalExecutor.
 airflow-up: cluster-up
 	scripts/install-system-deps.sh
 	$(BIN)/python -m tests.e2e.airflow_up up --state-dir $(AIRFLOW_DIR) --cluster-dir $(CLUSTER_DIR)

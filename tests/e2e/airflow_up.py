@@ -2,15 +2,16 @@
 Airflow beside the local cluster, to try the example DAGs in its UI.
 
 The reliability tests' stack (``test_support/airflow_runs.ha_stack``'s shape: PostgreSQL,
-the API server, two schedulers, the DAG processor and two triggerers; with ``--executor
-celery``, or EXECUTOR=celery, also Redis and two Celery workers, each worker and triggerer
-with a log folder and log server of its own), started detached in ``--state-dir`` (home,
-PostgreSQL data, logs and pid files), with the example DAGs of ``dags/`` and the local
-cluster's admin kubeconfig as ``kubernetes_default``. W&B runs offline. Every user is an
-admin (Airflow's simple auth manager): for this machine only.
+the API server, two schedulers, the DAG processor and two triggerers; under CeleryExecutor,
+the default, also Redis and two Celery workers, each worker and triggerer with a log folder
+and log server of its own; ``--executor local`` or EXECUTOR=local for LocalExecutor),
+started detached in ``--state-dir`` (home, PostgreSQL data, logs and pid files), with the
+example DAGs of ``dags/`` and the local cluster's admin kubeconfig as ``kubernetes_default``.
+W&B runs offline. Every user is an admin (Airflow's simple auth manager): for this machine
+only.
 
     python -m tests.e2e.airflow_up up --state-dir .state/airflow --cluster-dir .state/cluster \
-        [--executor celery]
+        [--executor local]
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ PostgreSQL as the result backend, Celery workers that run the tasks, each worker
 as on a machine of its own: its own host name, log folder and log server, so that the API
 server reads every task log through Airflow's log servers).
 
-``EXECUTOR=local`` or ``EXECUTOR=celery`` picks it for ``make airflow-up`` and the reliability
-tests' stack (``executor_from_env``).
+``EXECUTOR=local`` or ``EXECUTOR=celery`` (the default) picks it for ``make airflow-up`` and
+the reliability tests' stack (``executor_from_env``).
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import os
 from pathlib import Path
 
 EXECUTORS = {"local": "LocalExecutor", "celery": "CeleryExecutor"}
-#: The reliability stack's and ``make airflow-up``'s executor when EXECUTOR is not set.
-DEFAULT_EXECUTOR = "local"
+#: The reliability stack's and ``make airflow-up``'s executor when EXECUTOR is not set: the
+#: Helm chart's default, so the provider is tried as most deployments run it.
+DEFAULT_EXECUTOR = "celery"
 #: Task slots per Celery worker: two workers of two share the machine's two cores, as the
 #: LocalExecutor stack's two schedulers run two task processes each.
 WORKER_CONCURRENCY = 2
