@@ -273,7 +273,7 @@ def net_breakdown(start: dict, end: dict, minutes: float, idle: dict) -> dict:
 
 def with_band(rate: float, band: float) -> str:
     """A rate with its noise, as a reader should take it: ``0 ± 2``."""
-    return f"{rate:g} ± {band:g}"
+    return f"{rate + 0.0:g} ± {band:g}"  # + 0.0: a rate of -0.0 reads 0
 
 
 def largest(rates_by_key: dict[str, float], count: int = 3) -> dict[str, float]:
