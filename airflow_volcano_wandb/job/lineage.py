@@ -42,8 +42,8 @@ def _facets() -> tuple[type, type, type]:
 
         namespace: str
         image: str | None
-        images: dict
-        replicas: dict
+        images: dict[str, str]
+        replicas: dict[str, int]
         worldSize: int
 
     @define
@@ -62,7 +62,7 @@ def _facets() -> tuple[type, type, type]:
         url: str | None
         entity: str | None
         project: str | None
-        summary: dict
+        summary: dict[str, Any]
 
     return VolcanoJobFacet, VolcanoJobRunFacet, WandbRunFacet
 

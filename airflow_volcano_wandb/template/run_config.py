@@ -57,7 +57,7 @@ def apply_run_config(tasks: list[dict[str, Any]], run_config: Mapping[str, Any] 
     empty mapping: nothing changes."""
     if not run_config and isinstance(run_config, Mapping | type(None)):
         return
-    entries = run_config_env(run_config)  # type: ignore[arg-type]
+    entries = run_config_env(run_config)
     for i, task in enumerate(tasks):
         path, container = main_container(task, ("spec", "tasks", i))
         env = container.setdefault("env", [])
