@@ -111,9 +111,11 @@ test-lifecycle: venv
 	AVW_LIFECYCLE_REPEATS=20 AVW_SUBMISSION_FAULT_TRIALS=all $(BIN)/python -m pytest \
 		tests/reliability/test_lifecycle_airflow.py tests/reliability/test_submission_faults.py
 
+# The same commands as .pre-commit-config.yaml's hooks; mypy's options are pyproject.toml's.
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 # The sdists and wheels users install (not on PyPI yet), in dist/: the provider, and the local
 # cluster with its pytest fixture ($(HARNESS)).
