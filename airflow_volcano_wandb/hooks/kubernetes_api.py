@@ -60,7 +60,7 @@ def _api_errors() -> tuple[type, ...]:
     return _loaded(("kubernetes.client.exceptions", "ApiException"), _ASYNC_API_ERROR)
 
 
-def unreachable_errors() -> tuple[type, ...]:
+def unreachable_errors() -> tuple[type[BaseException], ...]:
     """The sync client's transport errors (urllib3's, once loaded) and ``ConnectionError``."""
     return (*_loaded(("urllib3.exceptions", "HTTPError")), ConnectionError)
 

@@ -90,9 +90,9 @@ def container_failures(
         for cs in status.get("containerStatuses") or []:
             state = cs.get("state") or {}
             last = cs.get("lastState") or {}
-            terminated = state.get("terminated") or last.get("terminated")
-            ended = terminated and int(terminated.get("exitCode") or 0) != 0
-            why = terminated if ended else state.get("waiting") or {}
+            terminated: dict[str, Any] = state.get("terminated") or last.get("terminated") or {}
+            ended = bool(terminated) and int(terminated.get("exitCode") or 0) != 0
+            why: dict[str, Any] = terminated if ended else state.get("waiting") or {}
             if ended or why.get("reason") in STUCK_WAITING_REASONS:
                 failures.append(
                     ContainerFailure(

@@ -26,7 +26,8 @@ from airflow_volcano_wandb.wait.outcome import WaitResult
 
 def exception_class(ending: Ending) -> type[VolcanoJobError]:
     """The class a wait that ended so raises (its row names it)."""
-    return getattr(exceptions, ending.row.error)
+    cls: type[VolcanoJobError] = getattr(exceptions, ending.row.error)
+    return cls
 
 
 def for_failure(
@@ -45,6 +46,7 @@ def for_failure(
     :param run_url: the job's W&B run, named in the message of a run stopped from W&B (its
         page there says who stopped it; the trainer is told only that it was).
     """
+    kind: Ending | None
     if classification is not None:
         kind = classification.kind
     else:  # a container that cannot start says which of its two causes it is
@@ -66,10 +68,10 @@ def _fields(
         return _where(failure, "reason", "image")
     if cls is TrainingStalledError and (stall := result.stall) is not None:
         return _where(stall, "stall_timeout", "running_for", "wandb_step", "wandb_logged_at")
-    failure = classification.failure if classification is not None else None
-    if failure is None or not issubclass(cls, ContainerError) or not result.outcome.row.reads_pods:
+    crashed = classification.failure if classification is not None else None
+    if crashed is None or not issubclass(cls, ContainerError) or not result.outcome.row.reads_pods:
         return {}
-    return _where(failure, "reason", "exit_code")
+    return _where(crashed, "reason", "exit_code")
 
 
 def _where(container: Any, *fields: str) -> dict[str, Any]:

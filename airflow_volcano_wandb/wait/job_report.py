@@ -34,14 +34,18 @@ STALL_MESSAGE_LINES = 3
 log = logging.getLogger(__name__)
 
 
-def _involved_names(job: Mapping[str, Any], pods: list[dict], podgroups: list[dict]) -> set[str]:
+def _involved_names(
+    job: Mapping[str, Any], pods: list[dict[str, Any]], podgroups: list[dict[str, Any]]
+) -> set[str]:
     names = {str(job["metadata"].get("name", ""))} | diagnostics.pod_names(job)
     names |= {p["metadata"]["name"] for p in pods}
     names |= {pg["metadata"]["name"] for pg in podgroups}
     return names
 
 
-def _read_around(hook: VolcanoHook, job: Mapping[str, Any]) -> tuple[list, list, list]:
+def _read_around(
+    hook: VolcanoHook, job: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
     """The job's pods, its PodGroups and the events about any of them."""
     meta = job["metadata"]
     namespace = meta["namespace"]
@@ -52,7 +56,7 @@ def _read_around(hook: VolcanoHook, job: Mapping[str, Any]) -> tuple[list, list,
 
 def _pods_and_events(
     hook: VolcanoHook, result: WaitResult, job: Mapping[str, Any] | None
-) -> tuple[list, list]:
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The pods of the job ``result`` names, and the events about them and the job."""
     pods = hook.list_job_pods(result.name, result.namespace)
     job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
@@ -118,7 +122,11 @@ def explain_end(
 
 
 def _report_crash_loop(
-    hook: VolcanoHook, result: WaitResult, job: Mapping | None, log_lines: int, task_log: Any
+    hook: VolcanoHook,
+    result: WaitResult,
+    job: Mapping[str, Any] | None,
+    log_lines: int,
+    task_log: Any,
 ) -> str:
     """Log the crash loop: the crash-looping container's failure, its log from before its
     last restart (``previous=True``: the running one has only just started again) and the
@@ -269,7 +277,7 @@ def _masked_pod_log(hook: VolcanoHook, pod: str, namespace: str, log_lines: int)
 
 def finished_job_pods(
     hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
-) -> list[dict] | None:
+) -> list[dict[str, Any]] | None:
     """The finished job's pods, read once for its GPU-seconds and its master's log tail;
     ``None`` (with a warning) when there is no job or they cannot be read (a report, never a
     reason to fail)."""
@@ -288,7 +296,7 @@ def log_master_tail(
     job: Mapping[str, Any] | None,
     log_lines: int,
     task_log: Any,
-    pods: list[dict] | None = None,
+    pods: list[dict[str, Any]] | None = None,
 ) -> None:
     """Show the master's last log lines (deferrable mode streams nothing while waiting);
     ``pods``: the job's pods as :func:`finished_job_pods` read them (else they are read)."""
@@ -312,7 +320,9 @@ def log_master_tail(
 XCOM_GPU_SECONDS = "gpu_seconds"
 
 
-def log_gpu_seconds(job: Mapping[str, Any], pods: list[dict], task_log: Any) -> dict[str, float]:
+def log_gpu_seconds(
+    job: Mapping[str, Any], pods: list[dict[str, Any]], task_log: Any
+) -> dict[str, float]:
     """The finished job's GPU-seconds per rank (``gpu_usage``) from its ``pods`` (as
     :func:`finished_job_pods` read them), logged."""
     removed = gpu_usage.removed_ranks(job, pods)

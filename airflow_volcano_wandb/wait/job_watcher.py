@@ -15,7 +15,7 @@ import logging
 import random
 import time
 from collections.abc import Callable, Hashable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.hooks.kubernetes_api import (
     JOBS_RESOURCE,
@@ -54,12 +54,12 @@ class NamespaceJobWatcher(NamespaceWatch):
     list_call = "list_jobs_page"
     watch_call = "watch_jobs"
 
-    def job(self, name: str) -> dict | None:
+    def job(self, name: str) -> dict[str, Any] | None:
         """The watch's copy of the job while the watch is up; None if unseen or not synced."""
         copies = self.objects(name)
         return copies[0] if copies else None
 
-    async def fetch(self, name: str) -> dict | None:
+    async def fetch(self, name: str) -> dict[str, Any] | None:
         """The job as the apiserver has it now (over the watch's open client); None if there
         is no job of that name.
 
@@ -92,12 +92,12 @@ class NamespaceJobWatcher(NamespaceWatch):
                 continue
             return self._kept(job) if job is not None else None
 
-    async def annotate(self, job: dict, annotations: dict[str, str]) -> bool:
+    async def annotate(self, job: dict[str, Any], annotations: dict[str, str]) -> bool:
         """Add ``annotations`` to this submission of ``job``; False when that submission is
         gone."""
         return await self.over_client(lambda hook, api: hook.annotate_job(api, job, annotations))
 
-    async def list_pods(self, job_name: str) -> list[dict]:
+    async def list_pods(self, job_name: str) -> list[dict[str, Any]]:
         """The job's pods as the apiserver has them now (one label-selected LIST)."""
         return await self.over_client(
             lambda hook, api: hook.list_job_pods(api, job_name, self.namespace)

@@ -32,7 +32,7 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -87,7 +87,7 @@ class NamespaceWatch:
         self._hook_factory = hook_factory
         self.namespace = namespace
         self.label_selector = label_selector
-        self._objects: dict[str, dict[str, dict]] = {}  # key -> object name -> object
+        self._objects: dict[str, dict[str, dict[str, Any]]] = {}  # key -> object name -> object
         self._subscriptions: dict[str, set[Subscription]] = {}
         self.synced = asyncio.Event()
         self.failing_since: float | None = None
@@ -96,13 +96,15 @@ class NamespaceWatch:
         self._client: LentClient | None = None
         self._backoff = RECONNECT_BACKOFF_INITIAL
         self._stable_timer: asyncio.TimerHandle | None = None
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
 
     # ---- what a kind says --------------------------------------------------------------
 
     async def _list_page(
         self, hook: AsyncVolcanoHook, api: Any, continue_token: str | None
-    ) -> tuple[list[dict], str, str | None]:
+    ) -> tuple[list[dict[str, Any]], str, str | None]:
+        # the hook's method of this kind, named by the subclass
+        list_page: Callable[..., Awaitable[tuple[list[dict[str, Any]], str, str | None]]]
         list_page = getattr(hook, self.list_call)
         return await list_page(
             api, self.namespace, self.label_selector, self.list_page_size, continue_token
@@ -110,7 +112,8 @@ class NamespaceWatch:
 
     def _watch_events(
         self, hook: AsyncVolcanoHook, api: Any, resource_version: str
-    ) -> AsyncIterator[tuple[str, dict]]:
+    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
+        watch: Callable[..., AsyncIterator[tuple[str, dict[str, Any]]]]
         watch = getattr(hook, self.watch_call)
         return watch(
             api,
@@ -120,11 +123,12 @@ class NamespaceWatch:
             label_selector=self.label_selector,
         )
 
-    def _key(self, obj: dict) -> str | None:
+    def _key(self, obj: dict[str, Any]) -> str | None:
         """The key the object is kept under; ``None``: not kept."""
-        return obj["metadata"]["name"]
+        name: str = obj["metadata"]["name"]
+        return name
 
-    def _kept(self, obj: dict) -> dict:
+    def _kept(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What of the object the cache keeps."""
         obj.get("metadata", {}).pop("managedFields", None)
         return obj
@@ -149,7 +153,7 @@ class NamespaceWatch:
                 del self._subscriptions[subscription.name]
         return sum(len(s) for s in self._subscriptions.values())
 
-    def objects(self, key: str) -> list[dict] | None:
+    def objects(self, key: str) -> list[dict[str, Any]] | None:
         """The watch's copies of the objects under ``key`` (``[]``: none) while the watch is
         up; ``None`` while it is not synced."""
         if not self.synced.is_set():
@@ -161,7 +165,7 @@ class NamespaceWatch:
         """Whether the watch is (re)listing without failing: its copies come soon."""
         return self._task is not None and not self.synced.is_set() and self.failing_since is None
 
-    async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Any]) -> Any:
+    async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Awaitable[R]]) -> R:
         """``call(hook, api)`` over the watch's open client (no TLS handshake per call; a
         reconnect never closes it under the call), or over a client of its own while the watch
         is down; errors are raised."""
@@ -170,7 +174,8 @@ class NamespaceWatch:
             hook = self._hook_factory()
             async with hook.get_conn() as api:
                 return await call(hook, api)
-        return await client.call(call)
+        result: R = await client.call(call)
+        return result
 
     async def stop(self) -> None:
         """End the watch; the cache answers no more (``objects`` is ``None`` from now on)."""
@@ -289,7 +294,7 @@ class NamespaceWatch:
     async def _list_all(self, hook: AsyncVolcanoHook, api: Any) -> str:
         """Replace the cache with a paginated LIST; return its resourceVersion, to watch from.
         A 410 between pages is raised like any failure: pages of two snapshots must not mix."""
-        listed: dict[str, dict[str, dict]] = {}
+        listed: dict[str, dict[str, dict[str, Any]]] = {}
         continue_token = None
         while True:
             items, resource_version, continue_token = await self._list_page(
@@ -337,12 +342,13 @@ class NamespaceWatch:
         return resource_version, False
 
 
-def _versions(group: dict[str, dict] | None) -> dict[str, str | None]:
+def _versions(group: dict[str, dict[str, Any]] | None) -> dict[str, str | None]:
     return {name: obj["metadata"].get("resourceVersion") for name, obj in (group or {}).items()}
 
 
 _watches: dict[tuple[Any, ...], NamespaceWatch] = {}
 W = TypeVar("W", bound=NamespaceWatch)
+R = TypeVar("R")  # what a call over the client returns
 
 
 def shared(

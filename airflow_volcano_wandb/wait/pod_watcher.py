@@ -55,14 +55,14 @@ class NamespacePodWatcher(NamespaceWatch):
     # Pages of 100 hold the LIST's peak to a fifth, for 30 requests a (re)list at 3,000 pods.
     list_page_size = 100
 
-    def _key(self, obj: dict) -> str | None:
+    def _key(self, obj: dict[str, Any]) -> str | None:
         return ((obj.get("metadata") or {}).get("labels") or {}).get(JOB_NAME_LABEL)
 
-    def _kept(self, obj: dict) -> dict:
+    def _kept(self, obj: dict[str, Any]) -> dict[str, Any]:
         return kept_pod(obj)
 
 
-def kept_pod(pod: dict) -> dict:
+def kept_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """The pod as the cache keeps it: the ``KEPT_*`` fields, its owners' uids and its node, as
     new dicts with shared keys (a thousand jobs' pods are kept)."""
     metadata = pod.get("metadata") or {}
@@ -86,7 +86,7 @@ def kept_pod(pod: dict) -> dict:
     return {"metadata": kept_metadata, "spec": kept_spec, "status": kept_status}
 
 
-def _kept(obj: Mapping[str, Any], fields: tuple[str, ...]) -> dict:
+def _kept(obj: Mapping[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
     """``obj``'s ``fields`` that it has, keyed by the names in ``fields``: one string each for
     all pods, where each pod parsed from the API has strings of its own."""
     return {key: obj[key] for key in fields if key in obj}

@@ -51,7 +51,7 @@ class RankContainer:
         """Read back a ``to_dict`` (e.g. from a trigger event), each field as its type; a field
         with a default may be missing (an older event). Raises on anything else."""
         kinds = get_type_hints(cls)
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             if f.name in data or f.default is MISSING:
                 value, kind = data[f.name], kinds[f.name]

@@ -107,7 +107,7 @@ def silence_probe(
         return None
     container = str(containers[0].get("name") or "")
     statuses = (master.get("status") or {}).get("containerStatuses") or []
-    status = next((s for s in statuses if s.get("name") == container), {})
+    status: dict[str, Any] = next((s for s in statuses if s.get("name") == container), {})
     started = ((status.get("state") or {}).get("running") or {}).get("startedAt")
     if not started:
         return None

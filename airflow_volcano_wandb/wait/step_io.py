@@ -23,7 +23,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_volcano_wandb.job.ownership import pods_managed
 from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, judge_pods, judge_stall, see
@@ -34,6 +34,9 @@ from airflow_volcano_wandb.wait.training_progress import PROGRESS_ANNOTATION, ob
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 from airflow_volcano_wandb.wait.wandb_stop import STOPPED_BY, stop_seen_at, stop_seen_mark
 
+if TYPE_CHECKING:  # the hook imports Airflow's; a type is all this module needs of it
+    from airflow_volcano_wandb.hooks.volcano import VolcanoHook
+
 #: The apiserver could not be asked: neither a job nor its absence.
 UNKNOWN: Any = object()
 
@@ -41,9 +44,9 @@ UNKNOWN: Any = object()
 class JobCalls(Protocol):
     """The calls a step makes about the job waited on; any of them may raise."""
 
-    async def fetch(self, name: str) -> dict | None: ...
+    async def fetch(self, name: str) -> dict[str, Any] | None: ...
 
-    async def list_pods(self, job_name: str) -> list[dict]: ...
+    async def list_pods(self, job_name: str) -> list[dict[str, Any]]: ...
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any: ...
 
@@ -53,7 +56,7 @@ class JobCalls(Protocol):
 class WatchedPods(Protocol):
     """What a wait reads of a pod watch (``pod_watcher.NamespacePodWatcher``)."""
 
-    def objects(self, job_name: str) -> list[dict] | None:
+    def objects(self, job_name: str) -> list[dict[str, Any]] | None:
         """The job's pods (``[]``: none) while the watch is synced; ``None`` otherwise."""
         ...
 
@@ -120,7 +123,7 @@ async def _mark(
 
 
 def take_step_sync(
-    hook: Any,
+    hook: VolcanoHook,
     job: Mapping[str, Any] | None,
     target: WaitTarget,
     memory: WaitMemory,
@@ -161,10 +164,10 @@ async def _running_job(
     if pods is None:
         return None
 
-    async def by_pods(seen: Seen, pods: list[dict]) -> WaitResult | None:
+    async def by_pods(seen: Seen, pods: list[dict[str, Any]]) -> WaitResult | None:
         return judge_pods(seen, target, pods, time.time())
 
-    async def by_silence(seen: Seen, pods: list[dict]) -> WaitResult | None:
+    async def by_silence(seen: Seen, pods: list[dict[str, Any]]) -> WaitResult | None:
         return await _silent_master(calls, seen, target, log, pods, wandb)
 
     result = await _confirmed(calls, target, log, view.seen, pods, by_pods)
@@ -178,8 +181,8 @@ async def _confirmed(
     target: WaitTarget,
     log: logging.Logger | Any,
     seen: Seen,
-    pods: list[dict],
-    verdict: Callable[[Seen, list[dict]], Awaitable[WaitResult | None]],
+    pods: list[dict[str, Any]],
+    verdict: Callable[[Seen, list[dict[str, Any]]], Awaitable[WaitResult | None]],
 ) -> WaitResult | None:
     """``verdict`` of the job as ``seen`` with ``pods`` (read after it), when it says so again
     of a fresh GET of the job and a fresh LIST of its pods; ``None`` (wait on) otherwise, and
@@ -250,7 +253,7 @@ async def _silent_master(
     seen: Seen,
     target: WaitTarget,
     log: logging.Logger | Any,
-    pods: list[dict],
+    pods: list[dict[str, Any]],
     wandb: WandbProgress | None,
 ) -> WaitResult | None:
     probe = stall_probe(seen, target, pods, time.time())
@@ -298,7 +301,7 @@ async def _pods(
     target: WaitTarget,
     log: logging.Logger | Any,
     job: Mapping[str, Any] | None,
-) -> list[dict] | None:
+) -> list[dict[str, Any]] | None:
     """The job's pods: ``pod_watch``'s copies when ``job`` (as just looked at) labels all its
     pods as the watch selects them and the watch is synced; else a LIST, as without a pod
     watch and for ``job`` ``None`` (a verdict's confirmation: always from the apiserver)."""
@@ -328,13 +331,13 @@ async def _pods(
 class _SyncHookCalls:
     """``JobCalls`` over the sync hook (blocking is fine: the loop is the step's own)."""
 
-    def __init__(self, hook: Any, namespace: str) -> None:
+    def __init__(self, hook: VolcanoHook, namespace: str) -> None:
         self.hook, self.namespace = hook, namespace
 
-    async def fetch(self, name: str) -> dict | None:
+    async def fetch(self, name: str) -> dict[str, Any] | None:
         return self.hook.get_job(name, self.namespace)
 
-    async def list_pods(self, job_name: str) -> list[dict]:
+    async def list_pods(self, job_name: str) -> list[dict[str, Any]]:
         return self.hook.list_job_pods(job_name, self.namespace)
 
     async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> Any:
