@@ -45,7 +45,7 @@ def as_allow_list(value: Any, argument: str) -> tuple[str, ...] | None:
     return items
 
 
-def image_allowed(image: str, patterns: tuple[str, ...]) -> bool:
+def image_allowed(image: str, patterns: Collection[str]) -> bool:
     """Whether ``image`` matches one of the fnmatch ``patterns``, case-sensitively.
 
     Images are compared as written (no registry or tag is filled in), so a template cannot
@@ -54,7 +54,7 @@ def image_allowed(image: str, patterns: tuple[str, ...]) -> bool:
     return any(fnmatchcase(image, pattern) for pattern in patterns)
 
 
-def image_problems(tasks: list[dict[str, Any]], patterns: tuple[str, ...]) -> Problems:
+def image_problems(tasks: list[dict[str, Any]], patterns: Collection[str]) -> Problems:
     """Every container image (init and ephemeral containers too) outside ``patterns``."""
     problems: Problems = []
     for i, task in enumerate(tasks):
@@ -72,7 +72,7 @@ def image_problems(tasks: list[dict[str, Any]], patterns: tuple[str, ...]) -> Pr
     return problems
 
 
-def namespace_problems(namespace: Any, allowed: tuple[str, ...], source: str) -> Problems:
+def namespace_problems(namespace: Any, allowed: Collection[str], source: str) -> Problems:
     """The job's final namespace must be one of ``allowed`` (exact names)."""
     if namespace in allowed:
         return []
@@ -103,7 +103,7 @@ def service_account_problems(tasks: list[dict[str, Any]], allowed: frozenset[str
     return problems
 
 
-def _listed(allowed: tuple[str, ...]) -> str:
+def _listed(allowed: Collection[str]) -> str:
     return ", ".join(allowed) or "empty"
 
 
@@ -123,7 +123,7 @@ def _job_and_pod_values(
 
 
 def scheduler_problems(
-    job: dict[str, Any], tasks: list[dict[str, Any]], allowed: tuple[str, ...]
+    job: dict[str, Any], tasks: list[dict[str, Any]], allowed: Collection[str]
 ) -> Problems:
     """The job's and every pod's ``schedulerName`` must be allowed: a pod handed to another
     scheduler (``default-scheduler``) escapes Volcano's gang and its queue's quota."""
@@ -138,7 +138,7 @@ def scheduler_problems(
     ]
 
 
-def queue_problems(job: dict[str, Any], allowed: tuple[str, ...]) -> Problems:
+def queue_problems(job: dict[str, Any], allowed: Collection[str]) -> Problems:
     """The Volcano queue the job lands in (``default`` when it names none) must be allowed."""
     queue = job["spec"].get("queue")
     if queue in (None, ""):
@@ -156,7 +156,7 @@ def queue_problems(job: dict[str, Any], allowed: tuple[str, ...]) -> Problems:
 
 
 def priority_class_problems(
-    job: dict[str, Any], tasks: list[dict[str, Any]], allowed: tuple[str, ...]
+    job: dict[str, Any], tasks: list[dict[str, Any]], allowed: Collection[str]
 ) -> Problems:
     """The job's (its PodGroup's, and its pods' unless they set one) and every pod
     template's ``priorityClassName`` must be allowed."""

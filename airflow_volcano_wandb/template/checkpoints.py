@@ -50,7 +50,8 @@ def _claim(value: Any) -> str | None:
             "must name a PersistentVolumeClaim (a DNS-1123 subdomain such as "
             f"'training-checkpoints'), not {show(value)}",
         )
-    return value
+    claim: str | None = value  # None, or the valid name just checked
+    return claim
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -36,13 +36,14 @@ def rescale(job: dict[str, Any], tasks: list[dict[str, Any]], before: list[int |
     for i, task in enumerate(tasks):
         if "minAvailable" in task:
             task["minAvailable"] = _follow(task["minAvailable"], before[i], after[i])
+            replicas = after[i]  # a local, so that mypy narrows it
             # Only a change made by this run is reported here, with its cause; a template that
             # is inconsistent on its own is reported by validation with everything else.
             if (
                 type(task["minAvailable"]) is int
-                and after[i] is not None
-                and after[i] != before[i]
-                and task["minAvailable"] > after[i]
+                and replicas is not None
+                and replicas != before[i]
+                and task["minAvailable"] > replicas
             ):
                 raise error_at(
                     ("spec", "tasks", i, "minAvailable"),

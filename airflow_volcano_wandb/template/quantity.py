@@ -45,7 +45,7 @@ def parse_quantity(value: Any) -> Decimal:
     number = Decimal(match.group(2)) * (-1 if match.group(1) == "-" else 1)
     suffix = match.group(6) or ""
     if suffix in _BINARY:
-        return number * 1024 ** _BINARY[suffix]
+        return number * Decimal(1024) ** _BINARY[suffix]
     if suffix in _DECIMAL:
         return number.scaleb(_DECIMAL[suffix])
     return number * Decimal(10) ** Decimal(suffix[1:])  # an exponent: e3, E-2

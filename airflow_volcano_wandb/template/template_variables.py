@@ -16,7 +16,7 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, overload
 
 from airflow_volcano_wandb.template.errors import Path, TemplateError, error_at, errors_at
 from airflow_volcano_wandb.template.macros import MACRO_NAME
@@ -119,7 +119,8 @@ def _bound(name: str, schema: Mapping[str, Any], key: str, kind: str) -> int | f
             f"the schema of template variable {name!r} has {key} {show(value)}; only an "
             "integer or number variable has a numeric bound",
         )
-    return value
+    bound: int | float = value  # checked just above
+    return bound
 
 
 def _schema(entry: Any, index: int) -> VariableSchema:
@@ -287,7 +288,11 @@ class _Filling:
         return node
 
 
-def _escape(value: Any) -> Any:
+@overload
+def _escape(value: str) -> str: ...
+@overload
+def _escape(value: object) -> object: ...
+def _escape(value: object) -> object:
     """A value is data: the ``${macro}`` stage after this one must leave a ``${`` in it as
     written, so it is escaped the way a template writes a literal one."""
     return value.replace("${", "$${") if isinstance(value, str) else value

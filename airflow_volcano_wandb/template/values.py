@@ -139,7 +139,8 @@ def as_int(value: Any, path: Path, what: str, *, maximum: int | None = None) -> 
         raise error_at(path, f"{what} is {show(value)}, above the allowed maximum of {maximum}")
     if value > INT64_MAX:
         raise error_at(path, f"{what} is too large")
-    return value
+    count: int = value  # an int by now: a string was converted, anything else raised
+    return count
 
 
 def dig(node: Any, *keys: str) -> Any:
