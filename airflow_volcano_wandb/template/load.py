@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path as FsPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -17,10 +17,13 @@ API_VERSION = "batch.volcano.sh/v1alpha1"
 KIND = "Job"
 TEMPLATE_SUFFIXES = (".yaml", ".yml", ".json")
 
-_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:  # the C loader, where built, has the pure-Python one's interface
+    _BaseLoader = yaml.SafeLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-class _TemplateLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class _TemplateLoader(_BaseLoader):
     """Safe YAML loading with two changes that matter for manifests.
 
     Timestamps stay strings: PyYAML would turn ``2025-01-01`` into a ``date``, which is not
@@ -178,4 +181,5 @@ def load_queue_config(config: Any, resource: str | None, where: str) -> dict[str
         doc = load_template(config.decode() if isinstance(config, bytes) else config)
     except TemplateError as exc:
         raise TemplateError(f"W&B Launch queue {where}: {exc}") from None
-    return copy_json(doc, (), "template")  # never the SDK's own object
+    copied: dict[str, Any] = copy_json(doc, (), "template")  # never the SDK's own object
+    return copied

@@ -191,7 +191,7 @@ def apply_container_list(
 
 def _string_map(values: Any, path: Path, *, labels: bool) -> dict[str, str]:
     out = {}
-    for key, value in _mapping(values, path, path[0]).items():
+    for key, value in _mapping(values, path, str(path[0])).items():
         if not naming.is_qualified_name(key):
             raise error_at((*path, str(key)), f"{show(key)} is not a valid label/annotation key")
         text = as_text(value, (*path, key), "value")
