@@ -79,7 +79,9 @@ def delete_if_owned(
                     namespace,
                     name,
                 )
-            if step is not Deletion.DELETE:
+            # decide() deletes only a job it was given: `current is None` never reaches here
+            # as DELETE, and says so to mypy.
+            if step is not Deletion.DELETE or current is None:
                 return
             version = current["metadata"].get("resourceVersion")
             if hook.delete_job(name, namespace, uid=uid, resource_version=version):
