@@ -73,9 +73,16 @@ def option(
     return dataclasses.field(default=default, metadata={"option": meta})
 
 
-@functools.cache
 def options_of(*parts: type) -> tuple[Option, ...]:
     """The options the ``parts`` (dataclasses) declare, in declaration order (read once)."""
+    return _declared(*parts)
+
+
+# Cached behind options_of: mypy types a dataclass's class object by the instances' __hash__
+# (None, eq without frozen) when it is passed where Hashable is asked, though a class is
+# hashable; through a `type` parameter it is not asked.
+@functools.cache
+def _declared(*parts: type) -> tuple[Option, ...]:
     declared = []
     for part in parts:
         hints = inspect.get_annotations(part, eval_str=True)
