@@ -29,7 +29,7 @@ from kubernetes import client, config
 
 from tests.e2e.airflow_stack import REPO, AirflowStack
 from tests.e2e.executors import EXECUTORS, executor_from_env
-from tests.e2e.postgres import PostgresServer
+from tests.e2e.postgres import PostgresServer, process_alive
 from tests.e2e.redis_server import RedisServer
 
 NAMESPACE = "airflow-up"  # the manual DAG's namespace here (the tests create "wandb" themselves)
@@ -98,7 +98,7 @@ def down(state_dir: Path) -> None:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + 20
-    while time.monotonic() < deadline and any(_alive(pid) for pid in pids.values()):
+    while time.monotonic() < deadline and any(process_alive(pid) for pid in pids.values()):
         time.sleep(0.5)
     for pid in pids.values():
         with contextlib.suppress(ProcessLookupError):
@@ -108,14 +108,6 @@ def down(state_dir: Path) -> None:
     PostgresServer(state_dir / "postgres" / "server").stop()
     RedisServer(state_dir / "home" / "redis").stop()
     print(f"airflow-down: stopped {len(pids)} components, PostgreSQL and Redis in {state_dir}")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
 
 
 def status(state_dir: Path) -> None:

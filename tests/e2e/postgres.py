@@ -280,11 +280,7 @@ class PostgresServer:
     def _alive(self, pid: int) -> bool:
         if self.proc is not None and self.proc.pid == pid:
             return self.proc.poll() is None
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-        except OSError:
-            return False
-        return state != "Z"
+        return process_alive(pid)
 
     def restart(self) -> None:
         """Stop and start again on the same port (clients see their connections dropped)."""
@@ -296,3 +292,13 @@ class PostgresServer:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return f"(no log at {self.log_path})"
+
+
+def process_alive(pid: int) -> bool:
+    """Whether ``pid`` runs and is no zombie: a server or component this harness started and
+    did not wait for is a zombie once it exits."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

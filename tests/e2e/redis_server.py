@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
+from tests.e2e.postgres import process_alive
 
 BINARY = Path("/usr/bin/redis-server")
 
@@ -113,7 +114,7 @@ class RedisServer:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
             deadline = time.monotonic() + timeout
-            while _alive(pid) and time.monotonic() < deadline:
+            while process_alive(pid) and time.monotonic() < deadline:
                 if self.proc is not None and self.proc.pid == pid:
                     self.proc.poll()  # reap it, or it stays a zombie
                 time.sleep(0.1)
@@ -129,11 +130,3 @@ class RedisServer:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except OSError:
             return f"(no log at {self.log_path})"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"

@@ -160,7 +160,8 @@ def test_the_manual_dag_on_celery_serves_the_triggerers_lines_through_its_log_se
 
     # Once it ended, Airflow serves the worker's log alone (no remote logging): the resumed
     # task's own lines carry what the wait found.
-    sources, events = _served(run, "wait")
+    sources, lines = _served(run, "wait")
+    events = _events(lines)
     worker = _component_of_host(stack, ti["hostname"])
     assert command_of(worker) == "worker", (ti["hostname"], worker)
     assert len(sources) == 1 and sources[0].startswith(f"http://{ti['hostname']}:"), sources
@@ -173,7 +174,8 @@ def test_a_failing_job_on_celery_ends_with_its_typed_failure_beside_the_standin(
 ) -> None:
     run = runs["failing"]
     ti = run.wait_ended(timeout=300)
-    sources, events = _served(run, "train")
+    sources, lines = _served(run, "train")
+    events = _events(lines)
     shown = "\n".join(events)[-4000:]
     assert (ti["state"], ti["try_number"]) == ("failed", 1), shown
     # The job failed while the task was deferred: a triggerer wrote the trigger's log...
@@ -194,9 +196,9 @@ def _job_running(run: Run) -> bool:
     )
 
 
-def _served(run: Run, task_id: str) -> tuple[list[str], list[str]]:
-    """Try 1's log as the API server serves it: its sources (the header Airflow puts first),
-    and every line's event."""
+def _served(run: Run, task_id: str) -> tuple[list[str], list[dict[str, Any]]]:
+    """Try 1's log as the API server serves it now: its sources (the header Airflow puts
+    first), and every line after it."""
     answer = run.stack.api(
         "GET",
         f"{run.ti_path_of(task_id)}/logs/1",
@@ -204,9 +206,13 @@ def _served(run: Run, task_id: str) -> tuple[list[str], list[str]]:
         headers={"Accept": "application/json"},
     )
     lines = [line for line in answer.get("content", []) if isinstance(line, dict)]
-    events = [str(line.get("event", "")) for line in lines]
+    events = _events(lines)
     start, end = events.index("::group::Log message source details"), events.index("::endgroup::")
-    return events[start + 1 : end], events[end + 1 :]
+    return events[start + 1 : end], lines[end + 1 :]
+
+
+def _events(lines: list[dict[str, Any]]) -> list[str]:
+    return [str(line.get("event", "")) for line in lines]
 
 
 def _lines_while_deferred(run: Run) -> tuple[dict[str, Any], list[str], list[str]] | None:
@@ -217,24 +223,16 @@ def _lines_while_deferred(run: Run) -> tuple[dict[str, Any], list[str], list[str
         raise AssertionError(f"the wait left deferred before both kinds of lines were served: {ti}")
     if not ti.get("triggerer_job"):
         return None  # deferred, not yet taken by a triggerer
-    answer = run.stack.api(
-        "GET",
-        f"{run.ti_path}/logs/1",
-        params={"full_content": "true"},
-        headers={"Accept": "application/json"},
-    )
-    lines = [line for line in answer.get("content", []) if isinstance(line, dict)]
-    events = [str(line.get("event", "")) for line in lines]
-    start, end = events.index("::group::Log message source details"), events.index("::endgroup::")
+    sources, lines = _served(run, run.task_id)
     ours = [
-        str(line["event"])
-        for line in lines[end + 1 :]
+        event
+        for line, event in zip(lines, _events(lines), strict=True)
         if line.get("logger") == TRIGGER_LOGGER
-        and (PROGRESS.match(str(line["event"])) or MASTER_LINE.match(str(line["event"])))
+        and (PROGRESS.match(event) or MASTER_LINE.match(event))
     ]
     if not (any(map(PROGRESS.match, ours)) and any(map(MASTER_LINE.match, ours))):
         return None
-    return ti, events[start + 1 : end], ours
+    return ti, sources, ours
 
 
 def _written_by(stack: AirflowStack, command: str, run: Run, task_id: str) -> list[Path]:
