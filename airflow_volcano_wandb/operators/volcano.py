@@ -156,7 +156,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         waiter = self._waiter(OperatorParts.of(self), context["ti"].try_number)
         if run is None:  # dag.test() resumes without the deferral's kwargs: ask XCom
             run = pulled_run(context["ti"], self.task_id)
-        return waiter.finish(WaitResult.from_event(event), context, dict(run))
+        return waiter.finish(WaitResult.from_event(event), context, dict(run), resumed=True)
 
     def dry_run(self) -> None:
         """Print the Volcano Job this task would submit, as YAML, and submit nothing (as

@@ -252,7 +252,7 @@ class VolcanoJobSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Turn the trigger's verdict into the task's outcome."""
-        return self._finish(WaitResult.from_event(event), context)
+        return self._finish(WaitResult.from_event(event), context, resumed=True)
 
     def _remember(self, job: dict[str, Any] | None) -> None:
         """Pin the submission first seen, so a job recreated under its name is not it."""
@@ -262,10 +262,12 @@ class VolcanoJobSensor(BaseSensorOperator):
         if not uid or job["metadata"].get("uid") == uid:
             self.waiter.known(job_ref(job))
 
-    def _finish(self, result: WaitResult, context: Context) -> dict[str, Any]:
+    def _finish(
+        self, result: WaitResult, context: Context, resumed: bool = False
+    ) -> dict[str, Any]:
         """The operator's report (``Waiter.finish``); a sensor's timeout is never retried."""
         try:
-            return self.waiter.finish(result, context)
+            return self.waiter.finish(result, context, resumed=resumed)
         except VolcanoJobError as error:
             if result.outcome is Ending.TIMEOUT:
                 raise AirflowSensorTimeout(str(error)) from error

@@ -155,7 +155,11 @@ class Waiter:
         return ended or None
 
     def finish(
-        self, result: WaitResult, context: Any, run: Mapping[str, Any] | None = None
+        self,
+        result: WaitResult,
+        context: Any,
+        run: Mapping[str, Any] | None = None,
+        resumed: bool = False,
     ) -> dict[str, Any]:
         """Clean up as ``on_finish_action`` says, tell what happened (XComs, the W&B run
         ``run``, by default the one the job names, the outlets' asset events) and succeed with
@@ -192,9 +196,10 @@ class Waiter:
             run = {**run, **self.resume.say_resumed_step(hook, job, ti, run)}
         if job:
             self.facts = JobFacts.from_job(job)
-            # A deferred wait streams nothing of the master unless it followed the master's
-            # log, whose lines are in the task log already: shown again they read as twice.
-            followed = self.parts.logs.follow_master_log
+            # A wait resumed from the trigger streamed nothing of the master unless the
+            # trigger followed its log, whose lines are in the task log already; a job that
+            # ended in the worker's first window was followed by nobody.
+            followed = resumed and self.parts.logs.follow_master_log
             if self.options.deferrable and not followed and pods is not None:
                 job_report.log_master_tail(hook, job, self.parts.logs.log_lines, log, pods)
         self._ended(context, result, run, None)  # before a delete: the next try knows
