@@ -1,0 +1,219 @@
+"""The Training tab's and page's FastAPI app, served by Airflow's API server under
+``/avw-training`` (``plugin.py``). Every route asks Airflow's auth manager first: a task
+instance's routes need read access to its DAG's task instances (``requires_access_dag``), the
+list shows only the DAGs the user may read (``get_authorized_dag_ids``), and the page's own
+files need a signed-in user. What a route answers is :mod:`training_view`'s model: never a
+Secret, a connection or the W&B key.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import OrderedDict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
+from airflow.models.taskinstance import TaskInstance as TI
+from airflow.models.xcom import XComModel
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse, Response
+from sqlalchemy import select
+
+from airflow_volcano_wandb.ui import training_reads as reads
+from airflow_volcano_wandb.ui.training_view import (
+    WAITING_STATES,
+    Kept,
+    Series,
+    list_row,
+    progress_of,
+    task_view,
+)
+
+PREFIX = "/avw-training"
+STATIC = Path(__file__).parent / "static"
+#: The task instances the Training page lists: this provider's operator and sensor.
+OPERATORS = ("VolcanoPyTorchJobOperator", "VolcanoJobSensor")
+#: The XComs the tab reads (what the operator pushes; never the rendered job).
+KEYS = ("volcano_job", "wandb_run_id", "wandb_run_url", "gpu_seconds", "wandb_summary")
+#: The rendered fields the tab reads: where the job runs and which connections read it.
+FIELDS = (
+    "job_name",
+    "namespace",
+    "kubernetes_conn_id",
+    "wandb_conn_id",
+    "wandb_entity",
+    "wandb_project",
+)
+_MAX_SERIES = 1000
+
+app = FastAPI(title="Volcano + W&B training", openapi_url=None, docs_url=None, redoc_url=None)
+ReadTask = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+_series: OrderedDict[str, Series] = OrderedDict()
+
+
+def _page(name: str) -> str:
+    return (STATIC / name).read_text()
+
+
+@app.get("/", response_class=HTMLResponse)
+def training_page(user: GetUserDep) -> str:
+    """The Training page (its rows come from ``/api/jobs``)."""
+    return _page("jobs.html")
+
+
+@app.get("/static/training.js")
+def script(user: GetUserDep) -> Response:
+    return Response(_page("training.js"), media_type="text/javascript")
+
+
+@app.get(
+    "/ti/{dag_id}/{run_id}/{task_id}/{map_index}",
+    response_class=HTMLResponse,
+    dependencies=[ReadTask],
+)
+def training_tab(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    """The Training tab of one task instance (its model comes from ``/api/ti/...``)."""
+    return _page("task.html")
+
+
+@app.get("/api/ti/{dag_id}/{run_id}/{task_id}/{map_index}", dependencies=[ReadTask])
+def task_model(dag_id: str, run_id: str, task_id: str, map_index: int, session: SessionDep) -> dict:
+    """The tab's model: one GET of the job and one LIST of its pods while it is there."""
+    state = session.scalar(select(TI.state).where(*_ti_is(TI, dag_id, run_id, task_id, map_index)))
+    if state is None and not _ti_exists(session, dag_id, run_id, task_id, map_index):
+        raise HTTPException(404, "no such task instance")
+    xcoms = _xcoms(session, [(dag_id, run_id, task_id, map_index)])
+    fields = _rendered(session, dag_id, run_id, task_id, map_index)
+    kept = _kept(xcoms.get((dag_id, run_id, task_id, map_index), {}), fields, state)
+    job, pods, series = None, [], Series()
+    if kept.job.get("name"):
+        conn = fields.get("kubernetes_conn_id") or "kubernetes_default"
+        job, pods = reads.job_and_pods(conn, kept.job["name"], kept.job.get("namespace", "default"))
+        series = _series_of(f"{kept.job.get('namespace')}/{kept.job['name']}")
+        if kept.run_id and kept.waiting:
+            summary = reads.run_summary(
+                fields.get("wandb_conn_id") or "wandb_default",
+                kept.run_id,
+                fields.get("wandb_entity"),
+                fields.get("wandb_project"),
+            )
+            series.add(progress_of(summary))
+    return task_view(
+        kept, job, pods, series, time.time(), _task_url(dag_id, run_id, task_id, map_index)
+    )
+
+
+@app.get("/api/jobs")
+def jobs_model(
+    user: GetUserDep, session: SessionDep, dag_id: Annotated[str | None, Query()] = None
+) -> dict:
+    """The Training page's rows: the waiting task instances of the DAGs the user may read, each
+    with its job from one LIST of the managed jobs per namespace."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
+    if dag_id is not None:
+        readable = readable & {dag_id}
+    query = select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.state).where(
+        TI.dag_id.in_(readable), TI.operator.in_(OPERATORS), TI.state.in_(WAITING_STATES)
+    )
+    tis = [tuple(row) for row in session.execute(query.order_by(TI.dag_id, TI.task_id))]
+    xcoms = _xcoms(session, [ti[:4] for ti in tis])
+    kept = {ti[:4]: _kept(xcoms.get(ti[:4], {}), {}, ti[4]) for ti in tis}
+    listed: dict[str, dict[str, dict]] = {}
+    for namespace in sorted({k.job.get("namespace", "") for k in kept.values()} - {""}):
+        listed[namespace] = reads.managed_jobs("kubernetes_default", namespace)
+    rows = [
+        list_row(
+            *key,
+            kept[key],
+            listed.get(kept[key].job.get("namespace", ""), {}).get(kept[key].job.get("name", "")),
+        )
+        for key in kept
+    ]
+    return {"jobs": rows, "dag_ids": sorted(readable)}
+
+
+def _ti_is(model: Any, dag_id: str, run_id: str, task_id: str, map_index: int) -> list:
+    return [
+        model.dag_id == dag_id,
+        model.run_id == run_id,
+        model.task_id == task_id,
+        model.map_index == map_index,
+    ]
+
+
+def _ti_exists(session: Any, *key: Any) -> bool:
+    return session.scalar(select(TI.task_id).where(*_ti_is(TI, *key))) is not None
+
+
+def _xcoms(session: Any, keys: Iterable[tuple]) -> dict[tuple, dict[str, Any]]:
+    """The tab's XComs of these task instances, by task instance and key."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    query = select(XComModel).where(
+        XComModel.key.in_(KEYS),
+        XComModel.dag_id.in_({k[0] for k in wanted}),
+        XComModel.run_id.in_({k[1] for k in wanted}),
+    )
+    found: dict[tuple, dict[str, Any]] = {}
+    for row in session.scalars(query):
+        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
+        if key in wanted:
+            found.setdefault(key, {})[row.key] = _value(row.value)
+    return found
+
+
+def _value(stored: Any) -> Any:
+    """An XCom's value as stored by the default backend (JSON, maybe as a string)."""
+    if isinstance(stored, str | bytes):
+        try:
+            return json.loads(stored)
+        except ValueError:
+            return stored
+    return stored
+
+
+def _rendered(session: Any, *key: Any) -> dict[str, str]:
+    """The rendered fields the tab needs (:data:`FIELDS`), as strings; nothing else of them."""
+    fields = session.scalar(select(Rendered.rendered_fields).where(*_ti_is(Rendered, *key)))
+    fields = fields if isinstance(fields, dict) else {}
+    return {
+        name: fields[name] for name in FIELDS if isinstance(fields.get(name), str) and fields[name]
+    }
+
+
+def _kept(xcoms: dict[str, Any], fields: dict[str, str], state: Any) -> Kept:
+    """What was kept; a sensor pushes no ``volcano_job``: its job is its rendered fields'."""
+    if "volcano_job" not in xcoms and fields.get("job_name"):
+        xcoms = {
+            **xcoms,
+            "volcano_job": {
+                "name": fields["job_name"],
+                "namespace": fields.get("namespace") or "default",
+            },
+        }
+    return Kept.of_xcoms(xcoms, None if state is None else str(state))
+
+
+def _series_of(key: str) -> Series:
+    """This job's series, kept in this API server process (the most recent :data:`_MAX_SERIES`)."""
+    series = _series.pop(key, None) or Series()
+    _series[key] = series
+    while len(_series) > _MAX_SERIES:
+        _series.popitem(last=False)
+    return series
+
+
+def _task_url(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+    dag, run, task = (quote(part, safe="") for part in (dag_id, run_id, task_id))
+    url = f"/dags/{dag}/runs/{run}/tasks/{task}"
+    return url + (f"/mapped/{map_index}" if map_index >= 0 else "")
