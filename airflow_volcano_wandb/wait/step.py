@@ -8,6 +8,7 @@ and acts, so the two never disagree about a progress line, the gang-whole mark o
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -50,6 +51,9 @@ class WaitMemory:
     #: The running pods of each elastic task it last saw (``(task, count)``), to say when a
     #: worker is lost or joins.
     elastic_running: tuple[tuple[str, int], ...] = ()
+    #: Since when (epoch seconds) an elastic job that had its gang has run short of a task's
+    #: ``minAvailable``; past ``pending_timeout`` that is the placement wait's failure.
+    short_since: float | None = None
 
 
 @dataclass(frozen=True)
@@ -79,15 +83,18 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
     a job not marked yet: a later waiter reads the job again and writes it if still missing."""
     seen = see(job, target)
     gang_seen_whole, line, mark = memory.gang_seen_whole, memory.progress, None
-    running, note = memory.elastic_running, ""
+    running, note, short = memory.elastic_running, "", None
     if seen.job is not None:
         if not gang_seen_whole and gang_is_whole(seen):
             gang_seen_whole = True
             mark = gang_whole_mark(now) if needs_gang_whole_mark(seen) else None
         line = progress_line(seen, gang_seen_whole=gang_seen_whole)
         running = elastic_running(seen)
-        note = membership_note(seen, dict(memory.elastic_running), dict(running))
+        step = memory.training.read.step if memory.training.read is not None else None
+        note = membership_note(seen, dict(memory.elastic_running), dict(running), step)
+        short = short_since(seen, gang_seen_whole, memory.short_since, now)
     result = judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
+    result = result or judge_short(seen, target, short, now)
     probe = result is None and probes_stall(seen, target, memory.stall_probed_at, now)
     read_pods = result is None and (
         probe or (reads_pods(seen, target) and _pods_due(target, memory.pods_read_at, now))
@@ -105,6 +112,7 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
             progress_read_at=now if progress else memory.progress_read_at,
             training=memory.training,
             elastic_running=running,
+            short_since=short,
         ),
         progress=line + note if note else line if line != memory.progress else None,
         mark=mark,
@@ -127,17 +135,56 @@ def elastic_running(seen: Seen) -> tuple[tuple[str, int], ...]:
     )
 
 
-def membership_note(seen: Seen, before: Mapping[str, int], now: Mapping[str, int]) -> str:
-    """`` - worker lost: 2 of 3 running (at least 1)`` when an elastic task's running pods
-    fell since the last look, ``joined`` when they rose; ``""`` on the first look or none."""
+def membership_note(
+    seen: Seen, before: Mapping[str, int], now: Mapping[str, int], step: int | None = None
+) -> str:
+    """`` - worker lost: 2 of 3 running (at least 1), resuming from its newest checkpoint
+    (last step seen 1,800)`` when an elastic task's running pods fell since the last look,
+    ``joined`` when they rose (the trainer re-forms its world either way); ``""`` on the first
+    look or none. ``step``: the training's last step the waiter read, if any."""
     notes = []
     for task, count in now.items():
         if task not in before or before[task] == count:
             continue
         word = "lost" if count < before[task] else "joined"
         needed, replicas = seen.status.needed[task], seen.status.replicas[task]
-        notes.append(f"{task} {word}: {count} of {replicas} running (at least {needed})")
+        note = f"{task} {word}: {count} of {replicas} running (at least {needed})"
+        if word == "lost" and count >= needed:
+            note += ", resuming from its newest checkpoint"
+            note += f" (last step seen {step:,})" if step is not None else ""
+        notes.append(note)
     return "".join(f" - {n}" for n in notes)
+
+
+def short_since(seen: Seen, gang_seen_whole: bool, since: float | None, now: float) -> float | None:
+    """Since when an elastic job whose gang was whole has had a task below its
+    ``minAvailable`` (``since``: as the waiter last knew it, else ``now``); ``None`` while it
+    has not, for a job that is not elastic, or one that ended."""
+    status = seen.status
+    elastic = any(status.needed.get(t, n) < n for t, n in status.replicas.items())
+    was_whole = gang_seen_whole or gang_was_whole(seen)
+    if not elastic or not was_whole or status.terminal or not unplaced_ranks(status):
+        return None
+    return now if since is None else since
+
+
+def judge_short(
+    seen: Seen, target: WaitTarget, since: float | None, now: float
+) -> WaitResult | None:
+    """An elastic job short of its ``min_workers`` for ``pending_timeout`` (since
+    :func:`short_since`) fails as a gang never placed does (``PENDING_TIMEOUT``): its
+    survivors wait in torchrun's rendezvous with no GPU doing work."""
+    timeout = target.pending_timeout
+    if since is None or timeout is None or now - since < timeout:
+        return None
+    status = seen.status
+    result = WaitResult.not_placed(status, timeout, unplaced_ranks(status))
+    missing = ", ".join(f"{task} {count}" for task, count in unplaced_ranks(status).items())
+    message = (
+        f"Volcano job {status.namespace}/{status.name} ran with fewer than its elastic "
+        f"minimum of workers for pending_timeout={timeout:g}s (ranks started: {missing})"
+    )
+    return dataclasses.replace(result, message=message)
 
 
 def _pods_due(target: WaitTarget, read_at: float | None, now: float) -> bool:

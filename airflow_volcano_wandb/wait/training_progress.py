@@ -18,6 +18,9 @@ STEP_KEY = "train/step"
 TOTAL_STEPS_KEY = "train/total_steps"
 EPOCH_KEY = "epoch"
 EPOCHS_KEY = "train/epochs"
+#: An elastic trainer's world (docs/trainer.md, "Elastic training"): its processes at the
+#: latest (re-)formation.
+WORLD_SIZE_KEY = "elastic/world_size"
 #: The master log's record: the marker, a space, then the progress as a JSON object.
 LOG_RECORD = "AVW_PROGRESS"
 #: At most this often a waiter reads the run's progress, and logs a line unless it crossed a
@@ -38,6 +41,8 @@ class Progress:
     epochs: int | None = None
     #: The metrics shown beside it (the task's ``wandb_summary_keys``), as last logged.
     metrics: Mapping[str, Any] = field(default_factory=dict)
+    #: An elastic trainer's world size (:data:`WORLD_SIZE_KEY`); ``None``: not told.
+    world_size: int | None = None
 
     @classmethod
     def of_summary(
@@ -57,6 +62,7 @@ class Progress:
             finite_number(summary.get(EPOCH_KEY), int),
             finite_number(summary.get(EPOCHS_KEY), int),
             metrics,
+            finite_number(summary.get(WORLD_SIZE_KEY), int),
         )
 
     @classmethod
@@ -77,6 +83,7 @@ class Progress:
             TOTAL_STEPS_KEY: fields.get("total_steps"),
             EPOCH_KEY: fields.get("epoch"),
             EPOCHS_KEY: fields.get("epochs"),
+            WORLD_SIZE_KEY: fields.get("world_size"),
             "_timestamp": at,
         }
         return cls.of_summary(renamed)
@@ -118,6 +125,8 @@ def progress_line(now: Progress, rate: float | None, quiet_for: float | None = N
         parts[0] += f" ({now.fraction * 100:.0f} %)"
     if now.epoch is not None:
         parts.append(f"epoch {now.epoch}/{now.epochs}" if now.epochs else f"epoch {now.epoch}")
+    if now.world_size is not None:
+        parts.append(f"world size {now.world_size}")
     if quiet_for is not None:
         parts.append(f"no new step for {_duration(quiet_for)}")
     elif rate:
@@ -160,16 +169,30 @@ class ProgressSeen:
 
 def observe(seen: ProgressSeen, now: Progress, clock: float) -> tuple[ProgressSeen, str | None]:
     """What the waiter remembers after reading ``now`` at ``clock``, and the line to log
-    (``None``: not :func:`due`)."""
+    (``None``: not :func:`due`, and no elastic world :func:`reformed`)."""
     before = seen.read
     moved = before is None or now.step != before.step
     moved_at = clock if moved or seen.moved_at is None else seen.moved_at
     rate = steps_per_second(before, now) if moved else seen.rate
     quiet = None if moved else clock - moved_at
-    if not due(now, seen.logged, seen.logged_at, clock):
+    change = reformed(before, now)  # told at once, due or not
+    if not change and not due(now, seen.logged, seen.logged_at, clock):
         return ProgressSeen(now, moved_at, rate, seen.logged, seen.logged_at), None
-    line = progress_line(now, rate or seen.rate, quiet)
+    line = progress_line(now, rate or seen.rate, quiet) + change
     return ProgressSeen(now, moved_at, rate or seen.rate, now, clock), line
+
+
+def reformed(before: Progress | None, now: Progress) -> str:
+    """`` - re-formed: world size 3 (was 4), resumed from step 1,700`` when an elastic
+    trainer's world changed since the last read (it logs the step it resumed at first)."""
+    if before is None or None in (before.world_size, now.world_size):
+        return ""
+    if before.world_size == now.world_size:
+        return ""
+    return (
+        f" - re-formed: world size {now.world_size} (was {before.world_size}), "
+        f"resumed from step {now.step:,}"
+    )
 
 
 def _duration(seconds: float) -> str:

@@ -11,6 +11,7 @@ from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.template.elastic import ELASTIC_ANNOTATION
 from airflow_volcano_wandb.wait.judge import WaitTarget, gang_was_whole, judge, see, unplaced_ranks
 from airflow_volcano_wandb.wait.step import WaitMemory, gang_is_whole, look
+from airflow_volcano_wandb.wait.training_progress import Progress, ProgressSeen, observe
 
 CREATED = "2026-11-29T10:00:00Z"
 T0 = datetime.fromisoformat("2026-11-29T10:00:00+00:00").timestamp()
@@ -71,7 +72,8 @@ def test_the_task_log_says_when_a_worker_is_lost_and_when_one_joins() -> None:
     assert lines == [
         "Running: master 1/1, worker 2/3, at least 1",
         None,  # nothing changed: nothing logged
-        "Running: master 1/1, worker 1/3, at least 1 - worker lost: 1 of 3 running (at least 1)",
+        "Running: master 1/1, worker 1/3, at least 1 - worker lost: 1 of 3 running (at least 1)"
+        ", resuming from its newest checkpoint",
         "Running: master 1/1, worker 3/3, at least 1 - worker joined: 3 of 3 running (at least 1)",
     ]
 
@@ -80,3 +82,53 @@ def test_a_job_without_elastic_logs_no_membership_note() -> None:
     memory = look(job({"master": 1, "worker": 3}, elastic=False), TARGET, WaitMemory(), T0).memory
     lost = look(job({"master": 1, "worker": 2}, elastic=False), TARGET, memory, T0)
     assert "worker lost:" not in (lost.progress or "") and lost.memory.elastic_running == ()
+
+
+def test_the_lost_line_names_the_last_step_the_wait_read() -> None:
+    read = ProgressSeen(read=Progress(step=1800, at=T0, total_steps=4000))
+    memory = look(job({"master": 1, "worker": 3}), TARGET, WaitMemory(training=read), T0).memory
+    lost = look(job({"master": 1, "worker": 2}), TARGET, memory, T0 + 5)
+    assert lost.progress == (
+        "Running: master 1/1, worker 2/3, at least 1 - worker lost: 2 of 3 running "
+        "(at least 1), resuming from its newest checkpoint (last step seen 1,800)"
+    )
+
+
+def test_an_elastic_job_short_of_min_workers_past_the_pending_timeout_fails_as_never_placed():
+    """Its survivors wait in torchrun's rendezvous using no GPU: the same typed failure as a
+    gang that never fits, counted from the first look that saw it short."""
+    memory = look(job({"master": 1, "worker": 2}), TARGET, WaitMemory(), T0).memory
+    short = job({"master": 1, "worker": 0})
+    first = look(short, TARGET, memory, T0 + 100)
+    assert first.result is None and first.memory.short_since == T0 + 100
+    assert look(short, TARGET, first.memory, T0 + 159).result is None
+    ended = look(short, TARGET, first.memory, T0 + 160).result
+    assert ended is not None and ended.outcome is Ending.PENDING_TIMEOUT
+    assert "fewer than its elastic minimum of workers for pending_timeout=60s" in ended.message
+    # Back to its minimum in time: the clock stops.
+    back = look(job({"master": 1, "worker": 1}), TARGET, first.memory, T0 + 150)
+    assert back.result is None and back.memory.short_since is None
+    assert look(short, TARGET, back.memory, T0 + 200).result is None
+
+
+def test_a_fixed_job_that_loses_a_rank_is_restarting_not_timed_out() -> None:
+    fixed = job({"master": 1, "worker": 3}, elastic=False)
+    memory = look(fixed, TARGET, WaitMemory(), T0).memory
+    lost = look(job({"master": 1, "worker": 2}, elastic=False), TARGET, memory, T0 + 1000)
+    assert lost.result is None and lost.memory.short_since is None
+
+
+def test_the_progress_lines_carry_the_world_size_and_say_when_it_re_forms() -> None:
+    seen, line = observe(ProgressSeen(), Progress(1800, T0, 4000, world_size=4), T0)
+    assert line == "progress: step 1800/4000 (45 %), world size 4"
+    # Re-formed on 3 and resumed from the checkpoint at 1,700: told at once, not due or not.
+    seen, line = observe(seen, Progress(1700, T0 + 20, 4000, world_size=3), T0 + 20)
+    assert line == (
+        "progress: step 1700/4000 (42 %), world size 3"
+        " - re-formed: world size 3 (was 4), resumed from step 1,700"
+    )
+    assert observe(seen, Progress(1710, T0 + 30, 4000, world_size=3), T0 + 30)[1] is None
+    summary = {"train/step": 5, "_timestamp": T0, "elastic/world_size": 2}
+    assert Progress.of_summary(summary).world_size == 2
+    record = 'AVW_PROGRESS {"step": 5, "total_steps": 10, "world_size": 3}'
+    assert Progress.of_log_line(record, T0).world_size == 3
