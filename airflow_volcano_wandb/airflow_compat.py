@@ -41,7 +41,8 @@ except ImportError:  # 3.0 and 3.1 raise and catch the core ones.
 try:  # Airflow >= 3.1: the Task SDK's own configuration parser.
     from airflow.sdk import conf
 except ImportError:  # 3.0: the core one (same sections and options).
-    from airflow.configuration import conf  # type: ignore[no-redef]
+    # A different class from 3.1's parser (mypy reads 3.1's), with the same get* methods.
+    from airflow.configuration import conf  # type: ignore[assignment]
 
 try:  # Airflow >= 3.1
     from airflow.sdk import BaseHook

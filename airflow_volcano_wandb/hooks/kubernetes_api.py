@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import tenacity
 
@@ -21,8 +22,6 @@ from airflow_volcano_wandb.hooks.volcano_requests import (  # noqa: F401 (their 
 
 if TYPE_CHECKING:
     from kubernetes import client as k8s
-    from kubernetes.client.rest import ApiException
-    from kubernetes_asyncio.client.exceptions import ApiException as AsyncApiException
 
 #: The optional read-only ClusterRole the fit check reads queues and nodes with.
 FIT_CHECK_CLUSTER_ROLE = "docker/k8s/rbac-fit-check.yaml"
@@ -44,10 +43,24 @@ WATCH_READ_GRACE = 30
 log = logging.getLogger(__name__)
 
 
-def _loaded(*classes: tuple[str, str]) -> tuple[type, ...]:
-    """The ``(module, class)`` of ``classes`` whose client this process has loaded. An error of
-    a client never loaded cannot have been raised, and asking loads none: a DAG file imports
-    this module, and neither Kubernetes client may load at parse time."""
+class ApiError(Protocol):
+    """What either Kubernetes client's ``ApiException`` carries: the apiserver's answer."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def body(self) -> str | bytes | None: ...
+    @property
+    def headers(self) -> Mapping[str, str] | None: ...
+
+
+def _loaded(*classes: tuple[str, str]) -> tuple[Any, ...]:
+    """The ``(module, class)`` of ``classes`` whose client this process has loaded (each
+    caller names what they are). An error of a client never loaded cannot have been raised,
+    and asking loads none: a DAG file imports this module, and neither Kubernetes client may
+    load at parse time."""
     return tuple(getattr(sys.modules[m], name) for m, name in classes if m in sys.modules)
 
 
@@ -55,9 +68,14 @@ _ASYNC_API_ERROR = ("kubernetes_asyncio.client.exceptions", "ApiException")
 _AIOHTTP_ERROR = ("aiohttp", "ClientError")  # aiohttp's disconnects are not OSErrors
 
 
-def _api_errors() -> tuple[type, ...]:
+def _api_errors() -> tuple[type[ApiError], ...]:
     """Either client's ``ApiException``."""
     return _loaded(("kubernetes.client.exceptions", "ApiException"), _ASYNC_API_ERROR)
+
+
+def _async_api_errors() -> tuple[type[ApiError], ...]:
+    """The async client's ``ApiException``."""
+    return _loaded(_ASYNC_API_ERROR)
 
 
 def unreachable_errors() -> tuple[type[BaseException], ...]:
@@ -143,7 +161,7 @@ api_retry = tenacity.retry(
 )
 
 
-def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -> Exception:
+def permission_error(exc: BaseException, verb: str, resource: str, namespace: str) -> BaseException:
     """Turn a 403 into an error that says exactly which permission is missing.
 
     ``namespace`` is ``""`` for a cluster-scoped resource (nodes, Volcano queues), which only
@@ -168,10 +186,10 @@ def permission_error(exc: Exception, verb: str, resource: str, namespace: str) -
     return exc
 
 
-def api_message(exc: ApiException | AsyncApiException) -> str:
+def api_message(exc: ApiError) -> str:
     """What the apiserver (or an admission webhook) said, without headers and body dump."""
     try:
-        return str(json.loads(exc.body).get("message"))
+        return str(json.loads(exc.body or "").get("message"))
     except (TypeError, ValueError, AttributeError):
         return str(exc.reason)
 
@@ -190,7 +208,7 @@ def describe_failure(
     """What went wrong with a list or watch of the namespace's jobs (or another
     ``resource``), in words for a log."""
     what = f"{verb} of {resource_words} in namespace '{namespace}'"
-    if isinstance(exc, _loaded(_ASYNC_API_ERROR)):
+    if isinstance(exc, _async_api_errors()):
         if exc.status == 401:
             return (
                 f"Kubernetes refused this connection's credentials (HTTP 401) on the {what}: "

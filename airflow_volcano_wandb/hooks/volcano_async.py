@@ -3,7 +3,8 @@ and pods."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
@@ -57,7 +58,8 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
             try:
                 await async_k8s.CustomObjectsApi(api).delete_namespaced_custom_object(
                     *volcano_requests.job_args(namespace, name),
-                    body=volcano_requests.delete_job_body(uid, resource_version),
+                    # The client sends a dict as it is; its stubs name only the model.
+                    body=volcano_requests.delete_job_body(uid, resource_version),  # type: ignore[arg-type]
                     _request_timeout=ASYNC_CALL_TIMEOUT,
                 )
                 return True
@@ -102,9 +104,8 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         """
         result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
             *volcano_requests.job_args(namespace),
-            label_selector=label_selector,
+            **_set(label_selector=label_selector, _continue=continue_token),
             limit=limit,
-            _continue=continue_token,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
         return volcano_requests.list_page(result)
@@ -113,10 +114,9 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         self, api: async_k8s.ApiClient, name: str, namespace: str
     ) -> list[dict]:
         """The job's pods, as the plain dicts the API returns."""
-        response = await async_k8s.CoreV1Api(api).list_namespaced_pod(
+        response = await _unparsed(async_k8s.CoreV1Api(api).list_namespaced_pod)(
             namespace,
             label_selector=volcano_requests.job_pods_selector(name),
-            _preload_content=False,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
         async with response:
@@ -128,11 +128,10 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         """The first byte of a container's log of the last ``since`` seconds: ``""`` when it
         printed nothing then. Errors are raised: a pod that is gone printed nothing, but it
         is no silence either."""
-        response = await async_k8s.CoreV1Api(api).read_namespaced_pod_log(
+        response = await _unparsed(async_k8s.CoreV1Api(api).read_namespaced_pod_log)(
             pod,
             namespace,
             **volcano_requests.log_since_query(container, since),
-            _preload_content=False,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
         async with response:
@@ -146,13 +145,12 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         No read timeout: a container may stay silent for hours; the caller decides how long
         silence may last (and closes the response).
         """
-        return await async_k8s.CoreV1Api(api).read_namespaced_pod_log(
+        return await _unparsed(async_k8s.CoreV1Api(api).read_namespaced_pod_log)(
             pod,
             namespace,
             container=container,
             follow=True,
             timestamps=True,
-            _preload_content=False,
             _request_timeout=aiohttp.ClientTimeout(connect=CONNECTION_WAIT, sock_connect=30),
         )
 
@@ -165,12 +163,11 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         continue_token: str | None = None,
     ) -> tuple[list[dict], str, str | None]:
         """One page of the namespace's pods, as :meth:`list_jobs_page` pages jobs."""
-        response = await async_k8s.CoreV1Api(api).list_namespaced_pod(
+        response = await _unparsed(async_k8s.CoreV1Api(api).list_namespaced_pod)(
             namespace,
             label_selector=label_selector,
             limit=limit,
             _continue=continue_token,
-            _preload_content=False,
             _request_timeout=ASYNC_CALL_TIMEOUT,
         )
         async with response:
@@ -211,6 +208,20 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
             timeout_seconds,
             label_selector,
         )
+
+
+def _set(**query: str | None) -> dict[str, Any]:
+    """The query parameters that are set: the client leaves a ``None`` one out, but its stubs
+    take none."""
+    return {key: value for key, value in query.items() if value is not None}
+
+
+def _unparsed(
+    call: Callable[..., Awaitable[object]],
+) -> Callable[..., Awaitable[aiohttp.ClientResponse]]:
+    """``call`` answering with its raw aiohttp response (``_preload_content=False``), which
+    the client's stubs, typed for the parsed answer only, do not say."""
+    return functools.partial(call, _preload_content=False)  # type: ignore[return-value]
 
 
 class _RawEventWatch(watch.Watch):

@@ -7,7 +7,7 @@ Pure. ``VolcanoHook`` (sync) and ``AsyncVolcanoHook`` only send these over their
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, overload
 
 GROUP = "batch.volcano.sh"
 VERSION = "v1alpha1"
@@ -28,6 +28,10 @@ NOT_DELETED = frozenset({404, 409})
 NOT_PATCHED = frozenset({404, 422})
 
 
+@overload
+def job_args(namespace: str) -> tuple[str, str, str, str]: ...
+@overload
+def job_args(namespace: str, name: str) -> tuple[str, str, str, str, str]: ...
 def job_args(namespace: str, name: str | None = None) -> tuple[str, ...]:
     """The leading arguments of a ``*_namespaced_custom_object`` call on Volcano jobs: group,
     version, namespace, plural, and the job's name for a call on one job."""

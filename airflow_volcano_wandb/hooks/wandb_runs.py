@@ -40,12 +40,20 @@ class WandbRunAccess:
     """
 
     api: Any
-    entity: str | None
-    project: str | None
     deadline: float | None
     wandb_conn_id: str | None
     log: Any
     _summaries_read: set[str]
+
+    @property
+    def entity(self) -> str | None:
+        """The connection's default entity (the hook reads its extras)."""
+        ...
+
+    @property
+    def project(self) -> str | None:
+        """The connection's default project (the hook reads its extras)."""
+        ...
 
     @_within_deadline
     def get_run_summary(

@@ -29,7 +29,7 @@ from airflow_volcano_wandb.job import api_key_secret, deletion
 from airflow_volcano_wandb.job.deployment import warn_of_other_deployments
 from airflow_volcano_wandb.job.job_status import job_ref
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
-from airflow_volcano_wandb.job.submission_plan import Action, Step, Try, plan, plan_taken
+from airflow_volcano_wandb.job.submission_plan import Action, Job, Step, Try, plan, plan_taken
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
     from airflow_volcano_wandb.hooks.volcano import VolcanoHook
@@ -216,7 +216,7 @@ def submit_or_reattach(
 
 def _remembered(
     hook: VolcanoHook, ref: Mapping[str, str] | None, listed: Sequence[Mapping[str, Any]]
-) -> dict[str, Any] | None:
+) -> Job | None:
     """The very job (same uid) the store names: from the list, else read by its name (its
     namespace or deployment setting changed since); None when that submission is gone."""
     if not ref:
@@ -243,6 +243,8 @@ def _carry_out(
                 job = hook.set_job_annotations(name, namespace, uid, step.annotations)
                 if job is None:  # gone meanwhile: the rest of the read decides
                     return _carry_out(hook, step.if_gone, body, before_create, task_log)
+            if job is None:
+                raise AssertionError("a reuse names the job it reuses")
             _say(step, task_log)
             return Submitted(dict(job), created=False)
         _say(step, task_log)

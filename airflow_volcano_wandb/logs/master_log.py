@@ -35,7 +35,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Hashable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.configuration import conf
@@ -254,8 +254,11 @@ class _MasterLog:
 
     def _show_progress(self, text: str, stamp: tuple[str, int] | None, seen: ProgressSeen) -> None:
         """An ``AVW_PROGRESS`` record's line when due, timed by its stamp (a backlog's too)."""
-        moment = stamp and dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
-        at = moment.timestamp() + stamp[1] / 1e9 if moment else time.time()
+        if stamp is None:
+            at = time.time()
+        else:
+            moment = dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
+            at = moment.timestamp() + stamp[1] / 1e9
         if (now := Progress.of_log_line(text, at)) is not None:
             self.progress, said = observe(seen, now, at)
             if said is not None:
@@ -280,7 +283,7 @@ class MasterLogThread(threading.Thread):
         **named: Any,
     ) -> None:
         super().__init__(name=f"master-log-{namespace}-{job_name}", daemon=True)
-        self._follow = functools.partial(
+        self._follow: Callable[..., Awaitable[None]] = functools.partial(
             follow_master_log, hook_factory, job_name, namespace, *follow, **named
         )
         self._loop = asyncio.new_event_loop()

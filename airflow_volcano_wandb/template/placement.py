@@ -4,6 +4,7 @@ namespace) and its Volcano queue, as :func:`~airflow_volcano_wandb.template.rend
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +38,7 @@ class Placement:
     def __post_init__(self) -> None:
         keep_checked(self)
 
-    def apply(self, job: dict[str, Any], allowed_namespaces: tuple[str, ...] | None) -> str:
+    def apply(self, job: dict[str, Any], allowed_namespaces: Collection[str] | None) -> str:
         """Set the job's name, namespace and queue; return where the namespace came from,
         for the policy's messages."""
         if self.name is not None:
@@ -56,7 +57,7 @@ class Placement:
         return source
 
     def _set_namespace(
-        self, job: dict[str, Any], allowed_namespaces: tuple[str, ...] | None
+        self, job: dict[str, Any], allowed_namespaces: Collection[str] | None
     ) -> str:
         """The namespace rule (``docs/templates.md``): the argument always wins. A namespace
         from the template is a choice made by whoever edits the W&B queue, so it is honoured

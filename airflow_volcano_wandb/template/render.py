@@ -67,7 +67,8 @@ def load_template(template: TemplateSource) -> dict[str, Any]:
 
     Useful to show a template or read its task names before a run has values for its macros.
     """
-    return copy_json(_load(template), (), "template")
+    job: dict[str, Any] = copy_json(_load(template), (), "template")
+    return job
 
 
 def job_as_yaml(job: Mapping[str, Any]) -> str:
@@ -249,7 +250,7 @@ def _render(
     loaded, filled = render_variables(
         _load(template), variables.template_variables, variables.template_variable_schemas
     )
-    job, wide_ints = substitute(loaded, macros, variables.macros_from_env)
+    job, wide_ints = substitute(loaded, macros, variables.macros_from_env or ())
     tasks = check_shape(job)
     normalize(job, tasks)
     replicas_before = gang_sizes.replica_counts(tasks)

@@ -23,7 +23,7 @@ DEFAULT_SCHEDULER_NAME = "volcano"
 
 
 def _gang(value: Any) -> str:
-    if value not in gang_sizes.GANG_MODES:
+    if not isinstance(value, str) or value not in gang_sizes.GANG_MODES:
         raise error_at(
             ("gang",), f"must be one of {', '.join(gang_sizes.GANG_MODES)}, not {show(value)}"
         )
@@ -93,7 +93,7 @@ class Shaping:
         admission webhook would refuse the job.""",
     )
     #: The Volcano release the job is for, parsed.
-    target: tuple[int, ...] = field(init=False, repr=False)
+    target: releases.Version = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         keep_checked(self)

@@ -12,6 +12,7 @@ for what a target Volcano without it gets.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_volcano_wandb.template import elastic as elastic_workers
@@ -40,7 +41,7 @@ def is_nproc(value: str) -> bool:
     return (value.isdigit() and int(value) > 0) or value in NPROC_WORDS
 
 
-def processes_per_pod(container: dict[str, Any]) -> int:
+def processes_per_pod(container: Mapping[str, Any]) -> int:
     """The processes a pod of this (main) container starts, as its ``PET_NPROC_PER_NODE``
     says: a count as given; ``gpu`` or ``auto`` count the container's GPUs. Without the
     variable (or with a value only the node knows, ``cpu``, ``xpu``, ``valueFrom``) it is the

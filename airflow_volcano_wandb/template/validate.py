@@ -8,7 +8,7 @@ length that otherwise only fails when the controller creates pods, long after su
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeGuard, TypeVar
 
 from airflow_volcano_wandb.template import naming, volcano
 from airflow_volcano_wandb.template import plugins as releases
@@ -20,6 +20,7 @@ from airflow_volcano_wandb.template.torchrun import NPROC_ENV, NPROC_WORDS, is_n
 from airflow_volcano_wandb.template.values import INT64_MAX, INT64_MIN, show, type_name
 
 Problems = list[tuple[Path, str]]
+_T = TypeVar("_T")
 
 
 class _Checker:
@@ -31,7 +32,8 @@ class _Checker:
     def add(self, path: Path, message: str) -> None:
         self.problems.append((path, message))
 
-    def kind(self, value: Any, path: Path, expected: type | tuple[type, ...], what: str) -> bool:
+    def kind(self, value: Any, path: Path, expected: type[_T], what: str) -> TypeGuard[_T]:
+        """Whether ``value`` is an ``expected``; if not, the problem (``what`` it must be)."""
         if isinstance(value, expected):
             return True
         self.add(path, f"must be {what}, found {type_name(value)} {show(value)}")
@@ -164,7 +166,8 @@ class _Checker:
         if "*" in seen and len(seen) > 1:
             self.add(path, "a '*' policy must be the only event policy")
 
-    def container(self, container: Any, path: Path, names: set[str]) -> None:
+    def container(self, container: Any, path: Path, names: set[str | None]) -> None:
+        """One container; ``names``: the pod's container names so far (None: one without)."""
         if not self.kind(container, path, dict, "a mapping"):
             return
         name = container.get("name")
@@ -251,7 +254,7 @@ class _Checker:
             return replicas
         if not isinstance(spec.get("containers"), list) or not spec["containers"]:
             self.add((*tpath, "spec", "containers"), "must be a non-empty list")
-        names: set[str] = set()
+        names: set[str | None] = set()
         for key in CONTAINER_LISTS:
             items = spec.get(key)
             if items is None or not self.kind(items, (*tpath, "spec", key), list, "a list"):

@@ -15,7 +15,7 @@ import itertools
 import json
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -296,7 +296,7 @@ def _grid(specs: Mapping[str, _Param], run_cap: int | None) -> list[dict[str, An
         else:
             axes.append(list(range(param.spec["min"], param.spec["max"] + 1)))
     names = list(specs)
-    combos = itertools.product(*axes)
+    combos: Iterator[tuple[Any, ...]] = itertools.product(*axes)
     if run_cap is not None:
         combos = itertools.islice(combos, run_cap)
     return [dict(zip(names, combo, strict=True)) for combo in combos]

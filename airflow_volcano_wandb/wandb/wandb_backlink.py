@@ -98,10 +98,10 @@ def with_backlink(
             tags.append(tag)
     line = f"{NOTES_MARKER} {ctx.task_url or ctx.dag_id + '/' + ctx.task_id} "
     line += f"(DAG run {ctx.dag_run_id}, try {ctx.try_number}: {outcome})"
-    kept = [old for old in (fields.notes or "").splitlines() if not old.startswith(NOTES_MARKER)]
+    lines = [old for old in (fields.notes or "").splitlines() if not old.startswith(NOTES_MARKER)]
     note = resumed_note(said)
-    kept += [note] if note is not None and note not in kept else []
-    notes = "\n".join([*[k for k in kept if k.strip()], line])
+    lines += [note] if note is not None and note not in lines else []
+    notes = "\n".join([*[k for k in lines if k.strip()], line])
     return RunFields(config=config, tags=tags, notes=notes)
 
 
