@@ -26,12 +26,15 @@ from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import select
 
+from airflow_volcano_wandb.job.job_view import JobView
+from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.ui import training_reads as reads
 from airflow_volcano_wandb.ui.training_view import (
     WAITING_STATES,
     Kept,
     Series,
     list_row,
+    live,
     progress_of,
     task_view,
 )
@@ -45,6 +48,7 @@ KEYS = ("volcano_job", "wandb_run_id", "wandb_run_url", "gpu_seconds", "wandb_su
 #: The rendered fields the tab reads: where the job runs and which connections read it.
 FIELDS = (
     "job_name",
+    "wandb_run_id",
     "namespace",
     "kubernetes_conn_id",
     "wandb_conn_id",
@@ -97,10 +101,11 @@ def task_model(dag_id: str, run_id: str, task_id: str, map_index: int, session: 
         conn = fields.get("kubernetes_conn_id") or "kubernetes_default"
         job, pods = reads.job_and_pods(conn, kept.job["name"], kept.job.get("namespace", "default"))
         series = _series_of(f"{kept.job.get('namespace')}/{kept.job['name']}")
-        if kept.run_id and kept.waiting:
+        run_id = kept.run_id or JobView.of(job).labels.get(WANDB_RUN_LABEL)
+        if run_id and live(kept, job):
             summary = reads.run_summary(
                 fields.get("wandb_conn_id") or "wandb_default",
-                kept.run_id,
+                run_id,
                 fields.get("wandb_entity"),
                 fields.get("wandb_project"),
             )
@@ -201,6 +206,8 @@ def _kept(xcoms: dict[str, Any], fields: dict[str, str], state: Any) -> Kept:
                 "namespace": fields.get("namespace") or "default",
             },
         }
+    if "wandb_run_id" not in xcoms and fields.get("wandb_run_id"):
+        xcoms = {**xcoms, "wandb_run_id": fields["wandb_run_id"]}
     return Kept.of_xcoms(xcoms, None if state is None else str(state))
 
 

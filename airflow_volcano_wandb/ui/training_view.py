@@ -15,7 +15,11 @@ from airflow_volcano_wandb.job.gpu_usage import gpu_seconds
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
 from airflow_volcano_wandb.template.gpus import pod_gpus
 from airflow_volcano_wandb.wait.training_progress import (
+    EPOCH_KEY,
+    EPOCHS_KEY,
     PROGRESS_ANNOTATION,
+    STEP_KEY,
+    TOTAL_STEPS_KEY,
     Progress,
     steps_per_second,
 )
@@ -25,6 +29,10 @@ from airflow_volcano_wandb.wandb.numbers import finite_number
 TASK_SPEC_LABEL = "volcano.sh/task-spec"
 #: The task instance states in which a job is still waited on.
 WAITING_STATES = frozenset({"running", "deferred", "up_for_reschedule", "queued", "scheduled"})
+#: The summary's keys the bar shows: not metrics of the chart.
+PROGRESS_KEYS = frozenset({STEP_KEY, TOTAL_STEPS_KEY, EPOCH_KEY, EPOCHS_KEY})
+#: The Volcano phases of a job that has ended.
+ENDED_PHASES = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
 #: At most this many points per metric are kept for a job's chart.
 MAX_POINTS = 500
 
@@ -60,6 +68,12 @@ class Kept:
     @property
     def waiting(self) -> bool:
         return self.state in WAITING_STATES
+
+
+def live(kept: Kept, job: Mapping[str, Any] | None) -> bool:
+    """Whether the page keeps refreshing: its task waits, or its job is there and not ended
+    (an operator that does not wait, ``wait_for_completion=False``, has a job that runs on)."""
+    return kept.waiting or (job is not None and JobView.of(job).phase not in ENDED_PHASES)
 
 
 @dataclass
@@ -98,8 +112,7 @@ def progress_of(
         key
         for key, value in summary.items()
         if not key.startswith("_")
-        and not key.startswith("train/step")
-        and key != "train/total_steps"
+        and key not in PROGRESS_KEYS
         and finite_number(value, float) is not None
     ]
     return Progress.of_summary(summary, keys)
@@ -182,12 +195,12 @@ def task_view(
             "gone": job is None and bool(name),
         },
         "task_state": kept.state,
-        "waiting": kept.waiting,
+        "waiting": live(kept, job),
         "ranks": ranks(job, pods),
         "progress": progress_figures(progress, series.rate),
         "progress_line": annotation,
         "metrics": {key: [list(p) for p in points] for key, points in series.points.items()},
-        "pending_reason": pending_reason(job, pods) if kept.waiting else "",
+        "pending_reason": pending_reason(job, pods) if live(kept, job) else "",
         "gpu_hours": round(gpu_total / 3600, 3),
         "links": {"wandb_run": kept.run_url, "task": task_url},
     }
