@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta, epoch_seconds
+from airflow_volcano_wandb.template.elastic import ELASTIC_ANNOTATION
 from airflow_volcano_wandb.template.gpus import pod_gpus
 
 
@@ -81,3 +82,31 @@ def describe(usage: Mapping[str, float]) -> str:
     ranks = ", ".join(f"{rank} {seconds:g}" for rank, seconds in usage.items())
     hours = f"{total / 3600:.3f} GPU-hours"
     return f"GPU-seconds: {ranks or 'no rank started'} (total {total:g} s = {hours})"
+
+
+#: The XCom (and the asset event's key) of an elastic job's report (:func:`elastic_report`).
+ELASTIC_KEY = "elastic"
+
+
+def elastic_report(job: Mapping[str, Any], usage: Mapping[str, float] | None) -> dict[str, Any]:
+    """An elastic job's (``elastic=``, its annotation) range, how many times it re-formed
+    after a loss (Volcano's ``retryCount``: each lost worker's pod it replaced, each restart
+    after the master's loss; a worker that joined late is not counted) and the GPU-hours its
+    ranks used (``usage``, :func:`gpu_seconds`; ``None`` when unknown); ``{}`` for a job that
+    is not elastic."""
+    view = JobView.of(job)
+    low, _, high = str(view.annotations.get(ELASTIC_ANNOTATION) or "").partition(":")
+    if not (low.isdigit() and high.isdigit()):
+        return {}
+    facts = {"min_workers": int(low), "max_workers": int(high), "reformations": view.retry_count}
+    return elastic_report_of(facts, usage)
+
+
+def elastic_report_of(
+    facts: Mapping[str, Any], usage: Mapping[str, float] | None
+) -> dict[str, Any]:
+    """:func:`elastic_report`'s ``facts`` (read from the job) with the GPU-hours of ``usage``."""
+    if not facts:
+        return {}
+    hours = round(sum(usage.values()) / 3600, 4) if usage else None
+    return {**facts, "gpu_hours": hours}

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_volcano_wandb.job import gpu_usage
 from airflow_volcano_wandb.job.job_view import JobView
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.template.torchrun import processes_per_pod
@@ -37,6 +38,9 @@ class JobFacts:
     replicas: Mapping[str, int] = field(default_factory=dict)
     master_task: str | None = None
     processes: Mapping[str, int] = field(default_factory=dict)
+    #: An elastic job's range and re-formations (``gpu_usage.elastic_report``); ``{}``: not
+    #: elastic.
+    elastic: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
     def from_job(cls, job: Mapping[str, Any]) -> JobFacts:
@@ -62,6 +66,7 @@ class JobFacts:
             replicas=view.replicas,
             master_task=master_task_name(job),
             processes=processes,
+            elastic=gpu_usage.elastic_report(job, None),
         )
 
     @property
@@ -113,6 +118,8 @@ def asset_extra(
         "replicas": dict(facts.replicas),
         "world_size": facts.world_size,
         "gpu_seconds": dict(gpu_seconds or {}),
+        # An elastic job's range, re-formations and GPU-hours; {} for a job that is not.
+        "elastic": gpu_usage.elastic_report_of(facts.elastic, gpu_seconds),
         "throughput": dict(throughput or {}),
         # The intent of an interrupted try whose W&B run this step resumed (``job.resume``).
         "resumed_from_intent": run.get("resumed_from_intent"),

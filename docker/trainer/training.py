@@ -121,6 +121,10 @@ def train(
                     "elastic/restarts": info.restarts,
                 }
             )
+    if info.elastic is not None:  # the step this world resumed at, in the master's log too
+        report_progress(
+            info, progress.step, total_steps, progress.step // steps_per_epoch, params.epochs
+        )
     eval_loss, eval_acc = evaluate(model, eval_x, eval_y, info)
     say(info, f"at step {progress.step}: eval/loss={eval_loss:.4f} eval/accuracy={eval_acc:.4f}")
     started = time.monotonic()
@@ -183,4 +187,6 @@ def report_progress(info: DistInfo, step: int, total_steps: int, epoch: int, epo
     a run without W&B has got, for whoever reads the master's log."""
     if info.rank == 0:
         record = {"step": step, "total_steps": total_steps, "epoch": epoch, "epochs": epochs}
+        if info.elastic is not None:  # this world's size: the wait's line shows a re-formation
+            record["world_size"] = info.world_size
         print("AVW_PROGRESS " + json.dumps(record), flush=True)

@@ -108,3 +108,28 @@ def test_asset_extra_names_the_intent_a_resumed_step_continued() -> None:
     )
     assert said["resumed_from_step"] == 593
     assert said["resume_saved_gpu_seconds"] == 9876.5
+
+
+def test_asset_extra_of_an_elastic_job_carries_its_re_formations_and_gpu_hours() -> None:
+    """Issue 51 goal 2: the range it ran under, the lost workers Volcano replaced (its
+    retryCount) and the GPU-hours its ranks used; ``{}`` for a job that is not elastic."""
+    job = {
+        "metadata": {
+            "name": "j",
+            "namespace": "n",
+            "annotations": {"airflow-volcano-wandb.io/elastic-workers": "2:4"},
+        },
+        "spec": {"tasks": [{"name": "master", "replicas": 1}, {"name": "worker", "replicas": 4}]},
+        "status": {"retryCount": 3},
+    }
+    usage = {"master-0": 3600.0, "worker-0": 1800.0, "worker-1": 1800.0}
+    extra = asset_extra(JobFacts.from_job(job), {}, None, usage)
+    assert extra["elastic"] == {
+        "min_workers": 2,
+        "max_workers": 4,
+        "reformations": 3,
+        "gpu_hours": 2.0,
+    }
+    assert json.loads(json.dumps(extra)) == extra
+    assert asset_extra(JobFacts.from_job(job), {}, None, {})["elastic"]["gpu_hours"] is None
+    assert asset_extra(JobFacts("j", "n"), {}, None, usage)["elastic"] == {}
