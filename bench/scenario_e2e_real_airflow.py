@@ -2,8 +2,11 @@
 schedulers and triggerers of a production-shaped Airflow (PostgreSQL, two schedulers, two
 triggerers), the provider's operator at its defaults (``defer_after``, ``defer_settle_seconds``)
 beside ``KubernetesPodOperator(deferrable=True)`` with pods ending at the same moments
-(``vs_kpo``; goal: the provider's median at most 0.6x KPO's, 0 tasks lost). The driver is
-``tests/reliability/test_e2e_real_airflow.py``, run as a program (``common.trial``).
+(``vs_kpo``; goal: the provider's median at most 0.6x KPO's, 0 tasks lost). Run once per
+executor (issue 54): LocalExecutor (``e2e_real_airflow``), then CeleryExecutor, the Helm
+chart's default, with two workers (``e2e_real_airflow_celery``), which adds what the window
+costs there: worker slots held, and the resumed tasks' wait in the Celery queue. The driver
+is ``tests/reliability/test_e2e_real_airflow.py``, run as a program (``common.trial``).
 """
 
 from __future__ import annotations
@@ -14,12 +17,16 @@ from pathlib import Path
 
 from common import measured, say, table, trial
 
-KEYS = ("e2e_real_airflow",)
+#: Each executor's key (``tests/e2e/executors.py``), in the order they run.
+EXECUTOR_KEYS = {"local": "e2e_real_airflow", "celery": "e2e_real_airflow_celery"}
+EXECUTOR_NAMES = {"local": "LocalExecutor", "celery": "CeleryExecutor"}
+KEYS = tuple(EXECUTOR_KEYS.values())
 NEEDS = "cluster"
 OPTIONS = {
     "e2e_real_tasks": (50, 6, "the provider's tasks whose job ends at once"),
     "e2e_real_others": (10, 2, "tasks of each other kind and of KPO's"),
     "e2e_real_in_flight": (10, 6, "tasks unended at once"),
+    "e2e_real_executors": ("local,celery", None, "the executors to run it on, in turn"),
 }
 TRIAL = (
     "tests/reliability/test_e2e_real_airflow.py"
@@ -36,18 +43,26 @@ AT_ONCE_GOAL_S = 2.0
 
 
 def run(ctx) -> dict:
-    """Run the driver; its figures, and whether it passed."""
+    """Run the driver on each executor asked for; their figures, and whether each passed."""
+    figures = {}
+    for executor in ctx.e2e_real_executors.split(","):
+        if executor not in EXECUTOR_KEYS:
+            raise ValueError(f"--e2e-real-executors: {executor!r} is not one of {EXECUTOR_KEYS}")
+        figures[EXECUTOR_KEYS[executor]] = run_on(ctx, executor)
+    return figures
+
+
+def run_on(ctx, executor: str) -> dict:
+    """The driver's figures on one executor's stack."""
     env = {
         "AVW_E2E_REAL_TASKS": str(ctx.e2e_real_tasks),
         "AVW_E2E_REAL_OTHERS": str(ctx.e2e_real_others),
         "AVW_E2E_REAL_IN_FLIGHT": str(ctx.e2e_real_in_flight),
         "AVW_CLUSTER_STATE_DIR": str(ctx.cluster.state_dir),
         "PYTHONPYCACHEPREFIX": str(PYCACHE),
-        # The figures and their section describe the LocalExecutor stack; a run per executor
-        # (issue 54's figures on Celery) is a scenario option still to come.
-        "EXECUTOR": "local",
+        "EXECUTOR": executor,
     }
-    say(f"e2e_real_airflow: {ctx.e2e_real_tasks} short tasks and the others")
+    say(f"e2e_real_airflow on {executor}: {ctx.e2e_real_tasks} short tasks and the others")
     # The scenario's own record of when and how loaded, whatever the report's merge keeps.
     measured = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
@@ -61,9 +76,9 @@ def run(ctx) -> dict:
     if figures is None:
         error = f"pytest exited {status}"
         result = {"tasks": ctx.e2e_real_tasks, "trial_passed": False, "error": error}
-        return {"e2e_real_airflow": {**result, "measured": measured}}
+        return {**result, "executor": executor, "measured": measured}
     figures.pop("runs", None)  # per task: in test-artifacts, not in the report
-    return {"e2e_real_airflow": {**figures, "trial_passed": status == 0, "measured": measured}}
+    return {**figures, "trial_passed": status == 0, "measured": measured}
 
 
 def _s(figure: dict | None, key: str = "p50") -> str:
@@ -78,7 +93,30 @@ KIND_LABELS = {
 
 
 def section(r: dict) -> list[str]:
-    e = r["e2e_real_airflow"]
+    """Each executor's run, LocalExecutor's first."""
+    lines: list[str] = []
+    for executor, key in EXECUTOR_KEYS.items():
+        if key in r:
+            heading = f"**On {EXECUTOR_NAMES[executor]}** (`{key}`)."
+            lines += [*([""] if lines else []), heading, "", *executor_section(r[key])]
+    return lines
+
+
+def _stack_words(e: dict) -> str:
+    """The stack's executor and its task slots, in words."""
+    if e.get("executor") == "celery":
+        return (
+            f"{e['schedulers']} schedulers, {e['celery_workers']} Celery workers "
+            f"(CeleryExecutor, `worker_concurrency` {e['worker_concurrency']} each; Redis the "
+            "broker)"
+        )
+    return (
+        f"{e['schedulers']} schedulers (LocalExecutor, `parallelism` "
+        f"{e['parallelism_per_scheduler']} each)"
+    )
+
+
+def executor_section(e: dict) -> list[str]:
     if "error" in e:
         return [f"The driver did not run: {e['error']}."]
     m = e.get("measured") or {}
@@ -97,8 +135,7 @@ def section(r: dict) -> list[str]:
     return [
         f"{sum(e['planned'].values())} tasks ({planned}), "
         f"at most {e['in_flight']} unended at once, on a production-shaped Airflow: PostgreSQL, "
-        f"{e['schedulers']} schedulers (LocalExecutor, `parallelism` "
-        f"{e['parallelism_per_scheduler']} each), {e['triggerers']} triggerers; `defer_after` "
+        f"{_stack_words(e)}, {e['triggerers']} triggerers; `defer_after` "
         f"{e['defer_after']:g} s, `defer_settle_seconds` {e['defer_settle_seconds']:g} s "
         f"(the defaults); measured {m.get('date')}, {load}; bytecode {m.get('bytecode')}. "
         "The provider's tasks, job `Completed` (seen by a watch) to the task's `end_date`:",
@@ -112,6 +149,22 @@ def section(r: dict) -> list[str]:
         f"Wrong outcomes of the provider: {len(e['wrong'])}; run took {e['wall_s']} s "
         f"({'passed' if e['trial_passed'] else 'FAILED'}).",
         *md_vs_kpo(e),
+        *md_window_cost(e),
+    ]
+
+
+def md_window_cost(e: dict) -> list[str]:
+    """The window's cost to the executor: slots held, and the resumed tasks' wait."""
+    if not (w := e.get("window_cost")):
+        return []
+    held, wait = w["deferred_first_try_slot_s"], w["resumed_queue_wait_s"]
+    return [
+        "",
+        f"The window's cost to the executor, the provider's tasks: a task slot held "
+        f"{w['slot_s_per_task']} s per task on average (its first try's start to its deferral "
+        f"or its end); a task that deferred held it {_s(held)} (p50, p99 {_s(held, 'p99')}, "
+        f"n {held['n']}); a resumed task waited {_s(wait)} for a slot again (queued to its "
+        f"process's first line, p50; p99 {_s(wait, 'p99')}, n {wait['n']}).",
     ]
 
 

@@ -96,8 +96,25 @@ def _ratios(families: dict, anchor: str, figure: str = "done_to_success_s") -> d
     return ratios
 
 
-def e2e_figures(rows: list[dict], began: float, planned: dict, in_flight: int) -> dict:
-    """The figures of the tasks ended so far (``planned``: tasks per family and kind)."""
+def window_cost(rows: list[dict]) -> dict:
+    """What the provider's ``defer_after`` window costs the executor: the slot each first try
+    held (its start to its deferral, or to its end for a job that ended inside the window),
+    their sum per task, and the wait of the resumed tasks for a slot again (queued to the task
+    process's first line: under CeleryExecutor, the Celery queue and a worker's fork)."""
+    slots = [r["first_try_slot_s"] for r in rows if r["first_try_slot_s"] is not None]
+    deferred = [r["first_try_slot_s"] for r in rows if r["deferred"]]
+    return {
+        "slot_s_per_task": round(sum(slots) / len(slots), 2) if slots else None,
+        "deferred_first_try_slot_s": summary(deferred),
+        "resumed_queue_wait_s": summary([r.get("queued_to_process_s") for r in rows]),
+    }
+
+
+def e2e_figures(
+    rows: list[dict], began: float, planned: dict, in_flight: int, executor: str = "local"
+) -> dict:
+    """The figures of the tasks ended so far (``planned``: tasks per family and kind) on the
+    stack's ``executor`` (``tests/e2e/executors.py``)."""
     provider = [r for r in rows if r["family"] == "provider"]
     figures: dict = {
         "tasks": len(provider),
@@ -105,9 +122,12 @@ def e2e_figures(rows: list[dict], began: float, planned: dict, in_flight: int) -
         "in_flight": in_flight,
         "defer_after": DEFER_AFTER,
         "defer_settle_seconds": SETTLE_S,
+        "executor": executor,
         "schedulers": 2,
         "triggerers": 2,
         "parallelism_per_scheduler": 2,
+        **({"celery_workers": 2, "worker_concurrency": 2} if executor == "celery" else {}),
+        "window_cost": window_cost(provider),
         "wall_s": round(time.monotonic() - began, 1),
         "wrong": [r for r in rows if r["family"].startswith("provider") and lost(r)][:5],
     }

@@ -6,8 +6,10 @@ Marked ``long`` (not in ``make test``): ``bench/run_all.py --only e2e_real_airfl
 a child process (the benchmarks import nothing from ``tests/``) and reads its figures from
 ``test-artifacts/reliability/e2e_real_airflow.json``; ``make test-long`` runs it too.
 
-On the session's stack (``reliability_airflow``: PostgreSQL, two schedulers with the
-LocalExecutor at ``parallelism`` 2, two triggerers; ``[volcano_wandb]`` at its defaults, so
+On the session's stack (``reliability_airflow``: PostgreSQL, two schedulers at ``parallelism``
+2, two triggerers, and the executor that ``EXECUTOR`` names: two Celery workers of two slots
+by default, or LocalExecutor, whose schedulers run the tasks; ``[volcano_wandb]`` at its
+defaults, so
 ``defer_after`` 15 s on Airflow 3.3 and ``defer_settle_seconds`` 15 s):
 ``AVW_E2E_REAL_TASKS`` (10; the bench asks for 50) of the provider's tasks whose job ends at
 once (1 s, inside the first window: the task never defers), and ``AVW_E2E_REAL_OTHERS`` (2;
@@ -60,7 +62,7 @@ def test_job_or_pod_done_to_task_success_through_the_real_scheduler_and_triggere
     began = time.monotonic()
 
     def write() -> dict:  # after every 10 tasks too: a run cut short still tells
-        figures = e2e_figures(rows, began, planned, IN_FLIGHT)
+        figures = e2e_figures(rows, began, planned, IN_FLIGHT, stack.executor)
         FIGURES.parent.mkdir(parents=True, exist_ok=True)
         FIGURES.write_text(json.dumps({**figures, "runs": rows}, indent=2) + "\n")
         return figures
