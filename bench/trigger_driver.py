@@ -146,7 +146,7 @@ def apiserver_connections(port: int) -> int:
 def operator_default_kwargs(job: dict, follow: bool) -> dict:
     """What the operator's deferred trigger carries (``Waiter.trigger``) when a DAG sets none of
     the wait's options, from the parts' own defaults: the submission's uid, try 1, now."""
-    from airflow_volcano_wandb.operators.operator_parts import OperatorWait
+    from airflow_volcano_wandb.operators.operator_parts import SubmitOptions
     from airflow_volcano_wandb.parts.connection import Connection
     from airflow_volcano_wandb.parts.job_wait import JobWait
     from airflow_volcano_wandb.parts.limits import RunLimits
@@ -155,7 +155,7 @@ def operator_default_kwargs(job: dict, follow: bool) -> dict:
     wait, now = JobWait(), time.time()
     kwargs = {"job_uid": job.get("uid"), **Connection().kwargs(), "try_number": 1}
     kwargs |= {"pending_timeout": wait.pending_timeout, "deadline": None}  # no execution_timeout
-    kwargs |= {"poll_interval": OperatorWait().poll_interval}
+    kwargs |= {"poll_interval": SubmitOptions().poll_interval}
     kwargs |= {"watch_failure_grace": wait.watch_failure_grace, **RunLimits().trigger_kwargs()}
     kwargs |= LogFollow().trigger_kwargs((), follow=follow)
     return {**kwargs, "deferred_at": now, "waiting_since": now}

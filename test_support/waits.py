@@ -1,5 +1,5 @@
 """The triggers the operator and the sensor hand the triggerer, built by the ``Waiter`` each
-holds (``triggers/waiter.py``) as their ``execute`` builds them, for job ``j`` in ``ns``; and
+holds (``parts/waiter.py``) as their ``execute`` builds them, for job ``j`` in ``ns``; and
 a trigger as the triggerer rebuilds it from what was serialized."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from typing import Any
 
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
+from airflow_volcano_wandb.parts.waiter import Waiter
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
-from airflow_volcano_wandb.triggers.waiter import Waiter
 
 JOB = {"name": "j", "namespace": "ns", "uid": "u"}
 
@@ -22,7 +22,7 @@ def operator_trigger(
     """The operator's wait on ``JOB``, deferred or in its process, asking W&B run ``run_id``."""
     parts = OperatorParts.of(op)
     waiter = Waiter(op, parts, try_number=1, resume=parts.resume)
-    poll = parts.own.poll_interval
+    poll = parts.submit.poll_interval
     return waiter.trigger(JOB, deferred=deferred, deadline=None, poll_interval=poll, run_id=run_id)
 
 

@@ -7,6 +7,7 @@ options (``parts/options.py``).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,8 +28,9 @@ from airflow_volcano_wandb.wandb.wandb_run import WandbRunSpec
 
 
 @dataclass(frozen=True, kw_only=True)
-class OperatorWait:
-    """What only the operator's wait has (the rest is the sensor's too: ``JobWait``)."""
+class SubmitOptions:
+    """What only the operator has: whether it waits once it submitted, and how it reattaches
+    (the rest of its wait is the sensor's too: ``JobWait``)."""
 
     wait_for_completion: bool = option(
         True,
@@ -57,7 +59,7 @@ class OperatorParts:
     logs: LogFollow
     limits: RunLimits
     wait: JobWait
-    own: OperatorWait
+    submit: SubmitOptions
 
     @classmethod
     def of(cls, op: Any) -> OperatorParts:
@@ -71,33 +73,43 @@ class OperatorParts:
             logs=build(LogFollow, op),
             limits=build(RunLimits, op),
             wait=build(JobWait, op),
-            own=build(OperatorWait, op),
+            submit=build(SubmitOptions, op),
         )
 
-    def render(
-        self,
-        context: Any,
-        identity: TaskInstanceIdentity,
-        wandb_hook: WandbHook,
-        intent: int,
-        resumed: Resumption | None,
-        default_namespace: Callable[[], str | None],
-    ) -> tuple[WandbRunSpec, dict[str, Any]]:
-        """The W&B run and the Volcano Job of ``intent`` for the task instance of
-        ``context``: its labels name the task instance, its pods' the try too."""
-        try_number = context["ti"].try_number
-        spec = self.run.spec(context, identity, wandb_hook, intent, resumed)
-        put = {
-            "annotations": identity.annotations(try_number),
-            "labels": identity.job_labels(intent, spec.run_id),
-            "pod_labels": identity.pod_labels(try_number),
-            "namespace": self.connection.namespace,
-            "default_namespace": default_namespace,
+
+@dataclass(frozen=True)
+class TryRendering:
+    """The W&B run and the Volcano Job of a try of the task instance of ``context``, for the
+    try ``intent`` it is called with (a reported job may hold this try's number): its labels
+    name the task instance, its pods' the try too; ``resumed``: the interrupted run it goes
+    on with (:meth:`resuming`)."""
+
+    parts: OperatorParts
+    context: Any
+    identity: TaskInstanceIdentity
+    wandb_hook: WandbHook
+    #: The namespace when neither the options nor the template name one: asked last, so that
+    #: bad input fails before any API client exists.
+    default_namespace: Callable[[], str | None]
+    resumed: Resumption | None = None
+
+    def resuming(self, resumed: Resumption) -> TryRendering:
+        return dataclasses.replace(self, resumed=resumed)
+
+    def __call__(self, intent: int) -> tuple[WandbRunSpec, dict[str, Any]]:
+        parts, resumed, try_number = self.parts, self.resumed, self.context["ti"].try_number
+        spec = parts.run.spec(self.context, self.identity, self.wandb_hook, intent, resumed)
+        labels = {
+            "annotations": self.identity.annotations(try_number),
+            "labels": self.identity.job_labels(intent, spec.run_id),
+            "pod_labels": self.identity.pod_labels(try_number),
+            "namespace": parts.connection.namespace,
+            "default_namespace": self.default_namespace,
         }
-        body = self.job.render(spec, wandb_hook, **put)
-        if (name := self.resume.resumed_job_name(resumed, body, intent)) is None:
+        body = parts.job.render(spec, self.wandb_hook, **labels)
+        if (name := parts.resume.resumed_job_name(resumed, body, intent)) is None:
             return spec, body
-        return spec, self.job.render(spec, wandb_hook, name=name, **put)
+        return spec, parts.job.render(spec, self.wandb_hook, name=name, **labels)
 
 
 #: The operator's options, part by part (the order of its docstring).
@@ -110,5 +122,5 @@ OPTIONS = options_of(
     RunLimits,
     Connection,
     JobWait,
-    OperatorWait,
+    SubmitOptions,
 )

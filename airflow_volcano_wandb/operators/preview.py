@@ -21,7 +21,7 @@ from typing import Any
 from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.job.deployment import configured_deployment
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
-from airflow_volcano_wandb.operators.operator_parts import OperatorParts
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts, TryRendering
 from airflow_volcano_wandb.template import job_as_yaml
 
 DRY_RUN_ID = "dry_run"
@@ -60,4 +60,4 @@ def rendered_job(op: Any) -> dict[str, Any]:
         op.dag_id, op.task_id, DRY_RUN_ID, deployment=configured_deployment()
     )
     hook = parts.report.hook()
-    return parts.render(context, identity, hook, 1, None, lambda: None)[1]
+    return TryRendering(parts, context, identity, hook, lambda: None)(1)[1]

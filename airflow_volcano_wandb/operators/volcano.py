@@ -18,15 +18,15 @@ from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.job.ownership import TaskInstanceIdentity
 from airflow_volcano_wandb.links.wandb import WandbRunLink
 from airflow_volcano_wandb.operators import preview
-from airflow_volcano_wandb.operators.operator_parts import OPTIONS, OperatorParts
+from airflow_volcano_wandb.operators.operator_parts import OPTIONS, OperatorParts, TryRendering
 from airflow_volcano_wandb.parts import options
 from airflow_volcano_wandb.parts.connection import Connection
 from airflow_volcano_wandb.parts.jinja_fields import render_own_fields
 from airflow_volcano_wandb.parts.training_run import pulled_run, run_lineage
+from airflow_volcano_wandb.parts.waiter import Waiter
 from airflow_volcano_wandb.parts.wandb_report import XCOM_RUN_ID, WandbReport
 from airflow_volcano_wandb.template import job_as_yaml
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
-from airflow_volcano_wandb.triggers.waiter import Waiter
 from airflow_volcano_wandb.wait.outcome import WaitResult
 
 XCOM_JOB = "volcano_job"
@@ -83,35 +83,24 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         return self.waiter
 
     def execute(self, context: Context) -> dict[str, Any]:
-        parts = OperatorParts.of(self)
-        ti = context["ti"]
-        identity = TaskInstanceIdentity(
-            ti.dag_id, ti.task_id, ti.run_id, ti.map_index, deployment=configured_deployment()
-        )
+        parts, ti = OperatorParts.of(self), context["ti"]
         waiter = self._waiter(parts, ti.try_number)
-        intent = ti.try_number or 1
-        wandb_hook, resumed = waiter.wandb_hook, None
-
-        def render(intent: int) -> tuple[Any, dict[str, Any]]:
-            # Bad input fails before any API client exists: the namespace is asked last.
-            namespace = lambda: self.hook.get_namespace()  # noqa: E731
-            return parts.render(context, identity, wandb_hook, intent, resumed, namespace)
-
-        rendered = render(intent)  # bad input fails here, before any API client
-        self.rendered_job = preview.shown(rendered[1], self.log)
+        try_number = ti.try_number or 1
+        render = self._rendering(parts, context, waiter)
+        rendered = self._shown(render(try_number))  # bad input fails here, before any API client
         store = task_state_store(context)  # Airflow >= 3.3: kept across tries
-        if (resumed := parts.resume.interrupted_run(self.hook, store, intent)) is not None:
-            resumed = parts.run.settled(resumed)
-            self.rendered_job = preview.shown((rendered := render(intent))[1], self.log)
+        if (resumed := parts.resume.interrupted_run(self.hook, store, try_number)) is not None:
+            render = render.resuming(parts.run.settled(resumed))
+            rendered = self._shown(render(try_number))
         spec, job = submission.submit_for_try(
             self.hook,
             rendered,
             render,
-            identity,
-            try_number=intent,
-            reattach=parts.own.reattach_on_restart,
-            api_key=None if parts.run.wandb_api_key_secret else wandb_hook.api_key,
-            on_job=waiter.known,
+            render.identity,
+            try_number=try_number,
+            reattach=parts.submit.reattach_on_restart,
+            api_key=None if parts.run.wandb_api_key_secret else waiter.wandb_hook.api_key,
+            on_job=waiter.set_job,
             store=store,
             fit_check=parts.job.fit_checked(rendered[1]),
             task_log=self.log,
@@ -119,30 +108,49 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         ti.xcom_push(key=XCOM_JOB, value=waiter.job)
         parts.resume.record_run(store, job)  # for the next try, the outcome not yet known
         run = parts.run.publish(ti, spec, job)
-        parts.resume.say_resumed(resumed, job, ti, run)
-
-        status = interpret(job)
-        if status.terminal:  # only a Completed job is ever reused
+        parts.resume.say_resumed(render.resumed, job, ti, run)
+        if (status := interpret(job)).terminal:  # only a Completed job is ever reused
             self.log.info("Job %s Completed in an earlier try; not resubmitting", status.name)
             return waiter.finish(WaitResult.from_status(status), context, run)
-        if not parts.own.wait_for_completion:
+        if not parts.submit.wait_for_completion:
             return {**waiter.job, **run}
-        timeout = self.execution_timeout
-        try:
-            waited = waiter.wait(
-                waiter.job,
-                deferred=parts.wait.deferrable,
-                deadline=time.time() + timeout.total_seconds() if timeout else None,
-                poll_interval=parts.own.poll_interval,
-                run_id=run[XCOM_RUN_ID],
-            )
-        except BaseException as exc:  # a kill: told by the job gone
-            parts.resume.record_timeout(store, waiter.job, exc)
-            raise
+        waited = self._wait(parts, waiter, store, run)
         if isinstance(waited, VolcanoJobTrigger):
             resumed_with = {"run": run, preview.RENDERED_JOB: self.rendered_job}
             self.defer(trigger=waited, method_name="execute_complete", kwargs=resumed_with)
         return waiter.finish(waited, context, run)
+
+    def _rendering(self, parts: OperatorParts, context: Context, waiter: Waiter) -> TryRendering:
+        ti = context["ti"]
+        identity = TaskInstanceIdentity(
+            ti.dag_id, ti.task_id, ti.run_id, ti.map_index, deployment=configured_deployment()
+        )
+        return TryRendering(  # the namespace is asked last, if at all: no API client before
+            parts, context, identity, waiter.wandb_hook, lambda: self.hook.get_namespace()
+        )
+
+    def _shown(self, rendered: tuple[Any, dict[str, Any]]) -> tuple[Any, dict[str, Any]]:
+        """``rendered``, its job shown in the task log and the Rendered Template view."""
+        self.rendered_job = preview.shown(rendered[1], self.log)
+        return rendered
+
+    def _wait(
+        self, parts: OperatorParts, waiter: Waiter, store: Any, run: Mapping[str, Any]
+    ) -> WaitResult | VolcanoJobTrigger:
+        """The wait on the submitted job, until ``execution_timeout``; a kill meanwhile is
+        recorded for the next try, told by the job gone."""
+        timeout = self.execution_timeout
+        try:
+            return waiter.wait(
+                waiter.job or {},
+                deferred=parts.wait.deferrable,
+                deadline=time.time() + timeout.total_seconds() if timeout else None,
+                poll_interval=parts.submit.poll_interval,
+                run_id=run[XCOM_RUN_ID],
+            )
+        except BaseException as exc:
+            parts.resume.record_timeout(store, waiter.job, exc)
+            raise
 
     def execute_complete(
         self,

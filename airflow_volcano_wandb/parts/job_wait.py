@@ -1,5 +1,5 @@
 """How the operator and the sensor wait on their job, one part for both: the options of the
-wait (what it does is ``triggers/waiter.py``'s ``Waiter``, which each shell holds)."""
+wait (what it does is ``parts/waiter.py``'s ``Waiter``, which each shell holds)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from airflow_volcano_wandb.triggers import kill
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, may_read_pods
+from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, WaitTarget, may_read_pods
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.step import WaitMemory
 from airflow_volcano_wandb.wait.training_progress import READ_INTERVAL
@@ -55,17 +55,21 @@ def pod_watch() -> bool:
     return conf.getboolean("volcano_wandb", "pod_watch", fallback=True)
 
 
-def waiting_settings() -> dict[str, Any]:
-    """The ``WaitTarget`` fields of this process's settings, the trigger's and sensor's alike."""
+def target_here(spec: WaitSpec) -> WaitTarget:
+    """The job and limits of ``spec`` as this process judges them, with its settings: the
+    trigger's and the sensor's alike."""
     annotate = conf.getboolean("volcano_wandb", "progress_annotation", fallback=False)
-    settings = {"pod_check_interval": pod_check_interval(), "progress_annotation": annotate}
-    return {**settings, "progress_interval": progress_interval()}
+    return dataclasses.replace(
+        spec.target(),
+        pod_check_interval=pod_check_interval(),
+        progress_annotation=annotate,
+        progress_interval=progress_interval(),
+    )
 
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
     from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher, Subscription
-    from airflow_volcano_wandb.wait.judge import WaitTarget
     from airflow_volcano_wandb.wait.pod_watcher import NamespacePodWatcher
 
 
@@ -200,7 +204,7 @@ class VolcanoJobTrigger(BaseTrigger):
         step reads the job's pods from ``pods``, this wait's own pod watch (``None``: none).
         While the watch fails, the job is read directly once per ``poll_interval`` (an
         idle-timeout proxy may cut every watch, not the reads: docs/operator.md)."""
-        target = dataclasses.replace(self.spec.target(), **waiting_settings())
+        target = target_here(self.spec)
         while True:
             subscription.changed.clear()
             fresh = True

@@ -1,4 +1,4 @@
-"""A deferrable task first waits ``defer_after`` seconds in its worker (``triggers/waiter.py``):
+"""A deferrable task first waits ``defer_after`` seconds in its worker (``parts/waiter.py``):
 on the cluster, a job that ends within them ends the task without a deferral, and a job still
 running then defers to the triggerer, which reports it. ``dag.test()`` says when it runs a
 deferred task's trigger ("running trigger in line")."""

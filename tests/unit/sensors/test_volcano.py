@@ -44,4 +44,4 @@ def test_the_sensor_bounds_its_deferred_wait():
 
 def test_the_sensor_waits_the_operators_defer_after_window():
     """The window itself: ``tests/unit/triggers/test_defer_after.py``."""
-    assert _sensor(defer_after=12).waiter.options.defer_after == 12
+    assert _sensor(defer_after=12).waiter.parts.wait.defer_after == 12

@@ -18,8 +18,8 @@ from airflow_volcano_wandb.job import deletion
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.parts.job_wait import DEFAULT_DEFER_AFTER, JobWait
+from airflow_volcano_wandb.parts.waiter import Waiter
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
-from airflow_volcano_wandb.triggers.waiter import Waiter
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from test_support.waits import JOB
 
@@ -37,7 +37,7 @@ def _waiter(monkeypatch, ends_after: float | None, **options: Any) -> tuple[Wait
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", **options)
     op.__dict__["hook"] = object()  # no Kubernetes client: deletion is recorded instead
     waiter = Waiter(op, OperatorParts.of(op), try_number=1)
-    waiter.known(dict(JOB))
+    waiter.set_job(dict(JOB))
     op.waiter = waiter  # as execute holds it
     deleted: list = []
     monkeypatch.setattr(

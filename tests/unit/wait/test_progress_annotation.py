@@ -84,11 +84,12 @@ def test_a_write_that_fails_is_said_and_the_wait_goes_on(monkeypatch):
 @pytest.mark.parametrize(("setting", "on"), [(None, False), ("True", True), ("False", False)])
 def test_the_trigger_and_the_sensor_read_it_from_their_config(monkeypatch, setting, on):
     from airflow_volcano_wandb.sensors import VolcanoJobSensor
-    from airflow_volcano_wandb.triggers.volcano import waiting_settings
+    from airflow_volcano_wandb.triggers.volcano import target_here
+    from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 
     if setting is not None:
         monkeypatch.setenv("AIRFLOW__VOLCANO_WANDB__PROGRESS_ANNOTATION", setting)
-    assert waiting_settings()["progress_annotation"] is on
+    assert target_here(WaitSpec("j", "ns")).progress_annotation is on
     sensor = VolcanoJobSensor(task_id="wait", job_name="j", namespace="ns")
     assert sensor._target().progress_annotation is on
 

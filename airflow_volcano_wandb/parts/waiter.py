@@ -1,60 +1,95 @@
 """The wait on one Volcano job, the operator's and the sensor's alike: one :class:`Waiter`,
 held by each shell, which keeps only what differs (the operator submits, the sensor pokes).
-It builds the trigger, waits in the task's process when it must, turns the result into the
-task's outcome and deletes the job when a kill or the cleanup rule says so, reading the
-shell's parts (``parts/job_wait.py``'s ``JobWait`` among them) by name.
+It describes the wait once (a ``WaitSpec``, whole to the trigger and back), waits in the
+task's process when it must, turns the result into the task's outcome in the ordered steps of
+:data:`FINISH_STEPS` and deletes the job when a kill or the cleanup rule says so.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow.sdk import Asset
+from airflow.sdk import Context
 
 from airflow_volcano_wandb.airflow_compat import AirflowTaskTimeout, task_state_store
 from airflow_volcano_wandb.job import deletion
-from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
+from airflow_volcano_wandb.job.job_facts import JobFacts
+from airflow_volcano_wandb.job.job_status import job_ref
+from airflow_volcano_wandb.job.job_view import ObjectMeta
 from airflow_volcano_wandb.job.ownership import wandb_run_of
+from airflow_volcano_wandb.parts.connection import Connection
+from airflow_volcano_wandb.parts.finish import FINISH_STEPS, Finishing
+from airflow_volcano_wandb.parts.job_wait import JobWait
+from airflow_volcano_wandb.parts.limits import RunLimits
+from airflow_volcano_wandb.parts.log_follow import LogFollow
+from airflow_volcano_wandb.parts.resumption import ResumePolicy
+from airflow_volcano_wandb.parts.wandb_report import WandbReport
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
-from airflow_volcano_wandb.wait import cleanup, job_report
+from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
+from airflow_volcano_wandb.wait import job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
+    import logging
+
     from airflow_volcano_wandb.hooks.volcano import VolcanoHook
     from airflow_volcano_wandb.hooks.wandb import WandbHook
 
 
-class Shell(Protocol):
-    """What a waiter reads of the task that holds it (its parts: ``OperatorParts`` or
-    ``SensorParts``, each with ``wait``, ``connection``, ``report``, ``logs``, ``limits``)."""
+class HoldingTask(Protocol):
+    """What a waiter reads of the operator or sensor that holds it."""
 
-    hook: VolcanoHook
-    log: Any
+    @property
+    def hook(self) -> VolcanoHook: ...
+
+    log: logging.Logger | Any
     outlets: Any
 
 
+class TaskParts(Protocol):
+    """The parts of the holding task a waiter reads (``OperatorParts`` and ``SensorParts``
+    have them all)."""
+
+    @property
+    def wait(self) -> JobWait: ...
+    @property
+    def connection(self) -> Connection: ...
+    @property
+    def report(self) -> WandbReport: ...
+    @property
+    def logs(self) -> LogFollow: ...
+    @property
+    def limits(self) -> RunLimits: ...
+
+
 class Waiter:
-    """The wait on the job of ``shell``'s try ``try_number`` (``None``: a sensor's, which
-    adopts no job); ``resume``: the operator's ``ResumePolicy``; ``wandb_run_id``: the run the
-    job writes to, if not the one it names."""
+    """The wait on one job that the operator and the sensor each hold, from its trigger to
+    the task's outcome."""
 
     def __init__(
         self,
-        shell: Shell,
-        parts: Any,
+        task: HoldingTask,
+        parts: TaskParts,
         *,
         try_number: int | None = None,
-        resume: Any = None,
+        resume: ResumePolicy | None = None,
         delete_on_kill: bool = True,
         wandb_run_id: str | None = None,
+        timeout_error: type[Exception] | None = None,
     ) -> None:
-        self.shell, self.parts, self.options = shell, parts, parts.wait
+        """The wait on the job of ``task``'s try ``try_number`` (``None``: a sensor's, which
+        adopts no job); ``resume``: the operator's ``ResumePolicy``; ``wandb_run_id``: the run
+        the job writes to, if not the one it names; ``timeout_error``: what a timeout raises
+        instead of ``JobTimeoutError`` (the sensor's, which Airflow never retries)."""
+        self.task, self.parts = task, parts
         self.try_number, self.resume = try_number, resume
         self.delete_on_kill, self.wandb_run_id = delete_on_kill, wandb_run_id
+        self.timeout_error = timeout_error
         #: The submission waited on, as soon as it is known (for a kill).
         self.job: dict[str, str] | None = None
         #: What the try ran and trained into, once it ended (the operator's OpenLineage).
@@ -66,27 +101,35 @@ class Waiter:
     def wandb_hook(self) -> WandbHook:
         return self.parts.report.hook()
 
-    def known(self, job: dict[str, str]) -> None:
+    def set_job(self, job: dict[str, str]) -> None:
         """The job waited on, from the moment it exists."""
         self.job = job
+
+    def pin(self, job: Mapping[str, Any] | None, uid: str | None) -> None:
+        """Wait on ``job``, as read, unless a job is pinned already or ``job`` is not the
+        submission ``uid``: so a job recreated under its name is not it."""
+        if job is not None and self.job is None and (not uid or ObjectMeta.of(job).uid == uid):
+            self.job = job_ref(job)
 
     def run_id(self, job: Mapping[str, Any] | None) -> str | None:
         """The W&B run the job writes to: ``wandb_run_id``, else the one the job names."""
         return self.wandb_run_id or (wandb_run_of(job) if job else None)
 
-    def wait(self, job: Mapping, *, deferred: bool, **how: Any) -> WaitResult | VolcanoJobTrigger:
-        """The wait on ``job`` (its name, namespace and uid) as :meth:`trigger` says ``how``:
+    def wait(
+        self, job: Mapping[str, Any], *, deferred: bool, **how: Any
+    ) -> WaitResult | VolcanoJobTrigger:
+        """The wait on ``job`` (its name, namespace and uid) as :meth:`spec` says ``how``:
         its result, waited for here, or, ``deferred``, the trigger to defer to once the job
         still runs after ``defer_after`` seconds waited for here (without the master's log,
         which the triggerer may follow)."""
         how.setdefault("waiting_since", time.time())  # one startup budget for the try
         if not deferred:
             return self.wait_here(self.trigger(job, deferred=False, **how))
-        if (window := self.options.defer_after) > 0:
+        if (window := self.parts.wait.defer_after) > 0:
             first = self.trigger(job, deferred=False, follow=False, **how)
             if (ended := self.wait_here(first, within=window)) is not None:
                 return ended
-            self.shell.log.info(
+            self.task.log.info(
                 "Volcano job %s/%s still runs after %gs: deferring to the triggerer",
                 job["namespace"],
                 job["name"],
@@ -94,7 +137,7 @@ class Waiter:
             )
         return self.trigger(job, deferred=True, **how)
 
-    def trigger(
+    def spec(
         self,
         job: Mapping[str, Any],
         *,
@@ -104,23 +147,24 @@ class Waiter:
         run_id: str | None,
         waiting_since: float | None = None,
         follow: bool | None = None,
-    ) -> VolcanoJobTrigger:
+    ) -> WaitSpec:
         """The wait on ``job``, ``deferred`` or in the task's process (which follows the
-        master's log unless ``follow`` says otherwise), asking W&B run ``run_id``."""
+        master's log unless ``follow`` says otherwise), asking W&B run ``run_id``: the one
+        description of a wait, built here for the operator and the sensor alike."""
         parts = self.parts
         if follow is None:
             follow = parts.logs.follow_master_log or not deferred
         masked = [self.wandb_hook.mask_api_key()] if follow else []
-        return VolcanoJobTrigger(
+        return WaitSpec(
             job_name=job["name"],
             namespace=job["namespace"],
             job_uid=job.get("uid") or None,
             **parts.connection.kwargs(),
-            pending_timeout=self.options.pending_seconds(),
+            pending_timeout=parts.wait.pending_seconds(),
             deadline=deadline,
             poll_interval=poll_interval,
             delete_on_kill=self.delete_on_kill,
-            watch_failure_grace=self.options.watch_failure_grace,
+            watch_failure_grace=parts.wait.watch_failure_grace,
             try_number=self.try_number,
             **parts.logs.trigger_kwargs(masked, follow=follow),
             deferred_at=time.time() if deferred else None,
@@ -129,11 +173,15 @@ class Waiter:
             **parts.report.progress_kwargs(run_id, parts.limits.asks_wandb, self.wandb_hook),
         )
 
+    def trigger(self, job: Mapping[str, Any], **how: Any) -> VolcanoJobTrigger:
+        """The trigger of the wait :meth:`spec` describes."""
+        return VolcanoJobTrigger(**self.spec(job, **how).to_kwargs())
+
     def wait_here(self, trigger: VolcanoJobTrigger, within: float | None = None) -> Any:
         """The same wait the triggerer would run, in this process, logging to the task log
         (for ``within`` seconds at most: ``None`` when the job still runs then). A kill or any
         failure meanwhile deletes the job and is raised."""
-        trigger._log = self.shell.log
+        trigger._log = self.task.log
         try:
             event = asyncio.run(_first_event(trigger, within))
             return None if event is None else WaitResult.from_event(event)
@@ -146,10 +194,36 @@ class Waiter:
                 self.delete()
             raise
 
+    @contextlib.contextmanager
+    def master_log_followed(self, spec: WaitSpec) -> Iterator[None]:
+        """The master's log of the job of ``spec``, followed by a thread of this process
+        (a sensor's pokes, which run no trigger), masked as the trigger masks it."""
+        # The async follow's imports (the asyncio Kubernetes client) only when it runs.
+        from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
+        from airflow_volcano_wandb.logs.master_log import MasterLogThread
+        from airflow_volcano_wandb.logs.secret_digest import SecretDigest
+
+        connection = spec.connection_kwargs()
+        follower = MasterLogThread(
+            lambda: AsyncVolcanoHook(**connection),
+            spec.job_name,
+            spec.namespace,
+            self.task.log,
+            spec.master_log_max_lines,
+            spec.master_log_max_bytes,
+            [SecretDigest.from_json(digest) for digest in spec.masked_secrets],
+            progress=spec.wandb_run() is None,  # the log's records, unless W&B's run tells
+        )
+        follower.start()
+        try:
+            yield
+        finally:
+            follower.stop()
+
     def out_of_time(self) -> WaitResult | None:
         """The wait ran out of time: the job's own end when the apiserver shows one now (it
         ended unseen, say during a watch outage); else ``None``, and the job is deleted."""
-        ended = self.job and job_report.ended_meanwhile(self.shell.hook, self.job, self.shell.log)
+        ended = self.job and job_report.ended_meanwhile(self.task.hook, self.job, self.task.log)
         if not ended:
             self.delete()
         return ended or None
@@ -157,63 +231,21 @@ class Waiter:
     def finish(
         self,
         result: WaitResult,
-        context: Any,
+        context: Context,
         run: Mapping[str, Any] | None = None,
         resumed: bool = False,
     ) -> dict[str, Any]:
         """Clean up as ``on_finish_action`` says, tell what happened (XComs, the W&B run
         ``run``, by default the one the job names, the outlets' asset events) and succeed with
-        the job's reference, or raise the failure's exception (its class names the cause)."""
-        ti, hook, log, report = context["ti"], self.shell.hook, self.shell.log, self.parts.report
-        self.wandb_hook.mask_api_key()  # a resumed task is a new process: logs may echo it
-        if result.uid:
-            self.job = result.job_ref()
-        self.facts = JobFacts.from_job({"metadata": result.job_ref()})
-        patched = job_report.mark_reported(hook, result, ti.try_number, log)
-        deletes = cleanup.deletes_job(result.outcome, self.options.on_finish_action)
-        job = None
-        if result.outcome.succeeded or run is None:
-            job = job_report.fetch_finished_job(hook, result, log, patched)
-        if run is None:
-            run = report.run_of(run_id, ti) if (run_id := self.run_id(job)) else {}
-        self.run = dict(run)
-        if not result.outcome.succeeded:
-            error = job_report.report_failure(
-                hook,
-                result,
-                delete_job=self.delete if deletes else None,
-                log_lines=self.parts.logs.log_lines,
-                task_log=log,
-                run_url=run.get("wandb_run_url"),
-            )
-            self._ended(context, result, run, error)
-            raise error
-        log.info("%s", result.message)
-        pods = job_report.finished_job_pods(hook, job, log)  # before a delete
-        usage = None if pods is None else job_report.log_gpu_seconds(job, pods, log)
-        ti.xcom_push(key=job_report.XCOM_GPU_SECONDS, value=usage)
-        if self.resume is not None:
-            run = {**run, **self.resume.say_resumed_step(hook, job, ti, run)}
-        if job:
-            self.facts = JobFacts.from_job(job)
-            # A wait resumed from the trigger streamed nothing of the master unless the
-            # trigger followed its log, whose lines are in the task log already; a job that
-            # ended in the worker's first window was followed by nobody.
-            followed = resumed and self.parts.logs.follow_master_log
-            if self.options.deferrable and not followed and pods is not None:
-                job_report.log_master_tail(hook, job, self.parts.logs.log_lines, log, pods)
-        self._ended(context, result, run, None)  # before a delete: the next try knows
-        if deletes:
-            self.delete()
-        summary, rates = report.push_summary(ti, run) if run else (None, {})
-        self.summary = summary
-        if self.shell.outlets:  # the record travels with the asset event (docs/assets.md)
-            extra = asset_extra(self.facts, run, summary, usage, rates)
-            _annotate_outlet_events(context, self.shell.outlets, extra)
-        summary_part = {"wandb_summary": summary} if summary is not None else {}
-        return {**result.job_ref(), **run, **summary_part, "phase": result.phase}
+        the job's reference, or raise the failure's exception (its class names the cause):
+        the steps of :data:`FINISH_STEPS`, in their order. ``resumed``: from the trigger."""
+        finishing = Finishing(self, result, context, None if run is None else dict(run), resumed)
+        for step in FINISH_STEPS:
+            step(finishing)
+        summary = {} if finishing.summary is None else {"wandb_summary": finishing.summary}
+        return {**result.job_ref(), **self.run, **summary, "phase": result.phase}
 
-    def _ended(self, context: Any, result: WaitResult, run: Mapping, error: Any) -> None:
+    def ended(self, context: Context, result: WaitResult, run: Mapping, error: Any) -> None:
         """The wait ended (``error``: what the task fails with): tell the next try (the cause,
         for ``resume_on``) and the W&B run (the link back)."""
         if self.resume is not None:
@@ -226,7 +258,7 @@ class Waiter:
         """Delete the job unless a newer try adopted it (for a ``kill``: unless it has ended,
         or ``delete_on_kill`` is off); log, never raise."""
         if self.job and (self.delete_on_kill or not kill):
-            hook, log = self.shell.hook, self.shell.log
+            hook, log = self.task.hook, self.task.log
             deletion.delete_if_owned(hook, self.job, self.try_number, log, kill=kill)
 
 
@@ -246,12 +278,3 @@ async def _first_event(trigger: VolcanoJobTrigger, within: float | None) -> dict
     waiting.cancel()
     await asyncio.gather(waiting, return_exceptions=True)
     return None
-
-
-def _annotate_outlet_events(context: Any, outlets: Iterable[Any], extra: Mapping) -> None:
-    """Add ``extra`` to the event Airflow emits for every concrete asset among ``outlets``
-    when the task succeeds (asset aliases are left alone: an alias event needs the asset it
-    resolves to, which only the DAG author knows)."""
-    for outlet in outlets:
-        if isinstance(outlet, Asset):
-            context["outlet_events"][outlet].extra.update(extra)
