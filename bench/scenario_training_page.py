@@ -83,6 +83,7 @@ def page_server(model: dict) -> ThreadingHTTPServer:
     files = {
         "/": ("text/html", (STATIC / "jobs.html").read_bytes()),
         "/static/training.js": ("text/javascript", (STATIC / "training.js").read_bytes()),
+        "/static/training.css": ("text/css", (STATIC / "training.css").read_bytes()),
         "/api/jobs": ("application/json", json.dumps(model).encode()),
     }
 

@@ -77,6 +77,11 @@ def script(user: GetUserDep) -> Response:
     return Response(_page("training.js"), media_type="text/javascript")
 
 
+@app.get("/static/training.css")
+def style(user: GetUserDep) -> Response:
+    return Response(_page("training.css"), media_type="text/css")
+
+
 @app.get(
     "/ti/{dag_id}/{run_id}/{task_id}/{map_index}",
     response_class=HTMLResponse,

@@ -1,0 +1,49 @@
+"""Every route of the Training app asks Airflow's auth manager (``ui/training_app``): a plugin's
+FastAPI app is not protected by Airflow unless each route depends on its user."""
+
+from __future__ import annotations
+
+from airflow.api_fastapi.core_api.security import get_user
+from fastapi.routing import APIRoute
+
+from airflow_volcano_wandb.ui.plugin import TrainingPlugin
+from airflow_volcano_wandb.ui.training_app import PREFIX, app
+
+
+def calls(dependant) -> set:
+    found = {dependant.call}
+    for sub in dependant.dependencies:
+        found |= calls(sub)
+    return found
+
+
+def test_every_route_depends_on_the_signed_in_user():
+    routes = [route for route in app.routes if isinstance(route, APIRoute)]
+    assert len(routes) == 6
+    unguarded = [route.path for route in routes if get_user not in calls(route.dependant)]
+    assert unguarded == []
+
+
+def test_a_task_instances_routes_check_read_access_to_its_dag():
+    guarded = {
+        route.path
+        for route in app.routes
+        if isinstance(route, APIRoute)
+        and any(
+            "requires_access_dag" in getattr(c, "__qualname__", "") for c in calls(route.dependant)
+        )
+    }
+    assert guarded == {
+        "/ti/{dag_id}/{run_id}/{task_id}/{map_index}",
+        "/api/ti/{dag_id}/{run_id}/{task_id}/{map_index}",
+    }
+
+
+def test_the_plugin_puts_a_tab_on_the_task_instance_page_and_a_page_in_the_navigation():
+    (served,) = TrainingPlugin.fastapi_apps
+    assert served["app"] is app and served["url_prefix"] == PREFIX
+    views = {view["destination"]: view["href"] for view in TrainingPlugin.external_views}
+    assert views == {
+        "task_instance": f"{PREFIX}/ti/{{DAG_ID}}/{{RUN_ID}}/{{TASK_ID}}/{{MAP_INDEX}}",
+        "nav": f"{PREFIX}/",
+    }
