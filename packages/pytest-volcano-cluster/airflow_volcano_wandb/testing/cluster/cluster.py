@@ -17,7 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_volcano_wandb.testing.cluster import build, image, manifests, node, process
+from airflow_volcano_wandb.testing.cluster import (
+    build,
+    image,
+    in_cluster,
+    manifests,
+    node,
+    process,
+)
 from airflow_volcano_wandb.testing.cluster.certs import PKI, ensure_pki
 from airflow_volcano_wandb.testing.cluster.components import (
     START_ORDER,
@@ -160,6 +167,8 @@ def up(
         "kubelet",
         "kubelet_healthz",
         "coredns_ready",
+        "kube_proxy_healthz",
+        "kube_proxy_metrics",
     )
     ports = dict(zip(port_names, process.free_ports(len(port_names)), strict=True))
     server = f"https://127.0.0.1:{ports['apiserver']}"
@@ -183,6 +192,7 @@ def up(
     if audit_log:
         argv["kube-apiserver"] += audit_args(state_dir)
     if real_node:
+        argv["kube-apiserver"] = in_cluster.apiserver_argv(argv["kube-apiserver"])
         # Cluster DNS answers from EndpointSlices, which only the first fills; the second
         # binds the claims the real node's pods keep their W&B files on (placement.wandb_dir).
         extra = ",endpointslice-controller,persistentvolume-binder-controller"
@@ -249,6 +259,7 @@ def up(
 def _node_images() -> dict[str, Path]:
     """The real node's images as docker-archive tars, built (or found cached) before start."""
     pause = build.ensure_node_binaries()["pause"]
+    build.build_component(in_cluster.KUBE_PROXY)
     return {"pause": image.pause_image(pause), "trainer": image.trainer_image()}
 
 
@@ -270,6 +281,9 @@ def _start_real_node(
     )
     starter.start("kubelet", argv["kubelet"])
     starter.wait("kubelet", f"node {node.NODE_NAME} Ready", lambda: node.node_ready(kube))
+    healthz = f"http://127.0.0.1:{ports['kube_proxy_healthz']}/healthz"
+    starter.start("kube-proxy", in_cluster.kube_proxy_argv(state_dir, ports))
+    starter.wait("kube-proxy", "its first sync of the Service rules", lambda: http_ok(healthz))
 
 
 def down(state_dir: Path, quiet: bool = False) -> list[str]:
@@ -281,6 +295,7 @@ def down(state_dir: Path, quiet: bool = False) -> list[str]:
         # Its pods go through the kubelet while the apiserver is still there to ask.
         kube = admin_client(state_dir, state["server"]) if state.get("server") else None
         stopped += node.stop(state_dir, kube)
+        in_cluster.cleanup_rules()
     stopped += [name for name in reversed(START_ORDER) if process.stop(state_dir, name)]
     if stopped and not quiet:
         say(f"stopped {', '.join(stopped)}")

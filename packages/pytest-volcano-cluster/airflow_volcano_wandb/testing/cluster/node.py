@@ -40,11 +40,12 @@ from airflow_volcano_wandb.testing.cluster.placement import (
 
 BRIDGE = "avw-real0"
 SUBNET = "10.89.0.0/24"
+SERVICE_CIDR = "10.96.0.0/16"  # the apiserver's --service-cluster-ip-range
 GATEWAY = "10.89.0.1"
 CLUSTER_DOMAIN = "cluster.local"
 CNI_BIN_DIR = "/usr/lib/cni"
 # Stop order is the reverse: the kubelet first, so it does not restart what is being stopped.
-COMPONENTS = ("containerd", "coredns", "kubelet")
+COMPONENTS = ("containerd", "coredns", "kubelet", "kube-proxy")  # in_cluster.py
 # The kubelet's pod cgroups (cgroupfs driver, default cgroup root); one real node per machine.
 KUBEPODS_PIDS_CGROUP = Path("/sys/fs/cgroup/pids/kubepods")
 # Which cluster's real node owns this machine's bridge and kubelet cgroups.
@@ -106,6 +107,9 @@ def cni_config(state_dir: Path) -> dict[str, Any]:
                 "ipam": {
                     "type": "host-local",
                     "ranges": [[{"subnet": SUBNET, "gateway": GATEWAY}]],
+                    # The Service ClusterIPs through the node, where kube-proxy routes them
+                    # (in_cluster.py); no default route: nothing outside is reachable.
+                    "routes": [{"dst": SERVICE_CIDR, "gw": GATEWAY}],
                     "dataDir": str(node_dir(state_dir) / "ipam"),
                 },
             },
