@@ -106,7 +106,7 @@ class RunLimits:
         return self.stall_timeout is not None or self.wandb_stop_grace is not None
 
     def trigger_kwargs(self) -> dict[str, Any]:
-        """The limits, as the trigger (``WaitSpec``) and ``WaitTarget`` take them."""
+        """The limits, as the trigger (``WaitSpec``) and ``JobTarget`` take them."""
         return asdict(self)
 
 

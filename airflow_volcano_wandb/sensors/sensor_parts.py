@@ -16,9 +16,9 @@ from airflow_volcano_wandb.parts.log_follow import LogFollow
 from airflow_volcano_wandb.parts.options import REQUIRED, build, option, options_of
 from airflow_volcano_wandb.parts.wandb_report import WandbReport
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef
+from airflow_volcano_wandb.wait.judge import JobTarget, WandbRunRef
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wait.step import WaitMemory
+from airflow_volcano_wandb.wait.step import StepMemory
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
@@ -89,7 +89,7 @@ class Pokes:
     known yet)."""
 
     def __init__(self) -> None:
-        self.memory = WaitMemory()
+        self.memory = StepMemory()
         self.waiting_since = time.time()
         self.failing_since: float | None = None
         self.wandb: WandbProgress | bool | None = None
@@ -98,7 +98,7 @@ class Pokes:
         self,
         hook: VolcanoHook,
         job: Mapping[str, Any] | None,
-        target: WaitTarget,
+        target: JobTarget,
         task_log: Any,
         wandb_run: Callable[[], WandbRunRef | None],
     ) -> WaitResult | None:
@@ -113,7 +113,7 @@ class Pokes:
         )
         return result
 
-    def unread(self, target: WaitTarget, exc: Exception, grace: float, task_log: Any) -> bool:
+    def unread(self, target: JobTarget, exc: Exception, grace: float, task_log: Any) -> bool:
         """Poke again, unless reads have failed for ``grace`` seconds (then fail)."""
         now = time.monotonic()
         self.failing_since = self.failing_since or now

@@ -20,7 +20,7 @@ from airflow_volcano_wandb.parts.waiter import Waiter
 from airflow_volcano_wandb.sensors.sensor_parts import OPTIONS, Pokes, SensorParts
 from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger, target_here
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge
+from airflow_volcano_wandb.wait.judge import JobTarget, judge
 from airflow_volcano_wandb.wait.outcome import WaitResult
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
@@ -93,7 +93,7 @@ class VolcanoJobSensor(BaseSensorOperator):
     def _spec(self, job: Mapping[str, Any] | None = None, *, follow: bool = False) -> WaitSpec:
         return self.waiter.spec(self._job(), deferred=False, follow=follow, **self._how(job))
 
-    def _target(self) -> WaitTarget:
+    def _target(self) -> JobTarget:
         return target_here(self._spec())
 
     def execute(self, context: Context) -> Any:

@@ -19,9 +19,9 @@ from airflow_volcano_wandb.triggers import kill
 from airflow_volcano_wandb.triggers.off_loop import kubernetes_side
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, WaitTarget, may_read_pods
+from airflow_volcano_wandb.wait.judge import DEFAULT_POD_CHECK_INTERVAL, JobTarget, may_read_pods
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wait.step import WaitMemory
+from airflow_volcano_wandb.wait.step import StepMemory
 from airflow_volcano_wandb.wait.training_progress import READ_INTERVAL
 from airflow_volcano_wandb.wait.wake import set_within
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
@@ -55,7 +55,7 @@ def pod_watch() -> bool:
     return conf.getboolean("volcano_wandb", "pod_watch", fallback=True)
 
 
-def target_here(spec: WaitSpec) -> WaitTarget:
+def target_here(spec: WaitSpec) -> JobTarget:
     """The job and limits of ``spec`` as this process judges them, with its settings: the
     trigger's and the sensor's alike."""
     annotate = conf.getboolean("volcano_wandb", "progress_annotation", fallback=False)
@@ -86,7 +86,7 @@ class VolcanoJobTrigger(BaseTrigger):
         super().__init__()
         self.spec = WaitSpec.from_kwargs({"job_name": job_name, "namespace": namespace, **fields})
         self._fired = False
-        self._memory = WaitMemory()
+        self._memory = StepMemory()
         run = self.spec.wandb_run()
         # Asked for its last step (the stall timeout) and whether it was stopped.
         self._wandb = WandbProgress(run) if run is not None else None
@@ -235,7 +235,7 @@ class VolcanoJobTrigger(BaseTrigger):
         self,
         watcher: NamespaceJobWatcher,
         job: dict | None,
-        target: WaitTarget,
+        target: JobTarget,
         fresh: bool,
         pods: step_io.WatchedPods | None,
     ) -> WaitResult | None:

@@ -20,18 +20,21 @@ from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from airflow_volcano_wandb.logs.log_lines import DEFAULT_MAX_BYTES, DEFAULT_MAX_LINES
 from airflow_volcano_wandb.wait.judge import (
     DEFAULT_WATCH_FAILURE_GRACE,
-    WaitLimits,
-    WaitTarget,
+    JobLimits,
+    JobTarget,
     WandbRunRef,
 )
 
 
 @dataclass(frozen=True)
-class WaitSpec(WaitLimits):
-    """The wait on one Volcano job, as the trigger is given it (``job_name`` and ``namespace``
-    are its positional arguments). A field named as an option of the operator or the sensor
-    means what that option does (``parts/``); a limit left ``None`` is off, as for a trigger
-    stored by a release without it. The limits are ``WaitLimits``'; the others:
+class WaitSpec(JobLimits):
+    """What a wait is about and with which limits, built once by ``Waiter.spec`` and handed
+    whole to the trigger and back (``to_kwargs``, ``from_kwargs``).
+
+    ``job_name`` and ``namespace`` are the trigger's positional arguments. A field named as an
+    option of the operator or the sensor means what that option does (``parts/``); a limit
+    left ``None`` is off, as for a trigger stored by a release without it. The limits are
+    ``JobLimits``'; the others:
 
     :param job_uid: the submission waited on; a job recreated under its name counts as deleted.
     :param poll_interval: seconds between checks of the timeouts (the job's state: by watch).
@@ -87,11 +90,11 @@ class WaitSpec(WaitLimits):
         as it would be for the trigger's constructor."""
         return cls(**kwargs)
 
-    def target(self) -> WaitTarget:
+    def target(self) -> JobTarget:
         """The job and the limits ``judge`` holds it to: the fields of the same names."""
-        shared = {f.name for f in dataclasses.fields(WaitTarget)} & set(vars(self))
+        shared = {f.name for f in dataclasses.fields(JobTarget)} & set(vars(self))
         values = {name: getattr(self, name) for name in shared}
-        return WaitTarget(name=self.job_name, uid=self.job_uid, **values)
+        return JobTarget(name=self.job_name, uid=self.job_uid, **values)
 
     def wandb_run(self) -> WandbRunRef | None:
         """The online W&B run the wait asks (``stall.stalled_online``, ``training_progress``,

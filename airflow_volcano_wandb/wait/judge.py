@@ -46,7 +46,7 @@ DEFAULT_WATCH_FAILURE_GRACE = 600.0
 
 
 @dataclass(frozen=True, kw_only=True)
-class WaitLimits:
+class JobLimits:
     """The limits a wait holds its job to, as the trigger's spec stores them (``None``: off)."""
 
     pending_timeout: float | None = None
@@ -68,7 +68,7 @@ class WaitLimits:
 
 
 @dataclass(frozen=True)
-class WaitTarget(WaitLimits):
+class JobTarget(JobLimits):
     """The job a wait is about, and the limits it is held to."""
 
     name: str
@@ -120,7 +120,7 @@ class Seen:
     status: JobStatus
 
 
-def see(job: Mapping[str, Any] | None, target: WaitTarget | None = None) -> Seen:
+def see(job: Mapping[str, Any] | None, target: JobTarget | None = None) -> Seen:
     """``job`` as the wait on ``target`` sees it: a job of the target's name but another uid
     counts as the target deleted."""
     if target is None:
@@ -167,7 +167,7 @@ def gang_wait_seconds(seen: Seen, now: float, *, gang_seen_whole: bool = False) 
 
 def judge(
     job: Mapping[str, Any] | None,
-    target: WaitTarget,
+    target: JobTarget,
     now: float,
     *,
     gang_seen_whole: bool = False,
@@ -182,7 +182,7 @@ def judge(
 
 
 def judge_seen(
-    seen: Seen, target: WaitTarget, now: float, *, gang_seen_whole: bool = False
+    seen: Seen, target: JobTarget, now: float, *, gang_seen_whole: bool = False
 ) -> WaitResult | None:
     """The verdict of the job's own status and the clock on a job already seen (:func:`see`):
     its end, a gang not placed within ``pending_timeout``, Airflow's ``execution_timeout``."""
@@ -201,7 +201,7 @@ def judge_seen(
 
 
 def judge_pods(
-    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
+    seen: Seen, target: JobTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> WaitResult | None:
     """The verdict of the job's ``pods`` (read after it), which its status cannot show: a rank
     stopped from W&B (a stop explains the restarts it causes), else a crash loop past the
@@ -240,14 +240,14 @@ def judge_stall(seen: Seen, stall: Stall | None) -> WaitResult | None:
     return WaitResult.stalled(seen.status, stall)
 
 
-def counts_restarts(seen: Seen, target: WaitTarget) -> bool:
+def counts_restarts(seen: Seen, target: JobTarget) -> bool:
     """Whether to read the job's pods for their restarts now: only a running job restarts
     containers in place, and only a target with a budget counts them."""
     running = seen.job is not None and seen.status.phase == "Running"
     return running and target.max_container_restarts is not None
 
 
-def checks_startup(seen: Seen, target: WaitTarget) -> bool:
+def checks_startup(seen: Seen, target: JobTarget) -> bool:
     """Whether to read the job's pods for a container that cannot start now: only while a rank
     has not started (such a pod is ``Pending``), for a target with a ``startup_timeout``."""
     if seen.job is None or seen.status.terminal or target.startup_timeout is None:
@@ -255,13 +255,13 @@ def checks_startup(seen: Seen, target: WaitTarget) -> bool:
     return seen.status.phase in ("", "Pending") or bool(unplaced_ranks(seen.status))
 
 
-def may_read_pods(target: WaitTarget) -> bool:
+def may_read_pods(target: JobTarget) -> bool:
     """Whether a wait on ``target`` ever reads the job's pods (a limit that pods judge)."""
     limits = (target.max_container_restarts, target.startup_timeout, target.stall_timeout)
     return any(limit is not None for limit in limits)
 
 
-def reads_pods(seen: Seen, target: WaitTarget) -> bool:
+def reads_pods(seen: Seen, target: JobTarget) -> bool:
     """Whether the job's pods have a verdict to give now (:func:`judge_pods`)."""
     return counts_restarts(seen, target) or checks_startup(seen, target)
 

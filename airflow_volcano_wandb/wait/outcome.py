@@ -25,7 +25,7 @@ from airflow_volcano_wandb.wait.wandb_stop import describe_unheeded
 _RECORDS = {"crash_loop": CrashLoop, "stall": Stall, "start_failure": StartFailure}
 
 
-class WaitResultError(ValueError):
+class ForeignEvent(ValueError):
     """A trigger event that is not a wait result of this provider."""
 
 
@@ -149,7 +149,7 @@ class WaitResult:
     def from_event(cls, event: Mapping[str, Any]) -> WaitResult:
         """Read a trigger event back, refusing anything that is not one of ours."""
         if not isinstance(event, Mapping):
-            raise WaitResultError(f"a wait result must be a mapping, not {type(event).__name__}")
+            raise ForeignEvent(f"a wait result must be a mapping, not {type(event).__name__}")
         try:
             outcome = Ending(event["outcome"])
             result = cls(
@@ -167,7 +167,7 @@ class WaitResult:
                 },
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise WaitResultError(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc
+            raise ForeignEvent(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc
         return result
 
     def job_ref(self) -> dict[str, str]:

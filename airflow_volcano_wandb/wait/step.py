@@ -16,8 +16,8 @@ from typing import Any
 from airflow_volcano_wandb.job.job_view import api_timestamp
 from airflow_volcano_wandb.wait.judge import (
     GANG_WHOLE_ANNOTATION,
+    JobTarget,
     Seen,
-    WaitTarget,
     gang_marked_whole,
     gang_was_whole,
     judge_seen,
@@ -32,7 +32,7 @@ from airflow_volcano_wandb.wait.wandb_stop import ask_interval
 
 
 @dataclass(frozen=True)
-class WaitMemory:
+class StepMemory:
     """What one waiter remembers between its looks at the job."""
 
     #: It saw every rank placed and running (the job's mark may not show on a cached copy yet,
@@ -62,7 +62,7 @@ class Look:
 
     seen: Seen
     #: The waiter's memory after this look.
-    memory: WaitMemory
+    memory: StepMemory
     #: The progress line to log, when it changed.
     progress: str | None
     #: The gang-whole annotation to write on the job (``judge.GANG_WHOLE_ANNOTATION``).
@@ -77,7 +77,7 @@ class Look:
     read_progress: bool = False
 
 
-def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, now: float) -> Look:
+def look(job: Mapping[str, Any] | None, target: JobTarget, memory: StepMemory, now: float) -> Look:
     """The look at ``job`` (``None``: it does not exist) of a waiter whose memory is
     ``memory``. The mark is asked for once per waiter, the first time it sees the gang whole on
     a job not marked yet: a later waiter reads the job again and writes it if still missing."""
@@ -103,7 +103,7 @@ def look(job: Mapping[str, Any] | None, target: WaitTarget, memory: WaitMemory, 
     progress = result is None and reads_progress(seen, target, memory.progress_read_at, now)
     return Look(
         seen=seen,
-        memory=WaitMemory(
+        memory=StepMemory(
             gang_seen_whole=gang_seen_whole,
             progress=line,
             stall_probed_at=now if probe else memory.stall_probed_at,
@@ -169,7 +169,7 @@ def short_since(seen: Seen, gang_seen_whole: bool, since: float | None, now: flo
 
 
 def judge_short(
-    seen: Seen, target: WaitTarget, since: float | None, now: float
+    seen: Seen, target: JobTarget, since: float | None, now: float
 ) -> WaitResult | None:
     """An elastic job short of its ``min_workers`` for ``pending_timeout`` (since
     :func:`short_since`) fails as a gang never placed does (``PENDING_TIMEOUT``): its
@@ -187,13 +187,13 @@ def judge_short(
     return dataclasses.replace(result, message=message)
 
 
-def _pods_due(target: WaitTarget, read_at: float | None, now: float) -> bool:
+def _pods_due(target: JobTarget, read_at: float | None, now: float) -> bool:
     """At most every ``pod_check_interval``, whatever wakes the waiter."""
     return read_at is None or now - read_at >= target.pod_check_interval
 
 
 def stall_probe(
-    seen: Seen, target: WaitTarget, pods: Sequence[Mapping[str, Any]], now: float
+    seen: Seen, target: JobTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> Stall | None:
     """The master container whose log to probe for a stall, from the job and its ``pods``
     (read after it); ``None`` while there is none running for ``stall_timeout``."""
@@ -203,7 +203,7 @@ def stall_probe(
     return silence_probe(seen.job, pods, target.stall_timeout, now, uid)
 
 
-def probes_stall(seen: Seen, target: WaitTarget, probed_at: float | None, now: float) -> bool:
+def probes_stall(seen: Seen, target: JobTarget, probed_at: float | None, now: float) -> bool:
     """Whether to probe the master's log for a stall now: only of a running job, when
     ``stall.probe_due`` (it last did at ``probed_at``)."""
     if seen.job is None or seen.status.phase != "Running":
@@ -211,7 +211,7 @@ def probes_stall(seen: Seen, target: WaitTarget, probed_at: float | None, now: f
     return probe_due(target.stall_timeout, probed_at, now)
 
 
-def asks_wandb_stop(seen: Seen, target: WaitTarget, asked_at: float | None, now: float) -> bool:
+def asks_wandb_stop(seen: Seen, target: JobTarget, asked_at: float | None, now: float) -> bool:
     """Whether to ask W&B whether the job's run was stopped now: only of a job not ended, for
     a ``wandb_stop_grace``, at most every ``wandb_stop.ask_interval`` since ``asked_at``."""
     grace = target.wandb_stop_grace
@@ -220,7 +220,7 @@ def asks_wandb_stop(seen: Seen, target: WaitTarget, asked_at: float | None, now:
     return asked_at is None or now - asked_at >= ask_interval(grace)
 
 
-def reads_progress(seen: Seen, target: WaitTarget, read_at: float | None, now: float) -> bool:
+def reads_progress(seen: Seen, target: JobTarget, read_at: float | None, now: float) -> bool:
     """Whether to read how far the training has got: only of a running job, at most every
     ``progress_interval`` since ``read_at``."""
     if seen.job is None or seen.status.phase != "Running":

@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_volcano_wandb.job.ownership import pods_managed
-from airflow_volcano_wandb.wait.judge import Seen, WaitTarget, judge, judge_pods, judge_stall, see
+from airflow_volcano_wandb.wait.judge import JobTarget, Seen, judge, judge_pods, judge_stall, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import Stall, stalled, stalled_online
-from airflow_volcano_wandb.wait.step import Look, WaitMemory, look, stall_probe
+from airflow_volcano_wandb.wait.step import Look, StepMemory, look, stall_probe
 from airflow_volcano_wandb.wait.training_progress import PROGRESS_ANNOTATION, observe
 from airflow_volcano_wandb.wait.wandb_progress import WandbProgress
 from airflow_volcano_wandb.wait.wandb_stop import STOPPED_BY, stop_seen_at, stop_seen_mark
@@ -69,14 +69,14 @@ class WatchedPods(Protocol):
 async def take_step(
     calls: JobCalls,
     job: Mapping[str, Any] | None,
-    target: WaitTarget,
-    memory: WaitMemory,
+    target: JobTarget,
+    memory: StepMemory,
     log: logging.Logger | Any,
     *,
     fresh: bool,
     pod_watch: WatchedPods | None,
     wandb: WandbProgress | None = None,
-) -> tuple[WaitMemory, WaitResult | None]:
+) -> tuple[StepMemory, WaitResult | None]:
     """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
     log its progress, mark its gang whole, judge it (its pods from ``pod_watch`` when it holds
     them, see :func:`_pods`; ``wandb``: its online run). A verdict that deletes or fails,
@@ -125,11 +125,11 @@ async def _mark(
 def take_step_sync(
     hook: VolcanoHook,
     job: Mapping[str, Any] | None,
-    target: WaitTarget,
-    memory: WaitMemory,
+    target: JobTarget,
+    memory: StepMemory,
     log: logging.Logger | Any,
     wandb: WandbProgress | None = None,
-) -> tuple[WaitMemory, WaitResult | None]:
+) -> tuple[StepMemory, WaitResult | None]:
     """:func:`take_step` in a task's own process, over the sync ``VolcanoHook``, for a job just
     read (its pods too: no pod watch outlives a poke)."""
     calls = _SyncHookCalls(hook, target.namespace)
@@ -138,7 +138,7 @@ def take_step_sync(
     )
 
 
-async def fetch(calls: JobCalls, target: WaitTarget, log: logging.Logger | Any) -> Any:
+async def fetch(calls: JobCalls, target: JobTarget, log: logging.Logger | Any) -> Any:
     """The job from the apiserver (``None``: it does not exist, or not this submission);
     :data:`UNKNOWN` when the apiserver could not be asked."""
     try:
@@ -154,7 +154,7 @@ async def _running_job(
     calls: JobCalls,
     pod_watch: WatchedPods | None,
     view: Look,
-    target: WaitTarget,
+    target: JobTarget,
     log: logging.Logger | Any,
     wandb: WandbProgress | None,
 ) -> WaitResult | None:
@@ -178,7 +178,7 @@ async def _running_job(
 
 async def _confirmed(
     calls: JobCalls,
-    target: WaitTarget,
+    target: JobTarget,
     log: logging.Logger | Any,
     seen: Seen,
     pods: list[dict[str, Any]],
@@ -199,7 +199,7 @@ async def _confirmed(
 
 
 async def _read_progress(
-    calls: JobCalls, view: Look, target: WaitTarget, wandb: WandbProgress, log: Any
+    calls: JobCalls, view: Look, target: JobTarget, wandb: WandbProgress, log: Any
 ) -> Look:
     """The look after reading the run's progress, and its line logged (on the job too) when due."""
     progress = await wandb.progress(log)
@@ -216,7 +216,7 @@ async def _read_progress(
 
 
 async def _stop_unheeded(
-    calls: JobCalls, seen: Seen, target: WaitTarget, log: logging.Logger | Any, wandb: WandbProgress
+    calls: JobCalls, seen: Seen, target: JobTarget, log: logging.Logger | Any, wandb: WandbProgress
 ) -> WaitResult | None:
     """The wait's end when W&B says the job's run was stopped and a fresh GET shows the job
     still running ``wandb_stop_grace`` after a waiter first heard it; ``None`` (wait on) until
@@ -251,7 +251,7 @@ async def _stop_unheeded(
 async def _silent_master(
     calls: JobCalls,
     seen: Seen,
-    target: WaitTarget,
+    target: JobTarget,
     log: logging.Logger | Any,
     pods: list[dict[str, Any]],
     wandb: WandbProgress | None,
@@ -276,7 +276,7 @@ async def _silent_master(
 
 
 async def _heard_from_wandb(
-    wandb: WandbProgress, stall: Stall, target: WaitTarget, log: logging.Logger | Any
+    wandb: WandbProgress, stall: Stall, target: JobTarget, log: logging.Logger | Any
 ) -> Stall | None:
     """The silent master's ``stall``, once its W&B run was asked for its last step."""
     last_step = await wandb.last_step(log)
@@ -298,7 +298,7 @@ async def _heard_from_wandb(
 async def _pods(
     calls: JobCalls,
     pod_watch: WatchedPods | None,
-    target: WaitTarget,
+    target: JobTarget,
     log: logging.Logger | Any,
     job: Mapping[str, Any] | None,
 ) -> list[dict[str, Any]] | None:

@@ -10,7 +10,7 @@ import time
 import pytest
 from kubernetes import client as k8s
 
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge
+from airflow_volcano_wandb.wait.judge import JobTarget, judge
 from test_support.cluster_jobs import (
     SIM_DURATION,
     get_job,
@@ -87,7 +87,7 @@ def test_an_elastic_job_is_admitted_and_starts_on_the_workers_that_fit_with_a_st
     assert len(pending) == most - len(workers), pending
     # The wait reads Volcano's job as running, not as a gang still waiting: an hour past a
     # one-second pending timeout, no verdict.
-    target = WaitTarget(name=name, namespace=namespace, uid=submitted["uid"], pending_timeout=1)
+    target = JobTarget(name=name, namespace=namespace, uid=submitted["uid"], pending_timeout=1)
     assert judge(get_job(api, namespace, name), target, time.time() + 3600) is None
 
     # A running worker lost, three times: its pod alone is replaced, the master and the other

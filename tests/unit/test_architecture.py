@@ -297,3 +297,25 @@ def test_no_function_is_longer_than_80_lines_of_code():
             if (length := node.end_lineno - start + 1) > 80:
                 too_long[f"{rel(path)}:{node.name}"] = length
     assert too_long == {}
+
+
+def _wait_types() -> dict[str, str]:
+    """The provider's classes named for the wait, with their docstrings."""
+    return {
+        f"{rel(path)}:{node.name}": ast.get_docstring(node) or ""
+        for path in product_files()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ClassDef) and "wait" in node.name.lower()
+    }
+
+
+def test_at_most_four_types_are_named_for_the_wait_each_saying_what_it_is_for():
+    """A newcomer who adds a limit to the wait finds one of a few types, each told in one
+    sentence (its docstring's first paragraph): the options (``JobWait``), the description
+    (``WaitSpec``), the wait the shells hold (``Waiter``) and its end (``WaitResult``)."""
+    types = _wait_types()
+    assert len(types) <= 4, sorted(types)
+    for name, doc in types.items():
+        summary = " ".join(doc.split("\n\n")[0].split())  # what follows a blank line: details
+        sentences = re.split(r"(?<=[.!?:])\s+(?=[A-Z])", summary)
+        assert summary and len(sentences) == 1, f"{name}: {summary!r} is not one sentence"

@@ -10,8 +10,8 @@ from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
-from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, WaitTarget, WandbRunRef
-from airflow_volcano_wandb.wait.step import WaitMemory, look
+from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, JobTarget, WandbRunRef
+from airflow_volcano_wandb.wait.step import StepMemory, look
 
 KEY = "local-0123456789abcdef0123456789abcdef01234567"
 CLASSPATH = "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
@@ -120,11 +120,11 @@ def _job(phase: str, running: int, *, marked: bool = False) -> dict:
     }
 
 
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=2)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=2)
 
 
 def test_one_look_logs_a_changed_line_marks_the_gang_once_and_reads_pods_while_running():
-    first = look(_job("Running", 2), TARGET, WaitMemory(), 0.0)
+    first = look(_job("Running", 2), TARGET, StepMemory(), 0.0)
     assert first.progress == "Running: master 0/1, worker 2/2"
     assert first.mark is None and first.read_pods and first.result is None
     whole = {**_job("Running", 2)}
@@ -138,13 +138,13 @@ def test_one_look_logs_a_changed_line_marks_the_gang_once_and_reads_pods_while_r
 def test_the_pods_of_a_running_job_are_read_at_most_every_30_seconds_whatever_wakes_it():
     assert TARGET.pod_check_interval == 30.0  # [volcano_wandb] pod_check_interval's default
     running = _job("Running", 2)
-    first = look(running, TARGET, WaitMemory(), 100.0)
+    first = look(running, TARGET, StepMemory(), 100.0)
     assert first.read_pods and first.memory.pods_read_at == 100.0
     ticks = [look(running, TARGET, first.memory, 100.0 + t) for t in (0.5, 10.0, 29.9)]
     assert not any(tick.read_pods for tick in ticks)  # watch events, poll_interval ticks
     due = look(running, TARGET, ticks[-1].memory, 100.0 + 30.0)
     assert due.read_pods and due.memory.pods_read_at == 100.0 + 30.0
-    forgot = look(running, TARGET, WaitMemory(), 105.0)  # a restarted triggerer reads at once
+    forgot = look(running, TARGET, StepMemory(), 105.0)  # a restarted triggerer reads at once
     assert forgot.read_pods
 
 
@@ -164,12 +164,12 @@ def test_the_trigger_and_the_sensor_read_pod_check_interval_from_their_config(mo
 def test_a_waiter_that_never_saw_the_gang_writes_no_mark_on_a_marked_job():
     whole = _job("Running", 2, marked=True)
     whole["status"]["taskStatusCount"]["master"] = {"phase": {"Running": 1}}
-    assert look(whole, TARGET, WaitMemory(), 0.0).mark is None
+    assert look(whole, TARGET, StepMemory(), 0.0).mark is None
 
 
 def test_a_look_at_another_submission_judges_the_target_deleted_and_logs_nothing():
     other = _job("Running", 2)
     other["metadata"]["uid"] = "u-2"
-    seen = look(other, TARGET, WaitMemory(), 0.0)
+    seen = look(other, TARGET, StepMemory(), 0.0)
     assert seen.progress is None and seen.result.outcome is Ending.DELETED
     assert not seen.read_pods

@@ -9,13 +9,13 @@ from datetime import datetime
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.template.elastic import ELASTIC_ANNOTATION
-from airflow_volcano_wandb.wait.judge import WaitTarget, gang_was_whole, judge, see, unplaced_ranks
-from airflow_volcano_wandb.wait.step import WaitMemory, gang_is_whole, look
+from airflow_volcano_wandb.wait.judge import JobTarget, gang_was_whole, judge, see, unplaced_ranks
+from airflow_volcano_wandb.wait.step import StepMemory, gang_is_whole, look
 from airflow_volcano_wandb.wait.training_progress import Progress, ProgressSeen, observe
 
 CREATED = "2026-11-29T10:00:00Z"
 T0 = datetime.fromisoformat("2026-11-29T10:00:00+00:00").timestamp()
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", pending_timeout=60)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", pending_timeout=60)
 
 
 def job(running: dict[str, int], *, elastic: bool = True, phase: str = "Running") -> dict:
@@ -63,7 +63,7 @@ def test_the_same_job_without_elastic_misses_its_workers() -> None:
 
 
 def test_the_task_log_says_when_a_worker_is_lost_and_when_one_joins() -> None:
-    memory = WaitMemory()
+    memory = StepMemory()
     lines = []
     for workers in (2, 2, 1, 3):
         seen = look(job({"master": 1, "worker": workers}), TARGET, memory, T0)
@@ -79,14 +79,14 @@ def test_the_task_log_says_when_a_worker_is_lost_and_when_one_joins() -> None:
 
 
 def test_a_job_without_elastic_logs_no_membership_note() -> None:
-    memory = look(job({"master": 1, "worker": 3}, elastic=False), TARGET, WaitMemory(), T0).memory
+    memory = look(job({"master": 1, "worker": 3}, elastic=False), TARGET, StepMemory(), T0).memory
     lost = look(job({"master": 1, "worker": 2}, elastic=False), TARGET, memory, T0)
     assert "worker lost:" not in (lost.progress or "") and lost.memory.elastic_running == ()
 
 
 def test_the_lost_line_names_the_last_step_the_wait_read() -> None:
     read = ProgressSeen(read=Progress(step=1800, at=T0, total_steps=4000))
-    memory = look(job({"master": 1, "worker": 3}), TARGET, WaitMemory(training=read), T0).memory
+    memory = look(job({"master": 1, "worker": 3}), TARGET, StepMemory(training=read), T0).memory
     lost = look(job({"master": 1, "worker": 2}), TARGET, memory, T0 + 5)
     assert lost.progress == (
         "Running: master 1/1, worker 2/3, at least 1 - worker lost: 2 of 3 running "
@@ -97,7 +97,7 @@ def test_the_lost_line_names_the_last_step_the_wait_read() -> None:
 def test_an_elastic_job_short_of_min_workers_past_the_pending_timeout_fails_as_never_placed():
     """Its survivors wait in torchrun's rendezvous using no GPU: the same typed failure as a
     gang that never fits, counted from the first look that saw it short."""
-    memory = look(job({"master": 1, "worker": 2}), TARGET, WaitMemory(), T0).memory
+    memory = look(job({"master": 1, "worker": 2}), TARGET, StepMemory(), T0).memory
     short = job({"master": 1, "worker": 0})
     first = look(short, TARGET, memory, T0 + 100)
     assert first.result is None and first.memory.short_since == T0 + 100
@@ -113,7 +113,7 @@ def test_an_elastic_job_short_of_min_workers_past_the_pending_timeout_fails_as_n
 
 def test_a_fixed_job_that_loses_a_rank_is_restarting_not_timed_out() -> None:
     fixed = job({"master": 1, "worker": 3}, elastic=False)
-    memory = look(fixed, TARGET, WaitMemory(), T0).memory
+    memory = look(fixed, TARGET, StepMemory(), T0).memory
     lost = look(job({"master": 1, "worker": 2}, elastic=False), TARGET, memory, T0 + 1000)
     assert lost.result is None and lost.memory.short_since is None
 

@@ -17,13 +17,13 @@ from typing import Any
 
 from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from airflow_volcano_wandb.wait import job_watcher, namespace_watch, step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget
+from airflow_volcano_wandb.wait.judge import JobTarget
 from airflow_volcano_wandb.wait.pod_watcher import (
     WATCHED_PODS_SELECTOR,
     NamespacePodWatcher,
     kept_pod,
 )
-from airflow_volcano_wandb.wait.step import WaitMemory
+from airflow_volcano_wandb.wait.step import StepMemory
 
 NS = "team"
 LOG = logging.getLogger("test")
@@ -188,10 +188,10 @@ def _step(hook: FakePodHook, job: dict, pods_watch: NamespacePodWatcher | None) 
         if pods_watch is not None:
             pods_watch.subscribe("j")
             await until(pods_watch.synced.is_set)
-        target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
+        target = JobTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
         try:
             return await step_io.take_step(
-                watcher, job, target, WaitMemory(), LOG, fresh=False, pod_watch=pods_watch
+                watcher, job, target, StepMemory(), LOG, fresh=False, pod_watch=pods_watch
             )
         finally:
             if pods_watch is not None:
@@ -276,10 +276,10 @@ def _step_while_pod_watch_lists(fail: bool) -> tuple[FakePodHook, Any]:
         pods = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
         pods.subscribe("j")
         await until(lambda: attempts and (not fail or pods.failing_since))
-        target = WaitTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
+        target = JobTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
         try:
             return await step_io.take_step(
-                watcher, JOB, target, WaitMemory(), LOG, fresh=False, pod_watch=pods
+                watcher, JOB, target, StepMemory(), LOG, fresh=False, pod_watch=pods
             )
         finally:
             await pods.stop()
@@ -334,11 +334,9 @@ def test_two_waits_sharing_a_job_watch_each_read_their_own_pod_watch():
 
         async def step(job: dict, pod_watch: NamespacePodWatcher | None) -> Any:
             name = job["metadata"]["name"]
-            target = WaitTarget(
-                name=name, namespace=NS, uid=f"{name}-uid", max_container_restarts=1
-            )
+            target = JobTarget(name=name, namespace=NS, uid=f"{name}-uid", max_container_restarts=1)
             return await step_io.take_step(
-                watcher, job, target, WaitMemory(), LOG, fresh=False, pod_watch=pod_watch
+                watcher, job, target, StepMemory(), LOG, fresh=False, pod_watch=pod_watch
             )
 
         try:

@@ -11,8 +11,8 @@ import logging
 import pytest
 
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget
-from airflow_volcano_wandb.wait.step import WaitMemory
+from airflow_volcano_wandb.wait.judge import JobTarget
+from airflow_volcano_wandb.wait.step import StepMemory
 from airflow_volcano_wandb.wait.training_progress import PROGRESS_ANNOTATION
 from tests.unit.wait.test_training_progress import RUNNING, TARGET, Calls, Wandb, summary
 from tests.unit.wait.test_wait_verdicts import T0
@@ -36,7 +36,7 @@ class Annotated(Calls):
 def _reads(monkeypatch, calls: Calls, annotate: bool, *reads: tuple[float, dict]) -> list[str]:
     """Each read's step at its moment; the lines logged of the progress."""
     target = dataclasses.replace(TARGET, progress_interval=10, progress_annotation=annotate)
-    wandb, memory, lines = Wandb(*(read for _, read in reads)), WaitMemory(), []
+    wandb, memory, lines = Wandb(*(read for _, read in reads)), StepMemory(), []
 
     class Log:
         def info(self, message: str, *args) -> None:
@@ -70,7 +70,7 @@ def test_off_by_default_no_line_is_written(monkeypatch):
     calls = Annotated()
     lines = _reads(monkeypatch, calls, False, (T0, summary(1200, T0 - 5)))
     assert lines == ["progress: step 1200/4000 (30 %)"] and calls.writes == []
-    assert WaitTarget(name="j", namespace="ns").progress_annotation is False
+    assert JobTarget(name="j", namespace="ns").progress_annotation is False
 
 
 def test_a_write_that_fails_is_said_and_the_wait_goes_on(monkeypatch):
@@ -107,7 +107,7 @@ def test_a_slow_read_puts_the_next_line_no_later_than_a_minute_on(monkeypatch):
 
     wandb, memory, lines = (
         SlowFirstRead(summary(1200, T0), summary(1500, T0 + 60)),
-        WaitMemory(),
+        StepMemory(),
         [],
     )
     monkeypatch.setattr(step_io.time, "time", lambda: clock[0])

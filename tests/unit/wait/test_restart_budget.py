@@ -20,7 +20,7 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception
-from airflow_volcano_wandb.wait.judge import WaitTarget, counts_restarts, judge, see
+from airflow_volcano_wandb.wait.judge import JobTarget, counts_restarts, judge, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.restart_budget import (
     DEFAULT_MAX_CONTAINER_RESTARTS,
@@ -132,7 +132,7 @@ def test_a_rank_is_the_pod_name_without_its_job():
     assert CrashLoop("p", "chief", "c", 1, 0, 1).task == ""  # no index: no task claimed
 
 
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=3)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=3)
 CRASHING = [pod("master-0", 4), pod("worker-0", 0), pod("worker-1", 0)]
 
 
@@ -150,7 +150,7 @@ def test_the_judge_counts_restarts_only_of_a_running_job_with_a_budget():
     assert counts_restarts(see(running, TARGET), TARGET)
     assert not counts_restarts(see(job("Pending"), TARGET), TARGET)
     assert not counts_restarts(see(None, TARGET), TARGET)
-    no_budget = WaitTarget(name="j", namespace="ns", uid="u-1")
+    no_budget = JobTarget(name="j", namespace="ns", uid="u-1")
     assert not counts_restarts(see(running, no_budget), no_budget)
     assert judge(job("Completing"), TARGET, T0, pods=CRASHING) is None
 

@@ -24,7 +24,7 @@ from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io, wandb_progress
-from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, judge_stall, see
+from airflow_volcano_wandb.wait.judge import JobTarget, WandbRunRef, judge_stall, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.stall import (
     Stall,
@@ -34,14 +34,14 @@ from airflow_volcano_wandb.wait.stall import (
     stalled,
     stalled_online,
 )
-from airflow_volcano_wandb.wait.step import WaitMemory, look, probes_stall
+from airflow_volcano_wandb.wait.step import StepMemory, look, probes_stall
 from test_support.airflow_compat import dag_bag
 from test_support.waits import operator_trigger, sensor_trigger
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 REPO = Path(__file__).resolve().parents[3]
 TIMEOUT = 600.0
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", stall_timeout=TIMEOUT)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", stall_timeout=TIMEOUT)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 
 
@@ -120,7 +120,7 @@ def test_the_master_is_probed_at_most_every_quarter_of_the_timeout():
 
 
 def test_a_look_asks_for_a_probe_only_of_a_running_job_and_remembers_when():
-    first = look(RUNNING, TARGET, WaitMemory(), T0)
+    first = look(RUNNING, TARGET, StepMemory(), T0)
     assert first.probe_stall and first.read_pods and first.memory.stall_probed_at == T0
     soon = look(RUNNING, TARGET, first.memory, T0 + 10)
     assert not soon.probe_stall and not soon.read_pods  # no budget: no pods needed either
@@ -129,8 +129,8 @@ def test_a_look_asks_for_a_probe_only_of_a_running_job_and_remembers_when():
     assert due.probe_stall and due.memory.stall_probed_at == T0 + TIMEOUT / 4
     for other in (job("Pending"), job("Completing"), None):
         assert not probes_stall(see(other, TARGET), TARGET, None, T0)
-    off = WaitTarget(name="j", namespace="ns", uid="u-1")
-    assert not look(RUNNING, off, WaitMemory(), T0).probe_stall
+    off = JobTarget(name="j", namespace="ns", uid="u-1")
+    assert not look(RUNNING, off, StepMemory(), T0).probe_stall
 
 
 def test_the_verdict_names_the_master_the_timeout_and_how_long_it_ran():
@@ -222,7 +222,7 @@ def _step(calls: Calls, monkeypatch, wandb=None, log=None) -> WaitResult | None:
     log = log or logging.getLogger("test")
     memory, result = asyncio.run(
         step_io.take_step(
-            calls, RUNNING, TARGET, WaitMemory(), log, fresh=False, pod_watch=None, wandb=wandb
+            calls, RUNNING, TARGET, StepMemory(), log, fresh=False, pod_watch=None, wandb=wandb
         )
     )
     assert memory.stall_probed_at == T0

@@ -15,10 +15,10 @@ from airflow_volcano_wandb.exceptions import (
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait import failure_exception
 from airflow_volcano_wandb.wait.cleanup import deletes_job
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge, reads_pods, see
+from airflow_volcano_wandb.wait.judge import JobTarget, judge, reads_pods, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.startup import StartFailure, start_failure
-from airflow_volcano_wandb.wait.step import WaitMemory, look
+from airflow_volcano_wandb.wait.step import StepMemory, look
 
 T0 = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 PLACED = "2027-01-15T08:00:00Z"
@@ -78,7 +78,7 @@ def job(phase: str = "Pending", running: int = 0) -> dict:
     }
 
 
-TARGET = WaitTarget(name="j", namespace="ns", uid=UID, startup_timeout=120.0)
+TARGET = JobTarget(name="j", namespace="ns", uid=UID, startup_timeout=120.0)
 
 
 def failure(
@@ -153,14 +153,14 @@ def test_the_judge_reads_pods_while_a_rank_has_not_started_and_ends_the_wait():
     pods = [pod("master-0", "ImagePullBackOff"), pod("worker-0", "ImagePullBackOff")]
     seen = see(job(), TARGET)
     assert reads_pods(seen, TARGET)
-    assert look(job(), TARGET, WaitMemory(), T0).read_pods
+    assert look(job(), TARGET, StepMemory(), T0).read_pods
     assert judge(job(), TARGET, T0 + 60, pods=pods) is None
     result = judge(job(), TARGET, T0 + 130, pods=pods)
     assert result is not None and result.outcome is Ending.START_FAILED
     assert result.start_failure.rank == "master-0" and result.uid == UID
     assert result.message.startswith("Volcano job ns/j cannot start: rank master-0")
     assert WaitResult.from_event(json.loads(json.dumps(result.to_event()))) == result
-    off = WaitTarget(name="j", namespace="ns", uid=UID)  # a trigger stored before the budget
+    off = JobTarget(name="j", namespace="ns", uid=UID)  # a trigger stored before the budget
     assert not reads_pods(see(job(), off), off)
     assert judge(job(), off, T0 + 10_000, pods=pods) is None
 

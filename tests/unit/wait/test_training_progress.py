@@ -11,8 +11,8 @@ import logging
 import pytest
 
 from airflow_volcano_wandb.wait import step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, see
-from airflow_volcano_wandb.wait.step import WaitMemory, reads_progress
+from airflow_volcano_wandb.wait.judge import JobTarget, WandbRunRef, see
+from airflow_volcano_wandb.wait.step import StepMemory, reads_progress
 from airflow_volcano_wandb.wait.training_progress import (
     Progress,
     ProgressSeen,
@@ -23,7 +23,7 @@ from airflow_volcano_wandb.wait.training_progress import (
 )
 from tests.unit.wait.test_wait_verdicts import T0, job
 
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", progress_interval=60)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", progress_interval=60)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 
 
@@ -122,7 +122,7 @@ class Wandb:
 
 def test_a_waiting_task_logs_its_progress_with_a_rate_from_its_second_read(monkeypatch, caplog):
     wandb = Wandb(summary(1200, T0 - 5, **{"eval/accuracy": 0.9}), summary(1500, T0 + 55))
-    memory = WaitMemory()
+    memory = StepMemory()
     with caplog.at_level(logging.INFO):
         for now in (T0, T0 + 60):
             monkeypatch.setattr(step_io.time, "time", lambda now=now: now)

@@ -13,14 +13,14 @@ from airflow_volcano_wandb.job.job_status import interpret
 from airflow_volcano_wandb.wait import cleanup
 from airflow_volcano_wandb.wait.judge import (
     GANG_WHOLE_ANNOTATION,
-    WaitTarget,
+    JobTarget,
     gang_was_whole,
     gang_whole_since,
     judge,
     see,
     unplaced_ranks,
 )
-from airflow_volcano_wandb.wait.outcome import WaitResult, WaitResultError
+from airflow_volcano_wandb.wait.outcome import ForeignEvent, WaitResult
 from airflow_volcano_wandb.wait.step import (
     gang_is_whole,
     gang_whole_mark,
@@ -49,7 +49,7 @@ def job(phase: str, *, uid="u-1", running=None, transition=None, retry=0, deleti
     }
 
 
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", pending_timeout=60)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", pending_timeout=60)
 
 
 def test_result_round_trips_through_a_trigger_event():
@@ -65,7 +65,7 @@ def test_result_round_trips_through_a_trigger_event():
     [None, [], {}, {"outcome": "exploded", "name": "j", "namespace": "n", "message": "m"}],
 )
 def test_an_event_that_is_not_a_wait_result_is_refused(event):
-    with pytest.raises(WaitResultError):
+    with pytest.raises(ForeignEvent):
         WaitResult.from_event(event)
 
 
@@ -191,12 +191,12 @@ def test_a_lost_rank_of_a_gang_that_was_whole_is_reported_as_restarting():
 
 
 def test_no_pending_timeout_means_waiting_for_ever_on_placement():
-    target = WaitTarget(name="j", namespace="ns", uid="u-1")
+    target = JobTarget(name="j", namespace="ns", uid="u-1")
     assert judge(job("Pending"), target, T0 + 10**6) is None
 
 
 def test_the_deadline_ends_the_wait_as_a_timeout():
-    target = WaitTarget(name="j", namespace="ns", uid="u-1", deadline=T0 + 5)
+    target = JobTarget(name="j", namespace="ns", uid="u-1", deadline=T0 + 5)
     whole = job("Running", running={"master": 1, "worker": 2})
     assert judge(whole, target, T0 + 4) is None
     assert judge(whole, target, T0 + 5).outcome is Ending.TIMEOUT

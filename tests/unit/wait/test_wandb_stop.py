@@ -15,7 +15,7 @@ from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.airflow_compat import AirflowFailException
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.wait import cleanup, diagnostics, failure_exception
-from airflow_volcano_wandb.wait.judge import WaitTarget, judge, judge_pods, see
+from airflow_volcano_wandb.wait.judge import JobTarget, judge, judge_pods, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.wandb_stop import (
     STOPPED_FROM_WANDB_EXIT_CODE,
@@ -27,7 +27,7 @@ from tests.unit.wait.test_restart_budget import pod
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 STOP = STOPPED_FROM_WANDB_EXIT_CODE
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=3)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=3)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 URL = "https://wandb.example/ml-team/volcano-demo/runs/r1"
 
@@ -76,7 +76,7 @@ def test_a_stop_wins_over_the_crash_loop_it_causes():
 
 
 def test_without_a_restart_budget_the_pods_are_not_read_for_a_stop():
-    no_budget = WaitTarget(name="j", namespace="ns", uid="u-1")
+    no_budget = JobTarget(name="j", namespace="ns", uid="u-1")
     assert judge(RUNNING, no_budget, T0, pods=[pod("master-0", 1, exit_code=STOP)]) is None
 
 

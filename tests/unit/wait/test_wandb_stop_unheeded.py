@@ -16,9 +16,9 @@ from airflow_volcano_wandb import exceptions
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait import cleanup, failure_exception, step_io
-from airflow_volcano_wandb.wait.judge import WaitTarget, WandbRunRef, see
+from airflow_volcano_wandb.wait.judge import JobTarget, WandbRunRef, see
 from airflow_volcano_wandb.wait.outcome import WaitResult
-from airflow_volcano_wandb.wait.step import WaitMemory, asks_wandb_stop
+from airflow_volcano_wandb.wait.step import StepMemory, asks_wandb_stop
 from airflow_volcano_wandb.wait.wandb_stop import (
     STOP_SEEN_ANNOTATION,
     WANDB_STOP_CHECK_INTERVAL,
@@ -28,7 +28,7 @@ from airflow_volcano_wandb.wait.wandb_stop import (
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 GRACE = 60.0
-TARGET = WaitTarget(name="j", namespace="ns", uid="u-1", wandb_stop_grace=GRACE)
+TARGET = JobTarget(name="j", namespace="ns", uid="u-1", wandb_stop_grace=GRACE)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 
 
@@ -86,7 +86,7 @@ def _step(job, calls, wandb, monkeypatch, memory=None, now=T0):
             calls,
             job,
             TARGET,
-            memory or WaitMemory(),
+            memory or StepMemory(),
             logging.getLogger("t"),
             fresh=False,
             pod_watch=None,
@@ -102,10 +102,10 @@ def test_the_wait_asks_w_and_b_once_a_minute_at_most_and_only_of_a_job_not_ended
     assert asks_wandb_stop(seen, TARGET, T0 - WANDB_STOP_CHECK_INTERVAL, T0)
     assert not asks_wandb_stop(see(job("Completed"), TARGET), TARGET, None, T0)
     assert not asks_wandb_stop(see(None, TARGET), TARGET, None, T0)
-    off = WaitTarget(name="j", namespace="ns", uid="u-1")
+    off = JobTarget(name="j", namespace="ns", uid="u-1")
     assert not asks_wandb_stop(seen, off, None, T0)
     # A grace shorter than a minute is asked about as often as it lasts.
-    short = WaitTarget(name="j", namespace="ns", uid="u-1", wandb_stop_grace=5)
+    short = JobTarget(name="j", namespace="ns", uid="u-1", wandb_stop_grace=5)
     assert asks_wandb_stop(seen, short, T0 - 5, T0)
 
 
@@ -148,7 +148,7 @@ def test_anything_but_a_confirmed_overdue_stop_waits_on(seen_job, fresh, stopped
 
 def test_between_its_questions_the_waiter_does_not_ask_w_and_b(monkeypatch):
     wandb = Wandb(stopped=True)
-    memory = WaitMemory(wandb_stop_asked_at=T0 - 1)
+    memory = StepMemory(wandb_stop_asked_at=T0 - 1)
     assert _step(marked(T0 - GRACE), Calls(RUNNING), wandb, monkeypatch, memory)[1] is None
     assert wandb.asked == 0
 
