@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 import httpx
 
 from airflow_volcano_wandb.testing.cluster.process import free_ports
-from tests.e2e import executors
+from tests.e2e import executors, process_tree
 from tests.e2e.airflow_api import ApiError, RestApi
 from tests.e2e.postgres import PostgresServer
 from tests.e2e.redis_server import RedisServer
@@ -320,6 +320,13 @@ class AirflowStack(RestApi):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(timeout=5)
+
+    def lose(self, component: str) -> None:
+        """SIGKILL a component with every process under it, as when its pod or node is lost
+        (``tests/e2e/process_tree.py``: Airflow's task runner outlives a :meth:`kill`)."""
+        self.stopped.add(component)
+        process_tree.sigkill_tree(self.procs[component].pid)
+        self.procs[component].wait(timeout=10)
 
     def start_again(self, component: str) -> None:
         """Start a stopped component again (a supervisor's restart); its log goes on."""
