@@ -1,8 +1,9 @@
 """Production-shaped Airflow: a handover, a crash or a database restart never kills training.
 
 The session's reliability stack (``reliability_airflow``; ``test_support/airflow_runs.py``)
-is shaped like an HA deployment: PostgreSQL, two schedulers (LocalExecutor), the DAG processor
-and two triggerers, A (``triggerer``, capacity ``HANDOVER_JOBS / 2``) and B (``triggerer-2``),
+is shaped like an HA deployment: PostgreSQL, two schedulers, the DAG processor, two Celery
+workers (Redis the broker; ``EXECUTOR=local``: LocalExecutor, the schedulers run the tasks) and
+two triggerers, A (``triggerer``, capacity ``HANDOVER_JOBS / 2``) and B (``triggerer-2``),
 with ``triggerer_health_check_threshold`` at 15 s.
 
 Every job here runs until the test ends it: cutting its master pod's simulated duration to

@@ -1,5 +1,6 @@
-"""A mapped sweep on a real Airflow (scheduler, triggerer, API server): per map index, a kill
-deletes only that index's Volcano job, and a clear retrains only that index.
+"""A mapped sweep on a real Airflow (scheduler, triggerer, API server; the executor that
+``EXECUTOR`` names, CeleryExecutor with two workers by default): per map index, a kill deletes
+only that index's Volcano job, and a clear retrains only that index.
 
 Too long for the default suite (a whole Airflow stack and two DAG runs): marked ``long``,
 run by ``make test-long``.
@@ -21,6 +22,7 @@ from airflow_volcano_wandb.testing.recorder import Recorder
 from test_support.airflow_runs import ReliabilityStack
 from test_support.cluster_jobs import SIM_DURATION, list_jobs, seed_template
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
+from tests.e2e.executors import executor_from_env
 
 pytestmark = [pytest.mark.long, pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(2400)]
 
@@ -38,6 +40,7 @@ def stack(volcano_cluster) -> Iterator[AirflowStack]:
         kubeconfig=volcano_cluster.kubeconfig,
         wandb_conn=WANDB_CONN,
         dags_folder=Path(__file__).parent / "dags",  # avw_rel_sweep among them
+        executor=executor_from_env(),  # as the session's reliability stack
     )
     try:
         stack.start(timeout=900)  # a loaded 2-core machine starts the API server slowly
