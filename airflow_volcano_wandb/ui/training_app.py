@@ -56,6 +56,8 @@ FIELDS = (
     "wandb_project",
 )
 _MAX_SERIES = 1000
+#: A task instance: its DAG, run, task and map index.
+TaskKey = tuple[str, str, str, int]
 
 app = FastAPI(title="Volcano + W&B training", openapi_url=None, docs_url=None, redoc_url=None)
 ReadTask = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
@@ -101,7 +103,9 @@ def task_model(dag_id: str, run_id: str, task_id: str, map_index: int, session: 
     xcoms = _xcoms(session, [(dag_id, run_id, task_id, map_index)])
     fields = _rendered(session, dag_id, run_id, task_id, map_index)
     kept = _kept(xcoms.get((dag_id, run_id, task_id, map_index), {}), fields, state)
-    job, pods, series = None, [], Series()
+    job: dict | None = None
+    pods: list[dict] = []
+    series = Series()
     if kept.job.get("name"):
         conn = fields.get("kubernetes_conn_id") or "kubernetes_default"
         job, pods = reads.job_and_pods(conn, kept.job["name"], kept.job.get("namespace", "default"))
@@ -134,9 +138,10 @@ def jobs_model(
     query = select(TI.dag_id, TI.run_id, TI.task_id, TI.map_index, TI.state).where(
         TI.dag_id.in_(readable), TI.operator.in_(OPERATORS), TI.state.in_(WAITING_STATES)
     )
-    tis = [tuple(row) for row in session.execute(query.order_by(TI.dag_id, TI.task_id))]
-    xcoms = _xcoms(session, [ti[:4] for ti in tis])
-    kept = {ti[:4]: _kept(xcoms.get(ti[:4], {}), {}, ti[4]) for ti in tis}
+    rows_read = session.execute(query.order_by(TI.dag_id, TI.task_id))
+    tis: dict[TaskKey, Any] = {(r[0], r[1], r[2], r[3]): r[4] for r in rows_read}
+    xcoms = _xcoms(session, list(tis))
+    kept = {key: _kept(xcoms.get(key, {}), {}, state) for key, state in tis.items()}
     listed: dict[str, dict[str, dict]] = {}
     for namespace in sorted({k.job.get("namespace", "") for k in kept.values()} - {""}):
         listed[namespace] = reads.managed_jobs("kubernetes_default", namespace)
@@ -164,7 +169,7 @@ def _ti_exists(session: Any, *key: Any) -> bool:
     return session.scalar(select(TI.task_id).where(*_ti_is(TI, *key))) is not None
 
 
-def _xcoms(session: Any, keys: Iterable[tuple]) -> dict[tuple, dict[str, Any]]:
+def _xcoms(session: Any, keys: Iterable[TaskKey]) -> dict[TaskKey, dict[str, Any]]:
     """The tab's XComs of these task instances, by task instance and key."""
     wanted = set(keys)
     if not wanted:
@@ -174,7 +179,7 @@ def _xcoms(session: Any, keys: Iterable[tuple]) -> dict[tuple, dict[str, Any]]:
         XComModel.dag_id.in_({k[0] for k in wanted}),
         XComModel.run_id.in_({k[1] for k in wanted}),
     )
-    found: dict[tuple, dict[str, Any]] = {}
+    found: dict[TaskKey, dict[str, Any]] = {}
     for row in session.scalars(query):
         key = (row.dag_id, row.run_id, row.task_id, row.map_index)
         if key in wanted:
