@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX ?= $(HOME)/.cache/airflow-volcano-wandb/pycache
 
-.PHONY: venv dist demo test test-unit test-long test-real-pods test-lifecycle test-ha test-compat test-compat-ci screenshots lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
+.PHONY: venv dist demo test test-unit test-long test-real-pods test-token-rotation test-lifecycle test-ha test-compat test-compat-ci screenshots lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml $(HARNESS)/pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -79,6 +79,13 @@ test-long: venv
 # docs/local-cluster.md) runs the trainer image built here. Not in `make test` or CI.
 test-real-pods: venv
 	AVW_CLUSTER_REAL_NODE=1 $(BIN)/python -m pytest -m real_pods tests/realpods
+
+# The in-cluster token trial (marked `long` and `real_pods`; about 30 minutes): the provider's
+# trigger in a pod of the Airflow image as the chart's triggerer, its projected token expiring
+# every 10 minutes (tests/realpods/test_in_cluster_token.py). Reads the apiserver's audit log.
+test-token-rotation: venv
+	AVW_CLUSTER_REAL_NODE=1 AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest -m "long and real_pods" \
+		tests/realpods/test_in_cluster_token.py
 
 # The HA trials at full size (not in CI: about 10 minutes): 20 deferred jobs handed from a
 # frozen triggerer to the other one, and the faults (tests/reliability/test_ha_airflow.py);
