@@ -10,8 +10,11 @@ of the host that wrote it, as in the chart, where no folder is shared.
 
 Two runs start together: the manual DAG triggered with a form's params (replicas, GPUs,
 epochs), its master training ``TRAINS_FOR`` seconds while its W&B run on the stand-in reports
-progress; and a deferrable operator whose job fails once the task has deferred. What is
-simulated: the pods (KWOK), the trainer and the W&B server.
+progress; and a deferrable operator whose job fails once the task has deferred. Then, on the
+same stack, the worker kill trials: a Celery worker SIGKILLed (with its task process: a node
+or pod lost) while its task is in the ``defer_after`` window, then the worker that ran the next
+try SIGKILLed once that try has deferred. Each worker is started again at once, as its
+Deployment would. What is simulated: the pods (KWOK), the trainer and the W&B server.
 """
 
 from __future__ import annotations
@@ -19,25 +22,28 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 
 from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id
 from airflow_volcano_wandb.wandb.wandb_urls import run_url
 from test_support import training_report
-from test_support.airflow_runs import DAGS, MANUAL_DAG, Run, running_stack, start_run
-from test_support.cluster_jobs import failing_template
+from test_support.airflow_runs import DAGS, ENDED, MANUAL_DAG, Run, running_stack, start_run
+from test_support.cluster_jobs import SIM_DURATION, end_master, failing_template, seed_template
 from test_support.wandb_standin import WandbStandin
 from tests.e2e import manual_run
 from tests.e2e.airflow_stack import REPO, AirflowStack, command_of, wait_for
 
-# The stack's start (about 1 min on a quiet machine, more when loaded) and both runs at once:
-# the training's 75 s after a submission and a 15 s window.
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(900)]
+# The stack's start (about 1 min on a quiet machine, more when loaded), both runs at once (the
+# training's 75 s after a submission and a 15 s window), then the kill trial (207 s at a load
+# average of 22 on 2 cores; its time is mostly task starts, which load slows).
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1200)]
 
 #: The form's values: 2 workers of 2 GPUs each, 4 epochs.
 FORM = {"worker_replicas": 2, "gpus_per_worker": 2, "epochs": 4}
@@ -47,6 +53,15 @@ PROGRESS = re.compile(rf"^progress: step \d+/{manual_run.TOTAL_STEPS} \(\d+ %\)"
 MASTER_LINE = re.compile(r"^\[\S+-master-0\] ")
 #: The failing job's master exits 3 this long after it starts: after the task's window.
 FAILS_AFTER = "35"
+#: A running task whose worker died is failed (and retried) once its last heartbeat is this
+#: old. Airflow's default, 300 s, is what a deployment waits; 20 s keeps the trial short and
+#: still leaves a live task's heartbeats (every 5 s) room on a loaded machine.
+HEARTBEAT_TIMEOUT = "20"
+#: The kill trial's DAG (tests/reliability/dags/avw_celery_dags.py): one retry, a 10 s window.
+RETRIED_DAG = "avw_rel_celery_retried"
+#: Its master trains until the trial ends it (``end_master``), after the second kill: however
+#: slow the retry is to start, the job still runs when try 2 defers.
+KILL_TRIAL_TRAINS_FOR = "600"
 
 
 @pytest.fixture(scope="module")
@@ -67,6 +82,8 @@ def celery_airflow(volcano_cluster, standin, tmp_path_factory) -> Iterator[Airfl
     env = {
         "AIRFLOW__VOLCANO_PYTORCH_MANUAL__FOLLOW_MASTER_LOG": "True",
         "AIRFLOW__VOLCANO_PYTORCH_MANUAL__TEMPLATE": str(manual_run.training_template(folder)),
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": HEARTBEAT_TIMEOUT,
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "2",
     }
     try:
         with running_stack(
@@ -187,6 +204,81 @@ def test_a_failing_job_on_celery_ends_with_its_typed_failure_beside_the_standin(
     assert sources[0].startswith(f"http://{ti['hostname']}:"), sources
     assert "Failing with TrainerExitError" in events, shown
     assert len(run.watched.seen) == 1, run.watched.seen  # one job: nothing submitted twice
+
+
+def test_celery_workers_sigkilled_in_the_window_and_after_deferring_keep_one_job_on_the_standin(
+    celery_airflow: AirflowStack, volcano_cluster
+) -> None:
+    """A worker crash is no kill: the job stays, try 2 reattaches to it and trains on."""
+    stack = celery_airflow
+    template = seed_template(
+        master={SIM_DURATION: KILL_TRIAL_TRAINS_FOR}, worker={SIM_DURATION: "600"}
+    )
+    with volcano_cluster.api_client() as api:
+        run = start_run(
+            stack, volcano_cluster, api, RETRIED_DAG, "celery-kill", {"template": template}
+        )
+        try:
+            started = time.monotonic()
+            # Try 1 in its window: running on a worker, its job created, not yet deferred.
+            ti = wait_for(lambda: _in_window(run), 300, "try 1 in its window", interval=0.2)
+            first = _sigkill_worker(stack, ti)
+            master = wait_for(lambda: _master_pod(api, run), 60, "the master pod")
+            # Try 1's heartbeat lapses, the scheduler fails it for a retry; try 2 reattaches.
+            ti = wait_for(lambda: _deferred_try(run, 2), 300, "try 2 to defer")
+            retried_after = time.monotonic() - started
+            second = _sigkill_worker(stack, ti)
+            still = _master_pod(api, run)
+            end_master(api, run.watched.namespace)  # the training ends: try 2 resumes
+            ti = run.expect_success(try_number=2)
+        finally:
+            run.watched.stop()
+            volcano_cluster.delete_namespace(run.watched.namespace)
+    # One job ever, its master pod the same and never restarted: no training lost or repeated.
+    assert len(run.watched.seen) == 1, run.watched.seen
+    assert still and (still["uid"], still["restarts"]) == (master["uid"], 0), (master, still)
+    # Try 2's first half, in the folder of the worker that ran it (Airflow serves only the
+    # resumed half's worker, as docs/helm.md says), reattached.
+    tries = [p for p in _written_by(stack, "worker", run, "train") if p.name == "attempt=2.log"]
+    assert any("Reattaching to running Volcano job" in p.read_text() for p in tries), tries
+    # The resumed try ran on a worker after the second kill: the same try, nothing repeated.
+    assert ti["try_number"] == 2 and ti["hostname"], ti
+    print(f"killed {first} in the window, {second} after the deferral; retry deferred at "
+          f"{retried_after:.0f} s")  # fmt: skip
+
+
+def _in_window(run: Run) -> dict[str, Any] | None:
+    ti = run.ti()
+    if ti["state"] in ("deferred", *ENDED) or ti["try_number"] > 1:
+        raise AssertionError(f"try 1 left its window before the kill: {ti}")
+    running = ti["state"] == "running" and ti["try_number"] == 1 and ti["hostname"]
+    return ti if running and run.watched.live_uids() else None
+
+
+def _deferred_try(run: Run, try_number: int) -> dict[str, Any] | None:
+    ti = run.ti()
+    if ti["state"] in ("success", "failed"):
+        raise AssertionError(f"ended before try {try_number} deferred: {ti}")
+    return ti if (ti["state"], ti["try_number"]) == ("deferred", try_number) else None
+
+
+def _sigkill_worker(stack: AirflowStack, ti: dict[str, Any]) -> str:
+    """SIGKILL the worker that runs (or ran) ``ti`` with every process under it, its task
+    runner too (as its pod lost), then start it again, as its Deployment would; its name."""
+    worker = _component_of_host(stack, ti["hostname"])
+    assert command_of(worker) == "worker", (ti["hostname"], worker)
+    stack.lose(worker)
+    stack.start_again(worker)
+    return worker
+
+
+def _master_pod(api, run: Run) -> dict[str, Any] | None:
+    pods = client.CoreV1Api(api).list_namespaced_pod(run.watched.namespace).items
+    for pod in pods:
+        if pod.metadata.name.endswith("-master-0") and pod.status.phase == "Running":
+            statuses = pod.status.container_statuses or []
+            return {"uid": pod.metadata.uid, "restarts": sum(s.restart_count for s in statuses)}
+    return None
 
 
 def _job_running(run: Run) -> bool:
