@@ -81,19 +81,7 @@ def _base_layer(pins: str) -> Path:
     _say(f"building Airflow's base layer (mmdebstrap + uv; first run only) -> {layer}")
     with tempfile.TemporaryDirectory(dir=image.images_dir()) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        subprocess.run(
-            [
-                "mmdebstrap",
-                "--mode=root",
-                "--variant=minbase",
-                f"--include={','.join(DEBIAN_PACKAGES)}",
-                "--aptopt=APT::Install-Recommends false",
-                image.SUITE,
-                str(rootfs),
-                image.MIRROR,
-            ],
-            check=True,
-        )
+        image.debian_rootfs(rootfs, DEBIAN_PACKAGES)
         pins_file = Path(tmp) / "constraints.txt"
         pins_file.write_text(pins)
         subprocess.run(

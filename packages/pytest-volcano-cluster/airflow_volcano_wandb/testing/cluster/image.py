@@ -103,6 +103,23 @@ def _tar_dir(root: Path, out: Path) -> None:
     )
 
 
+def debian_rootfs(rootfs: Path, packages: tuple[str, ...]) -> None:
+    """A minimal Debian ``SUITE`` root file system in ``rootfs`` with ``packages``."""
+    subprocess.run(
+        [
+            "mmdebstrap",
+            "--mode=root",
+            "--variant=minbase",
+            f"--include={','.join(packages)}",
+            "--aptopt=APT::Install-Recommends false",
+            SUITE,
+            str(rootfs),
+            MIRROR,
+        ],
+        check=True,
+    )
+
+
 def _base_layer(key: str) -> Path:
     """Debian + torch + the pip requirements, as one layer tar (the slow, cached part)."""
     layer = images_dir() / f"trainer-base-{key}.tar"
@@ -112,19 +129,7 @@ def _base_layer(key: str) -> Path:
     _say(f"building the trainer's base layer with mmdebstrap (first run only) -> {layer}")
     with tempfile.TemporaryDirectory(dir=images_dir()) as tmp:
         rootfs = Path(tmp) / "rootfs"
-        subprocess.run(
-            [
-                "mmdebstrap",
-                "--mode=root",
-                "--variant=minbase",
-                f"--include={','.join(DEBIAN_PACKAGES)}",
-                "--aptopt=APT::Install-Recommends false",
-                SUITE,
-                str(rootfs),
-                MIRROR,
-            ],
-            check=True,
-        )
+        debian_rootfs(rootfs, DEBIAN_PACKAGES)
         shutil.copy("/etc/resolv.conf", rootfs / "etc" / "resolv.conf")
         # The host's CA bundle, which may hold a proxy's CA Debian's does not; removed below.
         shutil.copy(HOST_CA_BUNDLE, rootfs / "tmp" / "host-ca.crt")
