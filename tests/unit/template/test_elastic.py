@@ -264,3 +264,16 @@ def test_a_templates_own_restart_pod_policy_for_the_worker_is_kept() -> None:
         "PodFailed": "RestartPod",
         "PodEvicted": "RestartPod",
     }
+
+
+@pytest.mark.parametrize("setting", [None, False, True, (0, 1), (1, 1), (2, 4)])
+def test_every_switch_setting_renders_a_job_volcanos_admission_rules_accept(setting) -> None:
+    """Each setting of the switch, off included: ``render_job`` ran the template validator
+    (Volcano v1.14.1's CRD schema and webhook rules); the counting rules and the policies'
+    events and actions are checked here once more, on the job as rendered."""
+    job = render_job(SEED, macros=MACROS, elastic=setting, **ON)
+    _admitted_shape(job)
+    for task in job["spec"]["tasks"]:
+        _policies(task)
+    elastic = setting not in (None, False)
+    assert (ELASTIC_ANNOTATION in job["metadata"].get("annotations", {})) is elastic
