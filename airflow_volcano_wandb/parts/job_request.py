@@ -1,9 +1,10 @@
 """What the operator's job is: the queue template, what fills it, and the policy it must meet.
 
 Rendering itself is the pure ``template`` package; this part holds the options and hands
-them to ``render_job`` with the run's macros and env. An option ``render_job`` takes as it is
-is ``rendered(keyword)``: its default and doc are the keyword's declaration in ``template/``;
-here it says only how Airflow templates it, and the operator's word where it adds one.
+them to ``render_job`` with the run's macros and env. It declares only its own options and
+the three ``render_job`` keywords it renames: every other one a DAG gives is ``render_job``'s
+as it is, declared once in ``template/`` (default, doc, check and how Airflow templates it),
+and held in ``keywords`` (``passed_on``).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ from airflow_volcano_wandb.job import fit
 from airflow_volcano_wandb.job.fit_check import check_fit
 from airflow_volcano_wandb.job.queue_template import template_and_schemas
 from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
-from airflow_volcano_wandb.parts.options import REQUIRED, option, render_kwargs, rendered
+from airflow_volcano_wandb.parts.options import REQUIRED, option, passed_on, render_kwargs
 from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
-from airflow_volcano_wandb.template.macros import macros_from_env_names
+from airflow_volcano_wandb.template.render import OPTIONS as RENDER_OPTIONS
 from airflow_volcano_wandb.wandb import wandb_run
 from airflow_volcano_wandb.wandb.wandb_env import container_env, macro_values
 from airflow_volcano_wandb.wandb.wandb_queue_ref import is_queue_ref
@@ -29,6 +30,20 @@ if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG fil
     from airflow_volcano_wandb.hooks.volcano import VolcanoHook
 
 DEFAULT_FINISHED_JOB_TTL = 7 * 24 * 3600
+#: ``render_job``'s keywords the operator fills itself (from the task instance, its W&B run
+#: and its connection's ``namespace``) or does not offer; it renames three (``render=``).
+FILLED = frozenset(
+    {
+        "image",
+        "labels",
+        "annotations",
+        "pod_labels",
+        "namespace",
+        "template_namespace_allowed",
+        "run_env",
+        "torchrun_env",
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,35 +71,12 @@ class JobRequest:
     image_uri: str | None = option(
         None, "the training image, the ``${image_uri}`` macro.", templated=True
     )
-    replicas: Mapping[str, int | str] | None = rendered("replicas", typed=True, renderer="json")
     macros: Mapping[str, Any] | None = option(
         None,
         "further ``${name}`` values, or overrides of the built-ins.",
         typed=True,
         renderer="json",
     )
-    macros_from_env: Sequence[str] | None = option(
-        None,
-        """names (not patterns) of ``${NAME}`` macros filled from the environment of
-        the process that renders the job (the worker), as W&B's agent fills them from its
-        own; ``macros`` wins. Nothing else of the environment reaches the job, and errors
-        name macros, never values. ``None``: ``[volcano_wandb] macros_from_env``. See
-        docs/templates.md.""",
-        check=macros_from_env_names,
-    )
-    template_variables: Mapping[str, Any] | None = rendered(
-        "template_variables", typed=True, renderer="json"
-    )
-    template_variable_schemas: Sequence[Mapping[str, Any] | str] | None = option(
-        None,
-        """the guardrails of ``template_variables``, as
-        ``wandb.Api().run_queue(...).template_variables`` returns them (``[{"name",
-        "schema"}]``, each schema a dict or JSON text). A ``wandb-queue://`` template's come
-        from its queue and may not be given here. With schemas, Airflow's Jinja leaves the
-        template itself alone, so its ``{{name}}`` reach W&B's rules. Not templated: nothing
-        a run supplies can widen them.""",
-    )
-    run_config: Mapping[str, Any] | None = rendered("run_config", typed=True, renderer="json")
     job_name: str | None = option(
         None,
         """the job's name; by default the template's (the seed's
@@ -102,8 +94,6 @@ class JobRequest:
         templated=True,
         render="queue",
     )
-    # The run's overrides of the template.
-    env: Mapping[str, str] | None = rendered("env", templated=True)
     container_resources: Mapping[str, Any] | None = option(
         None,
         """container resources per task name, e.g.
@@ -112,39 +102,12 @@ class JobRequest:
         typed=True,
         render="resources",
     )
-    command: Mapping[str, list[str]] | None = rendered("command", templated=True)
-    args: Mapping[str, list[str]] | None = rendered("args", templated=True)
-    pod_annotations: Mapping[str, str] | None = rendered("pod_annotations", templated=True)
-    service_account: str | None = rendered("service_account", templated=True)
-    # Its shaping.
-    add_master_policy: bool = rendered("add_master_policy")
-    gang: str = rendered("gang")
-    elastic: tuple[int, int] | bool | None = rendered("elastic", typed=True, renderer="json")
-    shm_size: str | None = rendered("shm_size")
-    max_replicas: int = rendered("max_replicas")
-    volcano_version: str | None = option(
-        None,
-        """the Volcano release the cluster runs (``v1.12.2``): the job names
-        only plugins it has (before v1.12.3, no ``hcclrank``, so no ``PET_NODE_RANK``).
-        ``None``: ``[volcano_wandb] volcano_version``, by default the release the provider is
-        tested with. See docs/templates.md.""",
-    )
     finished_job_ttl: int | None = option(
         DEFAULT_FINISHED_JOB_TTL,
         """seconds a finished job may stay before Volcano deletes it
         (``spec.ttlSecondsAfterFinished``, unless the template sets one); default 7 days, so
         kept jobs and their Secrets do not pile up. ``None``: no limit.""",
     )
-    # The policy it must meet.
-    pod_security: str = rendered("pod_security")
-    allowed_images: Sequence[str] | None = rendered("allowed_images")
-    allowed_namespaces: Sequence[str] | None = rendered("allowed_namespaces")
-    allowed_service_accounts: Sequence[str] | None = rendered("allowed_service_accounts")
-    allowed_secrets: Sequence[str] | None = rendered("allowed_secrets")
-    allowed_schedulers: Sequence[str] | None = rendered("allowed_schedulers")
-    allowed_queues: Sequence[str] | None = rendered("allowed_queues")
-    allowed_priority_classes: Sequence[str] | None = rendered("allowed_priority_classes")
-    max_total_gpus: int | None = rendered("max_total_gpus", templated=True)
     fit_check: str = option(
         "fail",
         """before the job is created, compare its gang (every rank's GPUs, CPU and
@@ -160,10 +123,9 @@ class JobRequest:
         the task log says once what was skipped. See docs/operator.md.""",
         check=fit.check_mode,
     )
-    # Its checkpoints.
-    checkpoint_volume: str | None = rendered("checkpoint_volume", templated=True)
-    checkpoint_artifact: bool = rendered("checkpoint_artifact")
-    checkpoint_grace: int | None = rendered("checkpoint_grace")
+    #: Every other ``render_job`` keyword a DAG gives the operator, as ``render_job`` takes
+    #: it: declared once, in ``template/``.
+    keywords: Mapping[str, Any] = passed_on(o for o in RENDER_OPTIONS if o.name not in FILLED)
     #: The DAG's owner: the ``${author}`` macro.
     owner: str = ""
     log: Any = None
@@ -191,27 +153,31 @@ class JobRequest:
         # A template from the DAG is its author's, like namespace=; a W&B queue's is edited by
         # people outside the Airflow team, so its namespace must be allow-listed.
         from_queue = is_queue_ref(self.template)
-        if self.checkpoint_artifact and spec.mode in ("offline", "disabled"):
+        given = render_kwargs(self)
+        if given["checkpoint_artifact"] and spec.mode in ("offline", "disabled"):
             raise AirflowException(
                 f"checkpoint_artifact needs an online W&B run to keep the checkpoints in, but "
                 f"wandb_mode is {spec.mode!r}. Nothing was submitted."
             )
         try:
             template, schemas = template_and_schemas(
-                self.template, self.template_variable_schemas, wandb_hook
+                self.template, given["template_variable_schemas"], wandb_hook
             )
             body = render_job(
                 template,
                 macros=macros,
-                macros_from_env=configured_macros_from_env(self.macros_from_env),
-                template_variable_schemas=schemas,
-                **{**render_kwargs(self), **({"name": name} if name else {})},
+                **{
+                    **given,
+                    **({"name": name} if name else {}),
+                    "template_variable_schemas": schemas,
+                    "macros_from_env": configured_macros_from_env(given["macros_from_env"]),
+                    "volcano_version": given["volcano_version"] or configured_volcano_version(),
+                },
                 labels=labels,
                 annotations=annotations,
                 pod_labels=pod_labels,
                 namespace=namespace,
                 template_namespace_allowed=not from_queue,
-                volcano_version=self.volcano_version or configured_volcano_version(),
                 run_env=RunEnv(
                     master=container_env(spec, is_master_task=True),
                     others=container_env(spec, is_master_task=False),

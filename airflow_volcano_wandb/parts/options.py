@@ -19,8 +19,8 @@ from airflow_volcano_wandb.template.options import REQUIRED as REQUIRED
 from airflow_volcano_wandb.template.options import Option, options_of
 from airflow_volcano_wandb.template.options import option as option
 from airflow_volcano_wandb.template.options import param_docs as param_docs
+from airflow_volcano_wandb.template.options import passed_on as passed_on
 from airflow_volcano_wandb.template.options import signature as signature
-from airflow_volcano_wandb.template.render import OPTIONS as RENDER_OPTIONS
 
 Part = TypeVar("Part")
 
@@ -58,24 +58,25 @@ def init_shell(
 def build(part: type[Part], task: Any, **more: Any) -> Part:
     """``part`` from the shell ``task``'s attributes, once Airflow rendered them: a templated
     option, unchecked at the DAG's parse, is checked now (a bad value fails the task)."""
-    values = {o.name: getattr(task, o.name) for o in options_of(part)}
+    values: dict[str, Any] = {}
     for o in options_of(part):
+        value = getattr(task, o.name)
         if o.check is not None and o.templated:
             try:
-                o.check(values[o.name])
+                o.check(value)
             except (TypeError, ValueError) as exc:
                 raise AirflowException(str(exc)) from exc
+        if o.held_in is None:
+            values[o.name] = value
+        else:  # passed on as it is (``passed_on``): held with the others in one mapping
+            values.setdefault(o.held_in, {})[o.name] = value
     return part(**values, **more)
-
-
-def rendered(keyword: str, doc: str | None = None, **airflow: Any) -> Any:
-    """An option handed to ``render_job`` as its ``keyword``: its default and doc are that
-    keyword's declaration (``template/``); ``doc`` says only what a shell adds, ``airflow``
-    how Airflow templates it (``templated``, ``typed``, ``renderer``). Checked at render."""
-    declared = next(o for o in RENDER_OPTIONS if o.name == keyword)
-    return option(declared.default, doc or declared.doc, render=keyword, **airflow)
 
 
 def render_kwargs(part: Any) -> dict[str, Any]:
     """The ``render_job`` keywords ``part``'s options fill, with their values."""
-    return {o.render: getattr(part, o.name) for o in options_of(type(part)) if o.render}
+    return {
+        o.render: getattr(part, o.name) if o.held_in is None else getattr(part, o.held_in)[o.name]
+        for o in options_of(type(part))
+        if o.render
+    }

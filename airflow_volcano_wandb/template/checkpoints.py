@@ -68,6 +68,7 @@ class Checkpoints:
         pod continues from the newest complete checkpoint of its run. Every rank must see the
         same files: a ``ReadWriteMany`` claim for a job over several nodes. ``None``: none.""",
         check=_claim,
+        templated=True,
     )
     checkpoint_artifact: bool = option(
         False,

@@ -40,6 +40,9 @@ class Option:
     #: A templated option whose whole ``{{ expression }}`` strings keep the type they evaluate
     #: to (``parts/jinja_fields.py``): it carries data for ``wandb.config`` or the template.
     typed: bool = False
+    #: The field of a shell's part whose mapping holds this option's value, for an option
+    #: declared in ``template/`` that the part passes on as it is (:func:`passed_on`).
+    held_in: str | None = None
 
     def checked(self, value: Any) -> Any:
         if self.check is not None and not (self.templated and is_jinja(value)):
@@ -73,6 +76,15 @@ def option(
     return dataclasses.field(default=default, metadata={"option": meta})
 
 
+def passed_on(declared: Iterable[Option]) -> Any:
+    """Declare a shell part's field holding, in one mapping by name, the values of options
+    declared in ``template/`` that the part hands to ``render_job`` as they are (its
+    ``render=``), so each keeps its one declaration there. An option the part renames (one of
+    its own options' ``render=``) is not passed on as well. A templated one is checked at
+    render, as it may be Jinja until then; the others when the shell is built."""
+    return dataclasses.field(default_factory=dict, metadata={"passed_on": tuple(declared)})
+
+
 def options_of(*parts: type) -> tuple[Option, ...]:
     """The options the ``parts`` (dataclasses) declare, in declaration order (read once)."""
     return _declared(*parts)
@@ -86,7 +98,22 @@ def _declared(*parts: type) -> tuple[Option, ...]:
     declared = []
     for part in parts:
         hints = inspect.get_annotations(part, eval_str=True)
+        renamed = {
+            meta["render"] for f in dataclasses.fields(part) if (meta := f.metadata.get("option"))
+        }
         for field in dataclasses.fields(part):
+            if (passed := field.metadata.get("passed_on")) is not None:
+                declared += [
+                    dataclasses.replace(
+                        o,
+                        render=o.name,
+                        check=None if o.templated else o.check,
+                        held_in=field.name,
+                    )
+                    for o in passed
+                    if o.name not in renamed
+                ]
+                continue
             if (meta := field.metadata.get("option")) is None:
                 continue
             render = field.name if meta["render"] is True else meta["render"] or None
@@ -140,14 +167,15 @@ def signature(
     return inspect.Signature(params, return_annotation=None)
 
 
-def param_docs(options: Iterable[Option], indent: str = "") -> str:
-    """The ``:param:`` lines of a docstring, one per option, each ``indent``-ed."""
+def param_docs(options: Iterable[Option], indent: str = "", *, shell: bool = True) -> str:
+    """The ``:param:`` lines of a docstring, one per option, each ``indent``-ed; a ``shell``'s
+    say which are templated."""
     lines = []
     for o in options:
         text = f":param {o.name}: {' '.join(o.doc.split())}"
-        if o.typed:
+        if shell and o.typed:
             text += " Templated; a value that is one whole ``{{ }}`` keeps its type."
-        elif o.templated:
+        elif shell and o.templated:
             text += " Templated."
         lines.append(
             textwrap.fill(

@@ -266,6 +266,8 @@ class TaskOverrides:
         """task name -> replicas, e.g. ``{"worker": 3}``: an int or a digit string (as a
         Trigger form gives), 0..``max_replicas``. The gang's ``minAvailable`` follows
         (``gang``).""",
+        typed=True,
+        renderer="json",
     )
     image: str | Mapping[str, str] | None = option(
         None,
@@ -277,6 +279,7 @@ class TaskOverrides:
         """``{name: value}`` or a list of ``{"name", "value"|"valueFrom"}`` merged by name into
         every container (not init containers); the override wins. Numbers and booleans are
         formatted as text.""",
+        templated=True,
     )
     resources: Mapping[str, Mapping[str, Any]] | None = option(
         None,
@@ -284,10 +287,10 @@ class TaskOverrides:
         main container; a ``None`` quantity removes the resource.""",
     )
     command: Mapping[str, Sequence[Any]] | None = option(
-        None, "task name -> list, replacing the main container's command."
+        None, "task name -> list, replacing the main container's command.", templated=True
     )
     args: Mapping[str, Sequence[Any]] | None = option(
-        None, "task name -> list, replacing the main container's args."
+        None, "task name -> list, replacing the main container's args.", templated=True
     )
     labels: Mapping[str, Any] | None = option(None, "merged into the job's labels (override wins).")
     annotations: Mapping[str, Any] | None = option(
@@ -297,13 +300,14 @@ class TaskOverrides:
         None, "merged into every task's pod template labels."
     )
     pod_annotations: Mapping[str, Any] | None = option(
-        None, "merged into every task's pod template annotations."
+        None, "merged into every task's pod template annotations.", templated=True
     )
     service_account: str | None = option(
         None,
         """set ``serviceAccountName`` on every pod template (and drop the deprecated
         ``serviceAccount``); a template may name another only when it is in
         ``allowed_service_accounts``.""",
+        templated=True,
     )
 
     def apply(

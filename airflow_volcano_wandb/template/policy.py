@@ -103,6 +103,7 @@ class Policy:
         GPUs per worker can add up to, refused before anything is submitted. ``None``: no
         cap.""",
         check=_gpu_cap,
+        templated=True,
     )
     #: The account ``render_job`` runs the pods as (``service_account``), if any.
     service_account: str | None = None

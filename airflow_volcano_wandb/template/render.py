@@ -132,7 +132,8 @@ class Variables:
         None,
         """names (not patterns) of macros filled from this process's environment, as W&B's
         agent fills any ``${NAME}`` from its own; ``macros`` wins. Any other unknown macro is an
-        error that names this option; errors never show a value.""",
+        error that names this option; errors never show a value. The operator's ``None`` is
+        ``[volcano_wandb] macros_from_env``, its worker's environment. See docs/templates.md.""",
         check=macros_from_env_names,
     )
     template_variables: Mapping[str, Any] | None = option(
@@ -140,19 +141,26 @@ class Variables:
         """values of the template's W&B Launch template variables, ``{{name}}``, checked
         against ``template_variable_schemas`` (type, minimum, maximum, enum) before anything
         is submitted; a variable left out takes its schema's default. See docs/templates.md.""",
+        typed=True,
+        renderer="json",
     )
     template_variable_schemas: Sequence[Mapping[str, Any] | str] | None = option(
         None,
         """the queue's ``[{"name", "schema"}]``, as
         ``wandb.Api().run_queue(...).template_variables`` returns them (each schema a dict or
         JSON text): no override may step over the bounds of a variable that fills what it
-        changes. ``None``: the template has no variables.""",
+        changes. ``None``: the template has no variables. A ``wandb-queue://`` template's come
+        from its queue and may not be given too. With schemas, Airflow's Jinja leaves the
+        operator's template alone, so its ``{{name}}`` reach W&B's rules. Not templated:
+        nothing a run supplies can widen them.""",
     )
     run_config: Mapping[str, Any] | None = option(
         None,
         """the W&B run's config (hyper-parameters), handed to every rank's ``wandb.config``
         through the SDK's Launch env (``WANDB_LAUNCH``, ``WANDB_CONFIG``, in slices when
         long), as a Launch agent does: a Launch job's code reads it unchanged.""",
+        typed=True,
+        renderer="json",
     )
     run_env: RunEnv | None = option(
         None,
@@ -209,7 +217,7 @@ def render_job(
     )
 
 
-render_job.__doc__ = f"{render_job.__doc__}{param_docs(OPTIONS, indent='    ')}\n"
+render_job.__doc__ = f"{render_job.__doc__}{param_docs(OPTIONS, indent='    ', shell=False)}\n"
 render_job.__signature__ = signature(OPTIONS, of=render_job)  # type: ignore[attr-defined]
 
 

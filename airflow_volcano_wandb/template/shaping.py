@@ -68,6 +68,8 @@ class Shaping:
         gives (``minAvailable``, ``replicas``), which its variables may fill and bound. Needs
         the ``pytorch`` plugin with tasks ``master`` (one replica) and ``worker``.""",
         check=elastic_workers.checked,
+        typed=True,
+        renderer="json",
     )
     torchrun_env: bool = option(
         True,
@@ -85,12 +87,15 @@ class Shaping:
         containers (unless one mounts something there already; the runtime's 64 MiB default
         breaks DataLoader workers and NCCL); ``None``: none.""",
     )
-    volcano_version: str = option(
-        VOLCANO_VERSION,
+    volcano_version: str | None = option(
+        None,
         """the Volcano release the job is for (``v1.14.1``, ``1.13``; the oldest is
         ``v1.7.0``, the first with the ``pytorch`` plugin): the renderer adds only plugins it
         has, and a template naming one it lacks is an error at ``spec.plugins.<name>``, as its
-        admission webhook would refuse the job.""",
+        admission webhook would refuse the job (before v1.12.3, no ``hcclrank``, so no
+        ``PET_NODE_RANK``). ``None``: the release the provider is tested with; the operator's
+        is ``[volcano_wandb] volcano_version`` (by default that release). See
+        docs/templates.md.""",
     )
     #: The Volcano release the job is for, parsed.
     target: releases.Version = field(init=False, repr=False)
@@ -98,7 +103,8 @@ class Shaping:
     def __post_init__(self) -> None:
         keep_checked(self)
         try:
-            target = releases.target_version(self.volcano_version)
+            given = self.volcano_version
+            target = releases.target_version(VOLCANO_VERSION if given is None else given)
         except releases.VersionError as exc:
             raise error_at(("volcano_version",), str(exc)) from None
         object.__setattr__(self, "target", target)

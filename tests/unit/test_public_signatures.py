@@ -224,7 +224,7 @@ RENDER_JOB = {
     "allowed_queues": None,
     "allowed_priority_classes": None,
     "max_total_gpus": None,
-    "volcano_version": "v1.14.1",
+    "volcano_version": None,  # the release the provider is tested with (issue 52: one default)
     "checkpoint_volume": None,
     "checkpoint_artifact": False,
     "checkpoint_grace": None,

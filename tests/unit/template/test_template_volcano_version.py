@@ -112,7 +112,15 @@ def test_a_template_naming_a_plugin_its_target_lacks_is_an_error_at_that_plugin(
     render_job(template, macros=MACROS, volcano_version="1.13.0")  # both exist there
 
 
-@pytest.mark.parametrize("bad", ["v1.6.0", "newest", None])
+def test_no_target_is_the_release_the_provider_is_tested_with():
+    """One default for render_job and the operator (issue 52): ``None``, which the operator
+    reads as ``[volcano_wandb] volcano_version`` and render_job as :data:`VOLCANO_VERSION`."""
+    default = render_job(SEED, macros=MACROS)
+    assert render_job(SEED, macros=MACROS, volcano_version=None) == default
+    assert render_job(SEED, macros=MACROS, volcano_version=VOLCANO_VERSION) == default
+
+
+@pytest.mark.parametrize("bad", ["v1.6.0", "newest", ""])
 def test_a_bad_target_is_an_error_naming_the_parameter(bad):
     with pytest.raises(TemplateError) as raised:
         render_job(SEED, macros=MACROS, volcano_version=bad)
