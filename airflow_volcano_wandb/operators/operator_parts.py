@@ -99,17 +99,23 @@ class TryRendering:
     def __call__(self, intent: int) -> tuple[WandbRunSpec, dict[str, Any]]:
         parts, resumed, try_number = self.parts, self.resumed, self.context["ti"].try_number
         spec = parts.run.spec(self.context, self.identity, self.wandb_hook, intent, resumed)
-        labels = {
-            "annotations": self.identity.annotations(try_number),
-            "labels": self.identity.job_labels(intent, spec.run_id),
-            "pod_labels": self.identity.pod_labels(try_number),
-            "namespace": parts.connection.namespace,
-            "default_namespace": self.default_namespace,
-        }
-        body = parts.job.render(spec, self.wandb_hook, **labels)
+
+        def job(name: str | None = None) -> dict[str, Any]:
+            return parts.job.render(
+                spec,
+                self.wandb_hook,
+                annotations=self.identity.annotations(try_number),
+                labels=self.identity.job_labels(intent, spec.run_id),
+                pod_labels=self.identity.pod_labels(try_number),
+                namespace=parts.connection.namespace,
+                default_namespace=self.default_namespace,
+                name=name,
+            )
+
+        body = job()
         if (name := parts.resume.resumed_job_name(resumed, body, intent)) is None:
             return spec, body
-        return spec, parts.job.render(spec, self.wandb_hook, name=name, **labels)
+        return spec, job(name)
 
 
 #: The operator's options, part by part (the order of its docstring).

@@ -60,8 +60,8 @@ class VolcanoPyTorchJobOperator(BaseOperator):
         self.waiter: Waiter | None = None
         self.rendered_job: str | None = None  # set by execute: preview.RENDERED_JOB
 
-    @property
-    def overwrite_rtif_after_execution(self) -> bool:  # the Rendered Template view's Job
+    @property  # BaseOperator's is a plain attribute; this one follows rendered_job
+    def overwrite_rtif_after_execution(self) -> bool:  # type: ignore[override]
         return self.rendered_job is not None
 
     __init__.__signature__ = options.signature(OPTIONS)  # type: ignore[attr-defined]
@@ -113,7 +113,7 @@ class VolcanoPyTorchJobOperator(BaseOperator):
             self.log.info("Job %s Completed in an earlier try; not resubmitting", status.name)
             return waiter.finish(WaitResult.from_status(status), context, run)
         if not parts.submit.wait_for_completion:
-            return {**waiter.job, **run}
+            return {**(waiter.job or {}), **run}
         waited = self._wait(parts, waiter, store, run)
         if isinstance(waited, VolcanoJobTrigger):
             resumed_with = {"run": run, preview.RENDERED_JOB: self.rendered_job}
@@ -123,7 +123,11 @@ class VolcanoPyTorchJobOperator(BaseOperator):
     def _rendering(self, parts: OperatorParts, context: Context, waiter: Waiter) -> TryRendering:
         ti = context["ti"]
         identity = TaskInstanceIdentity(
-            ti.dag_id, ti.task_id, ti.run_id, ti.map_index, deployment=configured_deployment()
+            ti.dag_id,
+            ti.task_id,
+            ti.run_id,
+            -1 if ti.map_index is None else ti.map_index,  # a worker's: always an int
+            deployment=configured_deployment(),
         )
         return TryRendering(  # the namespace is asked last, if at all: no API client before
             parts, context, identity, waiter.wandb_hook, lambda: self.hook.get_namespace()

@@ -141,7 +141,7 @@ class Finishing:
     def annotate_outlets(self) -> None:
         """The record travels with the asset event (docs/assets.md)."""
         waiter = self.waiter
-        if waiter.task.outlets:
+        if waiter.task.outlets and waiter.facts is not None:  # note_job set them
             extra = asset_extra(waiter.facts, waiter.run, self.summary, self.usage, self.rates)
             _annotate_outlet_events(self.context, waiter.task.outlets, extra)
 

@@ -86,9 +86,10 @@ class ResumePolicy:
         if record is None:
             return None
         ref = submission.recall(store, self.log)
-        unreported = record.cause is None and ref is not None and ref["uid"] == record.uid
-        gone = unreported and _gone(hook, ref, self.log)
-        cause = resume.interrupted_by(record, ref and ref["uid"], gone)
+        uid = ref["uid"] if ref is not None else None  # recall: None or a whole reference
+        unreported = record.cause is None and ref is not None and uid == record.uid
+        gone = unreported and ref is not None and _gone(hook, ref, self.log)
+        cause = resume.interrupted_by(record, uid, gone)
         resumed = resume.resume_of(record, cause, policy)
         if resumed is not None and gone and ref is not None:
             # A killed job's ranks may still be saving on SIGTERM, into the run and the

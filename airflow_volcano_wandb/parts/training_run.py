@@ -146,8 +146,8 @@ class TrainingRun:
     ) -> dict[str, Any]:
         """The run the job writes to, pushed to XCom; returned as ``run`` (keyed as pushed).
         A reattached job keeps the run it was submitted with, whatever this try rendered."""
-        if wandb_run_of(job) and wandb_run_of(job) != spec.run_id:
-            spec = dataclasses.replace(spec, run_id=wandb_run_of(job))
+        if (named := wandb_run_of(job)) and named != spec.run_id:
+            spec = dataclasses.replace(spec, run_id=named)
         run = dict(zip(RUN_XCOMS, (spec.run_id, spec.url), strict=True))
         for key, value in run.items():
             ti.xcom_push(key=key, value=value)

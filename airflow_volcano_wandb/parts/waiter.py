@@ -35,8 +35,6 @@ from airflow_volcano_wandb.wait import job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
-    import logging
-
     from airflow_volcano_wandb.hooks.volcano import VolcanoHook
     from airflow_volcano_wandb.hooks.wandb import WandbHook
 
@@ -46,9 +44,10 @@ class HoldingTask(Protocol):
 
     @property
     def hook(self) -> VolcanoHook: ...
-
-    log: logging.Logger | Any
-    outlets: Any
+    @property
+    def log(self) -> Any: ...  # Airflow's task logger (the SDK's Logger protocol)
+    @property
+    def outlets(self) -> Any: ...
 
 
 class TaskParts(Protocol):

@@ -172,5 +172,5 @@ def run_context(context: Context) -> wandb_run.AirflowRunContext:
         try_number=ti.try_number,
         logical_date=logical_date.isoformat() if logical_date else None,
         task_url=getattr(ti, "log_url", None),
-        map_index=ti.map_index,
+        map_index=-1 if ti.map_index is None else ti.map_index,  # a worker's: always an int
     )

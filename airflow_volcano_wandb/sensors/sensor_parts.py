@@ -109,9 +109,12 @@ class Pokes:
             run = wandb_run()
             self.wandb = WandbProgress(run) if run is not None else False
         self.memory, result = step_io.take_step_sync(
-            hook, job, target, self.memory, task_log, wandb=self.wandb or None
+            hook, job, target, self.memory, task_log, wandb=self._asked()
         )
         return result
+
+    def _asked(self) -> WandbProgress | None:
+        return self.wandb if isinstance(self.wandb, WandbProgress) else None
 
     def unread(self, target: JobTarget, exc: Exception, grace: float, task_log: Any) -> bool:
         """Poke again, unless reads have failed for ``grace`` seconds (then fail)."""

@@ -102,7 +102,8 @@ class VolcanoJobSensor(BaseSensorOperator):
         target = self._target()
         job = self.hook.get_job(target.name, target.namespace)
         self.waiter.pin(job, self.parts.job.job_uid)
-        if (result := judge(job, target, time.time())) is None:
+        result: WaitResult | VolcanoJobTrigger | None = judge(job, target, time.time())
+        if result is None:
             sensed = {"name": target.name, "namespace": target.namespace, "uid": target.uid}
             result = self.waiter.wait(sensed, deferred=True, **self._how(job))
         if isinstance(result, VolcanoJobTrigger):

@@ -9,7 +9,6 @@ is deleted only when Airflow says the task has left ``deferred``
 from __future__ import annotations
 
 import asyncio
-import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -33,7 +32,9 @@ class StoppedTrigger(Protocol):
     def try_number(self) -> int | None: ...
 
     task_instance: Any
-    log: logging.Logger
+
+    @property
+    def log(self) -> Any: ...  # the trigger's logger (Airflow's)
 
     def hook(self) -> Any: ...
 

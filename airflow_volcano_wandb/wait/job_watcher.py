@@ -14,7 +14,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.hooks.kubernetes_api import (
@@ -92,10 +92,11 @@ class NamespaceJobWatcher(NamespaceWatch):
                 continue
             return self._kept(job) if job is not None else None
 
-    async def annotate(self, job: dict[str, Any], annotations: dict[str, str]) -> bool:
+    async def annotate(self, job: Mapping[str, Any], annotations: dict[str, str]) -> bool:
         """Add ``annotations`` to this submission of ``job``; False when that submission is
         gone."""
-        return await self.over_client(lambda hook, api: hook.annotate_job(api, job, annotations))
+        body = dict(job)  # read only, to name the submission
+        return await self.over_client(lambda hook, api: hook.annotate_job(api, body, annotations))
 
     async def list_pods(self, job_name: str) -> list[dict[str, Any]]:
         """The job's pods as the apiserver has them now (one label-selected LIST)."""

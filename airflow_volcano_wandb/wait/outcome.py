@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.job_status import JobStatus
@@ -22,7 +22,19 @@ from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 from airflow_volcano_wandb.wait.wandb_stop import describe_unheeded
 
 #: The verdicts' records a result may carry, by field name.
-_RECORDS = {"crash_loop": CrashLoop, "stall": Stall, "start_failure": StartFailure}
+_RECORDS: dict[str, type[CrashLoop] | type[Stall] | type[StartFailure]] = {
+    "crash_loop": CrashLoop,
+    "stall": Stall,
+    "start_failure": StartFailure,
+}
+
+
+_Record = TypeVar("_Record", CrashLoop, Stall, StartFailure)
+
+
+def _read(record: type[_Record], data: Any) -> _Record | None:
+    """The verdict's ``record`` of an event's field (``None``: it carries none)."""
+    return record.from_dict(data) if data else None
 
 
 class ForeignEvent(ValueError):
@@ -161,10 +173,9 @@ class WaitResult:
                 phase=str(event.get("phase") or ""),
                 retry_count=int(event.get("retry_count") or 0),
                 unplaced={str(k): str(v) for k, v in (event.get("unplaced") or {}).items()},
-                **{
-                    key: record.from_dict(event[key]) if event.get(key) else None
-                    for key, record in _RECORDS.items()
-                },
+                crash_loop=_read(CrashLoop, event.get("crash_loop")),
+                stall=_read(Stall, event.get("stall")),
+                start_failure=_read(StartFailure, event.get("start_failure")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ForeignEvent(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc
