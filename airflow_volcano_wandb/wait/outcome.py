@@ -21,14 +21,7 @@ from airflow_volcano_wandb.wait.startup import StartFailure
 from airflow_volcano_wandb.wait.wandb_stop import describe as describe_stop
 from airflow_volcano_wandb.wait.wandb_stop import describe_unheeded
 
-#: The verdicts' records a result may carry, by field name.
-_RECORDS: dict[str, type[CrashLoop] | type[Stall] | type[StartFailure]] = {
-    "crash_loop": CrashLoop,
-    "stall": Stall,
-    "start_failure": StartFailure,
-}
-
-
+#: The verdicts' records a result may carry (its fields of the same names, snake-cased).
 _Record = TypeVar("_Record", CrashLoop, Stall, StartFailure)
 
 
@@ -88,7 +81,7 @@ class WaitResult:
 
     @classmethod
     def _of_record(cls, status: JobStatus, outcome: Ending, what: str, **record: Any) -> WaitResult:
-        """The end of a job still there, ``what`` its ``record`` (of :data:`_RECORDS`) says."""
+        """The end of a job still there, ``what`` its ``record`` (a ``_Record``) says."""
         (named,) = record.values()
         message = f"Volcano job {status.namespace}/{status.name} {what}: {named.describe()}"
         return cls._of_running(status, outcome, message, **record)

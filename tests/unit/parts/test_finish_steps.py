@@ -30,7 +30,9 @@ def test_a_finished_wait_takes_its_steps_in_this_order():
 
 
 def test_each_step_is_a_method_of_the_finishing_wait_and_taken_once():
-    assert all(getattr(Finishing, name) is step for name, step in zip(_order(), FINISH_STEPS))
+    assert all(
+        getattr(Finishing, name) is step for name, step in zip(_order(), FINISH_STEPS, strict=True)
+    )
     assert len(set(_order())) == len(FINISH_STEPS)
 
 
