@@ -32,8 +32,8 @@ MODULES = {
     "resume": ("scenario_resume", "Resume on the same run"),
     "real_pods": ("real_pods", "Real pods (the cluster's real kubelet node)"),
     "pod_cache": ("scenario_pod_cache", "The pod watch's memory per pod"),
-    "parse_light": ("scenario_parse_light", "Parse light: a DAG file's import"),
     "training_page": ("scenario_training_page", "The Training page"),
+    "parse_light": ("scenario_parse_light", "Parse light: a DAG file's import"),
 }
 SCENARIOS = {name: importlib.import_module(module) for name, (module, _) in MODULES.items()}
 #: The report's order, which the goals follow too.
