@@ -81,6 +81,30 @@ def test_a_run_of_only_e2e_real_airflow_reports_the_provider_beside_kpo():
     assert "## 3. Operator overhead" not in report
 
 
+def test_e2e_real_airflow_on_both_executors_names_each_and_celerys_window_cost():
+    rows = [
+        _row("provider", "ends_at_once", 0.8),
+        _row("provider", "ends_after_settle", 3.0, deferred=True),
+        _row("kpo", "ends_after_settle", 5.0, deferred=True),
+    ]
+    planned = {
+        "provider ends_at_once": 1,
+        "provider ends_after_settle": 1,
+        "kpo ends_after_settle": 1,
+    }
+    results: dict = {"meta": META}
+    for executor, key in (("local", "e2e_real_airflow"), ("celery", "e2e_real_airflow_celery")):
+        figures = e2e_real_figures.e2e_figures(rows, time.monotonic(), planned, 10, executor)
+        results[key] = figures | {"trial_passed": True, "measured": {"date": "d"}}
+    results["goals"] = bench_report.goals(results)
+    report = bench_report.markdown(results)
+    assert "**On LocalExecutor** (`e2e_real_airflow`)." in report
+    assert "**On CeleryExecutor** (`e2e_real_airflow_celery`)." in report
+    assert "2 Celery workers (CeleryExecutor, `worker_concurrency` 2 each" in report
+    assert "a task slot held 3.0 s per task on average" in report  # each row's first try: 3 s
+    assert "a resumed task waited 0.5 s for a slot again" in report
+
+
 def test_an_e2e_real_airflow_run_that_did_not_run_says_why():
     results = {"e2e_real_airflow": {"tasks": 50, "error": "pytest exited 1"}, "meta": META}
     results["goals"] = bench_report.goals(results)
