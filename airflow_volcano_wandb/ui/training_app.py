@@ -89,20 +89,21 @@ def style(user: GetUserDep) -> Response:
     response_class=HTMLResponse,
     dependencies=[ReadTask],
 )
-def training_tab(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:
+def training_tab(dag_id: str, run_id: str, task_id: str, map_index: str) -> str:
     """The Training tab of one task instance (its model comes from ``/api/ti/...``)."""
     return _page("task.html")
 
 
 @app.get("/api/ti/{dag_id}/{run_id}/{task_id}/{map_index}", dependencies=[ReadTask])
-def task_model(dag_id: str, run_id: str, task_id: str, map_index: int, session: SessionDep) -> dict:
+def task_model(dag_id: str, run_id: str, task_id: str, map_index: str, session: SessionDep) -> dict:
     """The tab's model: one GET of the job and one LIST of its pods while it is there."""
-    state = session.scalar(select(TI.state).where(*_ti_is(TI, dag_id, run_id, task_id, map_index)))
-    if state is None and not _ti_exists(session, dag_id, run_id, task_id, map_index):
+    index = _map_index(map_index)
+    state = session.scalar(select(TI.state).where(*_ti_is(TI, dag_id, run_id, task_id, index)))
+    if state is None and not _ti_exists(session, dag_id, run_id, task_id, index):
         raise HTTPException(404, "no such task instance")
-    xcoms = _xcoms(session, [(dag_id, run_id, task_id, map_index)])
-    fields = _rendered(session, dag_id, run_id, task_id, map_index)
-    kept = _kept(xcoms.get((dag_id, run_id, task_id, map_index), {}), fields, state)
+    xcoms = _xcoms(session, [(dag_id, run_id, task_id, index)])
+    fields = _rendered(session, dag_id, run_id, task_id, index)
+    kept = _kept(xcoms.get((dag_id, run_id, task_id, index), {}), fields, state)
     job: dict | None = None
     pods: list[dict] = []
     series = Series()
@@ -110,17 +111,17 @@ def task_model(dag_id: str, run_id: str, task_id: str, map_index: int, session: 
         conn = fields.get("kubernetes_conn_id") or "kubernetes_default"
         job, pods = reads.job_and_pods(conn, kept.job["name"], kept.job.get("namespace", "default"))
         series = _series_of(f"{kept.job.get('namespace')}/{kept.job['name']}")
-        run_id = kept.run_id or JobView.of(job).labels.get(WANDB_RUN_LABEL)
-        if run_id and live(kept, job):
+        wandb_run = kept.run_id or JobView.of(job).labels.get(WANDB_RUN_LABEL)
+        if wandb_run and live(kept, job):
             summary = reads.run_summary(
                 fields.get("wandb_conn_id") or "wandb_default",
-                run_id,
+                wandb_run,
                 fields.get("wandb_entity"),
                 fields.get("wandb_project"),
             )
             series.add(progress_of(summary))
     return task_view(
-        kept, job, pods, series, time.time(), _task_url(dag_id, run_id, task_id, map_index)
+        kept, job, pods, series, time.time(), _task_url(dag_id, run_id, task_id, index)
     )
 
 
@@ -154,6 +155,12 @@ def jobs_model(
         for key in kept
     ]
     return {"jobs": rows, "dag_ids": sorted(readable)}
+
+
+def _map_index(text: str) -> int:
+    """The map index in a tab's URL; Airflow 3.3 leaves ``{MAP_INDEX}`` unfilled for a task
+    that is not mapped, which reads as -1."""
+    return int(text) if text.lstrip("-").isdigit() else -1
 
 
 def _ti_is(model: Any, dag_id: str, run_id: str, task_id: str, map_index: int) -> list:

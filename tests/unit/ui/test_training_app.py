@@ -7,7 +7,7 @@ from airflow.api_fastapi.core_api.security import get_user
 from fastapi.routing import APIRoute
 
 from airflow_volcano_wandb.ui.plugin import TrainingPlugin
-from airflow_volcano_wandb.ui.training_app import PREFIX, app
+from airflow_volcano_wandb.ui.training_app import PREFIX, _map_index, app
 
 
 def calls(dependant) -> set:
@@ -47,3 +47,8 @@ def test_the_plugin_puts_a_tab_on_the_task_instance_page_and_a_page_in_the_navig
         "task_instance": f"{PREFIX}/ti/{{DAG_ID}}/{{RUN_ID}}/{{TASK_ID}}/{{MAP_INDEX}}",
         "nav": f"{PREFIX}/",
     }
+
+
+def test_an_unmapped_tasks_tab_reads_as_map_index_minus_one():
+    # Airflow 3.3 leaves {MAP_INDEX} unfilled in the tab's address for a task that is not mapped
+    assert [_map_index(text) for text in ("{MAP_INDEX}", "-1", "3", "")] == [-1, -1, 3, -1]
