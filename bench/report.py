@@ -31,6 +31,7 @@ MODULES = {
     ),
     "resume": ("scenario_resume", "Resume on the same run"),
     "real_pods": ("real_pods", "Real pods (the cluster's real kubelet node)"),
+    "elastic": ("scenario_elastic", "Elastic workers against a restart (real node)"),
     "pod_cache": ("scenario_pod_cache", "The pod watch's memory per pod"),
     "training_page": ("scenario_training_page", "The Training page"),
     "parse_light": ("scenario_parse_light", "Parse light: a DAG file's import"),
