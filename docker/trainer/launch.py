@@ -23,14 +23,16 @@ the node rank here. ``python -m torch.distributed.run`` rather than the ``torchr
 the same interpreter, and some distributions' torch packages install no script.
 
 The decision is :func:`launch` (pure: the GPU count is a function it is given); the process is
-replaced (``exec``), so Volcano's SIGTERM reaches ``torchrun``, which passes it to its
+replaced (``exec``), or runs ``torchrun`` in itself where its torch needs
+:func:`mend_std_parse`, so Volcano's SIGTERM reaches ``torchrun``, which passes it to its
 processes. Imports nothing beyond the standard library at the top: one process per pod costs
-no ``import torch``; only a numeric ``PET_NPROC_PER_NODE`` above 1 imports it, to count the
-GPUs. Docs: ``docs/trainer.md``.
+no ``import torch``; only a numeric ``PET_NPROC_PER_NODE`` above 1 imports it.
+Docs: ``docs/trainer.md``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 import warnings
@@ -43,6 +45,8 @@ NODE_RANK_ENV = "PET_NODE_RANK"
 #: Set (``c10d``) in an elastic job's pods: ``torchrun`` runs even one process per pod, since
 #: its agent re-forms the world when a pod leaves or joins and restarts ``train.py`` in it.
 RDZV_BACKEND_ENV = "PET_RDZV_BACKEND"
+#: Where torch parses ``torchrun``'s ``Std`` options, under the torch package.
+ELASTIC_STD_SOURCE = ("distributed", "elastic", "multiprocessing", "api.py")
 
 
 def visible_gpus() -> int | None:
@@ -100,12 +104,52 @@ def launch(
     return [python, "-m", "torch.distributed.run", TRAIN_PY, *args], extra
 
 
+def std_parse_broken() -> bool:
+    """torch 1.13 (the image's Debian package) on Python 3.11+: ``torchrun`` parses its
+    ``--redirects``/``--tee`` (default ``"0"``) by looking the number up among the members
+    ``Std`` iterates over (``for s in Std``), and a Flag's iteration skips ``NONE`` (0) and
+    ``ALL`` (3) since 3.11, so the agent fails on ``None`` before it starts a process. Read
+    from torch's source, without importing it (a newer torch builds ``Std(int(v))``)."""
+    if sys.version_info < (3, 11):
+        return False
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    api = Path(next(iter(spec.submodule_search_locations)), *ELASTIC_STD_SOURCE)
+    try:
+        return "for s in Std:" in api.read_text()
+    except OSError:
+        return False
+
+
+def mend_std_parse() -> None:
+    """Parse ``Std`` by value (:func:`std_parse_broken`)."""
+    from torch.distributed.elastic.multiprocessing import api
+
+    def from_str(value: str) -> object:
+        if ":" not in value:
+            return api.Std(int(value))
+        return {int(k): api.Std(int(v)) for k, v in (p.split(":") for p in value.split(","))}
+
+    api.Std.from_str = staticmethod(from_str)  # type: ignore[method-assign]
+
+
 def main() -> None:
     argv, extra = launch(os.environ, sys.argv[1:], sys.executable, gpus=visible_gpus)
     env = {**os.environ, **extra}
     # One line, so a pod log says how its processes were started (the two counts only).
     shown = " ".join(f"{name}={env.get(name, '-')}" for name in (NPROC_ENV, NODE_RANK_ENV))
     print(f"avw-launch: {shown}: {' '.join(argv[1:])}", flush=True)
+    if argv[1:3] == ["-m", "torch.distributed.run"] and std_parse_broken():
+        # In this process (the same pid, so Volcano's SIGTERM still reaches torchrun), with
+        # torch 1.13's option parse mended; a torch that parses right is exec'd as before.
+        import runpy
+
+        os.environ.update(extra)
+        mend_std_parse()
+        sys.argv = ["torchrun", *argv[3:]]
+        runpy.run_module("torch.distributed.run", run_name="__main__", alter_sys=True)
+        return
     os.execve(argv[0], argv, env)
 
 

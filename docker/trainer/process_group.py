@@ -94,7 +94,12 @@ def join_process_group(info: DistInfo, environ: Mapping[str, str], timeout: dt.t
     agent_store = environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     hosts_store = info.rank == 0 and not agent_store
     store: Any = dist.TCPStore(addr, port, info.world_size, is_master=hosts_store, timeout=timeout)
-    store = dist.PrefixStore(f"avw/{environ.get('TORCHELASTIC_RESTART_COUNT') or 0}", store)
+    # The agent's store outlives a restart of the processes, so each start keeps to its own
+    # keys; a store rank 0 hosts is new at every start. Not the restart count alone: under an
+    # elastic launch a pod that joins late has counted fewer restarts than the others (each
+    # agent counts its own), and its keys would never meet theirs.
+    restarts = environ.get("TORCHELASTIC_RESTART_COUNT") or 0
+    store = dist.PrefixStore(f"avw/{restarts}" if agent_store else "avw", store)
     assert info.backend is not None
     store.set(f"backend/{info.rank}", info.backend)
     backends = {r: store.get(f"backend/{r}").decode() for r in range(info.world_size)}
