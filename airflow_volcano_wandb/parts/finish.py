@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, Context
 
+from airflow_volcano_wandb.job import gpu_usage
 from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.wait import cleanup, job_report
@@ -100,6 +101,9 @@ class Finishing:
         if self.pods is not None and self.job is not None:
             self.usage = job_report.log_gpu_seconds(self.job, self.pods, task.log)
         self.context["ti"].xcom_push(key=job_report.XCOM_GPU_SECONDS, value=self.usage)
+        if self.job is not None and (elastic := gpu_usage.elastic_report(self.job, self.usage)):
+            # An elastic job's range, re-formations and GPU-hours (the asset event's too).
+            self.context["ti"].xcom_push(key=gpu_usage.ELASTIC_KEY, value=elastic)
 
     def say_resumed(self) -> None:
         waiter = self.waiter
