@@ -142,8 +142,17 @@ def wait_for_pod_end(core: k8s.CoreV1Api, ns: str, name: str, timeout: float) ->
     raise AssertionError(f"pod {ns}/{name} did not end within {timeout:.0f}s")
 
 
-def probe_facts(log: str) -> list[dict[str, Any]]:
-    return [json.loads(line[6:]) for line in log.splitlines() if line.startswith("PROBE ")]
+def pod_log(core: k8s.CoreV1Api, ns: str, name: str) -> str:
+    """The pod's log as text (the client's own ``str`` is the repr of the bytes it read)."""
+    return core.read_namespaced_pod_log(name, ns, _preload_content=False).data.decode()
+
+
+def probe_facts(pod: Any) -> list[dict[str, Any]]:
+    """The facts ``trigger_probe.py`` left in its pod's termination message."""
+    (status,) = pod.status.container_statuses
+    message = status.state.terminated.message if status.state.terminated else None
+    assert message, f"no termination message: {status}"
+    return json.loads(message)
 
 
 def audit_events(audit_log: Path, username_prefix: str) -> list[dict[str, Any]]:

@@ -44,7 +44,7 @@ def test_doctor_in_worker_and_triggerer_pods_finds_the_helm_binding_complete_in_
                 core.create_namespaced_pod(airflow_ns, manifest)
             for account, pod in pods.items():
                 phases[account] = chart.wait_for_pod_end(core, airflow_ns, pod, 420)
-                logs[account] = core.read_namespaced_pod_log(pod, airflow_ns)
+                logs[account] = chart.pod_log(core, airflow_ns, pod)
         finally:
             volcano_cluster.delete_namespace(airflow_ns)
     for account, log in logs.items():

@@ -79,12 +79,13 @@ def test_a_deferred_wait_in_a_pod_outlives_two_token_rotations_in_cluster(
             started = time.monotonic()
             phase = chart.wait_for_pod_end(core, airflow_ns, "triggerer", SECONDS + 420)
             took = time.monotonic() - started
-            log = core.read_namespaced_pod_log("triggerer", airflow_ns)
-            pod_ip = core.read_namespaced_pod("triggerer", airflow_ns).status.pod_ip
+            log = chart.pod_log(core, airflow_ns, "triggerer")
+            ended = core.read_namespaced_pod("triggerer", airflow_ns)
         finally:
             volcano_cluster.delete_namespace(airflow_ns)
-    facts = chart.probe_facts(log)
-    print(f"triggerer pod ended {phase} after {took:.0f}s; facts:", *facts, sep="\n  ")
+    print(f"triggerer pod ended {phase} after {took:.0f}s; its log's last lines:\n{log[-2000:]}")
+    facts = chart.probe_facts(ended)
+    print("facts:", *facts, sep="\n  ")
     assert phase == "Succeeded", log[-3000:]
 
     (event,) = [f["event"] for f in facts if "event" in f]
@@ -97,7 +98,7 @@ def test_a_deferred_wait_in_a_pod_outlives_two_token_rotations_in_cluster(
     assert all(t["exp"] - t["iat"] == TOKEN_SECONDS for t in tokens), tokens  # not extended
 
     user = f"system:serviceaccount:{airflow_ns}:"
-    refused = chart.refused(volcano_cluster.audit_log, user, {pod_ip})
+    refused = chart.refused(volcano_cluster.audit_log, user, {ended.status.pod_ip})
     assert not refused, "\n".join(refused)
     watches = [
         e
