@@ -10,6 +10,7 @@ time): when it trained, at which world size, from which step. Times are the node
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -233,16 +234,19 @@ def lose_one(trial: Trial, core: k8s.CoreV1Api, elastic: bool, back_after: float
     wait_until(lambda: trial.checkpoints(), 300, what="a first checkpoint")
     set_slots(core, 2)
     lost = trial.lose(trial.running_workers()[-1])
-    again = wait_training(trial, lost, back_after + 600)
+    back = lost + back_after
+    # The slot comes back on the clock, whether or not the job trains meanwhile.
+    timer = threading.Timer(back_after, set_slots, (core, 3))
+    timer.start()
+    try:
+        again = wait_training(trial, lost, back_after + 600)
+    finally:
+        timer.join()
     # The last step the world before the loss trained (its processes started before it; the
     # survivors may finish a step and save as torchrun stops them).
     last_before = max(s.step for s in trial.steps() if s.started < lost)
     resumed = again.step - 1
     saved = max((c for c in trial.checkpoints() if c <= resumed), default=-1)
-    back = lost + back_after
-    while time.time() < back:
-        time.sleep(1)
-    set_slots(core, 3)
     rejoined = seconds_to_training(trial, back, GROW_WAIT_S, world=4) if elastic else None
     survivors = 3  # the master and the two workers left: each holds its slot (its GPU)
     return {
