@@ -100,12 +100,15 @@ test-ha: venv
 
 # The README's pictures of the Airflow UI, from the end-to-end test's real browser (Chromium):
 # the trigger form, the W&B link of the task instance and the wait task's log (its progress lines
-# and the master's lines), each stamped with the DAG it shows (tests/e2e/screenshots.py).
+# and the master's lines) and the Training tab (its own run, under the FAB auth manager), each
+# stamped with the DAG it shows (tests/e2e/screenshots.py).
 SCREENSHOTS := 01-trigger-form 04-task-instance-wandb-link 05-wait-task-log-master-lines 06-wait-task-log-progress
 screenshots: venv
 	scripts/install-system-deps.sh
 	$(BIN)/python -m pytest tests/e2e/test_airflow_ui_e2e.py
 	$(foreach shot,$(SCREENSHOTS),cp test-artifacts/e2e/$(shot).png docs/images/$(shot).png;)
+	$(BIN)/python -m pytest tests/e2e/test_training_tab_e2e.py
+	cp test-artifacts/training-tab/07-training-tab.png docs/images/07-training-tab.png
 
 test-unit: venv
 	$(BIN)/python -m pytest tests/unit tests/repo tests/testing

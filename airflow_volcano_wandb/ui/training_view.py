@@ -197,7 +197,8 @@ def task_view(
         "task_state": kept.state,
         "waiting": live(kept, job),
         "ranks": ranks(job, pods),
-        "progress": progress_figures(progress, series.rate),
+        # An ended job has no rate nor ETA: its last figures stay, its clock stops.
+        "progress": progress_figures(progress, series.rate if live(kept, job) else None),
         "progress_line": annotation,
         "metrics": {key: [list(p) for p in points] for key, points in series.points.items()},
         "pending_reason": pending_reason(job, pods) if live(kept, job) else "",

@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 #: What produces what the pictures show: the manual DAG, its template and its template
 #: variables (the form, the job); the provider modules whose lines the wait task's log shows
 #: (the window's line, the trigger's phases and progress, the master's followed lines, the
-#: report on success: GPU-seconds, the link back, the job's deletion, the throughput); and the
-#: extra link.
+#: report on success: GPU-seconds, the link back, the job's deletion, the throughput); the
+#: extra link; and the Training tab.
 SHOWN = (
     "dags/volcano_pytorch_manual.py",
     "dags/templates/volcano-pytorch-manual.yaml",
@@ -40,6 +40,11 @@ SHOWN = (
     "airflow_volcano_wandb/wandb/wandb_backlink.py",
     "airflow_volcano_wandb/parts/wandb_report.py",
     "airflow_volcano_wandb/links/wandb.py",
+    # The Training tab's picture (tests/e2e/test_training_tab_e2e.py): its model and page.
+    "airflow_volcano_wandb/ui/training_view.py",
+    "airflow_volcano_wandb/ui/static/task.html",
+    "airflow_volcano_wandb/ui/static/training.js",
+    "airflow_volcano_wandb/ui/static/training.css",
 )
 STAMP_KEY = b"avw-dag-sha256"
 #: The trigger form's field titles: those the picture shows, and all of them.

@@ -153,8 +153,10 @@ def test_an_ended_job_whose_pods_are_gone_shows_what_the_task_kept():
         },
         "success",
     )
-    model = task_view(kept, None, [], Series(), NOW)
+    series = Series(rate=2.0)
+    model = task_view(kept, None, [], series, NOW)
     assert model["job"]["gone"] is True and model["waiting"] is False
+    assert model["progress"]["rate"] is None and model["progress"]["eta_seconds"] is None
     assert model["gpu_hours"] == 2.0
     assert model["progress"]["percent"] == 100.0
     assert model["pending_reason"] == "" and model["ranks"] == []
