@@ -43,13 +43,16 @@ def test_every_module_the_provider_info_names_imports():
         assert getattr(importlib.import_module(module), name)
 
 
-def test_the_provider_registers_no_pytest_plugin():
+def test_the_provider_registers_its_airflow_plugin_and_no_pytest_plugin():
     """Installing the provider must load nothing into its users' pytest runs: the local
-    cluster's fixture comes with its own distribution, pytest-volcano-cluster."""
+    cluster's fixture comes with its own distribution, pytest-volcano-cluster. Its one
+    Airflow plugin (the Training tab, docs/training-tab.md) is registered by the entry point
+    alone: get_provider_info's ``plugins`` as well would load it twice."""
     from importlib.metadata import distribution
 
-    groups = {e.group for e in distribution("airflow-volcano-wandb").entry_points}
-    assert groups == {"apache_airflow_provider"}
+    points = {(e.group, e.value) for e in distribution("airflow-volcano-wandb").entry_points}
+    assert {group for group, _ in points} == {"apache_airflow_provider", "airflow.plugins"}
+    assert ("airflow.plugins", "airflow_volcano_wandb.ui.plugin:TrainingPlugin") in points
 
 
 def test_the_cluster_distribution_registers_the_volcano_cluster_fixture():
