@@ -41,8 +41,8 @@ from tests.e2e import manual_run
 from tests.e2e.airflow_stack import REPO, AirflowStack, command_of, wait_for
 
 # The stack's start (about 1 min on a quiet machine, more when loaded), both runs at once (the
-# training's 75 s after a submission and a 15 s window), then the kill trial (207 s at a load
-# average of 22 on 2 cores; its time is mostly task starts, which load slows).
+# training's 75 s after a submission and a 15 s window), then the kill trial (56 s at a load
+# average of 8 on 2 cores, 207 s at 22: its time is mostly task starts, which load slows).
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1200)]
 
 #: The form's values: 2 workers of 2 GPUs each, 4 epochs.
