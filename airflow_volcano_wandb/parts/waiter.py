@@ -178,8 +178,11 @@ class Waiter:
 
     def wait_here(self, trigger: VolcanoJobTrigger, within: float | None = None) -> Any:
         """The same wait the triggerer would run, in this process, logging to the task log
-        (for ``within`` seconds at most: ``None`` when the job still runs then). A kill or any
-        failure meanwhile deletes the job and is raised."""
+        (for ``within`` seconds at most: ``None`` when the job still runs then). Any failure
+        meanwhile is raised and leaves the job to the next try: a user's kill deletes it
+        through ``on_kill``, which Airflow calls first; nothing else here is a kill confirmed
+        with Airflow (a task runner whose Celery worker was SIGKILLed fails on its supervisor's
+        closed channel, and its next try reattaches)."""
         trigger._log = self.task.log
         try:
             event = asyncio.run(_first_event(trigger, within))
@@ -188,10 +191,6 @@ class Waiter:
             if (ended := self.out_of_time()) is None:
                 raise
             return ended
-        except BaseException:  # a kill, or a failure: nobody would wait on the job any more
-            if self.delete_on_kill:
-                self.delete()
-            raise
 
     @contextlib.contextmanager
     def master_log_followed(self, spec: WaitSpec) -> Iterator[None]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -209,7 +210,11 @@ def test_a_failing_job_on_celery_ends_with_its_typed_failure_beside_the_standin(
 def test_celery_workers_sigkilled_in_the_window_and_after_deferring_keep_one_job_on_the_standin(
     celery_airflow: AirflowStack, volcano_cluster
 ) -> None:
-    """A worker crash is no kill: the job stays, try 2 reattaches to it and trains on."""
+    """A worker crash is no kill: the job stays, try 2 reattaches to it and trains on. The
+    first kill takes the worker's process group only, as the OOM killer or a node agent
+    would: Airflow's task runner (a process group of its own) is orphaned in its window and
+    fails on its supervisor's closed channel, which must not delete the job; the second
+    takes the worker with every process under it, as a lost pod."""
     stack = celery_airflow
     template = seed_template(
         master={SIM_DURATION: KILL_TRIAL_TRAINS_FOR}, worker={SIM_DURATION: "600"}
@@ -222,12 +227,12 @@ def test_celery_workers_sigkilled_in_the_window_and_after_deferring_keep_one_job
             started = time.monotonic()
             # Try 1 in its window: running on a worker, its job created, not yet deferred.
             ti = wait_for(lambda: _in_window(run), 300, "try 1 in its window", interval=0.2)
-            first = _sigkill_worker(stack, ti)
+            first = _sigkill_worker(stack, ti, runner_too=False)
             master = wait_for(lambda: _master_pod(api, run), 60, "the master pod")
             # Try 1's heartbeat lapses, the scheduler fails it for a retry; try 2 reattaches.
             ti = wait_for(lambda: _deferred_try(run, 2), 300, "try 2 to defer")
             retried_after = time.monotonic() - started
-            second = _sigkill_worker(stack, ti)
+            second = _sigkill_worker(stack, ti, runner_too=True)
             still = _master_pod(api, run)
             end_master(api, run.watched.namespace)  # the training ends: try 2 resumes
             ti = run.expect_success(try_number=2)
@@ -262,12 +267,16 @@ def _deferred_try(run: Run, try_number: int) -> dict[str, Any] | None:
     return ti if (ti["state"], ti["try_number"]) == ("deferred", try_number) else None
 
 
-def _sigkill_worker(stack: AirflowStack, ti: dict[str, Any]) -> str:
-    """SIGKILL the worker that runs (or ran) ``ti`` with every process under it, its task
-    runner too (as its pod lost), then start it again, as its Deployment would; its name."""
+def _sigkill_worker(stack: AirflowStack, ti: dict[str, Any], *, runner_too: bool) -> str:
+    """SIGKILL the worker that runs (or ran) ``ti``: its process group, or with
+    ``runner_too`` every process under it, its task runner too (as its pod lost); then start
+    it again, as its Deployment would; its name."""
     worker = _component_of_host(stack, ti["hostname"])
     assert command_of(worker) == "worker", (ti["hostname"], worker)
-    stack.lose(worker)
+    if runner_too:
+        stack.lose(worker)
+    else:
+        stack.kill(worker, signal.SIGKILL, grace=10)
     stack.start_again(worker)
     return worker
 

@@ -28,12 +28,13 @@ COMPLETED = {"outcome": "succeeded", "name": "j", "namespace": "ns", "uid": "u",
 
 class Terminated(BaseException):
     """What Airflow raises in a task it sent SIGTERM (``AirflowTaskTerminated`` from Airflow
-    3.1; Airflow 3.0 has no such class): the window must delete the job whatever it is."""
+    3.1; Airflow 3.0 has no such class), after it called ``on_kill``."""
 
 
 def _waiter(monkeypatch, ends_after: float | None, **options: Any) -> tuple[Waiter, list]:
     """The operator's waiter on ``JOB``, whose wait ends after ``ends_after`` seconds (``None``:
-    never; a number below 0: the wait is interrupted, as a kill would); its deletions."""
+    never; -1: the wait is interrupted, as a kill would; -2: it fails, as a task runner whose
+    Celery worker was SIGKILLed does on its supervisor's closed channel); its deletions."""
     op = VolcanoPyTorchJobOperator(task_id="t", template="seed.yaml", **options)
     op.__dict__["hook"] = object()  # no Kubernetes client: deletion is recorded instead
     waiter = Waiter(op, OperatorParts.of(op), try_number=1)
@@ -51,6 +52,8 @@ def _waiter(monkeypatch, ends_after: float | None, **options: Any) -> tuple[Wait
     async def run(self):
         if ends_after is None:
             await asyncio.sleep(3600)
+        if ends_after == -2:
+            raise BrokenPipeError("[Errno 32] Broken pipe")
         if ends_after < 0:  # SIGTERM: Airflow calls on_kill, then the task ends
             op.on_kill()
             raise Terminated("Task received SIGTERM signal")
@@ -119,8 +122,19 @@ def test_a_kill_during_the_window_deletes_the_job_it_owns(monkeypatch):
     waiter, deleted = _waiter(monkeypatch, ends_after=-1, defer_after=5)
     with pytest.raises(Terminated):
         _wait(waiter)
-    # on_kill's, by its try (delete_if_owned leaves a newer try's job), then the wait's own
-    assert deleted == [("u", 1, True), ("u", 1, False)]
+    # on_kill's alone, by its try (delete_if_owned leaves a newer try's job)
+    assert deleted == [("u", 1, True)]
+
+
+def test_a_failure_during_the_window_that_is_no_kill_leaves_the_job_to_the_next_try(
+    monkeypatch,
+):
+    """A worker lost under its task (Celery's SIGKILLed) is no kill confirmed with Airflow:
+    its next try reattaches to the job (tests/reliability/test_celery_airflow.py)."""
+    waiter, deleted = _waiter(monkeypatch, ends_after=-2, defer_after=5)
+    with pytest.raises(BrokenPipeError):
+        _wait(waiter)
+    assert deleted == []
 
 
 def test_the_window_is_seconds_or_0_and_on_by_default_where_supervisor_requests_are_serialized():
