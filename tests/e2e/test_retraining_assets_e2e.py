@@ -202,6 +202,7 @@ def test_the_asset_event_carries_the_wandb_record_on_the_standin(chain: Chain) -
         },
         "replicas": {"master": 1, "worker": 2},
         "world_size": 3,  # processes: one per CPU pod
+        "elastic": {},  # not an elastic job (docs/assets.md)
         "throughput": {},  # the stand-in's summary has no _runtime to divide by
     }
     (ARTIFACTS / "asset-event.json").write_text(json.dumps(event, indent=2))
