@@ -8,6 +8,7 @@ Secret, a connection or the W&B key.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections import OrderedDict
@@ -64,7 +65,10 @@ ReadTask = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
 _series: OrderedDict[str, Series] = OrderedDict()
 
 
+@functools.cache
 def _page(name: str) -> str:
+    """A static file of the package, read once per API server process (every refresh of a
+    tab asks for the script and the stylesheet again)."""
     return (STATIC / name).read_text()
 
 
