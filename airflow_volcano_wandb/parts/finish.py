@@ -48,7 +48,7 @@ class Finishing:
         self.waiter.wandb_hook.mask_api_key()
 
     def note_job(self) -> None:
-        if self.result.uid:
+        if self.result.job_uid:
             self.waiter.job = self.result.job_ref()
         self.waiter.facts = JobFacts.from_job({"metadata": self.result.job_ref()})
 

@@ -247,7 +247,7 @@ class Waiter:
         """The wait ended (``error``: what the task fails with): tell the next try (the cause,
         for ``resume_on``) and the W&B run (the link back)."""
         if self.resume is not None:
-            self.resume.record_cause(task_state_store(context), result.uid, error)
+            self.resume.record_cause(task_state_store(context), result.job_uid, error)
         if run:
             outcome = "success" if error is None else result.outcome.value
             self.parts.report.link_back(context, run, outcome)

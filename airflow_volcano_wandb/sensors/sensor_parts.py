@@ -120,7 +120,7 @@ class Pokes:
         """Poke again, unless reads have failed for ``grace`` seconds (then fail)."""
         now = time.monotonic()
         self.failing_since = self.failing_since or now
-        where = f"Volcano job {target.namespace}/{target.name}"
+        where = f"Volcano job {target.namespace}/{target.job_name}"
         if now - self.failing_since < grace:
             task_log.warning("Could not read %s (%s); poking again", where, exc)
             return False

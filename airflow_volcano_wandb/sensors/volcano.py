@@ -100,11 +100,11 @@ class VolcanoJobSensor(BaseSensorOperator):
         if not self.parts.wait.deferrable:
             return self._poke_until_done(context)
         target = self._target()
-        job = self.hook.get_job(target.name, target.namespace)
+        job = self.hook.get_job(target.job_name, target.namespace)
         self.waiter.pin(job, self.parts.job.job_uid)
         result: WaitResult | VolcanoJobTrigger | None = judge(job, target, time.time())
         if result is None:
-            sensed = {"name": target.name, "namespace": target.namespace, "uid": target.uid}
+            sensed = {"name": target.job_name, "namespace": target.namespace, "uid": target.job_uid}
             result = self.waiter.wait(sensed, deferred=True, **self._how(job))
         if isinstance(result, VolcanoJobTrigger):
             timeout = timedelta(seconds=self.timeout) if self.timeout else None
@@ -130,7 +130,7 @@ class VolcanoJobSensor(BaseSensorOperator):
     def poke(self, context: Context) -> bool:
         target = self._target()
         try:
-            job = self.hook.get_job(target.name, target.namespace)
+            job = self.hook.get_job(target.job_name, target.namespace)
         except Exception as exc:  # a blip, or a RoleBinding re-applied: as the watch's grace
             grace = self.parts.wait.watch_failure_grace
             return self._pokes.unread(target, exc, grace, self.log)

@@ -93,8 +93,7 @@ class WaitSpec(JobLimits):
     def target(self) -> JobTarget:
         """The job and the limits ``judge`` holds it to: the fields of the same names."""
         shared = {f.name for f in dataclasses.fields(JobTarget)} & set(vars(self))
-        values = {name: getattr(self, name) for name in shared}
-        return JobTarget(name=self.job_name, uid=self.job_uid, **values)
+        return JobTarget(**{name: getattr(self, name) for name in shared})
 
     def wandb_run(self) -> WandbRunRef | None:
         """The online W&B run the wait asks (``stall.stalled_online``, ``training_progress``,

@@ -54,7 +54,7 @@ def for_failure(
     cls = exception_class(result.outcome.refined_by(kind))
     if run_url and cls is StoppedFromWandbError:
         message = f"{message}; the W&B run: {run_url}"
-    job = result.job_ref() if result.uid else None
+    job = result.job_ref() if result.job_uid else None
     return cls(message, job=job, **_fields(cls, result, classification))
 
 

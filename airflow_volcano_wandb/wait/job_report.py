@@ -58,8 +58,8 @@ def _pods_and_events(
     hook: VolcanoHook, result: WaitResult, job: Mapping[str, Any] | None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The pods of the job ``result`` names, and the events about them and the job."""
-    pods = hook.list_job_pods(result.name, result.namespace)
-    job = job or {"metadata": {"name": result.name, "namespace": result.namespace}}
+    pods = hook.list_job_pods(result.job_name, result.namespace)
+    job = job or {"metadata": {"name": result.job_name, "namespace": result.namespace}}
     return pods, hook.list_events(result.namespace, _involved_names(job, pods, []))
 
 
@@ -176,7 +176,9 @@ def _report_stall(
     lines of each rank. Return the last :data:`STALL_MESSAGE_LINES` of each, for the
     exception, or ``""``. Best-effort, like every report."""
     try:
-        pods = job_pods(hook.list_job_pods(result.name, result.namespace), result.uid or None)
+        pods = job_pods(
+            hook.list_job_pods(result.job_name, result.namespace), result.job_uid or None
+        )
         names = sorted(pod["metadata"]["name"] for pod in pods)
         logs = {name: _masked_pod_log(hook, name, result.namespace, log_lines) for name in names}
     except Exception as exc:
@@ -185,7 +187,7 @@ def _report_stall(
     for line in diagnostics.failure_report([], logs, [], log_lines):
         task_log.error("%s", line)
     last = [
-        f"    [{rank_of(name, result.name)}] {line}"
+        f"    [{rank_of(name, result.job_name)}] {line}"
         for name, text in logs.items()
         for line in (diagnostics.tail(text, STALL_MESSAGE_LINES).splitlines() or ["(no lines)"])
     ]
@@ -214,9 +216,9 @@ def report_failure(
         delete_job()
     try:
         job = None
-        if result.outcome.row.known and result.uid:
-            job = hook.get_job(result.name, result.namespace)
-            if job is not None and job["metadata"].get("uid") != result.uid:
+        if result.outcome.row.known and result.job_uid:
+            job = hook.get_job(result.job_name, result.namespace)
+            if job is not None and job["metadata"].get("uid") != result.job_uid:
                 job = None
         message, cause = explain_end(hook, result, job, log_lines, task_log)
     except Exception as exc:
@@ -262,9 +264,9 @@ def fetch_finished_job(
     if patched is not None:
         return patched
     try:
-        return hook.get_job(result.name, result.namespace)
+        return hook.get_job(result.job_name, result.namespace)
     except Exception as exc:
-        task_log.warning("Could not read job %s after it succeeded (%s)", result.name, exc)
+        task_log.warning("Could not read job %s after it succeeded (%s)", result.job_name, exc)
         return None
 
 
@@ -347,12 +349,15 @@ def mark_reported(
     (a cleared task) then submits afresh instead of counting it. The job as the apiserver
     answered the uid-guarded patch, or ``None`` when nothing was patched (a lost watch is no
     outcome of the job, and a deleted job has nothing to mark)."""
-    if not result.outcome.row.known or result.outcome is Ending.DELETED or not result.uid:
+    if not result.outcome.row.known or result.outcome is Ending.DELETED or not result.job_uid:
         return None
     try:
         return hook.set_job_annotations(
-            result.name, result.namespace, result.uid, {REPORTED_ANNOTATION: str(try_number)}
+            result.job_name,
+            result.namespace,
+            result.job_uid,
+            {REPORTED_ANNOTATION: str(try_number)},
         )
     except Exception as exc:
-        task_log.warning("Could not mark job %s as reported (%s)", result.name, exc)
+        task_log.warning("Could not mark job %s as reported (%s)", result.job_name, exc)
         return None

@@ -71,10 +71,10 @@ class JobLimits:
 class JobTarget(JobLimits):
     """The job a wait is about, and the limits it is held to."""
 
-    name: str
+    job_name: str
     namespace: str
     #: The uid of the submission waited on; a job of that name with another uid is not it.
-    uid: str | None = None
+    job_uid: str | None = None
     #: How often a job's pods are read for the restart budget, a stop from W&B and a container
     #: that cannot start (``[volcano_wandb] pod_check_interval`` of the waiting process),
     #: whatever wakes the wait.
@@ -125,9 +125,9 @@ def see(job: Mapping[str, Any] | None, target: JobTarget | None = None) -> Seen:
     counts as the target deleted."""
     if target is None:
         return Seen(job, interpret(job))
-    if job is not None and target.uid and ObjectMeta.of(job).uid != target.uid:
+    if job is not None and target.job_uid and ObjectMeta.of(job).uid != target.job_uid:
         job = None
-    return Seen(job, interpret(job, name=target.name, namespace=target.namespace))
+    return Seen(job, interpret(job, name=target.job_name, namespace=target.namespace))
 
 
 def unplaced_ranks(status: JobStatus) -> dict[str, str]:
@@ -189,14 +189,14 @@ def judge_seen(
     status = seen.status
     if status.terminal:  # a deleted job has no uid of its own: name the one waited on
         result = WaitResult.from_status(status)
-        return dataclasses.replace(result, uid=result.uid or target.uid or "")
+        return dataclasses.replace(result, job_uid=result.job_uid or target.job_uid or "")
     if target.pending_timeout is not None:
         waited = gang_wait_seconds(seen, now, gang_seen_whole=gang_seen_whole)
         if waited is not None and waited >= target.pending_timeout:
             return WaitResult.not_placed(status, target.pending_timeout, unplaced_ranks(status))
     if target.deadline is not None and now >= target.deadline:
-        uid = status.uid or target.uid or ""
-        return WaitResult.timed_out(status, target.name, target.namespace, uid)
+        uid = status.uid or target.job_uid or ""
+        return WaitResult.timed_out(status, target.job_name, target.namespace, uid)
     return None
 
 
@@ -209,7 +209,7 @@ def judge_pods(
     if seen.status.terminal or seen.job is None:
         return None
     status = seen.status
-    uid = target.uid or status.uid
+    uid = target.job_uid or status.uid
     if counts_restarts(seen, target):
         stopped = stopped_rank(pods, job_name=status.name, job_uid=uid)
         if stopped is not None:

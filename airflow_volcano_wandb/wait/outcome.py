@@ -30,6 +30,10 @@ def _read(record: type[_Record], data: Any) -> _Record | None:
     return record.from_dict(data) if data else None
 
 
+#: The keys that events of earlier builds named the job by: a deferred task resumes across builds.
+_EARLIER_KEYS = {"name": "job_name", "uid": "job_uid"}
+
+
 class ForeignEvent(ValueError):
     """A trigger event that is not a wait result of this provider."""
 
@@ -39,9 +43,9 @@ class WaitResult:
     """The end of one wait: what happened to which job, in one sentence."""
 
     outcome: Ending
-    name: str
+    job_name: str
     namespace: str
-    uid: str
+    job_uid: str
     message: str
     phase: str = ""
     retry_count: int = 0
@@ -64,9 +68,9 @@ class WaitResult:
             raise ValueError(f"job {status.name} is still waiting; it has no outcome")
         return cls(
             outcome=outcome,
-            name=status.name,
+            job_name=status.name,
             namespace=status.namespace,
-            uid=status.uid,
+            job_uid=status.uid,
             message=message or status.explain(),
             phase=status.phase,
             retry_count=status.retry_count,
@@ -122,7 +126,7 @@ class WaitResult:
     def timed_out(cls, status: JobStatus, name: str, namespace: str, uid: str) -> WaitResult:
         """Airflow's ``execution_timeout`` was reached while job ``namespace/name`` ran."""
         message = f"Gave up waiting on Volcano job {namespace}/{name}: execution_timeout reached"
-        return cls._of_running(status, Ending.TIMEOUT, message, uid=uid, retry_count=0)
+        return cls._of_running(status, Ending.TIMEOUT, message, job_uid=uid, retry_count=0)
 
     @classmethod
     def stalled(cls, status: JobStatus, stall: Stall) -> WaitResult:
@@ -141,7 +145,9 @@ class WaitResult:
             f"Lost the watch on Volcano job {namespace}/{name}: {why}. The "
             "job was left untouched; the next try reattaches to it."
         )
-        return cls(Ending.WATCH_LOST, name=name, namespace=namespace, uid=uid, message=message)
+        return cls(
+            Ending.WATCH_LOST, job_name=name, namespace=namespace, job_uid=uid, message=message
+        )
 
     def to_event(self) -> dict[str, Any]:
         """The JSON-safe payload of a trigger event."""
@@ -155,13 +161,14 @@ class WaitResult:
         """Read a trigger event back, refusing anything that is not one of ours."""
         if not isinstance(event, Mapping):
             raise ForeignEvent(f"a wait result must be a mapping, not {type(event).__name__}")
+        event = {_EARLIER_KEYS.get(key, key): value for key, value in event.items()}
         try:
             outcome = Ending(event["outcome"])
             result = cls(
                 outcome=outcome,
-                name=str(event["name"]),
+                job_name=str(event["job_name"]),
                 namespace=str(event["namespace"]),
-                uid=str(event.get("uid") or ""),
+                job_uid=str(event.get("job_uid") or ""),
                 message=str(event["message"]),
                 phase=str(event.get("phase") or ""),
                 retry_count=int(event.get("retry_count") or 0),
@@ -176,4 +183,4 @@ class WaitResult:
 
     def job_ref(self) -> dict[str, str]:
         """The job this result is about, as the ``volcano_job`` XCom shows it."""
-        return {"name": self.name, "namespace": self.namespace, "uid": self.uid}
+        return {"name": self.job_name, "namespace": self.namespace, "uid": self.job_uid}

@@ -199,7 +199,7 @@ def stall_probe(
     (read after it); ``None`` while there is none running for ``stall_timeout``."""
     if seen.job is None or target.stall_timeout is None:
         return None
-    uid = target.uid or seen.status.uid
+    uid = target.job_uid or seen.status.uid
     return silence_probe(seen.job, pods, target.stall_timeout, now, uid)
 
 

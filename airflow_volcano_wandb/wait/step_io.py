@@ -142,11 +142,11 @@ async def fetch(calls: JobCalls, target: JobTarget, log: logging.Logger | Any) -
     """The job from the apiserver (``None``: it does not exist, or not this submission);
     :data:`UNKNOWN` when the apiserver could not be asked."""
     try:
-        job = await calls.fetch(target.name)
+        job = await calls.fetch(target.job_name)
     except Exception as exc:
-        log.warning("Could not read Volcano job %s/%s: %s", target.namespace, target.name, exc)
+        log.warning("Could not read Volcano job %s/%s: %s", target.namespace, target.job_name, exc)
         return UNKNOWN
-    ours = job is not None and (not target.uid or job["metadata"].get("uid") == target.uid)
+    ours = job is not None and (not target.job_uid or job["metadata"].get("uid") == target.job_uid)
     return job if ours else None
 
 
@@ -233,7 +233,7 @@ async def _stop_unheeded(
             STOPPED_BY,
             grace,
             target.namespace,
-            target.name,
+            target.job_name,
         )
         await _mark(calls, seen.job, stop_seen_mark(time.time()), log, "the W&B run's stop")
         return None
@@ -265,7 +265,7 @@ async def _silent_master(
         log.warning(
             "Could not read the master's log of Volcano job %s/%s for a stall: %s",
             target.namespace,
-            target.name,
+            target.job_name,
             exc,
         )
         return None
@@ -286,7 +286,7 @@ async def _heard_from_wandb(
             "The master of Volcano job %s/%s has printed nothing for %gs, but its W&B run %s "
             "logged step %s %.0fs ago: training goes on, not stalled",
             target.namespace,
-            target.name,
+            target.job_name,
             stall.stall_timeout,
             wandb.run.run_id,
             last_step.step,
@@ -306,7 +306,7 @@ async def _pods(
     pods as the watch selects them and the watch is synced; else a LIST, as without a pod
     watch and for ``job`` ``None`` (a verdict's confirmation: always from the apiserver)."""
     watch = pod_watch if pods_managed(job) else None
-    watched = watch.objects(target.name) if watch is not None else None
+    watched = watch.objects(target.job_name) if watch is not None else None
     if watched is not None:
         return watched
     if watch is not None and watch.listing:
@@ -315,14 +315,14 @@ async def _pods(
         # racing that one LIST for the apiserver, and a hundred connections held after it.
         return None
     try:
-        return await calls.list_pods(target.name)
+        return await calls.list_pods(target.job_name)
     except Exception as exc:
         # The budget is a bound on a failing job, not the wait's source of truth: a read that
         # fails leaves the job to the next look, which reads again.
         log.warning(
             "Could not read the pods of Volcano job %s/%s for their verdicts: %s",
             target.namespace,
-            target.name,
+            target.job_name,
             exc,
         )
         return None

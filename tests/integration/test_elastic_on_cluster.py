@@ -87,7 +87,9 @@ def test_an_elastic_job_is_admitted_and_starts_on_the_workers_that_fit_with_a_st
     assert len(pending) == most - len(workers), pending
     # The wait reads Volcano's job as running, not as a gang still waiting: an hour past a
     # one-second pending timeout, no verdict.
-    target = JobTarget(name=name, namespace=namespace, uid=submitted["uid"], pending_timeout=1)
+    target = JobTarget(
+        job_name=name, namespace=namespace, job_uid=submitted["uid"], pending_timeout=1
+    )
     assert judge(get_job(api, namespace, name), target, time.time() + 3600) is None
 
     # A running worker lost, three times: its pod alone is replaced, the master and the other

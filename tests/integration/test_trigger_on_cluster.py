@@ -76,7 +76,7 @@ def test_the_event_comes_from_the_watch_not_from_a_poll(cluster):
 
     event = asyncio.run(asyncio.wait_for(wait(), timeout=120))
     assert event["outcome"] == "succeeded"
-    assert event["uid"] == job["metadata"]["uid"]
+    assert event["job_uid"] == job["metadata"]["uid"]
 
 
 def test_a_wait_that_ends_early_fires_only_once_the_deferral_settled(cluster, monkeypatch):

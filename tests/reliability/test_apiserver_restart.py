@@ -116,7 +116,7 @@ def test_twenty_triggers_survive_an_apiserver_restart_with_a_stub_ti(monkeypatch
             assert len(events) == 1, (index, kind, events)  # fired exactly once
             event = events[0]
             assert event["outcome"] == expected, (index, kind, event)
-            assert event["uid"] == tis[index].pushed["volcano_job"]["uid"]
+            assert event["job_uid"] == tis[index].pushed["volcano_job"]["uid"]
             if expected == "failed":
                 assert event["phase"] in ("Terminated", "Failed", "Aborted"), event
         # One watch connection for the namespace at any time, however many triggers.

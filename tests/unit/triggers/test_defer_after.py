@@ -23,7 +23,13 @@ from airflow_volcano_wandb.triggers.volcano import VolcanoJobTrigger
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from test_support.waits import JOB
 
-COMPLETED = {"outcome": "succeeded", "name": "j", "namespace": "ns", "uid": "u", "message": "done"}
+COMPLETED = {
+    "outcome": "succeeded",
+    "job_name": "j",
+    "namespace": "ns",
+    "job_uid": "u",
+    "message": "done",
+}
 
 
 class Terminated(BaseException):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -11,6 +12,7 @@ from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.triggers.wait_spec import WaitSpec
 from airflow_volcano_wandb.wait.judge import GANG_WHOLE_ANNOTATION, JobTarget, WandbRunRef
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.step import StepMemory, look
 
 KEY = "local-0123456789abcdef0123456789abcdef01234567"
@@ -83,6 +85,28 @@ def test_the_stored_kwargs_are_plain_json_and_never_hold_the_key():
     assert KEY not in text
 
 
+def test_the_job_keeps_its_names_from_the_worker_through_the_trigger_to_the_result():
+    """The stored keys are ``WaitSpec``'s fields; the job's fields of ``JobTarget`` and
+    ``WaitResult`` are spelt as there, so nothing is renamed on the way."""
+    spec = WaitSpec.from_kwargs(STORED_BEFORE)
+    fields = [field.name for field in dataclasses.fields(WaitSpec)]
+    assert list(VolcanoJobTrigger(**spec.to_kwargs()).serialize()[1]) == fields
+    job = {"job_name", "namespace", "job_uid"}
+    assert (
+        job
+        <= {field.name for field in dataclasses.fields(JobTarget)}
+        <= set(fields)
+        | {
+            "pod_check_interval",  # the waiting process's settings, not stored
+            "progress_interval",
+            "progress_annotation",
+        }
+    )
+    assert job <= {field.name for field in dataclasses.fields(WaitResult)}
+    target = spec.target()
+    assert (target.job_name, target.job_uid) == (spec.job_name, spec.job_uid)
+
+
 def test_the_stall_timeouts_wandb_run_is_stored_by_its_connection_id_never_its_key():
     run = {"wandb_conn_id": "wandb_default", "wandb_run_id": "r1", "wandb_project": "p"}
     spec = WaitSpec.from_kwargs({**STORED_BEFORE, "stall_timeout": 60.0, **run})
@@ -120,7 +144,7 @@ def _job(phase: str, running: int, *, marked: bool = False) -> dict:
     }
 
 
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=2)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", max_container_restarts=2)
 
 
 def test_one_look_logs_a_changed_line_marks_the_gang_once_and_reads_pods_while_running():

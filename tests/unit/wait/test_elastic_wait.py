@@ -15,7 +15,7 @@ from airflow_volcano_wandb.wait.training_progress import Progress, ProgressSeen,
 
 CREATED = "2026-11-29T10:00:00Z"
 T0 = datetime.fromisoformat("2026-11-29T10:00:00+00:00").timestamp()
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", pending_timeout=60)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", pending_timeout=60)
 
 
 def job(running: dict[str, int], *, elastic: bool = True, phase: str = "Running") -> dict:

@@ -15,7 +15,7 @@ from airflow_volcano_wandb.wait.outcome import WaitResult
 
 
 def _result(outcome: Ending) -> WaitResult:
-    return WaitResult(outcome=outcome, name="j", namespace="ns", uid="u1", message="m")
+    return WaitResult(outcome=outcome, job_name="j", namespace="ns", job_uid="u1", message="m")
 
 
 @pytest.mark.parametrize(

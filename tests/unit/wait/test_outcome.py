@@ -4,6 +4,7 @@ every release has written them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -21,6 +22,13 @@ def _event(result: WaitResult) -> dict:
     return event
 
 
+def test_an_events_keys_are_the_results_fields_and_an_earlier_builds_keys_are_read() -> None:
+    result = WaitResult.watch_lost("j", "ns", "u-1", "gone")
+    assert list(_event(result)) == [field.name for field in dataclasses.fields(WaitResult)]
+    earlier = {"outcome": "watch_lost", "name": "j", "namespace": "ns", "uid": "u-1"}
+    assert WaitResult.from_event({**earlier, "message": result.message}) == result
+
+
 @pytest.mark.parametrize("ending", [Ending.SUCCEEDED, Ending.FAILED, Ending.DELETED])
 def test_a_jobs_own_end_is_the_outcome(ending) -> None:
     status = JobStatus("j", "ns", "u-1", "Completed", ending)
@@ -31,9 +39,9 @@ def test_a_lost_watch_keeps_its_event_and_words() -> None:
     result = WaitResult.watch_lost("j", "ns", "u-1", "connection refused")
     assert _event(result) == {
         "outcome": "watch_lost",
-        "name": "j",
+        "job_name": "j",
         "namespace": "ns",
-        "uid": "u-1",
+        "job_uid": "u-1",
         "message": (
             "Lost the watch on Volcano job ns/j: connection refused. The job was left "
             "untouched; the next try reattaches to it."
@@ -51,9 +59,9 @@ def test_a_timeout_keeps_its_event_and_words() -> None:
     result = WaitResult.timed_out(RUNNING, "j", "ns", "u-1")
     assert _event(result) == {
         "outcome": "timeout",
-        "name": "j",
+        "job_name": "j",
         "namespace": "ns",
-        "uid": "u-1",
+        "job_uid": "u-1",
         "message": "Gave up waiting on Volcano job ns/j: execution_timeout reached",
         "phase": "Running",
         "retry_count": 0,  # the restarts of a job that timed out are not its end's

@@ -188,7 +188,7 @@ def _step(hook: FakePodHook, job: dict, pods_watch: NamespacePodWatcher | None) 
         if pods_watch is not None:
             pods_watch.subscribe("j")
             await until(pods_watch.synced.is_set)
-        target = JobTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
+        target = JobTarget(job_name="j", namespace=NS, job_uid="j-uid", max_container_restarts=1)
         try:
             return await step_io.take_step(
                 watcher, job, target, StepMemory(), LOG, fresh=False, pod_watch=pods_watch
@@ -276,7 +276,7 @@ def _step_while_pod_watch_lists(fail: bool) -> tuple[FakePodHook, Any]:
         pods = NamespacePodWatcher(lambda: hook, NS, WATCHED_PODS_SELECTOR)
         pods.subscribe("j")
         await until(lambda: attempts and (not fail or pods.failing_since))
-        target = JobTarget(name="j", namespace=NS, uid="j-uid", max_container_restarts=1)
+        target = JobTarget(job_name="j", namespace=NS, job_uid="j-uid", max_container_restarts=1)
         try:
             return await step_io.take_step(
                 watcher, JOB, target, StepMemory(), LOG, fresh=False, pod_watch=pods
@@ -334,7 +334,9 @@ def test_two_waits_sharing_a_job_watch_each_read_their_own_pod_watch():
 
         async def step(job: dict, pod_watch: NamespacePodWatcher | None) -> Any:
             name = job["metadata"]["name"]
-            target = JobTarget(name=name, namespace=NS, uid=f"{name}-uid", max_container_restarts=1)
+            target = JobTarget(
+                job_name=name, namespace=NS, job_uid=f"{name}-uid", max_container_restarts=1
+            )
             return await step_io.take_step(
                 watcher, job, target, StepMemory(), LOG, fresh=False, pod_watch=pod_watch
             )

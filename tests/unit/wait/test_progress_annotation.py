@@ -70,7 +70,7 @@ def test_off_by_default_no_line_is_written(monkeypatch):
     calls = Annotated()
     lines = _reads(monkeypatch, calls, False, (T0, summary(1200, T0 - 5)))
     assert lines == ["progress: step 1200/4000 (30 %)"] and calls.writes == []
-    assert JobTarget(name="j", namespace="ns").progress_annotation is False
+    assert JobTarget(job_name="j", namespace="ns").progress_annotation is False
 
 
 def test_a_write_that_fails_is_said_and_the_wait_goes_on(monkeypatch):

@@ -132,7 +132,7 @@ def test_a_rank_is_the_pod_name_without_its_job():
     assert CrashLoop("p", "chief", "c", 1, 0, 1).task == ""  # no index: no task claimed
 
 
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=3)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", max_container_restarts=3)
 CRASHING = [pod("master-0", 4), pod("worker-0", 0), pod("worker-1", 0)]
 
 
@@ -140,7 +140,7 @@ def test_the_judge_ends_the_wait_of_a_running_job_past_its_budget():
     running = job("Running", running={"master": 1, "worker": 2})
     result = judge(running, TARGET, T0, pods=CRASHING)
     assert result.outcome is Ending.CRASH_LOOP
-    assert (result.uid, result.phase, result.crash_loop.rank) == ("u-1", "Running", "master-0")
+    assert (result.job_uid, result.phase, result.crash_loop.rank) == ("u-1", "Running", "master-0")
     assert "crash-looping" in result.message and "rank master-0" in result.message
     assert judge(running, TARGET, T0, pods=CRASHING[1:]) is None
 
@@ -150,7 +150,7 @@ def test_the_judge_counts_restarts_only_of_a_running_job_with_a_budget():
     assert counts_restarts(see(running, TARGET), TARGET)
     assert not counts_restarts(see(job("Pending"), TARGET), TARGET)
     assert not counts_restarts(see(None, TARGET), TARGET)
-    no_budget = JobTarget(name="j", namespace="ns", uid="u-1")
+    no_budget = JobTarget(job_name="j", namespace="ns", job_uid="u-1")
     assert not counts_restarts(see(running, no_budget), no_budget)
     assert judge(job("Completing"), TARGET, T0, pods=CRASHING) is None
 

@@ -41,7 +41,7 @@ from tests.unit.wait.test_wait_verdicts import T0, job
 
 REPO = Path(__file__).resolve().parents[3]
 TIMEOUT = 600.0
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", stall_timeout=TIMEOUT)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", stall_timeout=TIMEOUT)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 
 
@@ -129,14 +129,14 @@ def test_a_look_asks_for_a_probe_only_of_a_running_job_and_remembers_when():
     assert due.probe_stall and due.memory.stall_probed_at == T0 + TIMEOUT / 4
     for other in (job("Pending"), job("Completing"), None):
         assert not probes_stall(see(other, TARGET), TARGET, None, T0)
-    off = JobTarget(name="j", namespace="ns", uid="u-1")
+    off = JobTarget(job_name="j", namespace="ns", job_uid="u-1")
     assert not look(RUNNING, off, StepMemory(), T0).probe_stall
 
 
 def test_the_verdict_names_the_master_the_timeout_and_how_long_it_ran():
     probe = Stall("j-master-0", "master-0", "pytorch", TIMEOUT, 900.0)
     result = judge_stall(see(RUNNING, TARGET), probe)
-    assert (result.outcome, result.uid, result.phase, result.stall) == (
+    assert (result.outcome, result.job_uid, result.phase, result.stall) == (
         Ending.STALLED,
         "u-1",
         "Running",

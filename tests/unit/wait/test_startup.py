@@ -78,7 +78,7 @@ def job(phase: str = "Pending", running: int = 0) -> dict:
     }
 
 
-TARGET = JobTarget(name="j", namespace="ns", uid=UID, startup_timeout=120.0)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid=UID, startup_timeout=120.0)
 
 
 def failure(
@@ -157,10 +157,10 @@ def test_the_judge_reads_pods_while_a_rank_has_not_started_and_ends_the_wait():
     assert judge(job(), TARGET, T0 + 60, pods=pods) is None
     result = judge(job(), TARGET, T0 + 130, pods=pods)
     assert result is not None and result.outcome is Ending.START_FAILED
-    assert result.start_failure.rank == "master-0" and result.uid == UID
+    assert result.start_failure.rank == "master-0" and result.job_uid == UID
     assert result.message.startswith("Volcano job ns/j cannot start: rank master-0")
     assert WaitResult.from_event(json.loads(json.dumps(result.to_event()))) == result
-    off = JobTarget(name="j", namespace="ns", uid=UID)  # a trigger stored before the budget
+    off = JobTarget(job_name="j", namespace="ns", job_uid=UID)  # a trigger stored before the budget
     assert not reads_pods(see(job(), off), off)
     assert judge(job(), off, T0 + 10_000, pods=pods) is None
 

@@ -23,7 +23,7 @@ from airflow_volcano_wandb.wait.training_progress import (
 )
 from tests.unit.wait.test_wait_verdicts import T0, job
 
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", progress_interval=60)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", progress_interval=60)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 
 

@@ -49,7 +49,7 @@ def job(phase: str, *, uid="u-1", running=None, transition=None, retry=0, deleti
     }
 
 
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", pending_timeout=60)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", pending_timeout=60)
 
 
 def test_result_round_trips_through_a_trigger_event():
@@ -85,7 +85,7 @@ def test_terminal_phases_end_the_wait(phase, outcome):
 def test_a_missing_job_or_another_uid_is_the_target_deleted():
     for current in (None, job("Running", uid="someone-else"), job("Running", deleting=True)):
         result = judge(current, TARGET, T0)
-        assert result.outcome is Ending.DELETED and result.uid == "u-1"
+        assert result.outcome is Ending.DELETED and result.job_uid == "u-1"
 
 
 def test_pending_counts_from_the_transition():
@@ -191,12 +191,12 @@ def test_a_lost_rank_of_a_gang_that_was_whole_is_reported_as_restarting():
 
 
 def test_no_pending_timeout_means_waiting_for_ever_on_placement():
-    target = JobTarget(name="j", namespace="ns", uid="u-1")
+    target = JobTarget(job_name="j", namespace="ns", job_uid="u-1")
     assert judge(job("Pending"), target, T0 + 10**6) is None
 
 
 def test_the_deadline_ends_the_wait_as_a_timeout():
-    target = JobTarget(name="j", namespace="ns", uid="u-1", deadline=T0 + 5)
+    target = JobTarget(job_name="j", namespace="ns", job_uid="u-1", deadline=T0 + 5)
     whole = job("Running", running={"master": 1, "worker": 2})
     assert judge(whole, target, T0 + 4) is None
     assert judge(whole, target, T0 + 5).outcome is Ending.TIMEOUT

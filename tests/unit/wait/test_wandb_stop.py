@@ -27,7 +27,7 @@ from tests.unit.wait.test_restart_budget import pod
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 STOP = STOPPED_FROM_WANDB_EXIT_CODE
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", max_container_restarts=3)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", max_container_restarts=3)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 URL = "https://wandb.example/ml-team/volcano-demo/runs/r1"
 
@@ -61,7 +61,7 @@ def test_the_judge_ends_the_wait_of_a_running_job_whose_run_was_stopped_before_t
     pods = [pod("master-0", 1, exit_code=STOP), pod("worker-0", 1, exit_code=STOP)]
     result = judge(RUNNING, TARGET, T0, pods=pods)
     assert result.outcome is Ending.STOPPED_FROM_WANDB
-    assert (result.name, result.uid, result.phase) == ("j", "u-1", "Running")
+    assert (result.job_name, result.job_uid, result.phase) == ("j", "u-1", "Running")
     assert "stopped from the W&B UI or API" in result.message
     assert (
         "rank master-0's trainer ended" in result.message and f"exit code {STOP}" in result.message
@@ -76,7 +76,7 @@ def test_a_stop_wins_over_the_crash_loop_it_causes():
 
 
 def test_without_a_restart_budget_the_pods_are_not_read_for_a_stop():
-    no_budget = JobTarget(name="j", namespace="ns", uid="u-1")
+    no_budget = JobTarget(job_name="j", namespace="ns", job_uid="u-1")
     assert judge(RUNNING, no_budget, T0, pods=[pod("master-0", 1, exit_code=STOP)]) is None
 
 

@@ -28,7 +28,7 @@ from airflow_volcano_wandb.wait.wandb_stop import (
 from tests.unit.wait.test_wait_verdicts import T0, job
 
 GRACE = 60.0
-TARGET = JobTarget(name="j", namespace="ns", uid="u-1", wandb_stop_grace=GRACE)
+TARGET = JobTarget(job_name="j", namespace="ns", job_uid="u-1", wandb_stop_grace=GRACE)
 RUNNING = job("Running", running={"master": 1, "worker": 2})
 
 
@@ -102,10 +102,10 @@ def test_the_wait_asks_w_and_b_once_a_minute_at_most_and_only_of_a_job_not_ended
     assert asks_wandb_stop(seen, TARGET, T0 - WANDB_STOP_CHECK_INTERVAL, T0)
     assert not asks_wandb_stop(see(job("Completed"), TARGET), TARGET, None, T0)
     assert not asks_wandb_stop(see(None, TARGET), TARGET, None, T0)
-    off = JobTarget(name="j", namespace="ns", uid="u-1")
+    off = JobTarget(job_name="j", namespace="ns", job_uid="u-1")
     assert not asks_wandb_stop(seen, off, None, T0)
     # A grace shorter than a minute is asked about as often as it lasts.
-    short = JobTarget(name="j", namespace="ns", uid="u-1", wandb_stop_grace=5)
+    short = JobTarget(job_name="j", namespace="ns", job_uid="u-1", wandb_stop_grace=5)
     assert asks_wandb_stop(seen, short, T0 - 5, T0)
 
 
@@ -122,7 +122,7 @@ def test_the_first_waiter_to_hear_the_stop_marks_the_job_and_waits_on(monkeypatc
 def test_a_job_still_running_a_grace_after_the_mark_ends_the_wait_as_a_stop(monkeypatch):
     overdue = marked(T0 - GRACE)
     _, result = _step(overdue, Calls(overdue), Wandb(stopped=True), monkeypatch)
-    assert result.outcome is Ending.STOPPED_FROM_WANDB and result.uid == "u-1"
+    assert result.outcome is Ending.STOPPED_FROM_WANDB and result.job_uid == "u-1"
     assert "W&B run r1 was marked stopped" in result.message
     assert "the trainer did not stop by itself within wandb_stop_grace=60s" in result.message
     error = failure_exception.for_failure(result, result.message)
