@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import KW_ONLY, dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -66,35 +67,29 @@ class TaskParts(Protocol):
     def limits(self) -> RunLimits: ...
 
 
+@dataclass(eq=False)
 class Waiter:
     """The wait on one job that the operator and the sensor each hold, from its trigger to
     the task's outcome."""
 
-    def __init__(
-        self,
-        task: HoldingTask,
-        parts: TaskParts,
-        *,
-        try_number: int | None = None,
-        resume: ResumePolicy | None = None,
-        delete_on_kill: bool = True,
-        wandb_run_id: str | None = None,
-        timeout_error: type[Exception] | None = None,
-    ) -> None:
-        """The wait on the job of ``task``'s try ``try_number`` (``None``: a sensor's, which
-        adopts no job); ``resume``: the operator's ``ResumePolicy``; ``wandb_run_id``: the run
-        the job writes to, if not the one it names; ``timeout_error``: what a timeout raises
-        instead of ``JobTimeoutError`` (the sensor's, which Airflow never retries)."""
-        self.task, self.parts = task, parts
-        self.try_number, self.resume = try_number, resume
-        self.delete_on_kill, self.wandb_run_id = delete_on_kill, wandb_run_id
-        self.timeout_error = timeout_error
-        #: The submission waited on, as soon as it is known (for a kill).
-        self.job: dict[str, str] | None = None
-        #: What the try ran and trained into, once it ended (the operator's OpenLineage).
-        self.facts: JobFacts | None = None
-        self.run: dict[str, Any] = {}
-        self.summary: dict[str, Any] | None = None
+    task: HoldingTask
+    parts: TaskParts
+    _: KW_ONLY
+    #: The try that waits (``None``: a sensor's, which adopts no job).
+    try_number: int | None = None
+    #: The operator's ``ResumePolicy``.
+    resume: ResumePolicy | None = None
+    delete_on_kill: bool = True
+    #: The W&B run the job writes to, if not the one it names.
+    wandb_run_id: str | None = None
+    #: What a timeout raises instead of ``JobTimeoutError`` (the sensor's, never retried).
+    timeout_error: type[Exception] | None = None
+    #: The submission waited on, as soon as it is known (for a kill).
+    job: dict[str, str] | None = field(default=None, init=False)
+    #: What the try ran and trained into, once it ended (the operator's OpenLineage).
+    facts: JobFacts | None = field(default=None, init=False)
+    run: dict[str, Any] = field(default_factory=dict, init=False)
+    summary: dict[str, Any] | None = field(default=None, init=False)
 
     @cached_property
     def wandb_hook(self) -> WandbHook:
