@@ -1,16 +1,9 @@
 """The W&B API key's Kubernetes Secret: one per job, created after it and owned by it.
 
-The key reaches the pods only through a ``secretKeyRef``. Each render names a Secret of its
-own (:func:`fresh_ref`: random, unknowable before the job exists); once the job exists,
-:func:`deliver` creates it, ``immutable``, with the job as its owner, so Kubernetes deletes
-it with the job. That create is the only Secret call the provider makes, so its Role grants
-Secrets ``create`` and nothing else (a PATCH answers with the whole object, so ``patch``
-would read every Secret as ``get`` does).
-
-A 409 on a job this try just created means someone raced us to a name only its spec carries:
-the job is withdrawn and the try fails. On a job an earlier try created, that try delivered
-its key, which is kept. docs/security.md says the price: a submitter lost between the two
-creates leaves pods waiting in ``CreateContainerConfigError`` until the next try delivers.
+Each render names a Secret of its own (:func:`fresh_ref`, unknowable before the job exists);
+:func:`deliver` creates it, ``immutable``, owned by the job, so Kubernetes deletes it with the
+job, and the Role grants Secrets ``create`` and nothing else. A 409 on a job this try created
+means someone raced us to the name: the job is withdrawn (docs/security.md).
 """
 
 from __future__ import annotations

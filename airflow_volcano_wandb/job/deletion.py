@@ -1,9 +1,6 @@
-"""Deleting a job this task instance owns: one decision per fresh read, then a guarded delete.
-
-Every cleanup path reads the job, decides with :func:`decide` and deletes with the read's
-``resourceVersion`` as a precondition, so a newer try adopting the job in between makes the
-delete fail and the read repeat. :func:`delete_if_owned` is that loop on the sync hook; the
-trigger's kill runs the same steps on the async hook.
+"""Deleting a job this task instance owns: one decision per fresh read (:func:`decide`), then a
+delete guarded by the read's ``resourceVersion``, so a newer try adopting the job in between
+makes the delete fail and the read repeat.
 """
 
 from __future__ import annotations

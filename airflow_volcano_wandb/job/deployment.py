@@ -1,9 +1,5 @@
-"""Which Airflow deployment this is: the ``[volcano_wandb] deployment`` option.
-
-Two Airflows (staging and prod, or one before and after a metadata-DB reset) can run the same
-DAG with the same run ids against one namespace. The deployment name keeps their jobs apart:
-it is part of the identity labels and hash, the job name (through the W&B run id) and the
-run id itself.
+"""Which Airflow deployment this is (``[volcano_wandb] deployment``): it keeps apart the jobs
+of two Airflows that run the same DAG and run ids against one namespace.
 """
 
 from __future__ import annotations

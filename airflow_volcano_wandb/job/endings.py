@@ -1,12 +1,10 @@
 """How a wait on a Volcano job ends, in one table: each ending's word, the exception it raises
 and what the wait does about it.
 
-Pure. One :class:`Ending` row per ending: the job's phase reads into it (:func:`of_phase`),
-the judge's verdicts and the pods' causes (``wait.diagnostics.classify``) name one, and
-``wait.failure_exception`` raises the row's class, whose ``resume_cause`` the next try is
-told (``job.resume``). The words are what trigger events and the W&B back-link carry; every
-release wrote the same, so old events read back. The class is named, not imported:
-``exceptions`` imports Airflow, and this module may not.
+Pure. The job's phase reads into it (:func:`of_phase`), the judge's verdicts and the pods'
+causes name a row, and ``wait.failure_exception`` raises its class. The words are what trigger
+events carry, so old events read back. The class is named, not imported: ``exceptions``
+imports Airflow, and this module may not.
 """
 
 from __future__ import annotations

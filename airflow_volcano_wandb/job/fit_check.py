@@ -1,9 +1,6 @@
-"""Will it fit? Read the job's Volcano queue and the nodes, then judge (``job.fit``).
-
-Run right before a job is created: a job that can never be placed fails here with
-``JobWontFitError`` instead of pending until ``pending_timeout``. Where a namespaced Role may
-not read the cluster-scoped queues and nodes, the check says once that it was skipped, and
-the submission goes on (``docker/k8s/rbac-fit-check.yaml`` grants the two reads).
+"""Will it fit? Read the job's Volcano queue and the nodes, then judge (``job.fit``), so a job
+that can never be placed fails before it is created. Where the Role may not read queues and
+nodes, the check says once that it was skipped.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """What a finished job's GPUs cost, per rank (pure): GPU-seconds from each pod's run time.
 
-A rank's GPU-seconds are its pod's GPUs (``<vendor>/gpu`` limits) times the seconds from the
-pod's ``status.startTime`` to its containers' last ``finishedAt`` (or ``now``); a pod that
-never started cost nothing. Ranks are named by their pod's Volcano suffix (``master-0``).
-Volcano removes the ranks still running when the master's ``CompleteJob`` fired
-(:func:`removed_ranks`): those are counted, as a lower bound, from the moment the gang was
-seen whole to the job's end, with the GPUs their task's pod template asks for.
+A rank's GPU-seconds are its pod's GPU limits times the seconds from ``status.startTime`` to
+its containers' last ``finishedAt``. Ranks Volcano removed when the job completed
+(:func:`removed_ranks`) are counted, as a lower bound, from when the gang was seen whole.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""What a training step produced, as Airflow assets and lineage publish it.
+"""What a training step produced, as Airflow assets and lineage publish it (pure).
 
-Pure. :class:`JobFacts` is read from the Volcano job the task ran (its identity, images and
-replica counts); :func:`asset_extra` joins it with the W&B run into the ``extra`` of the asset
-event the operator emits for each of its ``outlets``. Downstream DAGs scheduled on that asset
-read the extra from ``triggering_asset_events`` (see docs/assets.md), so the keys here are a
+:func:`asset_extra` joins the job's :class:`JobFacts` with the W&B run into the ``extra`` of
+the operator's asset events. Downstream DAGs read it (docs/assets.md), so its keys are a
 public contract: add to them, never rename.
 """
 

@@ -1,9 +1,5 @@
-"""What a Volcano Job's status means for the Airflow task waiting on it.
-
-Pure: takes the job as the plain dict the API returns (or ``None`` when the job is gone) and
-says whether to keep waiting, and if not, how it ended (``endings``: a phase is a lookup into
-that table). The trigger, the sensor and the operator's sync wait all read jobs through this
-one module, so they can never disagree about what a phase means.
+"""What a Volcano Job's status means for the Airflow task waiting on it (pure): the trigger,
+the sensor and the operator read jobs through this one module, so they never disagree.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""A Volcano Job, and the metadata of any Kubernetes object, read once into typed fields.
-
-Pure: the hooks hand back the plain dicts the API returns (callers that need the rest keep
-them); the modules that read a job read it through :meth:`JobView.of`, and a pod's or
-Secret's metadata through :meth:`ObjectMeta.of`, so every missing field means one thing
-everywhere. Tolerant: a field the API left out reads as empty, never raises.
+"""A Volcano Job, and the metadata of any Kubernetes object, read once into typed fields
+(pure, tolerant: a field the API left out reads as empty, never raises).
 """
 
 from __future__ import annotations

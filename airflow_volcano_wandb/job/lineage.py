@@ -1,11 +1,8 @@
 """OpenLineage for the training step: the Volcano job, its W&B run, datasets in and model out.
 
-The operator's ``get_openlineage_facets_on_complete``/``_on_failure`` return
-:func:`operator_lineage`. The OpenLineage classes are imported when lineage is asked for, so
-the provider does not require ``apache-airflow-providers-openlineage`` (Airflow calls these
-methods only when it is installed and enabled). Datasets are the artifacts the W&B run used
-and logged (best-effort), in namespace ``wandb://<server host>``, named
-``<entity>/<project>/<artifact>:v<version>``.
+The OpenLineage classes are imported when lineage is asked for, so the provider does not
+require ``apache-airflow-providers-openlineage``. Datasets are the W&B run's artifacts, in
+namespace ``wandb://<server host>``.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Which Airflow task instance, and which of its intents, a Volcano job belongs to.
 
-Every job this provider submits carries labels naming its task instance (and deployment), so
-that a retry, a restarted worker or a second scheduler finds the job that is already there.
-Label values are length-limited and sanitized, so the match is made on a hash of the exact
-identity; the readable labels are for people and ``kubectl``.
-
-A job belongs to exactly one intent: the try that submitted it, or the newest try that
-adopted it (``try-number``). Once a try reports the job's outcome (``reported-by-try``), the
-job is a past result: no later try reattaches to it or counts it as its own, and the only
-later try that may delete it is one of the same task instance that needs its name (a fixed
-job name, see :func:`replaceable_past`).
+Every job carries labels naming its task instance, so a retry or a restarted worker finds the
+job already there; the match is on a hash of the exact identity. A job belongs to one intent:
+the try that submitted it, or the newest that adopted it (``try-number``). A job reported
+(``reported-by-try``) is a past result: no later try reattaches to it (:func:`replaceable_past`).
 """
 
 from __future__ import annotations

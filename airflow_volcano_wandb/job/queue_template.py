@@ -1,9 +1,6 @@
-"""Where a run's template and its template variables' guardrails come from.
-
-A ``wandb-queue://`` template is read from its W&B Launch queue, with the variables the queue's
-admin declared: those schemas, and only those, bound the run's ``template_variables``. A DAG
-cannot widen them, so a DAG that declares schemas for a queue template is refused. Any other
-template's variables are the ones the DAG declares.
+"""Where a run's template and its template variables' guardrails come from: a
+``wandb-queue://`` template's variables are bounded by the queue's schemas only, which a DAG
+cannot widen.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Whether a try resumes the W&B run of the try before it (pure).
 
-A fresh job is a new intent and, by default, a new W&B run. When the try before it was
-interrupted rather than wrong (its ranks preempted or evicted, its node lost, the task
-killed), the new intent keeps the earlier run id: its checkpoint directory
-(``/checkpoints/<run id>``) holds the earlier try's checkpoints, ``AVW_RESUME_FROM=latest``
-continues from the newest, and the W&B history continues (``WANDB_RESUME=must``).
-
-A :class:`RunRecord` in the task state store is written when the job exists and completed
-with the cause when the try reports. A try killed while deferred reports nothing (the
-triggerer has no store): the next try finds the record without a cause, and when a fresh
-read shows that very job gone, the task was killed.
+When the try before was interrupted rather than wrong (preempted, evicted, killed), the new
+intent keeps the earlier run id, so its checkpoints and W&B history continue. A
+:class:`RunRecord` in the task state store is written when the job exists and completed with
+the cause when the try reports; a record without a cause and the job gone means a kill.
 """
 
 from __future__ import annotations

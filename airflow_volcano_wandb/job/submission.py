@@ -1,12 +1,8 @@
 """Submit a rendered job, or reattach to the one this task instance already has.
 
-One task instance owns at most one live job, whatever its tries. :func:`submit_or_reattach`
-reads once (one LIST of this task instance's jobs), plans once (``job.submission_plan``) and
-carries the plan out; only a create that finds its name taken reads (that name) and plans again.
-Where Airflow 3.3 gives the task a state store, the job is remembered there by uid
-(:func:`remember`), and the next try reattaches to exactly that job when the plan may reuse it.
-:func:`submit_for_try` adds, for one try of the operator, the key's Secret
-(``job.api_key_secret``) and each failure as the Airflow exception that names its cause.
+:func:`submit_or_reattach` reads once (one LIST), plans once (``job.submission_plan``) and
+carries the plan out; only a create that finds its name taken reads and plans again.
+:func:`submit_for_try` adds the key's Secret and each failure as the exception naming its cause.
 """
 
 from __future__ import annotations

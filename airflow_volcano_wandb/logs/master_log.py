@@ -1,28 +1,11 @@
 """Follow a job's master log into a task's log: from the triggerer while the task is deferred,
-in the task's own process while it waits there (sync mode: the trigger's wait runs in-process,
-follow included; a poking sensor: :class:`MasterLogThread`). One follow, wherever it runs.
+in the task's own process otherwise (a poking sensor: :class:`MasterLogThread`).
 
-Opt-in per job (``follow_master_log``): each following trigger holds one log stream of its
-own, over one API client per event loop, connection and namespace (``log_client``); at most
-``[volcano_wandb] max_concurrent_log_follows`` run at once per triggerer, the others wait for
-a slot. The master pod is looked for in the namespace's shared pod watch (``pod_watcher``)
-while it is synced, else by a LIST of the job's pods.
-
-What follows the master (rank 0) pod's first container:
-
-- Lines are joined across chunks, capped per job (``log_lines``), logged as ``[<pod>] <line>``;
-  an ``AVW_PROGRESS`` record (docs/trainer.md) also as the progress line a W&B run gives.
-- Until the master pod has started, it is looked for on each change of the job's progress
-  and every ``RECHECK_SECONDS``.
-- The kubelet ends a follow stream when the container exits. The pod is then looked at
-  again: a restarted container (``restartCount`` grew) or a replacement pod is followed
-  again. A stream that stays silent for ``RECHECK_SECONDS`` is checked the same way, since a
-  stream may also outlive its container (a proxy that never closes it). A reopened stream
-  replays the container's log: lines up to the last timestamp shown are skipped.
-- Nothing here decides the wait: errors are logged and the follow retried, and the trigger
-  cancels the follow when it fires or is cancelled.
-
-Imported off the event loop by the trigger (it needs the Kubernetes clients).
+Opt-in per job (``follow_master_log``); at most ``[volcano_wandb] max_concurrent_log_follows``
+run at once per triggerer. The master pod is looked for in the shared pod watch while it is
+synced, else by a LIST. A stream that ends or stays silent for ``RECHECK_SECONDS`` makes the
+pod be looked at again, so a restarted container or a replacement pod is followed; a reopened
+stream skips the lines up to the last timestamp shown. Nothing here decides the wait.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What the operator's job is: the queue template, what fills it, and the policy it must meet.
 
-Rendering itself is the pure ``template`` package; this part holds the options and hands
-them to ``render_job`` with the run's macros and env. It declares only its own options and
-the three ``render_job`` keywords it renames: every other one a DAG gives is ``render_job``'s
-as it is, declared once in ``template/`` (default, doc, check and how Airflow templates it),
-and held in ``keywords`` (``passed_on``).
+It declares only its own options and the ``render_job`` keywords it renames; every other one
+is ``render_job``'s, declared once in ``template/`` and held in ``keywords`` (``passed_on``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""What a stopped wait does to its job: delete it only on a kill that Airflow confirms.
-
-Airflow stops a trigger the same way when a user kills, clears or marks its deferred task and
-when the trigger merely moves to another triggerer (3.3 calls ``on_kill`` for both). So the job
-is deleted only when Airflow says the task has left ``deferred``
-(``airflow_compat.task_left_deferral``); otherwise it is left running, and the log says why.
+"""What a stopped wait does to its job: delete it only on a kill that Airflow confirms, since
+a trigger is stopped the same way when it merely moves to another triggerer.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """What a deferred wait is about, as one value: the trigger's fields, stored and read back.
 
-Pure. Airflow stores a trigger as its class path and keyword arguments (``serialize()``), in
-its database, and re-creates it from them in whichever triggerer runs it. So the fields are
-one frozen dataclass whose ``to_kwargs`` is plain JSON and whose ``from_kwargs`` takes back
-what any release stored: the keys have always been these field names. No field holds the
-W&B API key: the followed log is masked with salted digests (``SecretDigest.to_json``), and
-the W&B run is named by its connection id, which the triggerer reads. It stands beside the
-trigger, not in ``wait/``: it names the followed log's caps, and ``logs/`` stands above.
+Pure. Airflow stores a trigger as its keyword arguments and re-creates it in whichever
+triggerer runs it, so ``to_kwargs`` is plain JSON and ``from_kwargs`` takes back what any
+release stored. No field holds the W&B key: the followed log is masked with salted digests,
+and the W&B run is named by its connection id.
 """
 
 from __future__ import annotations

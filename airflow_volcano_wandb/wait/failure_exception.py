@@ -1,9 +1,5 @@
-"""The exception a failed wait raises: its ending's class (``job.endings``), with its fields.
-
-A wait ends with one of the endings (``judge`` decides it, ``outcome`` words it); for those
-that read their pods, the pods and events say what caused it (``diagnostics.classify``, one of
-the endings too, ``None`` when they could not be read), and for those it refines, that cause's
-row names the class. The class names the cause the next try is told (``resume_cause``).
+"""The exception a failed wait raises: its ending's class (``job.endings``), refined by the
+cause its pods and events show (``diagnostics.classify``), with its fields.
 """
 
 from __future__ import annotations

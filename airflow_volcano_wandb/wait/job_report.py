@@ -1,9 +1,6 @@
-"""Tell a person how a wait ended: fetch the job's pods, PodGroups, events and logs, explain.
-
-The I/O edge of ``diagnostics``: it reads through ``VolcanoHook`` and lets the pure module
-explain. Diagnostics are a courtesy: every function here is best-effort, so a failing read
-(a pod already gone, a Role without ``events``) shortens the report, never changes the task's
-outcome.
+"""Tell a person how a wait ended: the I/O edge of ``diagnostics``, which explains what it
+reads. Every function here is best-effort: a failing read shortens the report, never changes
+the task's outcome.
 """
 
 from __future__ import annotations
@@ -128,10 +125,9 @@ def _report_crash_loop(
     log_lines: int,
     task_log: Any,
 ) -> str:
-    """Log the crash loop: the crash-looping container's failure, its log from before its
-    last restart (``previous=True``: the running one has only just started again) and the
-    job's warning events; return that log's last line (masked), or ``""``. Best-effort, like
-    every report."""
+    """Log the crash-looping container's failure, its log from before its last restart (the
+    running one has only just started again) and the job's warning events; return that log's
+    last line (masked), or ``""``."""
     loop = result.crash_loop
     if loop is None:
         return ""
@@ -159,7 +155,7 @@ def _report_start_failure(
     task_log: logging.Logger | Any,
 ) -> None:
     """Log the job's warning events (the kubelet's pull errors, a missing Secret): the
-    container never ran, so there is no log to show. Best-effort, like every report."""
+    container never ran, so there is no log to show."""
     try:
         _, events = _pods_and_events(hook, result, job)
     except Exception as exc:
@@ -172,9 +168,8 @@ def _report_start_failure(
 def _report_stall(
     hook: VolcanoHook, result: WaitResult, log_lines: int, task_log: logging.Logger | Any
 ) -> str:
-    """Log every rank's log tail (masked): where a hung collective stopped shows in the last
-    lines of each rank. Return the last :data:`STALL_MESSAGE_LINES` of each, for the
-    exception, or ``""``. Best-effort, like every report."""
+    """Log every rank's log tail (masked): a hung collective shows in each rank's last lines.
+    Return the last :data:`STALL_MESSAGE_LINES` of each, for the exception, or ``""``."""
     try:
         pods = job_pods(
             hook.list_job_pods(result.job_name, result.namespace), result.job_uid or None
@@ -258,9 +253,8 @@ def fetch_finished_job(
     task_log: logging.Logger | Any,
     patched: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """The finished job as it is now, for its log tail and its facts: ``patched`` (the
-    answer to :func:`mark_reported`'s patch, just now) when given, else read; ``None`` (with a
-    warning) when it cannot be read: the job succeeded, so reading it may not fail the task."""
+    """The finished job as it is now: ``patched`` (:func:`mark_reported`'s answer) when given,
+    else read; ``None`` (with a warning) when it cannot be read: the job succeeded."""
     if patched is not None:
         return patched
     try:
@@ -271,9 +265,8 @@ def fetch_finished_job(
 
 
 def _masked_pod_log(hook: VolcanoHook, pod: str, namespace: str, log_lines: int) -> str:
-    """A pod's log tail with every secret this process knows masked before it is logged: a
-    task's log records also travel outside its masked log file (Airflow's supervisor can copy
-    them to stdout), and a trainer may print its environment, API key included."""
+    """A pod's log tail with every secret this process knows masked: a task's log records
+    also travel outside its masked log file, and a trainer may print its API key."""
     return str(redact(hook.read_pod_log(pod, namespace, log_lines)))
 
 
@@ -281,8 +274,7 @@ def finished_job_pods(
     hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
 ) -> list[dict[str, Any]] | None:
     """The finished job's pods, read once for its GPU-seconds and its master's log tail;
-    ``None`` (with a warning) when there is no job or they cannot be read (a report, never a
-    reason to fail)."""
+    ``None`` (with a warning) when there is no job or they cannot be read."""
     if job is None:
         return None
     meta = job["metadata"]

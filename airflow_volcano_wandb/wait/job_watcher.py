@@ -1,11 +1,6 @@
-"""One watch of a namespace's Volcano jobs, shared by every trigger in an event loop.
-
-The first trigger for a (connection, namespace, label selector) starts a single list+watch
-(``namespace_watch``, which says what a waiter may rely on); later triggers subscribe to it,
-and each is woken only when its own job changes. The calls a wait makes about its job
-(``step_io.JobCalls``) go over the watch's open client: ``fetch`` reads one job afresh, for a
-verdict that must not rest on the cache (before deleting anything) or a job the watch has not
-shown; ``list_pods`` LISTs a job's pods that the wait's own pod watch does not hold.
+"""One watch of a namespace's Volcano jobs, shared by every trigger in an event loop
+(``namespace_watch``), and the calls a wait makes about its job (``step_io.JobCalls``) over
+its open client.
 """
 
 from __future__ import annotations

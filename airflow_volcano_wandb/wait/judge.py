@@ -1,16 +1,10 @@
 """Judge a job at a moment: keep waiting, or end the wait with an outcome.
 
 Pure. The trigger and the sensor judge the job as last read (through ``step.look``), so they
-never disagree about what a job, a timeout or a half-placed gang means. A job's status is read
-once per look (:func:`see`). Each kind of evidence has its verdict: the job's status and the
-clock (:func:`judge_seen`), its pods (:func:`judge_pods`), its master's silence
-(:func:`judge_stall`); ``outcome`` words each.
-
-``pending_timeout`` counts until *every* rank is placed and running (DDP with a static world
-size trains only then), and means "never fully placed since submission" (docs/operator.md):
-whether the gang was ever whole is read from the job (:func:`gang_was_whole`), since no
-waiter's memory survives a triggerer restart, a handover, a reattaching retry or a
-reschedule-mode poke. A rank lost after that is reported as restarting, never as pending.
+never disagree. Each kind of evidence has its verdict: the job's status and the clock
+(:func:`judge_seen`), its pods (:func:`judge_pods`), its master's silence (:func:`judge_stall`).
+Whether the gang was ever whole (``pending_timeout``) is read from the job
+(:func:`gang_was_whole`): no waiter's memory survives a triggerer restart or a handover.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The restart budget: how many times a job's containers may restart in place.
 
-Pure. Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
-trainer in its pod, and the pod and the Volcano job stay ``Running``: only the pods'
-``containerStatuses`` show the restarts, and a trainer that crashes at every start would hold
-its GPUs until ``execution_timeout``. The restarts are counted as Kubernetes Jobs and Kubeflow's
-``runPolicy.backoffLimit`` count them (every container of every live pod, over all ranks).
+Pure. Under ``restartPolicy: OnFailure`` a crashed trainer restarts in its pod and the job
+stays ``Running``, holding its GPUs; only the pods' ``containerStatuses`` show it. Restarts are
+counted as Kubeflow's ``runPolicy.backoffLimit`` counts them (every container, over all ranks).
 """
 
 from __future__ import annotations

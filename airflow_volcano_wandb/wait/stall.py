@@ -1,15 +1,9 @@
 """The stall timeout: a running job whose master has printed nothing for too long.
 
-Pure. A hung collective or a deadlocked data loader leaves every pod ``Running`` and the job
-with it, holding its GPUs until ``execution_timeout``. A trainer that makes progress prints
-(a loss, a step, a progress bar), so a master silent for ``stall_timeout`` is taken as stalled.
-
-The question is asked of the apiserver, not of a waiter's memory, so a triggerer restart or a
-handover changes nothing: the master container has run for at least ``stall_timeout`` (its
-``state.running.startedAt``), and its log since then is empty (one
-``GET pods/<master>/log?sinceSeconds=...&limitBytes=1``), asked at most once per
-``stall_timeout / PROBES_PER_TIMEOUT``. A trainer may log only to W&B: a silent master whose
-online run logged a step within ``stall_timeout`` is not stalled (:func:`stalled_online`).
+Pure. A hung collective leaves every pod ``Running``, holding its GPUs. The question is asked
+of the apiserver, not of a waiter's memory, so a triggerer restart changes nothing: the master
+container ran for at least ``stall_timeout`` and its log since then is empty. A master whose
+online W&B run logged a step meanwhile is not stalled (:func:`stalled_online`).
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
-"""The startup budget: how long a placed rank's container may fail to start.
+"""The startup budget: how long a placed rank's container may fail to start (pure).
 
-Pure. A gang waiting for GPUs is queueing (``pending_timeout`` bounds that). A placed pod whose
-container the kubelet cannot start holds its GPU, as does every started rank of its gang,
-while nothing trains. The kubelet says why in the container's ``state.waiting.reason``:
-
-* :data:`NEVER_STARTS`: nothing can change it (a malformed image reference, a pull the pod's
-  policy forbids). The wait ends as soon as a pod read shows it.
-* :data:`MAY_HEAL`: a registry blip, or a Secret or ConfigMap key created late, can heal: the
-  wait ends once the container has failed for ``startup_timeout`` and still does.
-
-A container still being created (a slow pull of a large image) is not failing. The clock starts
-at the latest of the pod's placement (``PodScheduled``), the container's last exit and the start
-of this try's wait (``not_before``), all read from the pod or the wait's fields: a triggerer
-restart does not restart it, and a retry that reattaches to a job whose key Secret it has just
-delivered gives the kubelet the whole budget (``KubernetesPodOperator``'s 120 s).
+A placed pod whose container cannot start holds its GPU, as does every started rank of its
+gang. :data:`NEVER_STARTS` reasons end the wait at once; :data:`MAY_HEAL` ones once they have
+lasted ``startup_timeout``. The clock starts at the latest of the pod's placement, the
+container's last exit and this try's wait (``not_before``), all read from the pod or the
+wait's fields, so a triggerer restart does not restart it.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
 """One look at a job while waiting on it: what to log, what to write, what the judge says of
-its status, and what else to read.
-
-Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) look
-at the job through :func:`look`, and ``step_io`` reads what it asks for, asks ``judge`` of it
-and acts, so the two never disagree about a progress line, the gang-whole mark or a verdict.
+its status, and what else to read (pure; ``step_io`` carries it out).
 """
 
 from __future__ import annotations

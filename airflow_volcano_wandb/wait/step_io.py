@@ -1,19 +1,10 @@
 """One step of a wait, carried out: the look (``step.look``), then its write and its reads.
 
-The trigger runs :func:`take_step` over its shared watch (``NamespaceJobWatcher`` has the calls
-:class:`JobCalls` names), the sensor's poke over the sync hook (:func:`take_step_sync`), so both
-log the same lines and reach the same verdicts (docs/architecture.md). Each wait hands the step
-the pod watch it reads (:class:`WatchedPods`; ``None``: none), so no wait's reads rest on what
-another wait set on the watch they share.
-
-A verdict read from the pods (a crash loop, a container that cannot start, a silent master)
-ends the wait, and deletes the job, only once a fresh GET of the job and a fresh LIST of its
-pods show it again (:func:`_confirmed`); a stall after a second probe of the master's log too.
-The trigger's limits default to ``None`` (off): a trigger serialised by a release without them
-keeps waiting as it did.
-
-Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
-triggerer's event loop.
+The trigger runs :func:`take_step` over its shared watch, the sensor's poke over the sync hook
+(:func:`take_step_sync`), so both log the same lines and reach the same verdicts. A verdict read
+from the pods ends the wait only once a fresh GET of the job and a fresh LIST of its pods show
+it again (:func:`_confirmed`). Imports nothing of the Kubernetes clients: the trigger module
+that uses it is imported on the triggerer's event loop.
 """
 
 from __future__ import annotations
@@ -138,13 +129,17 @@ def take_step_sync(
     )
 
 
+def _job(target: JobTarget) -> str:
+    return f"Volcano job {target.namespace}/{target.job_name}"
+
+
 async def fetch(calls: JobCalls, target: JobTarget, log: logging.Logger | Any) -> Any:
     """The job from the apiserver (``None``: it does not exist, or not this submission);
     :data:`UNKNOWN` when the apiserver could not be asked."""
     try:
         job = await calls.fetch(target.job_name)
     except Exception as exc:
-        log.warning("Could not read Volcano job %s/%s: %s", target.namespace, target.job_name, exc)
+        log.warning("Could not read %s: %s", _job(target), exc)
         return UNKNOWN
     ours = job is not None and (not target.job_uid or job["metadata"].get("uid") == target.job_uid)
     return job if ours else None
@@ -227,13 +222,12 @@ async def _stop_unheeded(
     heard_at = stop_seen_at(seen.job)
     if heard_at is None:
         log.info(
-            "W&B run %s was %s: the trainer has %gs (wandb_stop_grace) to end Volcano job %s/%s "
+            "W&B run %s was %s: the trainer has %gs (wandb_stop_grace) to end %s "
             "by itself before the job is deleted",
             wandb.run.run_id,
             STOPPED_BY,
             grace,
-            target.namespace,
-            target.job_name,
+            _job(target),
         )
         await _mark(calls, seen.job, stop_seen_mark(time.time()), log, "the W&B run's stop")
         return None
@@ -262,12 +256,7 @@ async def _silent_master(
     try:
         printed = await calls.log_since(probe.pod, probe.container, probe.since_seconds)
     except Exception as exc:
-        log.warning(
-            "Could not read the master's log of Volcano job %s/%s for a stall: %s",
-            target.namespace,
-            target.job_name,
-            exc,
-        )
+        log.warning("Could not read the master's log of %s for a stall: %s", _job(target), exc)
         return None
     stall = stalled(probe, printed)
     if stall is not None and wandb is not None:
@@ -283,10 +272,9 @@ async def _heard_from_wandb(
     verdict = stalled_online(stall, last_step, time.time())
     if verdict is None and last_step is not None:
         log.info(
-            "The master of Volcano job %s/%s has printed nothing for %gs, but its W&B run %s "
+            "The master of %s has printed nothing for %gs, but its W&B run %s "
             "logged step %s %.0fs ago: training goes on, not stalled",
-            target.namespace,
-            target.job_name,
+            _job(target),
             stall.stall_timeout,
             wandb.run.run_id,
             last_step.step,
@@ -317,14 +305,7 @@ async def _pods(
     try:
         return await calls.list_pods(target.job_name)
     except Exception as exc:
-        # The budget is a bound on a failing job, not the wait's source of truth: a read that
-        # fails leaves the job to the next look, which reads again.
-        log.warning(
-            "Could not read the pods of Volcano job %s/%s for their verdicts: %s",
-            target.namespace,
-            target.job_name,
-            exc,
-        )
+        log.warning("Could not read the pods of %s for their verdicts: %s", _job(target), exc)
         return None
 
 
