@@ -1,10 +1,6 @@
-"""Allow-lists for values that people choose: images, the namespace, service accounts, the
-scheduler, the Volcano queue and priority classes.
-
-A queue template is edited in W&B, and a run's values may come from Airflow's trigger form;
-neither should decide which code runs with which identity, or where. The DAG author (or the
-deployment) names what is allowed, and every rendered value, whatever set it (template,
-macro or override), must be on the list.
+"""Allow-lists for images, the namespace, service accounts, the scheduler, the queue and
+priority classes: neither a template edited in W&B nor a trigger form decides which code runs
+with which identity, or where; every rendered value, whatever set it, must be on the list.
 """
 
 from __future__ import annotations
@@ -27,11 +23,8 @@ VOLCANO_DEFAULT_QUEUE = "default"
 
 
 def as_allow_list(value: Any, argument: str) -> tuple[str, ...] | None:
-    """Check a ``render_job`` allow-list argument: ``None`` (no list) or strings.
-
-    A bare string is refused: iterated, ``"registry/*"`` would allow every one-character
-    value it contains. An empty list is allowed and allows nothing.
-    """
+    """Check a ``render_job`` allow-list argument: ``None`` (no list) or strings; a bare string
+    is refused, since iterated it would allow each of its characters."""
     if value is None:
         return None
     if isinstance(value, str | bytes) or not isinstance(value, Collection):
@@ -46,11 +39,7 @@ def as_allow_list(value: Any, argument: str) -> tuple[str, ...] | None:
 
 
 def image_allowed(image: str, patterns: Collection[str]) -> bool:
-    """Whether ``image`` matches one of the fnmatch ``patterns``, case-sensitively.
-
-    Images are compared as written (no registry or tag is filled in), so a template cannot
-    slip past a pattern by spelling an image differently; it can only be refused.
-    """
+    """Whether ``image``, as written (no registry or tag filled in), matches a pattern."""
     return any(fnmatchcase(image, pattern) for pattern in patterns)
 
 
@@ -65,8 +54,7 @@ def image_problems(tasks: list[dict[str, Any]], patterns: Collection[str]) -> Pr
                 problems.append(
                     (
                         (*path, "image"),
-                        f"image {show(image)} matches none of allowed_images "
-                        f"({', '.join(patterns) or 'empty'})",
+                        f"image {show(image)} matches none of allowed_images ({_listed(patterns)})",
                     )
                 )
     return problems
@@ -80,7 +68,7 @@ def namespace_problems(namespace: Any, allowed: Collection[str], source: str) ->
         message = "the job has no namespace, but allowed_namespaces is set; pass namespace="
     else:
         message = f"namespace {show(namespace)} (from {source}) is not in allowed_namespaces"
-    return [(("metadata", "namespace"), f"{message} ({', '.join(allowed) or 'empty'})")]
+    return [(("metadata", "namespace"), f"{message} ({_listed(allowed)})")]
 
 
 def service_account_problems(tasks: list[dict[str, Any]], allowed: frozenset[str]) -> Problems:

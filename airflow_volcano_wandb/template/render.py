@@ -1,14 +1,7 @@
 """Render a W&B Launch queue template into the Volcano Job one run submits.
 
 Pure: no Airflow, no HTTP, no Kubernetes client. :func:`render_job` is the whole API; its
-stages (``_render``) live beside it, one concept per module, in this order: ``load``;
-``template_variables`` (W&B Launch's ``{{name}}``, checked against the queue's schemas);
-``macros`` (``${name}``, structurally); ``normalize``; ``overrides``, each held to the schema
-of a variable that fills what it changes by ``guardrails``; ``run_config``; ``checkpoints``;
-``gang``; ``volcano`` (the ``pytorch`` plugin's master policy); ``naming``; ``torchrun`` (after
-naming: the master's address uses the job name); ``validate``; ``policy`` (``pod_security``,
-``allow_lists``, ``secret_refs``), every problem reported with its JSON path. The rendered job
-is shown to people as :func:`job_as_yaml`. See ``docs/templates.md`` for the rules.
+stages, one module each, run in ``_render``'s order. See ``docs/templates.md`` for the rules.
 """
 
 from __future__ import annotations
@@ -63,20 +56,14 @@ class RunEnv(NamedTuple):
 
 
 def load_template(template: TemplateSource) -> dict[str, Any]:
-    """Load a template without rendering it: a fresh copy of the Volcano Job, macros intact.
-
-    Useful to show a template or read its task names before a run has values for its macros.
-    """
+    """Load a template without rendering it: a fresh copy of the Volcano Job, macros intact."""
     job: dict[str, Any] = copy_json(_load(template), (), "template")
     return job
 
 
 def job_as_yaml(job: Mapping[str, Any]) -> str:
-    """``job`` as one block YAML document (``---`` to ``...``), as ``dry_run()`` and the task
-    log show it: the markers set it apart from log lines around it. Its head in kubectl's order
-    (``apiVersion``, ``kind``, ``metadata``, ``spec``), so a view that shows only the start
-    (Airflow truncates a rendered field) shows what the job is; the rest in the job's order.
-    The job never holds the W&B API key (only a ``secretKeyRef``), so nothing is hidden."""
+    """``job`` as one block YAML document (``---`` to ``...``, apart from the log lines around
+    it), head first in kubectl's order, so a truncated view still shows what the job is."""
     head = {key: job[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in job}
     return yaml.safe_dump(
         {**head, **job},
@@ -88,9 +75,8 @@ def job_as_yaml(job: Mapping[str, Any]) -> str:
 
 
 def master_task_name(job: Mapping[str, Any]) -> str | None:
-    """The task that plays master in a (rendered) job: the ``--master`` task of its ``pytorch``
-    or ``mpi`` plugin (default ``master``) when that task exists, else the first task; ``None``
-    when the job has no named tasks. The operator gives this task ownership of the W&B run."""
+    """The task that plays master (and owns the W&B run): the ``--master`` task of the job's
+    ``pytorch`` or ``mpi`` plugin when it exists, else the first task; ``None`` if unnamed."""
     spec = job.get("spec") if isinstance(job, Mapping) else None
     if not isinstance(spec, Mapping) or not isinstance(spec.get("tasks"), list):
         return None
@@ -254,7 +240,7 @@ def _render(
     policy: Policy,
     checkpoints: Checkpoints,
 ) -> dict[str, Any]:
-    """The stages, in order (the module's docstring), with every argument already checked."""
+    """The stages, in order, with every argument already checked."""
     loaded, filled = render_variables(
         _load(template), variables.template_variables, variables.template_variable_schemas
     )
