@@ -103,18 +103,10 @@ def deliver(
     withdraw: Callable[[], None],
     task_log: logging.Logger | Any,
 ) -> None:
-    """Create the key Secret ``job`` names, owned by it; a new job that cannot have it is
-    withdrawn.
-
-    :param created: this try created the job (else an earlier try did: reattached, adopted).
-    :param withdraw: deletes the job (``deletion.delete_if_owned``).
-
-    A 409 for a new job is a name someone else took: withdrawn, :class:`KeyNotDeliveredError`;
-    unless an earlier attempt of the same create may have made it (its answer lost), which is
-    ours. A 409 for an earlier try's job is its Secret, delivered then. Any other failure
-    withdraws a new job, except an API out of reach: the job keeps running, and the next try
-    reattaches and delivers.
-    """
+    """Create the key Secret ``job`` names, owned by it (``created``: by this try). A 409 for
+    a new job is a name someone else took: the job is withdrawn (:class:`KeyNotDeliveredError`),
+    unless a lost answer of our own create made it; for an earlier try's job it is the Secret it
+    delivered. Any other failure withdraws a new job, except an API out of reach."""
     ref = named_by(job)
     if ref is None:
         return

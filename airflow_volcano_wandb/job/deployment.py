@@ -23,10 +23,8 @@ def configured_deployment() -> str:
 
 
 def warn_of_other_deployments(hook: VolcanoHook, namespace: str, task_log: Any = log) -> None:
-    """Warn when this deployment has no name but the namespace holds named deployments' jobs.
-
-    Best-effort (one LIST of at most one job): a Role without ``list`` only loses the warning.
-    """
+    """Warn when this deployment has no name but the namespace holds named deployments'
+    jobs (best-effort: one LIST of at most one job)."""
     try:
         others = hook.list_jobs(namespace, DEPLOYMENT_LABEL, limit=1)
     except Exception:

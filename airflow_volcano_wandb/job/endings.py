@@ -129,10 +129,8 @@ _BY_REASON = {reason: ending for ending in Ending for reason in ending.row.reaso
 
 
 def of_phase(phase: str) -> Ending | None:
-    """The ending a Volcano job phase means, ``None`` for wait: ``Completing``, ``Aborting``,
-    ``Terminating`` and ``Restarting`` are transient (Volcano moves on from them by itself),
-    and a phase this version does not know yet is not an end either: waiting is the safe
-    reading, and the pending timeout or Airflow's execution_timeout still bounds the wait."""
+    """The ending a Volcano job phase means, ``None`` for wait: transient phases and a phase
+    this version does not know are not an end (the timeouts still bound the wait)."""
     return _BY_PHASE.get(phase)
 
 

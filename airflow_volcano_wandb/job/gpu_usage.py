@@ -86,11 +86,9 @@ ELASTIC_KEY = "elastic"
 
 
 def elastic_report(job: Mapping[str, Any], usage: Mapping[str, float] | None) -> dict[str, Any]:
-    """An elastic job's (``elastic=``, its annotation) range, how many times it re-formed
-    after a loss (Volcano's ``retryCount``: each lost worker's pod it replaced, each restart
-    after the master's loss; a worker that joined late is not counted) and the GPU-hours its
-    ranks used (``usage``, :func:`gpu_seconds`; ``None`` when unknown); ``{}`` for a job that
-    is not elastic."""
+    """An elastic job's range, how many times it re-formed after a loss (Volcano's
+    ``retryCount``) and the GPU-hours its ranks used (``None`` when unknown); ``{}`` for a job
+    that is not elastic."""
     view = JobView.of(job)
     low, _, high = str(view.annotations.get(ELASTIC_ANNOTATION) or "").partition(":")
     if not (low.isdigit() and high.isdigit()):

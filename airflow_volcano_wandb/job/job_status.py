@@ -37,11 +37,8 @@ class JobStatus:
         return self.ending is not None
 
     def progress(self) -> str:
-        """One line for the task log, e.g. ``Running: master 1/1, worker 2/3 (retry 1)``.
-
-        A task counts ``x/n`` as pods running or done out of its replicas; an elastic task
-        says how many it needs (``worker 2/3, at least 1``).
-        """
+        """One line for the task log, e.g. ``Running: master 1/1, worker 2/3 (retry 1)``, and
+        ``at least n`` for an elastic task."""
         parts = []
         for task, replicas in self.replicas.items():
             counts = self.pods_by_task.get(task, {})

@@ -81,10 +81,8 @@ def operator_lineage(
     base_url: str | None,
     artifacts: tuple[Sequence[ArtifactRef], Sequence[ArtifactRef]] = ((), ()),
 ) -> Any:
-    """The ``OperatorLineage`` of a training step: ``facts``, the job it ran; ``run``, its
-    ``wandb_run_id`` and ``wandb_run_url``; ``summary``, the requested W&B summary metrics, if
-    read; ``base_url``, the W&B API address (``None``: the cloud), naming the datasets'
-    namespace; ``artifacts``, the run's used and logged artifacts."""
+    """The ``OperatorLineage`` of a training step: the job it ran, its W&B run and requested
+    summary, and the run's artifacts in the namespace of ``base_url``."""
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 

@@ -73,22 +73,14 @@ class TaskInstanceIdentity:
         }
 
     def job_labels(self, intent: int, wandb_run_id: str) -> dict[str, str]:
-        """The labels of this identity's job for ``intent``, naming its W&B run.
-
-        The run id is a label so a reattaching try finds the run, but only when it is a valid
-        label value (a user's own run id may not be).
-        """
+        """The labels of this identity's job for ``intent``, naming its W&B run when the id is a
+        valid label value."""
         run = {WANDB_RUN_LABEL: wandb_run_id} if is_label_value(wandb_run_id) else {}
         return {**self.labels(), **run, INTENT_LABEL: str(intent)}
 
     def pod_labels(self, try_number: int) -> dict[str, str]:
-        """The labels of every pod of this identity's job, submitted by ``try_number``.
-
-        Volcano copies only a few of a job's labels to its pods, so the pod templates carry
-        them: ``kubectl get pods -l``, cost allocation (OpenCost, Kubecost) and log tools
-        attribute each pod to its Airflow task instance and try, as ``KubernetesPodOperator``'s
-        pods are labelled.
-        """
+        """The labels of every pod of this identity's job, submitted by ``try_number``: Volcano
+        copies few of a job's labels to its pods."""
         return {**self.labels(), POD_TRY_LABEL: str(try_number)}
 
     def annotations(self, try_number: int | None = None) -> dict[str, str]:
@@ -132,13 +124,8 @@ def reported_by(job: Mapping[str, Any]) -> int | None:
 def replaceable_past(
     job: Mapping[str, Any], identity: TaskInstanceIdentity, try_number: int
 ) -> bool:
-    """Whether ``try_number`` may replace ``job``, a past result under the name it needs.
-
-    Only a job an *earlier* try of this very task instance reported: the identity hash and
-    the exact identity written on it (deployment included) are this task instance's. A job
-    reported by this try number or a later one is not (the metadata DB was reset, or a
-    second deployment shares the identity): it is left alone.
-    """
+    """Whether ``try_number`` may replace ``job``, a past result under the name it needs:
+    only one an *earlier* try of this very task instance reported (its exact identity)."""
     by = reported_by(job)
     return (
         identity.owns(job)
@@ -159,11 +146,8 @@ def wandb_run_of(job: Mapping[str, Any]) -> str | None:
 
 
 def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int | None) -> bool:
-    """Whether a cleanup by ``try_number`` may delete ``job`` as it reads now.
-
-    Only the submission it waited on (``uid``), and only while no newer try has adopted it:
-    a late ``on_kill`` of an old try must not delete what a newer try reattached to.
-    """
+    """Whether a cleanup by ``try_number`` may delete ``job``: only the submission it waited
+    on, and only while no newer try has adopted it."""
     if job is None or (uid and ObjectMeta.of(job).uid != uid):
         return False
     owner = owner_try(job)
@@ -176,12 +160,8 @@ def intent_of(job: Mapping[str, Any]) -> int | None:
 
 
 def next_intent(existing: Iterable[Mapping[str, Any]], try_number: int) -> int:
-    """The intent a fresh submission by ``try_number`` stands for.
-
-    Normally the try number. A try that runs under the number of a try whose outcome was
-    already reported (``airflow tasks test``, a metadata DB reset) takes the next free one,
-    so its job and W&B run never take the reported one's name.
-    """
+    """The intent a fresh submission by ``try_number`` stands for: the try number, or the
+    next free one when a try's outcome under that number was already reported."""
     taken = {intent_of(job) for job in existing if is_reported(job)}
     intent = try_number
     while intent in taken:

@@ -20,13 +20,9 @@ Schemas = Sequence[Mapping[str, Any] | str]
 def template_and_schemas(
     template: TemplateSource, template_variable_schemas: Schemas | None, wandb_hook: WandbHook
 ) -> tuple[TemplateSource, Schemas | None]:
-    """The template to render and the schemas that bound its variables (``render_job``'s
-    ``template`` and ``template_variable_schemas``): a queue's own (``None`` when it declares
-    none: its config is then rendered as any template without variables), else the DAG's.
-
-    :raises TemplateError: when schemas are given for a queue template.
-    :raises ValueError: when the queue cannot be read (see ``WandbHook.get_queue``).
-    """
+    """The template to render and the schemas that bound its variables: a queue's own (``None``
+    when it declares none), else the DAG's. Raises ``TemplateError`` for schemas given with a
+    queue template, ``ValueError`` when the queue cannot be read."""
     if not is_queue_ref(template):
         return template, template_variable_schemas
     if template_variable_schemas is not None:

@@ -60,11 +60,8 @@ class RefusedError(SubmissionError):
 
 
 def refused_outright(exc: BaseException) -> bool:
-    """The apiserver said no to the create: no job was made by this try.
-
-    Timeouts, throttling and 5xx are not: the create may have been applied with its answer
-    lost, and the next try reattaches to that job.
-    """
+    """The apiserver said no to the create; timeouts, throttling and 5xx are not (the create
+    may have been applied, its answer lost)."""
     from kubernetes.client.rest import ApiException
 
     if isinstance(exc, ApiException):
@@ -114,17 +111,9 @@ def submit_for_try(
     fit_check: Callable[[VolcanoHook], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any]]:
-    """This try's run spec and job: reattached or submitted, remembered, holding the key.
-
-    :param rendered: the run spec and job body rendered for ``try_number``.
-    :param render: renders them for another intent (when a reported job holds this one).
-    :param api_key: the W&B key the job gets in a Secret (None: the DAG brings its own).
-    :param on_job: told the job's reference as soon as the job exists (from then on the
-        operator's ``on_kill`` deletes it).
-    :param store: the task state store, or None where Airflow has none.
-    :param fit_check: judges, right before a create (never for a reattached job), whether the
-        job can be placed; raises when it never can.
-    """
+    """This try's run spec and job, reattached or submitted, remembered in ``store``, holding
+    ``api_key`` in a Secret. ``render`` renders for another intent; ``on_job`` is told the job as
+    soon as it exists (``on_kill`` deletes it from then); ``fit_check`` runs before a create."""
     namespace = rendered[1]["metadata"]["namespace"]
     key = api_key_secret.Handover(hook, identity, api_key, task_log)
 
@@ -181,14 +170,8 @@ def submit_or_reattach(
     before_create: Callable[[], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any], bool]:
-    """Read once, plan once, act: ``(spec, job, created)`` for the job this try waits on.
-
-    :param rendered: the run spec and job body rendered for ``try_number``.
-    :param render: renders them for another intent (when a reported job holds this one).
-    :param store: the task state store, or None where Airflow has none.
-    :param before_create: runs right before each create, once every job it replaces is gone
-        (the fit check).
-    """
+    """Read once, plan once, act: ``(spec, job, created)`` for the job this try waits on;
+    ``before_create`` runs before each create, once every job it replaces is gone."""
     spec, body = rendered
     namespace = body["metadata"]["namespace"]
     listed = hook.list_jobs(namespace, identity.selector())
@@ -270,13 +253,8 @@ def _carry_out(
 
 
 def _wait_out_earlier_pods(hook: VolcanoHook, meta: Mapping[str, Any], task_log: Any) -> None:
-    """Let the pods of an earlier job of this name go before the name is used again.
-
-    A job deleted in the background (``kubectl delete vcjob``'s default) is gone before its
-    pods, which terminate for their grace period. Volcano's controller keys a job's pods by
-    the job's name, so a job created meanwhile would count them as its own. A job that still
-    holds the name keeps its pods: the create meets it, and the plan decides on it.
-    """
+    """Let the pods of an earlier job of this name go before the name is used again: Volcano
+    keys a job's pods by its name, so a job created meanwhile would count them as its own."""
     name, namespace = meta["name"], meta["namespace"]
     pods = _earlier_pods(hook, name, namespace)
     if not pods:

@@ -80,12 +80,8 @@ class Plan:
 
 
 def plan(listed: Sequence[Job], this_try: Try, remembered: Job | None = None) -> Plan:
-    """The plan from one read.
-
-    :param listed: this task instance's jobs, as the label search lists them.
-    :param remembered: the very job (same uid) the task state store names, if it exists; it
-        goes first when it may be reused, and is otherwise left to the label search.
-    """
+    """The plan from one read: ``listed``, this task instance's jobs; ``remembered``, the job the
+    task state store names, first when it may be reused."""
     intent = next_intent(listed, this_try.try_number)
     if remembered is not None and _reusable(remembered, this_try.reattach):
         uid = remembered["metadata"]["uid"]

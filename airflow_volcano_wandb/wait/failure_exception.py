@@ -33,15 +33,9 @@ def for_failure(
     *,
     run_url: str | None = None,
 ) -> VolcanoJobError:
-    """The exception a failed wait raises.
-
-    :param result: how the wait ended.
-    :param message: the sentence to raise with.
-    :param classification: what the job's pods and events say caused it (``None`` when they
-        could not be read: the outcome alone decides then).
-    :param run_url: the job's W&B run, named in the message of a run stopped from W&B (its
-        page there says who stopped it; the trainer is told only that it was).
-    """
+    """The exception a failed wait with ``result`` raises, with ``message``: its class is the
+    ending's, or the one ``classification`` (what the pods and events say caused it) names.
+    ``run_url``: the job's W&B run, named for a run stopped from W&B."""
     kind: Ending | None
     if classification is not None:
         kind = classification.kind

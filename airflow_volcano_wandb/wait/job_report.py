@@ -74,9 +74,7 @@ def explain_end(
     task_log: logging.Logger | Any,
 ) -> tuple[str, diagnostics.Classification | None]:
     """The message a failed wait raises with, and what caused it (``None``: the outcome alone
-    decides the exception); the full report goes to ``task_log``. ``job``: as last read
-    (``None`` once deleted). Never raises: a report that cannot be fetched is logged as such.
-    """
+    decides); the full report goes to ``task_log``. ``job``: as last read. Never raises."""
     message = result.message
     if result.outcome is Ending.CRASH_LOOP:
         last_words = _report_crash_loop(hook, result, job, log_lines, task_log)
@@ -198,14 +196,9 @@ def report_failure(
     task_log: logging.Logger | Any,
     run_url: str | None = None,
 ) -> VolcanoJobError:
-    """Clean up after a failed wait, then explain it: the exception to fail the task with
-    (its class names the cause, see ``exceptions``; ``run_url``, the job's W&B run, is named
-    for a run stopped from W&B: its page says who stopped it).
-
-    ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
-    for a timeout (nothing to read), else right *after* them, since the pods' logs and events
-    are the report; it runs even if the diagnostics fail.
-    """
+    """Clean up after a failed wait, then explain it: the exception to fail the task with.
+    ``delete_job`` runs before the diagnostics for a timeout (nothing to read), else right after
+    them (the pods' logs and events are the report), even if they fail."""
     delete_first = result.outcome is Ending.TIMEOUT  # the one that deletes with no report
     if delete_job is not None and delete_first:
         delete_job()
@@ -337,10 +330,8 @@ def log_gpu_seconds(
 def mark_reported(
     hook: VolcanoHook, result: WaitResult, try_number: int, task_log: logging.Logger | Any
 ) -> dict[str, Any] | None:
-    """Record on the job that ``try_number`` reported its outcome (best-effort): a later try
-    (a cleared task) then submits afresh instead of counting it. The job as the apiserver
-    answered the uid-guarded patch, or ``None`` when nothing was patched (a lost watch is no
-    outcome of the job, and a deleted job has nothing to mark)."""
+    """Record on the job that ``try_number`` reported its outcome, so a later try submits
+    afresh: the job as the uid-guarded patch answered, or ``None`` when nothing was patched."""
     if not result.outcome.row.known or result.outcome is Ending.DELETED or not result.job_uid:
         return None
     try:

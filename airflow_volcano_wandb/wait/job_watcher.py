@@ -55,14 +55,9 @@ class NamespaceJobWatcher(NamespaceWatch):
         return copies[0] if copies else None
 
     async def fetch(self, name: str) -> dict[str, Any] | None:
-        """The job as the apiserver has it now (over the watch's open client); None if there
-        is no job of that name.
-
-        Transient errors are retried for up to ``FETCH_RETRY_BUDGET`` seconds; anything else
-        is raised (a 403 naming the missing permission). While the watch itself is failing,
-        one attempt is made: the watch's own backoff probes the apiserver for every waiter,
-        and retries would multiply a thousand waiters' attempts in an outage.
-        """
+        """The job as the apiserver has it now; None if there is none. Transient errors are
+        retried for ``FETCH_RETRY_BUDGET`` seconds, but not while the watch fails: its own backoff
+        probes the apiserver, and a thousand waiters' retries would multiply in an outage."""
         from kubernetes_asyncio.client.exceptions import ApiException
 
         budget = 0.0 if self.failing_since is not None else FETCH_RETRY_BUDGET

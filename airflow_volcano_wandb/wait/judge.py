@@ -137,13 +137,9 @@ def unplaced_ranks(status: JobStatus) -> dict[str, str]:
 
 
 def gang_wait_seconds(seen: Seen, now: float, *, gang_seen_whole: bool = False) -> float | None:
-    """How long the job has waited for its whole gang, or ``None`` when it is not waiting.
-
-    ``Pending`` counts from the phase's transition (a restart of a gang never whole starts the
-    clock again), ``Running`` with ranks missing from the job's creation, or its last
-    transition after a restart. Once the gang was seen whole (``gang_seen_whole``, or
-    :func:`gang_was_whole`), a rank lost later is Volcano's to restore: no placement wait.
-    """
+    """How long the job has waited for its whole gang, or ``None`` when it is not waiting:
+    ``Pending`` counts from its transition, ``Running`` with ranks missing from the job's creation
+    (or its last restart). A rank lost once the gang was whole is not a placement wait."""
     job, status = seen.job, seen.status
     if job is None or status.terminal or gang_seen_whole or gang_was_whole(seen):
         return None
@@ -266,10 +262,8 @@ def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
 
 
 def gang_was_whole(seen: Seen) -> bool:
-    """Whether the job itself shows that its gang was whole at some time since submission:
-    a waiter's mark, or a ``Running`` condition of a job whose ``minAvailable`` covers every
-    rank (the provider's default gang: Volcano calls it Running only once all ranks are). With
-    a smaller ``minAvailable`` (``gang="template"``) only the mark tells."""
+    """Whether the job shows that its gang was once whole: a waiter's mark, or a ``Running``
+    condition of a job whose ``minAvailable`` covers every rank (Volcano says Running only then)."""
     job = seen.job
     if job is None:
         return False

@@ -53,10 +53,8 @@ class Subscription:
 
 
 class NamespaceWatch:
-    """The latest copy of the namespace's objects of one kind (matching a selector), grouped
-    by key; wakes the subscribers of a key when it changes. A kind says what to list and watch
-    (``list_call``, ``watch_call``), how its objects are grouped (:meth:`_key`) and what of
-    each is kept (:meth:`_kept`)."""
+    """The latest copy of the namespace's objects of one kind, grouped by key (:meth:`_key`),
+    kept as :meth:`_kept` says; wakes the subscribers of a key when it changes."""
 
     #: What is watched, in words for a log and for RBAC (``describe_failure``).
     resource = ""

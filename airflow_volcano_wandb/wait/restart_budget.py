@@ -61,11 +61,8 @@ class RankContainer:
 
 @dataclass(frozen=True)
 class CrashLoop(RankContainer):
-    """The container whose restart took the job's restarts past the budget, and its last exit.
-
-    ``rank`` is the pod's place in the job (``worker-1``: Volcano's task and index);
-    ``restarts`` is the count over all ranks, ``container_restarts`` this container's own.
-    """
+    """The container whose restart took the job's restarts past the budget, and its last exit:
+    ``restarts`` over all ranks, ``container_restarts`` its own."""
 
     restarts: int
     budget: int
@@ -114,11 +111,8 @@ def crash_loop(
     job_name: str,
     job_uid: str | None = None,
 ) -> CrashLoop | None:
-    """The crash loop that the job's ``pods`` show: more restarts than ``budget`` (``0``: the
-    first restart is too many; ``None``: no budget), of the pods of ``job_uid`` (``None``:
-    every pod given); else ``None``. The container named is the one that restarted most (the
-    first pod by name among equals): the crash-looping rank, the others at most followed it.
-    """
+    """The crash loop ``pods`` (of ``job_uid``; ``None``: all) show: more restarts than
+    ``budget`` (``None``: no budget); it names the container that restarted most; else ``None``."""
     if budget is None:
         return None
     live = job_pods(pods, job_uid)

@@ -26,10 +26,8 @@ PROBES_PER_TIMEOUT = 4
 
 @dataclass(frozen=True)
 class Stall(RankContainer):
-    """The master container, running for ``running_for`` seconds; stalled when its log of the
-    last ``stall_timeout`` seconds is empty (:func:`stalled`) and, when W&B was asked, its
-    run's last step (``wandb_step``, logged at ``wandb_logged_at``, epoch seconds) is older
-    (:func:`stalled_online`)."""
+    """The master container, running for ``running_for`` seconds, whose log of the last
+    ``stall_timeout`` seconds is empty, and its W&B run's last step when W&B was asked."""
 
     stall_timeout: float
     running_for: float
@@ -89,10 +87,8 @@ def silence_probe(
     now: float,
     job_uid: str | None = None,
 ) -> Stall | None:
-    """The master container whose log to probe: the first container of the master pod of
-    this submission (``job_uid``, among ``pods`` read after ``job``), running for at least
-    ``stall_timeout``; ``None`` when there is none (not started, restarted or replaced lately,
-    being deleted): nothing to judge yet."""
+    """The master container whose log to probe, running for at least ``stall_timeout``;
+    ``None`` when there is none (not started, restarted lately, being deleted)."""
     master = master_pod(job_pods(pods, job_uid), job)
     if master is None:
         return None
@@ -119,12 +115,9 @@ def stalled(probe: Stall, log_since: str) -> Stall | None:
 
 
 def stalled_online(stall: Stall, last_step: WandbStep | None, now: float) -> Stall | None:
-    """The verdict on a master whose log found ``stall``, once its W&B run was asked.
-
-    ``None`` (progress: not stalled) when the run logged its ``last_step`` within
-    ``stall_timeout`` of ``now``; the stall, naming that step, when it logged it earlier;
-    the log's verdict alone (``stall`` as it is) when W&B could not say (``None``).
-    """
+    """The verdict on a silent master once its W&B run was asked: ``None`` when the run logged
+    ``last_step`` within ``stall_timeout``; the stall naming it when earlier; ``stall`` as it is
+    when W&B could not say."""
     if last_step is None:
         return stall
     if last_step.logged_at > now - stall.stall_timeout:

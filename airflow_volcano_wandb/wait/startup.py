@@ -31,12 +31,8 @@ MAY_HEAL = frozenset(
 
 @dataclass(frozen=True)
 class StartFailure(RankContainer):
-    """The container of a placed rank that the kubelet cannot start, in the kubelet's words.
-
-    ``failing_for`` is how long the container has been failing, as far as the clock counts
-    (see the module); ``startup_timeout`` the budget it was held to (``None``: it failed for
-    a reason that never heals, and the budget was not waited out).
-    """
+    """The container of a placed rank that the kubelet cannot start, in the kubelet's words;
+    ``startup_timeout`` ``None``: a reason that never heals, the budget not waited out."""
 
     reason: str
     failing_for: float
@@ -75,11 +71,8 @@ def start_failure(
     job_uid: str | None = None,
     not_before: float | None = None,
 ) -> StartFailure | None:
-    """The first placed container (by pod, init containers first) of ``job_uid``'s pods
-    (``None``: every pod given) that cannot start and has failed for ``startup_timeout`` (a
-    :data:`MAY_HEAL` reason) counted from no earlier than ``not_before``, or at all (a
-    :data:`NEVER_STARTS` one); ``None`` while none has, and always for ``startup_timeout=None``.
-    """
+    """The first placed container of ``job_uid``'s pods that cannot start, for a
+    :data:`NEVER_STARTS` reason or for ``startup_timeout`` since ``not_before``; else ``None``."""
     if startup_timeout is None:
         return None
     for pod in sorted(job_pods(pods, job_uid), key=lambda p: ObjectMeta.of(p).name):

@@ -134,10 +134,9 @@ def elastic_running(seen: Seen) -> tuple[tuple[str, int], ...]:
 def membership_note(
     seen: Seen, before: Mapping[str, int], now: Mapping[str, int], step: int | None = None
 ) -> str:
-    """`` - worker lost: 2 of 3 running (at least 1), resuming from its newest checkpoint
-    (last step seen 1,800)`` when an elastic task's running pods fell since the last look,
-    ``joined`` when they rose (the trainer re-forms its world either way); ``""`` on the first
-    look or none. ``step``: the training's last step the waiter read, if any."""
+    """`` - worker lost: 2 of 3 running (at least 1), resuming from its newest checkpoint``
+    when an elastic task's running pods fell since the last look, ``joined`` when they rose;
+    ``""`` otherwise."""
     notes = []
     for task, count in now.items():
         if task not in before or before[task] == count:

@@ -68,13 +68,9 @@ async def take_step(
     pod_watch: WatchedPods | None,
     wandb: WandbProgress | None = None,
 ) -> tuple[StepMemory, WaitResult | None]:
-    """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
-    log its progress, mark its gang whole, judge it (its pods from ``pod_watch`` when it holds
-    them, see :func:`_pods`; ``wandb``: its online run). A verdict that deletes or fails,
-    judged on a cached copy, is judged again on a fresh read.
-
-    :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
-    """
+    """Look at ``job`` as read (``fresh``: just now from the apiserver): log its progress, mark
+    its gang whole, judge it; a verdict that deletes or fails, judged on a cached copy, is judged
+    again on a fresh read. Returns the memory after the step and the result (``None``: wait on)."""
     view = look(job, target, memory, time.time())
     await _show(calls, view, log)
     if view.read_progress and wandb is not None:
