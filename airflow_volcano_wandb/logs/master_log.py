@@ -85,10 +85,8 @@ async def follow_master_log(
     progress: bool = True,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
-    caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
-    a follow still waiting for the master pod look again at once; while ``pod_watch`` (the
-    wait's, module doc) relists, the follow waits for its copies of the pods; ``progress``:
-    ``AVW_PROGRESS`` records give progress lines (not when the wait reads W&B's)."""
+    caller cancels. ``job_changed`` makes a follow waiting for the master pod look again at once;
+    ``progress``: ``AVW_PROGRESS`` records give progress lines."""
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
         master_log = _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed)
@@ -249,10 +247,9 @@ class _MasterLog:
 
 
 class MasterLogThread(threading.Thread):
-    """:func:`follow_master_log` (its arguments but ``job_changed``) on an event loop of its
-    own, for a task waiting in its own process; ``stop()`` cancels it within ``STOP_WAIT``
-    seconds (a stream returns only when a line arrives or the container ends). No watch wakes
-    it: while it waits for the master pod, it looks again every ``LOOK_SECONDS``."""
+    """:func:`follow_master_log` on an event loop of its own, for a task waiting in its own
+    process; ``stop()`` cancels it within ``STOP_WAIT`` seconds. No watch wakes it: it looks for
+    the master pod again every ``LOOK_SECONDS``."""
 
     STOP_WAIT = 5.0
     LOOK_SECONDS = 2.0

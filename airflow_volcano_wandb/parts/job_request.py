@@ -46,14 +46,9 @@ FILLED = frozenset(
 @dataclass(frozen=True, kw_only=True)
 class JobRequest:
     """The Volcano job a task renders: its placement, the run's overrides, the pod policy,
-    its shaping and its checkpoints.
-
-    Two template layers apply, in this order. First Airflow renders ``{{ }}`` Jinja in the
-    templated options when the task runs (``params``, ``ds``, XComs...). Then the queue
-    template's own ``${ }`` run macros are filled (``${image_uri}``, ``${run_id}``,
-    ``${run_name}``, ``${entity_name}``, ``${project_name}``, ``${author}`` and ``macros``),
-    structurally: a value never becomes YAML, so it cannot add fields.
-    """
+    its shaping and its checkpoints. Airflow renders ``{{ }}`` Jinja in the templated options
+    first; then the queue template's ``${ }`` run macros are filled, structurally: a value never
+    becomes YAML, so it cannot add fields."""
 
     # What the job is, and where it lands.
     template: str | Mapping[str, Any] = option(
@@ -140,10 +135,7 @@ class JobRequest:
         name: str | None = None,
     ) -> dict[str, Any]:
         """The Volcano Job for the run ``spec``; any bad input fails here, before submission.
-
-        :param namespace: the ``namespace`` option (``Connection``'s).
-        :param name: the job's name, over ``job_name`` and the template's.
-        """
+        ``name``: the job's name, over ``job_name`` and the template's."""
         macros = {**macro_values(spec, author=self.owner), **(self.macros or {})}
         if self.image_uri is not None:
             macros["image_uri"] = self.image_uri
@@ -189,9 +181,8 @@ class JobRequest:
         return body
 
     def fit_checked(self, body: Mapping[str, Any]) -> Callable[[VolcanoHook], None]:
-        """Judge once, with the submission's hook, whether ``body`` fits (``fit_check``). The
-        submission calls it right before a create, so a reattached job is never judged (the
-        queue's ``allocated`` would count the job itself)."""
+        """Judge once whether ``body`` fits (``fit_check``), right before a create: a reattached
+        job is never judged (the queue's ``allocated`` would count the job itself)."""
         judged = False
 
         def check(hook: VolcanoHook) -> None:

@@ -78,8 +78,7 @@ async def _shielded(work: Coroutine[Any, Any, None]) -> None:
 
 async def delete_job(trigger: StoppedTrigger) -> None:
     """Delete the trigger's job of a killed task, unless a newer try adopted it or it has
-    ended already (``deletion.decide`` with ``kill=True``: a stale trigger's on_kill may read
-    the task's state only after the triggerer that took over saw the job end)."""
+    ended already (``deletion.decide`` with ``kill=True``)."""
     name, namespace = trigger.job_name, trigger.namespace
     where = f"Volcano job {namespace}/{name}"
     try:

@@ -26,27 +26,18 @@ from airflow_volcano_wandb.wait.judge import (
 @dataclass(frozen=True)
 class WaitSpec(JobLimits):
     """What a wait is about and with which limits, built once by ``Waiter.spec`` and handed
-    whole to the trigger and back (``to_kwargs``, ``from_kwargs``).
+    whole to the trigger and back.
 
-    ``job_name`` and ``namespace`` are the trigger's positional arguments. A field named as an
-    option of the operator or the sensor means what that option does (``parts/``); a limit
-    left ``None`` is off, as for a trigger stored by a release without it. The limits are
-    ``JobLimits``'; the others:
+    A field named as an option of the operator or the sensor means what that option does; a
+    limit left ``None`` is off. The others:
 
     :param job_uid: the submission waited on; a job recreated under its name counts as deleted.
-    :param poll_interval: seconds between checks of the timeouts (the job's state: by watch).
-    :param watch_selector: label selector of the shared watch (the jobs this provider
-        manages); a job outside it is followed on the namespace's unfiltered watch, and
-        ``None`` starts there.
-    :param try_number: the try that waits; a kill deletes the job only while no newer try
-        has adopted it.
-    :param masked_secrets: digests of the secrets to mask in the followed log
-        (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
-    :param deferred_at: when the task deferred (epoch seconds): the trigger fires no sooner
-        than ``defer_settle_seconds()`` later. ``None``: the sync wait.
-    :param wandb_conn_id: the ``wandb`` connection whose key reads the job's online run
-        (``wandb_run_id`` in ``wandb_entity``/``wandb_project``); ``None``: W&B is not asked.
-    """
+    :param watch_selector: label selector of the shared watch; a job outside it is followed on
+        the namespace's unfiltered watch.
+    :param masked_secrets: digests of the secrets to mask in the followed log.
+    :param deferred_at: when the task deferred (epoch seconds); ``None``: the sync wait.
+    :param wandb_conn_id: the connection whose key reads the job's online run; ``None``: W&B
+        is not asked."""
 
     job_name: str
     namespace: str
