@@ -1,12 +1,7 @@
 """Where a run's trainer keeps its checkpoints, and the time a stop gives it to save one.
 
-The checkpoint contract (docs/trainer.md, "Checkpoints"): every rank's main container gets
-``AVW_CHECKPOINT_DIR`` (its run's directory on a shared volume, or a pod's own ``emptyDir``
-when the run's W&B artifact ``AVW_CHECKPOINT_ARTIFACT`` keeps them) and ``AVW_RESUME_FROM``
-(``latest`` unless the template or ``env`` names one: the operator cannot read the volume).
-Volcano stops a job by deleting its pods, so the pods' ``terminationGracePeriodSeconds`` is
-the trainer's time to save. ``render_job``'s ``checkpoint_volume``, ``checkpoint_artifact``
-and ``checkpoint_grace``, declared and checked once. Pure; see docs/checkpoints.md.
+The contract is docs/trainer.md's "Checkpoints"; Volcano stops a job by deleting its pods, so
+their ``terminationGracePeriodSeconds`` is the trainer's time to save. Pure.
 """
 
 from __future__ import annotations

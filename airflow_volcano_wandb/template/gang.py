@@ -1,9 +1,5 @@
-"""Keeping Volcano's gang sizes (``minAvailable``) consistent when replicas change.
-
-``spec.minAvailable`` is how many pods must be schedulable together before any starts; a task's
-``minAvailable`` is the same for one task. When the template's value equals the total, the
-author meant "all of them", so it follows the new total. Any other value was chosen on purpose
-and is kept, which is an error when it no longer fits.
+"""Keeping Volcano's gang sizes (``minAvailable``) consistent when replicas change: a value
+equal to the total meant "all of them" and follows it; any other is kept, or refused.
 """
 
 from __future__ import annotations
@@ -82,12 +78,8 @@ def world_size(job: dict[str, Any], tasks: list[dict[str, Any]]) -> int | None:
 
 
 def gang_all_ranks(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
-    """Raise ``spec.minAvailable`` to the world size of a PyTorch job, in place.
-
-    DDP with a static world size makes progress only when every rank runs: with a smaller
-    gang (the seed's ``minAvailable: 1``) Volcano starts the master alone, which then holds
-    its GPUs in ``init_process_group`` waiting for workers that may never be placed.
-    """
+    """Raise ``spec.minAvailable`` to the world size of a PyTorch job, in place: with a smaller
+    gang the master could start alone and hold its GPUs waiting for workers never placed."""
     ranks = world_size(job, tasks)
     current = job["spec"].get("minAvailable")
     if ranks and (type(current) is not int or current < ranks):

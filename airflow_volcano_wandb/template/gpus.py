@@ -1,9 +1,7 @@
 """What a job's gang asks of the cluster's GPUs, and the per-DAG cap on it (pure).
 
-A pod's GPUs are the extended resources named ``<vendor>/gpu`` (``nvidia.com/gpu``,
-``amd.com/gpu``) in its containers' limits; Kubernetes requires requests of an extended
-resource to equal its limits, so limits say it all. Init containers run before the others
-and release what they held, so they do not add to the pod's GPUs.
+A pod's GPUs are its containers' ``<vendor>/gpu`` limits (an extended resource's requests
+equal its limits); init containers release theirs before the others start.
 """
 
 from __future__ import annotations

@@ -1,11 +1,8 @@
 """The queue admin's guardrails hold against the run's overrides too.
 
-W&B Launch drops a launch's resource overrides when its queue has template variables; here an
-override (replicas, image, env, resources, command, args, metadata) of a field a variable
-filled is honoured when that variable's schema (``template_variables.py``) accepts the new
-value, and refused otherwise, naming the variable, its bound and the override. A field a
-variable fills only part of, or one an override removes, cannot be judged: any change there
-is refused. Pure: no Airflow.
+W&B Launch drops a launch's overrides when its queue has template variables; here an
+override of a field a variable filled is honoured when that variable's schema accepts the new
+value, and refused otherwise (always, where a variable fills only part of the field). Pure.
 """
 
 from __future__ import annotations

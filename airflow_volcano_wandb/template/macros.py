@@ -1,11 +1,7 @@
 """``${name}`` macros: one structural pass that copies the template and fills them in.
 
-Substitution works on the parsed tree, string by string. A value is inserted as data and is
-never parsed or scanned again, so a value such as ``"x\\nspec: {evil: 1}"``, ``"{{ 7*7 }}"`` or
-``"${other}"`` stays one literal string in one place.
-
-W&B's agent fills any other ``${NAME}`` from its own environment. Here only the names listed
-in ``macros_from_env`` are, from the environment of the process that renders: the rest of it,
+A value is inserted as data, never parsed or scanned again. Only the names in
+``macros_from_env`` come from the environment (W&B's agent takes any): the rest of it,
 secrets included, never reaches a job spec. Errors name macros, never their values.
 """
 
@@ -53,8 +49,7 @@ _WHOLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}\Z")
 MAX_NODES = 500_000
 
 
-# The walk keeps its position as a linked list ``(parent, key)`` and flattens it only for an
-# error message: building a full path tuple for every node would dominate the render time.
+# A linked list ``(parent, key)``, flattened only for an error: a path per node costs too much.
 Link = tuple[Any, str | int] | None
 
 
@@ -71,8 +66,7 @@ class _Substitution:
         self.macros = macros
         self.checked: dict[str, tuple[Any, bool]] = {}
         self.unknown: dict[str, Link] = {}
-        #: Where a whole-string macro put an integer beyond int64; checked after normalization
-        #: (which turns it into text if the field is a string field).
+        #: Where a whole-string macro put an integer beyond int64, checked after normalization.
         self.wide: list[Path] = []
         self.nodes = 0
 
@@ -146,8 +140,7 @@ class _Substitution:
                         flatten((link, key)),
                         "macros are not substituted in keys; move it to a value",
                     )
-                # Plain strings are most of a manifest; handling them inline, without a call
-                # per value, is what keeps a 100-task job fast.
+                # Plain strings inline, without a call each: what keeps a 100-task job fast.
                 if type(item) is str and "$" not in item:
                     out[key] = item
                 else:
@@ -207,15 +200,8 @@ def macros_from_env_names(names: Sequence[str] | None) -> tuple[str, ...]:
 def substitute(
     template: Mapping[str, Any], macros: Mapping[str, Any], from_env: Collection[str] = ()
 ) -> tuple[dict[str, Any], list[Path]]:
-    """Return a fresh copy of ``template`` with every ``${name}`` filled in, and the paths
-    where a whole-string macro inserted an integer beyond int64 (for validation to check).
-
-    A string that is exactly ``${name}`` becomes the value itself, with its type (a number,
-    a boolean, a list or a mapping, copied). Inside a longer string the value is formatted
-    by :func:`~airflow_volcano_wandb.template.values.as_text`. ``$${`` gives a literal
-    ``${``. ``from_env`` (checked by :func:`macros_from_env_names`): names filled from this
-    process's environment where ``macros`` has none. Unknown names are collected and
-    reported together with the known ones.
+    """Return a fresh copy of ``template`` with every ``${name}`` filled in (as ``render_job``'s
+    ``macros`` says), and the paths where a whole-string macro inserted an integer beyond int64.
     """
     check_macro_names(macros)
     environment = {name: os.environ[name] for name in from_env if name in os.environ}

@@ -59,10 +59,8 @@ class Placement:
     def _set_namespace(
         self, job: dict[str, Any], allowed_namespaces: Collection[str] | None
     ) -> str:
-        """The namespace rule (``docs/templates.md``): the argument always wins. A namespace
-        from the template is a choice made by whoever edits the W&B queue, so it is honoured
-        only when this deployment said so, by ``template_namespace_allowed`` or by an
-        allow-list (which the policy then checks)."""
+        """The argument wins; the template's namespace (the W&B queue editor's choice) only
+        when ``template_namespace_allowed`` or an allow-list says so (``docs/templates.md``)."""
         if self.namespace is not None:
             if not isinstance(self.namespace, str):
                 raise error_at(("namespace",), f"must be a string, not {type_name(self.namespace)}")

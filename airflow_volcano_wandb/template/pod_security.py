@@ -1,12 +1,8 @@
 """The Kubernetes Pod Security Standards, checked on a pod template before it is submitted.
 
-PodSecurity admission judges only pods, which Volcano creates long after the Job was
-accepted, so a template that breaks the namespace's level would fail pod by pod in the
-controller; here it is an error naming every offending field, before anything is submitted.
-The rules are the ``latest`` standard as Kubernetes 1.35's PodSecurity admission
-(k8s.io/pod-security-admission v0.35) implements it, ``hostUsers: false`` relaxations
-included; ``tests/cluster/test_pod_security_admission.py`` compares them with a real API
-server. Each level includes the one below it.
+PodSecurity admission judges only pods, which Volcano creates long after the Job was accepted.
+The rules are the ``latest`` standard of k8s.io/pod-security-admission v0.35;
+``tests/cluster/test_pod_security_admission.py`` compares them with a real API server.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
 """What a deployment refuses in a rendered job: ``render_job``'s policy keywords, declared here.
 
-Each check lives in its own module (``pod_security``, ``allow_lists``, ``secret_refs``); this
-one checks the keywords once, before rendering, and runs every check on the rendered job so
-that all problems are reported together.
+Each check lives in its own module; this one runs them all so every problem is reported at once.
 """
 
 from __future__ import annotations

@@ -32,11 +32,8 @@ def check_quantity(value: Any, path: Path) -> None:
 
 
 def parse_quantity(value: Any) -> Decimal:
-    """The quantity's exact value (``"500m"`` is 0.5, ``"16Gi"`` 16 * 2**30, ``"1e3"`` 1000).
-
-    Decimal, not float: memory in bytes and CPU in millicores add up without rounding.
-    Raises ``ValueError`` for anything that is not a quantity.
-    """
+    """The quantity's exact value (``"500m"`` is 0.5), a Decimal so sums do not round;
+    ``ValueError`` for anything that is not a quantity."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"{show(value)} is not a Kubernetes quantity")
     match = QUANTITY.match(str(value))

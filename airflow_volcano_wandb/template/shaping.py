@@ -1,7 +1,5 @@
 """How the rendered job is shaped for Volcano's gang and PyTorch's ranks, after the run's
-overrides: gang sizes, the master's policy, the scheduler, a name that leaves room for pod
-names, the ``torchrun`` env and ``/dev/shm``, for the Volcano release the job is for; the
-``render_job`` keywords of each, declared and checked once.
+overrides, for the Volcano release it is for; the ``render_job`` keywords of each.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
 """W&B Launch queue template variables: ``{{name}}`` in a queue config, bounded by a schema.
 
-A queue's admin gives each variable a schema (``type`` integer, number or string;
-``minimum``, ``maximum``, ``enum``, ``default``, ``description``), which
-``wandb.Api().run_queue(entity, name).template_variables`` returns as ``[{"name",
-"schema"}]``. The same list bounds ``render_job``'s ``template_variables`` and makes an
-Airflow Trigger form (:func:`param_specs`). Filling works on the parsed tree, as the
-``${macro}`` stage does: a value is data, never YAML or JSON structure, and never a
-``${macro}``. Pure: no Airflow.
+The queue's schemas bound ``render_job``'s ``template_variables`` and make an Airflow Trigger
+form (:func:`param_specs`). Filling works on the parsed tree, as the ``${macro}`` stage does:
+a value is data, never YAML or JSON structure, and never a ``${macro}``. Pure: no Airflow.
 """
 
 from __future__ import annotations
@@ -329,9 +325,8 @@ def fill(
 def render_variables(
     template: Mapping[str, Any], values: Mapping[str, Any] | None, schemas: Sequence[Any] | None
 ) -> tuple[Mapping[str, Any], dict[Path, Filled]]:
-    """``render_job``'s template-variable stage: the template filled in, or the template as it
-    is when there are no schemas and no values (a template without variables); and the fields
-    the variables filled, for ``guardrails`` to hold the overrides to."""
+    """``render_job``'s template-variable stage: the template filled in, and the fields the
+    variables filled, for ``guardrails`` to hold the overrides to."""
     if schemas is None:
         if values:
             raise error_at(
@@ -350,8 +345,7 @@ def render_variables(
 
 def param_specs(schemas: Sequence[Any]) -> dict[str, dict[str, Any]]:
     """Keyword arguments of an Airflow ``Param`` per variable, in the schemas' order: the
-    JSON-schema keys the Trigger form enforces (``type``, ``minimum``, ``maximum``, ``enum``)
-    and shows (``default``, ``description``, ``title``). No default: the form asks for one."""
+    JSON-schema keys the Trigger form enforces and shows."""
     specs: dict[str, dict[str, Any]] = {}
     for name, schema in parse_schemas(schemas).items():
         spec: dict[str, Any] = {"type": schema.type}

@@ -1,8 +1,7 @@
 """Checks on the rendered Volcano Job, before anything is submitted.
 
-Each problem names the JSON path of its field; all problems are reported together. The checks
-mirror what Volcano v1.14.1's CRD schema and admission webhook would reject, plus the pod-name
-length that otherwise only fails when the controller creates pods, long after submission.
+What Volcano's CRD schema and admission webhook would reject, plus the pod-name length that
+would fail only when the controller creates pods; each problem names its JSON path.
 """
 
 from __future__ import annotations
@@ -350,12 +349,8 @@ def validate(
     wide: list[Path],
     target: releases.Version,
 ) -> None:
-    """Raise one :class:`TemplateError` listing every problem found in the rendered job.
-
-    ``wide`` lists where macros inserted integers beyond int64; the template's own numbers
-    and the overrides' were checked when they were copied, so only these need a look.
-    ``target`` is the Volcano release the job is for: it must have every plugin named.
-    """
+    """Raise one :class:`TemplateError` listing every problem found in the rendered job;
+    ``wide``: where macros inserted integers beyond int64, ``target``: the Volcano release."""
     check = _Checker(max_replicas, target)
     check.metadata(job.get("metadata"), ("metadata",))
     namespace = job["metadata"].get("namespace")
