@@ -168,7 +168,8 @@ class WandbStandin(Runs, Artifacts, LaunchQueues):
         stream = FILE_STREAM_RE.match(path)
         if stream is not None:
             record.variables = {"files": sorted(request.get("files") or {})}
-            return self._file_stream(record, (stream[1], stream[2], stream[3]))
+            where = (stream[1], stream[2], stream[3])
+            return self._file_stream(record, where, request.get("files") or {})
         if path.rstrip("/") != "/graphql":
             record.status = 404
             return 404, {"errors": [{"message": f"stand-in: no route {path}"}]}

@@ -10,6 +10,9 @@ As wandb 0.31 sends them:
 - ``mutation CreateRunFiles`` (``wandb-metadata.json``, ``requirements.txt``, the config):
   upload URLs on the stand-in, ``PUT /runfiles/<entity>/<project>/<run>/<name>``, kept in memory;
 - ``query Run`` (``Api.run(path)``: the run, with ``summaryMetrics`` as a JSON string);
+- ``query RunFullHistory`` (``Run.history(pandas=False)``: the rows the run logged, at most
+  ``samples`` of them, spread evenly, the last always in; rows come from :meth:`Runs.log_step`
+  and from a real run's file stream, its ``wandb-history.jsonl`` lines);
 - ``query RunStoppedStatus`` (what W&B Launch's agent, and the provider's wait, ask of a run:
   ``stopped`` once :meth:`Runs.stop_run` was called);
 - ``POST /files/<entity>/<project>/<run>/file_stream``, where the run sends its history, logs
@@ -54,6 +57,8 @@ class _Run:
     notes: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)
     """What the run uploaded through ``CreateRunFiles``, by name."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """The rows the run logged, in order (``query RunFullHistory``)."""
 
     @property
     def storage_id(self) -> str:
@@ -103,10 +108,11 @@ class Runs:
         """The run logs ``step`` now, as a trainer's ``wandb.log`` would: its summary's
         ``_step`` and ``_timestamp`` (the time of the run's last step, epoch seconds), and the
         ``logged`` values (``**{"train/step": 1200}``)."""
+        row = {**logged, "_step": step, "_timestamp": time.time()}
         with self._lock:
-            self._runs[(entity, project, run_id)].summary.update(
-                {**logged, "_step": step, "_timestamp": time.time()}
-            )
+            run = self._runs[(entity, project, run_id)]
+            run.summary.update(row)
+            run.history.append(row)
 
     def file_streams(self, run_id: str) -> list[RecordedRequest]:
         """The file stream requests of a run (by id) received so far."""
@@ -121,11 +127,16 @@ class Runs:
         """A run as the stand-in now stores it (after any ``UpsertBucket``)."""
         return self._runs.get((entity, project, run_id))
 
-    def _file_stream(self, record: RecordedRequest, run: tuple[str, str, str]) -> tuple[int, Any]:
+    def _file_stream(
+        self, record: RecordedRequest, run: tuple[str, str, str], files: dict[str, Any]
+    ) -> tuple[int, Any]:
         if record.basic_auth_password != self.api_key:
             record.status = 401
             return 401, {"errors": [{"message": "stand-in: wrong or missing API key"}]}
+        lines = (files.get("wandb-history.jsonl") or {}).get("content") or []
         with self._lock:
+            if run in self._runs:
+                self._runs[run].history += [json.loads(line) for line in lines]
             record.told_stopped = run in self._stopped
             return 200, {"stopped": record.told_stopped}
 
@@ -185,6 +196,19 @@ class Runs:
             return {"project": None}
         return {"project": {"run": self._run_fragment(run)}}
 
+    def _op_RunFullHistory(self, variables: dict[str, Any]) -> dict[str, Any]:
+        key = (variables.get("entity"), variables.get("project"), variables.get("name"))
+        with self._lock:
+            run = self._runs.get(key)  # type: ignore[arg-type]
+            rows = list(run.history) if run is not None else []
+        if run is None:
+            return {"project": None}
+        samples = max(1, int(variables.get("samples") or 500))
+        if len(rows) > samples:  # evenly spread, the last kept (as W&B's sampling keeps it)
+            last, spans = len(rows) - 1, max(1, samples - 1)
+            rows = [rows[last - (samples - 1 - i) * last // spans] for i in range(samples)]
+        return {"project": {"run": {"history": [json.dumps(row) for row in rows]}}}
+
     def _op_RunStoppedStatus(self, variables: dict[str, Any]) -> dict[str, Any]:
         entity = variables.get("entityName") or self.viewer_entity
         key = (entity, variables.get("projectName"), variables.get("runId"))
@@ -218,7 +242,7 @@ class Runs:
             "notes": run.notes,
             "systemMetrics": "{}",
             "summaryMetrics": json.dumps(run.summary),
-            "historyLineCount": 0,
+            "historyLineCount": len(run.history),
             "user": {"name": self.viewer_entity, "username": self.viewer_entity},
             "historyKeys": None,
         }

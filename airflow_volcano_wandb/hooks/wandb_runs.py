@@ -96,6 +96,25 @@ class WandbRunAccess:
         return {key: summary[key] for key in wanted if key in summary}
 
     @_within_deadline
+    def get_run_history(
+        self,
+        run_id: str,
+        *,
+        entity: str | None = None,
+        project: str | None = None,
+        samples: int = 500,
+    ) -> list[dict[str, Any]]:
+        """The rows a run logged, in step order (``Run.history``: at most ``samples`` of them,
+        sampled by W&B as its own charts are), each JSON-compatible with its ``_step`` and
+        ``_timestamp``; call after :meth:`get_run_summary` for a fresh read of a known run.
+
+        :raises wandb.errors.CommError: when the server does not know the run.
+        """
+        run = self.api.run(self._run_path(run_id, entity, project))
+        rows = run.history(samples=samples, pandas=False)
+        return json.loads(json.dumps(list(rows), default=str))
+
+    @_within_deadline
     def edit_run(
         self,
         run_id: str,

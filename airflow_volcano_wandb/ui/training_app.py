@@ -11,8 +11,9 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections import OrderedDict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -31,13 +32,16 @@ from airflow_volcano_wandb.job.job_view import JobView
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.ui import training_reads as reads
 from airflow_volcano_wandb.ui.training_view import (
+    MAX_POINTS,
     WAITING_STATES,
     Kept,
     Series,
+    history_reports,
     list_row,
-    live,
+    log_reports,
     progress_of,
     task_view,
+    web_link,
 )
 
 PREFIX = "/avw-training"
@@ -56,13 +60,13 @@ FIELDS = (
     "wandb_entity",
     "wandb_project",
 )
-_MAX_SERIES = 1000
+#: The Training page waits this long at most for the W&B runs' summaries (their bars).
+PAGE_WANDB_SECONDS = 5.0
 #: A task instance: its DAG, run, task and map index.
 TaskKey = tuple[str, str, str, int]
 
 app = FastAPI(title="Volcano + W&B training", openapi_url=None, docs_url=None, redoc_url=None)
 ReadTask = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
-_series: OrderedDict[str, Series] = OrderedDict()
 
 
 @functools.cache
@@ -100,33 +104,26 @@ def training_tab(dag_id: str, run_id: str, task_id: str, map_index: str) -> str:
 
 @app.get("/api/ti/{dag_id}/{run_id}/{task_id}/{map_index}", dependencies=[ReadTask])
 def task_model(dag_id: str, run_id: str, task_id: str, map_index: str, session: SessionDep) -> dict:
-    """The tab's model: one GET of the job and one LIST of its pods while it is there."""
-    index = _map_index(map_index)
-    state = session.scalar(select(TI.state).where(*_ti_is(TI, dag_id, run_id, task_id, index)))
-    if state is None and not _ti_exists(session, dag_id, run_id, task_id, index):
+    """The tab's model: one GET of the job and one LIST of its pods while it is there; the
+    chart from the W&B run's history, else from the master's ``AVW_PROGRESS`` records."""
+    key = (dag_id, run_id, task_id, _map_index(map_index))
+    state = session.scalar(select(TI.state).where(*_ti_is(TI, *key)))
+    if state is None and not _ti_exists(session, *key):
         raise HTTPException(404, "no such task instance")
-    xcoms = _xcoms(session, [(dag_id, run_id, task_id, index)])
-    fields = _rendered(session, dag_id, run_id, task_id, index)
-    kept = _kept(xcoms.get((dag_id, run_id, task_id, index), {}), fields, state)
+    fields = _rendered(session, [key]).get(key, {})
+    kept = _kept(_xcoms(session, [key]).get(key, {}), fields, state)
     job: dict | None = None
     pods: list[dict] = []
-    series = Series()
+    reports: list = []
     if kept.job.get("name"):
         conn = fields.get("kubernetes_conn_id") or "kubernetes_default"
         job, pods = reads.job_and_pods(conn, kept.job["name"], kept.job.get("namespace", "default"))
-        series = _series_of(f"{kept.job.get('namespace')}/{kept.job['name']}")
-        wandb_run = kept.run_id or JobView.of(job).labels.get(WANDB_RUN_LABEL)
-        if wandb_run and live(kept, job):
-            summary = reads.run_summary(
-                fields.get("wandb_conn_id") or "wandb_default",
-                wandb_run,
-                fields.get("wandb_entity"),
-                fields.get("wandb_project"),
-            )
-            series.add(progress_of(summary))
-    return task_view(
-        kept, job, pods, series, time.time(), _task_url(dag_id, run_id, task_id, index)
-    )
+        kept = _with_run(kept, fields, job)
+        if kept.run_id:
+            reports = history_reports(*reads.run_history(*_wandb(fields, kept.run_id), MAX_POINTS))
+        if not reports and pods:
+            reports = log_reports(reads.master_log(conn, job, pods))
+    return task_view(kept, job, pods, Series.of(reports), time.time(), _task_url(*key))
 
 
 @app.get("/api/jobs")
@@ -134,7 +131,7 @@ def jobs_model(
     user: GetUserDep, session: SessionDep, dag_id: Annotated[str | None, Query()] = None
 ) -> dict:
     """The Training page's rows: the waiting task instances of the DAGs the user may read, each
-    with its job from one LIST of the managed jobs per namespace."""
+    with its job from one LIST of the managed jobs per namespace and its W&B run's summary."""
     from airflow.api_fastapi.app import get_auth_manager
 
     readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET")
@@ -145,19 +142,26 @@ def jobs_model(
     )
     rows_read = session.execute(query.order_by(TI.dag_id, TI.task_id))
     tis: dict[TaskKey, Any] = {(r[0], r[1], r[2], r[3]): r[4] for r in rows_read}
-    xcoms = _xcoms(session, list(tis))
-    kept = {key: _kept(xcoms.get(key, {}), {}, state) for key, state in tis.items()}
+    xcoms, fields = _xcoms(session, list(tis)), _rendered(session, list(tis))
+    kept = {k: _kept(xcoms.get(k, {}), fields.get(k, {}), state) for k, state in tis.items()}
     listed: dict[str, dict[str, dict]] = {}
     for namespace in sorted({k.job.get("namespace", "") for k in kept.values()} - {""}):
         listed[namespace] = reads.managed_jobs("kubernetes_default", namespace)
-    rows = [
-        list_row(
-            *key,
-            kept[key],
-            listed.get(kept[key].job.get("namespace", ""), {}).get(kept[key].job.get("name", "")),
-        )
-        for key in kept
-    ]
+    jobs = {
+        k: listed.get(v.job.get("namespace", ""), {}).get(v.job.get("name", ""))
+        for k, v in kept.items()
+    }
+    kept = {k: _with_run(v, fields.get(k, {}), jobs[k]) for k, v in kept.items()}
+    runs = {k: v for k, v in kept.items() if v.run_id}
+    pool = ThreadPoolExecutor(8)  # the runs' summaries read at once, for at most 5 s
+    futures = {
+        k: pool.submit(reads.run_summary, *_wandb(fields.get(k, {}), v.run_id or ""))
+        for k, v in runs.items()
+    }
+    done, _ = wait(futures.values(), timeout=PAGE_WANDB_SECONDS)
+    pool.shutdown(wait=False, cancel_futures=True)
+    summaries = {k: f.result() for k, f in futures.items() if f in done}
+    rows = [list_row(*key, kept[key], jobs[key], progress_of(summaries.get(key))) for key in kept]
     return {"jobs": rows, "dag_ids": sorted(readable)}
 
 
@@ -208,13 +212,42 @@ def _value(stored: Any) -> Any:
     return stored
 
 
-def _rendered(session: Any, *key: Any) -> dict[str, str]:
-    """The rendered fields the tab needs (:data:`FIELDS`), as strings; nothing else of them."""
-    fields = session.scalar(select(Rendered.rendered_fields).where(*_ti_is(Rendered, *key)))
-    fields = fields if isinstance(fields, dict) else {}
-    return {
-        name: fields[name] for name in FIELDS if isinstance(fields.get(name), str) and fields[name]
-    }
+def _rendered(session: Any, keys: Iterable[TaskKey]) -> dict[TaskKey, dict[str, str]]:
+    """The rendered fields the tab needs (:data:`FIELDS`) of these task instances, as strings;
+    nothing else of them."""
+    wanted = set(keys)
+    if not wanted:
+        return {}
+    query = select(Rendered).where(
+        Rendered.dag_id.in_({k[0] for k in wanted}), Rendered.run_id.in_({k[1] for k in wanted})
+    )
+    found: dict[TaskKey, dict[str, str]] = {}
+    for row in session.scalars(query):
+        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
+        fields = row.rendered_fields if isinstance(row.rendered_fields, dict) else {}
+        if key in wanted:
+            found[key] = {
+                name: fields[name]
+                for name in FIELDS
+                if isinstance(fields.get(name), str) and fields[name]
+            }
+    return found
+
+
+def _wandb(fields: dict[str, str], run: str) -> tuple[str, str, str | None, str | None]:
+    """The W&B connection, run, entity and project a task's rendered fields name."""
+    conn = fields.get("wandb_conn_id") or "wandb_default"
+    return conn, run, fields.get("wandb_entity"), fields.get("wandb_project")
+
+
+def _with_run(kept: Kept, fields: dict[str, str], job: dict | None) -> Kept:
+    """``kept`` with its W&B run (its XCom, the sensor's rendered field, else the job's label)
+    and the run's address (the operator's XCom, else told by the W&B connection)."""
+    run = kept.run_id or (JobView.of(job).labels.get(WANDB_RUN_LABEL) if job else None)
+    if not run:
+        return kept
+    url = kept.run_url or web_link(reads.run_url(*_wandb(fields, run)))
+    return replace(kept, run_id=run, run_url=url)
 
 
 def _kept(xcoms: dict[str, Any], fields: dict[str, str], state: Any) -> Kept:
@@ -230,15 +263,6 @@ def _kept(xcoms: dict[str, Any], fields: dict[str, str], state: Any) -> Kept:
     if "wandb_run_id" not in xcoms and fields.get("wandb_run_id"):
         xcoms = {**xcoms, "wandb_run_id": fields["wandb_run_id"]}
     return Kept.of_xcoms(xcoms, None if state is None else str(state))
-
-
-def _series_of(key: str) -> Series:
-    """This job's series, kept in this API server process (the most recent :data:`_MAX_SERIES`)."""
-    series = _series.pop(key, None) or Series()
-    _series[key] = series
-    while len(_series) > _MAX_SERIES:
-        _series.popitem(last=False)
-    return series
 
 
 def _task_url(dag_id: str, run_id: str, task_id: str, map_index: int) -> str:

@@ -7,12 +7,15 @@ only the fields named below.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import datetime as dt
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_volcano_wandb.job.gpu_usage import gpu_seconds
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
+from airflow_volcano_wandb.logs.log_lines import split_timestamp
 from airflow_volcano_wandb.template.gpus import pod_gpus
 from airflow_volcano_wandb.wait.training_progress import (
     EPOCH_KEY,
@@ -31,6 +34,8 @@ TASK_SPEC_LABEL = "volcano.sh/task-spec"
 WAITING_STATES = frozenset({"running", "deferred", "up_for_reschedule", "queued", "scheduled"})
 #: The summary's keys the bar shows: not metrics of the chart.
 PROGRESS_KEYS = frozenset({STEP_KEY, TOTAL_STEPS_KEY, EPOCH_KEY, EPOCHS_KEY})
+#: An ``AVW_PROGRESS`` record's fields that are progress, not metrics of the chart.
+RECORD_FIELDS = frozenset({"step", "total_steps", "epoch", "epochs", "world_size"})
 #: The Volcano phases of a job that has ended.
 ENDED_PHASES = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
 #: At most this many points per metric are kept for a job's chart.
@@ -60,7 +65,7 @@ class Kept:
             if isinstance(job, Mapping)
             else {},
             _text(xcoms.get("wandb_run_id")),
-            _link(xcoms.get("wandb_run_url")),
+            web_link(xcoms.get("wandb_run_url")),
             gpus if isinstance(gpus, Mapping) else None,
             summary if isinstance(summary, Mapping) else None,
         )
@@ -78,28 +83,72 @@ def live(kept: Kept, job: Mapping[str, Any] | None) -> bool:
 
 @dataclass
 class Series:
-    """A job's progress reports as read so far (the chart's points and the rate's two reads)."""
+    """A job's progress reports in order (the chart's points, the bar's last figures and rate)."""
 
     last: Progress | None = None
     rate: float | None = None
+    #: The first report of the last step (the rate runs from step to step).
+    moved: Progress | None = None
     points: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
+    @classmethod
+    def of(cls, reports: Iterable[Progress]) -> Series:
+        series = cls()
+        for now in reports:
+            series.add(now)
+        return series
+
     def add(self, now: Progress | None) -> None:
-        """Take ``now`` in: its rate against the last read, its metrics as points."""
-        if now is None or (self.last is not None and now.at <= self.last.at):
+        """Take ``now`` in: its rate since its last step was first reported, its metrics
+        as points (a step that went back, a restart from a checkpoint, drops those after it)."""
+        if now is None or (self.last is not None and now.at < self.last.at):
             return
-        rate = steps_per_second(self.last, now)
-        self.rate = rate if rate is not None else self.rate
+        if self.last is None or now.step != self.last.step:
+            rate = steps_per_second(self.moved, now)
+            self.rate, self.moved = (self.rate if rate is None else rate), now
         self.last = now
         for key, value in now.metrics.items():
             number = finite_number(value, float)
             if number is None:
                 continue
             points = self.points.setdefault(key, [])
-            if points and points[-1][0] >= now.step:  # a restart from a checkpoint
+            if points and points[-1][0] >= now.step:
                 del points[next(i for i, p in enumerate(points) if p[0] >= now.step) :]
             points.append((now.step, number))
             del points[:-MAX_POINTS]
+
+
+def history_reports(
+    summary: Mapping[str, Any] | None, rows: Sequence[Mapping[str, Any]]
+) -> list[Progress]:
+    """A W&B run's history rows as reports, each at its training step (the last ``train/step``
+    logged, else the row's ``_step``) with the run's totals from its summary; without rows,
+    the summary alone."""
+    totals = {k: v for k, v in (summary or {}).items() if k in (TOTAL_STEPS_KEY, EPOCHS_KEY)}
+    reports, step = [], None
+    for row in rows:
+        step = row.get(STEP_KEY, step)
+        now = progress_of({**totals, **row, STEP_KEY: row.get("_step") if step is None else step})
+        reports.append(now)
+    found = [r for r in reports if r is not None]
+    return found or [r for r in [progress_of(summary)] if r is not None]
+
+
+def log_reports(text: str) -> list[Progress]:
+    """The ``AVW_PROGRESS`` records of a master log read with timestamps, each timed by its
+    stamp, with the record's other numeric fields (``"loss": 0.42``) as its metrics."""
+    reports = []
+    for line in text.splitlines():
+        stamp, record = split_timestamp(line)
+        if stamp is None:
+            continue
+        moment = dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
+        now = Progress.of_log_line(record, moment.timestamp() + stamp[1] / 1e9)
+        if now is not None:
+            fields = json.loads(record.strip().partition(" ")[2])
+            metrics = {k: v for k, v in fields.items() if k not in RECORD_FIELDS}
+            reports.append(replace(now, metrics=metrics))
+    return reports
 
 
 def progress_of(
@@ -214,12 +263,14 @@ def list_row(
     map_index: int,
     kept: Kept,
     job: Mapping[str, Any] | None,
+    progress: Progress | None = None,
 ) -> dict:
     """One row of the Training page: the job of a waiting task instance, from its LIST entry
-    (its phase, GPUs asked for and the progress annotation)."""
+    (its phase, GPUs asked for and the progress annotation) and its W&B run's ``progress``."""
     view = JobView.of(job) if job else None
     gpus = sum(pod_gpus(t.template) * t.replicas for t in view.tasks) if view else 0
     line = view.meta.annotations.get(PROGRESS_ANNOTATION, "") if view else ""
+    figures = progress_figures(progress, None)
     return {
         "dag_id": dag_id,
         "task_id": task_id,
@@ -230,8 +281,9 @@ def list_row(
         "phase": view.phase if view else "",
         "task_state": kept.state,
         "gpus": gpus,
-        "percent": _percent(line),
-        "progress_line": line,
+        "progress": figures,
+        "percent": figures["percent"] if figures else _percent(line),
+        "progress_line": line.removeprefix("progress: "),
         "wandb_run": kept.run_url,
     }
 
@@ -255,7 +307,7 @@ def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def _link(value: Any) -> str | None:
+def web_link(value: Any) -> str | None:
     """A W&B run's URL, only when it is an http(s) address (the page makes it a link)."""
     text = _text(value)
     return text if text and text.startswith(("https://", "http://")) else None

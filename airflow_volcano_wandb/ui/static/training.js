@@ -20,20 +20,15 @@ var AVW = (function () {
     if (p.eta_seconds) parts.push("ETA " + duration(p.eta_seconds));
     return parts.join(", ");
   }
-  // points seen by this page, merged with the server's: {metric: {step: value}}
-  var seen = {};
+  // the metrics' points over steps, as the server read them from the run's history: {metric: [[step, value]]}
   function chart(svg, legend, metrics) {
-    Object.keys(metrics).forEach(function (k) {
-      seen[k] = seen[k] || {};
-      metrics[k].forEach(function (p) { seen[k][p[0]] = p[1]; });
-    });
-    var keys = Object.keys(seen).sort(function (a, b) { return (b.indexOf("loss") >= 0) - (a.indexOf("loss") >= 0); }).slice(0, 4);
+    var keys = Object.keys(metrics).sort(function (a, b) { return (b.indexOf("loss") >= 0) - (a.indexOf("loss") >= 0); }).slice(0, 4);
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     legend.textContent = "";
     var W = 640, H = 220, L = 50, B = 24, colors = ["#3182ce", "#dd6b20", "#38a169", "#805ad5"];
     var ns = "http://www.w3.org/2000/svg";
     keys.forEach(function (k, i) {
-      var pts = Object.keys(seen[k]).map(Number).sort(function (a, b) { return a - b; }).map(function (s) { return [s, seen[k][s]]; });
+      var pts = metrics[k];
       if (!pts.length) return;
       var x0 = pts[0][0], x1 = pts[pts.length - 1][0] || 1, ys = pts.map(function (p) { return p[1]; });
       var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
@@ -103,7 +98,8 @@ var AVW = (function () {
         var tr = el("tr"); tr.setAttribute("data-dag", j.dag_id);
         [j.dag_id, j.task_id, j.job, j.phase || j.task_state].forEach(function (v) { tr.appendChild(el("td", v)); });
         var td = el("td"), bar = el("div"), fill = el("div"); bar.className = "bar"; fill.style.width = (j.percent || 0) + "%"; bar.appendChild(fill); td.appendChild(bar);
-        td.title = j.progress_line; tr.appendChild(td); tr.appendChild(el("td", j.gpus));
+        td.appendChild(el("div", j.progress ? progressText(j.progress) : j.progress_line)); td.lastChild.className = "muted";
+        tr.appendChild(td); tr.appendChild(el("td", j.gpus));
         var links = el("td"), a = el("a", "task");
         a.href = "/dags/" + encodeURIComponent(j.dag_id) + "/runs/" + encodeURIComponent(j.run_id) + "/tasks/" + encodeURIComponent(j.task_id) + (j.map_index >= 0 ? "/mapped/" + j.map_index : "");
         a.target = "_top"; links.appendChild(a);
