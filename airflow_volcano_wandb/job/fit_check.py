@@ -39,9 +39,8 @@ def _read(read: Callable[[], Any], what: str, unread: list[str]) -> Any:
 def check_fit(
     hook: VolcanoHook, body: Mapping[str, Any], mode: str, task_log: logging.Logger | Any
 ) -> None:
-    """Judge ``body`` against its queue and the nodes, as ``mode`` (``fit.FIT_CHECK_MODES``)
-    says: raise ``JobWontFitError`` (``fail``) or log (``warn``) when it can never be
-    placed; log when it must wait; ``off`` reads nothing."""
+    """Judge ``body`` against its queue and the nodes, as ``mode`` says: raise
+    ``JobWontFitError`` (``fail``) or log (``warn``) when it never fits; ``off`` reads nothing."""
     if mode == "off":
         return
     queue_name = (body.get("spec") or {}).get("queue") or DEFAULT_QUEUE

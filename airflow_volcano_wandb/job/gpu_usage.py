@@ -35,9 +35,8 @@ def gpu_seconds(
     removed: Mapping[str, int] | None = None,
     removed_ran: float | None = None,
 ) -> dict[str, float]:
-    """GPU-seconds per rank of the job's pods, rounded to a tenth of a second; and of the
-    ``removed`` ranks (rank -> GPUs, :func:`removed_ranks`), for ``removed_ran`` seconds each
-    (left out when ``None``: how long they ran is not known)."""
+    """GPU-seconds per rank of the job's pods, to a tenth of a second; and of the ``removed``
+    ranks for ``removed_ran`` seconds each (left out when ``None``)."""
     usage: dict[str, float] = {}
     for pod in pods:
         started = epoch_seconds((pod.get("status") or {}).get("startTime"))

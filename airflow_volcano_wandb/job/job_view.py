@@ -158,9 +158,8 @@ class JobView:
 
     @property
     def needed(self) -> dict[str, int]:
-        """Each named task's pods the job needs running: its replicas, or for an elastic job
-        (``elastic=``, its annotation) its ``minAvailable``: running with fewer workers than
-        it asks for is running, not waiting to be placed."""
+        """Each named task's pods the job needs running: its replicas, or for an elastic job its
+        ``minAvailable`` (running with fewer workers than asked is running, not waiting)."""
         elastic = ELASTIC_ANNOTATION in self.annotations
         return {
             task.name: task.min_available

@@ -126,9 +126,8 @@ def read_artifacts(
     has_key: bool,
     log: logging.Logger | Any,
 ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:
-    """The run's used and logged artifacts, read through ``hook`` (``WandbHook``); empty, with
-    one line in the task's ``log``, when they cannot be read: the run's ``mode`` is offline or
-    disabled (not on a server), the connection has no API key (``has_key``), or W&B fails."""
+    """The run's used and logged artifacts; empty, with one line in ``log``, when they cannot
+    be read (offline, no API key, W&B fails)."""
     if not run_id or mode in ("offline", "disabled") or not has_key:
         log.info("Lineage without W&B artifacts: the W&B run is not readable (mode %s)", mode)
         return [], []

@@ -183,9 +183,8 @@ def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:
 
 
 def pods_managed(job: Mapping[str, Any] | None) -> bool:
-    """Whether every task of ``job`` labels its pods as this provider's (``MANAGED_BY_LABEL``
-    on its pod template), as the operator's jobs do: only then does a watch of managed pods
-    see all of the job's pods."""
+    """Whether every task of ``job`` labels its pods as this provider's: only then does a watch
+    of managed pods see all of them."""
     tasks = ((job or {}).get("spec") or {}).get("tasks") or []
     return bool(tasks) and all(
         ObjectMeta.of(task.get("template") or {}).labels.get(MANAGED_BY_LABEL) == MANAGED_BY

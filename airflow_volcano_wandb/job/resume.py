@@ -149,8 +149,7 @@ class TrainerResumed:
 
 def resumed_step(log_head: str) -> TrainerResumed | None:
     """The step and checkpoint a resumed trainer says it continued from, in the first lines of
-    its log; None when it says nothing (it found no checkpoint, or does not follow the
-    contract's wording)."""
+    its log; None when it says nothing."""
     found = RESUMED_LINE.search(log_head)
     if not found:
         return None

@@ -69,7 +69,8 @@ def target_here(spec: WaitSpec) -> JobTarget:
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-    from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher, Subscription
+    from airflow_volcano_wandb.wait.job_watcher import NamespaceJobWatcher
+    from airflow_volcano_wandb.wait.namespace_watch import Subscription
     from airflow_volcano_wandb.wait.pod_watcher import NamespacePodWatcher
 
 

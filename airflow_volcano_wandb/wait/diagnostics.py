@@ -114,9 +114,8 @@ def container_failures(
 
 @dataclass(frozen=True)
 class Classification:
-    """A failure's cause, as one of the endings, and the container (or pod) that shows it,
-    when one does: ``FAILED`` when no pod or event says why any more, ``PENDING_TIMEOUT`` for
-    a gang not placed for want of room."""
+    """A failure's cause, as one of the endings, and the container (or pod) that shows it, when
+    one does (``FAILED``: nothing says why any more)."""
 
     kind: Ending
     failure: ContainerFailure | None = None

@@ -123,9 +123,8 @@ def _report_crash_loop(
     log_lines: int,
     task_log: Any,
 ) -> str:
-    """Log the crash-looping container's failure, its log from before its last restart (the
-    running one has only just started again) and the job's warning events; return that log's
-    last line (masked), or ``""``."""
+    """Log the crash-looping container's failure, its log from before its last restart and the
+    job's warning events; return that log's last line (masked), or ``""``."""
     loop = result.crash_loop
     if loop is None:
         return ""
@@ -223,9 +222,8 @@ def report_failure(
 def ended_meanwhile(
     hook: VolcanoHook, job: Mapping[str, str], task_log: logging.Logger | Any = log
 ) -> WaitResult | None:
-    """For a wait that ran out of time: the job's own end, if the apiserver shows one now (a
-    job that completed unseen during a watch outage did not time out); ``None`` when it still
-    runs, is gone or another submission, or cannot be read: then the timeout stands."""
+    """For a wait that ran out of time: the job's own end, if the apiserver shows one now (it
+    ended unseen during a watch outage); ``None`` otherwise: then the timeout stands."""
     try:
         current = hook.get_job(job["name"], job["namespace"])
     except Exception as exc:

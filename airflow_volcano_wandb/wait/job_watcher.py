@@ -19,20 +19,11 @@ from airflow_volcano_wandb.hooks.kubernetes_api import (
     retry_after_seconds,
 )
 from airflow_volcano_wandb.wait import namespace_watch
-from airflow_volcano_wandb.wait.namespace_watch import NamespaceWatch, Subscription
+from airflow_volcano_wandb.wait.namespace_watch import NamespaceWatch
 from airflow_volcano_wandb.wait.pod_watcher import WATCHED_PODS_SELECTOR, NamespacePodWatcher
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
     from airflow_volcano_wandb.hooks.volcano_async import AsyncVolcanoHook
-
-__all__ = [
-    "NamespaceJobWatcher",
-    "Subscription",
-    "active_watchers",
-    "release",
-    "shared_pod_watcher",
-    "shared_watcher",
-]
 
 log = logging.getLogger(__name__)
 

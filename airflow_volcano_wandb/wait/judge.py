@@ -82,9 +82,8 @@ class JobTarget(JobLimits):
 
 @dataclass(frozen=True)
 class WandbRunRef:
-    """The job's online W&B run a wait asks (its last step, progress, a stop): its id, where
-    it is, and the ``wandb`` connection whose key may read it (the key itself is read where
-    it is used, never carried)."""
+    """The job's online W&B run a wait asks: its id, where it is, and the ``wandb`` connection
+    whose key may read it (the key is read where it is used, never carried)."""
 
     conn_id: str
     run_id: str
@@ -163,9 +162,8 @@ def judge(
     gang_seen_whole: bool = False,
     pods: Sequence[Mapping[str, Any]] | None = None,
 ) -> WaitResult | None:
-    """The wait's result if it ends now, else ``None``. ``job`` is the latest copy known to be
-    current (``None``: it does not exist); ``pods``, read after it when :func:`reads_pods` says
-    so, are judged (:func:`judge_pods`) before the timeouts."""
+    """The wait's result if it ends now, else ``None``; ``job``: the latest copy known to be
+    current; ``pods``, read after it, are judged (:func:`judge_pods`) before the timeouts."""
     seen = see(job, target)
     by_pods = judge_pods(seen, target, pods, now) if pods is not None else None
     return by_pods or judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
@@ -193,9 +191,8 @@ def judge_seen(
 def judge_pods(
     seen: Seen, target: JobTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> WaitResult | None:
-    """The verdict of the job's ``pods`` (read after it), which its status cannot show: a rank
-    stopped from W&B (a stop explains the restarts it causes), else a crash loop past the
-    restart budget, else a container that cannot start; ``None`` for anything else."""
+    """The verdict of the job's ``pods``, which its status cannot show: a rank stopped from
+    W&B, else a crash loop past the budget, else a container that cannot start; else ``None``."""
     if seen.status.terminal or seen.job is None:
         return None
     status = seen.status

@@ -153,9 +153,8 @@ class NamespaceWatch:
         return self._task is not None and not self.synced.is_set() and self.failing_since is None
 
     async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Awaitable[R]]) -> R:
-        """``call(hook, api)`` over the watch's open client (no TLS handshake per call; a
-        reconnect never closes it under the call), or over a client of its own while the watch
-        is down; errors are raised."""
+        """``call(hook, api)`` over the watch's open client (no TLS handshake per call), or over a
+        client of its own while the watch is down; errors are raised."""
         client = self._client
         if client is None:
             hook = self._hook_factory()

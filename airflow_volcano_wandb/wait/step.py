@@ -74,9 +74,8 @@ class Look:
 
 
 def look(job: Mapping[str, Any] | None, target: JobTarget, memory: StepMemory, now: float) -> Look:
-    """The look at ``job`` (``None``: it does not exist) of a waiter whose memory is
-    ``memory``. The mark is asked for once per waiter, the first time it sees the gang whole on
-    a job not marked yet: a later waiter reads the job again and writes it if still missing."""
+    """The look at ``job`` of a waiter whose memory is ``memory``. The gang-whole mark is asked
+    for once per waiter: a later waiter reads the job again and writes it if still missing."""
     seen = see(job, target)
     gang_seen_whole, line, mark = memory.gang_seen_whole, memory.progress, None
     running, note, short = memory.elastic_running, "", None
@@ -153,8 +152,7 @@ def membership_note(
 
 def short_since(seen: Seen, gang_seen_whole: bool, since: float | None, now: float) -> float | None:
     """Since when an elastic job whose gang was whole has had a task below its
-    ``minAvailable`` (``since``: as the waiter last knew it, else ``now``); ``None`` while it
-    has not, for a job that is not elastic, or one that ended."""
+    ``minAvailable``; ``None`` while it has not, or for a job not elastic or ended."""
     status = seen.status
     elastic = any(status.needed.get(t, n) < n for t, n in status.replicas.items())
     was_whole = gang_seen_whole or gang_was_whole(seen)
@@ -166,9 +164,8 @@ def short_since(seen: Seen, gang_seen_whole: bool, since: float | None, now: flo
 def judge_short(
     seen: Seen, target: JobTarget, since: float | None, now: float
 ) -> WaitResult | None:
-    """An elastic job short of its ``min_workers`` for ``pending_timeout`` (since
-    :func:`short_since`) fails as a gang never placed does (``PENDING_TIMEOUT``): its
-    survivors wait in torchrun's rendezvous with no GPU doing work."""
+    """An elastic job short of its ``min_workers`` for ``pending_timeout`` fails as a gang never
+    placed does: its survivors wait in torchrun's rendezvous with no GPU doing work."""
     timeout = target.pending_timeout
     if since is None or timeout is None or now - since < timeout:
         return None

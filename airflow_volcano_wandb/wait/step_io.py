@@ -175,9 +175,8 @@ async def _confirmed(
     pods: list[dict[str, Any]],
     verdict: Callable[[Seen, list[dict[str, Any]]], Awaitable[WaitResult | None]],
 ) -> WaitResult | None:
-    """``verdict`` of the job as ``seen`` with ``pods`` (read after it), when it says so again
-    of a fresh GET of the job and a fresh LIST of its pods; ``None`` (wait on) otherwise, and
-    when any of them cannot be read (what cannot be confirmed is no verdict)."""
+    """``verdict`` of the job as ``seen`` with ``pods``, when it says so again of a fresh GET
+    and a fresh LIST; ``None`` (wait on) otherwise: what cannot be confirmed is no verdict."""
     if await verdict(seen, pods) is None:
         return None
     fresh = await fetch(calls, target, log)
@@ -209,9 +208,8 @@ async def _read_progress(
 async def _stop_unheeded(
     calls: JobCalls, seen: Seen, target: JobTarget, log: logging.Logger | Any, wandb: WandbProgress
 ) -> WaitResult | None:
-    """The wait's end when W&B says the job's run was stopped and a fresh GET shows the job
-    still running ``wandb_stop_grace`` after a waiter first heard it; ``None`` (wait on) until
-    then, and when W&B or the apiserver cannot say. The first to hear it marks the job."""
+    """The wait's end when W&B says the run was stopped and a fresh GET shows the job still
+    running ``wandb_stop_grace`` after a waiter first heard it (and marked the job)."""
     if seen.job is None or not await wandb.stopped(log):
         return None
     grace = target.wandb_stop_grace or 0.0
@@ -286,9 +284,8 @@ async def _pods(
     log: logging.Logger | Any,
     job: Mapping[str, Any] | None,
 ) -> list[dict[str, Any]] | None:
-    """The job's pods: ``pod_watch``'s copies when ``job`` (as just looked at) labels all its
-    pods as the watch selects them and the watch is synced; else a LIST, as without a pod
-    watch and for ``job`` ``None`` (a verdict's confirmation: always from the apiserver)."""
+    """The job's pods: ``pod_watch``'s copies when ``job`` labels all its pods as the watch
+    selects them and the watch is synced; else a LIST (always, for a verdict's confirmation)."""
     watch = pod_watch if pods_managed(job) else None
     watched = watch.objects(target.job_name) if watch is not None else None
     if watched is not None:

@@ -42,9 +42,8 @@ STOP_SEEN_ANNOTATION = f"{DOMAIN}/wandb-stop-seen-at"
 def stopped_rank(
     pods: Iterable[Mapping[str, Any]], *, job_name: str, job_uid: str | None = None
 ) -> str | None:
-    """The first rank (``master-0``, by pod name) of the live pods of ``job_uid`` (``None``:
-    every pod given) whose container ended as a stopped run's (:func:`is_stop`), now or before
-    its last restart; ``None`` when none did."""
+    """The first rank of the live pods of ``job_uid`` whose container ended as a stopped run's
+    (:func:`is_stop`), now or before its last restart; ``None`` when none did."""
     for pod in sorted(job_pods(pods, job_uid), key=_name):
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
             for state in (status.get("state"), status.get("lastState")):
