@@ -1,7 +1,5 @@
 """The doctor's checks of the Airflow side (pure): where jobs run, which components need the
-provider and whether a triggerer is needed, and what W&B said of the key.
-
-Pure functions over what ``doctor_reads`` fetched, as the cluster checks in ``doctor.py``.
+provider, and what W&B said of the key.
 """
 
 from __future__ import annotations
@@ -28,10 +26,8 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 def jobs_namespace(
     explicit: str | None, template: Mapping[str, Any] | None, connection: str | None
 ) -> tuple[str, str]:
-    """``(namespace, where it came from)``, in the operator's order for a DAG's template:
-    ``--namespace``, else the template's ``metadata.namespace``, else the connection's, else
-    ``default``. Without ``--template`` the template is the seed, whose namespace is
-    :data:`SEED_NAMESPACE`."""
+    """``(namespace, where it came from)``, in the operator's order (without ``--template``:
+    the seed template's)."""
     if explicit:
         return explicit, "--namespace"
     if template is None:
