@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_volcano_wandb.hooks.kubernetes_api import (
@@ -134,28 +133,3 @@ def deliver(
         f"The W&B API key was not given to the Volcano job {namespace}/{meta['name']}: {said}; "
         "the job was withdrawn"
     ) from failure
-
-
-@dataclass(frozen=True)
-class Handover:
-    """The key's Secret for the job one try ends up with (:meth:`give_to`). Without an
-    ``api_key`` (the DAG brings its own Secret, or runs without a key) it does nothing."""
-
-    hook: VolcanoHook
-    identity: TaskInstanceIdentity
-    api_key: str | None
-    task_log: logging.Logger | Any
-
-    def give_to(
-        self, job: Mapping[str, Any], *, created: bool, withdraw: Callable[[], None]
-    ) -> None:
-        if self.api_key:
-            deliver(
-                self.hook,
-                self.identity,
-                job,
-                self.api_key,
-                created=created,
-                withdraw=withdraw,
-                task_log=self.task_log,
-            )

@@ -115,7 +115,6 @@ def submit_for_try(
     ``api_key`` in a Secret. ``render`` renders for another intent; ``on_job`` is told the job as
     soon as it exists (``on_kill`` deletes it from then); ``fit_check`` runs before a create."""
     namespace = rendered[1]["metadata"]["namespace"]
-    key = api_key_secret.Handover(hook, identity, api_key, task_log)
 
     def before_create() -> None:
         if fit_check is not None:
@@ -142,7 +141,10 @@ def submit_for_try(
         def withdraw() -> None:
             deletion.delete_if_owned(hook, ref, try_number, task_log)
 
-        key.give_to(job, created=created, withdraw=withdraw)
+        if api_key:  # else the DAG brings its own Secret, or runs without a key
+            api_key_secret.deliver(
+                hook, identity, job, api_key, created=created, withdraw=withdraw, task_log=task_log
+            )
     except SubmissionError as exc:  # no job, and so no key Secret either
         refused = isinstance(exc, RefusedError)
         raise (JobRefusedError if refused else AirflowException)(str(exc)) from exc
