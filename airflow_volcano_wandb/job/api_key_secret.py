@@ -1,9 +1,16 @@
 """The W&B API key's Kubernetes Secret: one per job, created after it and owned by it.
 
-Each render names a Secret of its own (:func:`fresh_ref`, unknowable before the job exists);
-:func:`deliver` creates it, ``immutable``, owned by the job, so Kubernetes deletes it with the
-job, and the Role grants Secrets ``create`` and nothing else. A 409 on a job this try created
-means someone raced us to the name: the job is withdrawn (docs/security.md).
+The key reaches the pods only through a ``secretKeyRef``. Each render names a Secret of its
+own (:func:`fresh_ref`: random, unknowable before the job exists); once the job exists,
+:func:`deliver` creates it, ``immutable``, with the job as its owner, so Kubernetes deletes
+it with the job. That create is the only Secret call the provider makes, so its Role grants
+Secrets ``create`` and nothing else (a PATCH answers with the whole object, so ``patch``
+would read every Secret as ``get`` does).
+
+A 409 on a job this try just created means someone raced us to a name only its spec carries:
+the job is withdrawn and the try fails. On a job an earlier try created, that try delivered
+its key, which is kept. docs/security.md says the price: a submitter lost between the two
+creates leaves pods waiting in ``CreateContainerConfigError`` until the next try delivers.
 """
 
 from __future__ import annotations
@@ -102,10 +109,18 @@ def deliver(
     withdraw: Callable[[], None],
     task_log: logging.Logger | Any,
 ) -> None:
-    """Create the key Secret ``job`` names, owned by it (``created``: by this try). A 409 for
-    a new job is a name someone else took: the job is withdrawn (:class:`KeyNotDeliveredError`),
-    unless a lost answer of our own create made it; for an earlier try's job it is the Secret it
-    delivered. Any other failure withdraws a new job, except an API out of reach."""
+    """Create the key Secret ``job`` names, owned by it; a new job that cannot have it is
+    withdrawn.
+
+    :param created: this try created the job (else an earlier try did: reattached, adopted).
+    :param withdraw: deletes the job (``deletion.delete_if_owned``).
+
+    A 409 for a new job is a name someone else took: withdrawn, :class:`KeyNotDeliveredError`;
+    unless an earlier attempt of the same create may have made it (its answer lost), which is
+    ours. A 409 for an earlier try's job is its Secret, delivered then. Any other failure
+    withdraws a new job, except an API out of reach: the job keeps running, and the next try
+    reattaches and delivers.
+    """
     ref = named_by(job)
     if ref is None:
         return

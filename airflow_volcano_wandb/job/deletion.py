@@ -1,6 +1,9 @@
-"""Deleting a job this task instance owns: one decision per fresh read (:func:`decide`), then a
-delete guarded by the read's ``resourceVersion``, so a newer try adopting the job in between
-makes the delete fail and the read repeat.
+"""Deleting a job this task instance owns: one decision per fresh read, then a guarded delete.
+
+Every cleanup path reads the job, decides with :func:`decide` and deletes with the read's
+``resourceVersion`` as a precondition, so a newer try adopting the job in between makes the
+delete fail and the read repeat. :func:`delete_if_owned` is that loop on the sync hook; the
+trigger's kill runs the same steps on the async hook.
 """
 
 from __future__ import annotations
@@ -35,9 +38,14 @@ class Deletion(enum.Enum):
 def decide(
     job: Mapping[str, Any] | None, uid: str | None, try_number: int | None, *, kill: bool
 ) -> Deletion:
-    """Whether the cleanup of ``try_number`` deletes ``job`` as a fresh read shows it. A
-    ``kill`` deletes only a job that still runs: an ended one is left to the task that reports
-    it. The end of a wait deletes what ``on_finish_action`` says."""
+    """Whether the cleanup of ``try_number`` deletes ``job`` as a fresh read shows it.
+
+    :param kill: a kill stops training, so it deletes only a job that still runs. One that
+        has ended was seen to end by a wait, perhaps the one a second triggerer took over
+        while this trigger was stale (its ``on_kill`` then reads the task's state only after
+        the task resumed), and is left to the task that reports it. The end of a wait deletes
+        what ``on_finish_action`` says, ended or not.
+    """
     if job is None or (uid and ObjectMeta.of(job).uid != uid):
         return Deletion.GONE
     if not may_delete(job, uid, try_number):

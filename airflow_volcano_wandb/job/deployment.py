@@ -1,5 +1,9 @@
-"""Which Airflow deployment this is (``[volcano_wandb] deployment``): it keeps apart the jobs
-of two Airflows that run the same DAG and run ids against one namespace.
+"""Which Airflow deployment this is: the ``[volcano_wandb] deployment`` option.
+
+Two Airflows (staging and prod, or one before and after a metadata-DB reset) can run the same
+DAG with the same run ids against one namespace. The deployment name keeps their jobs apart:
+it is part of the identity labels and hash, the job name (through the W&B run id) and the
+run id itself.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ def configured_deployment() -> str:
 
 
 def warn_of_other_deployments(hook: VolcanoHook, namespace: str, task_log: Any = log) -> None:
-    """Warn when this deployment has no name but the namespace holds named deployments'
-    jobs (best-effort: one LIST of at most one job)."""
+    """Warn when this deployment has no name but the namespace holds named deployments' jobs.
+
+    Best-effort (one LIST of at most one job): a Role without ``list`` only loses the warning.
+    """
     try:
         others = hook.list_jobs(namespace, DEPLOYMENT_LABEL, limit=1)
     except Exception:

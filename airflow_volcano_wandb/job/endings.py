@@ -1,10 +1,12 @@
 """How a wait on a Volcano job ends, in one table: each ending's word, the exception it raises
 and what the wait does about it.
 
-Pure. The job's phase reads into it (:func:`of_phase`), the judge's verdicts and the pods'
-causes name a row, and ``wait.failure_exception`` raises its class. The words are what trigger
-events carry, so old events read back. The class is named, not imported: ``exceptions``
-imports Airflow, and this module may not.
+Pure. One :class:`Ending` row per ending: the job's phase reads into it (:func:`of_phase`),
+the judge's verdicts and the pods' causes (``wait.diagnostics.classify``) name one, and
+``wait.failure_exception`` raises the row's class, whose ``resume_cause`` the next try is
+told (``job.resume``). The words are what trigger events and the W&B back-link carry; every
+release wrote the same, so old events read back. The class is named, not imported:
+``exceptions`` imports Airflow, and this module may not.
 """
 
 from __future__ import annotations
@@ -129,8 +131,10 @@ _BY_REASON = {reason: ending for ending in Ending for reason in ending.row.reaso
 
 
 def of_phase(phase: str) -> Ending | None:
-    """The ending a Volcano job phase means, ``None`` for wait: transient phases and a phase
-    this version does not know are not an end (the timeouts still bound the wait)."""
+    """The ending a Volcano job phase means, ``None`` for wait: ``Completing``, ``Aborting``,
+    ``Terminating`` and ``Restarting`` are transient (Volcano moves on from them by itself),
+    and a phase this version does not know yet is not an end either: waiting is the safe
+    reading, and the pending timeout or Airflow's execution_timeout still bounds the wait."""
     return _BY_PHASE.get(phase)
 
 

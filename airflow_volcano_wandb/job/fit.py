@@ -1,9 +1,13 @@
 """Will the job fit? Its gang's needs against its Volcano queue and the nodes (pure).
 
-The gang is the pods ``minAvailable`` counts, task by task. ``Fit.never``: more than the
-queue's ``spec.capability``, or than the nodes could ever hold (taints and selectors ignored).
-``Fit.later``: the queue's capability in use, or past its ``spec.deserved`` share. The nodes'
-free room is not judged (docs/operator.md, ``fit_check``).
+A pod needs its containers' requests (a missing request defaults to the limit), summed, or
+its largest init container's if larger. The gang is the pods ``minAvailable`` counts, taken
+task by task in the job's order: the share Volcano gives the PodGroup's ``minResources``.
+``Fit.never``: more than the queue's ``spec.capability``, or than the nodes could ever hold
+(every node counted, taints and selectors ignored: only "never" when no placement could
+work). ``Fit.later``: the queue's capability in use, or past its ``spec.deserved`` share. The
+nodes' free room is not judged (it would take reading every pod). See docs/operator.md
+(``fit_check``).
 """
 
 from __future__ import annotations

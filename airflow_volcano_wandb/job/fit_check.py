@@ -1,6 +1,9 @@
-"""Will it fit? Read the job's Volcano queue and the nodes, then judge (``job.fit``), so a job
-that can never be placed fails before it is created. Where the Role may not read queues and
-nodes, the check says once that it was skipped.
+"""Will it fit? Read the job's Volcano queue and the nodes, then judge (``job.fit``).
+
+Run right before a job is created: a job that can never be placed fails here with
+``JobWontFitError`` instead of pending until ``pending_timeout``. Where a namespaced Role may
+not read the cluster-scoped queues and nodes, the check says once that it was skipped, and
+the submission goes on (``docker/k8s/rbac-fit-check.yaml`` grants the two reads).
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ def _read(read: Callable[[], Any], what: str, unread: list[str]) -> Any:
 def check_fit(
     hook: VolcanoHook, body: Mapping[str, Any], mode: str, task_log: logging.Logger | Any
 ) -> None:
-    """Judge ``body`` against its queue and the nodes, as ``mode`` says: raise
-    ``JobWontFitError`` (``fail``) or log (``warn``) when it never fits; ``off`` reads nothing."""
+    """Judge ``body`` against its queue and the nodes, as ``mode`` (``fit.FIT_CHECK_MODES``)
+    says: raise ``JobWontFitError`` (``fail``) or log (``warn``) when it can never be
+    placed; log when it must wait; ``off`` reads nothing."""
     if mode == "off":
         return
     queue_name = (body.get("spec") or {}).get("queue") or DEFAULT_QUEUE

@@ -1,8 +1,11 @@
 """What a finished job's GPUs cost, per rank (pure): GPU-seconds from each pod's run time.
 
-A rank's GPU-seconds are its pod's GPU limits times the seconds from ``status.startTime`` to
-its containers' last ``finishedAt``. Ranks Volcano removed when the job completed
-(:func:`removed_ranks`) are counted, as a lower bound, from when the gang was seen whole.
+A rank's GPU-seconds are its pod's GPUs (``<vendor>/gpu`` limits) times the seconds from the
+pod's ``status.startTime`` to its containers' last ``finishedAt`` (or ``now``); a pod that
+never started cost nothing. Ranks are named by their pod's Volcano suffix (``master-0``).
+Volcano removes the ranks still running when the master's ``CompleteJob`` fired
+(:func:`removed_ranks`): those are counted, as a lower bound, from the moment the gang was
+seen whole to the job's end, with the GPUs their task's pod template asks for.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ def gpu_seconds(
     removed: Mapping[str, int] | None = None,
     removed_ran: float | None = None,
 ) -> dict[str, float]:
-    """GPU-seconds per rank of the job's pods, to a tenth of a second; and of the ``removed``
-    ranks for ``removed_ran`` seconds each (left out when ``None``)."""
+    """GPU-seconds per rank of the job's pods, rounded to a tenth of a second; and of the
+    ``removed`` ranks (rank -> GPUs, :func:`removed_ranks`), for ``removed_ran`` seconds each
+    (left out when ``None``: how long they ran is not known)."""
     usage: dict[str, float] = {}
     for pod in pods:
         started = epoch_seconds((pod.get("status") or {}).get("startTime"))
@@ -85,9 +89,11 @@ ELASTIC_KEY = "elastic"
 
 
 def elastic_report(job: Mapping[str, Any], usage: Mapping[str, float] | None) -> dict[str, Any]:
-    """An elastic job's range, how many times it re-formed after a loss (Volcano's
-    ``retryCount``) and the GPU-hours its ranks used (``None`` when unknown); ``{}`` for a job
-    that is not elastic."""
+    """An elastic job's (``elastic=``, its annotation) range, how many times it re-formed
+    after a loss (Volcano's ``retryCount``: each lost worker's pod it replaced, each restart
+    after the master's loss; a worker that joined late is not counted) and the GPU-hours its
+    ranks used (``usage``, :func:`gpu_seconds`; ``None`` when unknown); ``{}`` for a job that
+    is not elastic."""
     view = JobView.of(job)
     low, _, high = str(view.annotations.get(ELASTIC_ANNOTATION) or "").partition(":")
     if not (low.isdigit() and high.isdigit()):

@@ -1,7 +1,9 @@
-"""What a training step produced, as Airflow assets and lineage publish it (pure).
+"""What a training step produced, as Airflow assets and lineage publish it.
 
-:func:`asset_extra` joins the job's :class:`JobFacts` with the W&B run into the ``extra`` of
-the operator's asset events. Downstream DAGs read it (docs/assets.md), so its keys are a
+Pure. :class:`JobFacts` is read from the Volcano job the task ran (its identity, images and
+replica counts); :func:`asset_extra` joins it with the W&B run into the ``extra`` of the asset
+event the operator emits for each of its ``outlets``. Downstream DAGs scheduled on that asset
+read the extra from ``triggering_asset_events`` (see docs/assets.md), so the keys here are a
 public contract: add to them, never rename.
 """
 
@@ -19,8 +21,15 @@ from airflow_volcano_wandb.template.torchrun import processes_per_pod
 
 @dataclass(frozen=True)
 class JobFacts:
-    """A Volcano job reduced to what its consumers want to know: per Volcano task, in template
-    order, its first image, replicas and processes (replicas times ``PET_NPROC_PER_NODE``)."""
+    """A Volcano job reduced to what its consumers want to know.
+
+    :param uid: the job's uid (empty when unknown).
+    :param images: the first container's image per Volcano task, in template order.
+    :param replicas: replicas per Volcano task, in template order.
+    :param master_task: the task that runs rank 0 (the ``pytorch`` plugin's master), if known.
+    :param processes: processes per Volcano task: its replicas times the processes each pod
+        starts (``PET_NPROC_PER_NODE``, one per GPU under ``torchrun``; else one per pod).
+    """
 
     name: str
     namespace: str
@@ -35,8 +44,11 @@ class JobFacts:
 
     @classmethod
     def from_job(cls, job: Mapping[str, Any]) -> JobFacts:
-        """Read the facts from a job as a plain dict; a bare ``{"metadata": {...}}`` (a job
-        already gone) gives its identity alone."""
+        """Read the facts from a job as the Kubernetes API returns it (or as rendered).
+
+        :param job: the ``batch.volcano.sh/v1alpha1`` Job as a plain dict; a bare
+            ``{"metadata": {...}}`` (a job already gone) gives its identity alone.
+        """
         view = JobView.of(job)
         images: dict[str, str] = {}
         processes: dict[str, int] = {}
@@ -78,11 +90,22 @@ def asset_extra(
     gpu_seconds: Mapping[str, float] | None = None,
     throughput: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
-    """The JSON-safe ``extra`` of the asset event a successful training step emits.
-    ``wandb_summary`` holds only the metrics asked for (``{}`` when none were or W&B could not be
-    read: a consumer sees a metric missing rather than made up); ``run`` as the operator returns
-    it, with the resume's keys when it resumed; ``gpu_seconds`` and ``throughput`` ``{}`` when
-    unknown."""
+    """The ``extra`` of the asset event a successful training step emits.
+
+    JSON-safe by construction (Airflow stores it in its metadata DB). ``wandb_summary`` holds
+    only the metrics the operator was asked for (``wandb_summary_keys``), and is ``{}`` when
+    none were asked for or W&B could not be read: a consumer gating on a metric sees it missing
+    rather than a made-up value.
+
+    :param facts: the job the step ran.
+    :param run: the W&B run as the operator returns it: ``wandb_run_id``, ``wandb_run_url``,
+        and ``resumed_from_intent`` (and ``resumed_from_step``, ``resume_saved_gpu_seconds``)
+        when the step resumed an interrupted try's run.
+    :param summary: the requested W&B summary metrics.
+    :param gpu_seconds: GPU-seconds per rank (``gpu_usage``); ``{}`` when unknown.
+    :param throughput: the run's steps per second and seconds per epoch, from its summary
+        (``wait.training_progress.throughput``); ``{}`` when unknown.
+    """
     return {
         "wandb_run_id": run.get("wandb_run_id"),
         "wandb_run_url": run.get("wandb_run_url"),

@@ -1,5 +1,9 @@
-"""What a Volcano Job's status means for the Airflow task waiting on it (pure): the trigger,
-the sensor and the operator read jobs through this one module, so they never disagree.
+"""What a Volcano Job's status means for the Airflow task waiting on it.
+
+Pure: takes the job as the plain dict the API returns (or ``None`` when the job is gone) and
+says whether to keep waiting, and if not, how it ended (``endings``: a phase is a lookup into
+that table). The trigger, the sensor and the operator's sync wait all read jobs through this
+one module, so they can never disagree about what a phase means.
 """
 
 from __future__ import annotations
@@ -37,8 +41,11 @@ class JobStatus:
         return self.ending is not None
 
     def progress(self) -> str:
-        """One line for the task log, e.g. ``Running: master 1/1, worker 2/3 (retry 1)``, and
-        ``at least n`` for an elastic task."""
+        """One line for the task log, e.g. ``Running: master 1/1, worker 2/3 (retry 1)``.
+
+        A task counts ``x/n`` as pods running or done out of its replicas; an elastic task
+        says how many it needs (``worker 2/3, at least 1``).
+        """
         parts = []
         for task, replicas in self.replicas.items():
             counts = self.pods_by_task.get(task, {})

@@ -1,5 +1,9 @@
-"""A Volcano Job, and the metadata of any Kubernetes object, read once into typed fields
-(pure, tolerant: a field the API left out reads as empty, never raises).
+"""A Volcano Job, and the metadata of any Kubernetes object, read once into typed fields.
+
+Pure: the hooks hand back the plain dicts the API returns (callers that need the rest keep
+them); the modules that read a job read it through :meth:`JobView.of`, and a pod's or
+Secret's metadata through :meth:`ObjectMeta.of`, so every missing field means one thing
+everywhere. Tolerant: a field the API left out reads as empty, never raises.
 """
 
 from __future__ import annotations
@@ -158,8 +162,9 @@ class JobView:
 
     @property
     def needed(self) -> dict[str, int]:
-        """Each named task's pods the job needs running: its replicas, or for an elastic job its
-        ``minAvailable`` (running with fewer workers than asked is running, not waiting)."""
+        """Each named task's pods the job needs running: its replicas, or for an elastic job
+        (``elastic=``, its annotation) its ``minAvailable``: running with fewer workers than
+        it asks for is running, not waiting to be placed."""
         elastic = ELASTIC_ANNOTATION in self.annotations
         return {
             task.name: task.min_available

@@ -1,8 +1,11 @@
 """OpenLineage for the training step: the Volcano job, its W&B run, datasets in and model out.
 
-The OpenLineage classes are imported when lineage is asked for, so the provider does not
-require ``apache-airflow-providers-openlineage``. Datasets are the W&B run's artifacts, in
-namespace ``wandb://<server host>``.
+The operator's ``get_openlineage_facets_on_complete``/``_on_failure`` return
+:func:`operator_lineage`. The OpenLineage classes are imported when lineage is asked for, so
+the provider does not require ``apache-airflow-providers-openlineage`` (Airflow calls these
+methods only when it is installed and enabled). Datasets are the artifacts the W&B run used
+and logged (best-effort), in namespace ``wandb://<server host>``, named
+``<entity>/<project>/<artifact>:v<version>``.
 """
 
 from __future__ import annotations
@@ -81,8 +84,10 @@ def operator_lineage(
     base_url: str | None,
     artifacts: tuple[Sequence[ArtifactRef], Sequence[ArtifactRef]] = ((), ()),
 ) -> Any:
-    """The ``OperatorLineage`` of a training step: the job it ran, its W&B run and requested
-    summary, and the run's artifacts in the namespace of ``base_url``."""
+    """The ``OperatorLineage`` of a training step: ``facts``, the job it ran; ``run``, its
+    ``wandb_run_id`` and ``wandb_run_url``; ``summary``, the requested W&B summary metrics, if
+    read; ``base_url``, the W&B API address (``None``: the cloud), naming the datasets'
+    namespace; ``artifacts``, the run's used and logged artifacts."""
     from airflow.providers.common.compat.openlineage.facet import Dataset
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -126,8 +131,9 @@ def read_artifacts(
     has_key: bool,
     log: logging.Logger | Any,
 ) -> tuple[list[ArtifactRef], list[ArtifactRef]]:
-    """The run's used and logged artifacts; empty, with one line in ``log``, when they cannot
-    be read (offline, no API key, W&B fails)."""
+    """The run's used and logged artifacts, read through ``hook`` (``WandbHook``); empty, with
+    one line in the task's ``log``, when they cannot be read: the run's ``mode`` is offline or
+    disabled (not on a server), the connection has no API key (``has_key``), or W&B fails."""
     if not run_id or mode in ("offline", "disabled") or not has_key:
         log.info("Lineage without W&B artifacts: the W&B run is not readable (mode %s)", mode)
         return [], []

@@ -1,9 +1,15 @@
 """Which Airflow task instance, and which of its intents, a Volcano job belongs to.
 
-Every job carries labels naming its task instance, so a retry or a restarted worker finds the
-job already there; the match is on a hash of the exact identity. A job belongs to one intent:
-the try that submitted it, or the newest that adopted it (``try-number``). A job reported
-(``reported-by-try``) is a past result: no later try reattaches to it (:func:`replaceable_past`).
+Every job this provider submits carries labels naming its task instance (and deployment), so
+that a retry, a restarted worker or a second scheduler finds the job that is already there.
+Label values are length-limited and sanitized, so the match is made on a hash of the exact
+identity; the readable labels are for people and ``kubectl``.
+
+A job belongs to exactly one intent: the try that submitted it, or the newest try that
+adopted it (``try-number``). Once a try reports the job's outcome (``reported-by-try``), the
+job is a past result: no later try reattaches to it or counts it as its own, and the only
+later try that may delete it is one of the same task instance that needs its name (a fixed
+job name, see :func:`replaceable_past`).
 """
 
 from __future__ import annotations
@@ -73,14 +79,22 @@ class TaskInstanceIdentity:
         }
 
     def job_labels(self, intent: int, wandb_run_id: str) -> dict[str, str]:
-        """The labels of this identity's job for ``intent``, naming its W&B run when the id is a
-        valid label value."""
+        """The labels of this identity's job for ``intent``, naming its W&B run.
+
+        The run id is a label so a reattaching try finds the run, but only when it is a valid
+        label value (a user's own run id may not be).
+        """
         run = {WANDB_RUN_LABEL: wandb_run_id} if is_label_value(wandb_run_id) else {}
         return {**self.labels(), **run, INTENT_LABEL: str(intent)}
 
     def pod_labels(self, try_number: int) -> dict[str, str]:
-        """The labels of every pod of this identity's job, submitted by ``try_number``: Volcano
-        copies few of a job's labels to its pods."""
+        """The labels of every pod of this identity's job, submitted by ``try_number``.
+
+        Volcano copies only a few of a job's labels to its pods, so the pod templates carry
+        them: ``kubectl get pods -l``, cost allocation (OpenCost, Kubecost) and log tools
+        attribute each pod to its Airflow task instance and try, as ``KubernetesPodOperator``'s
+        pods are labelled.
+        """
         return {**self.labels(), POD_TRY_LABEL: str(try_number)}
 
     def annotations(self, try_number: int | None = None) -> dict[str, str]:
@@ -124,8 +138,13 @@ def reported_by(job: Mapping[str, Any]) -> int | None:
 def replaceable_past(
     job: Mapping[str, Any], identity: TaskInstanceIdentity, try_number: int
 ) -> bool:
-    """Whether ``try_number`` may replace ``job``, a past result under the name it needs:
-    only one an *earlier* try of this very task instance reported (its exact identity)."""
+    """Whether ``try_number`` may replace ``job``, a past result under the name it needs.
+
+    Only a job an *earlier* try of this very task instance reported: the identity hash and
+    the exact identity written on it (deployment included) are this task instance's. A job
+    reported by this try number or a later one is not (the metadata DB was reset, or a
+    second deployment shares the identity): it is left alone.
+    """
     by = reported_by(job)
     return (
         identity.owns(job)
@@ -146,8 +165,11 @@ def wandb_run_of(job: Mapping[str, Any]) -> str | None:
 
 
 def may_delete(job: Mapping[str, Any] | None, uid: str | None, try_number: int | None) -> bool:
-    """Whether a cleanup by ``try_number`` may delete ``job``: only the submission it waited
-    on, and only while no newer try has adopted it."""
+    """Whether a cleanup by ``try_number`` may delete ``job`` as it reads now.
+
+    Only the submission it waited on (``uid``), and only while no newer try has adopted it:
+    a late ``on_kill`` of an old try must not delete what a newer try reattached to.
+    """
     if job is None or (uid and ObjectMeta.of(job).uid != uid):
         return False
     owner = owner_try(job)
@@ -160,8 +182,12 @@ def intent_of(job: Mapping[str, Any]) -> int | None:
 
 
 def next_intent(existing: Iterable[Mapping[str, Any]], try_number: int) -> int:
-    """The intent a fresh submission by ``try_number`` stands for: the try number, or the
-    next free one when a try's outcome under that number was already reported."""
+    """The intent a fresh submission by ``try_number`` stands for.
+
+    Normally the try number. A try that runs under the number of a try whose outcome was
+    already reported (``airflow tasks test``, a metadata DB reset) takes the next free one,
+    so its job and W&B run never take the reported one's name.
+    """
     taken = {intent_of(job) for job in existing if is_reported(job)}
     intent = try_number
     while intent in taken:
@@ -183,8 +209,9 @@ def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:
 
 
 def pods_managed(job: Mapping[str, Any] | None) -> bool:
-    """Whether every task of ``job`` labels its pods as this provider's: only then does a watch
-    of managed pods see all of them."""
+    """Whether every task of ``job`` labels its pods as this provider's (``MANAGED_BY_LABEL``
+    on its pod template), as the operator's jobs do: only then does a watch of managed pods
+    see all of the job's pods."""
     tasks = ((job or {}).get("spec") or {}).get("tasks") or []
     return bool(tasks) and all(
         ObjectMeta.of(task.get("template") or {}).labels.get(MANAGED_BY_LABEL) == MANAGED_BY

@@ -1,6 +1,9 @@
-"""Where a run's template and its template variables' guardrails come from: a
-``wandb-queue://`` template's variables are bounded by the queue's schemas only, which a DAG
-cannot widen.
+"""Where a run's template and its template variables' guardrails come from.
+
+A ``wandb-queue://`` template is read from its W&B Launch queue, with the variables the queue's
+admin declared: those schemas, and only those, bound the run's ``template_variables``. A DAG
+cannot widen them, so a DAG that declares schemas for a queue template is refused. Any other
+template's variables are the ones the DAG declares.
 """
 
 from __future__ import annotations
@@ -20,9 +23,13 @@ Schemas = Sequence[Mapping[str, Any] | str]
 def template_and_schemas(
     template: TemplateSource, template_variable_schemas: Schemas | None, wandb_hook: WandbHook
 ) -> tuple[TemplateSource, Schemas | None]:
-    """The template to render and the schemas that bound its variables: a queue's own (``None``
-    when it declares none), else the DAG's. Raises ``TemplateError`` for schemas given with a
-    queue template, ``ValueError`` when the queue cannot be read."""
+    """The template to render and the schemas that bound its variables (``render_job``'s
+    ``template`` and ``template_variable_schemas``): a queue's own (``None`` when it declares
+    none: its config is then rendered as any template without variables), else the DAG's.
+
+    :raises TemplateError: when schemas are given for a queue template.
+    :raises ValueError: when the queue cannot be read (see ``WandbHook.get_queue``).
+    """
     if not is_queue_ref(template):
         return template, template_variable_schemas
     if template_variable_schemas is not None:

@@ -1,9 +1,15 @@
 """Whether a try resumes the W&B run of the try before it (pure).
 
-When the try before was interrupted rather than wrong (preempted, evicted, killed), the new
-intent keeps the earlier run id, so its checkpoints and W&B history continue. A
-:class:`RunRecord` in the task state store is written when the job exists and completed with
-the cause when the try reports; a record without a cause and the job gone means a kill.
+A fresh job is a new intent and, by default, a new W&B run. When the try before it was
+interrupted rather than wrong (its ranks preempted or evicted, its node lost, the task
+killed), the new intent keeps the earlier run id: its checkpoint directory
+(``/checkpoints/<run id>``) holds the earlier try's checkpoints, ``AVW_RESUME_FROM=latest``
+continues from the newest, and the W&B history continues (``WANDB_RESUME=must``).
+
+A :class:`RunRecord` in the task state store is written when the job exists and completed
+with the cause when the try reports. A try killed while deferred reports nothing (the
+triggerer has no store): the next try finds the record without a cause, and when a fresh
+read shows that very job gone, the task was killed.
 """
 
 from __future__ import annotations
@@ -100,8 +106,10 @@ class Resumption:
 
 
 def interrupted_by(record: RunRecord, remembered_uid: str | None, job_gone: bool) -> str | None:
-    """The cause the earlier try ended by: its record's, else ``killed`` when the remembered
-    job is gone; None when not known."""
+    """The cause the earlier try ended by: its record's, else ``killed`` when the job the task
+    state store remembers is that record's and a fresh read shows it gone (a kill in the
+    triggerer reports nothing); None when it is not known (the job is still there: the plan
+    reattaches to it or clears it as today)."""
     if record.cause is not None:
         return record.cause
     if remembered_uid == record.uid and job_gone:
@@ -112,8 +120,12 @@ def interrupted_by(record: RunRecord, remembered_uid: str | None, job_gone: bool
 def resume_of(
     record: RunRecord | None, cause: str | None, policy: Iterable[str]
 ) -> Resumption | None:
-    """The run a fresh job continues after the earlier try's ``record`` ended by ``cause``,
-    under ``policy`` (``resume_on``), or None for a run of its own."""
+    """The run a fresh job continues, or None for a run of its own.
+
+    :param record: the task state store's record of the earlier try's job.
+    :param cause: what ended that try (:func:`interrupted_by`).
+    :param policy: the causes the DAG resumes after (``resume_on``).
+    """
     if record is None or cause is None or cause not in set(policy):
         return None
     must = cause in (PREEMPTED, TRAINER_FAILURE)
@@ -121,8 +133,10 @@ def resume_of(
 
 
 def settled_by_wandb(resumed: Resumption, run_in_wandb: bool | None) -> Resumption:
-    """The resumption with ``WANDB_RESUME`` ``must`` for a run W&B has, ``allow`` for one it
-    has not (a rank preempted before ``wandb.init``); unchanged when W&B could not answer."""
+    """The resumption with ``WANDB_RESUME`` as W&B's answer about the run settles it:
+    ``must`` for a run W&B has, ``allow`` for one it does not (a rank preempted before its
+    ``wandb.init``: ``must`` would fail the resumed trainer); unchanged when W&B was not asked
+    or could not answer (``None``: offline, no API key, unreachable)."""
     if run_in_wandb is None:
         return resumed
     return replace(resumed, wandb_resume="must" if run_in_wandb else "allow")
@@ -149,7 +163,8 @@ class TrainerResumed:
 
 def resumed_step(log_head: str) -> TrainerResumed | None:
     """The step and checkpoint a resumed trainer says it continued from, in the first lines of
-    its log; None when it says nothing."""
+    its log; None when it says nothing (it found no checkpoint, or does not follow the
+    contract's wording)."""
     found = RESUMED_LINE.search(log_head)
     if not found:
         return None
@@ -169,8 +184,12 @@ def saved_gpu_seconds(trained_seconds: float, gpus: int) -> float:
 
 
 def resumed_job_name(name: str, intent: int) -> str:
-    """The name of a resumed intent's job: the interrupted job's with ``-r<intent>``. Never
-    the same: Volcano 1.14's controller can lose a job created under the name of one it is still
-    cleaning up."""
+    """The name of a resumed intent's job: the interrupted job's name (a template such as the
+    seed's ``wandb-job-${run_id}`` gives both the same) with ``-r<intent>``.
+
+    Never the same name: Volcano 1.14's job controller can lose a job created under the name
+    of one it is still cleaning up (seen on real pods: the job stayed ``Pending`` after both
+    its pods had succeeded, its controller logging "Failed to get job ... from cache").
+    """
     suffix = f"-r{int(intent)}"
     return name[: MAX_JOB_NAME_LENGTH - len(suffix)].rstrip("-") + suffix

@@ -1,8 +1,12 @@
 """Submit a rendered job, or reattach to the one this task instance already has.
 
-:func:`submit_or_reattach` reads once (one LIST), plans once (``job.submission_plan``) and
-carries the plan out; only a create that finds its name taken reads and plans again.
-:func:`submit_for_try` adds the key's Secret and each failure as the exception naming its cause.
+One task instance owns at most one live job, whatever its tries. :func:`submit_or_reattach`
+reads once (one LIST of this task instance's jobs), plans once (``job.submission_plan``) and
+carries the plan out; only a create that finds its name taken reads (that name) and plans again.
+Where Airflow 3.3 gives the task a state store, the job is remembered there by uid
+(:func:`remember`), and the next try reattaches to exactly that job when the plan may reuse it.
+:func:`submit_for_try` adds, for one try of the operator, the key's Secret
+(``job.api_key_secret``) and each failure as the Airflow exception that names its cause.
 """
 
 from __future__ import annotations
@@ -60,8 +64,11 @@ class RefusedError(SubmissionError):
 
 
 def refused_outright(exc: BaseException) -> bool:
-    """The apiserver said no to the create; timeouts, throttling and 5xx are not (the create
-    may have been applied, its answer lost)."""
+    """The apiserver said no to the create: no job was made by this try.
+
+    Timeouts, throttling and 5xx are not: the create may have been applied with its answer
+    lost, and the next try reattaches to that job.
+    """
     from kubernetes.client.rest import ApiException
 
     if isinstance(exc, ApiException):
@@ -111,9 +118,17 @@ def submit_for_try(
     fit_check: Callable[[VolcanoHook], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any]]:
-    """This try's run spec and job, reattached or submitted, remembered in ``store``, holding
-    ``api_key`` in a Secret. ``render`` renders for another intent; ``on_job`` is told the job as
-    soon as it exists (``on_kill`` deletes it from then); ``fit_check`` runs before a create."""
+    """This try's run spec and job: reattached or submitted, remembered, holding the key.
+
+    :param rendered: the run spec and job body rendered for ``try_number``.
+    :param render: renders them for another intent (when a reported job holds this one).
+    :param api_key: the W&B key the job gets in a Secret (None: the DAG brings its own).
+    :param on_job: told the job's reference as soon as the job exists (from then on the
+        operator's ``on_kill`` deletes it).
+    :param store: the task state store, or None where Airflow has none.
+    :param fit_check: judges, right before a create (never for a reattached job), whether the
+        job can be placed; raises when it never can.
+    """
     namespace = rendered[1]["metadata"]["namespace"]
 
     def before_create() -> None:
@@ -172,8 +187,14 @@ def submit_or_reattach(
     before_create: Callable[[], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any], bool]:
-    """Read once, plan once, act: ``(spec, job, created)`` for the job this try waits on;
-    ``before_create`` runs before each create, once every job it replaces is gone."""
+    """Read once, plan once, act: ``(spec, job, created)`` for the job this try waits on.
+
+    :param rendered: the run spec and job body rendered for ``try_number``.
+    :param render: renders them for another intent (when a reported job holds this one).
+    :param store: the task state store, or None where Airflow has none.
+    :param before_create: runs right before each create, once every job it replaces is gone
+        (the fit check).
+    """
     spec, body = rendered
     namespace = body["metadata"]["namespace"]
     listed = hook.list_jobs(namespace, identity.selector())
@@ -255,8 +276,13 @@ def _carry_out(
 
 
 def _wait_out_earlier_pods(hook: VolcanoHook, meta: Mapping[str, Any], task_log: Any) -> None:
-    """Let the pods of an earlier job of this name go before the name is used again: Volcano
-    keys a job's pods by its name, so a job created meanwhile would count them as its own."""
+    """Let the pods of an earlier job of this name go before the name is used again.
+
+    A job deleted in the background (``kubectl delete vcjob``'s default) is gone before its
+    pods, which terminate for their grace period. Volcano's controller keys a job's pods by
+    the job's name, so a job created meanwhile would count them as its own. A job that still
+    holds the name keeps its pods: the create meets it, and the plan decides on it.
+    """
     name, namespace = meta["name"], meta["namespace"]
     pods = _earlier_pods(hook, name, namespace)
     if not pods:

@@ -1,7 +1,12 @@
-"""What a try does about its job, decided once from what was read (pure): :func:`plan`
-returns the intent and the steps ``job.submission`` carries out (clear, then reuse, adopt or
-create); :func:`plan_taken` decides on a job a create finds holding the name. The rules are
-``job.ownership``'s.
+"""What a try does about its job, decided once from what was read (pure).
+
+:func:`plan` takes one read (this task instance's jobs as one LIST shows them, and the job the
+task state store remembers) and returns the intent a fresh job stands for and the steps that
+``job.submission`` carries out in order: clear what must go, then reuse, adopt or create.
+:func:`plan_taken` decides on a job a create finds holding the name. Every log line and
+refusal is data here, so the whole decision is testable without a cluster. The rules are
+``job.ownership``'s; a reported job meets a create only under a fixed name (``job_name``),
+and is then replaced when an earlier try of this very task instance reported it, else refused.
 """
 
 from __future__ import annotations
@@ -80,8 +85,12 @@ class Plan:
 
 
 def plan(listed: Sequence[Job], this_try: Try, remembered: Job | None = None) -> Plan:
-    """The plan from one read: ``listed``, this task instance's jobs; ``remembered``, the job the
-    task state store names, first when it may be reused."""
+    """The plan from one read.
+
+    :param listed: this task instance's jobs, as the label search lists them.
+    :param remembered: the very job (same uid) the task state store names, if it exists; it
+        goes first when it may be reused, and is otherwise left to the label search.
+    """
     intent = next_intent(listed, this_try.try_number)
     if remembered is not None and _reusable(remembered, this_try.reattach):
         uid = remembered["metadata"]["uid"]

@@ -17,8 +17,13 @@ WANDB_RUN_URL_XCOM_KEY = "wandb_run_url"
 
 
 class WandbRunLink(BaseOperatorLink):
-    """Link a task to its W&B run, read from the XCom ``wandb_run_url``, which the operator
-    pushes before it waits, so a running task has the button too."""
+    """Link a task to its W&B run, read from the XCom ``wandb_run_url``.
+
+    Airflow 3 serves extra links from the XCom named by :attr:`xcom_key`: the operator's own
+    ``wandb_run_url``, pushed before it waits, not Airflow's default ``_link_WandbRunLink``, so
+    a running task has the button too. A finishing task stores :meth:`get_link`'s result under
+    the same key, so it returns what is there (``""``: no button) instead of rebuilding it.
+    """
 
     name = "W&B Run"
 

@@ -1,6 +1,11 @@
-"""One Kubernetes API client per event loop, connection and namespace, shared by the log
-follows (a client is a TLS context and a pool, half a megabyte); a follow whose stream failed
-lets its client go, so the next one loads credentials afresh.
+"""One Kubernetes API client per event loop, connection and namespace, for the log follows.
+
+Each followed master needs a stream of its own, but not a client of its own (a TLS context and
+a pool, about half a megabyte): the follows of a triggerer share one client per (event loop,
+connection, namespace), opened by the first follow and closed by the last. A follow whose
+stream failed lets its client go (``shared_client.LentClient``), so the next one opens a new
+client with credentials loaded afresh. A client pools at most ``connection_pool_maxsize``
+(100) connections; ``max_concurrent_log_follows`` keeps follows at 50 by default.
 """
 
 from __future__ import annotations

@@ -15,8 +15,12 @@ DEFAULT_MAX_BYTES = 1024 * 1024
 
 
 class LineJoiner:
-    """Turns byte chunks into complete lines, each exactly once, a line or a multi-byte
-    character split across chunks included; bytes that are not UTF-8 are replaced."""
+    """Turns byte chunks into complete lines, each exactly once.
+
+    A line split across chunks comes out whole when its end arrives; so does a multi-byte
+    character split across chunks. Bytes that are not UTF-8 are replaced, never fatal. A
+    ``\\r\\n`` ending counts as ``\\n``.
+    """
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -37,8 +41,11 @@ class LineJoiner:
 
 @dataclass
 class LogCap:
-    """At most ``max_lines`` lines and ``max_bytes`` bytes of one job's log; the first refusal
-    also yields, once, the notice to show in its place."""
+    """At most ``max_lines`` lines and ``max_bytes`` bytes (UTF-8) of one job's log.
+
+    ``admit`` says whether a line may still be shown; the first refusal also yields, once,
+    the notice to show in its place.
+    """
 
     max_lines: int = DEFAULT_MAX_LINES
     max_bytes: int = DEFAULT_MAX_BYTES
@@ -67,8 +74,12 @@ _STAMP = re.compile(r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d
 
 
 def split_timestamp(line: str) -> tuple[tuple[str, int] | None, str]:
-    """``(sortable stamp, text)`` of a line read with ``timestamps=true``; the stamp compares
-    in time order whatever its fractional digits; ``None`` for a line without one."""
+    """``(sortable stamp, text)`` of a line read with ``timestamps=true``.
+
+    The stamp compares in time order whatever the number of fractional digits (``.5`` is
+    later than ``.49``); a line without a stamp gives ``None`` and the line unchanged.
+    Kubelets write UTC (``Z``); an offset is kept as text and only compared as such.
+    """
     match = _STAMP.match(line)
     if match is None:
         return None, line
@@ -79,8 +90,12 @@ def split_timestamp(line: str) -> tuple[tuple[str, int] | None, str]:
 
 @dataclass
 class SeenLines:
-    """What a container's earlier follow streams showed: a reopened stream replays the log,
-    so lines older than the last shown, and as many stamped like it as were shown, are skipped."""
+    """What a container's earlier follow streams showed, by timestamp.
+
+    Call ``reopened()`` when a new stream of the same pod starts (it replays the log from the
+    start): lines older than the last one shown are skipped, and so are as many lines
+    stamped exactly like it as were shown before (two lines may share a stamp).
+    """
 
     last: tuple[str, int] | None = None
     shown_at_last: int = 0

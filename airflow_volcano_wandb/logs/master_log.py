@@ -1,11 +1,28 @@
 """Follow a job's master log into a task's log: from the triggerer while the task is deferred,
-in the task's own process otherwise (a poking sensor: :class:`MasterLogThread`).
+in the task's own process while it waits there (sync mode: the trigger's wait runs in-process,
+follow included; a poking sensor: :class:`MasterLogThread`). One follow, wherever it runs.
 
-Opt-in per job (``follow_master_log``); at most ``[volcano_wandb] max_concurrent_log_follows``
-run at once per triggerer. The master pod is looked for in the shared pod watch while it is
-synced, else by a LIST. A stream that ends or stays silent for ``RECHECK_SECONDS`` makes the
-pod be looked at again, so a restarted container or a replacement pod is followed; a reopened
-stream skips the lines up to the last timestamp shown. Nothing here decides the wait.
+Opt-in per job (``follow_master_log``): each following trigger holds one log stream of its
+own, over one API client per event loop, connection and namespace (``log_client``); at most
+``[volcano_wandb] max_concurrent_log_follows`` run at once per triggerer, the others wait for
+a slot. The master pod is looked for in the namespace's shared pod watch (``pod_watcher``)
+while it is synced, else by a LIST of the job's pods.
+
+What follows the master (rank 0) pod's first container:
+
+- Lines are joined across chunks, capped per job (``log_lines``), logged as ``[<pod>] <line>``;
+  an ``AVW_PROGRESS`` record (docs/trainer.md) also as the progress line a W&B run gives.
+- Until the master pod has started, it is looked for on each change of the job's progress
+  and every ``RECHECK_SECONDS``.
+- The kubelet ends a follow stream when the container exits. The pod is then looked at
+  again: a restarted container (``restartCount`` grew) or a replacement pod is followed
+  again. A stream that stays silent for ``RECHECK_SECONDS`` is checked the same way, since a
+  stream may also outlive its container (a proxy that never closes it). A reopened stream
+  replays the container's log: lines up to the last timestamp shown are skipped.
+- Nothing here decides the wait: errors are logged and the follow retried, and the trigger
+  cancels the follow when it fires or is cancelled.
+
+Imported off the event loop by the trigger (it needs the Kubernetes clients).
 """
 
 from __future__ import annotations
@@ -85,8 +102,10 @@ async def follow_master_log(
     progress: bool = True,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
-    caller cancels. ``job_changed`` makes a follow waiting for the master pod look again at once;
-    ``progress``: ``AVW_PROGRESS`` records give progress lines."""
+    caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
+    a follow still waiting for the master pod look again at once; while ``pod_watch`` (the
+    wait's, module doc) relists, the follow waits for its copies of the pods; ``progress``:
+    ``AVW_PROGRESS`` records give progress lines (not when the wait reads W&B's)."""
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
         master_log = _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed)
@@ -247,9 +266,10 @@ class _MasterLog:
 
 
 class MasterLogThread(threading.Thread):
-    """:func:`follow_master_log` on an event loop of its own, for a task waiting in its own
-    process; ``stop()`` cancels it within ``STOP_WAIT`` seconds. No watch wakes it: it looks for
-    the master pod again every ``LOOK_SECONDS``."""
+    """:func:`follow_master_log` (its arguments but ``job_changed``) on an event loop of its
+    own, for a task waiting in its own process; ``stop()`` cancels it within ``STOP_WAIT``
+    seconds (a stream returns only when a line arrives or the container ends). No watch wakes
+    it: while it waits for the master pod, it looks again every ``LOOK_SECONDS``."""
 
     STOP_WAIT = 5.0
     LOOK_SECONDS = 2.0

@@ -1,8 +1,12 @@
 """Mask a secret in text without holding it: by a salted digest of each word.
 
-The W&B key may not travel to the triggerer (trigger arguments are stored and shown), so the
-task hands over a ``SecretDigest`` and a word of a log line with the same digest is masked,
-read as key characters and again as base64 (``key_forms``). See docs/security.md.
+The triggerer follows a deferred task's master log, which may print the W&B key, but the key
+may not travel to it (trigger arguments are stored in the metadata database and shown in the
+UI). So the task hands over a ``SecretDigest`` (a salted SHA-256 of the key, and its length;
+a salt per digest) and a word of a log line with the same digest is masked. Words are read as
+key characters and again as base64 characters, so a digest of an encoded form (``key_forms``)
+masks it too, inside a longer word (``Basic <b64>``) as well: cheaper than decoding every
+base64-looking word, which would find only whole, aligned tokens. See docs/security.md.
 """
 
 from __future__ import annotations

@@ -79,8 +79,10 @@ class OperatorParts:
 
 @dataclass(frozen=True)
 class TryRendering:
-    """The W&B run and the Volcano Job of a try, for the ``intent`` it is called with;
-    ``resumed``: the interrupted run it goes on with."""
+    """The W&B run and the Volcano Job of a try of the task instance of ``context``, for the
+    try ``intent`` it is called with (a reported job may hold this try's number): its labels
+    name the task instance, its pods' the try too; ``resumed``: the interrupted run it goes
+    on with (:meth:`resuming`)."""
 
     parts: OperatorParts
     context: Any

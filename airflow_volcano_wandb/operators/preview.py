@@ -1,10 +1,15 @@
 """The job a task submits, shown before it runs: ``dry_run()``, the task log, the Rendered
 Template view.
 
-A dry run renders the options against the DAG's params' defaults, as a manual trigger would,
-and names the run ``dry_run``. A try keeps the Job it submits in :data:`RENDERED_JOB`, which
-Airflow stores again after the try (``overwrite_rtif_after_execution``), as YAML; the W&B key is
-not in it: the job names its Secret.
+Airflow renders a task's templated options from a run's context; a dry run has none, so it
+renders them against what a manual trigger would start from (the DAG's params' defaults) and
+names the run ``dry_run``. A value only a run can give (an XCom) fails here, naming it.
+
+A try shows the Job it is about to submit at the top of its log, and keeps it in the
+operator's :data:`RENDERED_JOB` field: a template field whose value is set by ``execute``, not
+by Jinja, which Airflow stores again after the try (``overwrite_rtif_after_execution``) so
+the task instance's Rendered Template view shows it, as YAML. The W&B key is in neither: the
+job names its Secret.
 """
 
 from __future__ import annotations

@@ -114,8 +114,9 @@ class Finishing:
             waiter.run = {**waiter.run, **said}
 
     def show_master_tail(self) -> None:
-        """A deferred wait's master, which no one followed (the trigger did not, or the job ended
-        in the worker's first window), shows its last lines."""
+        """A deferred wait's master, which no one followed, shows its last lines: a wait
+        resumed from the trigger streamed them only if the trigger followed its log; a job
+        that ended in the worker's first window was followed by nobody."""
         waiter, job = self.waiter, self.job
         if not job:
             return
@@ -171,7 +172,8 @@ FINISH_STEPS: tuple[Callable[[Finishing], None], ...] = (
 
 def _annotate_outlet_events(context: Any, outlets: Iterable[Any], extra: Mapping) -> None:
     """Add ``extra`` to the event Airflow emits for every concrete asset among ``outlets``
-    (an alias event needs the asset it resolves to, which only the DAG author knows)."""
+    when the task succeeds (asset aliases are left alone: an alias event needs the asset it
+    resolves to, which only the DAG author knows)."""
     for outlet in outlets:
         if isinstance(outlet, Asset):
             context["outlet_events"][outlet].extra.update(extra)

@@ -1,10 +1,17 @@
 """The operator's templated fields that Airflow's Jinja must not render as text.
 
-In the options declared ``typed`` (``parts/options.py``), a string that is exactly one
-``{{ expression }}`` becomes what it evaluates to (``Param(3, type="integer")`` gives ``3``,
-a string stays a string), as the template's own macros and variables do when they are a whole
-string; anything else renders as Airflow renders it. A template with W&B Launch template
-variables is not rendered at all: they are ``render_job``'s to fill under their schemas.
+Airflow renders a templated field as text, so ``run_config={"epochs": "{{ params.epochs }}"}``
+would hand the job ``"3"`` and a Launch job's ``range(wandb.config.epochs)`` would fail. In the
+options declared ``typed`` (``parts/options.py``), a string that is exactly one
+``{{ expression }}`` becomes what the expression evaluates to: ``Param(3, type="integer")``
+gives ``3``, ``Param(0.05, type="number")`` ``0.05``, a string stays a string (even ``"007"``,
+which a DAG's ``render_template_as_native_obj`` would read as a number). It is the rule the
+template's own ``${name}`` macros and ``{{name}}`` variables follow when they are a whole
+string. A value that is not JSON (a date) and a string with more around its expression
+render as Airflow renders them, for either kind of DAG.
+
+A template with W&B Launch template variables is not rendered at all: its ``{{name}}`` are
+``render_job``'s to fill under their schemas.
 """
 
 from __future__ import annotations

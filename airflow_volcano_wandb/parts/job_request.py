@@ -1,7 +1,10 @@
 """What the operator's job is: the queue template, what fills it, and the policy it must meet.
 
-It declares only its own options and the ``render_job`` keywords it renames; every other one
-is ``render_job``'s, declared once in ``template/`` and held in ``keywords`` (``passed_on``).
+Rendering itself is the pure ``template`` package; this part holds the options and hands
+them to ``render_job`` with the run's macros and env. It declares only its own options and
+the three ``render_job`` keywords it renames: every other one a DAG gives is ``render_job``'s
+as it is, declared once in ``template/`` (default, doc, check and how Airflow templates it),
+and held in ``keywords`` (``passed_on``).
 """
 
 from __future__ import annotations
@@ -46,9 +49,14 @@ FILLED = frozenset(
 @dataclass(frozen=True, kw_only=True)
 class JobRequest:
     """The Volcano job a task renders: its placement, the run's overrides, the pod policy,
-    its shaping and its checkpoints. Airflow renders ``{{ }}`` Jinja in the templated options
-    first; then the queue template's ``${ }`` run macros are filled, structurally: a value never
-    becomes YAML, so it cannot add fields."""
+    its shaping and its checkpoints.
+
+    Two template layers apply, in this order. First Airflow renders ``{{ }}`` Jinja in the
+    templated options when the task runs (``params``, ``ds``, XComs...). Then the queue
+    template's own ``${ }`` run macros are filled (``${image_uri}``, ``${run_id}``,
+    ``${run_name}``, ``${entity_name}``, ``${project_name}``, ``${author}`` and ``macros``),
+    structurally: a value never becomes YAML, so it cannot add fields.
+    """
 
     # What the job is, and where it lands.
     template: str | Mapping[str, Any] = option(
@@ -135,7 +143,10 @@ class JobRequest:
         name: str | None = None,
     ) -> dict[str, Any]:
         """The Volcano Job for the run ``spec``; any bad input fails here, before submission.
-        ``name``: the job's name, over ``job_name`` and the template's."""
+
+        :param namespace: the ``namespace`` option (``Connection``'s).
+        :param name: the job's name, over ``job_name`` and the template's.
+        """
         macros = {**macro_values(spec, author=self.owner), **(self.macros or {})}
         if self.image_uri is not None:
             macros["image_uri"] = self.image_uri
@@ -181,8 +192,9 @@ class JobRequest:
         return body
 
     def fit_checked(self, body: Mapping[str, Any]) -> Callable[[VolcanoHook], None]:
-        """Judge once whether ``body`` fits (``fit_check``), right before a create: a reattached
-        job is never judged (the queue's ``allocated`` would count the job itself)."""
+        """Judge once, with the submission's hook, whether ``body`` fits (``fit_check``). The
+        submission calls it right before a create, so a reattached job is never judged (the
+        queue's ``allocated`` would count the job itself)."""
         judged = False
 
         def check(hook: VolcanoHook) -> None:

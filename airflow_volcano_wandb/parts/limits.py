@@ -35,8 +35,9 @@ def _seconds_check(name: str) -> Any:
 
 @dataclass(frozen=True, kw_only=True)
 class RunLimits:
-    """The limits on a job that holds its GPUs without training: the restart budget, the
-    stall and startup timeouts and the grace of a run stopped from W&B."""
+    """The operator's and the sensor's limits on a job that holds its GPUs without training:
+    the restart budget, the stall and startup timeouts (``wait/restart_budget.py``,
+    ``wait/stall.py``, ``wait/startup.py``) and the grace of a run stopped from W&B."""
 
     max_container_restarts: int | None = option(
         DEFAULT_MAX_CONTAINER_RESTARTS,

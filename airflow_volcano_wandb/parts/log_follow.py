@@ -42,8 +42,9 @@ class LogFollow:
     def trigger_kwargs(
         self, masked: Iterable[str | None] = (), *, follow: bool | None = None
     ) -> dict[str, Any]:
-        """The trigger's arguments for the master log (followed when ``follow``), with digests
-        of the ``masked`` W&B keys."""
+        """The trigger's arguments for the master log (followed when ``follow``, by default
+        when ``follow_master_log`` says so), with digests of the ``masked`` W&B keys to mask
+        in it."""
         follow = self.follow_master_log if follow is None else follow
         digests = [d.to_json() for d in masked_digests(masked)] if follow else []
         return {

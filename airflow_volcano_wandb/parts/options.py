@@ -1,8 +1,12 @@
 """Each option of the operator and the sensor, declared once, as Airflow's shells read it.
 
-An option is a field of its frozen part, declared with :func:`option` (``template/options.py``):
-a shell's signature, ``:param:`` lines, ``template_fields`` and parse-time checks are read off
-these declarations, and each part is built from the shell's rendered attributes (:func:`build`).
+An option is a field of the frozen part it belongs to (``JobRequest``, ``WandbReport``,
+``LogFollow``...), declared with :func:`option` (``template/options.py``, pure): its type, its
+default, its doc line, whether Airflow templates it, the ``render_job`` keyword it fills, and
+the check its value must pass. A shell's signature, its docstring's ``:param:`` lines, its
+``template_fields`` (and which of them render typed, ``jinja_fields.py``) and its parse-time
+checks are read off these declarations, and each part is built from the shell's flat
+attributes once they are rendered (:func:`build`).
 """
 
 from __future__ import annotations

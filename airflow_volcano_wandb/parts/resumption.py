@@ -145,8 +145,9 @@ class ResumePolicy:
     def resumed_job_name(
         resumed: Resumption | None, body: Mapping[str, Any], intent: int
     ) -> str | None:
-        """The name of the job that resumes the interrupted run ``resumed``; None when
-        ``intent``'s job resumes nothing."""
+        """The name of the job that resumes the interrupted try's run ``resumed``
+        (``resume.resumed_job_name``: never the interrupted job's); None when ``intent``'s job
+        resumes nothing."""
         if resumed is None or intent == resumed.from_intent:
             return None
         return resume.resumed_job_name(body["metadata"]["name"], intent)
@@ -155,7 +156,8 @@ class ResumePolicy:
         self, hook: VolcanoHook, job: Mapping[str, Any] | None, ti: Any, run: Mapping[str, Any]
     ) -> dict[str, Any]:
         """For a resumed try's finished job: the step its trainer continued after and the
-        GPU-seconds that saved, from the master's log, logged and published (``{}``: not said)."""
+        GPU-seconds that saved, read from the master's log, logged and published (``{}``: not
+        resumed, or not said)."""
         if job is None or run.get(XCOM_RESUMED_FROM_INTENT) is None:
             return {}
         meta = job["metadata"]

@@ -112,9 +112,10 @@ class Waiter:
     def wait(
         self, job: Mapping[str, Any], *, deferred: bool, **how: Any
     ) -> WaitResult | VolcanoJobTrigger:
-        """The wait on ``job`` as :meth:`spec` says ``how``: its result, waited for here, or,
-        ``deferred``, the trigger to defer to once the job still runs after ``defer_after`` seconds
-        waited for here."""
+        """The wait on ``job`` (its name, namespace and uid) as :meth:`spec` says ``how``:
+        its result, waited for here, or, ``deferred``, the trigger to defer to once the job
+        still runs after ``defer_after`` seconds waited for here (without the master's log,
+        which the triggerer may follow)."""
         how.setdefault("waiting_since", time.time())  # one startup budget for the try
         if not deferred:
             return self.wait_here(self.trigger(job, deferred=False, **how))
@@ -141,8 +142,9 @@ class Waiter:
         waiting_since: float | None = None,
         follow: bool | None = None,
     ) -> WaitSpec:
-        """The one description of a wait on ``job``, for the operator and the sensor alike
-        (``follow``: the master's log; by default unless deferred without ``follow_master_log``)."""
+        """The wait on ``job``, ``deferred`` or in the task's process (which follows the
+        master's log unless ``follow`` says otherwise), asking W&B run ``run_id``: the one
+        description of a wait, built here for the operator and the sensor alike."""
         parts = self.parts
         if follow is None:
             follow = parts.logs.follow_master_log or not deferred
@@ -170,9 +172,12 @@ class Waiter:
         return VolcanoJobTrigger(**self.spec(job, **how).to_kwargs())
 
     def wait_here(self, trigger: VolcanoJobTrigger, within: float | None = None) -> Any:
-        """The same wait the triggerer would run, in this process (for ``within`` seconds
-        at most: ``None`` when the job still runs then). Any failure meanwhile is raised and leaves
-        the job to the next try: a user's kill deletes it through ``on_kill``, called first."""
+        """The same wait the triggerer would run, in this process, logging to the task log
+        (for ``within`` seconds at most: ``None`` when the job still runs then). Any failure
+        meanwhile is raised and leaves the job to the next try: a user's kill deletes it
+        through ``on_kill``, which Airflow calls first; nothing else here is a kill confirmed
+        with Airflow (a task runner whose Celery worker was SIGKILLed fails on its supervisor's
+        closed channel, and its next try reattaches)."""
         trigger._log = self.task.log
         try:
             event = asyncio.run(_first_event(trigger, within))
@@ -223,9 +228,10 @@ class Waiter:
         run: Mapping[str, Any] | None = None,
         resumed: bool = False,
     ) -> dict[str, Any]:
-        """Clean up, tell what happened (XComs, the W&B run ``run``, the outlets' asset events)
-        and succeed with the job's reference, or raise the failure's exception: the steps of
-        :data:`FINISH_STEPS`, in their order. ``resumed``: from the trigger."""
+        """Clean up as ``on_finish_action`` says, tell what happened (XComs, the W&B run
+        ``run``, by default the one the job names, the outlets' asset events) and succeed with
+        the job's reference, or raise the failure's exception (its class names the cause):
+        the steps of :data:`FINISH_STEPS`, in their order. ``resumed``: from the trigger."""
         finishing = Finishing(self, result, context, None if run is None else dict(run), resumed)
         for step in FINISH_STEPS:
             step(finishing)

@@ -81,8 +81,9 @@ class WandbReport:
     def progress_kwargs(
         self, run_id: str | None, asks: bool, hook: WandbHook | None = None
     ) -> dict[str, Any]:
-        """The W&B run the wait asks, by id, never its key: only when it ``asks`` anything, of an
-        online run with a project and a connection with a key."""
+        """The W&B run the wait asks (``WaitSpec.wandb_run``), by id, never its key: only when
+        it ``asks`` anything (``RunLimits.asks_wandb``), of an online run with a project and a
+        connection with a key (``hook``'s, when loaded already)."""
         if not asks or not run_id or not self.wandb_conn_id or not self.online:
             return {}
         hook = hook or self.hook()

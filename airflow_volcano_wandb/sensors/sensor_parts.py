@@ -83,8 +83,10 @@ OPTIONS = options_of(SensedJob, JobWait, WandbReport, LogFollow, RunLimits, Conn
 
 
 class Pokes:
-    """What the pokes of one process remember of the wait: the step's memory, when the wait
-    began, since when the job is unreadable, and the W&B run asked (``False``: none)."""
+    """What the pokes of one process remember of the wait (a rescheduled poke is a new
+    process, which starts afresh): the step's memory, when the wait began, since when the
+    job is unreadable, and the W&B run a stall probe asks (``False``: none; ``None``: not
+    known yet)."""
 
     def __init__(self) -> None:
         self.memory = StepMemory()

@@ -1,5 +1,9 @@
-"""What a stopped wait does to its job: delete it only on a kill that Airflow confirms, since
-a trigger is stopped the same way when it merely moves to another triggerer.
+"""What a stopped wait does to its job: delete it only on a kill that Airflow confirms.
+
+Airflow stops a trigger the same way when a user kills, clears or marks its deferred task and
+when the trigger merely moves to another triggerer (3.3 calls ``on_kill`` for both). So the job
+is deleted only when Airflow says the task has left ``deferred``
+(``airflow_compat.task_left_deferral``); otherwise it is left running, and the log says why.
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ async def _shielded(work: Coroutine[Any, Any, None]) -> None:
 
 async def delete_job(trigger: StoppedTrigger) -> None:
     """Delete the trigger's job of a killed task, unless a newer try adopted it or it has
-    ended already (``deletion.decide`` with ``kill=True``)."""
+    ended already (``deletion.decide`` with ``kill=True``: a stale trigger's on_kill may read
+    the task's state only after the triggerer that took over saw the job end)."""
     name, namespace = trigger.job_name, trigger.namespace
     where = f"Volcano job {namespace}/{name}"
     try:

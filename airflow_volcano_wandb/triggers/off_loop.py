@@ -8,6 +8,11 @@ from types import ModuleType
 
 
 async def kubernetes_side(module: str = "airflow_volcano_wandb.wait.job_watcher") -> ModuleType:
-    """``wait.job_watcher`` (or ``logs.master_log``) imported off the event loop: importing
-    the Kubernetes clients takes seconds, and every other trigger would stall meanwhile."""
+    """``wait.job_watcher`` (or ``logs.master_log``), with the Kubernetes clients it needs,
+    imported off the event loop.
+
+    The triggerer imports a trigger's module inside its event loop, so the trigger modules
+    import nothing that is not loaded there already: importing the Kubernetes clients takes
+    seconds on a busy machine, and every other trigger in the triggerer would stall meanwhile.
+    """
     return await asyncio.to_thread(importlib.import_module, module)

@@ -77,8 +77,11 @@ if TYPE_CHECKING:
 class VolcanoJobTrigger(BaseTrigger):
     """Fire once when a Volcano job ends, is deleted, or overstays a timeout.
 
-    The triggers of one namespace and connection share one list+watch (``job_watcher``): a
-    thousand waiting jobs cost one connection and no polling. Its fields are one ``WaitSpec``."""
+    All triggers for jobs in one namespace (and one connection) in a triggerer share one
+    list+watch connection (``job_watcher``), so a thousand waiting jobs cost one connection
+    and no polling. The event is a ``WaitResult`` (``outcome.py``) judged by ``judge.py``.
+    Its fields are one ``WaitSpec`` (``wait_spec.py``), taken and stored by name.
+    """
 
     def __init__(self, job_name: str, namespace: str, **fields: Any) -> None:
         super().__init__()
@@ -130,16 +133,19 @@ class VolcanoJobTrigger(BaseTrigger):
         yield TriggerEvent(result.to_event())
 
     def _settle_left(self, started: float) -> float:
-        """How much longer the deferral must settle, on this process's monotonic clock: a
-        worker clock ahead of the triggerer's or a jump of the wall clock must not lengthen it."""
+        """How much longer the deferral must settle before the trigger fires: at most the
+        setting after the trigger's own start, on this process's monotonic clock, so neither
+        a worker clock ahead of the triggerer's (``deferred_at`` is the worker's) nor a jump of
+        the wall clock lengthens it."""
         settle = defer_settle_seconds()
         by_own_clock = settle - (time.monotonic() - started)
         by_deferral = (self.spec.deferred_at or 0.0) + settle - time.time()
         return max(0.0, min(by_own_clock, by_deferral))
 
     def _watch_pods(self, job_watcher: ModuleType) -> tuple[NamespacePodWatcher, Any] | None:
-        """The namespace's shared pod watch, subscribed to, for a wait that reads its job's pods;
-        ``None`` when there is nothing to read or ``pod_watch`` is off."""
+        """The namespace's shared pod watch, subscribed to, for a wait that reads the pods of a
+        job this provider submitted; ``None`` when there is nothing to read or ``pod_watch`` is
+        off (then each read is a LIST)."""
         spec = self.spec
         reads_pods = spec.follow_master_log or may_read_pods(spec.target())
         if not (reads_pods and spec.watch_selector and pod_watch()):
@@ -195,8 +201,10 @@ class VolcanoJobTrigger(BaseTrigger):
         selector: str | None,
         pods: step_io.WatchedPods | None,
     ) -> WaitResult | None:
-        """The wait's result; ``None`` when the job is outside this watch's ``selector``. While
-        the watch fails, the job is read directly once per ``poll_interval`` (docs/operator.md)."""
+        """The wait's result; ``None`` when the job is outside this watch's ``selector``. Each
+        step reads the job's pods from ``pods``, this wait's own pod watch (``None``: none).
+        While the watch fails, the job is read directly once per ``poll_interval`` (an
+        idle-timeout proxy may cut every watch, not the reads: docs/operator.md)."""
         target = target_here(self.spec)
         while True:
             subscription.changed.clear()
@@ -277,15 +285,17 @@ class VolcanoJobTrigger(BaseTrigger):
         return wake
 
     async def on_kill(self) -> None:
-        """Airflow 3.3 says "by user action" also when the trigger moves to another
-        triggerer, so the job is deleted only once Airflow confirms the task left ``deferred``."""
+        """The triggerer stopped this trigger "by user action" (Airflow 3.3 and later), which
+        it also says when the trigger moves to another triggerer: so the job is deleted only
+        when Airflow confirms that the task has left ``deferred`` (``kill``)."""
         if self._fired or not self.spec.delete_on_kill:
             return
         await kill.stop_waiting(self)
 
     async def cleanup(self) -> None:
-        """Airflow < 3.3, which never calls ``on_kill`` and calls ``cleanup()`` also when the
-        trigger is handed over: the same."""
+        """Airflow < 3.3, which never calls ``on_kill``: the same, since those releases call
+        ``cleanup()`` whether a user acted on the task or the triggerer is stopping or handing
+        the trigger over (when the job must be left to the next triggerer)."""
         if airflow_compat.TRIGGER_ON_KILL or self._fired or not self.spec.delete_on_kill:
             return
         await kill.stop_waiting(self)

@@ -1,9 +1,12 @@
 """What a deferred wait is about, as one value: the trigger's fields, stored and read back.
 
-Pure. Airflow stores a trigger as its keyword arguments and re-creates it in whichever
-triggerer runs it, so ``to_kwargs`` is plain JSON and ``from_kwargs`` takes back what any
-release stored. No field holds the W&B key: the followed log is masked with salted digests,
-and the W&B run is named by its connection id.
+Pure. Airflow stores a trigger as its class path and keyword arguments (``serialize()``), in
+its database, and re-creates it from them in whichever triggerer runs it. So the fields are
+one frozen dataclass whose ``to_kwargs`` is plain JSON and whose ``from_kwargs`` takes back
+what any release stored: the keys have always been these field names. No field holds the
+W&B API key: the followed log is masked with salted digests (``SecretDigest.to_json``), and
+the W&B run is named by its connection id, which the triggerer reads. It stands beside the
+trigger, not in ``wait/``: it names the followed log's caps, and ``logs/`` stands above.
 """
 
 from __future__ import annotations
@@ -26,18 +29,27 @@ from airflow_volcano_wandb.wait.judge import (
 @dataclass(frozen=True)
 class WaitSpec(JobLimits):
     """What a wait is about and with which limits, built once by ``Waiter.spec`` and handed
-    whole to the trigger and back.
+    whole to the trigger and back (``to_kwargs``, ``from_kwargs``).
 
-    A field named as an option of the operator or the sensor means what that option does; a
-    limit left ``None`` is off. The others:
+    ``job_name`` and ``namespace`` are the trigger's positional arguments. A field named as an
+    option of the operator or the sensor means what that option does (``parts/``); a limit
+    left ``None`` is off, as for a trigger stored by a release without it. The limits are
+    ``JobLimits``'; the others:
 
     :param job_uid: the submission waited on; a job recreated under its name counts as deleted.
-    :param watch_selector: label selector of the shared watch; a job outside it is followed on
-        the namespace's unfiltered watch.
-    :param masked_secrets: digests of the secrets to mask in the followed log.
-    :param deferred_at: when the task deferred (epoch seconds); ``None``: the sync wait.
-    :param wandb_conn_id: the connection whose key reads the job's online run; ``None``: W&B
-        is not asked."""
+    :param poll_interval: seconds between checks of the timeouts (the job's state: by watch).
+    :param watch_selector: label selector of the shared watch (the jobs this provider
+        manages); a job outside it is followed on the namespace's unfiltered watch, and
+        ``None`` starts there.
+    :param try_number: the try that waits; a kill deletes the job only while no newer try
+        has adopted it.
+    :param masked_secrets: digests of the secrets to mask in the followed log
+        (``SecretDigest.to_json``): the secrets themselves never reach the trigger.
+    :param deferred_at: when the task deferred (epoch seconds): the trigger fires no sooner
+        than ``defer_settle_seconds()`` later. ``None``: the sync wait.
+    :param wandb_conn_id: the ``wandb`` connection whose key reads the job's online run
+        (``wandb_run_id`` in ``wandb_entity``/``wandb_project``); ``None``: W&B is not asked.
+    """
 
     job_name: str
     namespace: str

@@ -39,9 +39,14 @@ def check_on_finish_action(value: str) -> None:
 
 def deletes_job(outcome: Ending, on_finish_action: str) -> bool:
     """Whether the job goes when the wait ends with ``outcome`` (``on_finish_action``: ours
-    or ``KubernetesPodOperator``'s name for it). An ending whose row ``deletes`` goes whatever
-    the action (it holds GPUs and will not end by itself); one whose state is unknown never
-    does; a failed job stays for ``kubectl describe`` unless the action is ``delete``."""
+    or ``KubernetesPodOperator``'s name for it).
+
+    An ending whose row says ``deletes`` goes whatever the action: a job that holds GPUs
+    without training and will not end by itself, or whose W&B run a person stopped (under
+    ``OnFailure`` the kubelet would only restart the stopped trainer). A job whose state is
+    unknown (the watch was lost) is never deleted: it may be hours into a run. A failed job
+    stays for ``kubectl describe`` unless the action is ``delete``.
+    """
     if outcome.row.deletes:
         return True
     action = normalize_on_finish_action(on_finish_action)

@@ -114,8 +114,9 @@ def container_failures(
 
 @dataclass(frozen=True)
 class Classification:
-    """A failure's cause, as one of the endings, and the container (or pod) that shows it, when
-    one does (``FAILED``: nothing says why any more)."""
+    """A failure's cause, as one of the endings, and the container (or pod) that shows it,
+    when one does: ``FAILED`` when no pod or event says why any more, ``PENDING_TIMEOUT`` for
+    a gang not placed for want of room."""
 
     kind: Ending
     failure: ContainerFailure | None = None
@@ -128,10 +129,15 @@ def classify(
     *,
     never_started: bool = False,
 ) -> Classification:
-    """Why the job failed (``never_started``: why its gang was not placed in time): the most
-    specific cause wins, in the order the code asks (a preempted rank's exit codes are the
-    kill's, not the trainer's); else the job-level ending. ``events``: about the job, its
-    PodGroup and its pods, also pods now gone."""
+    """Why the job failed (``never_started``: why its gang was not placed in time).
+
+    The most specific cause wins, in this order: an image that cannot be pulled, a container
+    that cannot be created as configured, a rank whose W&B run was stopped from W&B (its exit
+    ended the others), a rank preempted or
+    evicted (its containers' exit codes are the kill's, not the trainer's), a container killed
+    for memory, any other non-zero exit; else the job-level ending. ``events``: about the job
+    (``None`` once gone), its PodGroup and its pods, also pods now gone.
+    """
     master = task_of(master_pod(pods, job) or {}) or None
     failures = container_failures(pods, master)
     for cause in STUCK:
@@ -204,8 +210,12 @@ UNPLACED = ("Unschedulable", "FailedScheduling")
 def unschedulable_reason(
     podgroups: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]]
 ) -> str:
-    """Volcano's own words for why a gang cannot be placed (the scheduler's per-node summary
-    from events, the PodGroup's Unschedulable condition, or both), or ``""``."""
+    """Volcano's own words for why a gang cannot be placed, or ``""`` when it has given none.
+
+    The scheduler's per-node summary (``0/4 nodes are available: 4 Insufficient
+    nvidia.com/gpu``) comes from events; the PodGroup's Unschedulable condition says how much
+    of the gang is stuck. Both are given when both exist.
+    """
     condition_text = ""
     for podgroup in podgroups:
         for condition in (podgroup.get("status") or {}).get("conditions") or []:

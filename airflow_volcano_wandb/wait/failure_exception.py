@@ -1,5 +1,9 @@
-"""The exception a failed wait raises: its ending's class (``job.endings``), refined by the
-cause its pods and events show (``diagnostics.classify``), with its fields.
+"""The exception a failed wait raises: its ending's class (``job.endings``), with its fields.
+
+A wait ends with one of the endings (``judge`` decides it, ``outcome`` words it); for those
+that read their pods, the pods and events say what caused it (``diagnostics.classify``, one of
+the endings too, ``None`` when they could not be read), and for those it refines, that cause's
+row names the class. The class names the cause the next try is told (``resume_cause``).
 """
 
 from __future__ import annotations
@@ -33,9 +37,15 @@ def for_failure(
     *,
     run_url: str | None = None,
 ) -> VolcanoJobError:
-    """The exception a failed wait with ``result`` raises, with ``message``: its class is the
-    ending's, or the one ``classification`` (what the pods and events say caused it) names.
-    ``run_url``: the job's W&B run, named for a run stopped from W&B."""
+    """The exception a failed wait raises.
+
+    :param result: how the wait ended.
+    :param message: the sentence to raise with.
+    :param classification: what the job's pods and events say caused it (``None`` when they
+        could not be read: the outcome alone decides then).
+    :param run_url: the job's W&B run, named in the message of a run stopped from W&B (its
+        page there says who stopped it; the trainer is told only that it was).
+    """
     kind: Ending | None
     if classification is not None:
         kind = classification.kind

@@ -1,6 +1,9 @@
-"""Tell a person how a wait ended: the I/O edge of ``diagnostics``, which explains what it
-reads. Every function here is best-effort: a failing read shortens the report, never changes
-the task's outcome.
+"""Tell a person how a wait ended: fetch the job's pods, PodGroups, events and logs, explain.
+
+The I/O edge of ``diagnostics``: it reads through ``VolcanoHook`` and lets the pure module
+explain. Diagnostics are a courtesy: every function here is best-effort, so a failing read
+(a pod already gone, a Role without ``events``) shortens the report, never changes the task's
+outcome.
 """
 
 from __future__ import annotations
@@ -74,7 +77,9 @@ def explain_end(
     task_log: logging.Logger | Any,
 ) -> tuple[str, diagnostics.Classification | None]:
     """The message a failed wait raises with, and what caused it (``None``: the outcome alone
-    decides); the full report goes to ``task_log``. ``job``: as last read. Never raises."""
+    decides the exception); the full report goes to ``task_log``. ``job``: as last read
+    (``None`` once deleted). Never raises: a report that cannot be fetched is logged as such.
+    """
     message = result.message
     if result.outcome is Ending.CRASH_LOOP:
         last_words = _report_crash_loop(hook, result, job, log_lines, task_log)
@@ -123,8 +128,10 @@ def _report_crash_loop(
     log_lines: int,
     task_log: Any,
 ) -> str:
-    """Log the crash-looping container's failure, its log from before its last restart and the
-    job's warning events; return that log's last line (masked), or ``""``."""
+    """Log the crash loop: the crash-looping container's failure, its log from before its
+    last restart (``previous=True``: the running one has only just started again) and the
+    job's warning events; return that log's last line (masked), or ``""``. Best-effort, like
+    every report."""
     loop = result.crash_loop
     if loop is None:
         return ""
@@ -152,7 +159,7 @@ def _report_start_failure(
     task_log: logging.Logger | Any,
 ) -> None:
     """Log the job's warning events (the kubelet's pull errors, a missing Secret): the
-    container never ran, so there is no log to show."""
+    container never ran, so there is no log to show. Best-effort, like every report."""
     try:
         _, events = _pods_and_events(hook, result, job)
     except Exception as exc:
@@ -165,8 +172,9 @@ def _report_start_failure(
 def _report_stall(
     hook: VolcanoHook, result: WaitResult, log_lines: int, task_log: logging.Logger | Any
 ) -> str:
-    """Log every rank's log tail (masked): a hung collective shows in each rank's last lines.
-    Return the last :data:`STALL_MESSAGE_LINES` of each, for the exception, or ``""``."""
+    """Log every rank's log tail (masked): where a hung collective stopped shows in the last
+    lines of each rank. Return the last :data:`STALL_MESSAGE_LINES` of each, for the
+    exception, or ``""``. Best-effort, like every report."""
     try:
         pods = job_pods(
             hook.list_job_pods(result.job_name, result.namespace), result.job_uid or None
@@ -195,9 +203,14 @@ def report_failure(
     task_log: logging.Logger | Any,
     run_url: str | None = None,
 ) -> VolcanoJobError:
-    """Clean up after a failed wait, then explain it: the exception to fail the task with.
-    ``delete_job`` runs before the diagnostics for a timeout (nothing to read), else right after
-    them (the pods' logs and events are the report), even if they fail."""
+    """Clean up after a failed wait, then explain it: the exception to fail the task with
+    (its class names the cause, see ``exceptions``; ``run_url``, the job's W&B run, is named
+    for a run stopped from W&B: its page says who stopped it).
+
+    ``delete_job`` (when the cleanup rule says the job goes) runs *before* the diagnostics
+    for a timeout (nothing to read), else right *after* them, since the pods' logs and events
+    are the report; it runs even if the diagnostics fail.
+    """
     delete_first = result.outcome is Ending.TIMEOUT  # the one that deletes with no report
     if delete_job is not None and delete_first:
         delete_job()
@@ -222,8 +235,9 @@ def report_failure(
 def ended_meanwhile(
     hook: VolcanoHook, job: Mapping[str, str], task_log: logging.Logger | Any = log
 ) -> WaitResult | None:
-    """For a wait that ran out of time: the job's own end, if the apiserver shows one now (it
-    ended unseen during a watch outage); ``None`` otherwise: then the timeout stands."""
+    """For a wait that ran out of time: the job's own end, if the apiserver shows one now (a
+    job that completed unseen during a watch outage did not time out); ``None`` when it still
+    runs, is gone or another submission, or cannot be read: then the timeout stands."""
     try:
         current = hook.get_job(job["name"], job["namespace"])
     except Exception as exc:
@@ -244,8 +258,9 @@ def fetch_finished_job(
     task_log: logging.Logger | Any,
     patched: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
-    """The finished job as it is now: ``patched`` (:func:`mark_reported`'s answer) when given,
-    else read; ``None`` (with a warning) when it cannot be read: the job succeeded."""
+    """The finished job as it is now, for its log tail and its facts: ``patched`` (the
+    answer to :func:`mark_reported`'s patch, just now) when given, else read; ``None`` (with a
+    warning) when it cannot be read: the job succeeded, so reading it may not fail the task."""
     if patched is not None:
         return patched
     try:
@@ -256,8 +271,9 @@ def fetch_finished_job(
 
 
 def _masked_pod_log(hook: VolcanoHook, pod: str, namespace: str, log_lines: int) -> str:
-    """A pod's log tail with every secret this process knows masked: a task's log records
-    also travel outside its masked log file, and a trainer may print its API key."""
+    """A pod's log tail with every secret this process knows masked before it is logged: a
+    task's log records also travel outside its masked log file (Airflow's supervisor can copy
+    them to stdout), and a trainer may print its environment, API key included."""
     return str(redact(hook.read_pod_log(pod, namespace, log_lines)))
 
 
@@ -265,7 +281,8 @@ def finished_job_pods(
     hook: VolcanoHook, job: Mapping[str, Any] | None, task_log: Any
 ) -> list[dict[str, Any]] | None:
     """The finished job's pods, read once for its GPU-seconds and its master's log tail;
-    ``None`` (with a warning) when there is no job or they cannot be read."""
+    ``None`` (with a warning) when there is no job or they cannot be read (a report, never a
+    reason to fail)."""
     if job is None:
         return None
     meta = job["metadata"]
@@ -328,8 +345,10 @@ def log_gpu_seconds(
 def mark_reported(
     hook: VolcanoHook, result: WaitResult, try_number: int, task_log: logging.Logger | Any
 ) -> dict[str, Any] | None:
-    """Record on the job that ``try_number`` reported its outcome, so a later try submits
-    afresh: the job as the uid-guarded patch answered, or ``None`` when nothing was patched."""
+    """Record on the job that ``try_number`` reported its outcome (best-effort): a later try
+    (a cleared task) then submits afresh instead of counting it. The job as the apiserver
+    answered the uid-guarded patch, or ``None`` when nothing was patched (a lost watch is no
+    outcome of the job, and a deleted job has nothing to mark)."""
     if not result.outcome.row.known or result.outcome is Ending.DELETED or not result.job_uid:
         return None
     try:

@@ -1,6 +1,11 @@
-"""One watch of a namespace's Volcano jobs, shared by every trigger in an event loop
-(``namespace_watch``), and the calls a wait makes about its job (``step_io.JobCalls``) over
-its open client.
+"""One watch of a namespace's Volcano jobs, shared by every trigger in an event loop.
+
+The first trigger for a (connection, namespace, label selector) starts a single list+watch
+(``namespace_watch``, which says what a waiter may rely on); later triggers subscribe to it,
+and each is woken only when its own job changes. The calls a wait makes about its job
+(``step_io.JobCalls``) go over the watch's open client: ``fetch`` reads one job afresh, for a
+verdict that must not rest on the cache (before deleting anything) or a job the watch has not
+shown; ``list_pods`` LISTs a job's pods that the wait's own pod watch does not hold.
 """
 
 from __future__ import annotations
@@ -46,9 +51,14 @@ class NamespaceJobWatcher(NamespaceWatch):
         return copies[0] if copies else None
 
     async def fetch(self, name: str) -> dict[str, Any] | None:
-        """The job as the apiserver has it now; None if there is none. Transient errors are
-        retried for ``FETCH_RETRY_BUDGET`` seconds, but not while the watch fails: its own backoff
-        probes the apiserver, and a thousand waiters' retries would multiply in an outage."""
+        """The job as the apiserver has it now (over the watch's open client); None if there
+        is no job of that name.
+
+        Transient errors are retried for up to ``FETCH_RETRY_BUDGET`` seconds; anything else
+        is raised (a 403 naming the missing permission). While the watch itself is failing,
+        one attempt is made: the watch's own backoff probes the apiserver for every waiter,
+        and retries would multiply a thousand waiters' attempts in an outage.
+        """
         from kubernetes_asyncio.client.exceptions import ApiException
 
         budget = 0.0 if self.failing_since is not None else FETCH_RETRY_BUDGET

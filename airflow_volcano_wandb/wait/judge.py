@@ -1,10 +1,16 @@
 """Judge a job at a moment: keep waiting, or end the wait with an outcome.
 
 Pure. The trigger and the sensor judge the job as last read (through ``step.look``), so they
-never disagree. Each kind of evidence has its verdict: the job's status and the clock
-(:func:`judge_seen`), its pods (:func:`judge_pods`), its master's silence (:func:`judge_stall`).
-Whether the gang was ever whole (``pending_timeout``) is read from the job
-(:func:`gang_was_whole`): no waiter's memory survives a triggerer restart or a handover.
+never disagree about what a job, a timeout or a half-placed gang means. A job's status is read
+once per look (:func:`see`). Each kind of evidence has its verdict: the job's status and the
+clock (:func:`judge_seen`), its pods (:func:`judge_pods`), its master's silence
+(:func:`judge_stall`); ``outcome`` words each.
+
+``pending_timeout`` counts until *every* rank is placed and running (DDP with a static world
+size trains only then), and means "never fully placed since submission" (docs/operator.md):
+whether the gang was ever whole is read from the job (:func:`gang_was_whole`), since no
+waiter's memory survives a triggerer restart, a handover, a reattaching retry or a
+reschedule-mode poke. A rank lost after that is reported as restarting, never as pending.
 """
 
 from __future__ import annotations
@@ -82,8 +88,9 @@ class JobTarget(JobLimits):
 
 @dataclass(frozen=True)
 class WandbRunRef:
-    """The job's online W&B run a wait asks: its id, where it is, and the ``wandb`` connection
-    whose key may read it (the key is read where it is used, never carried)."""
+    """The job's online W&B run a wait asks (its last step, progress, a stop): its id, where
+    it is, and the ``wandb`` connection whose key may read it (the key itself is read where
+    it is used, never carried)."""
 
     conn_id: str
     run_id: str
@@ -136,9 +143,13 @@ def unplaced_ranks(status: JobStatus) -> dict[str, str]:
 
 
 def gang_wait_seconds(seen: Seen, now: float, *, gang_seen_whole: bool = False) -> float | None:
-    """How long the job has waited for its whole gang, or ``None`` when it is not waiting:
-    ``Pending`` counts from its transition, ``Running`` with ranks missing from the job's creation
-    (or its last restart). A rank lost once the gang was whole is not a placement wait."""
+    """How long the job has waited for its whole gang, or ``None`` when it is not waiting.
+
+    ``Pending`` counts from the phase's transition (a restart of a gang never whole starts the
+    clock again), ``Running`` with ranks missing from the job's creation, or its last
+    transition after a restart. Once the gang was seen whole (``gang_seen_whole``, or
+    :func:`gang_was_whole`), a rank lost later is Volcano's to restore: no placement wait.
+    """
     job, status = seen.job, seen.status
     if job is None or status.terminal or gang_seen_whole or gang_was_whole(seen):
         return None
@@ -162,8 +173,9 @@ def judge(
     gang_seen_whole: bool = False,
     pods: Sequence[Mapping[str, Any]] | None = None,
 ) -> WaitResult | None:
-    """The wait's result if it ends now, else ``None``; ``job``: the latest copy known to be
-    current; ``pods``, read after it, are judged (:func:`judge_pods`) before the timeouts."""
+    """The wait's result if it ends now, else ``None``. ``job`` is the latest copy known to be
+    current (``None``: it does not exist); ``pods``, read after it when :func:`reads_pods` says
+    so, are judged (:func:`judge_pods`) before the timeouts."""
     seen = see(job, target)
     by_pods = judge_pods(seen, target, pods, now) if pods is not None else None
     return by_pods or judge_seen(seen, target, now, gang_seen_whole=gang_seen_whole)
@@ -191,8 +203,9 @@ def judge_seen(
 def judge_pods(
     seen: Seen, target: JobTarget, pods: Sequence[Mapping[str, Any]], now: float
 ) -> WaitResult | None:
-    """The verdict of the job's ``pods``, which its status cannot show: a rank stopped from
-    W&B, else a crash loop past the budget, else a container that cannot start; else ``None``."""
+    """The verdict of the job's ``pods`` (read after it), which its status cannot show: a rank
+    stopped from W&B (a stop explains the restarts it causes), else a crash loop past the
+    restart budget, else a container that cannot start; ``None`` for anything else."""
     if seen.status.terminal or seen.job is None:
         return None
     status = seen.status
@@ -259,8 +272,10 @@ def gang_marked_whole(job: Mapping[str, Any] | None) -> bool:
 
 
 def gang_was_whole(seen: Seen) -> bool:
-    """Whether the job shows that its gang was once whole: a waiter's mark, or a ``Running``
-    condition of a job whose ``minAvailable`` covers every rank (Volcano says Running only then)."""
+    """Whether the job itself shows that its gang was whole at some time since submission:
+    a waiter's mark, or a ``Running`` condition of a job whose ``minAvailable`` covers every
+    rank (the provider's default gang: Volcano calls it Running only once all ranks are). With
+    a smaller ``minAvailable`` (``gang="template"``) only the mark tells."""
     job = seen.job
     if job is None:
         return False

@@ -1,17 +1,28 @@
 """One list+watch of a kind of object in a namespace, kept as a cache that waiters share.
 
-One list+watch per (event loop, connection, namespace, label selector) and kind keeps the
-latest copy of every object it selects, grouped under a key (a job's name); each subscriber is
-woken only when its key changes. ``job_watcher`` and ``pod_watcher`` are its two kinds.
+A triggerer may hold a thousand deferred training tasks: polling costs a request per job per
+interval, a watch per job a connection each. Here one list+watch per (event loop, connection,
+namespace, label selector) and kind keeps the latest copy of every object it selects, grouped
+under a key (a job's name: the job, or its pods); each subscriber is woken only when its key
+changes. ``job_watcher`` and ``pod_watcher`` are its two kinds.
 
-- ``synced`` is set only while the watch is up (after a complete, paginated LIST), so nobody
-  judges by a copy the watch has stopped updating (:meth:`NamespaceWatch.objects`).
-- No failure is final: each is retried with capped, jittered backoff that honours
-  ``Retry-After``, over a fresh hook (rotated credentials are picked up). ``failing_since``
-  and ``last_failure`` describe the current run of failures; how long to tolerate it is each
-  waiter's decision. The run ends only once a watch stayed up ``STABLE_WATCH_SECONDS``, so a
-  Role without ``watch`` is not hidden behind brief successful LISTs.
-- The cache keeps only what each kind's readers read.
+What a waiter may rely on:
+
+- ``synced`` is set only while the watch is up (after a complete, paginated LIST) and is
+  cleared the moment the list or watch fails; :meth:`NamespaceWatch.objects` answers from
+  the cache only while it is set, so nobody judges by a copy the watch has stopped updating.
+- No failure is final. Every one (401, 403, 404, 410, 429, 5xx, timeouts, an unreadable
+  kubeconfig) is retried with capped, jittered backoff that honours ``Retry-After``, over a
+  fresh hook and client each time (rotated credentials are picked up). ``failing_since`` and
+  ``last_failure`` describe the current run of failures, and every subscriber is woken when
+  they change: how long to tolerate it is each waiter's own decision.
+- The backoff starts over, and the run of failures ends (``failing_since`` back to None),
+  only once a watch has stayed up for ``STABLE_WATCH_SECONDS``: a LIST that succeeds
+  followed by a watch that fails at once must neither relist in a tight loop nor hide a
+  lasting failure (a Role without ``watch``) behind brief successes.
+- The cache is bounded: a label selector narrows it to the objects of interest, and each kind
+  keeps only what its readers read (``metadata.managedFields``, often most of an object's
+  size, never).
 """
 
 from __future__ import annotations
@@ -53,8 +64,10 @@ class Subscription:
 
 
 class NamespaceWatch:
-    """The latest copy of the namespace's objects of one kind, grouped by key (:meth:`_key`),
-    kept as :meth:`_kept` says; wakes the subscribers of a key when it changes."""
+    """The latest copy of the namespace's objects of one kind (matching a selector), grouped
+    by key; wakes the subscribers of a key when it changes. A kind says what to list and watch
+    (``list_call``, ``watch_call``), how its objects are grouped (:meth:`_key`) and what of
+    each is kept (:meth:`_kept`)."""
 
     #: What is watched, in words for a log and for RBAC (``describe_failure``).
     resource = ""
@@ -153,8 +166,9 @@ class NamespaceWatch:
         return self._task is not None and not self.synced.is_set() and self.failing_since is None
 
     async def over_client(self, call: Callable[[AsyncVolcanoHook, Any], Awaitable[R]]) -> R:
-        """``call(hook, api)`` over the watch's open client (no TLS handshake per call), or over a
-        client of its own while the watch is down; errors are raised."""
+        """``call(hook, api)`` over the watch's open client (no TLS handshake per call; a
+        reconnect never closes it under the call), or over a client of its own while the watch
+        is down; errors are raised."""
         client = self._client
         if client is None:
             hook = self._hook_factory()

@@ -1,5 +1,9 @@
-"""How a wait on a Volcano job ended (pure): a :class:`WaitResult` crosses the triggerer's
-boundary as a trigger event; each ending's sentence is made by its own constructor.
+"""The record of how a wait on a Volcano job ended, for the trigger, the operator and the sensor.
+
+Pure. Its ``outcome`` is one of ``job.endings``: the job's own end, or one its status cannot
+tell (a pending timeout, the execution timeout, a watch that stayed down). A :class:`WaitResult`
+crosses the triggerer-to-worker boundary as a trigger event and is validated when it comes
+back; each ending's sentence is made by its own constructor.
 """
 
 from __future__ import annotations

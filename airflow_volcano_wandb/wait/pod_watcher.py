@@ -1,10 +1,18 @@
 """One watch of a namespace's pods of managed jobs, shared by every trigger in an event loop.
 
-One LIST per running job per ``pod_check_interval`` is some 2,000 requests a minute at 1,000
-jobs; one list+watch of the pods this provider's jobs label as theirs is one connection per
-namespace. Pods are kept under their job's name, and only what the waits read (``kept_pod``).
-A verdict that deletes the job rests on a fresh LIST (``step_io._confirmed``), and an
-unlabelled job's pods are read by a LIST.
+A running job's wait reads its pods (for ``judge.judge_pods``, the stall timeout and the
+master-log follow). One LIST per job per ``pod_check_interval`` is about 2,000 requests a minute
+at 1,000 running jobs; one list+watch (``namespace_watch``) of the pods this provider's jobs
+label as theirs (``app.kubernetes.io/managed-by``) costs one connection per namespace. Pods are
+kept under their job's name (``volcano.sh/job-name``), and only what the waits read of them
+(``kept_pod``): a pod as the API sends it is mostly env, volumes, probes and bookkeeping.
+
+The cache answers the reads that only look. A verdict that deletes the job rests on a fresh
+LIST (``step_io._confirmed``), and a job whose pods lack the label (submitted by someone else,
+or by an older release), or any job while the pod watch fails, is read by a LIST; while the
+watch's LIST is under way (``listing``), a look waits for it rather than send a LIST per job.
+Each trigger hands the watch it subscribed to to its own steps and log follow
+(``step_io.WatchedPods``); nothing points to it from the job watch the waits share.
 """
 
 from __future__ import annotations

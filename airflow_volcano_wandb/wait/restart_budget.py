@@ -1,8 +1,10 @@
 """The restart budget: how many times a job's containers may restart in place.
 
-Pure. Under ``restartPolicy: OnFailure`` a crashed trainer restarts in its pod and the job
-stays ``Running``, holding its GPUs; only the pods' ``containerStatuses`` show it. Restarts are
-counted as Kubeflow's ``runPolicy.backoffLimit`` counts them (every container, over all ranks).
+Pure. Under ``restartPolicy: OnFailure`` (the seed template's) the kubelet restarts a crashed
+trainer in its pod, and the pod and the Volcano job stay ``Running``: only the pods'
+``containerStatuses`` show the restarts, and a trainer that crashes at every start would hold
+its GPUs until ``execution_timeout``. The restarts are counted as Kubernetes Jobs and Kubeflow's
+``runPolicy.backoffLimit`` count them (every container of every live pod, over all ranks).
 """
 
 from __future__ import annotations
@@ -61,8 +63,11 @@ class RankContainer:
 
 @dataclass(frozen=True)
 class CrashLoop(RankContainer):
-    """The container whose restart took the job's restarts past the budget, and its last exit:
-    ``restarts`` over all ranks, ``container_restarts`` its own."""
+    """The container whose restart took the job's restarts past the budget, and its last exit.
+
+    ``rank`` is the pod's place in the job (``worker-1``: Volcano's task and index);
+    ``restarts`` is the count over all ranks, ``container_restarts`` this container's own.
+    """
 
     restarts: int
     budget: int
@@ -111,8 +116,11 @@ def crash_loop(
     job_name: str,
     job_uid: str | None = None,
 ) -> CrashLoop | None:
-    """The crash loop ``pods`` (of ``job_uid``; ``None``: all) show: more restarts than
-    ``budget`` (``None``: no budget); it names the container that restarted most; else ``None``."""
+    """The crash loop that the job's ``pods`` show: more restarts than ``budget`` (``0``: the
+    first restart is too many; ``None``: no budget), of the pods of ``job_uid`` (``None``:
+    every pod given); else ``None``. The container named is the one that restarted most (the
+    first pod by name among equals): the crash-looping rank, the others at most followed it.
+    """
     if budget is None:
         return None
     live = job_pods(pods, job_uid)

@@ -1,9 +1,15 @@
 """The stall timeout: a running job whose master has printed nothing for too long.
 
-Pure. A hung collective leaves every pod ``Running``, holding its GPUs. The question is asked
-of the apiserver, not of a waiter's memory, so a triggerer restart changes nothing: the master
-container ran for at least ``stall_timeout`` and its log since then is empty. A master whose
-online W&B run logged a step meanwhile is not stalled (:func:`stalled_online`).
+Pure. A hung collective or a deadlocked data loader leaves every pod ``Running`` and the job
+with it, holding its GPUs until ``execution_timeout``. A trainer that makes progress prints
+(a loss, a step, a progress bar), so a master silent for ``stall_timeout`` is taken as stalled.
+
+The question is asked of the apiserver, not of a waiter's memory, so a triggerer restart or a
+handover changes nothing: the master container has run for at least ``stall_timeout`` (its
+``state.running.startedAt``), and its log since then is empty (one
+``GET pods/<master>/log?sinceSeconds=...&limitBytes=1``), asked at most once per
+``stall_timeout / PROBES_PER_TIMEOUT``. A trainer may log only to W&B: a silent master whose
+online run logged a step within ``stall_timeout`` is not stalled (:func:`stalled_online`).
 """
 
 from __future__ import annotations
@@ -26,8 +32,10 @@ PROBES_PER_TIMEOUT = 4
 
 @dataclass(frozen=True)
 class Stall(RankContainer):
-    """The master container, running for ``running_for`` seconds, whose log of the last
-    ``stall_timeout`` seconds is empty, and its W&B run's last step when W&B was asked."""
+    """The master container, running for ``running_for`` seconds; stalled when its log of the
+    last ``stall_timeout`` seconds is empty (:func:`stalled`) and, when W&B was asked, its
+    run's last step (``wandb_step``, logged at ``wandb_logged_at``, epoch seconds) is older
+    (:func:`stalled_online`)."""
 
     stall_timeout: float
     running_for: float
@@ -87,8 +95,10 @@ def silence_probe(
     now: float,
     job_uid: str | None = None,
 ) -> Stall | None:
-    """The master container whose log to probe, running for at least ``stall_timeout``;
-    ``None`` when there is none (not started, restarted lately, being deleted)."""
+    """The master container whose log to probe: the first container of the master pod of
+    this submission (``job_uid``, among ``pods`` read after ``job``), running for at least
+    ``stall_timeout``; ``None`` when there is none (not started, restarted or replaced lately,
+    being deleted): nothing to judge yet."""
     master = master_pod(job_pods(pods, job_uid), job)
     if master is None:
         return None
@@ -115,9 +125,12 @@ def stalled(probe: Stall, log_since: str) -> Stall | None:
 
 
 def stalled_online(stall: Stall, last_step: WandbStep | None, now: float) -> Stall | None:
-    """The verdict on a silent master once its W&B run was asked: ``None`` when the run logged
-    ``last_step`` within ``stall_timeout``; the stall naming it when earlier; ``stall`` as it is
-    when W&B could not say."""
+    """The verdict on a master whose log found ``stall``, once its W&B run was asked.
+
+    ``None`` (progress: not stalled) when the run logged its ``last_step`` within
+    ``stall_timeout`` of ``now``; the stall, naming that step, when it logged it earlier;
+    the log's verdict alone (``stall`` as it is) when W&B could not say (``None``).
+    """
     if last_step is None:
         return stall
     if last_step.logged_at > now - stall.stall_timeout:

@@ -1,10 +1,19 @@
-"""The startup budget: how long a placed rank's container may fail to start (pure).
+"""The startup budget: how long a placed rank's container may fail to start.
 
-A placed pod whose container cannot start holds its GPU, as does every started rank of its
-gang. :data:`NEVER_STARTS` reasons end the wait at once; :data:`MAY_HEAL` ones once they have
-lasted ``startup_timeout``. The clock starts at the latest of the pod's placement, the
-container's last exit and this try's wait (``not_before``), all read from the pod or the
-wait's fields, so a triggerer restart does not restart it.
+Pure. A gang waiting for GPUs is queueing (``pending_timeout`` bounds that). A placed pod whose
+container the kubelet cannot start holds its GPU, as does every started rank of its gang,
+while nothing trains. The kubelet says why in the container's ``state.waiting.reason``:
+
+* :data:`NEVER_STARTS`: nothing can change it (a malformed image reference, a pull the pod's
+  policy forbids). The wait ends as soon as a pod read shows it.
+* :data:`MAY_HEAL`: a registry blip, or a Secret or ConfigMap key created late, can heal: the
+  wait ends once the container has failed for ``startup_timeout`` and still does.
+
+A container still being created (a slow pull of a large image) is not failing. The clock starts
+at the latest of the pod's placement (``PodScheduled``), the container's last exit and the start
+of this try's wait (``not_before``), all read from the pod or the wait's fields: a triggerer
+restart does not restart it, and a retry that reattaches to a job whose key Secret it has just
+delivered gives the kubelet the whole budget (``KubernetesPodOperator``'s 120 s).
 """
 
 from __future__ import annotations
@@ -31,8 +40,12 @@ MAY_HEAL = frozenset(
 
 @dataclass(frozen=True)
 class StartFailure(RankContainer):
-    """The container of a placed rank that the kubelet cannot start, in the kubelet's words;
-    ``startup_timeout`` ``None``: a reason that never heals, the budget not waited out."""
+    """The container of a placed rank that the kubelet cannot start, in the kubelet's words.
+
+    ``failing_for`` is how long the container has been failing, as far as the clock counts
+    (see the module); ``startup_timeout`` the budget it was held to (``None``: it failed for
+    a reason that never heals, and the budget was not waited out).
+    """
 
     reason: str
     failing_for: float
@@ -71,8 +84,11 @@ def start_failure(
     job_uid: str | None = None,
     not_before: float | None = None,
 ) -> StartFailure | None:
-    """The first placed container of ``job_uid``'s pods that cannot start, for a
-    :data:`NEVER_STARTS` reason or for ``startup_timeout`` since ``not_before``; else ``None``."""
+    """The first placed container (by pod, init containers first) of ``job_uid``'s pods
+    (``None``: every pod given) that cannot start and has failed for ``startup_timeout`` (a
+    :data:`MAY_HEAL` reason) counted from no earlier than ``not_before``, or at all (a
+    :data:`NEVER_STARTS` one); ``None`` while none has, and always for ``startup_timeout=None``.
+    """
     if startup_timeout is None:
         return None
     for pod in sorted(job_pods(pods, job_uid), key=lambda p: ObjectMeta.of(p).name):

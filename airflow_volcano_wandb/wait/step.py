@@ -1,5 +1,9 @@
 """One look at a job while waiting on it: what to log, what to write, what the judge says of
-its status, and what else to read (pure; ``step_io`` carries it out).
+its status, and what else to read.
+
+Pure. The trigger (on every watch event and timer tick) and the sensor (on every poke) look
+at the job through :func:`look`, and ``step_io`` reads what it asks for, asks ``judge`` of it
+and acts, so the two never disagree about a progress line, the gang-whole mark or a verdict.
 """
 
 from __future__ import annotations
@@ -74,8 +78,9 @@ class Look:
 
 
 def look(job: Mapping[str, Any] | None, target: JobTarget, memory: StepMemory, now: float) -> Look:
-    """The look at ``job`` of a waiter whose memory is ``memory``. The gang-whole mark is asked
-    for once per waiter: a later waiter reads the job again and writes it if still missing."""
+    """The look at ``job`` (``None``: it does not exist) of a waiter whose memory is
+    ``memory``. The mark is asked for once per waiter, the first time it sees the gang whole on
+    a job not marked yet: a later waiter reads the job again and writes it if still missing."""
     seen = see(job, target)
     gang_seen_whole, line, mark = memory.gang_seen_whole, memory.progress, None
     running, note, short = memory.elastic_running, "", None
@@ -133,9 +138,10 @@ def elastic_running(seen: Seen) -> tuple[tuple[str, int], ...]:
 def membership_note(
     seen: Seen, before: Mapping[str, int], now: Mapping[str, int], step: int | None = None
 ) -> str:
-    """`` - worker lost: 2 of 3 running (at least 1), resuming from its newest checkpoint``
-    when an elastic task's running pods fell since the last look, ``joined`` when they rose;
-    ``""`` otherwise."""
+    """`` - worker lost: 2 of 3 running (at least 1), resuming from its newest checkpoint
+    (last step seen 1,800)`` when an elastic task's running pods fell since the last look,
+    ``joined`` when they rose (the trainer re-forms its world either way); ``""`` on the first
+    look or none. ``step``: the training's last step the waiter read, if any."""
     notes = []
     for task, count in now.items():
         if task not in before or before[task] == count:
@@ -152,7 +158,8 @@ def membership_note(
 
 def short_since(seen: Seen, gang_seen_whole: bool, since: float | None, now: float) -> float | None:
     """Since when an elastic job whose gang was whole has had a task below its
-    ``minAvailable``; ``None`` while it has not, or for a job not elastic or ended."""
+    ``minAvailable`` (``since``: as the waiter last knew it, else ``now``); ``None`` while it
+    has not, for a job that is not elastic, or one that ended."""
     status = seen.status
     elastic = any(status.needed.get(t, n) < n for t, n in status.replicas.items())
     was_whole = gang_seen_whole or gang_was_whole(seen)
@@ -164,8 +171,9 @@ def short_since(seen: Seen, gang_seen_whole: bool, since: float | None, now: flo
 def judge_short(
     seen: Seen, target: JobTarget, since: float | None, now: float
 ) -> WaitResult | None:
-    """An elastic job short of its ``min_workers`` for ``pending_timeout`` fails as a gang never
-    placed does: its survivors wait in torchrun's rendezvous with no GPU doing work."""
+    """An elastic job short of its ``min_workers`` for ``pending_timeout`` (since
+    :func:`short_since`) fails as a gang never placed does (``PENDING_TIMEOUT``): its
+    survivors wait in torchrun's rendezvous with no GPU doing work."""
     timeout = target.pending_timeout
     if since is None or timeout is None or now - since < timeout:
         return None

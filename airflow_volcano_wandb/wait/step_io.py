@@ -1,10 +1,19 @@
 """One step of a wait, carried out: the look (``step.look``), then its write and its reads.
 
-The trigger runs :func:`take_step` over its shared watch, the sensor's poke over the sync hook
-(:func:`take_step_sync`), so both log the same lines and reach the same verdicts. A verdict read
-from the pods ends the wait only once a fresh GET of the job and a fresh LIST of its pods show
-it again (:func:`_confirmed`). Imports nothing of the Kubernetes clients: the trigger module
-that uses it is imported on the triggerer's event loop.
+The trigger runs :func:`take_step` over its shared watch (``NamespaceJobWatcher`` has the calls
+:class:`JobCalls` names), the sensor's poke over the sync hook (:func:`take_step_sync`), so both
+log the same lines and reach the same verdicts (docs/architecture.md). Each wait hands the step
+the pod watch it reads (:class:`WatchedPods`; ``None``: none), so no wait's reads rest on what
+another wait set on the watch they share.
+
+A verdict read from the pods (a crash loop, a container that cannot start, a silent master)
+ends the wait, and deletes the job, only once a fresh GET of the job and a fresh LIST of its
+pods show it again (:func:`_confirmed`); a stall after a second probe of the master's log too.
+The trigger's limits default to ``None`` (off): a trigger serialised by a release without them
+keeps waiting as it did.
+
+Imports nothing of the Kubernetes clients: the trigger module that uses it is imported on the
+triggerer's event loop.
 """
 
 from __future__ import annotations
@@ -68,9 +77,13 @@ async def take_step(
     pod_watch: WatchedPods | None,
     wandb: WandbProgress | None = None,
 ) -> tuple[StepMemory, WaitResult | None]:
-    """Look at ``job`` as read (``fresh``: just now from the apiserver): log its progress, mark
-    its gang whole, judge it; a verdict that deletes or fails, judged on a cached copy, is judged
-    again on a fresh read. Returns the memory after the step and the result (``None``: wait on)."""
+    """Look at ``job`` as read (``fresh``: just now from the apiserver, not a cached copy):
+    log its progress, mark its gang whole, judge it (its pods from ``pod_watch`` when it holds
+    them, see :func:`_pods`; ``wandb``: its online run). A verdict that deletes or fails,
+    judged on a cached copy, is judged again on a fresh read.
+
+    :returns: the waiter's memory after the step, and the wait's result (``None``: wait on).
+    """
     view = look(job, target, memory, time.time())
     await _show(calls, view, log)
     if view.read_progress and wandb is not None:
@@ -175,8 +188,9 @@ async def _confirmed(
     pods: list[dict[str, Any]],
     verdict: Callable[[Seen, list[dict[str, Any]]], Awaitable[WaitResult | None]],
 ) -> WaitResult | None:
-    """``verdict`` of the job as ``seen`` with ``pods``, when it says so again of a fresh GET
-    and a fresh LIST; ``None`` (wait on) otherwise: what cannot be confirmed is no verdict."""
+    """``verdict`` of the job as ``seen`` with ``pods`` (read after it), when it says so again
+    of a fresh GET of the job and a fresh LIST of its pods; ``None`` (wait on) otherwise, and
+    when any of them cannot be read (what cannot be confirmed is no verdict)."""
     if await verdict(seen, pods) is None:
         return None
     fresh = await fetch(calls, target, log)
@@ -208,8 +222,9 @@ async def _read_progress(
 async def _stop_unheeded(
     calls: JobCalls, seen: Seen, target: JobTarget, log: logging.Logger | Any, wandb: WandbProgress
 ) -> WaitResult | None:
-    """The wait's end when W&B says the run was stopped and a fresh GET shows the job still
-    running ``wandb_stop_grace`` after a waiter first heard it (and marked the job)."""
+    """The wait's end when W&B says the job's run was stopped and a fresh GET shows the job
+    still running ``wandb_stop_grace`` after a waiter first heard it; ``None`` (wait on) until
+    then, and when W&B or the apiserver cannot say. The first to hear it marks the job."""
     if seen.job is None or not await wandb.stopped(log):
         return None
     grace = target.wandb_stop_grace or 0.0
@@ -284,8 +299,9 @@ async def _pods(
     log: logging.Logger | Any,
     job: Mapping[str, Any] | None,
 ) -> list[dict[str, Any]] | None:
-    """The job's pods: ``pod_watch``'s copies when ``job`` labels all its pods as the watch
-    selects them and the watch is synced; else a LIST (always, for a verdict's confirmation)."""
+    """The job's pods: ``pod_watch``'s copies when ``job`` (as just looked at) labels all its
+    pods as the watch selects them and the watch is synced; else a LIST, as without a pod
+    watch and for ``job`` ``None`` (a verdict's confirmation: always from the apiserver)."""
     watch = pod_watch if pods_managed(job) else None
     watched = watch.objects(target.job_name) if watch is not None else None
     if watched is not None:
@@ -298,6 +314,8 @@ async def _pods(
     try:
         return await calls.list_pods(target.job_name)
     except Exception as exc:
+        # The budget is a bound on a failing job, not the wait's source of truth: a read that
+        # fails leaves the job to the next look, which reads again.
         log.warning("Could not read the pods of %s for their verdicts: %s", _job(target), exc)
         return None
 

@@ -1,10 +1,18 @@
-"""A W&B run stopped from the W&B UI or API, as the job's pods show it (pure).
+"""A W&B run stopped from the W&B UI or API, as the job's pods show it.
 
-The trainer's W&B client exits with :data:`STOPPED_FROM_WANDB_EXIT_CODE` (docs/trainer.md),
-and under ``restartPolicy: OnFailure`` the kubelet restarts it, so the stop shows only in a
-container's termination. A trainer that misses the stop trains on, so the wait also asks W&B:
-the first waiter to hear it marks the job (:data:`STOP_SEEN_ANNOTATION`), and a job still
-running ``wandb_stop_grace`` later is deleted.
+Pure. The seed cancels a training by stopping its run in W&B: the trainer's W&B client (on
+the ranks that run W&B) finishes the run and exits with :data:`STOPPED_FROM_WANDB_EXIT_CODE`
+(docs/trainer.md).
+
+Under the seed's ``restartPolicy: OnFailure`` the kubelet restarts the stopped trainer in its
+pod, so neither the pod nor the job fails: the waiter finds the stop in the pods it reads
+(``step_io``), as a container's current or last termination; a template whose failed pod ends
+the job shows it in ``diagnostics.classify``. A trainer that misses the stop would train on, so
+the wait, like W&B Launch's agent, also asks W&B (``wandb_progress``), at most every
+:func:`ask_interval`: the first waiter to hear it marks the job (:data:`STOP_SEEN_ANNOTATION`:
+a restart or handover counts from the same moment), and a job still running
+``wandb_stop_grace`` later is deleted (:func:`describe_unheeded`). The task fails with
+``StoppedFromWandbError`` either way.
 """
 
 from __future__ import annotations
@@ -42,8 +50,9 @@ STOP_SEEN_ANNOTATION = f"{DOMAIN}/wandb-stop-seen-at"
 def stopped_rank(
     pods: Iterable[Mapping[str, Any]], *, job_name: str, job_uid: str | None = None
 ) -> str | None:
-    """The first rank of the live pods of ``job_uid`` whose container ended as a stopped run's
-    (:func:`is_stop`), now or before its last restart; ``None`` when none did."""
+    """The first rank (``master-0``, by pod name) of the live pods of ``job_uid`` (``None``:
+    every pod given) whose container ended as a stopped run's (:func:`is_stop`), now or before
+    its last restart; ``None`` when none did."""
     for pod in sorted(job_pods(pods, job_uid), key=_name):
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
             for state in (status.get("state"), status.get("lastState")):
