@@ -23,8 +23,7 @@ VOLCANO_DEFAULT_QUEUE = "default"
 
 
 def as_allow_list(value: Any, argument: str) -> tuple[str, ...] | None:
-    """Check a ``render_job`` allow-list argument: ``None`` (no list) or strings; a bare string
-    is refused, since iterated it would allow each of its characters."""
+    """A render_job allow-list: None or strings, never one bare string."""
     if value is None:
         return None
     if isinstance(value, str | bytes) or not isinstance(value, Collection):
@@ -72,8 +71,7 @@ def namespace_problems(namespace: Any, allowed: Collection[str], source: str) ->
 
 
 def service_account_problems(tasks: list[dict[str, Any]], allowed: frozenset[str]) -> Problems:
-    """Every pod template naming a service account outside ``allowed``. An empty name is
-    the same as none (the namespace's ``default`` account), so it is not a choice to check."""
+    """Every pod template naming a service account outside allowed (empty: none)."""
     shown = ", ".join(sorted(allowed)) if allowed else "none (pass service_account=)"
     problems: Problems = []
     for i, task in enumerate(tasks):
@@ -98,8 +96,7 @@ def _listed(allowed: Collection[str]) -> str:
 def _job_and_pod_values(
     job: dict[str, Any], tasks: list[dict[str, Any]], field: str
 ) -> list[tuple[Path, Any]]:
-    """``field`` of the job's spec and of every pod template that sets it. An unset or empty
-    pod field is no choice: Volcano's controller fills it from the job's."""
+    """field of the job's spec and of every pod template that sets it (not empty)."""
     found: list[tuple[Path, Any]] = []
     if field in job["spec"]:
         found.append((("spec", field), job["spec"][field]))
@@ -113,8 +110,7 @@ def _job_and_pod_values(
 def scheduler_problems(
     job: dict[str, Any], tasks: list[dict[str, Any]], allowed: Collection[str]
 ) -> Problems:
-    """The job's and every pod's ``schedulerName`` must be allowed: a pod handed to another
-    scheduler (``default-scheduler``) escapes Volcano's gang and its queue's quota."""
+    """The job's and every pod's schedulerName must be allowed."""
     return [
         (
             path,
@@ -146,8 +142,7 @@ def queue_problems(job: dict[str, Any], allowed: Collection[str]) -> Problems:
 def priority_class_problems(
     job: dict[str, Any], tasks: list[dict[str, Any]], allowed: Collection[str]
 ) -> Problems:
-    """The job's (its PodGroup's, and its pods' unless they set one) and every pod
-    template's ``priorityClassName`` must be allowed."""
+    """The job's and every pod template's priorityClassName must be allowed."""
     return [
         (
             path,

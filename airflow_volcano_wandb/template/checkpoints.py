@@ -111,8 +111,7 @@ class Checkpoints:
         object.__setattr__(self, "artifact", name)
 
     def apply(self, tasks: list[dict[str, Any]]) -> None:
-        """Set every pod template's grace period; with a claim, mount it in every task's main
-        container and give that container the contract's env."""
+        """Set every pod's grace period; with a claim, mount it and give the contract's env."""
         for i, task in enumerate(tasks):
             spec = pod_spec(task)
             if spec is None:

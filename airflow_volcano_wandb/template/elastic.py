@@ -142,8 +142,7 @@ def _events(policy: dict[str, Any]) -> list[Any]:
 
 
 def _policies(task: dict[str, Any], path: tuple[Any, ...], action: str, why: str) -> None:
-    """Map each loss event to ``action`` on ``task`` unless a policy maps it already: to the
-    same action, kept; to another, an error naming the policy and ``why``."""
+    """Map each loss event to action on task; a policy mapping it elsewhere is an error."""
     policies = task.setdefault("policies", [])
     if not isinstance(policies, list):
         raise error_at((*path, "policies"), "must be a list of policies")
@@ -184,8 +183,7 @@ def apply_policies(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
 
 
 def rendezvous_env(job: dict[str, Any], workers: tuple[int, int], endpoint: str) -> dict[str, Any]:
-    """The ``PET_*`` env that makes ``torchrun`` elastic, and the trainer's range (the
-    ``$(AVW_POD_NAME)`` reference needs that variable listed first, as it is here)."""
+    """The PET_* env that makes torchrun elastic (AVW_POD_NAME first: referenced)."""
     low, high = workers
     name = job["metadata"]["name"]
     return {

@@ -63,8 +63,7 @@ def rescale(job: dict[str, Any], tasks: list[dict[str, Any]], before: list[int |
 
 
 def world_size(job: dict[str, Any], tasks: list[dict[str, Any]]) -> int | None:
-    """The ranks the ``pytorch`` plugin counts in ``WORLD_SIZE`` (its master and worker
-    tasks' replicas), or ``None`` when the job does not use the plugin."""
+    """The ranks in the pytorch plugin's WORLD_SIZE; None without the plugin."""
     plugins = job["spec"].get("plugins")
     arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
     if not isinstance(arguments, list):

@@ -18,8 +18,7 @@ def is_gpu_resource(name: str) -> bool:
 
 
 def container_gpus(container: Mapping[str, Any]) -> int:
-    """GPUs one container is given: the sum of its ``<vendor>/gpu`` limits (a limit that is
-    not a whole number counts as none here; validation refuses it)."""
+    """GPUs one container is given: the sum of its whole <vendor>/gpu limits."""
     limits = (container.get("resources") or {}).get("limits") or {}
     if not isinstance(limits, Mapping):
         return 0

@@ -50,8 +50,7 @@ def _judged(filled: Filled, value: Any, override: str) -> str | None:
 
 
 class Guardrails:
-    """The fields the template variables filled, held to their schemas while the overrides
-    apply: :meth:`judge` after each override, :meth:`check` once they all did."""
+    """The fields the template variables filled, held to their schemas."""
 
     def __init__(self, job: Mapping[str, Any], filled: Mapping[Path, Filled]) -> None:
         self._filled = filled

@@ -71,8 +71,7 @@ class _Substitution:
         self.nodes = 0
 
     def value(self, name: str, link: Link) -> tuple[Any, bool] | None:
-        """The macro's value and whether it holds a wide int, checked once; ``None`` (after
-        recording the name) when unknown."""
+        """The macro's value and whether it holds a wide int; None when unknown (recorded)."""
         if name in self.checked:
             return self.checked[name]
         if name not in self.macros:

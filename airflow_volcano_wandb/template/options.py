@@ -130,8 +130,7 @@ def _declared(*parts: type) -> tuple[Option, ...]:
 
 
 def keep_checked(part: Any) -> None:
-    """Check each option of the frozen ``part`` in declaration order, keeping the value its
-    check returns (a template group's ``__post_init__``: the first bad one raises)."""
+    """Check each option of the frozen part, keeping what its check returns."""
     for o in options_of(type(part)):
         if o.check is not None:
             object.__setattr__(part, o.name, o.check(getattr(part, o.name)))
@@ -161,8 +160,7 @@ def signature(
 
 
 def param_docs(options: Iterable[Option], indent: str = "", *, shell: bool = True) -> str:
-    """The ``:param:`` lines of a docstring, one per option, each ``indent``-ed; a ``shell``'s
-    say which are templated."""
+    """The :param: lines of a docstring, one per option, each indent-ed."""
     lines = []
     for o in options:
         text = f":param {o.name}: {' '.join(o.doc.split())}"

@@ -39,8 +39,7 @@ class Placement:
         keep_checked(self)
 
     def apply(self, job: dict[str, Any], allowed_namespaces: Collection[str] | None) -> str:
-        """Set the job's name, namespace and queue; return where the namespace came from,
-        for the policy's messages."""
+        """Set the job's name, namespace and queue; return where the namespace came from."""
         if self.name is not None:
             if not isinstance(self.name, str) or not self.name:
                 raise error_at(

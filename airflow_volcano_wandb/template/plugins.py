@@ -33,8 +33,7 @@ class VersionError(ValueError):
 
 
 def parse_version(text: str) -> Version:
-    """``v1.14.1``, ``1.14.1`` or ``1.14`` (patch 0) as a tuple. Pre-release and build suffixes
-    are refused: a release candidate's plugin set is not the release's."""
+    """v1.14.1, 1.14.1 or 1.14 as a tuple; a pre-release is refused."""
     match = _VERSION.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
         raise VersionError(f"{text!r} is not a Volcano version such as v1.14.1")

@@ -247,8 +247,7 @@ class _Checker:
 
 
 def check_level(level: Any) -> str:
-    """``level`` if it names a Pod Security Standards level; else an error naming
-    ``pod_security``, the :func:`~airflow_volcano_wandb.template.render_job` argument."""
+    """level if it names a Pod Security Standards level; else an error."""
     if not isinstance(level, str) or level not in LEVELS:
         raise error_at(
             ("pod_security",),
@@ -258,8 +257,7 @@ def check_level(level: Any) -> str:
 
 
 def violations(template: dict[str, Any], path: Path, level: str) -> Problems:
-    """Every field of a pod template (``metadata`` and ``spec``) that breaks ``level``, with
-    its JSON path under ``path``. The template's shape was validated already."""
+    """Every field of a pod template that breaks level, with its JSON path."""
     check = _Checker(check_level(level))
     spec = template.get("spec")
     if level == PRIVILEGED or not isinstance(spec, dict):

@@ -39,8 +39,7 @@ def _gpu_cap(value: Any) -> int | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Policy:
-    """What the deployment allows, each list checked as it is built; ``None`` means "no list"
-    where a list is optional."""
+    """What the deployment allows, each list checked (None: no list)."""
 
     pod_security: str = option(
         DEFAULT_LEVEL,

@@ -1,5 +1,4 @@
-"""Kubernetes resource quantities (``500m``, ``16Gi``, ``1e3``, ``8``): checked, and read as
-exact numbers (pure)."""
+"""Kubernetes resource quantities (500m, 16Gi): checked, and read exactly (pure)."""
 
 from __future__ import annotations
 
@@ -32,8 +31,7 @@ def check_quantity(value: Any, path: Path) -> None:
 
 
 def parse_quantity(value: Any) -> Decimal:
-    """The quantity's exact value (``"500m"`` is 0.5), a Decimal so sums do not round;
-    ``ValueError`` for anything that is not a quantity."""
+    """The quantity's exact value ("500m" is 0.5), else ValueError."""
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"{show(value)} is not a Kubernetes quantity")
     match = QUANTITY.match(str(value))

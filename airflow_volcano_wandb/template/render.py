@@ -111,8 +111,7 @@ def _apply_run_env(job: dict[str, Any], tasks: list[dict[str, Any]], run_env: Ru
 
 @dataclass(frozen=True, kw_only=True)
 class Variables:
-    """What the run hands the template besides ``macros``: macros from the environment, W&B
-    Launch's template variables and run config, and the env the provider owns."""
+    """What the run hands the template besides macros."""
 
     macros_from_env: Sequence[str] | None = option(
         None,

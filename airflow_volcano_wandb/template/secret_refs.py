@@ -32,8 +32,7 @@ VOLUME_SECRET_REFERENCES: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def _name(reference: Any, key: str) -> Any:
-    """The Secret a reference names; a reference that is not a mapping is itself returned,
-    so it is refused rather than skipped."""
+    """The Secret a reference names; a non-mapping reference itself, to be refused."""
     return reference.get(key) if isinstance(reference, dict) else reference
 
 

@@ -121,8 +121,7 @@ class Shaping:
                 )
 
     def size_elastic(self, job: dict[str, Any], tasks: list[dict[str, Any]]) -> Any:
-        """The elastic range, with the gang sized for it (before the guardrails judge the
-        worker task's ``replicas`` and ``minAvailable``); ``None`` when not elastic."""
+        """The elastic range, with the gang sized for it; None when not elastic."""
         if not self.elastic:
             return None
         return elastic_workers.sizes(job, tasks, self.elastic)
@@ -134,8 +133,7 @@ class Shaping:
         replicas_before: Any,
         workers: tuple[int, int] | None = None,
     ) -> None:
-        """Shape ``job`` whose tasks had ``replicas_before`` before the run's overrides;
-        ``workers``: the elastic range :meth:`size_elastic` gave."""
+        """Shape job, whose tasks had replicas_before before the run's overrides."""
         gang_sizes.rescale(job, tasks, replicas_before)
         if workers is not None:
             # Again: the rescale above follows a gang-of-all minAvailable to the new replicas.

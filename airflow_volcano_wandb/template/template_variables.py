@@ -49,8 +49,7 @@ class VariableSchema:
         return self.default is not _MISSING
 
     def check(self, value: Any) -> int | float | str:
-        """``value`` as this variable's type (a digit string is an integer: Jinja renders
-        text), or a :class:`TemplateError` naming the variable and the bound it breaks."""
+        """value as this variable's type (a digit string is an integer), or an error."""
         typed = _typed(self, value)
         if self.minimum is not None and typed < self.minimum:  # type: ignore[operator]
             raise error_at(
@@ -174,8 +173,7 @@ def _schema(entry: Any, index: int) -> VariableSchema:
 
 
 def parse_schemas(schemas: Sequence[Any] | None) -> dict[str, VariableSchema]:
-    """The schemas as W&B returns them (``[{"name", "schema"}]``, a schema a dict or a JSON
-    string), checked, by name. ``None`` is no schemas."""
+    """The schemas as W&B returns them, checked, by name (None: no schemas)."""
     if schemas is None:
         return {}
     if isinstance(schemas, str | bytes | Mapping) or not isinstance(schemas, Sequence):
@@ -193,8 +191,7 @@ def parse_schemas(schemas: Sequence[Any] | None) -> dict[str, VariableSchema]:
 
 
 def bind(schemas: Mapping[str, VariableSchema], values: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Every declared variable's value, checked against its schema (``None`` or no value: the
-    default). All problems are reported together; a value for an undeclared variable is one."""
+    """Every declared variable's value, checked against its schema, or its default."""
     if values is None:
         values = {}
     if not isinstance(values, Mapping):
@@ -227,16 +224,14 @@ def bind(schemas: Mapping[str, VariableSchema], values: Mapping[str, Any] | None
 
 
 class Filled(NamedTuple):
-    """A field the template variables filled: ``whole`` when one variable is all of its value
-    (that variable's schema can judge any other value there), else the variables in its text."""
+    """A field the variables filled: whole when one variable is all of its value."""
 
     variables: tuple[VariableSchema, ...]
     whole: bool
 
 
 class _Filling:
-    """One walk that copies the template and fills ``{{name}}`` in; names it does not know are
-    collected and reported together, and the fields it fills are recorded."""
+    """One walk that copies the template and fills {{name}} in, recording where."""
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self.values = values
@@ -289,8 +284,7 @@ def _escape(value: str) -> str: ...
 @overload
 def _escape(value: object) -> object: ...
 def _escape(value: object) -> object:
-    """A value is data: the ``${macro}`` stage after this one must leave a ``${`` in it as
-    written, so it is escaped the way a template writes a literal one."""
+    """A value is data: a ${ in it is escaped for the macro stage after this one."""
     return value.replace("${", "$${") if isinstance(value, str) else value
 
 

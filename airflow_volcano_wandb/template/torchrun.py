@@ -32,8 +32,7 @@ NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
 
 
 def is_nproc(value: str) -> bool:
-    """Whether ``torchrun`` can start this many processes per pod (a template or ``env=`` may
-    set ``PET_NPROC_PER_NODE`` itself; validation refuses anything else)."""
+    """Whether torchrun can start this many processes per pod."""
     return (value.isdigit() and int(value) > 0) or value in NPROC_WORDS
 
 

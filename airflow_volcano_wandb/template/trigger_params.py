@@ -32,8 +32,7 @@ def params_from_template_variables(schemas: Sequence[Any]) -> dict[str, Param]:
 
 
 def _as_regex(pattern: str) -> str:
-    """An fnmatch pattern (``*``, ``?``, ``[...]``) as a regex that Python and a browser read
-    alike: only regex syntax characters are escaped (a browser refuses other escapes)."""
+    """An fnmatch pattern as a regex a browser reads too (only regex syntax escaped)."""
     out, i = [], 0
     while i < len(pattern):
         char = pattern[i]

@@ -82,8 +82,7 @@ class _Checker:
                     self.kind(value, (*path, key, name), str, "a string")
 
     def volumes(self, volumes: Any, path: Path) -> None:
-        """Volcano's webhook rules for job volumes (``validateIO``): a mountPath, used once;
-        either an existing claim (``volumeClaimName``, a valid name) or a claim to create."""
+        """Volcano's webhook rules for job volumes (validateIO)."""
         if volumes is None:
             return
         if not isinstance(volumes, list):

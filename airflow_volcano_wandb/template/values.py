@@ -108,8 +108,7 @@ def clone(value: Any) -> Any:
 
 
 def as_int(value: Any, path: Path, what: str, *, maximum: int | None = None) -> int:
-    """Read a non-negative count, at most ``maximum``: an ``int`` or a string of ASCII digits
-    (Airflow's trigger form sends strings); never a bool or a float."""
+    """Read a non-negative count, at most maximum: an int or a string of digits."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise error_at(
             path, f"{what} must be a non-negative integer, got {type_name(value)} {show(value)}"
