@@ -20,14 +20,16 @@ from urllib.parse import quote
 
 from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
 from airflow.api_fastapi.common.db.common import SessionDep
-from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from airflow.api_fastapi.core_api.security import GetUserDep, get_user, requires_access_dag
 from airflow.models.renderedtifields import RenderedTaskInstanceFields as Rendered
 from airflow.models.taskinstance import TaskInstance as TI
 from airflow.models.xcom import XComModel
 from fastapi import Depends, FastAPI, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
+from packaging.version import Version
 from sqlalchemy import select
 
+from airflow_volcano_wandb.airflow_compat import INSTALLED_AIRFLOW
 from airflow_volcano_wandb.job.job_view import JobView
 from airflow_volcano_wandb.job.ownership import WANDB_RUN_LABEL
 from airflow_volcano_wandb.ui import training_reads as reads
@@ -67,6 +69,11 @@ TaskKey = tuple[str, str, str, int]
 
 app = FastAPI(title="Volcano + W&B training", openapi_url=None, docs_url=None, redoc_url=None)
 ReadTask = Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))
+#: The pages' shells (no data) need a signed-in user, but on Airflow 3.0: its UI keeps the
+#: user's token in the browser's storage, which opening a page does not send (3.1 and later
+#: read the UI's cookie), so there they are served to anyone, and their script sends the
+#: stored token with each read of ``/api/...``, which always asks the auth manager.
+SHELL = [Depends(get_user)] if Version("3.1") <= INSTALLED_AIRFLOW else []
 
 
 @functools.cache
@@ -76,26 +83,26 @@ def _page(name: str) -> str:
     return (STATIC / name).read_text()
 
 
-@app.get("/", response_class=HTMLResponse)
-def training_page(user: GetUserDep) -> str:
+@app.get("/", response_class=HTMLResponse, dependencies=SHELL)
+def training_page() -> str:
     """The Training page (its rows come from ``/api/jobs``)."""
     return _page("jobs.html")
 
 
-@app.get("/static/training.js")
-def script(user: GetUserDep) -> Response:
+@app.get("/static/training.js", dependencies=SHELL)
+def script() -> Response:
     return Response(_page("training.js"), media_type="text/javascript")
 
 
-@app.get("/static/training.css")
-def style(user: GetUserDep) -> Response:
+@app.get("/static/training.css", dependencies=SHELL)
+def style() -> Response:
     return Response(_page("training.css"), media_type="text/css")
 
 
 @app.get(
     "/ti/{dag_id}/{run_id}/{task_id}/{map_index}",
     response_class=HTMLResponse,
-    dependencies=[ReadTask],
+    dependencies=[ReadTask] if SHELL else [],
 )
 def training_tab(dag_id: str, run_id: str, task_id: str, map_index: str) -> str:
     """The Training tab of one task instance (its model comes from ``/api/ti/...``)."""

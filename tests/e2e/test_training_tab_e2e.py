@@ -4,10 +4,11 @@ cluster and the W&B stand-in feeding the run's metrics.
 
 Debian's Chromium, signed in as an admin, opens the submit task's Training tab while the job
 trains: the ranks placed on their nodes, the bar moving, the metrics' chart drawn; the
-Training page lists the job; after the run, the wait task's tab shows the last state from what
-the task kept (the pods are gone). Two users, each allowed to read one DAG, read through the
-tab's API only the job of their DAG. What is simulated: the pods (KWOK) and the W&B server.
-Marked ``long`` (about 4 minutes): ``make test-long``, or name the file.
+Training page lists the job with its progress bar; the sensor's tab links to the W&B run; after
+the run, the wait task's tab, opened then, shows the last state from what the task kept (the
+pods are gone) and the chart of the run's whole W&B history. Two users, each allowed to read
+one DAG, read through the tab's API only the job of their DAG. What is simulated: the pods
+(KWOK) and the W&B server. Marked ``long`` (about 4 minutes): ``make test-long``, or name the file.
 """
 
 from __future__ import annotations
@@ -57,6 +58,16 @@ class Training:
     run_id: str
     entity: str
     project: str
+    standin: WandbStandin
+
+    @property
+    def wandb_run(self) -> str:
+        return deterministic_run_id(DAG_ID, "submit", self.run_id)
+
+    def logged(self, metric: str) -> int:
+        """How many rows of the W&B run's history hold ``metric``."""
+        run = self.standin.run(self.entity, self.project, self.wandb_run)
+        return sum(metric in row for row in (run.history if run else []))
 
     def api_path(self, task_id: str, dag_id: str = DAG_ID) -> str:
         return f"{TAB}/api/ti/{dag_id}/{self.run_id}/{task_id}/-1"
@@ -188,8 +199,9 @@ def training(airflow: AirflowStack, namespace_and_standin) -> Iterator[Training]
         f"tab-{uuid.uuid4().hex[:8]}",
         details["wandb_entity"]["value"],
         details["wandb_project"]["value"],
+        standin,
     )
-    where = (run.entity, run.project, deterministic_run_id(DAG_ID, "submit", run.run_id))
+    where = (run.entity, run.project, run.wandb_run)
     standin.add_run(*where, summary={}, state="running")
     conf = {"worker_replicas": 2, "gpus_per_worker": 1, "namespace": namespace}
     airflow.trigger(DAG_ID, run.run_id, conf)
@@ -268,15 +280,28 @@ def _shown(driver) -> dict[str, Any]:
             [...r.cells].map(c => c.textContent)),
           points: [...document.querySelectorAll('#chart polyline')].map(p =>
             [p.dataset.metric, p.getAttribute('points').split(' ').length]),
-          waiting: document.body.dataset.waiting, gpu_hours: t('gpu-hours')};"""
+          waiting: document.body.dataset.waiting, gpu_hours: t('gpu-hours'),
+          wandb_link: document.getElementById('wandb-link').hidden ? null
+            : document.getElementById('wandb-link').href};"""
+    )
+
+
+def _bars(driver) -> list[tuple[str, str]] | None:
+    """The Training page's rows of the DAG that show progress: each bar's width and text."""
+    return (
+        driver.execute_script(
+            """return [...document.querySelectorAll(`#jobs tbody tr[data-dag='${arguments[0]}']
+          td.progress`)].map(td => [td.querySelector('.bar > div').style.width, td.textContent])
+          .filter(([width]) => width && width !== '0%');""",
+            DAG_ID,
+        )
+        or None
     )
 
 
 def test_the_tab_shows_the_training_live_then_its_last_state_in_chromium_on_the_standin(
     training: Training, browser
 ) -> None:
-    from selenium.webdriver.common.by import By
-
     _in_tab(browser, training.tab_url("submit"))
 
     def training_shown() -> dict[str, Any] | None:
@@ -298,11 +323,11 @@ def test_the_tab_shows_the_training_live_then_its_last_state_in_chromium_on_the_
     # The Training page lists the job while its wait task waits.
     browser.switch_to.default_content()
     browser.get(f"{training.stack.base_url}{TAB}/")
-    wait_for(
-        lambda: browser.find_elements(By.CSS_SELECTOR, f"#jobs tbody tr[data-dag='{DAG_ID}']"),
-        60,
-        "the job on the Training page",
-    )
+    bars = wait_for(lambda: _bars(browser), 60, "the job's bar on the Training page")
+    assert all(text.startswith("step ") and "%" in text for _, text in bars), bars
+    # The sensor's tab links to the W&B run while it waits (the run from the job's label).
+    wait_model = get(training.stack, "admin", training.api_path("wait")).json()
+    assert training.wandb_run in (wait_model["links"]["wandb_run"] or ""), wait_model["links"]
 
     wait_for(lambda: dag_run_state(training) in ("success", "failed"), 300, "the run's end", 2)
     assert dag_run_state(training) == "success"
@@ -312,5 +337,8 @@ def test_the_tab_shows_the_training_live_then_its_last_state_in_chromium_on_the_
     )
     assert last["phase"] in ("Completed", "gone"), last
     assert float(last["gpu_hours"]) > 0 and last["pending"] == ""
-    assert any(metric == "train/loss" for metric, _ in last["points"]), last
+    # The chart of a tab opened after the run is the W&B run's whole history, not what some
+    # page saw: one point per row that logged the loss.
+    assert dict(last["points"])["train/loss"] == training.logged("train/loss") > 10, last
+    assert last["wandb_link"] and training.wandb_run in last["wandb_link"], last
     browser.save_screenshot(str(ARTIFACTS / "08-training-tab-ended.png"))

@@ -49,6 +49,14 @@ var AVW = (function () {
       var item = el("span", "■ " + k + "  "); item.style.color = colors[i]; legend.appendChild(item);
     });
   }
+  // A read of the app's API as the signed-in user: the UI's cookie (Airflow 3.1 and later), else,
+  // refused, the token Airflow 3.0's UI keeps in this origin's storage.
+  function read(url) {
+    return fetch(url, { credentials: "same-origin" }).then(function (r) {
+      var token = r.status === 401 && window.localStorage.getItem("token");
+      return token ? fetch(url, { credentials: "same-origin", headers: { Authorization: "Bearer " + token } }) : r;
+    });
+  }
   function task() {
     var api = location.pathname.replace("/ti/", "/api/ti/");
     function draw(m) {
@@ -77,7 +85,7 @@ var AVW = (function () {
       document.body.setAttribute("data-waiting", String(m.waiting));
     }
     function refresh() {
-      fetch(api, { credentials: "same-origin" }).then(function (r) {
+      read(api).then(function (r) {
         if (!r.ok) throw new Error(r.status + " " + r.statusText);
         return r.json();
       }).then(function (m) { draw(m); if (m.waiting) setTimeout(refresh, REFRESH_MS); })
@@ -97,7 +105,7 @@ var AVW = (function () {
       m.jobs.forEach(function (j) {
         var tr = el("tr"); tr.setAttribute("data-dag", j.dag_id);
         [j.dag_id, j.task_id, j.job, j.phase || j.task_state].forEach(function (v) { tr.appendChild(el("td", v)); });
-        var td = el("td"), bar = el("div"), fill = el("div"); bar.className = "bar"; fill.style.width = (j.percent || 0) + "%"; bar.appendChild(fill); td.appendChild(bar);
+        var td = el("td"), bar = el("div"), fill = el("div"); td.className = "progress"; bar.className = "bar"; fill.style.width = (j.percent || 0) + "%"; bar.appendChild(fill); td.appendChild(bar);
         td.appendChild(el("div", j.progress ? progressText(j.progress) : j.progress_line)); td.lastChild.className = "muted";
         tr.appendChild(td); tr.appendChild(el("td", j.gpus));
         var links = el("td"), a = el("a", "task");
@@ -111,7 +119,7 @@ var AVW = (function () {
     }
     function refresh() {
       var q = filter.value ? "?dag_id=" + encodeURIComponent(filter.value) : "";
-      fetch("api/jobs" + q, { credentials: "same-origin" }).then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
+      read("api/jobs" + q).then(function (r) { if (!r.ok) throw new Error(r.status); return r.json(); })
         .then(draw).catch(function () {}).then(function () { timer = setTimeout(refresh, REFRESH_MS * 2); });
     }
     var timer = null;

@@ -1,6 +1,7 @@
 """The Training tab's chart and bar from a job's history (``ui/training_view``,
 ``ui/training_reads``): the W&B run's logged rows, else the master log's ``AVW_PROGRESS``
 records; the Training page's rows with their runs' progress; the hooks held between refreshes.
+The reads themselves: ``tests/integration/test_training_reads_on_cluster.py``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ from airflow_volcano_wandb.ui.training_view import (
     progress_of,
     task_view,
 )
-from test_support.wandb_standin import WandbStandin
-from test_support.wandb_support import API_KEY, use_wandb_connection
 
 NOW = 1_800_000_000.0
 RUNNING = Kept.of_xcoms({"volcano_job": {"name": "train", "namespace": "ml"}}, "deferred")
@@ -74,23 +73,6 @@ def test_a_row_of_the_training_page_has_its_runs_progress_figures():
     row = list_row("dag", "train", "run", -1, RUNNING, None, progress_of(SUMMARY))
     assert row["percent"] == 30.0
     assert row["progress"]["step"] == 30 and row["progress"]["total_steps"] == 100
-
-
-def test_the_hook_reads_a_runs_history_on_the_standin(monkeypatch):
-    with WandbStandin(api_key=API_KEY) as standin:
-        conn = use_wandb_connection(monkeypatch, "wandb_tab_history", standin.url)
-        standin.add_run("team", "proj", "run-1", summary={"train/total_steps": 3}, state="running")
-        for step in (1, 2, 3):
-            standin.log_step(
-                "team", "proj", "run-1", step, **{"train/step": step, "loss": 1 / step}
-            )
-        summary, logged = reads.run_history(conn, "run-1", "team", "proj", samples=2)
-        assert summary is not None and summary["train/total_steps"] == 3
-        # sampled as W&B samples a chart: spread over the run, its last row kept
-        assert [(row["train/step"], row["loss"]) for row in logged] == [(1, 1.0), (3, 1 / 3)]
-        assert "RunFullHistory" in standin.operations()
-        assert reads.run_history(conn, "no-such-run", "team", "proj", 10) == (None, [])
-        assert reads.run_url(conn, "run-1", "team", "proj").endswith("/team/proj/runs/run-1")
 
 
 def test_a_connections_hook_is_held_between_refreshes_and_made_again_after_a_failure(
