@@ -1,7 +1,10 @@
 """Every difference between the Airflow 3 minors the provider supports, in one place.
 
-Names that moved between 3.0 and 3.3, and flags for what only later minors have; where an
-older minor lacks one, the provider does its best and says so once (docs/compatibility.md).
+The provider runs on Airflow 3.0 to 3.3 (the patch releases tested are in :mod:`.versions`).
+The shells import the names that moved between those minors from here, and ask here whether
+a capability exists (the flags below, all 3.3's); where an older minor lacks one, the
+provider does the best that minor allows and says so once (:func:`warn_once`).
+docs/compatibility.md lists the same differences.
 """
 
 from __future__ import annotations
@@ -109,7 +112,8 @@ _warned: set[str] = set()
 
 
 def warn_once(capability: str, message: str) -> None:
-    """Log ``message`` as a warning the first time ``capability`` is found missing."""
+    """Log ``message`` (what the provider does instead, and the release that has it) as a
+    warning the first time ``capability`` (a short name, the key of "once") is found missing."""
     if capability in _warned:
         return
     _warned.add(capability)
@@ -129,8 +133,12 @@ def warn_if_no_trigger_on_kill() -> None:
 
 
 async def task_left_deferral(ti: Any) -> bool | None:
-    """Whether the deferred task of a cancelled trigger is no longer deferred: a triggerer stops
-    a trigger the same way for a kill and a move to another triggerer, only the state tells.
+    """Whether the deferred task of a cancelled trigger is no longer deferred.
+
+    Every triggerer stops a trigger the same way whether a user killed, cleared or marked its
+    task or the trigger moves to another triggerer (3.3 even calls ``on_kill`` for both; older
+    releases call ``cleanup()``): only in the first case has the task left ``deferred``.
+    The answer comes from the API server (the Task SDK's ``get_task_states``).
 
     :param ti: the trigger's ``task_instance`` (dag, task, run ids, map index).
     :returns: ``True`` (killed, cleared or marked: not deferred any more), ``False`` (still
@@ -160,8 +168,12 @@ async def task_left_deferral(ti: Any) -> bool | None:
 
 
 def retry_policy_kwargs(build: Callable[[], Any]) -> dict[str, Any]:
-    """An operator's ``retry_policy`` keyword argument where this Airflow has retry policies
-    (3.3; ``build`` is called only there), else ``{}``, warned once::
+    """An operator's ``retry_policy`` keyword argument where this Airflow has retry policies.
+
+    On Airflow 3.3: ``{"retry_policy": build()}``. Before: ``{}`` (the task retries by its
+    ``retries`` and ``retry_delay`` alone, whatever the exception), warned once per process.
+    ``build`` is only called on 3.3, so it may import ``ExceptionRetryPolicy``, ``RetryRule``
+    and ``RetryAction`` from ``airflow.sdk`` itself::
 
         VolcanoPyTorchJobOperator(..., retries=2, **retry_policy_kwargs(my_policy))
 
@@ -178,8 +190,11 @@ def retry_policy_kwargs(build: Callable[[], Any]) -> dict[str, Any]:
 
 
 class VariableAssetState:
-    """An asset's state kept in Airflow Variables (as JSON), for Airflow < 3.3's lack of an
-    asset state store."""
+    """An asset's state kept in Airflow Variables: the asset state store's ``get``/``set``.
+
+    For Airflow < 3.3, which has no asset state store. Each key is one Variable named
+    ``asset_state:<name>:<key>`` (``name``: the asset's) holding the value as JSON.
+    """
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -205,8 +220,9 @@ class VariableAssetState:
 
 
 def asset_state(context: Mapping[str, Any], asset: Any) -> Any:
-    """The state store of ``asset`` in a running task's ``context``; before Airflow 3.3 a
-    :class:`VariableAssetState`, warned once."""
+    """The state store (``get(key, default)``, ``set(key, value)``) of ``asset`` (an
+    ``airflow.sdk.Asset``) in a running task's ``context``: ``asset_state_store[asset]`` on
+    Airflow 3.3; before, a :class:`VariableAssetState`, warned once."""
     if ASSET_STATE_STORE:
         return context["asset_state_store"][asset]
     store = VariableAssetState(asset.name)

@@ -1,5 +1,10 @@
-"""The exceptions a failed Volcano job raises, one class per cause, for Airflow retry policies
-(docs/reliability.md); each names the cause the next try is told (``resume_cause``).
+"""The exceptions a failed Volcano job raises, one class per cause, for Airflow retry policies.
+
+Every class is an ``AirflowException`` (the timeout also an ``AirflowTaskTimeout``); an Airflow
+3.3 ``ExceptionRetryPolicy`` can match the cause instead of the message, e.g. retry a preempted
+job after a delay but fail an out-of-memory one at once (docs/reliability.md). Each ending of a
+wait is a row of ``job.endings`` that names its class (``wait.failure_exception``), and each
+class names the cause the next try is told (``resume_cause``: whether it resumes the W&B run).
 """
 
 from __future__ import annotations
@@ -69,7 +74,8 @@ class ContainerError(VolcanoJobError):
 
 
 class JobUnschedulableError(VolcanoJobError):
-    """The gang was not wholly placed and running within ``pending_timeout``."""
+    """The gang was not wholly placed and running within ``pending_timeout`` (not enough GPUs,
+    a full queue): retrying at once rarely helps."""
 
     resume_cause = NOT_STARTED
 
@@ -81,7 +87,8 @@ class JobPreemptedError(ContainerError):
 
 
 class ContainerStartError(ContainerError):
-    """A placed rank's container cannot start (the kubelet says why in ``reason``).
+    """A placed rank's container cannot start (the kubelet says why in ``reason``); the base
+    of the two causes below. The job is deleted, so every rank releases its GPUs.
 
     :param image: the image the container's spec asks for.
     """
@@ -94,13 +101,16 @@ class ContainerStartError(ContainerError):
 
 
 class ImagePullError(ContainerStartError):
-    """A rank's image cannot be pulled or is no image reference."""
+    """A rank's image cannot be pulled (a wrong ``image_uri``, tag or pull secret:
+    ``ErrImagePull``, ``ImagePullBackOff``) or is no image reference (``InvalidImageName``)."""
 
     resume_cause = NOT_STARTED
 
 
 class ContainerConfigError(ContainerStartError):
-    """A rank's container cannot be created as configured (a missing Secret or ConfigMap key)."""
+    """A rank's container cannot be created as configured (``CreateContainerConfigError``,
+    ``CreateContainerError``): a Secret or ConfigMap, or a key of one, that it needs is
+    missing."""
 
     resume_cause = NOT_STARTED
 
@@ -112,14 +122,16 @@ class OOMKilledError(ContainerError):
 
 
 class TrainerExitError(ContainerError):
-    """The training process of a rank exited with a non-zero code."""
+    """The training process of a rank exited with a non-zero code (``exit_code``, ``task``,
+    ``pod`` say which)."""
 
     resume_cause = TRAINER_FAILURE
 
 
 class TrainerCrashLoopError(ContainerError):
-    """A rank's container kept restarting in place until the job's restarts (``restarts``, all
-    ranks') passed ``max_container_restarts``."""
+    """A rank's container kept crashing and restarting in place (``restartPolicy: OnFailure``)
+    until the job's restarts passed ``max_container_restarts``; the job is deleted. The fields
+    are the crash-looping container's and its last exit's; ``restarts`` counts all ranks'."""
 
     resume_cause = TRAINER_FAILURE
 
@@ -129,15 +141,21 @@ class TrainerCrashLoopError(ContainerError):
 
 
 class StoppedFromWandbError(AirflowFailException, ContainerError):
-    """The job's W&B run was stopped from the W&B UI or API; never retried, since a person
-    chose to stop it (clear the task to train again)."""
+    """The job's W&B run was stopped from the W&B UI or API (the seed's way to cancel a
+    training, ``wait.wandb_stop``); the job is deleted. An ``AirflowFailException``: no retry
+    starts again what a person chose to stop (clear the task to train again). The fields name
+    the stopped rank when its pod could still be read.
+    """
 
     resume_cause = STOPPED_FROM_WANDB
 
 
 class TrainingStalledError(ContainerError):
-    """The job ran, but its master printed no log line for ``stall_timeout`` seconds; the
-    message ends with every rank's last log lines."""
+    """The job ran, but its master printed no log line for ``stall_timeout`` seconds (a hung
+    collective, a deadlocked data loader); the job is deleted. The message ends with every
+    rank's last log lines; the fields are the master's and the stall's (``wait.stall.Stall``,
+    ``wandb_step`` and ``wandb_logged_at`` ``None`` when W&B was not asked).
+    """
 
     resume_cause = TRAINER_FAILURE
 
@@ -157,24 +175,28 @@ class TrainingStalledError(ContainerError):
 
 
 class JobFailedError(VolcanoJobError):
-    """Volcano ended the job badly for a cause no pod shows any more."""
+    """Volcano ended the job badly (``Failed``, ``Terminated``, ``Aborted``) for a cause no pod
+    shows any more (e.g. a policy acting on a pod that is gone)."""
 
     resume_cause = TRAINER_FAILURE
 
 
 class JobRefusedError(VolcanoJobError):
-    """Kubernetes refused to create the job (a 4xx answer); the same request will fail again."""
+    """Kubernetes refused to create the job (an admission webhook, validation, a missing
+    permission: a 4xx answer); nothing was submitted and the same request will fail again."""
 
     resume_cause = NOT_STARTED
 
 
 class JobWontFitError(JobRefusedError):
-    """The job can never be placed (``job.fit``): its gang asks more than its queue or the
-    nodes have; nothing was submitted."""
+    """The job can never be placed (``job.fit``): its gang asks more than its Volcano queue's
+    capability, or more than the nodes have; it failed before anything was submitted, and the
+    same request will fail again. The message names the resource and the numbers."""
 
 
 class ApiserverUnreachableError(VolcanoJobError):
-    """The Kubernetes API was lost for longer than ``watch_failure_grace``; a retry reattaches."""
+    """The Kubernetes API could not be reached, or watched for longer than
+    ``watch_failure_grace``. The job was left alone: a retry reattaches to it."""
 
     resume_cause = UNKNOWN
 

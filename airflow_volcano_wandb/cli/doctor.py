@@ -1,7 +1,10 @@
 """``python -m airflow_volcano_wandb doctor``: is this cluster and these connections ready?
 
-The checks are pure functions over what ``doctor_reads.fetch`` read once, so every verdict
-and hint is unit-tested without a cluster.
+Checks everything the provider relies on (Volcano's CRDs, webhooks, release and queue; the
+connection's permissions against ``docker/k8s/rbac.yaml``, or ``rbac-external-key-secret.yaml``
+with ``--external-key-secret``; the W&B key; the Airflow components that need the provider).
+The checks are pure functions over objects fetched once (``doctor_reads.fetch``); only that
+module and :func:`main` do I/O, so every verdict and hint is unit-tested without a cluster.
 """
 
 from __future__ import annotations
@@ -37,7 +40,8 @@ def check_namespace(namespace: str, exists: bool | None) -> Result:
     """``exists`` is ``None`` when this identity may not read namespaces (cluster-scoped)."""
     title = f"namespace {namespace!r}"
     if exists is None:
-        # A namespaced Role cannot read its own Namespace; the RBAC check shows it is usable.
+        # A namespaced Role cannot read its own Namespace object; the RBAC check below shows
+        # the namespace is usable.
         return Result(title, OK, "not readable by this identity (expected for a namespaced Role)")
     if not exists:
         return Result(
@@ -75,8 +79,14 @@ def check_permissions(
     external_key_secret: bool = False,
     identity: str | None = None,
 ) -> Result:
-    """The SelfSubjectAccessReview verdicts (``allowed``) against ``rbac.yaml``'s Role, or with
-    ``external_key_secret`` ``rbac-external-key-secret.yaml``'s (a Secret permission: a warning)."""
+    """``allowed``: the SelfSubjectAccessReview verdict for each permission asked about.
+
+    :param allowed: verdicts for at least the permissions of the Role being checked.
+    :param namespace: where jobs run.
+    :param external_key_secret: check ``rbac-external-key-secret.yaml``'s Role (no Secret
+        access, for DAGs that pass ``wandb_api_key_secret``) instead of ``rbac.yaml``'s; a
+        Secret permission that is granted all the same is a warning: it is not needed.
+    """
     title = f"RBAC in namespace {namespace!r}"
     manifest = "rbac-external-key-secret.yaml" if external_key_secret else "rbac.yaml"
     required = EXTERNAL_KEY_SECRET_PERMISSIONS if external_key_secret else REQUIRED_PERMISSIONS
@@ -136,8 +146,9 @@ def check_wandb(
     offline: bool,
     answer: tuple[bool | None, str] | None = None,
 ) -> Result:
-    """The W&B connection; ``offline``: ``WANDB_MODE`` here (``wandb_run.effective_mode``);
-    ``answer``: what W&B said of the key (``None``: not asked)."""
+    """The W&B connection; ``offline`` is ``WANDB_MODE`` being ``offline``/``disabled`` here
+    (every task's default ``wandb_mode``: ``wandb_run.effective_mode``); ``answer`` is what W&B
+    said of the key (``None``: not asked)."""
     title = f"W&B connection {conn_id!r}"
     if has_api_key and offline:
         return Result(title, OK, "has an API key, unused: WANDB_MODE is offline here")
@@ -182,7 +193,9 @@ def evaluate(
     offline: bool,
     external_key_secret: bool = False,
 ) -> list[Result]:
-    """Every check's verdict, in report order, on what :func:`fetch` ``observed``."""
+    """Every check's verdict, in report order, on what :func:`fetch` ``observed``: ``queue``
+    is the Volcano queue jobs go to, ``offline`` says ``WANDB_MODE`` is offline here, and
+    ``external_key_secret`` judges RBAC against ``rbac-external-key-secret.yaml``."""
     return [
         check_components(observed.default_deferrable),
         check_apis(observed.served),

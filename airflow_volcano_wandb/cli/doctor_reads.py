@@ -1,5 +1,8 @@
-"""What ``doctor`` reads from the cluster, Airflow and W&B (the SDK's own first question,
-GraphQL ``viewer``), as the connection's identity: the I/O half of ``doctor``.
+"""What ``doctor`` reads from the cluster and Airflow, as the connection's identity.
+
+The I/O half of ``doctor``: :func:`fetch` reads everything once into :class:`Observed`. W&B is
+asked whether the key works with the SDK's own first question (GraphQL ``viewer``, basic auth
+as user ``api``), within :data:`WANDB_TIMEOUT` seconds; nothing it says carries the key.
 """
 
 from __future__ import annotations
@@ -40,10 +43,12 @@ class Observed:
     wandb_has_key: bool
     #: ``[volcano_wandb] volcano_version``: the release jobs are rendered for.
     volcano_target: str
-    #: Where Volcano is installed, and its Deployments (``None``: not listable).
+    #: Where Volcano is installed, and its Deployments (``None``: this identity may not list
+    #: them).
     volcano_namespace: str
     volcano_deployments: list[dict[str, Any]] | None
-    #: Who the connection acts as, if the apiserver would say.
+    #: Who the connection acts as (``system:serviceaccount:<ns>:<name>`` for a pod's), if
+    #: the apiserver would say.
     identity: str | None = None
     #: The optional cluster-wide reads of the fit check (queues, nodes).
     fit_check_allowed: dict[Permission, bool] = field(default_factory=dict)

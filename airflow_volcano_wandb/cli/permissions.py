@@ -1,5 +1,7 @@
-"""What the provider needs of the cluster (pure): the one list the RBAC manifests, ``doctor``
-and the audit-log test are held to.
+"""What the provider needs of the cluster: the Volcano APIs it calls, what its Kubernetes
+identity must be allowed in its namespace, and what it may optionally read cluster-wide (pure).
+
+The one list the RBAC manifests, ``doctor`` and the audit-log test are held to.
 """
 
 from __future__ import annotations
@@ -43,7 +45,8 @@ REQUIRED_PERMISSIONS: tuple[Permission, ...] = (
     *_permissions("", "events", "list"),
     *_permissions("", "secrets", "create"),
 )
-# Unused, and not to be granted, when every DAG passes ``wandb_api_key_secret``.
+# What creating each job's key Secret takes: all of it is unused, and should not be
+# granted, when every DAG passes ``wandb_api_key_secret`` (the key never passes through Airflow).
 SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
     p for p in REQUIRED_PERMISSIONS if p.resource == "secrets"
 )
@@ -51,7 +54,8 @@ SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
 EXTERNAL_KEY_SECRET_PERMISSIONS: tuple[Permission, ...] = tuple(
     p for p in REQUIRED_PERMISSIONS if p not in SECRET_PERMISSIONS
 )
-# Optional: the fit check's cluster-wide reads, docker/k8s/rbac-fit-check.yaml's ClusterRole.
+# Optional, cluster-wide: the fit check's reads (a namespaced Role cannot grant them), the
+# ClusterRole of docker/k8s/rbac-fit-check.yaml. Without them the check is skipped, not failed.
 FIT_CHECK_PERMISSIONS: tuple[Permission, ...] = (
     *_permissions("scheduling.volcano.sh", "queues", "get list"),
     *_permissions("", "nodes", "list"),

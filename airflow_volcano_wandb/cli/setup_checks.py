@@ -1,5 +1,7 @@
 """The doctor's checks of the Airflow side (pure): where jobs run, which components need the
-provider, and what W&B said of the key.
+provider and whether a triggerer is needed, and what W&B said of the key.
+
+Pure functions over what ``doctor_reads`` fetched, as the cluster checks in ``doctor.py``.
 """
 
 from __future__ import annotations
@@ -26,8 +28,10 @@ COMPONENTS: tuple[tuple[str, str], ...] = (
 def jobs_namespace(
     explicit: str | None, template: Mapping[str, Any] | None, connection: str | None
 ) -> tuple[str, str]:
-    """``(namespace, where it came from)``, in the operator's order (without ``--template``:
-    the seed template's)."""
+    """``(namespace, where it came from)``, in the operator's order for a DAG's template:
+    ``--namespace``, else the template's ``metadata.namespace``, else the connection's, else
+    ``default``. Without ``--template`` the template is the seed, whose namespace is
+    :data:`SEED_NAMESPACE`."""
     if explicit:
         return explicit, "--namespace"
     if template is None:

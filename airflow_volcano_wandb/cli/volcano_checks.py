@@ -87,8 +87,9 @@ def check_webhooks(
 def check_volcano_version(
     target: str, deployments: Sequence[Mapping[str, Any]] | None, namespace: str
 ) -> Result:
-    """The installed Volcano (``None``: not listable) against the release jobs are rendered
-    for (``target``)."""
+    """The installed Volcano (its Deployments in ``namespace``; ``None``: this identity may
+    not list them) against the release jobs are rendered for (``target``,
+    ``[volcano_wandb] volcano_version``)."""
     title = "Volcano version"
     hint = "set [volcano_wandb] volcano_version (or an operator's volcano_version) to {}"
     try:

@@ -1,7 +1,8 @@
 """Which Volcano release a cluster runs, as its Deployments say (pure; ``doctor`` reads them).
 
-Volcano serves no version through the API; its Helm chart tags every component's image with
-the release.
+Volcano serves no version through the Kubernetes API, so the image tag of its components is
+the signal: the Helm chart (``installer/helm/chart/volcano``) runs every component as
+``<registry>/volcanosh/<component>:<image_tag_version>``, the release's own tag.
 """
 
 from __future__ import annotations

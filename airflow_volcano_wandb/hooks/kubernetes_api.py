@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 #: The optional read-only ClusterRole the fit check reads queues and nodes with.
 FIT_CHECK_CLUSTER_ROLE = "docker/k8s/rbac-fit-check.yaml"
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
-# Async calls get client-side timeouts: a connection that silently dies, or a pooled one that
-# never frees (``connect`` bounds that wait), would keep a trigger waiting forever.
+# Async calls get client-side timeouts: without one, a connection that silently dies (no RST,
+# no FIN) would keep a trigger waiting forever, and so would a wait for one of a shared
+# client's pooled connections that never frees (``connect`` bounds the wait and the connect).
 CONNECTION_WAIT = 60  # hooks/volcano_async.py's ASYNC_CALL_TIMEOUT: aiohttp loads with it
-# Sync calls too: a create whose answer never comes is retried (its 409 reattaches).
+# Sync calls too (connect, read): a create whose answer never comes is retried, and its 409
+# reattaches, instead of holding the task until its execution_timeout. The apiserver itself
+# gives up on a request after 60 s (--request-timeout).
 SYNC_CALL_TIMEOUT = (30, 70)
 # A throttling apiserver (429) or gateway (503) may say when to come back; wait at least
 # that long, but never longer than this.
@@ -54,8 +57,10 @@ class ApiError(Protocol):
 
 
 def _loaded(*classes: tuple[str, str]) -> tuple[Any, ...]:
-    """The ``(module, class)`` of ``classes`` whose client this process has loaded: asking loads
-    none, as a DAG file imports this module at parse time."""
+    """The ``(module, class)`` of ``classes`` whose client this process has loaded (each
+    caller names what they are). An error of a client never loaded cannot have been raised,
+    and asking loads none: a DAG file imports this module, and neither Kubernetes client may
+    load at parse time."""
     return tuple(getattr(sys.modules[m], name) for m, name in classes if m in sys.modules)
 
 
@@ -83,7 +88,10 @@ class JobExistsError(Exception):
 
 
 class SecretExistsError(Exception):
-    """The API answered 409; ``maybe_ours``: an earlier attempt of this create may have made it."""
+    """The API answered 409: a Secret of that name is already there.
+
+    ``maybe_ours``: an earlier attempt of the same create may have made it (its answer lost).
+    """
 
     def __init__(self, name: str, *, maybe_ours: bool = False) -> None:
         super().__init__(name)
@@ -95,7 +103,10 @@ class KubernetesPermissionError(PermissionError):
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Whether the same call may well succeed if simply repeated (throttling, a blip)."""
+    """Whether the same call may well succeed if simply repeated (throttling, a blip).
+
+    A refused permission is not, although ``PermissionError`` is an ``OSError``.
+    """
     if isinstance(exc, PermissionError):
         return False
     if isinstance(exc, _api_errors()):
@@ -151,8 +162,11 @@ api_retry = tenacity.retry(
 
 
 def permission_error(exc: BaseException, verb: str, resource: str, namespace: str) -> BaseException:
-    """Turn a 403 into an error naming the missing permission (``namespace`` ``""``: a
-    cluster-scoped resource, which only a ClusterRole grants)."""
+    """Turn a 403 into an error that says exactly which permission is missing.
+
+    ``namespace`` is ``""`` for a cluster-scoped resource (nodes, Volcano queues), which only
+    a ClusterRole can grant.
+    """
     if isinstance(exc, _api_errors()) and exc.status == 403:
         where, grant = (
             (

@@ -1,8 +1,13 @@
 """An API client its owner lends to other callers, closed only once nobody is calling over it.
 
-Closing an aiohttp client under calls cancels the requests queued for its pool, which ends a
-trigger's ``run`` without an event, and leaks pool slots (the outage trial: 203 of 1,000
-verdicts never came).
+A namespace's watch lends its open client to every waiter's reads (no TLS handshake per read);
+the master-log follows of a namespace share one (``logs.log_client``). Closing an aiohttp
+client under calls is not safe (aiohttp 3.14, kubernetes_asyncio's ``trust_env`` session):
+requests queued for its pool are cancelled, and that ``CancelledError`` ends a trigger's
+``run`` as if the triggerer had cancelled it (dropped without an event); requests between
+their executor hops fail and each leaks a pool slot, until every later request waits for ever
+(the outage trial: 203 of 1,000 verdicts never came). So a lent client is closed only after
+its owner has let it go and the last call over it has returned.
 """
 
 from __future__ import annotations

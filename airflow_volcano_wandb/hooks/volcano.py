@@ -1,7 +1,11 @@
 """Volcano jobs through the cncf.kubernetes provider's connection handling.
 
-Subclassing ``KubernetesHook``, so a ``kubernetes`` connection means what it means everywhere
-in Airflow; objects come back as plain camelCase dicts, which the pure modules read.
+``VolcanoHook`` (sync, here) and ``AsyncVolcanoHook`` (for triggers, ``volcano_async``)
+subclass the provider's ``KubernetesHook`` and ``AsyncKubernetesHook``, so a ``kubernetes``
+connection means the same thing here as everywhere else in Airflow: in-cluster, kubeconfig
+path or content, context, namespace. Objects come back as plain camelCase dicts, which the
+pure modules read. Names, timeouts, retries and errors are ``kubernetes_api``'s. One method
+name, one contract: ``VolcanoHook.list_jobs`` lists by selector, the async hook lists pages.
 """
 
 from __future__ import annotations
@@ -101,8 +105,12 @@ class VolcanoHook(KubernetesHook):
         uid: str | None = None,
         resource_version: str | None = None,
     ) -> bool:
-        """Delete with foreground propagation (gone only once its pods are), preconditioned on
-        ``uid`` and ``resource_version``; False when nothing was deleted."""
+        """Delete with foreground propagation, so the job is gone only once its pods are.
+
+        With ``uid``, a job of the same name but another uid (a newer submission) is left
+        alone; with ``resource_version``, a job changed since it was read is too. Returns
+        False when there was nothing to delete (or a precondition failed).
+        """
         try:
             self._call(
                 "delete",
@@ -122,8 +130,12 @@ class VolcanoHook(KubernetesHook):
     def set_job_annotations(
         self, name: str, namespace: str, uid: str, annotations: Mapping[str, str]
     ) -> dict | None:
-        """Set annotations on this submission (``uid``) of the job; the job as patched, or
-        ``None`` when this submission is gone."""
+        """Set annotations on this submission of the job; the job as patched, or ``None`` when
+        this submission is gone.
+
+        The patch carries the uid (``volcano_requests.uid_guarded_merge_patch``), so a job
+        recreated under the name is never touched.
+        """
         return self._call(
             "patch",
             JOBS_RESOURCE,
@@ -240,10 +252,13 @@ class VolcanoHook(KubernetesHook):
         return [to_dict(self.api_client, node) for node in nodes.items]
 
     def create_secret(self, body: Mapping[str, Any], namespace: str) -> dict:
-        """Create a Secret; its metadata back (``SecretExistsError`` when the name is taken).
+        """Create a Secret; its metadata back. ``SecretExistsError`` when the name is taken,
+        with ``maybe_ours`` when an earlier attempt of this call may have made it (it failed
+        in a way that does not say it was not applied: a timeout, a 5xx, a lost connection).
 
-        Asks for ``PartialObjectMetadata``, so the key is never in an answer the Kubernetes
-        client logs at DEBUG.
+        Asked for ``PartialObjectMetadata``: the apiserver answers a create with the whole
+        Secret, key included (base64), which the Kubernetes client logs at DEBUG; so the key
+        goes out once, in the request, and never comes back.
         """
         name = body["metadata"]["name"]
         maybe_applied = False

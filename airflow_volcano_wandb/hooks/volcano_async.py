@@ -97,8 +97,11 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
         limit: int = 500,
         continue_token: str | None = None,
     ) -> tuple[list[dict], str, str | None]:
-        """One page of the namespace's jobs: (items, the list's resourceVersion to watch from,
-        the next token or None); a token too old for etcd answers 410."""
+        """One page of the namespace's jobs: (items, the list's resourceVersion, next token).
+
+        The next token is None on the last page; the resourceVersion is the one to watch from
+        once every page is in. A token too old for etcd answers 410: list again from the top.
+        """
         result = await async_k8s.CustomObjectsApi(api).list_namespaced_custom_object(
             *volcano_requests.job_args(namespace),
             **_set(label_selector=label_selector, _continue=continue_token),
@@ -122,8 +125,9 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
     async def read_pod_log_since(
         self, api: async_k8s.ApiClient, pod: str, namespace: str, container: str, since: int
     ) -> str:
-        """The first byte of a container's log of the last ``since`` seconds (``""``: silent);
-        errors raise, since a gone pod is no silence."""
+        """The first byte of a container's log of the last ``since`` seconds: ``""`` when it
+        printed nothing then. Errors are raised: a pod that is gone printed nothing, but it
+        is no silence either."""
         response = await _unparsed(async_k8s.CoreV1Api(api).read_namespaced_pod_log)(
             pod,
             namespace,
@@ -136,8 +140,11 @@ class AsyncVolcanoHook(AsyncKubernetesHook):
     async def open_pod_log(
         self, api: async_k8s.ApiClient, pod: str, namespace: str, container: str
     ) -> aiohttp.ClientResponse:
-        """A follow stream of a container's log, lines timestamped; no read timeout (a container
-        may stay silent for hours): the caller bounds silence and closes the response."""
+        """A follow stream of a container's log, each line prefixed with its timestamp.
+
+        No read timeout: a container may stay silent for hours; the caller decides how long
+        silence may last (and closes the response).
+        """
         return await _unparsed(async_k8s.CoreV1Api(api).read_namespaced_pod_log)(
             pod,
             namespace,
@@ -218,8 +225,10 @@ def _unparsed(
 
 
 class _RawEventWatch(watch.Watch):
-    """A watch whose events keep only their object as sent (``raw_object``): a ``V1Pod`` per
-    event costs fifty times its parse, on the triggerer's event loop."""
+    """A watch whose events keep their object as sent (``raw_object``, a dict) and nothing
+    more: the readers read only that, and building a ``V1Pod`` of each event as well costs
+    about fifty times the event's parse (some 1 ms against 0.02 ms), on the triggerer's event
+    loop, for every pod of a thousand jobs ending together."""
 
     def get_return_type(self, func: object) -> str | None:  # type: ignore[override]
         return None

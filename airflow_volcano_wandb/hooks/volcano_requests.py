@@ -1,4 +1,8 @@
-"""The Volcano hooks' calls, written once, so the sync and async hooks never ask differently."""
+"""The Volcano hooks' calls, written once: each call's request and what its answer means.
+
+Pure. ``VolcanoHook`` (sync) and ``AsyncVolcanoHook`` only send these over their own client
+(docs/architecture.md says why there are two), so the two can never ask differently.
+"""
 
 from __future__ import annotations
 
@@ -55,14 +59,18 @@ def delete_job_body(uid: str | None, resource_version: str | None) -> dict[str, 
 
 
 def uid_guarded_merge_patch(uid: str, annotations: Mapping[str, str]) -> dict[str, Any]:
-    """A merge patch that sets ``annotations`` on the submission ``uid`` alone (a changed uid
-    answers 422); the sync hook's, as Airflow 3.0's client cannot JSON-patch a custom object."""
+    """A merge patch that sets ``annotations`` on the submission ``uid`` alone: it carries the
+    uid, which the apiserver refuses to change (422), so a job recreated under the name is
+    never touched. The sync hook's shape: the kubernetes client 32 of Airflow 3.0 cannot send
+    a JSON patch to a custom object."""
     return {"metadata": {"uid": uid, "annotations": dict(annotations)}}
 
 
 def uid_tested_json_patch(job: Mapping[str, Any], annotations: Mapping[str, str]) -> list[dict]:
-    """A JSON patch that adds ``annotations`` to this submission of ``job`` (its first op tests
-    the uid); the async hook's, as older async clients cannot send a merge patch."""
+    """A JSON patch that adds ``annotations`` to this submission of ``job``: its first op tests
+    the uid (a failed test answers 422). The async hook's shape: its client sends a list body
+    as ``application/json-patch+json`` on every supported release, where a merge patch would
+    need ``_content_type``, which older clients lack."""
     metadata = job["metadata"]
     ops: list[dict] = [{"op": "test", "path": "/metadata/uid", "value": metadata["uid"]}]
     if metadata.get("annotations"):
@@ -87,7 +95,8 @@ def log_since_query(container: str, since: int) -> dict[str, Any]:
 
 
 def log_text(data: bytes) -> str:
-    """A log's raw bytes as text, decoded here: kubernetes 36 gives ``"b'...'"``
+    """A log's raw bytes as text. Decoded here, not by the client: kubernetes 36 returns the
+    repr of the bytes (``"b'...'"``) when it decodes a log itself
     (kubernetes-client/python#2596)."""
     return data.decode("utf-8", errors="replace")
 

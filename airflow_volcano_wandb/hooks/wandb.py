@@ -1,7 +1,9 @@
 """Airflow hook for Weights & Biases: the ``wandb`` connection type and W&B's public API.
 
-``wandb.Api`` is imported lazily, so DAG parsing and the triggerer never load it; the
-connection's fields are in ``docs/wandb.md``.
+Connection fields: password = API key, host = base URL (empty for W&B's cloud), extras
+``entity`` and ``project`` (defaults for runs and queues); see ``docs/wandb.md``. ``wandb.Api``
+is imported lazily, so DAG parsing and the triggerer never load it. A run's reads and writes
+are ``wandb_runs.py`` (mixed in), a Launch queue's ``wandb_queue.py``.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ _shared_lock = threading.Lock()
 
 
 def _mask(api_key: str | None) -> None:
-    """Mask the key in this process's logs in every form a log may show it (``key_forms``)."""
+    """Mask the key in this process's logs in every form a log may show it (``key_forms``):
+    plain (Airflow masks only the passwords it loads itself), base64 (a Secret in an API
+    response or its DEBUG log) and ``Basic`` credentials (a trainer's HTTP debug log)."""
     for form in key_forms(api_key) if api_key else ():
         mask_secret(form, name="WANDB_API_KEY")
 
@@ -62,8 +66,9 @@ class WandbHook(WandbRunAccess, BaseHook):
     ) -> None:
         super().__init__()
         self.wandb_conn_id, self.timeout, self.deadline = wandb_conn_id, timeout, deadline
-        # Not functools.cached_property: its lock is per class on Python 3.11, so one hung
-        # wandb.Api() blocked every other hook in the process.
+        # Made once per hook under its own lock, not functools.cached_property's: on Python
+        # 3.11 one for every instance, so one wandb.Api() that never answered (a read abandoned
+        # by its deadline) blocked every other hook's reads in the process, for good.
         self._making = threading.RLock()
         self._connection: tuple[Connection | None] | None = None
         self._api: Any = None
@@ -71,8 +76,9 @@ class WandbHook(WandbRunAccess, BaseHook):
 
     @classmethod
     def shared(cls, conn_id: str, *, timeout: int, deadline: float) -> WandbHook:
-        """This process's hook for ``conn_id`` (one ``wandb.Api`` for all its waits), made again
-        after :data:`SHARED_HOOK_SECONDS`."""
+        """This process's hook for ``conn_id``, made again after :data:`SHARED_HOOK_SECONDS`:
+        the waits of a triggerer or a sensor's process read through one ``wandb.Api`` (one key
+        lookup, one HTTP session), each read still fresh (:meth:`get_run_summary`)."""
         key, now = (conn_id, timeout, deadline), time.monotonic()
         with _shared_lock:
             made_at, hook = _shared.get(key, (now, None))
@@ -130,8 +136,9 @@ class WandbHook(WandbRunAccess, BaseHook):
         return conn
 
     def mask_api_key(self) -> str | None:
-        """Register the connection's key with the log masker, quietly; the key, or ``None``.
-        For processes that print what pods print but never use the key."""
+        """Register the connection's key with this process's log masker, quietly (a missing
+        connection has no key to hide); the key, or ``None``. For processes that print what
+        pods print (a trainer may echo its environment) but never use the key."""
         if not self.wandb_conn_id:
             return None
         if self._connection is not None:  # already loaded, and masked
@@ -184,7 +191,8 @@ class WandbHook(WandbRunAccess, BaseHook):
         return run_url(self.base_url, entity, project, run_id)
 
     def get_conn(self) -> Any:
-        """A ``wandb.Api`` client for this connection (one ``viewer`` query checks the key)."""
+        """Return a ``wandb.Api`` client for this connection: its key checked with the server
+        (one GraphQL ``viewer`` query), the SDK's ``wandb-core`` started on first use."""
         import wandb
 
         defaults = {"base_url": self.base_url, "entity": self.entity, "project": self.project}
@@ -212,7 +220,8 @@ class WandbHook(WandbRunAccess, BaseHook):
         return self._api
 
     def get_queue(self, ref: str) -> QueueTemplate:
-        """A Launch queue's template and template variables from ``wandb-queue://<entity>/<queue>``.
+        """A W&B Launch queue's template and its template variables, from a
+        ``wandb-queue://<entity>/<queue>`` reference (the entity may come from the connection).
 
         :raises ValueError: for a malformed reference, a queue that is missing, has no
             resource config or is not a Kubernetes queue.
@@ -221,7 +230,8 @@ class WandbHook(WandbRunAccess, BaseHook):
         return read_queue(self.api, self._queue_entity(parsed.entity), parsed.queue)
 
     def get_queue_template(self, entity: str | None, queue_name: str) -> dict[str, Any]:
-        """Return a Launch queue's resource config (the Volcano Job template), macros untouched.
+        """Return the resource config (the Volcano Job template) of a W&B Launch queue, macros
+        such as ``${run_id}`` untouched; :meth:`get_queue` gives its template variables too.
 
         :param entity: The queue's entity; ``None`` uses the connection's.
         :raises ValueError: when the queue has no resource config or is not a Kubernetes

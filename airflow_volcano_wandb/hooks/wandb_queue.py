@@ -1,5 +1,9 @@
-"""Reading a W&B Launch queue's Volcano Job template and template variables through
-``wandb.Api`` (one GraphQL answer, ``GetDefaultResourceConfig``, holds both).
+"""Reading a W&B Launch queue through ``wandb.Api``: its Volcano Job template and its template
+variables, as :class:`~airflow_volcano_wandb.hooks.wandb.WandbHook` hands them out.
+
+A Kubernetes queue stores ``{"resource_args": {"kubernetes": <job spec>}}`` as its default
+resource config, and the variables its admin declared (``{{name}}`` in the config, each with a
+schema) arrive with it, in the same GraphQL answer (``GetDefaultResourceConfig``).
 """
 
 from __future__ import annotations
@@ -11,7 +15,8 @@ from airflow_volcano_wandb.wandb.wandb_queue_ref import QueueTemplate
 
 
 def read_queue(api: Any, entity: str, queue_name: str) -> QueueTemplate:
-    """The queue's template, macros untouched, and its variables as W&B returns them.
+    """The queue's template, macros and ``{{name}}`` untouched, and its variables as W&B returns
+    them (``[{"name", "schema"}]``).
 
     :raises ValueError: when the queue is missing, has no resource config or is not a
         Kubernetes queue, or the config is not a mapping.

@@ -1,5 +1,6 @@
-"""A W&B run through ``wandb.Api``, mixed into
-:class:`~airflow_volcano_wandb.hooks.wandb.WandbHook` (which provides ``api`` and ``deadline``).
+"""A W&B run through ``wandb.Api``: its summary, its config, tags and notes, its artifacts, and
+whether it exists, for :class:`~airflow_volcano_wandb.hooks.wandb.WandbHook` (which mixes this
+in and provides ``api``, the connection's ``entity`` and ``project``, and ``deadline``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ class WandbRunAccess:
         if path in self._summaries_read:  # wandb.Api answers a run it loaded from its cache
             run.load(force=True)
         self._summaries_read.add(path)
-        # Through JSON: the SDK's own dict/list wrappers must not reach XCom.
+        # Round-trip through JSON: the SDK hands back its own dict/list wrappers, and the
+        # result goes to XCom.
         summary = json.loads(json.dumps(dict(run.summary_metrics), default=str))
         summary = {k: v for k, v in summary.items() if k not in _INTERNAL_SUMMARY_KEYS}
         if keys is None:
@@ -121,8 +123,11 @@ class WandbRunAccess:
         project: str | None = None,
         edit: Callable[[RunFields], RunFields],
     ) -> None:
-        """Read a run's config, tags and notes, let ``edit`` change them, and write them back
-        (``Run.update()`` writes the summary it read back too: call it once the run has ended).
+        """Read a run's config, tags and notes, let ``edit`` change them, and write them back.
+
+        Through the public API's ``Run.update()`` (GraphQL ``upsertBucket``), which also
+        writes back the summary it read: call this when the run is no longer being written,
+        e.g. when the task ends.
 
         :param edit: Gets the run's fields, returns them as they should be.
         :raises wandb.errors.CommError: when the server does not know the run.
@@ -150,7 +155,8 @@ class WandbRunAccess:
     def run_exists(
         self, run_id: str, *, entity: str | None = None, project: str | None = None
     ) -> bool:
-        """Whether W&B has the run; any failure but a "not found" is raised, never taken for
+        """Whether W&B has the run: False when the server says it does not (a run whose
+        trainer never reached ``wandb.init``); any other failure is raised, never taken for
         an answer."""
         from wandb.apis.public.runs import RunNotFoundError
 
@@ -204,7 +210,9 @@ query RunStoppedStatus($projectName: String, $entityName: String, $runId: String
 
 
 def _graphql(api: Any, query: str, variables: dict[str, Any]) -> dict[str, Any]:
-    """A GraphQL query the public API has no method for, sent the way its own queries are."""
+    """A GraphQL query the public API has no method for, sent as its own queries are: through
+    wandb-core where the API sends them there (as wandb 0.31's does), else through its GraphQL
+    client."""
     service = getattr(api, "_service_api", None)
     if service is not None:
         return service.execute_graphql(query, variables)

@@ -1,6 +1,10 @@
-"""Allow-lists for images, the namespace, service accounts, the scheduler, the queue and
-priority classes: neither a template edited in W&B nor a trigger form decides which code runs
-with which identity, or where; every rendered value, whatever set it, must be on the list.
+"""Allow-lists for values that people choose: images, the namespace, service accounts, the
+scheduler, the Volcano queue and priority classes.
+
+A queue template is edited in W&B, and a run's values may come from Airflow's trigger form;
+neither should decide which code runs with which identity, or where. The DAG author (or the
+deployment) names what is allowed, and every rendered value, whatever set it (template,
+macro or override), must be on the list.
 """
 
 from __future__ import annotations
@@ -23,7 +27,11 @@ VOLCANO_DEFAULT_QUEUE = "default"
 
 
 def as_allow_list(value: Any, argument: str) -> tuple[str, ...] | None:
-    """A render_job allow-list: None or strings, never one bare string."""
+    """Check a ``render_job`` allow-list argument: ``None`` (no list) or strings.
+
+    A bare string is refused: iterated, ``"registry/*"`` would allow every one-character
+    value it contains. An empty list is allowed and allows nothing.
+    """
     if value is None:
         return None
     if isinstance(value, str | bytes) or not isinstance(value, Collection):
@@ -38,7 +46,11 @@ def as_allow_list(value: Any, argument: str) -> tuple[str, ...] | None:
 
 
 def image_allowed(image: str, patterns: Collection[str]) -> bool:
-    """Whether ``image``, as written (no registry or tag filled in), matches a pattern."""
+    """Whether ``image`` matches one of the fnmatch ``patterns``, case-sensitively.
+
+    Images are compared as written (no registry or tag is filled in), so a template cannot
+    slip past a pattern by spelling an image differently; it can only be refused.
+    """
     return any(fnmatchcase(image, pattern) for pattern in patterns)
 
 
@@ -71,7 +83,8 @@ def namespace_problems(namespace: Any, allowed: Collection[str], source: str) ->
 
 
 def service_account_problems(tasks: list[dict[str, Any]], allowed: frozenset[str]) -> Problems:
-    """Every pod template naming a service account outside allowed (empty: none)."""
+    """Every pod template naming a service account outside ``allowed``. An empty name is
+    the same as none (the namespace's ``default`` account), so it is not a choice to check."""
     shown = ", ".join(sorted(allowed)) if allowed else "none (pass service_account=)"
     problems: Problems = []
     for i, task in enumerate(tasks):
@@ -96,7 +109,8 @@ def _listed(allowed: Collection[str]) -> str:
 def _job_and_pod_values(
     job: dict[str, Any], tasks: list[dict[str, Any]], field: str
 ) -> list[tuple[Path, Any]]:
-    """field of the job's spec and of every pod template that sets it (not empty)."""
+    """``field`` of the job's spec and of every pod template that sets it. An unset or empty
+    pod field is no choice: Volcano's controller fills it from the job's."""
     found: list[tuple[Path, Any]] = []
     if field in job["spec"]:
         found.append((("spec", field), job["spec"][field]))
@@ -110,7 +124,8 @@ def _job_and_pod_values(
 def scheduler_problems(
     job: dict[str, Any], tasks: list[dict[str, Any]], allowed: Collection[str]
 ) -> Problems:
-    """The job's and every pod's schedulerName must be allowed."""
+    """The job's and every pod's ``schedulerName`` must be allowed: a pod handed to another
+    scheduler (``default-scheduler``) escapes Volcano's gang and its queue's quota."""
     return [
         (
             path,
@@ -142,7 +157,8 @@ def queue_problems(job: dict[str, Any], allowed: Collection[str]) -> Problems:
 def priority_class_problems(
     job: dict[str, Any], tasks: list[dict[str, Any]], allowed: Collection[str]
 ) -> Problems:
-    """The job's and every pod template's priorityClassName must be allowed."""
+    """The job's (its PodGroup's, and its pods' unless they set one) and every pod
+    template's ``priorityClassName`` must be allowed."""
     return [
         (
             path,

@@ -1,7 +1,12 @@
 """Where a run's trainer keeps its checkpoints, and the time a stop gives it to save one.
 
-The contract is docs/trainer.md's "Checkpoints"; Volcano stops a job by deleting its pods, so
-their ``terminationGracePeriodSeconds`` is the trainer's time to save. Pure.
+The checkpoint contract (docs/trainer.md, "Checkpoints"): every rank's main container gets
+``AVW_CHECKPOINT_DIR`` (its run's directory on a shared volume, or a pod's own ``emptyDir``
+when the run's W&B artifact ``AVW_CHECKPOINT_ARTIFACT`` keeps them) and ``AVW_RESUME_FROM``
+(``latest`` unless the template or ``env`` names one: the operator cannot read the volume).
+Volcano stops a job by deleting its pods, so the pods' ``terminationGracePeriodSeconds`` is
+the trainer's time to save. ``render_job``'s ``checkpoint_volume``, ``checkpoint_artifact``
+and ``checkpoint_grace``, declared and checked once. Pure; see docs/checkpoints.md.
 """
 
 from __future__ import annotations
@@ -111,7 +116,8 @@ class Checkpoints:
         object.__setattr__(self, "artifact", name)
 
     def apply(self, tasks: list[dict[str, Any]]) -> None:
-        """Set every pod's grace period; with a claim, mount it and give the contract's env."""
+        """Set every pod template's grace period; with a claim, mount it in every task's main
+        container and give that container the contract's env."""
         for i, task in enumerate(tasks):
             spec = pod_spec(task)
             if spec is None:

@@ -1,10 +1,31 @@
 """Elastic workers: a job that starts on the workers that fit and re-forms when one is lost.
 
-The gang is the master and ``min_workers``; a lost worker's pod is replaced alone
-(``RestartPod``, not ``RestartTask``, which deletes every pod of the task); the master's loss
-restarts the job, since it serves torchrun's c10d rendezvous and runs rank 0 (the W&B run's
-writer). Each pod's address is its own DNS name, and ``<job>-master-0`` sorts before the
-workers, so rank 0 stays on the master. Pure; docs/elastic.md describes the whole shape.
+``elastic=(min_workers, max_workers)`` (or ``True``: the template's own worker
+``minAvailable`` and ``replicas``, which a queue admin's template variables may fill and bound)
+shapes a ``pytorch``-plugin job whose tasks are ``master`` (one replica) and ``worker``:
+
+* Volcano's gang is the master and ``min_workers`` (``spec.minAvailable`` and the tasks'
+  ``minAvailable``; the admission webhook would default the worker task's to all its
+  replicas, which is the all-or-nothing gang again), and the job asks for ``max_workers``: the
+  scheduler places the rest as they fit;
+* a lost worker's pod is replaced alone: ``PodEvicted``/``PodFailed`` -> ``RestartPod`` on the
+  worker task. Not ``RestartTask``, which deletes every pod of the task (volcano v1.14.1,
+  ``killPods`` with a task target), nor ``RestartJob``;
+* the master's loss restarts the job (``PodEvicted``/``PodFailed`` -> ``RestartJob`` on the
+  master task): the master pod serves torchrun's c10d rendezvous store and runs rank 0 (the W&B
+  run's writer, the checkpoints' saver), so without it the workers cannot re-form; the
+  restarted job resumes from the checkpoint on the same W&B run, within the job's
+  ``maxRetry`` (:data:`MAX_RESTARTS` unless the template sets it: each replaced worker pod
+  counts as one);
+* every rank runs ``torchrun`` with ``--nnodes=1+MIN:1+MAX`` (nodes are pods, the master one of
+  them), ``--rdzv-backend=c10d``, ``--rdzv-endpoint`` the master pod's address and the
+  plugin's port, ``--rdzv-id`` the job's name and ``--rdzv-conf=is_host=1`` on the master
+  alone, given as the ``PET_*`` env torchrun reads.
+
+Nodes are ranked by their address in each rendezvous round, so every pod's address is its
+own DNS name (``PET_LOCAL_ADDR``): ``<job>-master-0`` sorts before ``<job>-worker-N``, and
+rank 0 stays on the master pod, which alone holds the W&B run's identity. Pure; see
+docs/elastic.md.
 """
 
 from __future__ import annotations
@@ -27,8 +48,10 @@ ELASTIC_ENV = "AVW_ELASTIC_WORKERS"
 ROLES = ("master", "worker")
 #: The first Volcano whose webhook accepts ``RestartPod`` (volcano-sh/apis#143, v1.11.0).
 RESTART_POD_SINCE: releases.Version = (1, 11, 0)
-#: The losses a job may take: torchrun's restarts, and the job's ``maxRetry`` unless the
-#: template sets one (Volcano counts every ``RestartPod`` as a retry; its default is 3).
+#: torchrun restarts its processes on every failure and every re-formation; a worker's loss is
+#: one of each on every survivor, so the budget is the losses a job may take. The job's
+#: ``maxRetry`` too, unless the template sets one: Volcano counts every ``RestartPod`` as a
+#: retry of the job, and its default of 3 failed an elastic job at its third lost worker.
 MAX_RESTARTS = 100
 WORKER_POLICY = "RestartPod"
 MASTER_POLICY = "RestartJob"
@@ -95,8 +118,9 @@ def _roles(job: dict[str, Any], tasks: list[dict[str, Any]]) -> tuple[int, int]:
 def sizes(
     job: dict[str, Any], tasks: list[dict[str, Any]], setting: tuple[int, int] | bool
 ) -> tuple[int, int]:
-    """Size the gang to ``(min, max)`` workers and return it; ``True`` reads the range off the
-    worker task as the template (and its variables) left it."""
+    """Size the gang: worker ``replicas`` = max, the worker task's ``minAvailable`` = min,
+    the master's 1, ``spec.minAvailable`` = 1 + min; return ``(min, max)``. ``True`` reads the
+    range off the worker task as the template (and its variables) left it."""
     master, worker = _roles(job, tasks)
     if tasks[master].get("replicas") != 1:
         raise error_at(
@@ -142,7 +166,8 @@ def _events(policy: dict[str, Any]) -> list[Any]:
 
 
 def _policies(task: dict[str, Any], path: tuple[Any, ...], action: str, why: str) -> None:
-    """Map each loss event to action on task; a policy mapping it elsewhere is an error."""
+    """Map each loss event to ``action`` on ``task`` unless a policy maps it already: to the
+    same action, kept; to another, an error naming the policy and ``why``."""
     policies = task.setdefault("policies", [])
     if not isinstance(policies, list):
         raise error_at((*path, "policies"), "must be a list of policies")
@@ -183,7 +208,8 @@ def apply_policies(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
 
 
 def rendezvous_env(job: dict[str, Any], workers: tuple[int, int], endpoint: str) -> dict[str, Any]:
-    """The PET_* env that makes torchrun elastic (AVW_POD_NAME first: referenced)."""
+    """The ``PET_*`` env that makes ``torchrun`` elastic, and the trainer's range (the
+    ``$(AVW_POD_NAME)`` reference needs that variable listed first, as it is here)."""
     low, high = workers
     name = job["metadata"]["name"]
     return {
@@ -199,8 +225,9 @@ def rendezvous_env(job: dict[str, Any], workers: tuple[int, int], endpoint: str)
 
 
 def host_conf(is_master: bool) -> str:
-    """``PET_RDZV_CONF``: the master's agent alone serves the rendezvous store (left to guess,
-    a master that starts before its DNS record is published would not find itself)."""
+    """``PET_RDZV_CONF``: the master's agent serves the rendezvous store and no other does.
+    Left to guess, torchrun hosts it where the endpoint's name resolves to the pod itself,
+    which a master that starts before its DNS record is published would not find."""
     return f"is_host={1 if is_master else 0}"
 
 

@@ -12,8 +12,12 @@ _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 class TemplateError(ValueError):
-    """A queue template, a macro value or an override is invalid: ``problems`` holds every
-    ``(json_path, message)`` found, ``path`` the first one's (``None``: the whole template)."""
+    """A queue template, a macro value or an override is invalid.
+
+    ``problems`` holds every ``(json_path, message)`` found (validation reports all of them
+    at once); ``path`` is the first one's path, or ``None`` when the template as a whole is
+    wrong. ``str(error)`` is a readable summary that names each path.
+    """
 
     def __init__(self, message: str, *, problems: Sequence[tuple[str, str]] = ()) -> None:
         super().__init__(message)
@@ -22,7 +26,10 @@ class TemplateError(ValueError):
 
 
 def format_path(path: Path) -> str:
-    """Render ``("spec", "tasks", 1, "replicas")`` as ``spec.tasks[1].replicas``."""
+    """Render ``("spec", "tasks", 1, "replicas")`` as ``spec.tasks[1].replicas``.
+
+    Keys that are not plain identifiers are quoted: ``metadata.labels["app.kubernetes.io/x"]``.
+    """
     out: list[str] = []
     for part in path:
         if isinstance(part, int):

@@ -1,5 +1,9 @@
-"""Keeping Volcano's gang sizes (``minAvailable``) consistent when replicas change: a value
-equal to the total meant "all of them" and follows it; any other is kept, or refused.
+"""Keeping Volcano's gang sizes (``minAvailable``) consistent when replicas change.
+
+``spec.minAvailable`` is how many pods must be schedulable together before any starts; a task's
+``minAvailable`` is the same for one task. When the template's value equals the total, the
+author meant "all of them", so it follows the new total. Any other value was chosen on purpose
+and is kept, which is an error when it no longer fits.
 """
 
 from __future__ import annotations
@@ -63,7 +67,8 @@ def rescale(job: dict[str, Any], tasks: list[dict[str, Any]], before: list[int |
 
 
 def world_size(job: dict[str, Any], tasks: list[dict[str, Any]]) -> int | None:
-    """The ranks in the pytorch plugin's WORLD_SIZE; None without the plugin."""
+    """The ranks the ``pytorch`` plugin counts in ``WORLD_SIZE`` (its master and worker
+    tasks' replicas), or ``None`` when the job does not use the plugin."""
     plugins = job["spec"].get("plugins")
     arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
     if not isinstance(arguments, list):
@@ -77,8 +82,12 @@ def world_size(job: dict[str, Any], tasks: list[dict[str, Any]]) -> int | None:
 
 
 def gang_all_ranks(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
-    """Raise ``spec.minAvailable`` to the world size of a PyTorch job, in place: with a smaller
-    gang the master could start alone and hold its GPUs waiting for workers never placed."""
+    """Raise ``spec.minAvailable`` to the world size of a PyTorch job, in place.
+
+    DDP with a static world size makes progress only when every rank runs: with a smaller
+    gang (the seed's ``minAvailable: 1``) Volcano starts the master alone, which then holds
+    its GPUs in ``init_process_group`` waiting for workers that may never be placed.
+    """
     ranks = world_size(job, tasks)
     current = job["spec"].get("minAvailable")
     if ranks and (type(current) is not int or current < ranks):

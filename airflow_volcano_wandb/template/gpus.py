@@ -1,7 +1,9 @@
 """What a job's gang asks of the cluster's GPUs, and the per-DAG cap on it (pure).
 
-A pod's GPUs are its containers' ``<vendor>/gpu`` limits (an extended resource's requests
-equal its limits); init containers release theirs before the others start.
+A pod's GPUs are the extended resources named ``<vendor>/gpu`` (``nvidia.com/gpu``,
+``amd.com/gpu``) in its containers' limits; Kubernetes requires requests of an extended
+resource to equal its limits, so limits say it all. Init containers run before the others
+and release what they held, so they do not add to the pod's GPUs.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ def is_gpu_resource(name: str) -> bool:
 
 
 def container_gpus(container: Mapping[str, Any]) -> int:
-    """GPUs one container is given: the sum of its whole <vendor>/gpu limits."""
+    """GPUs one container is given: the sum of its ``<vendor>/gpu`` limits (a limit that is
+    not a whole number counts as none here; validation refuses it)."""
     limits = (container.get("resources") or {}).get("limits") or {}
     if not isinstance(limits, Mapping):
         return 0

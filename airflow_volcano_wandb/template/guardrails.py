@@ -1,8 +1,11 @@
 """The queue admin's guardrails hold against the run's overrides too.
 
-W&B Launch drops a launch's overrides when its queue has template variables; here an
-override of a field a variable filled is honoured when that variable's schema accepts the new
-value, and refused otherwise (always, where a variable fills only part of the field). Pure.
+W&B Launch drops a launch's resource overrides when its queue has template variables; here an
+override (replicas, image, env, resources, command, args, metadata) of a field a variable
+filled is honoured when that variable's schema (``template_variables.py``) accepts the new
+value, and refused otherwise, naming the variable, its bound and the override. A field a
+variable fills only part of, or one an override removes, cannot be judged: any change there
+is refused. Pure: no Airflow.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ def _judged(filled: Filled, value: Any, override: str) -> str | None:
 
 
 class Guardrails:
-    """The fields the template variables filled, held to their schemas."""
+    """The fields the template variables filled, held to their schemas while the overrides
+    apply: :meth:`judge` after each override, :meth:`check` once they all did."""
 
     def __init__(self, job: Mapping[str, Any], filled: Mapping[Path, Filled]) -> None:
         self._filled = filled

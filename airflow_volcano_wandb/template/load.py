@@ -24,8 +24,12 @@ else:
 
 
 class _TemplateLoader(_BaseLoader):
-    """Safe YAML loading where timestamps stay strings (a ``date`` is not JSON) and duplicate
-    keys are errors (PyYAML keeps the last one, hiding a typo'd ``replicas``)."""
+    """Safe YAML loading with two changes that matter for manifests.
+
+    Timestamps stay strings: PyYAML would turn ``2025-01-01`` into a ``date``, which is not
+    JSON and is never what an annotation meant. Duplicate keys are errors: PyYAML silently
+    keeps the last one, hiding a typo'd override of e.g. ``replicas``.
+    """
 
     yaml_implicit_resolvers = {
         first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
@@ -119,8 +123,14 @@ def _unwrap_queue_config(doc: Any) -> Any:
 
 
 def load_template(source: Any) -> Mapping[str, Any]:
-    """Return the Volcano Job mapping a template source describes (as ``render_job``'s
-    ``template`` takes it); a mapping is returned as is, not copied: the macro stage copies."""
+    """Return the Volcano Job mapping a template source describes.
+
+    ``source`` is a ``Path``/``os.PathLike`` or a one-line ``str`` ending in ``.yaml``,
+    ``.yml`` or ``.json`` (read as a file), any other ``str``/``bytes`` (parsed as YAML or
+    JSON), or a mapping; any of these may be a W&B queue config wrapping the Job in
+    ``{"resource_args": {"kubernetes": ...}}``. A mapping is returned as is, not copied: the
+    macro stage builds a fresh copy, so the caller's object is never changed.
+    """
     if isinstance(source, Mapping):
         doc: Any = source
     elif isinstance(source, os.PathLike):

@@ -1,7 +1,11 @@
 """``${name}`` macros: one structural pass that copies the template and fills them in.
 
-A value is inserted as data, never parsed or scanned again. Only the names in
-``macros_from_env`` come from the environment (W&B's agent takes any): the rest of it,
+Substitution works on the parsed tree, string by string. A value is inserted as data and is
+never parsed or scanned again, so a value such as ``"x\\nspec: {evil: 1}"``, ``"{{ 7*7 }}"`` or
+``"${other}"`` stays one literal string in one place.
+
+W&B's agent fills any other ``${NAME}`` from its own environment. Here only the names listed
+in ``macros_from_env`` are, from the environment of the process that renders: the rest of it,
 secrets included, never reaches a job spec. Errors name macros, never their values.
 """
 
@@ -49,7 +53,8 @@ _WHOLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}\Z")
 MAX_NODES = 500_000
 
 
-# A linked list ``(parent, key)``, flattened only for an error: a path per node costs too much.
+# The walk keeps its position as a linked list ``(parent, key)`` and flattens it only for an
+# error message: building a full path tuple for every node would dominate the render time.
 Link = tuple[Any, str | int] | None
 
 
@@ -66,12 +71,14 @@ class _Substitution:
         self.macros = macros
         self.checked: dict[str, tuple[Any, bool]] = {}
         self.unknown: dict[str, Link] = {}
-        #: Where a whole-string macro put an integer beyond int64, checked after normalization.
+        #: Where a whole-string macro put an integer beyond int64; checked after normalization
+        #: (which turns it into text if the field is a string field).
         self.wide: list[Path] = []
         self.nodes = 0
 
     def value(self, name: str, link: Link) -> tuple[Any, bool] | None:
-        """The macro's value and whether it holds a wide int; None when unknown (recorded)."""
+        """The macro's value and whether it holds a wide int, checked once; ``None`` (after
+        recording the name) when unknown."""
         if name in self.checked:
             return self.checked[name]
         if name not in self.macros:
@@ -139,7 +146,8 @@ class _Substitution:
                         flatten((link, key)),
                         "macros are not substituted in keys; move it to a value",
                     )
-                # Plain strings inline, without a call each: what keeps a 100-task job fast.
+                # Plain strings are most of a manifest; handling them inline, without a call
+                # per value, is what keeps a 100-task job fast.
                 if type(item) is str and "$" not in item:
                     out[key] = item
                 else:
@@ -199,8 +207,15 @@ def macros_from_env_names(names: Sequence[str] | None) -> tuple[str, ...]:
 def substitute(
     template: Mapping[str, Any], macros: Mapping[str, Any], from_env: Collection[str] = ()
 ) -> tuple[dict[str, Any], list[Path]]:
-    """Return a fresh copy of ``template`` with every ``${name}`` filled in (as ``render_job``'s
-    ``macros`` says), and the paths where a whole-string macro inserted an integer beyond int64.
+    """Return a fresh copy of ``template`` with every ``${name}`` filled in, and the paths
+    where a whole-string macro inserted an integer beyond int64 (for validation to check).
+
+    A string that is exactly ``${name}`` becomes the value itself, with its type (a number,
+    a boolean, a list or a mapping, copied). Inside a longer string the value is formatted
+    by :func:`~airflow_volcano_wandb.template.values.as_text`. ``$${`` gives a literal
+    ``${``. ``from_env`` (checked by :func:`macros_from_env_names`): names filled from this
+    process's environment where ``macros`` has none. Unknown names are collected and
+    reported together with the known ones.
     """
     check_macro_names(macros)
     environment = {name: os.environ[name] for name in from_env if name in os.environ}

@@ -1,9 +1,15 @@
 """Deterministic, Kubernetes-valid names for Volcano jobs, labels and pods (pure).
 
-Deterministic so that an Airflow retry computes the *same* job name and reattaches to its job.
-Job names are DNS-1035 labels (Volcano's ``svc`` plugin names a Service after the job), and
-pods are ``<job>-<task>-<index>`` DNS-1123 labels. A value that had to change ends in ``-`` and
-a hash of the *original* value, so two inputs never collapse onto one name.
+Every rewrite is deterministic (same input, same output, everywhere) so that an Airflow retry
+computes the *same* job name and reattaches to the job it already created. The rules, from
+Kubernetes and Volcano v1.14.1 (:mod:`.versions`): pod names, hostnames and task names are
+DNS-1123 labels (``[a-z0-9]([-a-z0-9]*[a-z0-9])?``, at most 63); job names are DNS-1035 labels
+(a letter first), since Volcano's ``svc`` plugin names a Service after the job; Volcano names
+pods ``<job>-<task>-<index>``, so ``len(job) + 1 + len(task) + 1 + len(str(replicas - 1))
+<= 63``; a label value is empty or ``[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?``, at most 63.
+A value that had to change ends in ``-`` and the first :data:`HASH_LENGTH` hex digits of the
+SHA-256 of the *original* value, so two inputs never collapse onto one name; a valid value is
+returned unchanged.
 """
 
 from __future__ import annotations
@@ -19,11 +25,16 @@ HASH_LENGTH = 8
 
 #: Upper bound on a task's replicas accepted by the template renderer (configurable there).
 DEFAULT_MAX_REPLICAS = 1024
+#: Digits of the largest pod index under the default bound (index 1023 -> 4 digits).
 POD_INDEX_DIGITS = len(str(DEFAULT_MAX_REPLICAS - 1))
-#: Task-name length that :data:`MAX_JOB_NAME_LENGTH` reserves room for (``evaluator`` fits).
+#: Task-name length that :data:`MAX_JOB_NAME_LENGTH` reserves room for. ``master``, ``worker``,
+#: ``chief``, ``replica``, ``launcher`` and ``evaluator`` all fit.
 TASK_NAME_BUDGET = 12
-#: The job-name budget before the template is known; :func:`max_job_name_length` gives the
-#: exact one of a template, which the renderer enforces.
+#: Longest job name for which every pod ``<job>-<task>-<index>`` is a valid 63-character
+#: label, given task names of at most :data:`TASK_NAME_BUDGET` characters and at most
+#: :data:`DEFAULT_MAX_REPLICAS` replicas per task: ``63 - 1 - 12 - 1 - 4 = 45``. Use it when
+#: the template is not known yet; :func:`max_job_name_length` gives the exact budget of a
+#: given template, and the renderer enforces that one.
 MAX_JOB_NAME_LENGTH = (
     DNS1123_LABEL_MAX_LENGTH - len("-") - TASK_NAME_BUDGET - len("-") - POD_INDEX_DIGITS
 )
@@ -81,7 +92,11 @@ def is_label_value(value: object) -> bool:
 
 
 def is_qualified_name(value: object) -> bool:
-    """True when ``value`` is a valid label or annotation key: ``[prefix/]name``."""
+    """True when ``value`` is a valid label or annotation key: ``[prefix/]name``.
+
+    ``prefix`` is a DNS-1123 subdomain; ``name`` is 1-63 characters of ``[-A-Za-z0-9_.]``
+    starting and ending with an alphanumeric character.
+    """
     if not isinstance(value, str):
         return False
     prefix, slash, name = value.rpartition("/")
@@ -123,6 +138,11 @@ def _dns_label(value: str, max_length: int, *, letter_first: bool) -> str:
 def dns1123_label(value: str, max_length: int = DNS1123_LABEL_MAX_LENGTH) -> str:
     """Return ``value`` as a DNS-1123 label of at most ``max_length`` (10..63) characters.
 
+    A valid value that fits is returned unchanged. Otherwise it is lowercased, every run of
+    characters outside ``[a-z0-9]`` becomes one ``-``, leading/trailing dashes go, the rest
+    is cut to fit, and ``-<hash>`` of the original value is appended. An input with no usable
+    character becomes just the hash.
+
     >>> dns1123_label("train-mlp")
     'train-mlp'
     >>> dns1123_label("Train_MLP")
@@ -132,12 +152,19 @@ def dns1123_label(value: str, max_length: int = DNS1123_LABEL_MAX_LENGTH) -> str
 
 
 def dns1035_label(value: str, max_length: int = DNS1123_LABEL_MAX_LENGTH) -> str:
-    """Like :func:`dns1123_label` but the result starts with a letter (for Volcano job names)."""
+    """Like :func:`dns1123_label` but the result starts with a letter (an ``x`` is prepended
+    when the sanitised value would start with a digit or be empty). Use it for names that
+    become Service names, i.e. Volcano job names."""
     return _dns_label(value, max_length, letter_first=True)
 
 
 def label_value(value: str) -> str:
-    """Return ``value`` as a valid Kubernetes label value (<= 63 characters, case kept).
+    """Return ``value`` as a valid Kubernetes label value (<= 63 characters).
+
+    A valid value is returned unchanged (case is kept: label values may use uppercase).
+    Otherwise every run of characters outside ``[-A-Za-z0-9_.]`` becomes ``-``, the ends are
+    trimmed to alphanumerics, the rest is cut to fit and ``-<hash>`` of the original value is
+    appended; a value with no usable character becomes just the hash.
 
     >>> label_value("my-project")
     'my-project'
@@ -155,9 +182,13 @@ def label_value(value: str) -> str:
 
 
 def job_name(*parts: str | int, max_length: int = MAX_JOB_NAME_LENGTH) -> str:
-    """A deterministic Volcano job name from identifying parts (dag, task, run, map index).
+    """Build a deterministic Volcano job name from identifying parts.
 
-    Always hashed: joining loses information (``("a-b", "c")`` and ``("a", "b-c")``).
+    Meant for ``job_name(dag_id, task_id, run_id, map_index)``: the result is a DNS-1035 label
+    of at most ``max_length`` characters, made of the sanitised parts joined by ``-`` and
+    *always* followed by ``-<hash>`` of the exact parts. The hash is unconditional because
+    joining already loses information (``("a-b", "c")`` and ``("a", "b-c")`` read the same),
+    and the name must differ for every distinct run while staying equal across retries.
     """
     if not parts:
         raise ValueError("job_name() needs at least one part")
@@ -177,7 +208,10 @@ def job_name(*parts: str | int, max_length: int = MAX_JOB_NAME_LENGTH) -> str:
 def max_job_name_length(task_names: Iterable[str], max_replicas: int = DEFAULT_MAX_REPLICAS) -> int:
     """Longest job name whose pods ``<job>-<task>-<index>`` are all valid DNS-1123 labels.
 
-    Bounded by ``max_replicas``, not the run's replicas, so a job name survives a rescale.
+    ``max_replicas`` bounds the index (``max_replicas - 1``), so the budget does not change
+    when a run scales a task within the bound, and the job name stays stable across runs with
+    different replica counts. The result is capped at 63 and may be < 1 when a task name is
+    itself too long.
     """
     longest = max((len(name) for name in task_names), default=0)
     index_digits = len(str(max(max_replicas - 1, 0)))
@@ -188,7 +222,11 @@ def max_job_name_length(task_names: Iterable[str], max_replicas: int = DEFAULT_M
 def fit_job_name(
     name: str, task_names: Iterable[str], max_replicas: int = DEFAULT_MAX_REPLICAS
 ) -> str:
-    """``name``, or its hashed :func:`dns1035_label` when it does not fit these tasks' budget."""
+    """Return ``name`` unchanged if it is a DNS-1035 label within the pod-name budget of these
+    tasks, else its :func:`dns1035_label` shortened to that budget (with a hash suffix).
+
+    Raises ``ValueError`` when the task names leave too little room for any hashed name.
+    """
     budget = max_job_name_length(task_names, max_replicas)
     if is_dns1035_label(name) and len(name) <= budget:
         return name

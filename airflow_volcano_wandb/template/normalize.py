@@ -1,7 +1,10 @@
 """Typed macro values meet Kubernetes field types.
 
-``${name}`` alone keeps the value's type (``replicas: ${workers}``), so where Kubernetes wants a
-string it is formatted as text, digit-string counts become ints, and label values are fixed.
+``${name}`` alone keeps the value's type, which is what ``replicas: ${workers}`` needs. But
+many Kubernetes fields accept only strings (an env value, an annotation, an argument), so in
+those well-known places a number or boolean is formatted as text, exactly as it would be
+inside a longer string. Counts given as digit strings (Airflow forms send strings) become ints.
+Label values that macros made invalid are rewritten with :func:`naming.label_value`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """Options declared once, as the fields of the frozen part they belong to.
 
-A signature and ``:param:`` lines are read off the declarations, for ``render_job``'s groups
-and the shells' parts alike. Pure: no Airflow.
+A field declared with :func:`option` carries its type, default, doc line and check; a
+signature (:func:`signature`) and ``:param:`` lines (:func:`param_docs`) are read off the
+declarations (:func:`options_of`), for ``render_job``'s groups and the shells' parts alike.
+Pure: no Airflow. What only the shells read (templated, typed, the UI's renderer) is carried
+along for ``parts/options.py``.
 """
 
 from __future__ import annotations
@@ -74,9 +77,11 @@ def option(
 
 
 def passed_on(declared: Iterable[Option]) -> Any:
-    """Declare a shell part's field holding, by name, the values of ``template/`` options it
-    hands to ``render_job`` as they are, so each keeps its one declaration there (an option the
-    part renames is not passed on as well; a templated one is checked at render)."""
+    """Declare a shell part's field holding, in one mapping by name, the values of options
+    declared in ``template/`` that the part hands to ``render_job`` as they are (its
+    ``render=``), so each keeps its one declaration there. An option the part renames (one of
+    its own options' ``render=``) is not passed on as well. A templated one is checked at
+    render, as it may be Jinja until then; the others when the shell is built."""
     return dataclasses.field(default_factory=dict, metadata={"passed_on": tuple(declared)})
 
 
@@ -130,7 +135,8 @@ def _declared(*parts: type) -> tuple[Option, ...]:
 
 
 def keep_checked(part: Any) -> None:
-    """Check each option of the frozen part, keeping what its check returns."""
+    """Check each option of the frozen ``part`` in declaration order, keeping the value its
+    check returns (a template group's ``__post_init__``: the first bad one raises)."""
     for o in options_of(type(part)):
         if o.check is not None:
             object.__setattr__(part, o.name, o.check(getattr(part, o.name)))
@@ -144,7 +150,9 @@ def signature(
     options: Iterable[Option], *, of: Callable[..., Any] | None = None
 ) -> inspect.Signature:
     """The keyword-only signature the options make: after ``of``'s own parameters (but its
-    ``**``), or without ``of`` a shell's ``__init__`` (``self``, the options, ``**kwargs``)."""
+    ``**``) with its return type, for a function that takes them as ``**kwargs``; without
+    ``of``, a shell's ``__init__``: ``self``, the options and ``**kwargs`` (``inspect.signature``,
+    IDEs that ask the interpreter, Airflow's ``default_args`` and ``partial``/``expand``)."""
     keyword = inspect.Parameter.KEYWORD_ONLY
     declared = [
         inspect.Parameter(o.name, keyword, default=o.default, annotation=o.annotation)
@@ -160,7 +168,8 @@ def signature(
 
 
 def param_docs(options: Iterable[Option], indent: str = "", *, shell: bool = True) -> str:
-    """The :param: lines of a docstring, one per option, each indent-ed."""
+    """The ``:param:`` lines of a docstring, one per option, each ``indent``-ed; a ``shell``'s
+    say which are templated."""
     lines = []
     for o in options:
         text = f":param {o.name}: {' '.join(o.doc.split())}"

@@ -68,7 +68,8 @@ def _image(value: Any, path: Path) -> str:
 
 
 def apply_image(tasks: list[dict[str, Any]], image: str | Mapping[str, Any]) -> None:
-    """A string sets every (non-init) container's image; a mapping the named tasks' main one."""
+    """A string sets the image of every container of every task (init containers, typically
+    helper images, are left alone); a mapping sets the main container of the named tasks."""
     if isinstance(image, str):
         image = _image(image, ("image",))
         for i, task in enumerate(tasks):
@@ -121,7 +122,8 @@ def _env_entries(env: Mapping[str, Any] | Sequence[Any]) -> list[dict[str, Any]]
 
 
 def apply_env(tasks: list[dict[str, Any]], env: Mapping[str, Any] | Sequence[Any]) -> None:
-    """Merge env into every container (not init) of every task, by name, in place."""
+    """Merge env into every container (not init containers) of every task, by name: an
+    override replaces the template's entry in place, new names are appended in order."""
     entries = _env_entries(env)
     for i, task in enumerate(tasks):
         for path, container in iter_containers(task, ("spec", "tasks", i)):
@@ -141,7 +143,8 @@ def apply_env(tasks: list[dict[str, Any]], env: Mapping[str, Any] | Sequence[Any
 
 
 def apply_resources(tasks: list[dict[str, Any]], resources: Mapping[str, Any]) -> None:
-    """Merge limits/requests into the named tasks' main container (None: remove)."""
+    """Merge ``{"limits": {...}, "requests": {...}}`` into the main container of each named
+    task, per resource name; a ``None`` quantity removes that resource."""
     index = task_index(tasks)
     for name, value in _mapping(resources, ("resources",), "resources").items():
         path: Path = ("resources", name)
@@ -219,7 +222,8 @@ def apply_metadata(
     pod_labels: Any,
     pod_annotations: Any,
 ) -> None:
-    """Merge labels and annotations into the job's and the pod templates' metadata."""
+    """Merge labels/annotations into the job's metadata and pod_labels/pod_annotations into
+    every task's pod template metadata; the override wins on equal keys."""
     metadata = job["metadata"]
     if labels is not None:
         merge_metadata(
@@ -241,7 +245,8 @@ def apply_metadata(
 
 
 def apply_service_account(tasks: list[dict[str, Any]], name: Any) -> None:
-    """Run every pod as name (and drop the deprecated serviceAccount alias)."""
+    """Run every pod as ``name``: set ``serviceAccountName`` and drop the deprecated
+    ``serviceAccount`` alias, so no other account is left in the pod template."""
     if not naming.is_dns1123_subdomain(name):
         raise error_at(("service_account",), f"{show(name)} is not a valid service account name")
     for task in tasks:
@@ -253,7 +258,8 @@ def apply_service_account(tasks: list[dict[str, Any]], name: Any) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class TaskOverrides:
-    """What this run changes in the template's tasks (None: the template's own)."""
+    """What this run changes in the template's tasks, each with its merge rule; ``None``
+    leaves the template's own."""
 
     replicas: Mapping[str, int | str] | None = option(
         None,
@@ -311,7 +317,8 @@ class TaskOverrides:
         max_replicas: int,
         applied: Callable[[str], None],
     ) -> None:
-        """Apply each override given, calling applied with its name after each."""
+        """Apply each override given, with its own merge rule, calling ``applied`` with its
+        name after each (the queue's guardrails judge it, ``guardrails.py``)."""
         given: list[tuple[str, Any, Callable[[Any], None]]] = [
             ("replicas", self.replicas, lambda v: apply_replicas(tasks, v, max_replicas)),
             ("image", self.image, lambda v: apply_image(tasks, v)),

@@ -39,7 +39,8 @@ class Placement:
         keep_checked(self)
 
     def apply(self, job: dict[str, Any], allowed_namespaces: Collection[str] | None) -> str:
-        """Set the job's name, namespace and queue; return where the namespace came from."""
+        """Set the job's name, namespace and queue; return where the namespace came from,
+        for the policy's messages."""
         if self.name is not None:
             if not isinstance(self.name, str) or not self.name:
                 raise error_at(
@@ -58,8 +59,10 @@ class Placement:
     def _set_namespace(
         self, job: dict[str, Any], allowed_namespaces: Collection[str] | None
     ) -> str:
-        """The argument wins; the template's namespace (the W&B queue editor's choice) only
-        when ``template_namespace_allowed`` or an allow-list says so (``docs/templates.md``)."""
+        """The namespace rule (``docs/templates.md``): the argument always wins. A namespace
+        from the template is a choice made by whoever edits the W&B queue, so it is honoured
+        only when this deployment said so, by ``template_namespace_allowed`` or by an
+        allow-list (which the policy then checks)."""
         if self.namespace is not None:
             if not isinstance(self.namespace, str):
                 raise error_at(("namespace",), f"must be a string, not {type_name(self.namespace)}")

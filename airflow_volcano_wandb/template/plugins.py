@@ -1,8 +1,11 @@
 """Which job plugins each Volcano release has: the one table the renderer and ``doctor`` use.
 
-Volcano's admission webhook refuses a job naming a plugin its release does not register.
-:data:`PLUGIN_SINCE` was read from ``pkg/controllers/job/plugins/factory.go`` at every release
-tag (v1.0.0 ... v1.15.1); no release has removed a plugin, so "since" is the whole rule. Pure.
+Volcano's admission webhook refuses a job that names a plugin its controller does not
+register ("unable to find job plugin", ``pkg/webhooks/admission/jobs/validate/admit_job.go``
+since v1.0.0), so a job may only name plugins its target release has. :data:`PLUGIN_SINCE`
+was read from the registry, ``pkg/controllers/job/plugins/factory.go``, at every release tag
+of volcano-sh/volcano (v1.0.0 ... v1.15.1; ``hcclrank`` was backported to 1.12's patch
+releases). No release has removed a plugin, so "since" is the whole rule. Pure.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ class VersionError(ValueError):
 
 
 def parse_version(text: str) -> Version:
-    """v1.14.1, 1.14.1 or 1.14 as a tuple; a pre-release is refused."""
+    """``v1.14.1``, ``1.14.1`` or ``1.14`` (patch 0) as a tuple. Pre-release and build suffixes
+    are refused: a release candidate's plugin set is not the release's."""
     match = _VERSION.fullmatch(text.strip()) if isinstance(text, str) else None
     if match is None:
         raise VersionError(f"{text!r} is not a Volcano version such as v1.14.1")

@@ -1,8 +1,12 @@
 """The Kubernetes Pod Security Standards, checked on a pod template before it is submitted.
 
-PodSecurity admission judges only pods, which Volcano creates long after the Job was accepted.
-The rules are the ``latest`` standard of k8s.io/pod-security-admission v0.35;
-``tests/cluster/test_pod_security_admission.py`` compares them with a real API server.
+PodSecurity admission judges only pods, which Volcano creates long after the Job was
+accepted, so a template that breaks the namespace's level would fail pod by pod in the
+controller; here it is an error naming every offending field, before anything is submitted.
+The rules are the ``latest`` standard as Kubernetes 1.35's PodSecurity admission
+(k8s.io/pod-security-admission v0.35) implements it, ``hostUsers: false`` relaxations
+included; ``tests/cluster/test_pod_security_admission.py`` compares them with a real API
+server. Each level includes the one below it.
 """
 
 from __future__ import annotations
@@ -247,7 +251,8 @@ class _Checker:
 
 
 def check_level(level: Any) -> str:
-    """level if it names a Pod Security Standards level; else an error."""
+    """``level`` if it names a Pod Security Standards level; else an error naming
+    ``pod_security``, the :func:`~airflow_volcano_wandb.template.render_job` argument."""
     if not isinstance(level, str) or level not in LEVELS:
         raise error_at(
             ("pod_security",),
@@ -257,7 +262,8 @@ def check_level(level: Any) -> str:
 
 
 def violations(template: dict[str, Any], path: Path, level: str) -> Problems:
-    """Every field of a pod template that breaks level, with its JSON path."""
+    """Every field of a pod template (``metadata`` and ``spec``) that breaks ``level``, with
+    its JSON path under ``path``. The template's shape was validated already."""
     check = _Checker(check_level(level))
     spec = template.get("spec")
     if level == PRIVILEGED or not isinstance(spec, dict):

@@ -1,6 +1,8 @@
 """What a deployment refuses in a rendered job: ``render_job``'s policy keywords, declared here.
 
-Each check lives in its own module; this one runs them all so every problem is reported at once.
+Each check lives in its own module (``pod_security``, ``allow_lists``, ``secret_refs``); this
+one checks the keywords once, before rendering, and runs every check on the rendered job so
+that all problems are reported together.
 """
 
 from __future__ import annotations
@@ -39,7 +41,8 @@ def _gpu_cap(value: Any) -> int | None:
 
 @dataclass(frozen=True, kw_only=True)
 class Policy:
-    """What the deployment allows, each list checked (None: no list)."""
+    """What the deployment allows, each list checked as it is built; ``None`` means "no list"
+    where a list is optional."""
 
     pod_security: str = option(
         DEFAULT_LEVEL,

@@ -1,4 +1,5 @@
-"""Kubernetes resource quantities (500m, 16Gi): checked, and read exactly (pure)."""
+"""Kubernetes resource quantities (``500m``, ``16Gi``, ``1e3``, ``8``): checked, and read as
+exact numbers (pure)."""
 
 from __future__ import annotations
 
@@ -31,7 +32,11 @@ def check_quantity(value: Any, path: Path) -> None:
 
 
 def parse_quantity(value: Any) -> Decimal:
-    """The quantity's exact value ("500m" is 0.5), else ValueError."""
+    """The quantity's exact value (``"500m"`` is 0.5, ``"16Gi"`` 16 * 2**30, ``"1e3"`` 1000).
+
+    Decimal, not float: memory in bytes and CPU in millicores add up without rounding.
+    Raises ``ValueError`` for anything that is not a quantity.
+    """
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise ValueError(f"{show(value)} is not a Kubernetes quantity")
     match = QUANTITY.match(str(value))

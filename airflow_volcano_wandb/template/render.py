@@ -1,7 +1,14 @@
 """Render a W&B Launch queue template into the Volcano Job one run submits.
 
 Pure: no Airflow, no HTTP, no Kubernetes client. :func:`render_job` is the whole API; its
-stages, one module each, run in ``_render``'s order. See ``docs/templates.md`` for the rules.
+stages (``_render``) live beside it, one concept per module, in this order: ``load``;
+``template_variables`` (W&B Launch's ``{{name}}``, checked against the queue's schemas);
+``macros`` (``${name}``, structurally); ``normalize``; ``overrides``, each held to the schema
+of a variable that fills what it changes by ``guardrails``; ``run_config``; ``checkpoints``;
+``gang``; ``volcano`` (the ``pytorch`` plugin's master policy); ``naming``; ``torchrun`` (after
+naming: the master's address uses the job name); ``validate``; ``policy`` (``pod_security``,
+``allow_lists``, ``secret_refs``), every problem reported with its JSON path. The rendered job
+is shown to people as :func:`job_as_yaml`. See ``docs/templates.md`` for the rules.
 """
 
 from __future__ import annotations
@@ -56,14 +63,20 @@ class RunEnv(NamedTuple):
 
 
 def load_template(template: TemplateSource) -> dict[str, Any]:
-    """Load a template without rendering it: a fresh copy of the Volcano Job, macros intact."""
+    """Load a template without rendering it: a fresh copy of the Volcano Job, macros intact.
+
+    Useful to show a template or read its task names before a run has values for its macros.
+    """
     job: dict[str, Any] = copy_json(_load(template), (), "template")
     return job
 
 
 def job_as_yaml(job: Mapping[str, Any]) -> str:
-    """``job`` as one block YAML document (``---`` to ``...``, apart from the log lines around
-    it), head first in kubectl's order, so a truncated view still shows what the job is."""
+    """``job`` as one block YAML document (``---`` to ``...``), as ``dry_run()`` and the task
+    log show it: the markers set it apart from log lines around it. Its head in kubectl's order
+    (``apiVersion``, ``kind``, ``metadata``, ``spec``), so a view that shows only the start
+    (Airflow truncates a rendered field) shows what the job is; the rest in the job's order.
+    The job never holds the W&B API key (only a ``secretKeyRef``), so nothing is hidden."""
     head = {key: job[key] for key in ("apiVersion", "kind", "metadata", "spec") if key in job}
     return yaml.safe_dump(
         {**head, **job},
@@ -75,8 +88,9 @@ def job_as_yaml(job: Mapping[str, Any]) -> str:
 
 
 def master_task_name(job: Mapping[str, Any]) -> str | None:
-    """The task that plays master (and owns the W&B run): the ``--master`` task of the job's
-    ``pytorch`` or ``mpi`` plugin when it exists, else the first task; ``None`` if unnamed."""
+    """The task that plays master in a (rendered) job: the ``--master`` task of its ``pytorch``
+    or ``mpi`` plugin (default ``master``) when that task exists, else the first task; ``None``
+    when the job has no named tasks. The operator gives this task ownership of the W&B run."""
     spec = job.get("spec") if isinstance(job, Mapping) else None
     if not isinstance(spec, Mapping) or not isinstance(spec.get("tasks"), list):
         return None
@@ -111,7 +125,8 @@ def _apply_run_env(job: dict[str, Any], tasks: list[dict[str, Any]], run_env: Ru
 
 @dataclass(frozen=True, kw_only=True)
 class Variables:
-    """What the run hands the template besides macros."""
+    """What the run hands the template besides ``macros``: macros from the environment, W&B
+    Launch's template variables and run config, and the env the provider owns."""
 
     macros_from_env: Sequence[str] | None = option(
         None,
@@ -239,7 +254,7 @@ def _render(
     policy: Policy,
     checkpoints: Checkpoints,
 ) -> dict[str, Any]:
-    """The stages, in order, with every argument already checked."""
+    """The stages, in order (the module's docstring), with every argument already checked."""
     loaded, filled = render_variables(
         _load(template), variables.template_variables, variables.template_variable_schemas
     )

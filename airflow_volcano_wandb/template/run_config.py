@@ -1,5 +1,10 @@
-"""A run config for the trainer's ``wandb.config``, through the SDK's own W&B Launch env (as
-wandb's ``sdk/launch/_project_spec.py`` writes it), so a Launch job's code reads it unchanged.
+"""A run config for the trainer's ``wandb.config``, through the SDK's own W&B Launch path.
+
+As the Launch agent does: ``WANDB_LAUNCH=True`` and the config as JSON in ``WANDB_CONFIG``,
+or in ``WANDB_CONFIG_0``, ``WANDB_CONFIG_1``, ... slices when too long for one variable
+(wandb's ``sdk/launch/_project_spec.py``); ``wandb.init()`` lays them over the config the code
+passes, so a Launch job's code reads ``wandb.config`` unchanged. Every rank's main container
+gets the same env. Pure: no Airflow, no ``wandb``.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ _CONFIG_SHARD = re.compile(rf"{CONFIG_ENV}_[0-9]+\Z")
 def run_config_env(
     run_config: Mapping[str, Any], max_length: int = MAX_ENV_LENGTH
 ) -> list[dict[str, str]]:
-    """The env entries that give ``run_config`` to ``wandb.init()``.
+    """The env entries that give ``run_config`` to ``wandb.init()``, as the Launch agent
+    writes them.
 
     :raises TemplateError: when ``run_config`` is not a JSON mapping with string keys.
     """
@@ -45,8 +51,10 @@ def _is_config_env(name: Any) -> bool:
 
 
 def apply_run_config(tasks: list[dict[str, Any]], run_config: Mapping[str, Any] | None) -> None:
-    """Give every task's main container the run config's env, replacing any of these names
-    the template set (the SDK reads ``WANDB_CONFIG`` first: a stale one would win)."""
+    """Give every task's main container the run config's env. The provider owns these names:
+    a template's or ``env``'s ``WANDB_CONFIG``, shard or ``WANDB_LAUNCH`` is replaced, since
+    the SDK reads ``WANDB_CONFIG`` before any shard and a stale one would win. ``None`` or an
+    empty mapping: nothing changes."""
     if not run_config and isinstance(run_config, Mapping | type(None)):
         return
     entries = run_config_env(run_config)

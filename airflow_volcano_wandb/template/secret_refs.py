@@ -1,7 +1,11 @@
 """Every Secret a pod template names, and the allow-list they are checked against.
 
-The kubelet resolves a pod's Secret references with its own rights, whatever the service
-account may do, so a W&B queue editor could otherwise mount another team's key and print it.
+A pod can read any Secret of its namespace that its template names, whatever its service
+account may do: the kubelet resolves ``secretKeyRef``, ``envFrom`` and Secret volumes with its
+own rights. A queue template is edited in W&B, so without this check a queue editor could
+mount another team's key (or another job's ``avw-wandb-key-*`` Secret) and print it.
+Only the Secrets the provider itself puts in (the run's own key) and those the DAG lists
+(``allowed_secrets``) may be named.
 """
 
 from __future__ import annotations
@@ -32,12 +36,15 @@ VOLUME_SECRET_REFERENCES: dict[str, tuple[tuple[str, ...], str]] = {
 
 
 def _name(reference: Any, key: str) -> Any:
-    """The Secret a reference names; a non-mapping reference itself, to be refused."""
+    """The Secret a reference names; a reference that is not a mapping is itself returned,
+    so it is refused rather than skipped."""
     return reference.get(key) if isinstance(reference, dict) else reference
 
 
 def references(spec: Any, spec_path: Path) -> Iterator[tuple[Path, Any]]:
-    """``(path of the name field, the name)`` of every Secret a pod spec names, anywhere."""
+    """``(path of the name field, the name)`` of every Secret a pod spec names: in the env
+    and ``envFrom`` of every container (init and ephemeral too), in its volumes (projected
+    ones included) and in ``imagePullSecrets``."""
     if not isinstance(spec, dict):
         return
     for cpath, container in all_containers(spec, spec_path):

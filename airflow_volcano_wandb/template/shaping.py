@@ -1,5 +1,7 @@
 """How the rendered job is shaped for Volcano's gang and PyTorch's ranks, after the run's
-overrides, for the Volcano release it is for; the ``render_job`` keywords of each.
+overrides: gang sizes, the master's policy, the scheduler, a name that leaves room for pod
+names, the ``torchrun`` env and ``/dev/shm``, for the Volcano release the job is for; the
+``render_job`` keywords of each, declared and checked once.
 """
 
 from __future__ import annotations
@@ -121,7 +123,8 @@ class Shaping:
                 )
 
     def size_elastic(self, job: dict[str, Any], tasks: list[dict[str, Any]]) -> Any:
-        """The elastic range, with the gang sized for it; None when not elastic."""
+        """The elastic range, with the gang sized for it (before the guardrails judge the
+        worker task's ``replicas`` and ``minAvailable``); ``None`` when not elastic."""
         if not self.elastic:
             return None
         return elastic_workers.sizes(job, tasks, self.elastic)
@@ -133,7 +136,8 @@ class Shaping:
         replicas_before: Any,
         workers: tuple[int, int] | None = None,
     ) -> None:
-        """Shape job, whose tasks had replicas_before before the run's overrides."""
+        """Shape ``job`` whose tasks had ``replicas_before`` before the run's overrides;
+        ``workers``: the elastic range :meth:`size_elastic` gave."""
         gang_sizes.rescale(job, tasks, replicas_before)
         if workers is not None:
             # Again: the rescale above follows a gang-of-all minAvailable to the new replicas.

@@ -1,4 +1,5 @@
-"""Finding tasks, pod templates and containers in a Volcano Job, and its minimal shape."""
+"""Finding tasks, pod templates and containers in a Volcano Job, and the minimal shape the
+override stage relies on (the full checks are in ``validate``)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def iter_containers(task: dict[str, Any], task_path: Path) -> Iterator[tuple[Pat
 def all_containers(
     spec: Any, spec_path: Path, keys: Sequence[str] = ALL_CONTAINER_LISTS
 ) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every container of a pod spec (of the keys lists, default all), with its path."""
+    """Every container of a pod spec (init and ephemeral too, unless ``keys`` says which
+    lists), with its path."""
     if not isinstance(spec, dict):
         return
     for key in keys:
@@ -71,7 +73,8 @@ def all_containers(
 
 
 def main_container(task: dict[str, Any], task_path: Path) -> tuple[Path, dict[str, Any]]:
-    """The container per-task overrides target: the one named like the task, else the first."""
+    """The container that per-task overrides target: the one named like the task, else the
+    first. Sidecars keep their own image, command and resources (e.g. no GPU for a logger)."""
     spec = pod_spec(task)
     items = spec.get("containers") if spec else None
     base = (*task_path, "template", "spec", "containers")

@@ -1,8 +1,12 @@
 """W&B Launch queue template variables: ``{{name}}`` in a queue config, bounded by a schema.
 
-The queue's schemas bound ``render_job``'s ``template_variables`` and make an Airflow Trigger
-form (:func:`param_specs`). Filling works on the parsed tree, as the ``${macro}`` stage does:
-a value is data, never YAML or JSON structure, and never a ``${macro}``. Pure: no Airflow.
+A queue's admin gives each variable a schema (``type`` integer, number or string;
+``minimum``, ``maximum``, ``enum``, ``default``, ``description``), which
+``wandb.Api().run_queue(entity, name).template_variables`` returns as ``[{"name",
+"schema"}]``. The same list bounds ``render_job``'s ``template_variables`` and makes an
+Airflow Trigger form (:func:`param_specs`). Filling works on the parsed tree, as the
+``${macro}`` stage does: a value is data, never YAML or JSON structure, and never a
+``${macro}``. Pure: no Airflow.
 """
 
 from __future__ import annotations
@@ -49,7 +53,8 @@ class VariableSchema:
         return self.default is not _MISSING
 
     def check(self, value: Any) -> int | float | str:
-        """value as this variable's type (a digit string is an integer), or an error."""
+        """``value`` as this variable's type (a digit string is an integer: Jinja renders
+        text), or a :class:`TemplateError` naming the variable and the bound it breaks."""
         typed = _typed(self, value)
         if self.minimum is not None and typed < self.minimum:  # type: ignore[operator]
             raise error_at(
@@ -173,7 +178,8 @@ def _schema(entry: Any, index: int) -> VariableSchema:
 
 
 def parse_schemas(schemas: Sequence[Any] | None) -> dict[str, VariableSchema]:
-    """The schemas as W&B returns them, checked, by name (None: no schemas)."""
+    """The schemas as W&B returns them (``[{"name", "schema"}]``, a schema a dict or a JSON
+    string), checked, by name. ``None`` is no schemas."""
     if schemas is None:
         return {}
     if isinstance(schemas, str | bytes | Mapping) or not isinstance(schemas, Sequence):
@@ -191,7 +197,8 @@ def parse_schemas(schemas: Sequence[Any] | None) -> dict[str, VariableSchema]:
 
 
 def bind(schemas: Mapping[str, VariableSchema], values: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Every declared variable's value, checked against its schema, or its default."""
+    """Every declared variable's value, checked against its schema (``None`` or no value: the
+    default). All problems are reported together; a value for an undeclared variable is one."""
     if values is None:
         values = {}
     if not isinstance(values, Mapping):
@@ -224,14 +231,16 @@ def bind(schemas: Mapping[str, VariableSchema], values: Mapping[str, Any] | None
 
 
 class Filled(NamedTuple):
-    """A field the variables filled: whole when one variable is all of its value."""
+    """A field the template variables filled: ``whole`` when one variable is all of its value
+    (that variable's schema can judge any other value there), else the variables in its text."""
 
     variables: tuple[VariableSchema, ...]
     whole: bool
 
 
 class _Filling:
-    """One walk that copies the template and fills {{name}} in, recording where."""
+    """One walk that copies the template and fills ``{{name}}`` in; names it does not know are
+    collected and reported together, and the fields it fills are recorded."""
 
     def __init__(self, values: Mapping[str, Any]) -> None:
         self.values = values
@@ -284,7 +293,8 @@ def _escape(value: str) -> str: ...
 @overload
 def _escape(value: object) -> object: ...
 def _escape(value: object) -> object:
-    """A value is data: a ${ in it is escaped for the macro stage after this one."""
+    """A value is data: the ``${macro}`` stage after this one must leave a ``${`` in it as
+    written, so it is escaped the way a template writes a literal one."""
     return value.replace("${", "$${") if isinstance(value, str) else value
 
 
@@ -319,8 +329,9 @@ def fill(
 def render_variables(
     template: Mapping[str, Any], values: Mapping[str, Any] | None, schemas: Sequence[Any] | None
 ) -> tuple[Mapping[str, Any], dict[Path, Filled]]:
-    """``render_job``'s template-variable stage: the template filled in, and the fields the
-    variables filled, for ``guardrails`` to hold the overrides to."""
+    """``render_job``'s template-variable stage: the template filled in, or the template as it
+    is when there are no schemas and no values (a template without variables); and the fields
+    the variables filled, for ``guardrails`` to hold the overrides to."""
     if schemas is None:
         if values:
             raise error_at(
@@ -339,7 +350,8 @@ def render_variables(
 
 def param_specs(schemas: Sequence[Any]) -> dict[str, dict[str, Any]]:
     """Keyword arguments of an Airflow ``Param`` per variable, in the schemas' order: the
-    JSON-schema keys the Trigger form enforces and shows."""
+    JSON-schema keys the Trigger form enforces (``type``, ``minimum``, ``maximum``, ``enum``)
+    and shows (``default``, ``description``, ``title``). No default: the form asks for one."""
     specs: dict[str, dict[str, Any]] = {}
     for name, schema in parse_schemas(schemas).items():
         spec: dict[str, Any] = {"type": schema.type}

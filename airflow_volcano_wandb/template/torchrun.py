@@ -1,9 +1,13 @@
 """What ``torchrun`` needs on every rank of a ``pytorch``-plugin job, and a real ``/dev/shm``.
 
-``torchrun`` reads ``PET_*`` env, not the plugin's ``MASTER_ADDR``/``RANK``. The node rank
-cannot be a ``$(RANK)`` reference (the plugin appends its env after the template's), so it is
-read from the ``hccl/rankIndex`` annotation of Volcano's ``hcclrank`` plugin, which this stage
-enables. Pure; see docs/templates.md ("torchrun and /dev/shm").
+Volcano's ``pytorch`` plugin gives each pod ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE``
+and ``RANK``; ``torchrun`` reads ``PET_*`` env instead. All but ``PET_NODE_RANK`` are the same
+for every pod of a task, so they go into the pod template. The node rank cannot be derived
+from ``RANK`` (a ``$(RANK)`` reference only sees variables defined before it, and the plugin
+appends its env after the template's), so it is read through the downward API from the pod
+annotation ``hccl/rankIndex``, which Volcano's ``hcclrank`` plugin (v1.12.3+, ``plugins.py``)
+writes; this stage enables that plugin. Pure; see docs/templates.md ("torchrun and /dev/shm")
+for what a target Volcano without it gets.
 """
 
 from __future__ import annotations
@@ -32,13 +36,16 @@ NPROC_WORDS = ("auto", "cpu", "gpu", "xpu")
 
 
 def is_nproc(value: str) -> bool:
-    """Whether torchrun can start this many processes per pod."""
+    """Whether ``torchrun`` can start this many processes per pod (a template or ``env=`` may
+    set ``PET_NPROC_PER_NODE`` itself; validation refuses anything else)."""
     return (value.isdigit() and int(value) > 0) or value in NPROC_WORDS
 
 
 def processes_per_pod(container: Mapping[str, Any]) -> int:
     """The processes a pod of this (main) container starts, as its ``PET_NPROC_PER_NODE``
-    says (``gpu``/``auto``: its GPUs); 1 when only the node could tell."""
+    says: a count as given; ``gpu`` or ``auto`` count the container's GPUs. Without the
+    variable (or with a value only the node knows, ``cpu``, ``xpu``, ``valueFrom``) it is the
+    ``pytorch`` plugin's one process per pod."""
     env = container.get("env")
     for entry in env if isinstance(env, list) else ():
         if isinstance(entry, dict) and entry.get("name") == NPROC_ENV:
@@ -184,7 +191,9 @@ def _port(arguments: list[Any]) -> int:
 
 
 def _master_addr(job: dict[str, Any], master: dict[str, Any], master_name: str) -> str:
-    """The master pod's DNS name as the plugin computes ``MASTER_ADDR``."""
+    """The master pod's DNS name as the plugin computes ``MASTER_ADDR``: its hostname (the
+    template's, else ``<job>-<master>-0``) and subdomain (the template's, else the job's
+    name, which Volcano's ``svc`` plugin makes a headless service of)."""
     name = job["metadata"]["name"]
     spec = (master.get("template") or {}).get("spec") or {}
     host = spec.get("hostname") or f"{name}-{master_name}-0"

@@ -1,5 +1,8 @@
-"""Airflow Trigger-form fields from what the renderer enforces (a queue's template variables,
-an image allow-list); only the public builders import Airflow's ``Param``, when called.
+"""Airflow Trigger-form fields from what the renderer enforces: a queue's template variables
+and an image allow-list, so the form refuses what the render would refuse.
+
+The JSON schemas are computed by pure code; only the two public builders, called from DAG
+files, import Airflow's ``Param``, when called, so ``template/`` still loads without Airflow.
 """
 
 from __future__ import annotations
@@ -20,9 +23,10 @@ _REGEX_SYNTAX = frozenset("\\^$.|+()[]{}/")
 
 
 def params_from_template_variables(schemas: Sequence[Any]) -> dict[str, Param]:
-    """One Airflow ``Param`` per template variable, by name (``schemas`` as
-    ``wandb.Api().run_queue(...).template_variables`` returns them), so the Trigger form
-    enforces the queue's own bounds.
+    """One Airflow ``Param`` per template variable, by name: W&B's schemas (the list
+    ``wandb.Api().run_queue(entity, name).template_variables`` returns) as the form's
+    ``type``, ``minimum``, ``maximum``, ``enum``, ``default`` and ``description``, so the
+    Trigger form enforces the queue's own bounds.
 
     :raises TemplateError: for a schema the renderer would refuse too.
     """
@@ -32,7 +36,8 @@ def params_from_template_variables(schemas: Sequence[Any]) -> dict[str, Param]:
 
 
 def _as_regex(pattern: str) -> str:
-    """An fnmatch pattern as a regex a browser reads too (only regex syntax escaped)."""
+    """An fnmatch pattern (``*``, ``?``, ``[...]``) as a regex that Python and a browser read
+    alike: only regex syntax characters are escaped (a browser refuses other escapes)."""
     out, i = [], 0
     while i < len(pattern):
         char = pattern[i]
@@ -54,8 +59,10 @@ def _as_regex(pattern: str) -> str:
 def image_param_spec(
     allowed_images: Sequence[str], default_image: str | None = None
 ) -> dict[str, Any]:
-    """The JSON schema of an image field limited to ``allowed_images``: a pick-list when every
-    entry is an exact image, else a pattern; ``default_image`` (default: the first) too."""
+    """The JSON schema of an image field limited to ``allowed_images`` (``render_job``'s
+    fnmatch patterns): a pick-list when every entry is an exact image, else text that must
+    match one of the patterns. ``default_image``: the field's first value (by default the first
+    allowed image), which must be allowed itself."""
     patterns = as_allow_list(allowed_images, "allowed_images") or ()
     if not patterns:
         raise error_at(("allowed_images",), "needs at least one image or pattern")
@@ -78,8 +85,9 @@ def image_param_spec(
 def image_param(
     allowed_images: Sequence[str], default_image: str | None = None, **extra: Any
 ) -> Param:
-    """An Airflow ``Param`` for a training image from an allow-list (:func:`image_param_spec`),
-    ``extra`` keys added; the form is a convenience, the operator's ``allowed_images`` the check."""
+    """An Airflow ``Param`` for a training image from an allow-list (:func:`image_param_spec`);
+    ``extra`` adds or replaces keys (``description``, ``title``). Give the operator the same
+    ``allowed_images``: the form is a convenience, the render is the check."""
     from airflow.sdk import Param  # at call time: see the module's docstring
 
     return Param(**{**image_param_spec(allowed_images, default_image), **extra})

@@ -1,7 +1,8 @@
 """Checks on the rendered Volcano Job, before anything is submitted.
 
-What Volcano's CRD schema and admission webhook would reject, plus the pod-name length that
-would fail only when the controller creates pods; each problem names its JSON path.
+Each problem names the JSON path of its field; all problems are reported together. The checks
+mirror what Volcano v1.14.1's CRD schema and admission webhook would reject, plus the pod-name
+length that otherwise only fails when the controller creates pods, long after submission.
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ class _Checker:
                     self.kind(value, (*path, key, name), str, "a string")
 
     def volumes(self, volumes: Any, path: Path) -> None:
-        """Volcano's webhook rules for job volumes (validateIO)."""
+        """Volcano's webhook rules for job volumes (``validateIO``): a mountPath, used once;
+        either an existing claim (``volumeClaimName``, a valid name) or a claim to create."""
         if volumes is None:
             return
         if not isinstance(volumes, list):
@@ -348,8 +350,12 @@ def validate(
     wide: list[Path],
     target: releases.Version,
 ) -> None:
-    """Raise one :class:`TemplateError` listing every problem found in the rendered job;
-    ``wide``: where macros inserted integers beyond int64, ``target``: the Volcano release."""
+    """Raise one :class:`TemplateError` listing every problem found in the rendered job.
+
+    ``wide`` lists where macros inserted integers beyond int64; the template's own numbers
+    and the overrides' were checked when they were copied, so only these need a look.
+    ``target`` is the Volcano release the job is for: it must have every plugin named.
+    """
     check = _Checker(max_replicas, target)
     check.metadata(job.get("metadata"), ("metadata",))
     namespace = job["metadata"].get("namespace")

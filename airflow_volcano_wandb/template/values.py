@@ -1,7 +1,8 @@
 """JSON-shaped values: checking, copying, and formatting scalars as text.
 
-The job goes to the API server as JSON; checking that once, while copying, keeps the later
-stages free of type surprises.
+A Volcano Job is sent to the API server as JSON, so everything the renderer produces must be
+JSON: dicts with string keys, lists, strings, finite numbers, booleans and ``None``. Checking
+that once, while copying, keeps the later stages free of type surprises.
 """
 
 from __future__ import annotations
@@ -30,8 +31,13 @@ def show(value: object, limit: int = 60) -> str:
 
 
 def as_text(value: Any, path: Path, what: str = "value") -> str:
-    """Format a scalar for a place where Kubernetes wants a string: booleans as YAML and Go
-    spell them (``--flag=${on}`` reads as in a hand-written manifest); ``None`` is an error."""
+    """Format a scalar for a place where Kubernetes wants a string.
+
+    Booleans become ``true``/``false`` (how YAML and Go spell them, so ``--flag=${on}`` reads
+    the same as in a hand-written manifest), integers their decimal digits, floats their
+    shortest round-trip repr (``0.001``, ``1e-05``). ``None``, NaN/infinity, containers and
+    other types are errors rather than text such as ``"None"``.
+    """
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -66,8 +72,11 @@ def flag(argument: str) -> Callable[[Any], bool]:
 
 
 def copy_json(value: Any, path: Path, what: str = "value") -> Any:
-    """Deep-copy a JSON-shaped value (tuples as lists), rejecting anything that is not JSON;
-    integers are range-checked later, only those that stay numbers."""
+    """Deep-copy a JSON-shaped value, rejecting anything that is not JSON.
+
+    Tuples are accepted as lists. Integers are not range-checked here: a huge integer may
+    still become text; the final validation checks the ones that stay numbers.
+    """
     if isinstance(value, str | bool | int) or value is None:
         return value
     if isinstance(value, float):
@@ -108,7 +117,9 @@ def clone(value: Any) -> Any:
 
 
 def as_int(value: Any, path: Path, what: str, *, maximum: int | None = None) -> int:
-    """Read a non-negative count, at most maximum: an int or a string of digits."""
+    """Read a non-negative count: an ``int`` or a string of ASCII digits (Airflow's trigger
+    form sends strings). Booleans, floats (even ``3.0``), signs, ``""`` and ``None`` are
+    errors, as is anything above ``maximum``."""
     if isinstance(value, bool) or not isinstance(value, int | str):
         raise error_at(
             path, f"{what} must be a non-negative integer, got {type_name(value)} {show(value)}"
@@ -117,7 +128,8 @@ def as_int(value: Any, path: Path, what: str, *, maximum: int | None = None) -> 
         text = value.strip()
         if not text.isascii() or not text.isdigit():
             raise error_at(path, f"{what} must be a non-negative integer, got {show(value)}")
-        # Checked first: int() refuses more than 4300 digits.
+        # Long digit strings are over any bound; checking length first also keeps int() from
+        # hitting CPython's 4300-digit conversion limit.
         if len(text) > 18:
             raise error_at(path, f"{what} is {text[:20]}..., which is too large")
         value = int(text)
@@ -132,7 +144,8 @@ def as_int(value: Any, path: Path, what: str, *, maximum: int | None = None) -> 
 
 
 def dig(node: Any, *keys: str) -> Any:
-    """``node[k1][k2]...``, or ``None`` where a level is missing or not a mapping."""
+    """``node[k1][k2]...``, or ``None`` where a level is missing or not a mapping: for reading
+    a template that validation has not vouched for yet."""
     for key in keys:
         if not isinstance(node, dict):
             return None

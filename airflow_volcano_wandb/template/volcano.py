@@ -1,7 +1,10 @@
 """What Volcano v1.14.1 accepts: policy events and actions, and the arguments of job plugins.
 
-From the admission webhook's ``policyEventMap``/``policyActionMap``
-(``pkg/webhooks/admission/jobs/validate/util.go``) and the ``pytorch``/``mpi`` plugins' flags.
+Sources (volcano.sh/volcano v1.14.1): the admission webhook's ``policyEventMap`` and
+``policyActionMap`` in ``pkg/webhooks/admission/jobs/validate/util.go`` (the bus API defines
+more events and actions, but marks the rest internal and the webhook rejects them), and the
+``pytorch``/``mpi`` plugins' flag sets (``--master``, default ``master``; ``--worker``, default
+``worker``). Which plugins each release registers is ``plugins.py``'s table.
 """
 
 from __future__ import annotations
@@ -77,8 +80,13 @@ def _policy_events(policy: dict[str, Any]) -> list[Any]:
 
 
 def ensure_master_policy(task: dict[str, Any], task_path: Path) -> None:
-    """Add ``TaskCompleted -> CompleteJob`` to the master task unless it is there: the wait
-    relies on the job completing with its master, as workers never exit on their own."""
+    """Add ``TaskCompleted -> CompleteJob`` to the master task unless it is there.
+
+    This is the contract the operator's wait relies on: the job finishes (``Completing`` ->
+    ``Completed``) when the master finishes, even though workers never exit on their own.
+    A master that maps ``TaskCompleted`` (or ``*``) to another action contradicts the
+    contract; that is an error rather than a silent duplicate event Volcano would reject.
+    """
     policies = task.setdefault("policies", [])
     path = (*task_path, "policies")
     if not isinstance(policies, list):

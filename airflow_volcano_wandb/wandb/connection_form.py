@@ -1,5 +1,8 @@
-"""The ``wandb`` connection's form, with no Airflow import: Airflow reads it from the provider
-info while it is still configuring itself."""
+"""The ``wandb`` connection's form in the Airflow UI.
+
+Kept apart from the hook, with no Airflow import, because Airflow reads it from the provider
+info while it is still configuring itself.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +10,9 @@ from typing import Any
 
 from airflow_volcano_wandb.wandb.wandb_urls import DEFAULT_BASE_URL
 
-# Airflow >= 3.2 reads these from the provider info; the hook's classmethods serve older ones.
+# Declarative connection-form metadata (Airflow >= 3.2 reads it from the provider info's
+# "connection-types" entry as "conn-fields" / "ui-field-behaviour"). The hook's classmethods
+# return the same content for Airflow versions that still ask the hook.
 WANDB_CONN_FIELDS: dict[str, dict[str, Any]] = {
     "entity": {
         "label": "Entity",

@@ -1,5 +1,9 @@
-"""A wall-clock bound on a call that has none of its own: the wandb SDK retries past its HTTP
-timeout, so an unreachable W&B could hold a task's end for minutes after its job finished.
+"""A wall-clock bound on a call that has none of its own.
+
+The wandb SDK retries W&B API calls on its own schedule, so ``wandb.Api``'s HTTP timeout
+bounds one request, not the call, and an unreachable W&B could hold a task's end for many
+minutes after its job finished. What the provider reads from or writes to W&B after the job
+is best-effort, so it runs under :func:`call_within`.
 """
 
 from __future__ import annotations
@@ -12,8 +16,10 @@ T = TypeVar("T")
 
 
 def call_within(seconds: float, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """``call(*args, **kwargs)``, or :class:`TimeoutError` once ``seconds`` have passed (the
-    daemon thread is abandoned, not stopped: only for calls whose late result can be dropped).
+    """``call(*args, **kwargs)``, or :class:`TimeoutError` once ``seconds`` have passed.
+
+    The call runs in a daemon thread: when time is up it is abandoned, not stopped, and cannot
+    keep the process from exiting. Use it only for calls whose late result can be dropped.
 
     :param seconds: how long to wait for the call.
     :param call: what to call; its exception, if it raises in time, is raised here.

@@ -1,5 +1,11 @@
-"""The W&B API key in every form a log may show it (pure): plain (a trainer printing its env),
-base64 (a Secret's ``data``) and HTTP basic auth as user ``api`` (an HTTP debug log).
+"""The W&B API key in every form a log may show it (pure).
+
+A trainer that prints its environment prints the key itself. A Secret's ``data`` holds it in
+base64, and so do an API response and the Kubernetes client's DEBUG log of it. The W&B
+client authenticates with HTTP basic auth as user ``api``, so an HTTP debug log (the trainer's
+``requests``/``urllib3`` at DEBUG, a proxy's) prints ``Authorization: Basic
+base64("api:" + key)``. Every masker is handed all three: Airflow's in the worker
+(``hooks/wandb.py``) and the digests the triggerer masks by (``secret_digest.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,9 @@
-"""Numbers read from W&B's loosely typed JSON (pure): every reader of a summary's or a sweep
-configuration's number asks :func:`finite_number`, so all pass over the same values.
+"""Numbers read from W&B's loosely typed JSON (pure).
+
+A run's summary holds whatever the trainer logged, and a sweep configuration whatever its
+author wrote: a value that should be a number may be a bool (an ``int`` to Python), a string,
+``NaN`` or infinity, a nested dict or missing. Every reader of such a number asks
+:func:`finite_number`, so all of them pass over the same values.
 """
 
 from __future__ import annotations

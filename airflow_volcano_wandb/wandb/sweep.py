@@ -1,8 +1,12 @@
 """Hyperparameter search spaces, W&B sweep style, as lists for Airflow's dynamic task mapping.
 
-One Volcano job and one W&B run per point. Pure. Only what can be decided before any run is
-done is supported (``grid``, ``random``): ``bayes`` and ``early_terminate`` need W&B's sweep
-controller. ``docs/sweeps.md`` lists the parameters and distributions.
+A W&B sweep configuration is turned into its points (one dict of hyperparameters each) and
+those into the keyword dicts ``VolcanoPyTorchJobOperator.partial(...).expand_kwargs(...)``
+maps over: one Volcano job and one W&B run per point; :func:`best` picks the winner by the
+same configuration's ``metric``. Pure: no Airflow, no HTTP, no ``wandb``. Only what can be
+decided before any run is done is supported (``grid``, ``random``); ``bayes`` and
+``early_terminate`` need W&B's sweep controller and are refused. ``docs/sweeps.md`` lists the
+parameters and distributions, with W&B's names and defaults.
 """
 
 from __future__ import annotations
@@ -56,8 +60,12 @@ class Metric:
 
 
 def points(config: Mapping[str, Any], *, seed: int | None = None) -> list[dict[str, Any]]:
-    """Return the hyperparameter points of a W&B-style sweep configuration, in a fixed order
-    (``grid``: the first parameter varying slowest; ``random``: seeded, so repeatable).
+    """Return the hyperparameter points of a W&B-style sweep configuration, in a fixed order.
+
+    ``grid``: every combination, the first parameter varying slowest (the configuration's
+    order), cut to ``run_cap`` when given. ``random``: ``run_cap`` draws from a generator
+    seeded with ``seed`` (the argument, else the configuration's ``seed``, else 0), so the
+    same configuration and seed always give the same points.
 
     :param config: the sweep configuration (``method``, ``parameters``, ``run_cap``, and
         optionally ``seed``; ``name``, ``metric``, ``program`` and the like are ignored).
@@ -112,9 +120,15 @@ def expand_kwargs(
 ) -> list[dict[str, Any]]:
     """Return one operator keyword dict per point, for ``.expand_kwargs(...)``.
 
+    ``to="run_config"`` gives each point as the run's ``run_config``, values unchanged: the
+    trainer reads them from ``wandb.config``, as a W&B Launch job or a sweep agent's run does,
+    with no change to its code. ``to="env"`` (the default) gives each point as container env
+    ``<env_prefix><NAME>`` (``lr`` -> ``TRAIN_LR``, the example trainer's fallback), values as
+    JSON text (``0.01``, ``true``; strings as they are); ``to="macros"`` gives each point as
+    template ``${macros}``, values unchanged.
+
     :param sweep_points: the points, e.g. from :func:`points`.
-    :param to: ``"run_config"`` (read from ``wandb.config``, as a sweep agent's run does),
-        ``"env"`` (``lr`` -> ``TRAIN_LR``, values as JSON text) or ``"macros"``.
+    :param to: ``"run_config"``, ``"env"`` or ``"macros"``.
     :param env_prefix: prepended to each upper-cased name with ``to="env"``.
     :param fixed: further keyword arguments every map index gets as they are.
     """
@@ -139,6 +153,7 @@ def expand_kwargs(
 def metric_of(config: Mapping[str, Any]) -> Metric:
     """The configuration's ``metric`` block (``name``, ``goal``, default ``maximize``).
 
+    :param config: the sweep configuration.
     :raises SweepError: when it has no usable ``metric``.
     """
     metric = config.get("metric")
@@ -151,8 +166,10 @@ def metric_of(config: Mapping[str, Any]) -> Metric:
 
 
 def best(summaries: Sequence[Mapping[str, Any] | None], metric: Metric) -> int | None:
-    """The index of the best summary by ``metric`` (ties: the lowest), or ``None`` when none
-    has a finite number for it (W&B offline, a failed read).
+    """The index of the best summary by ``metric``, or ``None`` when none has a number for it.
+
+    A run whose summary is missing, lacks the metric or holds no finite number is passed over
+    (W&B offline, a failed summary read): it can never win. Ties go to the lowest index.
 
     :param summaries: one W&B summary per map index (``None`` for a missing one).
     :param metric: what to compare, and whether more is better.

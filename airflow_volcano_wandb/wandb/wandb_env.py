@@ -1,5 +1,8 @@
-"""What a training container is told about its W&B run and its Airflow task (pure), and the
-way back: a trainer turns its env into the run's config. See ``docs/wandb.md``.
+"""What a training container is told about its W&B run and its Airflow task (pure).
+
+The env every container of the job gets (``container_env``), the W&B Launch macros a run
+fills (``macro_values``), and the way back: a trainer turns its env into the run's config
+(``airflow_config_from_env``). ``docs/wandb.md`` is the user-facing description.
 """
 
 from __future__ import annotations
@@ -16,9 +19,16 @@ ENV_TASK_URL = "AVW_AIRFLOW_TASK_URL"
 
 
 def container_env(spec: WandbRunSpec, *, is_master_task: bool) -> list[dict[str, Any]]:
-    """Return the Kubernetes ``env`` entries for one container of the job: the API key only as
-    a ``secretKeyRef``; the run's identity as ``spec.rank_mode`` says (docs/wandb.md, "Rank
-    modes"), so a script calling ``wandb.init()`` on every rank starts exactly one run."""
+    """Return the Kubernetes ``env`` entries for one container of the job.
+
+    Every container gets the shared part (project, entity, group, job type, tags, base URL,
+    resume policy, the Airflow context, the API key as a ``secretKeyRef``, never a literal).
+    The rest depends on ``spec.rank_mode`` (docs/wandb.md, "Rank modes"): ``"master"`` gives
+    the run id and name to the master task (rank 0) only and ``WANDB_MODE=disabled`` to every
+    other container, so a script calling ``wandb.init()`` on every rank starts exactly one run;
+    ``"shared"`` gives every container the run and W&B's multi-writer settings
+    (``WANDB_X_PRIMARY`` in the master task only, ``WANDB_X_LABEL`` the pod's name).
+    """
     env = [
         *_shared_env(spec),
         *_rank_env(spec, is_master_task=is_master_task),
@@ -51,7 +61,8 @@ def _shared_env(spec: WandbRunSpec) -> list[dict[str, Any]]:
             "WANDB_TAGS": ",".join(spec.tags) if spec.tags else None,
             "WANDB_BASE_URL": base_url,
             "WANDB_RESUME": spec.resume,
-            # Every container: a silent rank's env still says which sweep it serves.
+            # Every container, like the group: a silent rank's env still says which sweep it
+            # serves.
             "WANDB_SWEEP_ID": spec.sweep_id,
         }
     )
@@ -106,8 +117,12 @@ def _airflow_env(spec: WandbRunSpec) -> list[dict[str, Any]]:
 
 
 def macro_values(spec: WandbRunSpec, *, author: str | None = None) -> dict[str, str]:
-    """Return the W&B Launch run macros this spec fills, as strings; an unknown one is left
-    out, so the renderer reports it unfilled rather than writing an empty string."""
+    """Return the W&B Launch run macros this spec fills, as strings.
+
+    ``${run_id}``, ``${run_name}``, ``${entity_name}``, ``${project_name}`` and ``${author}``.
+    An unknown entity, project or author is left out rather than guessed, so the template
+    renderer can report the macro as unfilled instead of silently writing an empty string.
+    """
     known = {"entity_name": spec.entity, "project_name": spec.project, "author": author}
     return {
         "run_id": spec.run_id,
@@ -128,7 +143,11 @@ _AIRFLOW_ENV_TO_CONFIG = {
 
 
 def airflow_config_from_env(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Return the Airflow context from a pod's env, for ``wandb.init(config={"airflow": ...})``."""
+    """Return the Airflow context from a pod's env as a dict for the W&B run config.
+
+    A trainer calls ``wandb.init(config={"airflow": airflow_config_from_env(os.environ)})``;
+    keys whose env var is absent are left out. ``try_number`` and ``map_index`` are ints.
+    """
     config: dict[str, Any] = {}
     for env_name, key in _AIRFLOW_ENV_TO_CONFIG.items():
         value = environ.get(env_name)

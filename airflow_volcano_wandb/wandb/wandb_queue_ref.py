@@ -27,8 +27,12 @@ def is_queue_ref(value: object) -> bool:
 
 
 def parse_queue_ref(value: str) -> WandbQueueRef:
-    """Parse ``wandb-queue://<entity>/<queue>`` (percent-escaped: ``my%20queue``); else
-    ``ValueError``."""
+    """Parse ``wandb-queue://<entity>/<queue>`` into its entity and queue name.
+
+    Percent-escapes are decoded, so a queue name with spaces is written ``my%20queue``.
+    Raises ``ValueError`` for anything else, including a missing entity or queue, extra path
+    segments, a query string or a fragment.
+    """
     if not is_queue_ref(value):
         raise ValueError(f"not a {QUEUE_REF_SCHEME}:// reference: {value!r}")
     parts = urlsplit(value.strip())
@@ -52,7 +56,9 @@ def parse_queue_ref(value: str) -> WandbQueueRef:
 
 @dataclass(frozen=True)
 class QueueTemplate:
-    """A W&B Launch queue's Volcano Job template (macros untouched) and template variables."""
+    """What a W&B Launch queue holds for a run: its Volcano Job template (macros and
+    ``{{name}}`` untouched) and its template variables as W&B returns them,
+    ``[{"name", "schema"}]`` (empty: the queue declares none)."""
 
     template: dict[str, Any]
     template_variable_schemas: list[dict[str, Any]] = field(default_factory=list)

@@ -1,5 +1,9 @@
-"""The W&B run identity of a Volcano training job, as pure data, built before the operator
-talks to any server; the SDK's naming rules are checked here, not first inside the pods.
+"""The W&B side of a Volcano training job, as pure data and pure functions (no Airflow, no
+``wandb``, no HTTP): the run identity, built before the operator talks to any server.
+
+The SDK's rules for names (run id characters, tag length, project characters) are checked
+here, at DAG-run time: a bad value would otherwise surface only inside the training pods.
+``docs/wandb.md`` is the user-facing description.
 """
 
 from __future__ import annotations
@@ -23,8 +27,13 @@ _MODE_ALIASES = {"dryrun": "offline", "run": "online"}
 
 def effective_mode(mode: str | None, environ: Mapping[str, str]) -> str | None:
     """The run's W&B mode: ``wandb_mode`` when the DAG gives one, else the Airflow process's
-    ``WANDB_MODE`` (so offline there means offline everywhere, as the SDK reads it), else
-    ``None`` (the SDK's default, online).
+    ``WANDB_MODE`` (the SDK's own variable, so it means to the provider what it means to the
+    SDK), else ``None`` (the SDK's default, online).
+
+    One meaning of offline everywhere: an Airflow whose environment says
+    ``WANDB_MODE=offline`` runs its pods offline (they get ``WANDB_MODE=offline``), needs no
+    API key, and never writes back to W&B (summary, link back, lineage, resume check), as
+    ``wandb_mode="offline"`` does; ``doctor`` judges the W&B connection by the same rule.
 
     :param mode: the operator's ``wandb_mode``; a Jinja template is returned as given.
     :param environ: the Airflow process's environment (``os.environ``).
@@ -63,8 +72,13 @@ def deterministic_run_id(
     deployment: str = "",
     intent: int = 1,
 ) -> str:
-    """Return the W&B run id for one submission (intent) of one Airflow task instance: 16
-    base36 characters, valid for W&B and for Kubernetes names and labels.
+    """Return the W&B run id for one submission (intent) of one Airflow task instance.
+
+    A try that reattaches to its task instance's unreported job keeps that job's run, so a
+    crashed worker's retry resumes it (``WANDB_RESUME=allow``). A try that submits afresh (the
+    earlier job's outcome was reported, e.g. a cleared task) is a new intent, numbered by the
+    try that submits it, and gets a run of its own. The id is 16 lowercase base36 characters:
+    valid for W&B, for Kubernetes names and labels, and about 82 bits of sha256.
 
     :param run_id: The Airflow DAG run id (not a W&B id).
     :param map_index: The map index of a mapped task, ``-1`` for an unmapped one.
@@ -133,7 +147,12 @@ class AirflowRunContext:
 
 @dataclass(frozen=True)
 class WandbRunSpec:
-    """Everything the pods need to find, create or resume their W&B run, checked when built."""
+    """Everything the pods need to find, create or resume their W&B run.
+
+    Build one with :meth:`for_task_instance` (defaults derived from the task instance) or
+    directly. Validation happens at construction so a bad name fails the Airflow task before
+    anything is submitted.
+    """
 
     run_id: str
     project: str | None = None
@@ -163,6 +182,7 @@ class WandbRunSpec:
             _check_project(self.project)
         if self.entity is not None and (not self.entity or "/" in self.entity):
             raise ValueError(f"invalid W&B entity {self.entity!r}")
+        # Normalise so equality and hashing do not depend on list-vs-tuple.
         object.__setattr__(self, "tags", tuple(self.tags))
         for tag in self.tags:
             _check_tag(tag)
@@ -214,8 +234,16 @@ class WandbRunSpec:
         intent: int = 1,
         **kwargs: Any,
     ) -> WandbRunSpec:
-        """Build a spec for an Airflow task instance, unset fields from its ``default_*``
-        functions (``deployment`` and ``intent`` go into the run id); ``kwargs`` as they are."""
+        """Build a spec for an Airflow task instance, filling unset fields with defaults.
+
+        ``deployment`` and ``intent`` go into the default run id (see
+        :func:`deterministic_run_id`).
+
+        Defaults: ``run_id`` from :func:`deterministic_run_id`, ``run_name`` from
+        :func:`default_run_name`, ``group`` from :func:`default_run_group`, ``job_type`` =
+        the task id, ``tags`` = ``("airflow", "dag:<dag_id>")`` (the dag tag is truncated to W&B's
+        64 character limit). Other keyword arguments go to the constructor unchanged.
+        """
         if tags is None:
             tags = ("airflow", f"dag:{airflow.dag_id}"[:_MAX_TAG_LENGTH].replace(",", "_"))
         return cls(

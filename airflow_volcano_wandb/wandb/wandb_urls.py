@@ -7,7 +7,9 @@ from urllib.parse import quote, urlsplit
 DEFAULT_BASE_URL = "https://api.wandb.ai"
 DEFAULT_APP_URL = "https://wandb.ai"
 
-# wandb>=0.26's default API address, CoreWeave Forge, fronts the same cloud as api.wandb.ai.
+# wandb>=0.26 ships CoreWeave Forge as its built-in default API address; it fronts the same
+# multi-tenant cloud as api.wandb.ai, so a connection naming it is still "the default" and
+# needs no WANDB_BASE_URL in the pods.
 _FORGE_HOSTS = {"forge.coreweave.com", "api.forge.coreweave.com"}
 _FORGE_APP_URL = "https://forge.coreweave.com/wandb"
 
@@ -30,15 +32,22 @@ def is_default_base_url(base_url: str | None) -> bool:
     if parts.scheme != "https" or parts.port is not None:
         return False
     path = parts.path.rstrip("/")
+    # The Forge address is the default of newer SDKs: https://api.forge.coreweave.com and
+    # its proxy path https://forge.coreweave.com/api/wandb.
     if parts.hostname in ("api.wandb.ai", "api.forge.coreweave.com"):
         return path == ""
     return parts.hostname == "forge.coreweave.com" and path == "/api/wandb"
 
 
 def app_url(base_url: str | None) -> str:
-    """Map a W&B API address to its web UI's, as ``wandb.util.api_to_app_url`` does (a unit
-    test keeps them in sync), except that ``api.wandb.ai`` stays ``wandb.ai``, the address
-    W&B users know, not the Forge UI newer SDKs give."""
+    """Map a W&B API address to the address of its web UI.
+
+    Mirrors ``wandb.util.api_to_app_url`` (kept in sync by a unit test), except that the
+    cloud API ``https://api.wandb.ai`` maps to ``https://wandb.ai`` (newer SDKs point it at
+    CoreWeave Forge's UI; wandb.ai is the address W&B users know and it keeps working); a
+    dedicated or on-prem ``https://api.<domain>`` at ``https://app.<domain>``; any other
+    address (``wandb/local``, a self-hosted server behind one host name) is its own UI host.
+    """
     if base_url is None or not base_url.strip():
         return DEFAULT_APP_URL
     url = normalise_url(base_url)
@@ -56,6 +65,7 @@ def app_url(base_url: str | None) -> str:
 
 def run_url(base_url: str | None, entity: str, project: str, run_id: str) -> str:
     """Return ``<app host>/<entity>/<project>/runs/<run_id>``, the run's page in the W&B UI."""
-    # Quoted: an odd project name must not make a link to some other page.
+    # Entity, project and run id are URL path segments; quoting keeps an odd project name
+    # from producing a link to some other page.
     segments = "/".join(quote(part, safe="") for part in (entity, project, "runs", run_id))
     return f"{app_url(base_url)}/{segments}"
