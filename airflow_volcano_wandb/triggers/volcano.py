@@ -229,7 +229,8 @@ class VolcanoJobTrigger(BaseTrigger):
                 if result is not None:
                     return result
             elif self._apiserver_lost(watcher):
-                return self._watch_lost(watcher.last_failure)
+                why = watcher.last_failure
+                return WaitResult.watch_lost(self.job_name, self.namespace, self.job_uid or "", why)
             await set_within(subscription.changed, self._sleep_for())
 
     async def _step(
@@ -271,9 +272,6 @@ class VolcanoJobTrigger(BaseTrigger):
             return False
         heard = max(failing_since, self._direct_read_answered_at or failing_since)
         return time.monotonic() - heard >= self.spec.watch_failure_grace
-
-    def _watch_lost(self, why: str) -> WaitResult:
-        return WaitResult.watch_lost(self.job_name, self.namespace, self.job_uid or "", why)
 
     def _sleep_for(self) -> float:
         wake, deadline = self.spec.poll_interval, self.spec.deadline
