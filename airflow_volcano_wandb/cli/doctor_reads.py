@@ -161,14 +161,8 @@ def _webhooks(api: Any, kind: str) -> list[dict[str, Any]] | None:
 
 
 def _namespace_exists(api: Any, namespace: str) -> bool | None:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        return _get(api, f"/api/v1/namespaces/{namespace}") is not None
-    except ApiException as err:
-        if _forbidden(err):
-            return None
-        raise
+    found, readable = _readable(api, f"/api/v1/namespaces/{namespace}")
+    return found is not None if readable else None
 
 
 def _allowed(

@@ -73,11 +73,6 @@ def _api_errors() -> tuple[type[ApiError], ...]:
     return _loaded(("kubernetes.client.exceptions", "ApiException"), _ASYNC_API_ERROR)
 
 
-def _async_api_errors() -> tuple[type[ApiError], ...]:
-    """The async client's ``ApiException``."""
-    return _loaded(_ASYNC_API_ERROR)
-
-
 def unreachable_errors() -> tuple[type[BaseException], ...]:
     """The sync client's transport errors (urllib3's, once loaded) and ``ConnectionError``."""
     return (*_loaded(("urllib3.exceptions", "HTTPError")), ConnectionError)
@@ -208,7 +203,7 @@ def describe_failure(
     """What went wrong with a list or watch of the namespace's jobs (or another
     ``resource``), in words for a log."""
     what = f"{verb} of {resource_words} in namespace '{namespace}'"
-    if isinstance(exc, _async_api_errors()):
+    if isinstance(exc, _loaded(_ASYNC_API_ERROR)):
         if exc.status == 401:
             return (
                 f"Kubernetes refused this connection's credentials (HTTP 401) on the {what}: "

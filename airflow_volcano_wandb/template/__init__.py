@@ -6,8 +6,6 @@ concept per module. See ``docs/templates.md``.
 
 from airflow_volcano_wandb.template.errors import TemplateError
 from airflow_volcano_wandb.template.macros import BUILTIN_MACROS
-from airflow_volcano_wandb.template.naming import DEFAULT_MAX_REPLICAS
-from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL as DEFAULT_POD_SECURITY
 from airflow_volcano_wandb.template.pod_security import LEVELS as POD_SECURITY_LEVELS
 from airflow_volcano_wandb.template.policy import DEFAULT_ALLOWED_SCHEDULERS
 from airflow_volcano_wandb.template.render import (
@@ -18,7 +16,6 @@ from airflow_volcano_wandb.template.render import (
     master_task_name,
     render_job,
 )
-from airflow_volcano_wandb.template.shaping import DEFAULT_SCHEDULER_NAME
 from airflow_volcano_wandb.template.torchrun import DEFAULT_SHM_SIZE
 from airflow_volcano_wandb.template.trigger_params import (
     image_param,
@@ -29,9 +26,6 @@ from airflow_volcano_wandb.versions import VOLCANO_VERSION as DEFAULT_VOLCANO_VE
 __all__ = [
     "BUILTIN_MACROS",
     "DEFAULT_ALLOWED_SCHEDULERS",
-    "DEFAULT_MAX_REPLICAS",
-    "DEFAULT_POD_SECURITY",
-    "DEFAULT_SCHEDULER_NAME",
     "DEFAULT_SHM_SIZE",
     "DEFAULT_VOLCANO_VERSION",
     "POD_SECURITY_LEVELS",
