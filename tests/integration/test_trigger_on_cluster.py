@@ -56,7 +56,7 @@ def test_many_triggers_share_one_watch_and_each_fires_once(cluster):
 
     events, watchers_seen = asyncio.run(wait_all())
     assert [e["outcome"] for e in events] == ["succeeded"] * 6
-    assert {e["name"] for e in events} == {f"shared-{i}" for i in range(6)}
+    assert {e["job_name"] for e in events} == {f"shared-{i}" for i in range(6)}
     assert max(watchers_seen) == 1  # one watch connection for all six waits
     assert job_watcher.active_watchers() == 0  # the last one out closed it
 
