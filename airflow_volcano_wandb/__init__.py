@@ -18,7 +18,6 @@ _OPTIONS = {
         "every job's identity labels, name and W&B run id, so deployments that share a namespace, "
         "or an Airflow whose metadata DB was reset, never reattach to, delete or count each "
         "other's jobs.",
-        "version_added": "0.1.0",
         "type": "string",
         "example": "prod",
         "default": "",
@@ -27,7 +26,6 @@ _OPTIONS = {
         "description": "At most this many master logs followed at once per triggerer, for "
         "deferred tasks with follow_master_log=True; the others wait for a free slot. Read once "
         "per triggerer process.",
-        "version_added": "0.1.0",
         "type": "integer",
         "example": "100",
         "default": "50",
@@ -38,7 +36,6 @@ _OPTIONS = {
         "ones. Volcano hcclrank, which gives torchrun its node rank, needs v1.12.3 or newer; the "
         "oldest release supported is v1.7.0. An operator's volcano_version wins. `python -m "
         "airflow_volcano_wandb doctor` compares it with the cluster's.",
-        "version_added": "0.1.0",
         "type": "string",
         "example": "v1.12.2",
         "default": VOLCANO_VERSION,
@@ -49,7 +46,6 @@ _OPTIONS = {
         "Airflow worker), as W&B's Launch agent fills them from its own. Nothing else of the "
         "environment reaches a job, and any other unknown macro stays an error. An operator's "
         "macros_from_env wins.",
-        "version_added": "0.1.0",
         "type": "string",
         "example": "MY_REGISTRY,TEAM_BUCKET",
         "default": "",
@@ -62,7 +58,6 @@ _OPTIONS = {
         "pod_watch off, higher costs the apiserver less with many waiting jobs (one LIST per job "
         "per interval). Read by the triggerer and by tasks waiting in their own process; at least "
         "1.",
-        "version_added": "0.1.0",
         "type": "float",
         "example": "60",
         "default": "30",
@@ -72,7 +67,6 @@ _OPTIONS = {
         "and epoch, from its online W&B run's summary: docs/trainer.md), whatever else wakes the "
         "wait. The task log gets a progress line at most this often, and at each tenth of the "
         "training. Read by the triggerer and by tasks waiting in their own process; at least 1.",
-        "version_added": "0.1.0",
         "type": "float",
         "example": "30",
         "default": "60",
@@ -83,7 +77,6 @@ _OPTIONS = {
         "airflow-volcano-wandb.io/progress, for kubectl users: one PATCH per line, so off by "
         "default (docs/performance.md measures it). Read by the triggerer and by tasks waiting in "
         "their own process.",
-        "version_added": "0.1.0",
         "type": "boolean",
         "example": "True",
         "default": "False",
@@ -95,7 +88,6 @@ _OPTIONS = {
         "without it also falls back to the LISTs, with a warning per failed watch). A verdict "
         "that deletes a job is confirmed by a fresh LIST either way. Read by the triggerer and by "
         "tasks waiting in their own process.",
-        "version_added": "0.1.0",
         "type": "boolean",
         "example": "False",
         "default": "True",
@@ -107,7 +99,6 @@ _OPTIONS = {
         "which a job ending within seconds of the deferral meets. 0 turns the wait off: for an "
         "Airflow without that race, or airflow dags test, which runs the trigger in its own "
         "process. Read by the triggerer.",
-        "version_added": "0.1.0",
         "type": "float",
         "example": "0",
         "default": "15",
@@ -154,7 +145,13 @@ def get_provider_info() -> dict:
         "config": {
             "volcano_wandb": {
                 "description": "Volcano + Weights & Biases provider.",
-                "options": {**_OPTIONS, "defer_after": _defer_after_option()},
+                "options": {
+                    # Every option so far came in 0.1.0; one added later gives its own.
+                    name: dict(
+                        [("description", o["description"]), ("version_added", "0.1.0"), *o.items()]
+                    )
+                    for name, o in {**_OPTIONS, "defer_after": _defer_after_option()}.items()
+                },
             }
         },
     }
@@ -186,7 +183,6 @@ def _defer_after_option() -> dict:
         "defers at once. The default is 15 on Airflow 3.2 and later and 0 on 3.0 and 3.1, whose "
         "Task SDK does not serialize a task's requests to its supervisor. An operator's or "
         "sensor's defer_after wins.",
-        "version_added": "0.1.0",
         "type": "float",
         "example": "15",
         "default": "15" if serialized else "0",
