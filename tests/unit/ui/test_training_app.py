@@ -68,3 +68,14 @@ def test_on_airflow_3_0_a_training_link_opens_the_tabs_page_of_the_providers_tas
         f"{PREFIX}/ti/train_dag/manual__2027-01-15T07%3A00%3A00%2B00%3A00/wait/-1"
     )
     assert link.get_link(SimpleNamespace(task_type="BashOperator"), ti_key=key) == ""
+
+
+def test_a_request_without_a_user_reads_no_job_and_on_3_1_not_even_a_pages_shell():
+    from fastapi.testclient import TestClient
+
+    client = TestClient(app)
+    shells = ("/", "/static/training.js", "/ti/dag/run/task/-1")
+    assert {client.get(path).status_code for path in shells} == ({401} if SHELL else {200})
+    assert {client.get(path).status_code for path in ("/api/jobs", "/api/ti/dag/run/task/-1")} == {
+        401
+    }
