@@ -176,11 +176,13 @@ class VolcanoHook(KubernetesHook):
         container: str | None = None,
         previous: bool = False,
         limit_bytes: int | None = None,
+        timestamps: bool = False,
     ) -> str:
         """A pod's log (its only container's, or ``container``'s); ``previous``: the log of
-        the container before its last restart; ``limit_bytes``: only its first bytes. ``""``
-        when there is none."""
+        the container before its last restart; ``limit_bytes``: only its first bytes;
+        ``timestamps``: each line after the kubelet's time. ``""`` when there is none."""
         limit = {"limit_bytes": limit_bytes} if limit_bytes else {}
+        limit |= {"timestamps": True} if timestamps else {}
         return self._pod_log(
             pod,
             namespace,

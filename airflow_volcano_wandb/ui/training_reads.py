@@ -74,15 +74,10 @@ def master_log(conn_id: str, job: Mapping[str, Any] | None, pods: Sequence[Mappi
     pod = min(started, key=lambda p: p["metadata"]["name"])
     name, namespace = pod["metadata"]["name"], pod["metadata"].get("namespace", "default")
     try:
+        container = pod["spec"]["containers"][0]["name"]
+        hook = volcano_hook(conn_id)
         return str(
-            volcano_hook(conn_id)._pod_log(
-                name,
-                namespace,
-                gone=frozenset({400, 404}),
-                container=pod["spec"]["containers"][0]["name"],
-                timestamps=True,
-                tail_lines=LOG_LINES,
-            )
+            hook.read_pod_log(name, namespace, LOG_LINES, container=container, timestamps=True)
         )
     except Exception as exc:
         _failed(conn_id, f"the log of {namespace}/{name}", exc)
