@@ -249,6 +249,7 @@ def task_view(
         # An ended job has no rate nor ETA: its last figures stay, its clock stops.
         "progress": progress_figures(progress, series.rate if live(kept, job) else None),
         "progress_line": annotation,
+        "percent": _percent(annotation),  # the bar's width without a report (a job's kept line)
         "metrics": {key: [list(p) for p in points] for key, points in series.points.items()},
         "pending_reason": pending_reason(job, pods) if live(kept, job) else "",
         "gpu_hours": round(gpu_total / 3600, 3),

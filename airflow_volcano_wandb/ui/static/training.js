@@ -70,7 +70,7 @@ var AVW = (function () {
       $("gpu-hours").textContent = m.gpu_hours;
       $("pending").textContent = m.pending_reason ? "Pending: " + m.pending_reason : "";
       var p = m.progress;
-      $("progress-bar").style.width = (p && p.percent !== null ? p.percent : 0) + "%";
+      $("progress-bar").style.width = (p && p.percent !== null ? p.percent : m.percent || 0) + "%";
       $("progress-text").textContent = p ? progressText(p) : (m.progress_line || progressText(null));
       var body = $("ranks").tBodies[0]; body.textContent = "";
       m.ranks.forEach(function (r) {

@@ -186,3 +186,6 @@ def test_a_row_of_the_training_page_reads_the_progress_annotation_and_the_gpus_a
     assert row["gpus"] == 6 and row["percent"] == 12.0 and row["phase"] == "Running"
     assert row["progress_line"] == line.removeprefix("progress: ") and row["job"] == "train"
     assert list_row("dag", "train", "run", -1, RUNNING, None)["percent"] is None
+    # the tab of a job without reports (its pods gone, no W&B): the bar from its kept line
+    ended = task_view(RUNNING, job("Completed", {PROGRESS_ANNOTATION: line}), [], Series(), NOW)
+    assert ended["progress"] is None and ended["percent"] == 12.0
