@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_volcano_wandb.airflow_compat import INSTALLED_AIRFLOW
 from airflow_volcano_wandb.links import WANDB_RUN_URL_XCOM_KEY, WandbRunLink
 from test_support.airflow_compat import serialize_dag
 
@@ -201,7 +202,9 @@ def dag_test_results(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def test_link_renders_while_the_task_runs_under_dag_test(dag_test_results: dict) -> None:
     running = dag_test_results["running"]
     assert running["state"] == "running"
-    assert running["extra_links"] == ["W&B Run"]
+    # Airflow 3.0 also has the Training page's link (no tab there: docs/training-tab.md)
+    training = ["Training"] if INSTALLED_AIRFLOW.release < (3, 1) else []
+    assert running["extra_links"] == [*training, "W&B Run"]
     assert running["url"] == URL
 
 
