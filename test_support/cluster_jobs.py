@@ -117,11 +117,13 @@ def submit_job(
     )
 
 
-def end_master(api: k8s.ApiClient, namespace: str) -> None:
-    """End the namespace's master pods now: their simulated run is cut to 1 s, which KWOK
-    applies at once, so a test ends a long job exactly when it wants (its exit code stays)."""
+def end_master(api: k8s.ApiClient, namespace: str, job: str | None = None) -> None:
+    """End the namespace's master pods now (or only job ``job``'s): their simulated run is cut
+    to 1 s, which KWOK applies at once, so a test ends a long job exactly when it wants (its
+    exit code stays)."""
     core = k8s.CoreV1Api(api)
-    pods = core.list_namespaced_pod(namespace, label_selector="volcano.sh/task-spec=master").items
+    selector = "volcano.sh/task-spec=master" + (f",volcano.sh/job-name={job}" if job else "")
+    pods = core.list_namespaced_pod(namespace, label_selector=selector).items
     assert pods, f"no master pod to end in {namespace}"
     for pod in pods:
         core.patch_namespaced_pod(

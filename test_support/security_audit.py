@@ -18,8 +18,12 @@ from airflow_volcano_wandb.job.api_key_secret import named_by
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR, TASK_ID_LABEL
 from airflow_volcano_wandb.testing.pytest_plugin import VolcanoCluster
 from airflow_volcano_wandb.testing.recorder import Recorder
+from test_support.cluster_jobs import end_master
 from test_support.rbac_manifests import K8S, SA, apply_rbac, token_kubeconfig
 from tests.e2e.airflow_stack import AirflowStack, wait_for
+
+#: A task instance's states once its try has ended.
+ENDED = ("success", "failed", "upstream_failed", "skipped", "up_for_retry")
 
 
 @dataclass
@@ -85,6 +89,49 @@ def orphaned_key_secrets(admin: client.ApiClient, namespace: str) -> list[str]:
         for s in secrets_.items
         if not {ref.uid for ref in s.metadata.owner_references or []} & live
     ]
+
+
+def followed_log_text(log_dir: Path, task_id: str = "follow") -> str:
+    """The trigger logs of ``task_id``, which follows the master's log from the triggerer."""
+    return "\n".join(
+        path.read_text(errors="replace")
+        for path in sorted((log_dir / "tasks").rglob("*"))
+        if f"task_id={task_id}" in str(path) and ".trigger." in path.name and path.is_file()
+    )
+
+
+def end_followed_job(
+    stack: AirflowStack,
+    admin: client.ApiClient,
+    namespace: str,
+    run: tuple[str, str],
+    printed: tuple[str, ...],
+) -> None:
+    """Once the triggerer's follow of the ``follow`` task's master log (``run``: its DAG and
+    run id, its job in ``namespace``) shows each of ``printed``, which the master prints as it
+    starts, end that master: the job runs no longer than the audit needs. Nothing is ended if
+    the task ended first, at its job's own duration."""
+
+    def follow_state() -> str | None:
+        return task_states(stack, *run).get("follow")
+
+    def shown_or_ended() -> bool:
+        stack.check_alive()
+        text = followed_log_text(stack.log_dir)
+        return all(line in text for line in printed) or follow_state() in ENDED
+
+    wait_for(shown_or_ended, 600, "the triggerer to follow the master's printed lines")
+    if follow_state() in ENDED:
+        return
+    jobs = client.CustomObjectsApi(admin).list_namespaced_custom_object(
+        "batch.volcano.sh", "v1alpha1", namespace, "jobs"
+    )["items"]
+    [name] = [
+        job["metadata"]["name"]
+        for job in jobs
+        if (job["metadata"].get("labels") or {}).get(TASK_ID_LABEL) == "follow"
+    ]
+    end_master(admin, namespace, job=name)
 
 
 def trigger_and_wait(stack: AirflowStack, dag_id: str, conf: dict[str, Any]) -> str:

@@ -53,6 +53,8 @@ from test_support.security_audit import (
     Audited,
     collected_by_the_garbage_collector,
     config_maps,
+    end_followed_job,
+    followed_log_text,
     job_uids,
     key_hits,
     key_secrets_named,
@@ -159,6 +161,9 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
             EXTERNAL: trigger_and_wait(stack, EXTERNAL, {"namespace": external_ns}),
             MANUAL: trigger_and_wait(stack, MANUAL, {"namespace": managed_ns}),
         }
+        # The followed master prints the key as it starts: its job ends once the triggerer's
+        # follow has shown each masked form, not after its full 60 s.
+        end_followed_job(stack, admin, managed_ns, (MANAGED, runs[MANAGED]), PRINTED_MASKED)
         for dag_id, run_id in runs.items():
             wait_for(
                 lambda d=dag_id, r=run_id: run_finished(stack, d, r), 600, f"{dag_id} to finish"
@@ -182,11 +187,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         )
         task_logs = sorted((ARTIFACTS / "logs" / "tasks").rglob("*"))
         task_log_text = "\n".join(p.read_text(errors="replace") for p in task_logs if p.is_file())
-        followed_log_text = "\n".join(
-            p.read_text(errors="replace")
-            for p in task_logs
-            if "task_id=follow" in str(p) and ".trigger." in p.name
-        )
+        followed = followed_log_text(stack.log_dir)
         # The metadata DB as text (its XComs, rendered fields, connections), searched below.
         stack.postgres.dump(home / "metadata.sql")
     finally:
@@ -233,7 +234,7 @@ def audited(audited_cluster: VolcanoCluster) -> Iterator[Audited]:
         secrets=key_secrets,
         admin_pod_log=admin_pod_log,
         task_log_text=task_log_text,
-        followed_log_text=followed_log_text,
+        followed_log_text=followed,
         wandb_upserts=list(standin.upserts),
         runs=runs,
         live_jobs=live_jobs,
