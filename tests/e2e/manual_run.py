@@ -1,20 +1,23 @@
 """The manual DAG's run through a real Airflow, as the end-to-end test drives and reads it.
 
-``start`` triggers ``dags/volcano_pytorch_manual.py`` through Airflow's REST API and follows it to
-the end: it cordons the cluster's nodes until the ``wait`` task has deferred to the triggerer
-(a simulated pod could otherwise finish before the sensor starts), then releases them. The
-job's master then "trains" for ``TRAINS_FOR`` seconds (the simulated kubelet's duration
-annotation, on a copy of the DAG's template), while its W&B run on the stand-in reports its
-step and total steps as the progress contract says (docs/trainer.md): the wait task's log
-gets the progress lines a real run's would. What is simulated: the pods (KWOK) and the W&B
-server (``test_support/wandb_standin.py``); Airflow, the triggerer, PostgreSQL, Kubernetes and
-Volcano are real.
+``start`` triggers ``dags/volcano_pytorch_manual.py`` through Airflow's REST API and follows it
+to the end: it cordons the cluster's nodes until the ``wait`` task has deferred to the triggerer
+(a simulated pod could otherwise finish before the sensor starts), then releases them. The job's
+master then "trains" for up to ``TRAINS_FOR`` seconds (the simulated kubelet's duration
+annotation, on a copy of the DAG's template), while its W&B run on the stand-in reports its step
+and total steps as the progress contract says (docs/trainer.md): the wait task's log gets the
+progress lines a real run's would. Once that log shows two progress lines with an ETA and the
+master's lines, the run logs its final summary and the master exits (``end_master``): the
+training lasts as long as the test needs. What is simulated: the pods (KWOK) and the W&B server
+(``test_support/wandb_standin.py``); Airflow, the triggerer, PostgreSQL, Kubernetes and Volcano
+are real.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -29,6 +32,7 @@ from airflow_volcano_wandb.testing.recorder import Recorder
 from airflow_volcano_wandb.wandb.wandb_run import deterministic_run_id
 from airflow_volcano_wandb.wandb.wandb_urls import run_url
 from test_support import training_report
+from test_support.cluster_jobs import end_master
 from test_support.wandb_standin import WandbStandin
 from tests.e2e.airflow_stack import REPO, AirflowStack, wait_for
 from tests.e2e.cluster_probe import get_job, nodes_cordoned
@@ -40,14 +44,18 @@ GPUS = 1
 ARTIFACTS = REPO / "test-artifacts" / "e2e"
 TRIGGER_CLASSPATH = "airflow_volcano_wandb.triggers.volcano.VolcanoJobTrigger"
 API_KEY = "standin" + "0a1b2c3d4e5f6789" * 3
-#: How long the master trains once its gang is placed, and the steps it reports meanwhile.
+#: How long the master trains once its gang is placed, unless the test ends it first
+#: (``end_master``: once the lines it waits for are shown), and the steps it reports meanwhile.
 TRAINS_FOR, TOTAL_STEPS = 75, 1500
-#: The run reports its last step and final summary this long before the master's pod exits:
-#: a real trainer's ``run.finish()`` syncs the summary before the process ends, and the
-#: reporting thread starts when the nodes are released, possibly before the pod is running.
-FINISHES_BEFORE_EXIT = 20
+#: The run's pace: its last step ``REPORTS_FOR`` s after it starts (when the nodes are
+#: released, possibly before the pod runs), ``TRAINS_FOR - REPORTS_FOR`` before the pod would
+#: exit. Its final summary goes first, as a real trainer's ``run.finish()`` syncs it before the
+#: process ends.
+REPORTS_FOR = 55
 #: What the W&B run's summary ends with (the DAG's wandb_summary_keys, and its runtime).
 FINAL_SUMMARY = {"eval/accuracy": 0.9375, "eval/loss": 0.1912}
+#: A line of the master's, as the trigger follows its log into the wait task's.
+MASTER_LINE = re.compile(r"^\[\S+-master-0\] ")
 
 
 @dataclass
@@ -117,13 +125,13 @@ def training_template(folder: Path) -> Path:
 
 def reporting_progress(run: E2ERun) -> contextlib.AbstractContextManager[None]:
     """The run reports its step every second while the master trains, then its final
-    summary ``FINISHES_BEFORE_EXIT`` seconds before the pod ends, as a trainer following the
-    progress contract does."""
+    summary (once its last step is reached, or when the block ends), as a trainer following
+    the progress contract does."""
     where = (run.params["wandb_entity"], run.params["wandb_project"], run.run_id())
     return training_report.reporting(
         run.standin,
         [where],
-        reports_for=TRAINS_FOR - FINISHES_BEFORE_EXIT,
+        reports_for=REPORTS_FOR,
         total_steps=TOTAL_STEPS,
         final_summary=FINAL_SUMMARY,
     )
@@ -192,9 +200,15 @@ def start(airflow: AirflowStack, standin: WandbStandin, volcano_cluster, namespa
                 return dag_run if dag_run["state"] in ("success", "failed") else None
 
             with reporting_progress(run):
-                run.dag_run = wait_for(
-                    run_finished, 240 + TRAINS_FOR, "the DAG run to finish", interval=1
+                wait_for(
+                    lambda: shows_progress_and_master_lines(run),
+                    120 + TRAINS_FOR,
+                    "two progress lines with an ETA and the master's lines in the wait's log",
+                    interval=2,
                 )
+            # The run logged its final summary (leaving the block): now the training ends.
+            end_master(api_client, namespace)
+            run.dag_run = wait_for(run_finished, 240, "the DAG run to finish", interval=1)
         note(run.wait_states, run.task_instance("wait")["state"])
         # The sensor deletes the completed job: its last state is what the watch saw.
         job_recorder.stop()
@@ -226,6 +240,19 @@ def task_log(run: E2ERun, task_id: str, try_number: int = 1) -> list[dict[str, A
         line if isinstance(line, dict) else {"event": str(line)}
         for line in answer.get("content", [])
     ]
+
+
+def shows_progress_and_master_lines(run: E2ERun) -> bool:
+    """Whether the wait task's log, read while it is deferred, holds two progress lines with
+    an ETA from the trigger, and a line of the master's that it followed."""
+    run.stack.check_alive()
+    ti = run.task_instance("wait")
+    note(run.wait_states, ti["state"])
+    if ti["state"] != "deferred":
+        raise AssertionError(f"wait left deferred before its lines were shown: {ti['state']}")
+    events = [str(line.get("event")) for line in task_log(run, "wait")]
+    with_eta = [e for e in events if e.startswith("progress: step") and ", ETA " in e]
+    return len(with_eta) >= 2 and any(MASTER_LINE.match(event) for event in events)
 
 
 def trigger_lines(lines: list[dict[str, Any]]) -> list[str]:

@@ -8,13 +8,14 @@ host name, a log folder and a log server of its own (``tests/e2e/executors.py``)
 server, which has a folder of its own too, can only serve a task's log through the log server
 of the host that wrote it, as in the chart, where no folder is shared.
 
-Two runs start together: the manual DAG triggered with a form's params (replicas, GPUs,
-epochs), its master training ``TRAINS_FOR`` seconds while its W&B run on the stand-in reports
-progress; and a deferrable operator whose job fails once the task has deferred. Then, on the
-same stack, the worker kill trials: a Celery worker SIGKILLed (with its task process: a node
-or pod lost) while its task is in the ``defer_after`` window, then the worker that ran the next
-try SIGKILLed once that try has deferred. Each worker is started again at once, as its
-Deployment would. What is simulated: the pods (KWOK), the trainer and the W&B server.
+Two runs start together: the manual DAG triggered with a form's params (replicas, GPUs, epochs),
+its master training for up to ``manual_run.TRAINS_FOR`` seconds while its W&B run on the
+stand-in reports progress, ended by the test once the trigger's lines are served; and a
+deferrable operator whose job fails once the task has deferred. Then, on the same stack, the
+worker kill trials: a Celery worker SIGKILLed (with its task process: a node or pod lost) while
+its task is in the ``defer_after`` window, then the worker that ran the next try SIGKILLed once
+that try has deferred. Each worker is started again at once, as its Deployment would. What is
+simulated: the pods (KWOK), the trainer and the W&B server.
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from tests.e2e import manual_run
 from tests.e2e.airflow_stack import REPO, AirflowStack, command_of, wait_for
 
 # The stack's start (about 1 min on a quiet machine, more when loaded), both runs at once (the
-# training's 75 s after a submission and a 15 s window), then the kill trial (56 s at a load
-# average of 8 on 2 cores, 207 s at 22: its time is mostly task starts, which load slows).
+# training until the trigger's lines are served, after a submission and a 15 s window), then
+# the kill trial (56 s at a load average of 8 on 2 cores, 207 s at 22: its time is mostly task
+# starts, which load slows).
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.timeout(1200)]
 
 #: The form's values: 2 workers of 2 GPUs each, 4 epochs.
@@ -135,7 +137,7 @@ def test_the_manual_dag_on_celery_serves_the_triggerers_lines_through_its_log_se
         standin,
         [where],
         starts=lambda _: _job_running(run),
-        reports_for=manual_run.TRAINS_FOR - manual_run.FINISHES_BEFORE_EXIT,
+        reports_for=manual_run.REPORTS_FOR,
         total_steps=manual_run.TOTAL_STEPS,
         final_summary=manual_run.FINAL_SUMMARY,
     ):
@@ -143,7 +145,10 @@ def test_the_manual_dag_on_celery_serves_the_triggerers_lines_through_its_log_se
         deferred, sources, lines = wait_for(
             lambda: _lines_while_deferred(run), manual_run.TRAINS_FOR + 120, "the trigger's lines"
         )
-        ti = run.expect_success()
+    # The run logged its final summary (leaving the block, as ``run.finish()``): the training
+    # ends now that both kinds of lines were served, not after its whole pace.
+    end_master(run.watched.api, run.watched.namespace)
+    ti = run.expect_success()
 
     # The sensor waited its window in a worker before it deferred (that worker's own log).
     window = "still runs after 15s: deferring to the triggerer"
