@@ -127,7 +127,8 @@ def deliver(
     meta = job["metadata"]
     namespace = meta["namespace"]
     try:
-        hook.create_secret(secret_body(identity, job, ref, api_key), namespace)
+        body = secret_body(identity, job, ref, api_key)
+        hook.create_secret(body, namespace)
         return
     except SecretExistsError as exc:
         if not created or exc.maybe_ours:
