@@ -175,9 +175,13 @@ def get(stack: AirflowStack, user: str | None, path: str) -> httpx.Response:
     return httpx.get(f"{stack.base_url}{path}", headers=headers, timeout=60)
 
 
-def report_training(standin: WandbStandin, where: tuple[str, str, str], done: threading.Event):
-    """The trainer's W&B run: its step, a falling loss and a rising accuracy every second."""
-    step = 0
+def report_training(run: Training, where: tuple[str, str, str], done: threading.Event):
+    """The trainer's W&B run: once the job runs (as the tab's API says: on a loaded machine the
+    job may be submitted minutes after the DAG run starts), its step, a falling loss and a
+    rising accuracy every second."""
+    standin, step = run.standin, 0
+    while not done.wait(1.0) and not _job_runs(run):
+        pass
     while not done.wait(1.0) and step < TOTAL_STEPS:
         step = min(TOTAL_STEPS, step + TOTAL_STEPS // (TRAINS_FOR - 20))
         standin.log_step(
@@ -186,6 +190,11 @@ def report_training(standin: WandbStandin, where: tuple[str, str, str], done: th
             "eval/accuracy": round(0.5 + 0.45 * step / TOTAL_STEPS, 4)},
         )  # fmt: skip
     standin.log_step(*where, step, **{"eval/accuracy": 0.95, "eval/loss": 0.12})
+
+
+def _job_runs(run: Training) -> bool:
+    answer = get(run.stack, "admin", run.api_path("submit"))
+    return answer.status_code == 200 and answer.json()["job"]["phase"] == "Running"
 
 
 @pytest.fixture(scope="module")
@@ -206,7 +215,7 @@ def training(airflow: AirflowStack, namespace_and_standin) -> Iterator[Training]
     conf = {"worker_replicas": 2, "gpus_per_worker": 1, "namespace": namespace}
     airflow.trigger(DAG_ID, run.run_id, conf)
     done = threading.Event()
-    reporter = threading.Thread(target=report_training, args=(standin, where, done), daemon=True)
+    reporter = threading.Thread(target=report_training, args=(run, where, done), daemon=True)
     reporter.start()
     try:
         yield run
