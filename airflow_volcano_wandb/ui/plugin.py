@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from airflow_volcano_wandb.links.training import TrainingLink
 from airflow_volcano_wandb.ui.training_app import PREFIX, SHELL, app
+from airflow_volcano_wandb.ui.training_link import TrainingLink
 
 
 class TrainingPlugin(AirflowPlugin):

@@ -10,9 +10,9 @@ from airflow.models.taskinstancekey import TaskInstanceKey
 from fastapi.routing import APIRoute
 
 from airflow_volcano_wandb.airflow_compat import INSTALLED_AIRFLOW
-from airflow_volcano_wandb.links.training import TrainingLink
 from airflow_volcano_wandb.ui.plugin import TrainingPlugin
 from airflow_volcano_wandb.ui.training_app import PREFIX, SHELL, _map_index, app
+from airflow_volcano_wandb.ui.training_link import TrainingLink
 
 
 def calls(dependant) -> set:
