@@ -7,18 +7,10 @@ The reads themselves: ``tests/integration/test_training_reads_on_cluster.py``.
 from __future__ import annotations
 
 from airflow_volcano_wandb.ui import training_reads as reads
-from airflow_volcano_wandb.ui.training_view import (
-    Kept,
-    Series,
-    history_reports,
-    list_row,
-    log_reports,
-    progress_of,
-    task_view,
-)
+from airflow_volcano_wandb.ui import training_view as view
 
 NOW = 1_800_000_000.0
-RUNNING = Kept.of_xcoms({"volcano_job": {"name": "train", "namespace": "ml"}}, "deferred")
+RUNNING = view.Kept.of_xcoms({"volcano_job": {"name": "train", "namespace": "ml"}}, "deferred")
 SUMMARY = {"train/step": 30, "train/total_steps": 100, "_timestamp": NOW + 30, "eval/acc": 0.9}
 
 
@@ -34,8 +26,8 @@ def rows() -> list[dict]:
 
 
 def test_the_chart_draws_each_metric_of_the_runs_history_at_its_training_step():
-    series = Series.of(history_reports(SUMMARY, rows()))
-    model = task_view(RUNNING, None, [], series, NOW + 40)
+    series = view.Series.of(view.history_reports(SUMMARY, rows()))
+    model = view.task_view(RUNNING, None, [], series, NOW + 40)
     assert model["metrics"] == {
         "train/loss": [[10, 2.0], [20, 1.0], [30, 0.0]],
         "eval/acc": [[20, 0.8]],  # logged after step 20: drawn there, not at its _step
@@ -46,9 +38,9 @@ def test_the_chart_draws_each_metric_of_the_runs_history_at_its_training_step():
 
 
 def test_a_run_without_history_rows_shows_its_summary_on_the_bar():
-    (only,) = history_reports(SUMMARY, [])
+    (only,) = view.history_reports(SUMMARY, [])
     assert (only.step, only.total_steps, dict(only.metrics)) == (30, 100, {"eval/acc": 0.9})
-    assert history_reports(None, []) == []
+    assert view.history_reports(None, []) == []
 
 
 def test_the_master_logs_records_give_the_bar_and_their_metrics_the_chart():
@@ -62,15 +54,15 @@ def test_the_master_logs_records_give_the_bar_and_their_metrics_the_chart():
             'AVW_PROGRESS {"step": 300}',  # no timestamp: not a line of this read
         ]
     )
-    series = Series.of(log_reports(log))
-    model = task_view(RUNNING, None, [], series, NOW)
+    series = view.Series.of(view.log_reports(log))
+    model = view.task_view(RUNNING, None, [], series, NOW)
     assert model["metrics"] == {"loss": [[100, 2.5], [200, 1.5]]}
     assert model["progress"]["percent"] == 50.0 and model["progress"]["rate"] == 10.0
     assert model["progress"]["epoch"] == 2
 
 
 def test_a_row_of_the_training_page_has_its_runs_progress_figures():
-    row = list_row("dag", "train", "run", -1, RUNNING, None, progress_of(SUMMARY))
+    row = view.list_row("dag", "train", "run", -1, RUNNING, None, view.progress_of(SUMMARY))
     assert row["percent"] == 30.0
     assert row["progress"]["step"] == 30 and row["progress"]["total_steps"] == 100
 
