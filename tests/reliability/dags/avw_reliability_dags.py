@@ -54,7 +54,9 @@ with _dag("avw_rel_deferred"):
 with _dag("avw_rel_defer_at_once"):
     _operator(defer_after=0)
 
-with _dag("avw_rel_dagrun_timeout", dagrun_timeout=timedelta(seconds=150)):
+# 100 s: the task defers 20 to 60 s into the run (a loaded machine), and the run times out
+# about when the execution timeout below fires (test_deferred_kill.py waits for both).
+with _dag("avw_rel_dagrun_timeout", dagrun_timeout=timedelta(seconds=100)):
     _operator()
 
 with _dag("avw_rel_execution_timeout"):
