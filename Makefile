@@ -16,7 +16,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX ?= $(HOME)/.cache/airflow-volcano-wandb/pycache
 
-.PHONY: venv dist demo test test-unit test-long test-real-pods test-token-rotation test-lifecycle test-ha test-compat test-compat-ci screenshots lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
+.PHONY: venv dist demo test test-unit test-long test-real-pods test-token-rotation test-kubernetes-executor test-lifecycle test-ha test-compat test-compat-ci screenshots lint check-wheel cluster-up cluster-down cluster-status airflow-up airflow-down airflow-status bench clean
 
 # Never pip-installs into the system Python (PEP 668): see scripts/bootstrap-venv.sh.
 $(BIN)/activate: pyproject.toml $(HARNESS)/pyproject.toml scripts/bootstrap-venv.sh scripts/uv-path.sh
@@ -86,6 +86,15 @@ test-real-pods: venv
 test-token-rotation: venv
 	AVW_CLUSTER_REAL_NODE=1 AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest -m "long and real_pods" \
 		tests/realpods/test_in_cluster_token.py
+
+# The KubernetesExecutor trial (marked `long` and `real_pods`): the manual DAG's tasks in pods of
+# the Airflow image as the chart's airflow-worker, its triggerer in a pod as airflow-triggerer,
+# training DDP on the real node (tests/realpods/test_kubernetes_executor.py). Reads the
+# apiserver's audit log; needs PostgreSQL.
+test-kubernetes-executor: venv
+	scripts/install-system-deps.sh
+	AVW_CLUSTER_REAL_NODE=1 AVW_CLUSTER_AUDIT_LOG=1 $(BIN)/python -m pytest -m "long and real_pods" \
+		tests/realpods/test_kubernetes_executor.py
 
 # The HA trials at full size (not in CI: about 10 minutes): 20 deferred jobs handed from a
 # frozen triggerer to the other one, and the faults (tests/reliability/test_ha_airflow.py);

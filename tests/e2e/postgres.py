@@ -121,6 +121,10 @@ class PostgresServer:
     #: Outlive this process (``make airflow-up``); otherwise the server is this process's
     #: child and stops when this process dies.
     detached: bool = False
+    #: More addresses to listen on than 127.0.0.1, and the network (CIDR) whose clients are
+    #: trusted there: the real node's bridge, for Airflow's pods (``kubernetes_executor.py``).
+    also_listen_on: tuple[str, ...] = ()
+    trusted_network: str | None = None
     proc: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -194,6 +198,12 @@ class PostgresServer:
             [self.port] = free_ports(1)
         argv = [str(bindir() / "postgres"), "-D", str(self.data_dir), "-p", str(self.port)]
         settings = {**SETTINGS, "unix_socket_directories": str(self.socket_dir)}
+        if self.also_listen_on:
+            settings["listen_addresses"] = ",".join(
+                (SETTINGS["listen_addresses"], *self.also_listen_on)
+            )
+        if self.trusted_network:
+            self._trust(self.trusted_network)
         for name, value in settings.items():
             argv += ["-c", f"{name}={value}"]
         with self.log_path.open("ab") as log:
@@ -212,6 +222,14 @@ class PostgresServer:
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"PostgreSQL did not start:\n{self.log_tail()}")
             time.sleep(0.2)
+
+    def _trust(self, network: str) -> None:
+        """Let ``network``'s clients in without a password (``pg_hba.conf``), as 127.0.0.1's."""
+        hba = self.data_dir / "pg_hba.conf"
+        line = f"host all all {network} trust\n"
+        if line not in hba.read_text():
+            with hba.open("a") as out:
+                out.write(line)
 
     def _accepts(self) -> bool:
         import psycopg2

@@ -12,8 +12,10 @@ resource.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,8 @@ from airflow_volcano_wandb.testing.cluster import airflow_image, node, placement
 REPO = Path(__file__).resolve().parents[2]
 RBAC = REPO / "docker" / "k8s" / "rbac.yaml"
 HELM_BINDING = REPO / "docker" / "k8s" / "rbac-helm-binding.example.yaml"
+FIT_CHECK = REPO / "docker" / "k8s" / "rbac-fit-check.yaml"
+HELM_PAGE = REPO / "docs" / "helm.md"
 TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
@@ -55,6 +59,30 @@ def bind_like_the_chart(api: k8s.ApiClient, jobs_ns: str, airflow_ns: str) -> li
         core.create_namespaced_service_account(airflow_ns, {"metadata": {"name": subject["name"]}})
     rbac.create_namespaced_role_binding(jobs_ns, binding)
     return names
+
+
+def bind_fit_check_like_the_docs(api: k8s.ApiClient, airflow_ns: str, executor: str) -> str:
+    """rbac-fit-check.yaml's ClusterRole (kept: other tests share it) and docs/helm.md's
+    ClusterRoleBinding for it, its subjects in ``airflow_ns`` (the scheduler only under
+    LocalExecutor, as the page says); returns the binding's name, unique to ``airflow_ns``."""
+    rbac = k8s.RbacAuthorizationV1Api(api)
+    (role,) = (d for d in _docs(FIT_CHECK) if d["kind"] == "ClusterRole")
+    try:
+        rbac.create_cluster_role(role)
+    except k8s.ApiException as err:
+        if err.status != 409:
+            raise
+    blocks = re.findall(r"^```yaml\n(.*?)^```", HELM_PAGE.read_text(), re.M | re.S)
+    docs = [d for block in blocks for d in yaml.safe_load_all(block) if d]
+    (binding,) = (d for d in docs if d.get("kind") == "ClusterRoleBinding")
+    binding["metadata"]["name"] += f"-{airflow_ns}"
+    binding["subjects"] = [
+        {**s, "namespace": airflow_ns}
+        for s in binding["subjects"]
+        if s["name"] != "airflow-scheduler" or executor == "LocalExecutor"
+    ]
+    rbac.create_cluster_role_binding(binding)
+    return binding["metadata"]["name"]
 
 
 def token_volume(expiration_seconds: int) -> dict[str, Any]:
@@ -167,12 +195,17 @@ def audit_events(audit_log: Path, username_prefix: str) -> list[dict[str, Any]]:
     return events
 
 
-def refused(audit_log: Path, username_prefix: str, source_ips: set[str]) -> list[str]:
+def refused(
+    audit_log: Path, username_prefix: str, source_ips: set[str], since: float = 0.0
+) -> list[str]:
     """Every Forbidden of these identities, and every 401 from these pod IPs, by verb and
-    resource (an unauthenticated request carries no username, only its source)."""
+    resource (an unauthenticated request carries no username, only its source); on a shared
+    cluster, only those received after ``since`` (a pod's IP is reused)."""
     out = []
     for line in audit_log.read_text().splitlines():
         event = json.loads(line)
+        if since and received_at(event) < since:
+            continue
         code = event.get("responseStatus", {}).get("code")
         user = event.get("user", {}).get("username", "")
         ref = event.get("objectRef", {})
@@ -182,6 +215,11 @@ def refused(audit_log: Path, username_prefix: str, source_ips: set[str]) -> list
         if code == 401 and source_ips & set(event.get("sourceIPs", [])):
             out.append(f"{what} from {event.get('sourceIPs')}: {event.get('requestURI')}")
     return out
+
+
+def received_at(event: dict[str, Any]) -> float:
+    """When the apiserver received the request (epoch seconds)."""
+    return datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp()
 
 
 def credential_id(event: dict[str, Any]) -> str:

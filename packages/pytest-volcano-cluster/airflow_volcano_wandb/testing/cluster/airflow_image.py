@@ -10,7 +10,9 @@ of the pins; the provider's own wheel, built from the checkout, is the top layer
 ``--no-deps``), so a change to the provider rebuilds seconds, not minutes. Runs as uid 50000
 with ``AIRFLOW_HOME=/opt/airflow``, as the official image does. Differences from the official
 image, said here so nobody reads more into it: no ``airflow`` entry-point script (the pods run
-``python3 -m airflow ...``), no gosu/tini, Debian's Python 3.11.2.
+``python3 -m airflow ...``), no gosu/tini, Debian's Python 3.11.2. Like the official image it
+has ``python`` (a link to ``python3``, in the top layer): the KubernetesExecutor's task pods run
+``python -m airflow.sdk.execution_time.execute_workload``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ REQUIREMENTS = (
     "aiohttp",
     "urllib3",
 )
+#: What the top layer holds besides the provider (part of the image's cache key).
+TOP_LAYER = "provider wheel, /usr/local/bin/python"
 VERSIONS_CHECK = (
     "import airflow, airflow.providers.cncf.kubernetes, wandb, kubernetes; "
     "print('airflow', airflow.__version__, 'wandb', wandb.__version__)"
@@ -154,6 +158,9 @@ def _provider_layer(out_dir: Path) -> Path:
         check=True,
         capture_output=True,
     )
+    local_bin = staged / "usr" / "local" / "bin"
+    local_bin.mkdir(parents=True, exist_ok=True)
+    (local_bin / "python").symlink_to("/usr/bin/python3")  # what the executor's pods call
     layer = out_dir / "provider.tar"
     image._tar_dir(staged, layer)
     return layer
@@ -169,7 +176,8 @@ def airflow_image() -> Path:
     """The Airflow image's docker-archive tar, built unless cached; returns its path."""
     pins = constraints()
     base = _base_layer(pins)
-    out = image.images_dir() / f"airflow-{image._digest(base.name.encode(), _sources_key())}.tar"
+    key = image._digest(base.name.encode(), _sources_key(), TOP_LAYER.encode())
+    out = image.images_dir() / f"airflow-{key}.tar"
     if out.exists():
         return out
     with tempfile.TemporaryDirectory(dir=image.images_dir()) as tmp:
