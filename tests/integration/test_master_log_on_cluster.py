@@ -180,10 +180,11 @@ def test_without_follow_master_log_no_log_stream_is_opened(
 def test_progress_records_in_the_followed_log_give_the_progress_lines(
     kubernetes_connection, volcano_cluster, volcano_namespace
 ):
-    """A trainer without W&B prints ``AVW_PROGRESS`` records (one a second for 20 s here):
-    the trigger following its log logs progress lines, rising, with a rate and an ETA."""
+    """A trainer without W&B prints ``AVW_PROGRESS`` records (one a second for 12 s here, a
+    tenth of its steps or more in each): the trigger following its log logs progress lines,
+    rising, with a rate and an ETA."""
     api = volcano_cluster.api_client()
-    annotations = {SIM_DURATION: "20", PROGRESS_ANNOTATION: "400"}
+    annotations = {SIM_DURATION: "12", PROGRESS_ANNOTATION: "400"}
     job = _submit(api, volcano_namespace, "records", **annotations)
     log = LineLog()
     event = _watch_until(_trigger(job, follow_master_log=True), log, lambda log: False)
