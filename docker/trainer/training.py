@@ -105,7 +105,7 @@ def train(
             )
         shown = " ".join(f"{k}={v:.4f}" for k, v in {**metrics, "eval/accuracy": eval_acc}.items())
         say(info, f"epoch {epoch}/{params.epochs}: {shown}")
-        report_progress(info, progress.step, total_steps, epoch, params.epochs)
+        report_progress(info, progress.step, total_steps, epoch, params.epochs, metrics)
         return eval_loss, eval_acc
 
     steps_per_epoch = math.ceil(train_x.shape[0] / params.batch_size)
@@ -182,11 +182,25 @@ def train(
     return summary
 
 
-def report_progress(info: DistInfo, step: int, total_steps: int, epoch: int, epochs: int) -> None:
+def report_progress(
+    info: DistInfo,
+    step: int,
+    total_steps: int,
+    epoch: int,
+    epochs: int,
+    metrics: dict[str, float] | None = None,
+) -> None:
     """The progress contract's log record (docs/trainer.md), one line of rank 0's log: how far
-    a run without W&B has got, for whoever reads the master's log."""
+    a run without W&B has got, for whoever reads the master's log, with the epoch's losses
+    (``metrics``, under their W&B names): the Training tab's chart when there is no W&B run."""
     if info.rank == 0:
-        record = {"step": step, "total_steps": total_steps, "epoch": epoch, "epochs": epochs}
+        record: dict[str, float] = {
+            "step": step,
+            "total_steps": total_steps,
+            "epoch": epoch,
+            "epochs": epochs,
+        }
+        record.update(metrics or {})
         if info.elastic is not None:  # this world's size: the wait's line shows a re-formation
             record["world_size"] = info.world_size
         print("AVW_PROGRESS " + json.dumps(record), flush=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from airflow_volcano_wandb.ui.training_view import log_reports
 from airflow_volcano_wandb.wait.training_progress import Progress
 from airflow_volcano_wandb.wandb.wandb_env import airflow_config_from_env, container_env
 from airflow_volcano_wandb.wandb.wandb_run import AirflowRunContext, WandbRunSpec
@@ -102,6 +103,18 @@ def test_master_rank_mode_makes_one_offline_run_with_airflow_context(tmp_path: P
     assert [r.epoch for r in records] == list(range(1, run.config["epochs"] + 1))
     assert records[-1].step == records[-1].total_steps == run.history[-1]["train/step"]
     assert records[0].fraction == 1 / run.config["epochs"]
+    # Each record carries its epoch's losses under their W&B names, as the Training tab reads
+    # them (its chart without a W&B run): the same values the run logged, and nothing more.
+    stamped = [
+        f"2027-01-15T07:00:{i:02d}Z {line}"
+        for i, line in enumerate(results[0].output.splitlines())
+        if line.startswith("AVW_PROGRESS ")
+    ]
+    charted = [report.metrics for report in log_reports("\n".join(stamped))]
+    assert [set(m) for m in charted] == [{"train/epoch_loss", "eval/loss"}] * len(records)
+    assert [m["train/epoch_loss"] for m in charted] == pytest.approx(epoch_losses)
+    eval_losses = [row["eval/loss"] for row in run.history if "eval/loss" in row]
+    assert [m["eval/loss"] for m in charted] == pytest.approx(eval_losses[-len(charted) :])
     _assert_key_never_leaked(tmp_path, results)
     print(f"2-rank DDP job finished in {elapsed:.1f} s")
 
