@@ -47,7 +47,13 @@ from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.diagnostics import task_of
 from airflow_volcano_wandb.wait.step_io import WatchedPods
-from airflow_volcano_wandb.wait.training_progress import Progress, ProgressSeen, observe
+from airflow_volcano_wandb.wait.training_progress import (
+    Progress,
+    ProgressSeen,
+    keep_metrics,
+    observe,
+    record_metrics,
+)
 from airflow_volcano_wandb.wait.wake import set_within, within
 
 if TYPE_CHECKING:  # the Kubernetes client loads at run time, not when a DAG file is parsed
@@ -100,16 +106,19 @@ async def follow_master_log(
     client_key: Hashable = None,
     pod_watch: WatchedPods | None = None,
     progress: bool = True,
+    kept: dict[str, list[list[float]]] | None = None,
 ) -> None:
     """Log the master's lines, ``masked`` secrets masked, until the cap is reached or the
     caller cancels. ``job_changed``, set by the caller when the job's progress changes, makes
     a follow still waiting for the master pod look again at once; while ``pod_watch`` (the
     wait's, module doc) relists, the follow waits for its copies of the pods; ``progress``:
-    ``AVW_PROGRESS`` records give progress lines (not when the wait reads W&B's)."""
+    ``AVW_PROGRESS`` records give progress lines (not when the wait reads W&B's), and their
+    metrics go into ``kept`` (``training_progress.keep_metrics``) for the finished wait."""
     async with follow_slot(log, f"{namespace}/{job_name}"):
         cap = LogCap(max_lines, max_bytes)
         master_log = _MasterLog(hook_factory, job_name, namespace, log, cap, masked, job_changed)
         master_log.progress = ProgressSeen() if progress else None
+        master_log.kept = {} if kept is None else kept
         await master_log.run(client_key, pod_watch)
 
 
@@ -151,6 +160,8 @@ class _MasterLog:
         self._pod_watch: WatchedPods | None = None
         #: What the ``AVW_PROGRESS`` records told; ``None``: they are not read.
         self.progress: ProgressSeen | None = ProgressSeen()
+        #: The records' metrics, sampled, step by step (``training_progress.keep_metrics``).
+        self.kept: dict[str, list[list[float]]] = {}
 
     async def run(self, client_key: Hashable = None, pod_watch: WatchedPods | None = None) -> None:
         while not (self._done or self._cap.reached):
@@ -260,6 +271,7 @@ class _MasterLog:
             moment = dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
             at = moment.timestamp() + stamp[1] / 1e9
         if (now := Progress.of_log_line(text, at)) is not None:
+            keep_metrics(self.kept, now.step, record_metrics(text))
             self.progress, said = observe(seen, now, at)
             if said is not None:
                 self._log.info("%s", said)

@@ -16,6 +16,7 @@ from airflow_volcano_wandb.job.endings import Ending
 from airflow_volcano_wandb.job.job_facts import JobFacts, asset_extra
 from airflow_volcano_wandb.wait import cleanup, job_report
 from airflow_volcano_wandb.wait.outcome import WaitResult
+from airflow_volcano_wandb.wait.training_progress import METRICS_XCOM
 
 if TYPE_CHECKING:
     from airflow_volcano_wandb.exceptions import VolcanoJobError
@@ -71,6 +72,12 @@ class Finishing:
             ti = self.context["ti"]
             self.run = self.waiter.parts.report.run_of(run_id, ti) if run_id else {}
         self.waiter.run = dict(self.run)
+
+    def push_metrics(self) -> None:
+        """The metrics the followed master log's records gave, sampled: the Training tab's
+        chart once ``CompleteJob`` deleted the pods (a failure's too, so before it raises)."""
+        if self.result.metrics:
+            self.context["ti"].xcom_push(key=METRICS_XCOM, value=dict(self.result.metrics))
 
     def fail(self) -> None:
         """A failure: report it (deleting the job if the rule says so), tell the next try and
@@ -158,6 +165,7 @@ FINISH_STEPS: tuple[Callable[[Finishing], None], ...] = (
     Finishing.mark_reported,
     Finishing.fetch_job,
     Finishing.find_run,
+    Finishing.push_metrics,
     Finishing.fail,
     Finishing.log_success,
     Finishing.push_gpu_seconds,

@@ -92,6 +92,8 @@ class VolcanoJobTrigger(BaseTrigger):
         # Asked for its last step (the stall timeout) and whether it was stopped.
         self._wandb = WandbProgress(run) if run is not None else None
         self._progress_changed = asyncio.Event()  # wakes the master-log follow
+        #: The master log's records' metrics, sampled, for the finished wait to keep.
+        self._kept_metrics: dict[str, list[list[float]]] = {}
         #: The failing watch's fallback: when the job was last read directly, and when a direct
         #: read was last answered (monotonic).
         self._direct_read_at: float | None = None
@@ -130,7 +132,7 @@ class VolcanoJobTrigger(BaseTrigger):
             if pods is not None:
                 await job_watcher.release(*pods)
         self._fired = True
-        yield TriggerEvent(result.to_event())
+        yield TriggerEvent(dataclasses.replace(result, metrics=self._kept_metrics).to_event())
 
     def _settle_left(self, started: float) -> float:
         """How much longer the deferral must settle before the trigger fires: at most the
@@ -190,6 +192,7 @@ class VolcanoJobTrigger(BaseTrigger):
                 client_key=spec.connection_key(),
                 pod_watch=pods,
                 progress=self._wandb is None,  # the log's records, unless W&B's run tells
+                kept=self._kept_metrics,
             ),
             name=f"volcano-master-log-{self.namespace}-{self.job_name}",
         )

@@ -45,13 +45,21 @@ from airflow_volcano_wandb.ui.training_view import (
     task_view,
     web_link,
 )
+from airflow_volcano_wandb.wait.training_progress import METRICS_XCOM
 
 PREFIX = "/avw-training"
 STATIC = Path(__file__).parent / "static"
 #: The task instances the Training page lists: this provider's operator and sensor.
 OPERATORS = ("VolcanoPyTorchJobOperator", "VolcanoJobSensor")
 #: The XComs the tab reads (what the operator pushes; never the rendered job).
-KEYS = ("volcano_job", "wandb_run_id", "wandb_run_url", "gpu_seconds", "wandb_summary")
+KEYS = (
+    "volcano_job",
+    "wandb_run_id",
+    "wandb_run_url",
+    "gpu_seconds",
+    "wandb_summary",
+    METRICS_XCOM,
+)
 #: The rendered fields the tab reads: where the job runs and which connections read it.
 FIELDS = (
     "job_name",

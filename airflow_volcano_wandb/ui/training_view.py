@@ -8,7 +8,6 @@ only the fields named below.
 from __future__ import annotations
 
 import datetime as dt
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -20,10 +19,12 @@ from airflow_volcano_wandb.template.gpus import pod_gpus
 from airflow_volcano_wandb.wait.training_progress import (
     EPOCH_KEY,
     EPOCHS_KEY,
+    METRICS_XCOM,
     PROGRESS_ANNOTATION,
     STEP_KEY,
     TOTAL_STEPS_KEY,
     Progress,
+    record_metrics,
     steps_per_second,
 )
 from airflow_volcano_wandb.wandb.numbers import finite_number
@@ -34,8 +35,6 @@ TASK_SPEC_LABEL = "volcano.sh/task-spec"
 WAITING_STATES = frozenset({"running", "deferred", "up_for_reschedule", "queued", "scheduled"})
 #: The summary's keys the bar shows: not metrics of the chart.
 PROGRESS_KEYS = frozenset({STEP_KEY, TOTAL_STEPS_KEY, EPOCH_KEY, EPOCHS_KEY})
-#: An ``AVW_PROGRESS`` record's fields that are progress, not metrics of the chart.
-RECORD_FIELDS = frozenset({"step", "total_steps", "epoch", "epochs", "world_size"})
 #: The Volcano phases of a job that has ended.
 ENDED_PHASES = frozenset({"Completed", "Failed", "Aborted", "Terminated"})
 #: At most this many points per metric are kept for a job's chart.
@@ -52,6 +51,8 @@ class Kept:
     run_url: str | None = None
     gpu_seconds: Mapping[str, Any] | None = None
     summary: Mapping[str, Any] | None = None
+    #: The finished wait's sampled metrics (``training_metrics``): the chart once pods are gone.
+    metrics: Mapping[str, list[list[float]]] = field(default_factory=dict)
 
     @classmethod
     def of_xcoms(cls, xcoms: Mapping[str, Any], state: str | None) -> Kept:
@@ -68,6 +69,7 @@ class Kept:
             web_link(xcoms.get("wandb_run_url")),
             gpus if isinstance(gpus, Mapping) else None,
             summary if isinstance(summary, Mapping) else None,
+            _kept_points(xcoms.get(METRICS_XCOM)),
         )
 
     @property
@@ -145,9 +147,7 @@ def log_reports(text: str) -> list[Progress]:
         moment = dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
         now = Progress.of_log_line(record, moment.timestamp() + stamp[1] / 1e9)
         if now is not None:
-            fields = json.loads(record.strip().partition(" ")[2])
-            metrics = {k: v for k, v in fields.items() if k not in RECORD_FIELDS}
-            reports.append(replace(now, metrics=metrics))
+            reports.append(replace(now, metrics=record_metrics(record)))
     return reports
 
 
@@ -250,7 +250,8 @@ def task_view(
         "progress": progress_figures(progress, series.rate if live(kept, job) else None),
         "progress_line": annotation,
         "percent": _percent(annotation),  # the bar's width without a report (a job's kept line)
-        "metrics": {key: [list(p) for p in points] for key, points in series.points.items()},
+        # The W&B run's history or the pods' log, else what the finished wait kept of the log.
+        "metrics": {k: [list(p) for p in v] for k, v in (series.points or kept.metrics).items()},
         "pending_reason": pending_reason(job, pods) if live(kept, job) else "",
         "gpu_hours": round(gpu_total / 3600, 3),
         "links": {"wandb_run": kept.run_url, "task": task_url},
@@ -302,6 +303,18 @@ def _float(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def _kept_points(value: Any) -> dict[str, list[list[float]]]:
+    """The ``training_metrics`` XCom's series, each point a finite ``[step, value]``."""
+    kept: dict[str, list[list[float]]] = {}
+    for key, points in (value if isinstance(value, Mapping) else {}).items():
+        listed = points if isinstance(points, list) else []
+        pairs = [p for p in listed if isinstance(p, list | tuple) and len(p) == 2]
+        numbers = [(finite_number(s, int), finite_number(v, float)) for s, v in pairs]
+        if found := [[s, v] for s, v in numbers if s is not None and v is not None]:
+            kept[str(key)] = found
+    return kept
 
 
 def _text(value: Any) -> str | None:

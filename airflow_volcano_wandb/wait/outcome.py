@@ -57,6 +57,9 @@ class WaitResult:
     stall: Stall | None = None
     #: The container that cannot start (``START_FAILED`` only).
     start_failure: StartFailure | None = None
+    #: The master log's records' metrics, sampled (``training_progress.keep_metrics``):
+    #: ``{"train/epoch_loss": [[step, value], ...]}``; empty unless the wait followed the log.
+    metrics: Mapping[str, list[list[float]]] = field(default_factory=dict)
 
     @classmethod
     def from_status(
@@ -154,6 +157,7 @@ class WaitResult:
         event = asdict(self)
         event["outcome"] = self.outcome.value
         event["unplaced"] = dict(self.unplaced)  # asdict: the records are dicts too
+        event["metrics"] = {k: [list(p) for p in v] for k, v in self.metrics.items()}
         return event
 
     @classmethod
@@ -176,6 +180,10 @@ class WaitResult:
                 crash_loop=_read(CrashLoop, event.get("crash_loop")),
                 stall=_read(Stall, event.get("stall")),
                 start_failure=_read(StartFailure, event.get("start_failure")),
+                metrics={
+                    str(k): [[int(s), float(v)] for s, v in points]
+                    for k, points in (event.get("metrics") or {}).items()
+                },
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ForeignEvent(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc

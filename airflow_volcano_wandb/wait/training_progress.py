@@ -28,6 +28,15 @@ LOG_RECORD = "AVW_PROGRESS"
 READ_INTERVAL = 60.0
 #: The job's latest progress line, for ``kubectl`` (``[volcano_wandb] progress_annotation``).
 PROGRESS_ANNOTATION = f"{DOMAIN}/progress"
+#: An ``AVW_PROGRESS`` record's fields that are progress, not metrics.
+RECORD_FIELDS = frozenset({"step", "total_steps", "epoch", "epochs", "world_size"})
+#: What a wait keeps of the records' metrics for after the job's end (:func:`keep_metrics`):
+#: this many points per metric at most, of this many metrics (the losses first, as the
+#: Training tab's chart draws four), each value to 6 digits: under 20 kB of JSON in all.
+KEPT_POINTS = 200
+KEPT_METRICS = 4
+#: The XCom a finished wait pushes them as (``parts/finish``), which the Training tab reads.
+METRICS_XCOM = "training_metrics"
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,40 @@ class Progress:
     def tenth(self) -> int:
         """The tenths of the training done (0 to 10); 0 without a total."""
         return math.floor((self.fraction or 0.0) * 10)
+
+
+def record_metrics(line: str) -> dict[str, float]:
+    """The numbers of an ``AVW_PROGRESS`` record other than its progress (``"loss": 0.42``);
+    ``{}`` for any other line."""
+    marker, _, record = line.strip().partition(" ")
+    try:
+        fields = json.loads(record) if marker == LOG_RECORD else None
+    except ValueError:
+        return {}
+    if not isinstance(fields, dict):
+        return {}
+    numbers = {str(k): finite_number(v, float) for k, v in fields.items() if k not in RECORD_FIELDS}
+    return {k: v for k, v in numbers.items() if v is not None}
+
+
+def keep_metrics(
+    kept: dict[str, list[list[float]]], step: int, metrics: Mapping[str, float]
+) -> None:
+    """Add a record's ``metrics`` at ``step`` to ``kept``, a sampled series per metric that a
+    finished wait hands on (the Training tab's chart once the pods are gone): a step that went
+    back (a restart from a checkpoint) drops the points after it; past :data:`KEPT_POINTS`
+    every other point goes, the last kept; metrics past :data:`KEPT_METRICS` are left out."""
+    # The losses first: sorted() is stable, so the record's order otherwise.
+    for key in sorted(metrics, key=lambda key: "loss" not in key):
+        value = metrics[key]
+        if key not in kept and len(kept) >= KEPT_METRICS:
+            continue
+        points = kept.setdefault(key, [])
+        while points and points[-1][0] >= step:
+            points.pop()
+        points.append([step, float(f"{value:.6g}")])
+        if len(points) > KEPT_POINTS:
+            points[:] = points[:-1:2] + points[-1:]
 
 
 def steps_per_second(before: Progress | None, now: Progress) -> float | None:

@@ -22,6 +22,7 @@ from airflow_volcano_wandb.testing.cluster.podlogs import (
     SPLIT_LINE_ANNOTATION,
 )
 from airflow_volcano_wandb.triggers import VolcanoJobTrigger
+from airflow_volcano_wandb.wait.outcome import WaitResult
 from test_support.cluster_jobs import SIM_DURATION, SIM_EXIT_CODE, submit_job
 from test_support.line_log import LineLog
 
@@ -115,6 +116,25 @@ def test_the_masters_lines_reach_the_trigger_log_whole_with_progress(
     assert not any(SPLIT[:10] in line and line != SPLIT for line in lines)  # no half alone
     assert any(line.startswith("Running: master 1/1") for line in log.lines), log.lines
     assert opened == [pod]
+    api.close()
+
+
+def test_a_followed_records_metrics_fire_with_the_triggers_event(
+    kubernetes_connection, volcano_cluster, volcano_namespace
+):
+    """A trainer without W&B whose record carries its loss (written in two halves, as a
+    kubelet may serve a line): the trigger that followed the log fires with the loss kept at
+    the record's step (``WaitResult.metrics``), what the finished wait pushes as the
+    ``training_metrics`` XCom for the Training tab once the pods are gone."""
+    api = volcano_cluster.api_client()
+    record = 'AVW_PROGRESS {"step": 40, "total_steps": 80, "epoch": 1, "train/epoch_loss": 0.75}'
+    job = _submit(
+        api, volcano_namespace, "kept", **{SIM_DURATION: "4", SPLIT_LINE_ANNOTATION: record}
+    )
+    log = LineLog()
+    event = _watch_until(_trigger(job, follow_master_log=True), log, lambda log: False)
+    assert event["outcome"] == "succeeded", log.lines
+    assert WaitResult.from_event(event).metrics == {"train/epoch_loss": [[40, 0.75]]}, log.lines
     api.close()
 
 

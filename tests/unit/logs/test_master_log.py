@@ -123,7 +123,7 @@ def _follow(
     max_lines: int = 100,
     seconds: float = 1.0,
     masked: tuple[SecretDigest, ...] = (),
-    **options: bool,
+    **options: object,
 ) -> None:
     async def main() -> None:
         follow = master_log.follow_master_log

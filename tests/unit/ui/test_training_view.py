@@ -12,7 +12,11 @@ from airflow_volcano_wandb.ui.training_view import (
     progress_of,
     task_view,
 )
-from airflow_volcano_wandb.wait.training_progress import PROGRESS_ANNOTATION, Progress
+from airflow_volcano_wandb.wait.training_progress import (
+    METRICS_XCOM,
+    PROGRESS_ANNOTATION,
+    Progress,
+)
 
 NOW = 1_800_000_000.0
 KEY = "wandb-key-0123456789abcdef0123456789abcdef01234567"
@@ -160,6 +164,25 @@ def test_an_ended_job_whose_pods_are_gone_shows_what_the_task_kept():
     assert model["gpu_hours"] == 2.0
     assert model["progress"]["percent"] == 100.0
     assert model["pending_reason"] == "" and model["ranks"] == []
+
+
+def test_an_ended_job_without_wandb_draws_the_metrics_its_wait_kept():
+    """No W&B run, the pods (and their log) gone: the chart is the ``training_metrics`` XCom
+    the finished wait pushed; a malformed point is left out, and a read series comes first."""
+    kept = Kept.of_xcoms(
+        {
+            "volcano_job": {"name": "train", "namespace": "ml"},
+            METRICS_XCOM: {
+                "train/epoch_loss": [[100, 1.25], [200, 0.5], [300, "NaN"], ["x", 1], [400]],
+                "eval/loss": "not a series",
+            },
+        },
+        "success",
+    )
+    model = task_view(kept, job("Completed"), [], Series(), NOW)
+    assert model["metrics"] == {"train/epoch_loss": [[100, 1.25], [200, 0.5]]}
+    read = Series.of([Progress(5, NOW, metrics={"loss": 2.0})])
+    assert task_view(kept, None, [], read, NOW)["metrics"] == {"loss": [[5, 2.0]]}
 
 
 def test_a_task_without_a_job_reads_as_not_found():

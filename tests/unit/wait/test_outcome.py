@@ -52,6 +52,7 @@ def test_a_lost_watch_keeps_its_event_and_words() -> None:
         "crash_loop": None,
         "stall": None,
         "start_failure": None,
+        "metrics": {},
     }
 
 
@@ -69,6 +70,7 @@ def test_a_timeout_keeps_its_event_and_words() -> None:
         "crash_loop": None,
         "stall": None,
         "start_failure": None,
+        "metrics": {},
     }
 
 
@@ -82,3 +84,19 @@ def test_a_gang_not_placed_keeps_its_event_and_words() -> None:
     )
     assert (event["phase"], event["retry_count"]) == ("Running", 2)
     assert WaitResult.not_placed(RUNNING, 90.5, {}).message.endswith("=90.5s (phase Running)")
+
+
+def test_the_kept_metrics_travel_in_the_event_and_an_earlier_builds_event_has_none() -> None:
+    """The followed master log's sampled metrics (``training_progress.keep_metrics``) come back
+    with the result; an event without them (a wait that followed no log, an earlier build's)
+    reads as none, and one that is not a series is refused as any malformed event is."""
+    kept = {"train/epoch_loss": [[100, 1.25], [200, 0.5]]}
+    result = dataclasses.replace(
+        WaitResult.from_status(JobStatus("j", "ns", "u-1", "Completed", Ending.SUCCEEDED)),
+        metrics=kept,
+    )
+    event = _event(result)
+    assert event["metrics"] == kept
+    assert WaitResult.from_event({**event, "metrics": None}).metrics == {}
+    with pytest.raises(ValueError, match="not a Volcano wait result"):
+        WaitResult.from_event({**event, "metrics": {"loss": [[1]]}})

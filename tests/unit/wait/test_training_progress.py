@@ -6,6 +6,7 @@ tests/integration/test_progress_on_cluster.py.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 import pytest
@@ -14,10 +15,14 @@ from airflow_volcano_wandb.wait import step_io
 from airflow_volcano_wandb.wait.judge import JobTarget, WandbRunRef, see
 from airflow_volcano_wandb.wait.step import StepMemory, reads_progress
 from airflow_volcano_wandb.wait.training_progress import (
+    KEPT_METRICS,
+    KEPT_POINTS,
     Progress,
     ProgressSeen,
+    keep_metrics,
     observe,
     progress_line,
+    record_metrics,
     steps_per_second,
     throughput,
 )
@@ -153,3 +158,37 @@ def test_a_finished_runs_throughput_from_its_summary():
         "seconds_per_epoch": 200.0,
     }
     assert throughput({"train/step": 4000}) == {}  # no runtime: nothing to divide by
+
+
+def test_a_records_metrics_are_its_finite_numbers_beside_its_progress():
+    record = (
+        'AVW_PROGRESS {"step": 5, "total_steps": 10, "epoch": 1, "epochs": 2, "world_size": 3,'
+        ' "train/epoch_loss": 0.5, "eval/loss": NaN, "note": "x", "lr": 1}'
+    )
+    assert record_metrics(record) == {"train/epoch_loss": 0.5, "lr": 1.0}
+    # What the wait's progress line reads of the record is unchanged: no metric in its line.
+    assert progress_line(Progress.of_log_line(record, T0), None) == (
+        "progress: step 5/10 (50 %), epoch 1/2, world size 3"
+    )
+    for other in ["epoch 1/2: loss=0.5", "AVW_PROGRESS {not json", "AVW_PROGRESS [1]"]:
+        assert record_metrics(other) == {}
+
+
+def test_the_kept_series_is_bounded_sampled_and_ends_at_the_last_step():
+    """A long training's records: at most KEPT_POINTS per metric, the first and the last step
+    kept; a step that went back (a restart from a checkpoint) drops the points after it."""
+    kept: dict[str, list[list[float]]] = {}
+    for step in range(1, 5001):
+        keep_metrics(kept, step, {"loss": 1 / step})
+    points = kept["loss"]
+    assert len(points) <= KEPT_POINTS and points[0] == [1, 1.0] and points[-1] == [5000, 0.0002]
+    assert [s for s, _ in points] == sorted({s for s, _ in points})
+    keep_metrics(kept, 3000, {"loss": 0.5})
+    assert kept["loss"][-1] == [3000, 0.5] and all(s < 3000 for s, _ in kept["loss"][:-1])
+    keep_metrics(kept, 3001, {**{f"m{n}": 1.0 for n in range(20)}, "eval/loss": 2.0})
+    assert list(kept) == ["loss", "eval/loss", "m0", "m1"] and len(kept) == KEPT_METRICS
+    # The most the trigger's event carries: KEPT_METRICS full series at long steps, as JSON.
+    full: dict[str, list[list[float]]] = {}
+    for step in range(10**6, 10**6 + KEPT_POINTS):
+        keep_metrics(full, step, {f"train/metric_{n}": 1 / 3 for n in range(KEPT_METRICS)})
+    assert len(json.dumps(full)) < 20_000
