@@ -179,7 +179,7 @@ def assert_one_verdict_each(
     for (key, (_, expected)), events in zip(plan.items(), results, strict=True):
         assert len(events) == 1, (key, events)
         assert events[0]["outcome"] == expected, (key, events[0])
-        assert events[0]["uid"] == triggers[key].job_uid
+        assert events[0]["job_uid"] == triggers[key].job_uid
 
 
 def kubernetes_conn_env(kubeconfig: Path) -> str:
