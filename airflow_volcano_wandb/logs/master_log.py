@@ -45,7 +45,7 @@ from airflow_volcano_wandb.logs.log_client import log_client
 from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
-from airflow_volcano_wandb.wait.diagnostics import task_of
+from airflow_volcano_wandb.wait.diagnostics import started_master_pod
 from airflow_volcano_wandb.wait.step_io import WatchedPods
 from airflow_volcano_wandb.wait.training_progress import (
     Progress,
@@ -64,7 +64,6 @@ DEFAULT_MAX_CONCURRENT_FOLLOWS = 50
 #: Seconds between looks at the master pod while there is nothing to stream, and how long a
 #: stream may stay silent before the pod is checked for a restart.
 RECHECK_SECONDS = 30.0
-STARTED_PHASES = ("Running", "Succeeded", "Failed")
 
 _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
     weakref.WeakKeyDictionary()
@@ -219,12 +218,7 @@ class _MasterLog:
             return None  # its copies come with the LIST under way: no LIST of our own racing it
         if pods is None:
             pods = await hook.list_job_pods(api, self._job_name, self._namespace)
-        started = [
-            p
-            for p in pods
-            if task_of(p) == master and (p.get("status") or {}).get("phase") in STARTED_PHASES
-        ]
-        return min(started, key=lambda p: p["metadata"]["name"], default=None)  # rank 0 first
+        return started_master_pod(pods, master)
 
     async def _stream(self, hook: AsyncVolcanoHook, api: Any, pod: dict, master: str) -> None:
         """Show the pod's new lines until the stream ends or the container was replaced."""

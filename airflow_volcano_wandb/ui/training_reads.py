@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_volcano_wandb.job.ownership import MANAGED_SELECTOR
 from airflow_volcano_wandb.template import master_task_name
-from airflow_volcano_wandb.wait.diagnostics import task_of
+from airflow_volcano_wandb.wait.diagnostics import started_master_pod
 
 log = logging.getLogger(__name__)
 #: A held hook is made again after this long (fresh credentials, a changed connection).
@@ -25,8 +25,6 @@ HELD_SECONDS = 300.0
 WANDB_SECONDS = 10
 #: The last lines of the master's log read for its ``AVW_PROGRESS`` records.
 LOG_LINES = 5000
-#: The phases of a pod whose container started (it has a log).
-STARTED = ("Running", "Succeeded", "Failed")
 _held: dict[str, tuple[float, Any]] = {}
 _lock = threading.Lock()
 
@@ -65,13 +63,9 @@ def job_and_pods(conn_id: str, name: str, namespace: str) -> tuple[dict | None, 
 def master_log(conn_id: str, job: Mapping[str, Any] | None, pods: Sequence[Mapping]) -> str:
     """The master (rank 0) pod's log with its timestamps, its last :data:`LOG_LINES` lines: one
     GET of ``pods/log``; ``""`` when it has not started or cannot be read."""
-    master = master_task_name(job) if job else None
-    started = [
-        p for p in pods if task_of(p) == master and (p.get("status") or {}).get("phase") in STARTED
-    ]
-    if not started:
+    pod = started_master_pod(pods, master_task_name(job) if job else None)
+    if pod is None:
         return ""
-    pod = min(started, key=lambda p: p["metadata"]["name"])
     name, namespace = pod["metadata"]["name"], pod["metadata"].get("namespace", "default")
     try:
         container = pod["spec"]["containers"][0]["name"]

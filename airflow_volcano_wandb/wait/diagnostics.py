@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow_volcano_wandb.job.endings import Ending, of_reason
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
@@ -65,6 +65,24 @@ def task_of(pod: Mapping[str, Any]) -> str:
 #: pod is still Pending: they seldom fix themselves), the most specific first.
 STUCK = (Ending.IMAGE_PULL, Ending.CONTAINER_CONFIG)
 STUCK_WAITING_REASONS = frozenset({"CrashLoopBackOff", *(r for e in STUCK for r in e.row.reasons)})
+
+
+#: A pod as read: the hooks' dicts, a pod watch's copies.
+Pod = TypeVar("Pod", bound=Mapping[str, Any])
+#: The phases of a pod whose container started: it has a log.
+STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
+
+
+def started_master_pod(pods: Iterable[Pod], master: str | None) -> Pod | None:
+    """The ``master`` task's first started pod by name (rank 0 first): the log worth reading."""
+    started = [
+        p
+        for p in pods
+        if master is not None
+        and task_of(p) == master
+        and (p.get("status") or {}).get("phase") in STARTED_POD_PHASES
+    ]
+    return min(started, key=lambda p: ObjectMeta.of(p).name, default=None)
 
 
 def master_pod(

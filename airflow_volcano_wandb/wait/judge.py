@@ -23,6 +23,7 @@ from typing import Any
 from airflow_volcano_wandb.job.job_status import JobStatus, interpret
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta, epoch_seconds
 from airflow_volcano_wandb.job.ownership import DOMAIN
+from airflow_volcano_wandb.wait.diagnostics import STARTED_POD_PHASES
 from airflow_volcano_wandb.wait.outcome import WaitResult
 from airflow_volcano_wandb.wait.restart_budget import crash_loop
 from airflow_volcano_wandb.wait.stall import Stall
@@ -30,8 +31,6 @@ from airflow_volcano_wandb.wait.startup import start_failure
 from airflow_volcano_wandb.wait.training_progress import READ_INTERVAL
 from airflow_volcano_wandb.wait.wandb_stop import stopped_rank
 
-#: Pod phases that mean a rank was placed on a node and started.
-STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
 #: When a waiter first saw every rank of the job placed and running (UTC, ISO 8601).
 GANG_WHOLE_ANNOTATION = f"{DOMAIN}/gang-whole-at"
 
