@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import replace
 from pathlib import Path
@@ -122,7 +122,7 @@ def task_model(dag_id: str, run_id: str, task_id: str, map_index: str, session: 
     """The tab's model: one GET of the job and one LIST of its pods while it is there; the
     chart from the W&B run's history, else from the master's ``AVW_PROGRESS`` records."""
     key = (dag_id, run_id, task_id, _map_index(map_index))
-    state = session.scalar(select(TI.state).where(*_ti_is(TI, *key)))
+    state = session.scalar(select(TI.state).where(*_ti_is(*key)))
     if state is None and not _ti_exists(session, *key):
         raise HTTPException(404, "no such task instance")
     fields = _rendered(session, [key]).get(key, {})
@@ -186,34 +186,39 @@ def _map_index(text: str) -> int:
     return int(text) if text.lstrip("-").isdigit() else -1
 
 
-def _ti_is(model: Any, dag_id: str, run_id: str, task_id: str, map_index: int) -> list:
+def _ti_is(dag_id: str, run_id: str, task_id: str, map_index: int) -> list:
     return [
-        model.dag_id == dag_id,
-        model.run_id == run_id,
-        model.task_id == task_id,
-        model.map_index == map_index,
+        TI.dag_id == dag_id,
+        TI.run_id == run_id,
+        TI.task_id == task_id,
+        TI.map_index == map_index,
     ]
 
 
 def _ti_exists(session: Any, *key: Any) -> bool:
-    return session.scalar(select(TI.task_id).where(*_ti_is(TI, *key))) is not None
+    return session.scalar(select(TI.task_id).where(*_ti_is(*key))) is not None
+
+
+def _rows(session: Any, model: Any, keys: Iterable[TaskKey], *where: Any) -> Iterator[tuple]:
+    """``(task instance, row)`` of each row of ``model`` (``where`` it holds) of these task
+    instances."""
+    wanted = set(keys)
+    if not wanted:
+        return
+    query = select(model).where(
+        *where, model.dag_id.in_({k[0] for k in wanted}), model.run_id.in_({k[1] for k in wanted})
+    )
+    for row in session.scalars(query):
+        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
+        if key in wanted:
+            yield key, row
 
 
 def _xcoms(session: Any, keys: Iterable[TaskKey]) -> dict[TaskKey, dict[str, Any]]:
     """The tab's XComs of these task instances, by task instance and key."""
-    wanted = set(keys)
-    if not wanted:
-        return {}
-    query = select(XComModel).where(
-        XComModel.key.in_(KEYS),
-        XComModel.dag_id.in_({k[0] for k in wanted}),
-        XComModel.run_id.in_({k[1] for k in wanted}),
-    )
     found: dict[TaskKey, dict[str, Any]] = {}
-    for row in session.scalars(query):
-        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
-        if key in wanted:
-            found.setdefault(key, {})[row.key] = _value(row.value)
+    for key, row in _rows(session, XComModel, keys, XComModel.key.in_(KEYS)):
+        found.setdefault(key, {})[row.key] = _value(row.value)
     return found
 
 
@@ -230,22 +235,14 @@ def _value(stored: Any) -> Any:
 def _rendered(session: Any, keys: Iterable[TaskKey]) -> dict[TaskKey, dict[str, str]]:
     """The rendered fields the tab needs (:data:`FIELDS`) of these task instances, as strings;
     nothing else of them."""
-    wanted = set(keys)
-    if not wanted:
-        return {}
-    query = select(Rendered).where(
-        Rendered.dag_id.in_({k[0] for k in wanted}), Rendered.run_id.in_({k[1] for k in wanted})
-    )
     found: dict[TaskKey, dict[str, str]] = {}
-    for row in session.scalars(query):
-        key = (row.dag_id, row.run_id, row.task_id, row.map_index)
+    for key, row in _rows(session, Rendered, keys):
         fields = row.rendered_fields if isinstance(row.rendered_fields, dict) else {}
-        if key in wanted:
-            found[key] = {
-                name: fields[name]
-                for name in FIELDS
-                if isinstance(fields.get(name), str) and fields[name]
-            }
+        found[key] = {
+            name: fields[name]
+            for name in FIELDS
+            if isinstance(fields.get(name), str) and fields[name]
+        }
     return found
 
 
@@ -268,13 +265,8 @@ def _with_run(kept: Kept, fields: dict[str, str], job: dict | None) -> Kept:
 def _kept(xcoms: dict[str, Any], fields: dict[str, str], state: Any) -> Kept:
     """What was kept; a sensor pushes no ``volcano_job``: its job is its rendered fields'."""
     if "volcano_job" not in xcoms and fields.get("job_name"):
-        xcoms = {
-            **xcoms,
-            "volcano_job": {
-                "name": fields["job_name"],
-                "namespace": fields.get("namespace") or "default",
-            },
-        }
+        job = {"name": fields["job_name"], "namespace": fields.get("namespace") or "default"}
+        xcoms = {**xcoms, "volcano_job": job}
     if "wandb_run_id" not in xcoms and fields.get("wandb_run_id"):
         xcoms = {**xcoms, "wandb_run_id": fields["wandb_run_id"]}
     return Kept.of_xcoms(xcoms, None if state is None else str(state))
