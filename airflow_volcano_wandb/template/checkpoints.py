@@ -18,7 +18,7 @@ from typing import Any
 from airflow_volcano_wandb.template import naming
 from airflow_volcano_wandb.template.errors import error_at
 from airflow_volcano_wandb.template.options import keep_checked, option
-from airflow_volcano_wandb.template.structure import main_container, pod_spec
+from airflow_volcano_wandb.template.structure import main_container, mounts_at, pod_spec
 from airflow_volcano_wandb.template.values import flag, show
 
 VOLUME = "avw-checkpoints"
@@ -142,10 +142,7 @@ class Checkpoints:
         env = container.setdefault("env", [])
         if not isinstance(mounts, list) or not isinstance(env, list):
             return  # validation reports it
-        if any(
-            isinstance(m, dict) and str(m.get("mountPath") or "").rstrip("/") == MOUNT_PATH
-            for m in mounts
-        ):
+        if mounts_at(container, MOUNT_PATH):
             raise error_at(
                 (*cpath, "volumeMounts"),
                 f"something is mounted at {MOUNT_PATH} already, where the provider mounts "

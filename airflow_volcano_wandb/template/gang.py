@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_volcano_wandb.template.errors import error_at
-from airflow_volcano_wandb.template.volcano import plugin_roles
+from airflow_volcano_wandb.template.errors import Path, error_at
+from airflow_volcano_wandb.template.volcano import pytorch_roles
 
 #: ``gang=`` values: every DDP rank scheduled together, or the template's own minAvailable.
 GANG_MODES = ("all_ranks", "template")
@@ -23,57 +23,45 @@ def replica_counts(tasks: list[dict[str, Any]]) -> list[int | None]:
     return [n if type(n) is int and n >= 0 else None for n in counts]
 
 
-def _follow(min_available: Any, before: int | None, after: int | None) -> Any:
-    is_gang_of_all = type(min_available) is int and min_available == before
-    if is_gang_of_all and after is not None and after != before:
-        return after
-    return min_available
+def _follow(
+    node: dict[str, Any], path: Path, before: int | None, after: int | None, now: str
+) -> None:
+    """Scale ``node``'s gang-of-all ``minAvailable`` (one equal to ``before``) to ``after``
+    replicas, in place; ``now`` says what has them, for the error when a value chosen on
+    purpose no longer fits."""
+    min_available = node.get("minAvailable")
+    if type(min_available) is not int or after is None or after == before:
+        return
+    if min_available == before:
+        node["minAvailable"] = after
+    # Only a change made by this run is reported here, with its cause; a template that is
+    # inconsistent on its own is reported by validation with everything else.
+    elif min_available > after:
+        raise error_at(
+            (*path, "minAvailable"),
+            f"is {min_available} but {now}; lower minAvailable in the template or raise replicas",
+        )
 
 
 def rescale(job: dict[str, Any], tasks: list[dict[str, Any]], before: list[int | None]) -> None:
     """Scale gang-of-all ``minAvailable`` values to the new replica counts, in place."""
     after = replica_counts(tasks)
     for i, task in enumerate(tasks):
-        if "minAvailable" in task:
-            task["minAvailable"] = _follow(task["minAvailable"], before[i], after[i])
-            replicas = after[i]  # a local, so that mypy narrows it
-            # Only a change made by this run is reported here, with its cause; a template that
-            # is inconsistent on its own is reported by validation with everything else.
-            if (
-                type(task["minAvailable"]) is int
-                and replicas is not None
-                and replicas != before[i]
-                and task["minAvailable"] > replicas
-            ):
-                raise error_at(
-                    ("spec", "tasks", i, "minAvailable"),
-                    f"is {task['minAvailable']} but task {task['name']!r} now has {after[i]} "
-                    "replicas; lower minAvailable in the template or raise replicas",
-                )
-    spec = job["spec"]
-    if "minAvailable" in spec and None not in before and None not in after:
-        old_total, new_total = sum(before), sum(after)  # type: ignore[arg-type]
-        spec["minAvailable"] = _follow(spec["minAvailable"], old_total, new_total)
-        if (
-            type(spec["minAvailable"]) is int
-            and new_total != old_total
-            and spec["minAvailable"] > new_total
-        ):
-            raise error_at(
-                ("spec", "minAvailable"),
-                f"is {spec['minAvailable']} but the job now has {new_total} replicas in total; "
-                "lower minAvailable in the template or raise replicas",
-            )
+        now = f"task {task['name']!r} now has {after[i]} replicas"
+        _follow(task, ("spec", "tasks", i), before[i], after[i], now)
+    if None not in before and None not in after:
+        total = sum(after)  # type: ignore[arg-type]
+        now = f"the job now has {total} replicas in total"
+        _follow(job["spec"], ("spec",), sum(before), total, now)  # type: ignore[arg-type]
 
 
 def world_size(job: dict[str, Any], tasks: list[dict[str, Any]]) -> int | None:
     """The ranks the ``pytorch`` plugin counts in ``WORLD_SIZE`` (its master and worker
     tasks' replicas), or ``None`` when the job does not use the plugin."""
-    plugins = job["spec"].get("plugins")
-    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
-    if not isinstance(arguments, list):
+    found = pytorch_roles(job)
+    if found is None:
         return None
-    roles, _ = plugin_roles(arguments)
+    roles = found[0]
     counts = dict(zip([t.get("name") for t in tasks], replica_counts(tasks), strict=True))
     ranked = [counts.get(task) for task in {roles["master"], roles["worker"]} if task in counts]
     if any(n is None for n in ranked):

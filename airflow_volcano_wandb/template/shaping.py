@@ -159,14 +159,10 @@ class Shaping:
 
 
 def _master_policy(job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
-    plugins = job["spec"].get("plugins")
-    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
-    if not isinstance(arguments, list):
-        return
-    roles, _ = volcano.plugin_roles(arguments)
+    found = volcano.pytorch_roles(job)
     index = task_index(tasks)
-    if roles["master"] in index:
-        i = index[roles["master"]]
+    if found is not None and found[0]["master"] in index:
+        i = index[found[0]["master"]]
         volcano.ensure_master_policy(tasks[i], ("spec", "tasks", i))
 
 

@@ -75,20 +75,22 @@ def all_containers(
 def main_container(task: dict[str, Any], task_path: Path) -> tuple[Path, dict[str, Any]]:
     """The container that per-task overrides target: the one named like the task, else the
     first. Sidecars keep their own image, command and resources (e.g. no GPU for a logger)."""
-    spec = pod_spec(task)
-    items = spec.get("containers") if spec else None
-    base = (*task_path, "template", "spec", "containers")
-    found = [
-        (i, c)
-        for i, c in enumerate(items if isinstance(items, list) else [])
-        if isinstance(c, dict)
-    ]
+    spec_path = (*task_path, "template", "spec")
+    found = list(all_containers(pod_spec(task), spec_path, ("containers",)))
     if not found:
-        raise error_at(base, "the task has no containers")
-    for i, container in found:
+        raise error_at((*spec_path, "containers"), "the task has no containers")
+    for path, container in found:
         if container.get("name") == task["name"]:
-            return (*base, i), container
-    return (*base, found[0][0]), found[0][1]
+            return path, container
+    return found[0]
+
+
+def mounts_at(container: dict[str, Any], path: str) -> bool:
+    """Whether the container mounts something at ``path`` already."""
+    mounts = container.get("volumeMounts")
+    return isinstance(mounts, list) and any(
+        isinstance(m, dict) and str(m.get("mountPath") or "").rstrip("/") == path for m in mounts
+    )
 
 
 def pod_metadata(task: dict[str, Any], task_path: Path) -> dict[str, Any]:

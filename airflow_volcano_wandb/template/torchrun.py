@@ -19,7 +19,7 @@ from airflow_volcano_wandb.template import elastic as elastic_workers
 from airflow_volcano_wandb.template import volcano
 from airflow_volcano_wandb.template.errors import error_at
 from airflow_volcano_wandb.template.gpus import container_gpus
-from airflow_volcano_wandb.template.structure import task_index
+from airflow_volcano_wandb.template.structure import mounts_at, task_index
 from airflow_volcano_wandb.template.values import clone, show
 
 RANK_PLUGIN = "hcclrank"
@@ -57,15 +57,6 @@ def processes_per_pod(container: Mapping[str, Any]) -> int:
     return 1
 
 
-def pytorch_roles(job: dict[str, Any]) -> tuple[dict[str, str], list[Any]] | None:
-    """The ``pytorch`` plugin's master/worker task names and its arguments, or ``None``."""
-    plugins = job["spec"].get("plugins")
-    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
-    if not isinstance(arguments, list):
-        return None
-    return volcano.plugin_roles(arguments)[0], arguments
-
-
 def apply_torchrun_env(
     job: dict[str, Any],
     tasks: list[dict[str, Any]],
@@ -81,7 +72,7 @@ def apply_torchrun_env(
         (``elastic.rendezvous_env``) instead of a fixed world; the rendezvous ranks the pods,
         so no ``PET_NODE_RANK`` and no ``hcclrank``.
     """
-    found = pytorch_roles(job)
+    found = volcano.pytorch_roles(job)
     if found is None:
         return
     roles, arguments = found
@@ -137,7 +128,7 @@ def apply_shm(job: dict[str, Any], tasks: list[dict[str, Any]], size: str | None
         return
     if not isinstance(size, str) or not size.strip():
         raise error_at(("shm_size",), f"must be a quantity such as '1Gi' or None, not {show(size)}")
-    found = pytorch_roles(job)
+    found = volcano.pytorch_roles(job)
     if found is None:
         return
     roles = found[0]
@@ -150,7 +141,7 @@ def apply_shm(job: dict[str, Any], tasks: list[dict[str, Any]], size: str | None
         if not isinstance(spec, dict):
             continue
         containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
-        needing = [c for c in containers if not _mounts(c, SHM_PATH)]
+        needing = [c for c in containers if not mounts_at(c, SHM_PATH)]
         if not needing:
             continue
         volumes = spec.setdefault("volumes", [])
@@ -167,13 +158,6 @@ def apply_shm(job: dict[str, Any], tasks: list[dict[str, Any]], size: str | None
             mounts = container.setdefault("volumeMounts", [])
             if isinstance(mounts, list):
                 mounts.append({"name": SHM_VOLUME, "mountPath": SHM_PATH})
-
-
-def _mounts(container: dict[str, Any], path: str) -> bool:
-    mounts = container.get("volumeMounts")
-    return isinstance(mounts, list) and any(
-        isinstance(m, dict) and str(m.get("mountPath") or "").rstrip("/") == path for m in mounts
-    )
 
 
 def _port(arguments: list[Any]) -> int:

@@ -72,6 +72,15 @@ def plugin_roles(arguments: list[Any]) -> tuple[dict[str, str], set[str]]:
     return roles, explicit
 
 
+def pytorch_roles(job: dict[str, Any]) -> tuple[dict[str, str], list[Any]] | None:
+    """The ``pytorch`` plugin's master/worker task names and its arguments, or ``None``."""
+    plugins = job["spec"].get("plugins")
+    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
+    if not isinstance(arguments, list):
+        return None
+    return plugin_roles(arguments)[0], arguments
+
+
 def _policy_events(policy: dict[str, Any]) -> list[Any]:
     events = list(policy.get("events") or []) if isinstance(policy.get("events"), list) else []
     if "event" in policy:
