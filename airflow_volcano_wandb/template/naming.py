@@ -58,37 +58,30 @@ def short_hash(value: str, length: int = HASH_LENGTH) -> str:
     return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:length]
 
 
+def _matches(pattern: re.Pattern[str], value: object, max_length: int) -> bool:
+    """True when ``value`` is a string of at most ``max_length`` characters, all of it matched
+    by ``pattern`` (each pattern needs at least one character)."""
+    return isinstance(value, str) and len(value) <= max_length and pattern.match(value) is not None
+
+
 def is_dns1123_label(value: object) -> bool:
     """True when ``value`` is a string that is a valid DNS-1123 label (<= 63 characters)."""
-    return (
-        isinstance(value, str)
-        and len(value) <= DNS1123_LABEL_MAX_LENGTH
-        and _DNS1123_LABEL.match(value) is not None
-    )
+    return _matches(_DNS1123_LABEL, value, DNS1123_LABEL_MAX_LENGTH)
 
 
 def is_dns1035_label(value: object) -> bool:
     """True when ``value`` is a valid DNS-1035 label: a DNS-1123 label starting with a letter."""
-    return (
-        isinstance(value, str)
-        and len(value) <= DNS1123_LABEL_MAX_LENGTH
-        and _DNS1035_LABEL.match(value) is not None
-    )
+    return _matches(_DNS1035_LABEL, value, DNS1123_LABEL_MAX_LENGTH)
 
 
 def is_dns1123_subdomain(value: object) -> bool:
     """True when ``value`` is a valid DNS-1123 subdomain (dot-separated labels, <= 253)."""
-    if not isinstance(value, str) or not value or len(value) > DNS1123_SUBDOMAIN_MAX_LENGTH:
-        return False
-    return _DNS1123_SUBDOMAIN.match(value) is not None
+    return _matches(_DNS1123_SUBDOMAIN, value, DNS1123_SUBDOMAIN_MAX_LENGTH)
 
 
 def is_label_value(value: object) -> bool:
     """True when ``value`` is a valid Kubernetes label value (may be empty, <= 63)."""
-    return isinstance(value, str) and (
-        value == ""
-        or (len(value) <= LABEL_VALUE_MAX_LENGTH and _LABEL_VALUE.match(value) is not None)
-    )
+    return value == "" or _matches(_LABEL_VALUE, value, LABEL_VALUE_MAX_LENGTH)
 
 
 def is_qualified_name(value: object) -> bool:
@@ -102,7 +95,7 @@ def is_qualified_name(value: object) -> bool:
     prefix, slash, name = value.rpartition("/")
     if slash and not is_dns1123_subdomain(prefix):
         return False
-    return 0 < len(name) <= LABEL_VALUE_MAX_LENGTH and _LABEL_VALUE.match(name) is not None
+    return _matches(_LABEL_VALUE, name, LABEL_VALUE_MAX_LENGTH)
 
 
 def _check_max_length(max_length: int) -> None:
@@ -115,10 +108,18 @@ def _check_max_length(max_length: int) -> None:
         )
 
 
-def _with_hash(readable: str, digest: str, max_length: int) -> str:
+def _with_hash(readable: str, digest: str, max_length: int, edge: str = "-") -> str:
     """Join a readable prefix and a hash so that the result has at most ``max_length`` chars."""
-    readable = readable[: max_length - HASH_LENGTH - 1].rstrip("-")
+    readable = readable[: max_length - HASH_LENGTH - 1].rstrip(edge)
     return f"{readable}-{digest}" if readable else digest
+
+
+def _dns_readable(value: str, *, letter_first: bool) -> str:
+    readable = _NOT_DNS.sub("-", value.lower()).strip("-")
+    # A hash alone may start with a digit, so a DNS-1035 result always keeps a letter in front.
+    if letter_first and not readable[:1].isalpha():
+        readable = f"x{readable}"
+    return readable
 
 
 def _dns_label(value: str, max_length: int, *, letter_first: bool) -> str:
@@ -128,10 +129,7 @@ def _dns_label(value: str, max_length: int, *, letter_first: bool) -> str:
     valid = is_dns1035_label(value) if letter_first else is_dns1123_label(value)
     if valid and len(value) <= max_length:
         return value
-    readable = _NOT_DNS.sub("-", value.lower()).strip("-")
-    # A hash alone may start with a digit, so a DNS-1035 result always keeps a letter in front.
-    if letter_first and not readable[:1].isalpha():
-        readable = f"x{readable}" if readable else "x"
+    readable = _dns_readable(value, letter_first=letter_first)
     return _with_hash(readable, short_hash(value), max_length)
 
 
@@ -176,9 +174,7 @@ def label_value(value: str) -> str:
     if is_label_value(value):
         return value
     readable = _NOT_LABEL_VALUE.sub("-", value).strip(_LABEL_VALUE_EDGE)
-    readable = readable[: LABEL_VALUE_MAX_LENGTH - HASH_LENGTH - 1].rstrip(_LABEL_VALUE_EDGE)
-    digest = short_hash(value)
-    return f"{readable}-{digest}" if readable else digest
+    return _with_hash(readable, short_hash(value), LABEL_VALUE_MAX_LENGTH, _LABEL_VALUE_EDGE)
 
 
 def job_name(*parts: str | int, max_length: int = MAX_JOB_NAME_LENGTH) -> str:
@@ -198,9 +194,7 @@ def job_name(*parts: str | int, max_length: int = MAX_JOB_NAME_LENGTH) -> str:
             raise TypeError(f"job_name() parts must be str or int, not {type(part).__name__}")
         texts.append(str(part))
     _check_max_length(max_length)
-    readable = _NOT_DNS.sub("-", "-".join(texts).lower()).strip("-")
-    if not readable[:1].isalpha():
-        readable = f"x{readable}" if readable else "x"
+    readable = _dns_readable("-".join(texts), letter_first=True)
     # The unit separator cannot occur in dag/task/run ids, so the hashed text is unambiguous.
     return _with_hash(readable, short_hash("\x1f".join(texts)), max_length)
 
