@@ -6,6 +6,7 @@ Pure: bytes in, text out; the full log stays in the pod.
 from __future__ import annotations
 
 import codecs
+import datetime as dt
 import re
 from dataclasses import dataclass, field
 
@@ -86,6 +87,12 @@ def split_timestamp(line: str) -> tuple[tuple[str, int] | None, str]:
     seconds, fraction, zone = match.groups()
     nanos = int((fraction or "").ljust(9, "0"))
     return (f"{seconds}{zone}", nanos), line[match.end() :]
+
+
+def stamp_seconds(stamp: tuple[str, int]) -> float:
+    """A stamp of :func:`split_timestamp` as seconds since the epoch (a ``time.time()``)."""
+    moment = dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
+    return moment.timestamp() + stamp[1] / 1e9
 
 
 @dataclass

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import datetime as dt
 import functools
 import logging
 import threading
@@ -42,7 +41,13 @@ from airflow.configuration import conf
 
 from airflow_volcano_wandb.job.ownership import pods_managed
 from airflow_volcano_wandb.logs.log_client import log_client
-from airflow_volcano_wandb.logs.log_lines import LineJoiner, LogCap, SeenLines, split_timestamp
+from airflow_volcano_wandb.logs.log_lines import (
+    LineJoiner,
+    LogCap,
+    SeenLines,
+    split_timestamp,
+    stamp_seconds,
+)
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest, mask_secrets
 from airflow_volcano_wandb.template import master_task_name
 from airflow_volcano_wandb.wait.diagnostics import started_master_pod
@@ -259,11 +264,7 @@ class _MasterLog:
 
     def _show_progress(self, text: str, stamp: tuple[str, int] | None, seen: ProgressSeen) -> None:
         """An ``AVW_PROGRESS`` record's line when due, timed by its stamp (a backlog's too)."""
-        if stamp is None:
-            at = time.time()
-        else:
-            moment = dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
-            at = moment.timestamp() + stamp[1] / 1e9
+        at = time.time() if stamp is None else stamp_seconds(stamp)
         if (now := Progress.of_log_line(text, at)) is not None:
             keep_metrics(self.kept, now.step, record_metrics(text))
             self.progress, said = observe(seen, now, at)

@@ -7,14 +7,13 @@ only the fields named below.
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from airflow_volcano_wandb.job.gpu_usage import gpu_seconds
 from airflow_volcano_wandb.job.job_view import JobView, ObjectMeta
-from airflow_volcano_wandb.logs.log_lines import split_timestamp
+from airflow_volcano_wandb.logs.log_lines import split_timestamp, stamp_seconds
 from airflow_volcano_wandb.template.gpus import pod_gpus
 from airflow_volcano_wandb.wait.training_progress import (
     EPOCH_KEY,
@@ -144,8 +143,7 @@ def log_reports(text: str) -> list[Progress]:
         stamp, record = split_timestamp(line)
         if stamp is None:
             continue
-        moment = dt.datetime.fromisoformat(stamp[0].replace("Z", "+00:00"))
-        now = Progress.of_log_line(record, moment.timestamp() + stamp[1] / 1e9)
+        now = Progress.of_log_line(record, stamp_seconds(stamp))
         if now is not None:
             reports.append(replace(now, metrics=record_metrics(record)))
     return reports
