@@ -4,7 +4,7 @@ keywords of the same names)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,24 +39,27 @@ def _mapping(value: Any, path: Path, what: str) -> Mapping[str, Any]:
     return value
 
 
-def _task(tasks: list[dict[str, Any]], index: dict[str, int], name: Any, path: Path) -> int:
-    if name not in index:
-        raise error_at(
-            path, f"no task named {show(name)}; the template's tasks are {', '.join(index)}"
-        )
-    return index[name]
+def _per_task(
+    tasks: list[dict[str, Any]], overrides: Any, key: str
+) -> Iterator[tuple[Any, Any, Path, int]]:
+    """Each ``task name -> value`` of the override ``key``, with its path and the task's index."""
+    index = task_index(tasks)
+    for name, value in _mapping(overrides, (key,), key).items():
+        if name not in index:
+            raise error_at(
+                (key, name),
+                f"no task named {show(name)}; the template's tasks are {', '.join(index)}",
+            )
+        yield name, value, (key, name), index[name]
 
 
 def apply_replicas(
     tasks: list[dict[str, Any]], replicas: Mapping[str, Any], max_replicas: int
 ) -> None:
     """Set ``replicas`` of the named tasks (ints or digit strings, 0..max_replicas)."""
-    index = task_index(tasks)
-    for name, value in _mapping(replicas, ("replicas",), "replicas").items():
-        i = _task(tasks, index, name, ("replicas", name))
-        tasks[i]["replicas"] = as_int(
-            value, ("replicas", name), f"replicas of task {name!r}", maximum=max_replicas
-        )
+    for name, value, path, i in _per_task(tasks, replicas, "replicas"):
+        what = f"replicas of task {name!r}"
+        tasks[i]["replicas"] = as_int(value, path, what, maximum=max_replicas)
 
 
 def _image(value: Any, path: Path) -> str:
@@ -77,10 +80,8 @@ def apply_image(tasks: list[dict[str, Any]], image: str | Mapping[str, Any]) -> 
                 if path[-2] == "containers":
                     container["image"] = image
         return
-    index = task_index(tasks)
-    for name, value in _mapping(image, ("image",), "image").items():
-        i = _task(tasks, index, name, ("image", name))
-        main_container(tasks[i], ("spec", "tasks", i))[1]["image"] = _image(value, ("image", name))
+    for _, value, path, i in _per_task(tasks, image, "image"):
+        main_container(tasks[i], ("spec", "tasks", i))[1]["image"] = _image(value, path)
 
 
 def _env_entries(env: Mapping[str, Any] | Sequence[Any]) -> list[dict[str, Any]]:
@@ -145,11 +146,8 @@ def apply_env(tasks: list[dict[str, Any]], env: Mapping[str, Any] | Sequence[Any
 def apply_resources(tasks: list[dict[str, Any]], resources: Mapping[str, Any]) -> None:
     """Merge ``{"limits": {...}, "requests": {...}}`` into the main container of each named
     task, per resource name; a ``None`` quantity removes that resource."""
-    index = task_index(tasks)
-    for name, value in _mapping(resources, ("resources",), "resources").items():
-        path: Path = ("resources", name)
-        i = _task(tasks, index, name, path)
-        value = _mapping(value, path, f"resources of task {name!r}")
+    for name, given, path, i in _per_task(tasks, resources, "resources"):
+        value = _mapping(given, path, f"resources of task {name!r}")
         unknown = set(value) - set(_RESOURCE_KEYS)
         if unknown:
             raise error_at(
@@ -179,10 +177,7 @@ def apply_container_list(
     tasks: list[dict[str, Any]], key: str, overrides: Mapping[str, Any]
 ) -> None:
     """Replace ``command`` or ``args`` of the main container of each named task."""
-    index = task_index(tasks)
-    for name, value in _mapping(overrides, (key,), key).items():
-        path: Path = (key, name)
-        i = _task(tasks, index, name, path)
+    for _, value, path, i in _per_task(tasks, overrides, key):
         if isinstance(value, str | bytes) or not isinstance(value, Sequence):
             raise error_at(path, f"{key} must be a list of strings, not {type_name(value)}")
         items = [as_text(item, (*path, j), f"{key} item") for j, item in enumerate(value)]
