@@ -13,11 +13,9 @@ from collections.abc import Collection
 from fnmatch import fnmatchcase
 from typing import Any
 
-from airflow_volcano_wandb.template.errors import Path, error_at
+from airflow_volcano_wandb.template.errors import Path, Problems, error_at
 from airflow_volcano_wandb.template.structure import all_containers, pod_spec
 from airflow_volcano_wandb.template.values import show, type_name
-
-Problems = list[tuple[Path, str]]
 
 #: The two places a pod names its service account; ``serviceAccount`` is the deprecated
 #: alias, which Kubernetes still honours when ``serviceAccountName`` is empty.

@@ -7,6 +7,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 Path = tuple[str | int, ...]
+Problems = list[tuple[Path, str]]
 
 _PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_volcano_wandb.template.errors import Path
+from airflow_volcano_wandb.template.errors import Problems
 
 
 def is_gpu_resource(name: str) -> bool:
@@ -59,9 +59,7 @@ def total_gpus(tasks: Sequence[Mapping[str, Any]]) -> int:
     return sum(replicas * gpus for replicas, gpus in gang_gpus(tasks).values())
 
 
-def gpu_budget_problems(
-    tasks: Sequence[Mapping[str, Any]], max_total_gpus: int
-) -> list[tuple[Path, str]]:
+def gpu_budget_problems(tasks: Sequence[Mapping[str, Any]], max_total_gpus: int) -> Problems:
     """The job refused when its gang asks for more than ``max_total_gpus`` GPUs in all."""
     total = total_gpus(tasks)
     if total <= max_total_gpus:

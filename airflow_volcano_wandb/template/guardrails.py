@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_volcano_wandb.template.errors import Path, TemplateError, errors_at
+from airflow_volcano_wandb.template.errors import Path, Problems, TemplateError, errors_at
 from airflow_volcano_wandb.template.template_variables import Filled
 from airflow_volcano_wandb.template.values import show
 
@@ -59,7 +59,7 @@ class Guardrails:
     def __init__(self, job: Mapping[str, Any], filled: Mapping[Path, Filled]) -> None:
         self._filled = filled
         self._held = {path: _at(job, path) for path in filled}
-        self._problems: list[tuple[Path, str]] = []
+        self._problems: Problems = []
 
     def judge(self, job: Mapping[str, Any], override: str) -> None:
         """Judge what the override just applied changed in the filled fields."""

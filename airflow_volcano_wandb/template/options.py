@@ -118,18 +118,9 @@ def _declared(*parts: type) -> tuple[Option, ...]:
                 continue
             render = field.name if meta["render"] is True else meta["render"] or None
             default = REQUIRED if field.default is dataclasses.MISSING else field.default
+            hint = hints.get(field.name, inspect.Parameter.empty)
             declared.append(
-                Option(
-                    field.name,
-                    default,
-                    meta["doc"],
-                    hints.get(field.name, inspect.Parameter.empty),
-                    meta["templated"],
-                    render,
-                    meta["check"],
-                    meta["renderer"],
-                    meta["typed"],
-                )
+                Option(field.name, default, annotation=hint, **{**meta, "render": render})
             )
     return tuple(declared)
 

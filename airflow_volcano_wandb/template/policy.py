@@ -12,14 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_volcano_wandb.template import allow_lists, gpus, secret_refs
-from airflow_volcano_wandb.template.errors import Path, error_at
+from airflow_volcano_wandb.template.errors import Problems, error_at
 from airflow_volcano_wandb.template.options import keep_checked, option
 from airflow_volcano_wandb.template.pod_security import DEFAULT_LEVEL, check_level
 from airflow_volcano_wandb.template.pod_security import violations as pod_violations
 from airflow_volcano_wandb.template.shaping import DEFAULT_SCHEDULER_NAME
 from airflow_volcano_wandb.template.values import show
 
-Problems = list[tuple[Path, str]]
 #: Only Volcano's scheduler keeps the gang together and the job inside its queue's quota.
 DEFAULT_ALLOWED_SCHEDULERS = (DEFAULT_SCHEDULER_NAME,)
 

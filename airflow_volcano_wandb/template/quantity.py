@@ -37,9 +37,8 @@ def parse_quantity(value: Any) -> Decimal:
     Decimal, not float: memory in bytes and CPU in millicores add up without rounding.
     Raises ``ValueError`` for anything that is not a quantity.
     """
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise ValueError(f"{show(value)} is not a Kubernetes quantity")
-    match = QUANTITY.match(str(value))
+    valid = not isinstance(value, bool) and isinstance(value, int | float | str)
+    match = QUANTITY.match(str(value)) if valid else None
     if match is None:
         raise ValueError(f"{show(value)} is not a Kubernetes quantity")
     number = Decimal(match.group(2)) * (-1 if match.group(1) == "-" else 1)

@@ -13,11 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from airflow_volcano_wandb.template.errors import Path
+from airflow_volcano_wandb.template.errors import Path, Problems
 from airflow_volcano_wandb.template.structure import all_containers, pod_spec
 from airflow_volcano_wandb.template.values import dig, indexed, show
-
-Problems = list[tuple[Path, str]]
 
 #: Volume sources that name a Secret: source -> (where its reference is, the name's key).
 #: ``secret`` mounts it; the others hand it to a volume driver, which may expose it as well.

@@ -80,17 +80,16 @@ def apply_torchrun_env(
     ranked = [tasks[index[role]] for role in (roles["master"], roles["worker"]) if role in index]
     if roles["master"] not in index:
         return  # validation reports the missing master task
-    nnodes = sum(int(t.get("replicas") or 0) for t in ranked)
     master_addr = _master_addr(job, tasks[index[roles["master"]]], roles["master"])
+    port = _port(arguments)
     common: dict[str, Any] = {
-        "PET_NNODES": str(nnodes),
+        "PET_NNODES": str(sum(int(t.get("replicas") or 0) for t in ranked)),
         "PET_MASTER_ADDR": master_addr,
-        "PET_MASTER_PORT": str(_port(arguments)),
+        "PET_MASTER_PORT": str(port),
     }
     if elastic is not None:
         rank_plugin = False
-        endpoint = f"{master_addr}:{_port(arguments)}"
-        common.update(elastic_workers.rendezvous_env(job, elastic, endpoint))
+        common.update(elastic_workers.rendezvous_env(job, elastic, f"{master_addr}:{port}"))
     for task in ranked:
         spec = (task.get("template") or {}).get("spec") or {}
         for container in spec.get("containers") or []:
