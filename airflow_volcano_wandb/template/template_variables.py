@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NamedTuple, overload
 
 from airflow_volcano_wandb.template.errors import Path, TemplateError, error_at, errors_at
@@ -57,24 +57,16 @@ class VariableSchema:
         text), or a :class:`TemplateError` naming the variable and the bound it breaks."""
         typed = _typed(self, value)
         if self.minimum is not None and typed < self.minimum:  # type: ignore[operator]
-            raise error_at(
-                _where(self.name),
-                f"template variable {self.name!r} is {show(typed)}, below its minimum "
-                f"{show(self.minimum)}",
-            )
-        if self.maximum is not None and typed > self.maximum:  # type: ignore[operator]
-            raise error_at(
-                _where(self.name),
-                f"template variable {self.name!r} is {show(typed)}, above its maximum "
-                f"{show(self.maximum)}",
-            )
-        if self.enum is not None and typed not in self.enum:
-            raise error_at(
-                _where(self.name),
-                f"template variable {self.name!r} is {show(typed)}, not one of its enum "
-                f"{', '.join(show(e) for e in self.enum)}",
-            )
-        return typed
+            broken = f"below its minimum {show(self.minimum)}"
+        elif self.maximum is not None and typed > self.maximum:  # type: ignore[operator]
+            broken = f"above its maximum {show(self.maximum)}"
+        elif self.enum is not None and typed not in self.enum:
+            broken = f"not one of its enum {', '.join(show(e) for e in self.enum)}"
+        else:
+            return typed
+        raise error_at(
+            _where(self.name), f"template variable {self.name!r} is {show(typed)}, {broken}"
+        )
 
 
 def _typed(schema: VariableSchema, value: Any) -> int | float | str:
@@ -161,11 +153,10 @@ def _schema(entry: Any, index: int) -> VariableSchema:
         kind,
         _bound(name, raw, "minimum", kind),
         _bound(name, raw, "maximum", kind),
-        description=raw.get("description") if isinstance(raw.get("description"), str) else None,
-        title=raw.get("title") if isinstance(raw.get("title"), str) else None,
+        **{key: raw[key] for key in ("description", "title") if isinstance(raw.get(key), str)},
     )
     checked_enum = None if enum is None else tuple(_typed(bare, item) for item in enum)
-    schema = VariableSchema(**{**bare.__dict__, "enum": checked_enum})
+    schema = replace(bare, enum=checked_enum)
     if "default" in raw and raw["default"] is not None:
         try:
             default = schema.check(raw["default"])
@@ -173,7 +164,7 @@ def _schema(entry: Any, index: int) -> VariableSchema:
             raise error_at(
                 _where(name), f"its default breaks its own bounds: {exc.problems[0][1]}"
             ) from None
-        schema = VariableSchema(**{**schema.__dict__, "default": default})
+        schema = replace(schema, default=default)
     return schema
 
 
@@ -203,13 +194,12 @@ def bind(schemas: Mapping[str, VariableSchema], values: Mapping[str, Any] | None
         values = {}
     if not isinstance(values, Mapping):
         raise TemplateError(f"template_variables must be a mapping, not {type_name(values)}")
-    problems: list[tuple[tuple[str | int, ...], str]] = []
-    for name in values:
-        if name not in schemas:
-            declared = ", ".join(schemas) or "none"
-            problems.append(
-                (_where(str(name)), f"the template has no variable {name!r} (it has: {declared})")
-            )
+    declared = ", ".join(schemas) or "none"
+    problems: list[tuple[Path, str]] = [
+        (_where(str(name)), f"the template has no variable {name!r} (it has: {declared})")
+        for name in values
+        if name not in schemas
+    ]
     bound: dict[str, Any] = {}
     for name, schema in schemas.items():
         value = values.get(name)
@@ -354,16 +344,15 @@ def param_specs(schemas: Sequence[Any]) -> dict[str, dict[str, Any]]:
     and shows (``default``, ``description``, ``title``). No default: the form asks for one."""
     specs: dict[str, dict[str, Any]] = {}
     for name, schema in parse_schemas(schemas).items():
-        spec: dict[str, Any] = {"type": schema.type}
-        if schema.has_default:
-            spec["default"] = schema.default
-        optional = {
+        spec = {
+            "type": schema.type,
+            "default": schema.default,
             "minimum": schema.minimum,
             "maximum": schema.maximum,
             "enum": None if schema.enum is None else list(schema.enum),
             "description": schema.description,
             "title": schema.title,
         }
-        spec.update({key: value for key, value in optional.items() if value is not None})
-        specs[name] = spec
+        # A default is never None (a None default is no default, :data:`_MISSING`).
+        specs[name] = {k: v for k, v in spec.items() if v is not None and v is not _MISSING}
     return specs
