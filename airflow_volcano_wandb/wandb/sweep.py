@@ -91,9 +91,7 @@ def points(config: Mapping[str, Any], *, seed: int | None = None) -> list[dict[s
     if method not in ("grid", "random"):
         raise SweepError(f"method: must be 'grid' or 'random', got {method!r}")
     run_cap = config.get("run_cap")
-    if run_cap is not None and (
-        isinstance(run_cap, bool) or not isinstance(run_cap, int) or run_cap < 1
-    ):
+    if run_cap is not None and (not _is_int(run_cap) or run_cap < 1):
         raise SweepError(f"run_cap: must be a positive integer, got {run_cap!r}")
     parameters = config.get("parameters")
     if not isinstance(parameters, Mapping) or not parameters:
@@ -105,7 +103,7 @@ def points(config: Mapping[str, Any], *, seed: int | None = None) -> list[dict[s
         raise SweepError("run_cap: a random search has no end of its own; set run_cap")
     if seed is None:
         seed = config.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int):
+    if not _is_int(seed):
         raise SweepError(f"seed: must be an integer, got {seed!r}")
     rng = random.Random(seed)
     return [{name: _draw(spec, rng) for name, spec in specs.items()} for _ in range(run_cap)]
@@ -134,20 +132,17 @@ def expand_kwargs(
     """
     if to not in _TARGETS:
         raise SweepError(f"to: must be one of {', '.join(map(repr, _TARGETS))}, got {to!r}")
-    clash = sorted(set(fixed) & {to})
-    if clash:
-        raise SweepError(f"{clash[0]}: is filled from the sweep points; pass it to partial()")
-    result = []
-    for point in sweep_points:
-        if to == "env":
-            value: dict[str, Any] = {
+    if to in fixed:
+        raise SweepError(f"{to}: is filled from the sweep points; pass it to partial()")
+    if to == "env":
+        sweep_points = [
+            {
                 f"{env_prefix}{name.upper()}": v if isinstance(v, str) else json.dumps(v)
                 for name, v in point.items()
             }
-        else:
-            value = dict(point)
-        result.append({to: value, **fixed})
-    return result
+            for point in sweep_points
+        ]
+    return [{to: dict(point), **fixed} for point in sweep_points]
 
 
 def metric_of(config: Mapping[str, Any]) -> Metric:
@@ -222,9 +217,7 @@ def _parameter(name: str, spec: Any) -> _Param:
         low, high = _number(where, spec, "min"), _number(where, spec, "max")
         if low > high:
             raise SweepError(f"{where}: min ({low}) is greater than max ({high})")
-        if distribution == "int_uniform" and not all(
-            isinstance(spec[k], int) and not isinstance(spec[k], bool) for k in ("min", "max")
-        ):
+        if distribution == "int_uniform" and not all(_is_int(spec[k]) for k in ("min", "max")):
             raise SweepError(f"{where}: int_uniform needs integer min and max")
         if distribution in ("log_uniform_values", "q_log_uniform_values") and low <= 0:
             raise SweepError(f"{where}.min: {distribution} needs min > 0, got {low}")
@@ -240,14 +233,16 @@ def _default_distribution(where: str, spec: Mapping[str, Any]) -> str:
     if "values" in spec:
         return "categorical"
     if "min" in spec or "max" in spec:
-        ints = all(
-            isinstance(spec.get(k), int) and not isinstance(spec.get(k), bool)
-            for k in ("min", "max")
-        )
+        ints = all(_is_int(spec.get(k)) for k in ("min", "max"))
         return "int_uniform" if ints else "uniform"
     if "mu" in spec or "sigma" in spec:
         return "normal"
     raise SweepError(f"{where}: needs value, values, min/max or mu/sigma")
+
+
+def _is_int(value: Any) -> bool:
+    """An integer, and not a bool (which Python counts as one)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _need(where: str, spec: Mapping[str, Any], key: str) -> Any:
