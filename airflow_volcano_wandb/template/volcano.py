@@ -83,9 +83,7 @@ def pytorch_roles(job: dict[str, Any]) -> tuple[dict[str, str], list[Any]] | Non
 
 def _policy_events(policy: dict[str, Any]) -> list[Any]:
     events = list(policy.get("events") or []) if isinstance(policy.get("events"), list) else []
-    if "event" in policy:
-        events.append(policy["event"])
-    return events
+    return [*events, policy["event"]] if "event" in policy else events
 
 
 def ensure_master_policy(task: dict[str, Any], task_path: Path) -> None:
