@@ -147,18 +147,16 @@ class _Checker:
         for key in ("user", "role"):
             if dig(selinux, key) not in ("", None):
                 self.add((*path, "seLinuxOptions", key), f"a custom SELinux {key} is not allowed")
-        seccomp = dig(context, "seccompProfile", "type")
-        if seccomp is not None and seccomp not in BASELINE_SECCOMP:
-            self.add(
-                (*path, "seccompProfile", "type"),
-                f"seccomp profile {seccomp!r} is not allowed; use RuntimeDefault or Localhost",
-            )
-        apparmor = dig(context, "appArmorProfile", "type")
-        if apparmor is not None and apparmor not in APPARMOR_TYPES:
-            self.add(
-                (*path, "appArmorProfile", "type"),
-                f"AppArmor profile {apparmor!r} is not allowed; use RuntimeDefault or Localhost",
-            )
+        for key, what, allowed in (
+            ("seccompProfile", "seccomp", BASELINE_SECCOMP),
+            ("appArmorProfile", "AppArmor", APPARMOR_TYPES),
+        ):
+            profile = dig(context, key, "type")
+            if profile is not None and profile not in allowed:
+                self.add(
+                    (*path, key, "type"),
+                    f"{what} profile {profile!r} is not allowed; use RuntimeDefault or Localhost",
+                )
 
     def baseline_container(
         self, container: dict[str, Any], path: Path, user_namespace: bool
