@@ -94,15 +94,14 @@ def requires_restart_pod(target: releases.Version) -> None:
 
 def _roles(job: dict[str, Any], tasks: list[dict[str, Any]]) -> tuple[int, int]:
     """The master and worker tasks' indexes; the errors name what elastic needs."""
-    plugins = job["spec"].get("plugins")
-    arguments = plugins.get("pytorch") if isinstance(plugins, dict) else None
-    if not isinstance(arguments, list):
+    found = volcano.pytorch_roles(job)
+    if found is None:
         raise error_at(
             ("spec", "plugins", "pytorch"),
             "elastic needs the pytorch plugin: it gives every pod the master's address, where "
             "torchrun's rendezvous is served",
         )
-    roles = volcano.plugin_roles(arguments)[0]
+    roles = found[0]
     index = task_index(tasks)
     names = (roles["master"], roles["worker"])
     if names != ROLES or not all(name in index for name in ROLES):
@@ -182,7 +181,7 @@ def _policies(task: dict[str, Any], path: tuple[Any, ...], action: str, why: str
                 (*path, "policies", i),
                 f"maps {hit[0]} to {policy.get('action')!r}; elastic needs {action}: {why}",
             )
-        mapped.update("*" if e == "*" else e for e in hit)
+        mapped.update(hit)
     if "*" in mapped:
         return
     missing = [e for e in LOSS_EVENTS if e not in mapped]

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_volcano_wandb.template.errors import Path, error_at
+from airflow_volcano_wandb.template.errors import Path, Problems, error_at
 from airflow_volcano_wandb.template.structure import all_containers
 from airflow_volcano_wandb.template.values import dig, indexed, show
 
@@ -80,8 +80,6 @@ RESTRICTED_VOLUME_SOURCES = frozenset(
 _HOST_NAMESPACES = ("hostNetwork", "hostPID", "hostIPC")
 _PROBES = ("livenessProbe", "readinessProbe", "startupProbe")
 _LIFECYCLE_HANDLERS = ("postStart", "preStop")
-
-Problems = list[tuple[Path, str]]
 
 
 def _is_set(value: Any) -> bool:

@@ -12,14 +12,13 @@ from typing import Any, TypeGuard, TypeVar
 
 from airflow_volcano_wandb.template import naming, volcano
 from airflow_volcano_wandb.template import plugins as releases
-from airflow_volcano_wandb.template.errors import Path, TemplateError, errors_at
+from airflow_volcano_wandb.template.errors import Path, Problems, TemplateError, errors_at
 from airflow_volcano_wandb.template.gpus import is_gpu_count, is_gpu_resource
 from airflow_volcano_wandb.template.quantity import check_quantity
 from airflow_volcano_wandb.template.structure import CONTAINER_LISTS
 from airflow_volcano_wandb.template.torchrun import NPROC_ENV, NPROC_WORDS, is_nproc
 from airflow_volcano_wandb.template.values import INT64_MAX, INT64_MIN, show, type_name
 
-Problems = list[tuple[Path, str]]
 _T = TypeVar("_T")
 
 
