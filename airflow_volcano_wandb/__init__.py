@@ -147,9 +147,7 @@ def get_provider_info() -> dict:
                 "description": "Volcano + Weights & Biases provider.",
                 "options": {
                     # Every option so far came in 0.1.0; one added later gives its own.
-                    name: dict(
-                        [("description", o["description"]), ("version_added", "0.1.0"), *o.items()]
-                    )
+                    name: {"description": o["description"], "version_added": "0.1.0", **o}
                     for name, o in {**_OPTIONS, "defer_after": _defer_after_option()}.items()
                 },
             }

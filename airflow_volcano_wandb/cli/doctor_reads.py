@@ -84,9 +84,8 @@ def _viewer(base_url: str, api_key: str, timeout: float) -> tuple[bool | None, s
         with urllib.request.urlopen(request, timeout=timeout) as response:
             viewer = (json.load(response).get("data") or {}).get("viewer")
     except urllib.error.HTTPError as err:
-        if err.code in (401, 403):
-            return False, f"{base_url} answered HTTP {err.code}"
-        return None, f"{base_url} answered HTTP {err.code}"
+        works = False if err.code in (401, 403) else None  # refused, else no answer
+        return works, f"{base_url} answered HTTP {err.code}"
     except (OSError, ValueError) as err:  # unreachable, timed out, not JSON
         return None, f"{base_url}: {type(err).__name__}: {err}"
     if not viewer:
@@ -131,11 +130,10 @@ def _forbidden(err: Exception) -> bool:
 
 
 def _served(api: Any) -> dict[str, list[str]]:
-    served = {}
-    for gv in {gv for gv, _ in REQUIRED_APIS}:
-        listing = _get(api, f"/apis/{gv}")
-        served[gv] = [r["name"] for r in (listing or {}).get("resources", [])]
-    return served
+    return {
+        gv: [r["name"] for r in (_get(api, f"/apis/{gv}") or {}).get("resources", [])]
+        for gv in {gv for gv, _ in REQUIRED_APIS}
+    }
 
 
 def _readable(api: Any, path: str) -> tuple[dict[str, Any] | None, bool]:

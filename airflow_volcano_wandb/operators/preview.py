@@ -59,5 +59,4 @@ def rendered_job(op: Any) -> dict[str, Any]:
     identity = TaskInstanceIdentity(
         op.dag_id, op.task_id, DRY_RUN_ID, deployment=configured_deployment()
     )
-    hook = parts.report.hook()
-    return TryRendering(parts, context, identity, hook, lambda: None)(1)[1]
+    return TryRendering(parts, context, identity, parts.report.hook(), lambda: None)(1)[1]

@@ -108,13 +108,11 @@ class Pokes:
         if self.wandb is None and job is not None:
             run = wandb_run()
             self.wandb = WandbProgress(run) if run is not None else False
+        asked = self.wandb if isinstance(self.wandb, WandbProgress) else None
         self.memory, result = step_io.take_step_sync(
-            hook, job, target, self.memory, task_log, wandb=self._asked()
+            hook, job, target, self.memory, task_log, wandb=asked
         )
         return result
-
-    def _asked(self) -> WandbProgress | None:
-        return self.wandb if isinstance(self.wandb, WandbProgress) else None
 
     def unread(self, target: JobTarget, exc: Exception, grace: float, task_log: Any) -> bool:
         """Poke again, unless reads have failed for ``grace`` seconds (then fail)."""

@@ -114,8 +114,7 @@ def run_history(
     if summary is None:
         return None, []
     try:
-        hook = _wandb(conn_id)
-        return summary, hook.get_run_history(
+        return summary, _wandb(conn_id).get_run_history(
             run_id, entity=entity, project=project, samples=samples
         )
     except Exception as exc:
