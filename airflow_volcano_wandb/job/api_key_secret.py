@@ -127,8 +127,7 @@ def deliver(
     meta = job["metadata"]
     namespace = meta["namespace"]
     try:
-        body = secret_body(identity, job, ref, api_key)
-        hook.create_secret(body, namespace)
+        hook.create_secret(secret_body(identity, job, ref, api_key), namespace)
         return
     except SecretExistsError as exc:
         if not created or exc.maybe_ours:

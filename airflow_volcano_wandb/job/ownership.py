@@ -201,11 +201,8 @@ def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:
     if not selector:
         return True
     labels = ObjectMeta.of(job).labels
-    for requirement in selector.split(","):
-        key, _, value = requirement.partition("=")
-        if labels.get(key.strip()) != value.strip():
-            return False
-    return True
+    pairs = (requirement.partition("=") for requirement in selector.split(","))
+    return all(labels.get(key.strip()) == value.strip() for key, _, value in pairs)
 
 
 def pods_managed(job: Mapping[str, Any] | None) -> bool:

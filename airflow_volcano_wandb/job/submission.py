@@ -129,15 +129,9 @@ def submit_for_try(
     :param fit_check: judges, right before a create (never for a reattached job), whether the
         job can be placed; raises when it never can.
     """
-    namespace = rendered[1]["metadata"]["namespace"]
-
-    def before_create() -> None:
-        if fit_check is not None:
-            fit_check(hook)
-
     try:
         if not identity.deployment:
-            warn_of_other_deployments(hook, namespace, task_log)
+            warn_of_other_deployments(hook, rendered[1]["metadata"]["namespace"], task_log)
         spec, job, created = submit_or_reattach(
             hook,
             rendered,
@@ -146,7 +140,7 @@ def submit_for_try(
             try_number=try_number,
             reattach=reattach,
             store=store,
-            before_create=before_create,
+            fit_check=fit_check,
             task_log=task_log,
         )
         ref = job_ref(job)
@@ -184,7 +178,7 @@ def submit_or_reattach(
     try_number: int,
     reattach: bool,
     store: Any = None,
-    before_create: Callable[[], None] | None = None,
+    fit_check: Callable[[VolcanoHook], None] | None = None,
     task_log: Any = log,
 ) -> tuple[Spec, dict[str, Any], bool]:
     """Read once, plan once, act: ``(spec, job, created)`` for the job this try waits on.
@@ -192,8 +186,8 @@ def submit_or_reattach(
     :param rendered: the run spec and job body rendered for ``try_number``.
     :param render: renders them for another intent (when a reported job holds this one).
     :param store: the task state store, or None where Airflow has none.
-    :param before_create: runs right before each create, once every job it replaces is gone
-        (the fit check).
+    :param fit_check: runs right before each create, once every job it replaces is gone
+        (judges whether the job can be placed).
     """
     spec, body = rendered
     namespace = body["metadata"]["namespace"]
@@ -206,7 +200,7 @@ def submit_or_reattach(
     name = body["metadata"]["name"]
     steps = decided.steps
     for _ in range(CREATE_ATTEMPTS):
-        submitted = _carry_out(hook, steps, body, before_create, task_log)
+        submitted = _carry_out(hook, steps, body, fit_check, task_log)
         if submitted is not None:
             return spec, submitted.job, submitted.created
         steps = plan_taken(hook.get_job(name, namespace), this_try)
@@ -232,7 +226,7 @@ def _carry_out(
     hook: VolcanoHook,
     steps: Sequence[Step],
     body: dict[str, Any],
-    before_create: Callable[[], None] | None,
+    fit_check: Callable[[VolcanoHook], None] | None,
     task_log: Any,
 ) -> Submitted | None:
     """Act on the plan's steps in order; None when the create found its name taken."""
@@ -244,7 +238,7 @@ def _carry_out(
             if step.action is Action.ADOPT:
                 job = hook.set_job_annotations(name, namespace, uid, step.annotations)
                 if job is None:  # gone meanwhile: the rest of the read decides
-                    return _carry_out(hook, step.if_gone, body, before_create, task_log)
+                    return _carry_out(hook, step.if_gone, body, fit_check, task_log)
             if job is None:
                 raise AssertionError("a reuse names the job it reuses")
             _say(step, task_log)
@@ -264,8 +258,8 @@ def _carry_out(
                 hook.wait_job_gone(name, namespace)
         elif step.action is Action.CREATE:
             _wait_out_earlier_pods(hook, body["metadata"], task_log)
-            if before_create is not None:
-                before_create()
+            if fit_check is not None:
+                fit_check(hook)
             try:
                 job = _create(hook, body)
             except JobExistsError:

@@ -166,8 +166,6 @@ def _reusable(job: Job, reattach: bool) -> bool:
     if is_reported(job):
         return False
     status = job_status.interpret(job)
-    if status.ending is Ending.DELETED:
-        return False
     return status.ending is Ending.SUCCEEDED or (reattach and not status.terminal)
 
 

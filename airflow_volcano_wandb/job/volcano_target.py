@@ -16,5 +16,4 @@ def configured_volcano_version() -> str:
     """The configured target release, or the one the provider is tested with when unset."""
     # The fallback is the declared default (get_provider_info), which Airflow reads first.
     configured = conf.get("volcano_wandb", "volcano_version", fallback=DEFAULT_VOLCANO_VERSION)
-    configured = configured or ""
-    return configured.strip() or DEFAULT_VOLCANO_VERSION
+    return (configured or "").strip() or DEFAULT_VOLCANO_VERSION

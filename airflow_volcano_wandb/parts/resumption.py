@@ -39,10 +39,6 @@ RESUMED_FROM_CHECKPOINT = "resumed_from_checkpoint"
 RESUME_LINE_BYTES = 64 * 1024
 
 
-def _check_resume_on(value: Any) -> None:
-    resume.resume_on(value)  # a bad cause fails the DAG's parse
-
-
 @dataclass(frozen=True, kw_only=True)
 class ResumePolicy:
     """Resuming an interrupted training on its W&B run (docs/trainer.md, "Checkpoints")."""
@@ -63,7 +59,7 @@ class ResumePolicy:
         so. A run stopped from W&B, a gang never placed, or a success are never resumed. Needs
         Airflow 3.3's task state store (before it, every try starts a run).""",
         templated=True,
-        check=_check_resume_on,
+        check=resume.resume_on,  # a bad cause fails the DAG's parse
     )
     log: Any = None
 
