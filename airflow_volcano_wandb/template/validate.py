@@ -70,9 +70,7 @@ class _Checker:
             return
         for key, is_labels in (("labels", True), ("annotations", False)):
             values = metadata.get(key)
-            if values is None:
-                continue
-            if not self.kind(values, (*path, key), dict, "a mapping"):
+            if values is None or not self.kind(values, (*path, key), dict, "a mapping"):
                 continue
             for name, value in values.items():
                 self.named(name, (*path, key, name), naming.is_qualified_name, f"{key[:-1]} key")
@@ -125,9 +123,8 @@ class _Checker:
             if not isinstance(events, list):
                 self.add((*ppath, "events"), f"must be a list, found {type_name(events)}")
                 events = []
-            events = list(events)
             if "event" in policy:
-                events.append(policy["event"])
+                events = [*events, policy["event"]]
             has_exit = "exitCode" in policy
             if events and has_exit:
                 self.add(ppath, "give either event(s) or exitCode, not both")
@@ -332,16 +329,6 @@ def _numbers(node: Any, path: Path, problems: Problems) -> None:
         problems.append((path, "integer out of the int64 range Kubernetes accepts"))
 
 
-def _resolve(job: dict[str, Any], path: Path) -> tuple[bool, Any]:
-    node: Any = job
-    for key in path:
-        try:
-            node = node[key]
-        except (KeyError, IndexError, TypeError):
-            return False, None
-    return True, node
-
-
 def validate(
     job: dict[str, Any],
     tasks: list[dict[str, Any]],
@@ -386,9 +373,13 @@ def validate(
     check.plugins(spec.get("plugins"), tasks)
     check.job_name(job, tasks, replicas)
     for path in wide:
-        found, node = _resolve(job, path)
-        if found:
-            _numbers(node, path, check.problems)
+        node: Any = job
+        try:
+            for key in path:
+                node = node[key]
+        except (KeyError, IndexError, TypeError):
+            continue  # a later stage removed it
+        _numbers(node, path, check.problems)
     if check.problems:
         raise errors_at(
             check.problems,
