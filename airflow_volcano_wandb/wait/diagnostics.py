@@ -75,25 +75,19 @@ STARTED_POD_PHASES = ("Running", "Succeeded", "Failed")
 
 def started_master_pod(pods: Iterable[Pod], master: str | None) -> Pod | None:
     """The ``master`` task's first started pod by name (rank 0 first): the log worth reading."""
-    started = [
-        p
-        for p in pods
-        if master is not None
-        and task_of(p) == master
-        and (p.get("status") or {}).get("phase") in STARTED_POD_PHASES
-    ]
-    return min(started, key=lambda p: ObjectMeta.of(p).name, default=None)
+    started = (p for p in pods if (p.get("status") or {}).get("phase") in STARTED_POD_PHASES)
+    return _first_pod(started, master)
 
 
-def master_pod(
-    pods: Iterable[Mapping[str, Any]], job: Mapping[str, Any] | None
-) -> Mapping[str, Any] | None:
+def master_pod(pods: Iterable[Pod], job: Mapping[str, Any] | None) -> Pod | None:
     """The pod of the job's master task (its plugin's ``--master``, e.g. ``chief``), if any."""
-    master = master_task_name(job) if job is not None else None
-    for pod in sorted(pods, key=lambda p: ObjectMeta.of(p).name):
-        if master is not None and task_of(pod) == master:
-            return pod
-    return None
+    return _first_pod(pods, master_task_name(job) if job is not None else None)
+
+
+def _first_pod(pods: Iterable[Pod], task: str | None) -> Pod | None:
+    """``task``'s first pod by name (rank 0 first); ``None`` for no task."""
+    of_task = [p for p in pods if task is not None and task_of(p) == task]
+    return min(of_task, key=lambda p: ObjectMeta.of(p).name, default=None)
 
 
 def container_failures(

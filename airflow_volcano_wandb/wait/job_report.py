@@ -34,39 +34,18 @@ STALL_MESSAGE_LINES = 3
 log = logging.getLogger(__name__)
 
 
-def _involved_names(
-    job: Mapping[str, Any], pods: list[dict[str, Any]], podgroups: list[dict[str, Any]]
-) -> set[str]:
-    names = {str(job["metadata"].get("name", ""))} | diagnostics.pod_names(job)
-    names |= {p["metadata"]["name"] for p in pods}
-    names |= {pg["metadata"]["name"] for pg in podgroups}
-    return names
-
-
 def _read_around(
-    hook: VolcanoHook, job: Mapping[str, Any]
+    hook: VolcanoHook, result: WaitResult, job: Mapping[str, Any] | None, *, podgroups: bool = False
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """The job's pods, its PodGroups and the events about any of them."""
-    meta = job["metadata"]
-    namespace = meta["namespace"]
-    pods = hook.list_job_pods(meta["name"], namespace)
-    podgroups = hook.list_podgroups(namespace, meta.get("uid", ""))
-    return pods, podgroups, hook.list_events(namespace, _involved_names(job, pods, podgroups))
-
-
-def _pods_and_events(
-    hook: VolcanoHook, result: WaitResult, job: Mapping[str, Any] | None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The pods of the job ``result`` names, and the events about them and the job."""
-    pods = hook.list_job_pods(result.job_name, result.namespace)
+    """The pods of the job ``result`` names (``job``: as last read, ``None`` once deleted), its
+    PodGroups (``podgroups``: asked for) and the events about any of them and the job."""
     job = job or {"metadata": {"name": result.job_name, "namespace": result.namespace}}
-    return pods, hook.list_events(result.namespace, _involved_names(job, pods, []))
-
-
-def unschedulable_reason(hook: VolcanoHook, job: Mapping[str, Any]) -> str:
-    """Volcano's own words for why the gang is not placed, or ``""``."""
-    _, podgroups, events = _read_around(hook, job)
-    return diagnostics.unschedulable_reason(podgroups, events)
+    meta = job["metadata"]
+    pods = hook.list_job_pods(meta["name"], meta["namespace"])
+    groups = hook.list_podgroups(meta["namespace"], meta.get("uid", "")) if podgroups else []
+    names = {str(meta.get("name", ""))} | diagnostics.pod_names(job)
+    names |= {obj["metadata"]["name"] for obj in (*pods, *groups)}
+    return pods, groups, hook.list_events(meta["namespace"], names)
 
 
 def explain_end(
@@ -95,7 +74,7 @@ def explain_end(
         return message, None
     try:
         namespace = job["metadata"]["namespace"]
-        pods, podgroups, events = _read_around(hook, job)
+        pods, podgroups, events = _read_around(hook, result, job, podgroups=True)
         never_started = result.outcome is Ending.PENDING_TIMEOUT
         cause = diagnostics.classify(job, pods, events, never_started=never_started)
         if never_started:
@@ -136,7 +115,7 @@ def _report_crash_loop(
     if loop is None:
         return ""
     try:
-        pods, events = _pods_and_events(hook, result, job)
+        pods, _, events = _read_around(hook, result, job)
         failures = [f for f in diagnostics.container_failures(pods) if f.pod == loop.pod]
         previous = hook.read_pod_log(
             loop.pod, result.namespace, log_lines, container=loop.container, previous=True
@@ -161,7 +140,7 @@ def _report_start_failure(
     """Log the job's warning events (the kubelet's pull errors, a missing Secret): the
     container never ran, so there is no log to show. Best-effort, like every report."""
     try:
-        _, events = _pods_and_events(hook, result, job)
+        _, _, events = _read_around(hook, result, job)
     except Exception as exc:
         task_log.warning("Could not read the events of the job that cannot start (%s)", exc)
         return

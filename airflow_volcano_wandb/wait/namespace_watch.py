@@ -100,29 +100,6 @@ class NamespaceWatch:
 
     # ---- what a kind says --------------------------------------------------------------
 
-    async def _list_page(
-        self, hook: AsyncVolcanoHook, api: Any, continue_token: str | None
-    ) -> tuple[list[dict[str, Any]], str, str | None]:
-        # the hook's method of this kind, named by the subclass
-        list_page: Callable[..., Awaitable[tuple[list[dict[str, Any]], str, str | None]]]
-        list_page = getattr(hook, self.list_call)
-        return await list_page(
-            api, self.namespace, self.label_selector, self.list_page_size, continue_token
-        )
-
-    def _watch_events(
-        self, hook: AsyncVolcanoHook, api: Any, resource_version: str
-    ) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-        watch: Callable[..., AsyncIterator[tuple[str, dict[str, Any]]]]
-        watch = getattr(hook, self.watch_call)
-        return watch(
-            api,
-            self.namespace,
-            resource_version,
-            WATCH_TIMEOUT_SECONDS,
-            label_selector=self.label_selector,
-        )
-
     def _key(self, obj: dict[str, Any]) -> str | None:
         """The key the object is kept under; ``None``: not kept."""
         name: str = obj["metadata"]["name"]
@@ -294,11 +271,14 @@ class NamespaceWatch:
     async def _list_all(self, hook: AsyncVolcanoHook, api: Any) -> str:
         """Replace the cache with a paginated LIST; return its resourceVersion, to watch from.
         A 410 between pages is raised like any failure: pages of two snapshots must not mix."""
+        # the hook's method of this kind, named by the subclass
+        list_page: Callable[..., Awaitable[tuple[list[dict[str, Any]], str, str | None]]]
+        list_page = getattr(hook, self.list_call)
         listed: dict[str, dict[str, dict[str, Any]]] = {}
         continue_token = None
         while True:
-            items, resource_version, continue_token = await self._list_page(
-                hook, api, continue_token
+            items, resource_version, continue_token = await list_page(
+                api, self.namespace, self.label_selector, self.list_page_size, continue_token
             )
             for item in items:
                 key = self._key(item)
@@ -318,8 +298,16 @@ class NamespaceWatch:
         """Apply watch events until the server ends the stream; say if it answered 410 Gone."""
         from kubernetes_asyncio.client.exceptions import ApiException
 
+        watch: Callable[..., AsyncIterator[tuple[str, dict[str, Any]]]]
+        watch = getattr(hook, self.watch_call)
         try:
-            async for kind, obj in self._watch_events(hook, api, resource_version):
+            async for kind, obj in watch(
+                api,
+                self.namespace,
+                resource_version,
+                WATCH_TIMEOUT_SECONDS,
+                label_selector=self.label_selector,
+            ):
                 resource_version = obj["metadata"].get("resourceVersion", resource_version)
                 if kind == "BOOKMARK":
                     continue

@@ -78,14 +78,8 @@ class Progress:
     def of_log_line(cls, line: str, at: float) -> Progress | None:
         """The progress of a master log line that is an ``AVW_PROGRESS`` record, read at
         ``at``; ``None`` for any other line."""
-        marker, _, record = line.strip().partition(" ")
-        if marker != LOG_RECORD:
-            return None
-        try:
-            fields = json.loads(record)
-        except ValueError:
-            return None
-        if not isinstance(fields, dict):
+        fields = _record(line)
+        if fields is None:
             return None
         renamed = {
             STEP_KEY: fields.get("step"),
@@ -113,15 +107,21 @@ class Progress:
 def record_metrics(line: str) -> dict[str, float]:
     """The numbers of an ``AVW_PROGRESS`` record other than its progress (``"loss": 0.42``);
     ``{}`` for any other line."""
-    marker, _, record = line.strip().partition(" ")
-    try:
-        fields = json.loads(record) if marker == LOG_RECORD else None
-    except ValueError:
-        return {}
-    if not isinstance(fields, dict):
-        return {}
+    fields = _record(line) or {}
     numbers = {str(k): finite_number(v, float) for k, v in fields.items() if k not in RECORD_FIELDS}
     return {k: v for k, v in numbers.items() if v is not None}
+
+
+def _record(line: str) -> dict[str, Any] | None:
+    """The JSON object of an ``AVW_PROGRESS`` record; ``None`` for any other line."""
+    marker, _, record = line.strip().partition(" ")
+    if marker != LOG_RECORD:
+        return None
+    try:
+        fields = json.loads(record)
+    except ValueError:
+        return None
+    return fields if isinstance(fields, dict) else None
 
 
 def keep_metrics(

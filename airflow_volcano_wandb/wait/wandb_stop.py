@@ -53,11 +53,12 @@ def stopped_rank(
     """The first rank (``master-0``, by pod name) of the live pods of ``job_uid`` (``None``:
     every pod given) whose container ended as a stopped run's (:func:`is_stop`), now or before
     its last restart; ``None`` when none did."""
-    for pod in sorted(job_pods(pods, job_uid), key=_name):
+    for pod in sorted(job_pods(pods, job_uid), key=lambda p: ObjectMeta.of(p).name):
         for status in (pod.get("status") or {}).get("containerStatuses") or []:
             for state in (status.get("state"), status.get("lastState")):
-                if _stopped((state or {}).get("terminated") or {}):
-                    return rank_of(_name(pod), job_name)
+                terminated = (state or {}).get("terminated") or {}
+                if is_stop(terminated.get("exitCode"), terminated.get("message")):
+                    return rank_of(ObjectMeta.of(pod).name, job_name)
     return None
 
 
@@ -66,14 +67,6 @@ def is_stop(exit_code: int | None, message: str | None) -> bool:
     trainer whose W&B run was stopped."""
     stop_marked = (message or "").startswith(STOPPED_FROM_WANDB_MARKER)
     return exit_code == STOPPED_FROM_WANDB_EXIT_CODE or stop_marked
-
-
-def _stopped(terminated: Mapping[str, Any]) -> bool:
-    return is_stop(terminated.get("exitCode"), terminated.get("message"))
-
-
-def _name(pod: Mapping[str, Any]) -> str:
-    return ObjectMeta.of(pod).name
 
 
 def describe(namespace: str, name: str, rank: str) -> str:
