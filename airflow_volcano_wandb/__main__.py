@@ -14,8 +14,7 @@ def main(argv: list[str] | None = None) -> int:
     doctor.add_arguments(
         commands.add_parser("doctor", help="check a cluster and the connections are ready")
     )
-    args = parser.parse_args(argv)
-    return doctor.main(args)
+    return doctor.main(parser.parse_args(argv))
 
 
 if __name__ == "__main__":

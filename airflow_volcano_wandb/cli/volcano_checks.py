@@ -97,31 +97,27 @@ def check_volcano_version(
     except VersionError as err:
         return Result(title, FAIL, f"[volcano_wandb] volcano_version: {err}", hint.format("it"))
     rendered = f"jobs are rendered for {show_version(wanted)}"
+
+    def unknown(why: str, fix: str) -> Result:
+        return Result(title, WARN, f"the installed release is unknown: {why}; {rendered}", fix)
+
     if deployments is None:
-        return Result(
-            title,
-            WARN,
-            f"the installed release is unknown: this identity may not list Deployments in "
-            f"{namespace!r} (expected for the least-privilege Role); {rendered}",
+        return unknown(
+            f"this identity may not list Deployments in {namespace!r} (expected for the "
+            "least-privilege Role)",
             "run doctor once with an admin connection",
         )
     image = installed_volcano_image(deployments)
     if image is None:
-        return Result(
-            title,
-            WARN,
-            f"the installed release is unknown: no {' or '.join(VOLCANO_IMAGES)} Deployment in "
-            f"{namespace!r}; {rendered}",
+        return unknown(
+            f"no {' or '.join(VOLCANO_IMAGES)} Deployment in {namespace!r}",
             "pass --volcano-namespace where Volcano is installed",
         )
     try:
         installed = parse_version(repository_and_tag(image)[1])
     except VersionError:
-        return Result(
-            title,
-            WARN,
-            f"the installed release is unknown: image {image} names none; {rendered}",
-            hint.format("the release that image was built from"),
+        return unknown(
+            f"image {image} names none", hint.format("the release that image was built from")
         )
     return _compare_releases(installed, wanted, rendered, hint.format(show_version(installed)))
 

@@ -297,6 +297,5 @@ class VolcanoJobTrigger(BaseTrigger):
         """Airflow < 3.3, which never calls ``on_kill``: the same, since those releases call
         ``cleanup()`` whether a user acted on the task or the triggerer is stopping or handing
         the trigger over (when the job must be left to the next triggerer)."""
-        if airflow_compat.TRIGGER_ON_KILL or self._fired or not self.spec.delete_on_kill:
-            return
-        await kill.stop_waiting(self)
+        if not airflow_compat.TRIGGER_ON_KILL:
+            await self.on_kill()
