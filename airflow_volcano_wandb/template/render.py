@@ -117,12 +117,6 @@ def _run_env_secrets(run_env: RunEnv | None) -> frozenset[str]:
     )
 
 
-def _apply_run_env(job: dict[str, Any], tasks: list[dict[str, Any]], run_env: RunEnv) -> None:
-    master = master_task_name(job)
-    for task in tasks:
-        overrides.apply_env([task], run_env.master if task["name"] == master else run_env.others)
-
-
 @dataclass(frozen=True, kw_only=True)
 class Variables:
     """What the run hands the template besides ``macros``: macros from the environment, W&B
@@ -230,7 +224,7 @@ def _built(part: type[Part], options: Mapping[str, Any], **context: Any) -> Part
 
 def _same_max_workers(replicas: Mapping[str, Any] | None, workers: tuple[int, int]) -> None:
     """``replicas={"worker": n}`` beside ``elastic=(min, max)`` must agree on the workers."""
-    given = (replicas or {}).get("worker") if isinstance(replicas, Mapping) else None
+    given = replicas.get("worker") if isinstance(replicas, Mapping) else None
     if given is not None and str(given) != str(workers[1]):
         raise errors_at(
             [
@@ -270,8 +264,12 @@ def _render(
         _same_max_workers(task_overrides.replicas, workers)
         guardrails.judge(job, "elastic")
     guardrails.check()
-    if variables.run_env is not None:
-        _apply_run_env(job, tasks, variables.run_env)
+    if (run_env := variables.run_env) is not None:
+        master = master_task_name(job)
+        for task in tasks:
+            overrides.apply_env(
+                [task], run_env.master if task["name"] == master else run_env.others
+            )
     apply_run_config(tasks, variables.run_config)
     checkpoints.apply(tasks)
     shaping.apply(job, tasks, replicas_before, workers)
