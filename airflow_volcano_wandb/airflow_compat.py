@@ -161,10 +161,8 @@ async def task_left_deferral(ti: Any) -> bool | None:
         return None
     # The API keys a mapped task instance as "<task_id>_<map_index>".
     key = ti.task_id if ti.map_index < 0 else f"{ti.task_id}_{ti.map_index}"
-    run_states = states.get(ti.run_id, {})
-    if key not in run_states:  # the run or the task instance is gone: not deferred any more
-        return True
-    return run_states[key] != "deferred"
+    # No state: the run or the task instance is gone, so it is not deferred any more either.
+    return states.get(ti.run_id, {}).get(key) != "deferred"
 
 
 def retry_policy_kwargs(build: Callable[[], Any]) -> dict[str, Any]:

@@ -58,11 +58,10 @@ def pod_watch() -> bool:
 def target_here(spec: WaitSpec) -> JobTarget:
     """The job and limits of ``spec`` as this process judges them, with its settings: the
     trigger's and the sensor's alike."""
-    annotate = conf.getboolean("volcano_wandb", "progress_annotation", fallback=False)
     return dataclasses.replace(
         spec.target(),
         pod_check_interval=pod_check_interval(),
-        progress_annotation=annotate,
+        progress_annotation=conf.getboolean("volcano_wandb", "progress_annotation", fallback=False),
         progress_interval=progress_interval(),
     )
 
