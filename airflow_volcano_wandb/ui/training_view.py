@@ -149,13 +149,11 @@ def log_reports(text: str) -> list[Progress]:
     return reports
 
 
-def progress_of(
-    summary: Mapping[str, Any] | None, metric_keys: Sequence[str] = ()
-) -> Progress | None:
-    """The progress a W&B run's summary shows, with every numeric metric (or ``metric_keys``)."""
+def progress_of(summary: Mapping[str, Any] | None) -> Progress | None:
+    """The progress a W&B run's summary shows, with every numeric metric."""
     if not summary:
         return None
-    keys = metric_keys or [
+    keys = [
         key
         for key, value in summary.items()
         if not key.startswith("_")
