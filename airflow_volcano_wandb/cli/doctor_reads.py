@@ -125,10 +125,6 @@ def _get(api: Any, path: str) -> dict[str, Any] | None:
         raise
 
 
-def _forbidden(err: Exception) -> bool:
-    return getattr(err, "status", None) in (401, 403)
-
-
 def _served(api: Any) -> dict[str, list[str]]:
     return {
         gv: [r["name"] for r in (_get(api, f"/apis/{gv}") or {}).get("resources", [])]
@@ -143,7 +139,7 @@ def _readable(api: Any, path: str) -> tuple[dict[str, Any] | None, bool]:
     try:
         return _get(api, path), True
     except ApiException as err:
-        if _forbidden(err):
+        if err.status in (401, 403):
             return None, False
         raise
 

@@ -291,12 +291,8 @@ def _percent(line: str) -> float | None:
     head, sep, _ = line.partition(" %)")
     if not sep:
         return None
-    return finite_number(_float(head.rpartition("(")[2]), float)
-
-
-def _float(text: str) -> float | None:
     try:
-        return float(text)
+        return finite_number(float(head.rpartition("(")[2]), float)
     except ValueError:
         return None
 
