@@ -208,37 +208,6 @@ def merge_metadata(target: dict[str, Any], key: str, values: dict[str, str], pat
     current.update(values)
 
 
-def apply_metadata(
-    job: dict[str, Any],
-    tasks: list[dict[str, Any]],
-    *,
-    labels: Any,
-    annotations: Any,
-    pod_labels: Any,
-    pod_annotations: Any,
-) -> None:
-    """Merge labels/annotations into the job's metadata and pod_labels/pod_annotations into
-    every task's pod template metadata; the override wins on equal keys."""
-    metadata = job["metadata"]
-    if labels is not None:
-        merge_metadata(
-            metadata, "labels", _string_map(labels, ("labels",), labels=True), ("metadata",)
-        )
-    if annotations is not None:
-        values = _string_map(annotations, ("annotations",), labels=False)
-        merge_metadata(metadata, "annotations", values, ("metadata",))
-    for key, given, is_labels in (
-        ("labels", pod_labels, True),
-        ("annotations", pod_annotations, False),
-    ):
-        if given is None:
-            continue
-        values = _string_map(given, (f"pod_{key}",), labels=is_labels)
-        for i, task in enumerate(tasks):
-            path: Path = ("spec", "tasks", i)
-            merge_metadata(pod_metadata(task, path), key, values, (*path, "template", "metadata"))
-
-
 def apply_service_account(tasks: list[dict[str, Any]], name: Any) -> None:
     """Run every pod as ``name``: set ``serviceAccountName`` and drop the deprecated
     ``serviceAccount`` alias, so no other account is left in the pod template."""
@@ -328,12 +297,21 @@ class TaskOverrides:
             if value is not None:
                 apply(value)
                 applied(name)
-        apply_metadata(
-            job,
-            tasks,
-            labels=self.labels,
-            annotations=self.annotations,
-            pod_labels=self.pod_labels,
-            pod_annotations=self.pod_annotations,
-        )
+        self.apply_metadata(job, tasks)
         applied("labels and annotations")
+
+    def apply_metadata(self, job: dict[str, Any], tasks: list[dict[str, Any]]) -> None:
+        """Merge labels/annotations into the job's metadata and pod_labels/pod_annotations into
+        every task's pod template metadata; the override wins on equal keys."""
+        for key, given in (("labels", self.labels), ("annotations", self.annotations)):
+            if given is not None:
+                values = _string_map(given, (key,), labels=key == "labels")
+                merge_metadata(job["metadata"], key, values, ("metadata",))
+        for key, given in (("labels", self.pod_labels), ("annotations", self.pod_annotations)):
+            if given is None:
+                continue
+            values = _string_map(given, (f"pod_{key}",), labels=key == "labels")
+            for i, task in enumerate(tasks):
+                path: Path = ("spec", "tasks", i)
+                metadata = pod_metadata(task, path)
+                merge_metadata(metadata, key, values, (*path, "template", "metadata"))
