@@ -93,7 +93,7 @@ class VolcanoHook(KubernetesHook):
             self.custom_object_client.list_namespaced_custom_object,
             *volcano_requests.job_args(namespace),
             label_selector=label_selector,
-            **({"limit": limit} if limit else {}),
+            limit=limit or None,
         )
         return volcano_requests.items(result)
 
@@ -111,20 +111,16 @@ class VolcanoHook(KubernetesHook):
         alone; with ``resource_version``, a job changed since it was read is too. Returns
         False when there was nothing to delete (or a precondition failed).
         """
-        try:
-            self._call(
-                "delete",
-                JOBS_RESOURCE,
-                namespace,
-                self.custom_object_client.delete_namespaced_custom_object,
-                *volcano_requests.job_args(namespace, name),
-                body=volcano_requests.delete_job_body(uid, resource_version),
-            )
-            return True
-        except ApiException as exc:
-            if exc.status in volcano_requests.NOT_DELETED:
-                return False
-            raise
+        deleted = self._call(
+            "delete",
+            JOBS_RESOURCE,
+            namespace,
+            self.custom_object_client.delete_namespaced_custom_object,
+            *volcano_requests.job_args(namespace, name),
+            body=volcano_requests.delete_job_body(uid, resource_version),
+            gone=volcano_requests.NOT_DELETED,
+        )
+        return deleted is not None  # a DELETE that deletes answers the job or a Status
 
     @api_retry
     def set_job_annotations(
@@ -181,8 +177,6 @@ class VolcanoHook(KubernetesHook):
         """A pod's log (its only container's, or ``container``'s); ``previous``: the log of
         the container before its last restart; ``limit_bytes``: only its first bytes;
         ``timestamps``: each line after the kubelet's time. ``""`` when there is none."""
-        limit = {"limit_bytes": limit_bytes} if limit_bytes else {}
-        limit |= {"timestamps": True} if timestamps else {}
         return self._pod_log(
             pod,
             namespace,
@@ -190,7 +184,8 @@ class VolcanoHook(KubernetesHook):
             container=container,
             tail_lines=tail_lines,
             previous=previous,
-            **limit,
+            limit_bytes=limit_bytes or None,  # the client leaves a None parameter out
+            timestamps=timestamps or None,
         )
 
     @api_retry

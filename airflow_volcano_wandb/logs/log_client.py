@@ -34,10 +34,7 @@ async def log_client(
     """The event loop's log client for this connection and namespace, for one follow."""
     loop = asyncio.get_running_loop()
     loop_key = (id(loop), key, namespace)
-    opening = _opening.get(loop)
-    if opening is None:
-        opening = _opening[loop] = asyncio.Lock()
-    async with opening:
+    async with _opening.setdefault(loop, asyncio.Lock()):
         client = _clients.get(loop_key)
         if client is None or not client.held:
             client = _clients[loop_key] = await LentClient.open(hook_factory())
