@@ -232,17 +232,18 @@ class _Filling:
     """One walk that copies the template and fills ``{{name}}`` in; names it does not know are
     collected and reported together, and the fields it fills are recorded."""
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    def __init__(self, values: Mapping[str, Any], schemas: Mapping[str, VariableSchema]) -> None:
         self.values = values
+        self.schemas = schemas
         self.unknown: dict[str, Path] = {}
-        self.filled: dict[Path, tuple[tuple[str, ...], bool]] = {}
+        self.filled: dict[Path, Filled] = {}
 
     def string(self, text: str, path: Path) -> Any:
         if "{{" not in text:
             return text
         whole = _VARIABLE.fullmatch(text)
         if whole and whole.group(1) in self.values:
-            self.filled[path] = ((whole.group(1),), True)
+            self.filled[path] = Filled((self.schemas[whole.group(1)],), True)
             return _escape(self.values[whole.group(1)])
         names: list[str] = []
 
@@ -257,7 +258,8 @@ class _Filling:
 
         filled = _VARIABLE.sub(one, text)
         if names:
-            self.filled[path] = (tuple(dict.fromkeys(names)), False)
+            variables = tuple(self.schemas[name] for name in dict.fromkeys(names))
+            self.filled[path] = Filled(variables, False)
         return filled
 
     def walk(self, node: Any, path: Path) -> Any:
@@ -289,14 +291,14 @@ def _escape(value: object) -> object:
 
 
 def fill(
-    template: Mapping[str, Any], values: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[Path, tuple[tuple[str, ...], bool]]]:
+    template: Mapping[str, Any], values: Mapping[str, Any], schemas: Mapping[str, VariableSchema]
+) -> tuple[dict[str, Any], dict[Path, Filled]]:
     """A copy of ``template`` with every ``{{name}}`` filled from ``values`` (see :func:`bind`),
     and where: each filled field's variables, and whether one of them is its whole value.
 
     :raises TemplateError: for a ``{{name}}`` no schema declares, with every place found.
     """
-    filling = _Filling(values)
+    filling = _Filling(values, schemas)
     try:
         result = filling.walk(template, ())
     except RecursionError:
@@ -331,11 +333,7 @@ def render_variables(
             )
         return template, {}
     parsed = parse_schemas(schemas)
-    filled, places = fill(template, bind(parsed, values))
-    return filled, {
-        path: Filled(tuple(parsed[name] for name in names), whole)
-        for path, (names, whole) in places.items()
-    }
+    return fill(template, bind(parsed, values), parsed)
 
 
 def param_specs(schemas: Sequence[Any]) -> dict[str, dict[str, Any]]:
