@@ -26,11 +26,8 @@ class WandbRunLink(BaseOperatorLink):
     """
 
     name = "W&B Run"
-
-    @property
-    def xcom_key(self) -> str:
-        """The XCom key holding the run URL, shared with the operator."""
-        return WANDB_RUN_URL_XCOM_KEY
+    #: The XCom key holding the run URL, shared with the operator.
+    xcom_key = WANDB_RUN_URL_XCOM_KEY
 
     def get_link(self, operator: BaseOperator, *, ti_key: TaskInstanceKey) -> str:
         """Return the run URL the task pushed to XCom, or ``""`` if there is none."""
