@@ -53,10 +53,13 @@ def resources(values: Mapping[str, Any] | None) -> Resources:
     return {str(name): parse_quantity(value) for name, value in (values or {}).items()}
 
 
-def _add(into: Resources, more: Mapping[str, Decimal], times: int = 1) -> Resources:
-    for name, value in more.items():
-        into[name] = into.get(name, Decimal(0)) + value * times
-    return into
+def _total(needs: Iterable[tuple[Mapping[str, Decimal], int]]) -> Resources:
+    """Each resource summed over ``needs``: resource lists, each counted so many times."""
+    total: Resources = {}
+    for more, times in needs:
+        for name, value in more.items():
+            total[name] = total.get(name, Decimal(0)) + value * times
+    return total
 
 
 def _container_needs(container: Mapping[str, Any]) -> Resources:
@@ -70,9 +73,7 @@ def _container_needs(container: Mapping[str, Any]) -> Resources:
 def pod_needs(pod_template: Mapping[str, Any]) -> Resources:
     """What one pod of this template asks of a node, per resource (zero ones left out)."""
     spec = pod_template.get("spec") or {}
-    needs: Resources = {}
-    for container in spec.get("containers") or []:
-        _add(needs, _container_needs(container))
+    needs = _total((_container_needs(container), 1) for container in spec.get("containers") or [])
     for container in spec.get("initContainers") or []:
         for name, value in _container_needs(container).items():
             needs[name] = max(needs.get(name, Decimal(0)), value)
@@ -95,10 +96,7 @@ def gang(job: Mapping[str, Any]) -> list[GangTask]:
 
 
 def gang_total(tasks: Iterable[GangTask]) -> Resources:
-    total: Resources = {}
-    for task in tasks:
-        _add(total, task.per_pod, task.pods)
-    return total
+    return _total((task.per_pod, task.pods) for task in tasks)
 
 
 def amount(value: Decimal) -> str:
@@ -172,9 +170,7 @@ def node_fit(tasks: Sequence[GangTask], nodes: Sequence[Mapping[str, Any]]) -> F
             f"{len(nodes)} nodes hold at most {slots} such pods"
         )
         return Fit(tuple(never))
-    everything: Resources = {}
-    for node in allocatable:
-        _add(everything, node)
+    everything = _total((node, 1) for node in allocatable)
     for resource, needed in sorted(gang_total(tasks).items()):
         if needed > everything.get(resource, Decimal(0)):
             never.append(

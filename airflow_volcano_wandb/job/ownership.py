@@ -15,6 +15,7 @@ job name, see :func:`replaceable_past`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -189,10 +190,7 @@ def next_intent(existing: Iterable[Mapping[str, Any]], try_number: int) -> int:
     so its job and W&B run never take the reported one's name.
     """
     taken = {intent_of(job) for job in existing if is_reported(job)}
-    intent = try_number
-    while intent in taken:
-        intent += 1
-    return intent
+    return next(intent for intent in itertools.count(try_number) if intent not in taken)
 
 
 def selector_matches(selector: str | None, job: Mapping[str, Any]) -> bool:

@@ -66,10 +66,7 @@ class ResumePolicy:
     def interrupted_run(self, hook: VolcanoHook, store: Any, try_number: int) -> Resumption | None:
         """The interrupted try's run this try's fresh job continues, if it does (the job is
         then rendered again, under that run's id)."""
-        try:
-            policy = resume.resume_on(self.resume_on)
-        except ValueError as exc:
-            raise AirflowException(str(exc)) from exc
+        policy = resume.resume_on(self.resume_on)  # checked already, when the part was built
         if not policy or try_number <= 1:
             return None
         if store is None:
