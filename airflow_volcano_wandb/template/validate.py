@@ -181,16 +181,14 @@ class _Checker:
             ):
                 self.add((*path, key), "must be a list of strings")
         self.env(container.get("env"), (*path, "env"))
-        resources = container.get("resources")
-        if resources is not None and self.kind(resources, (*path, "resources"), dict, "a mapping"):
+        resources, rpath = container.get("resources"), (*path, "resources")
+        if resources is not None and self.kind(resources, rpath, dict, "a mapping"):
             for kind in ("limits", "requests"):
                 values = resources.get(kind)
-                if values is None or not self.kind(
-                    values, (*path, "resources", kind), dict, "a mapping"
-                ):
+                if values is None or not self.kind(values, (*rpath, kind), dict, "a mapping"):
                     continue
                 for resource, quantity in values.items():
-                    qpath = (*path, "resources", kind, resource)
+                    qpath = (*rpath, kind, resource)
                     try:
                         check_quantity(quantity, qpath)
                     except TemplateError as exc:
