@@ -19,7 +19,7 @@ from airflow_volcano_wandb.template import elastic as elastic_workers
 from airflow_volcano_wandb.template import volcano
 from airflow_volcano_wandb.template.errors import error_at
 from airflow_volcano_wandb.template.gpus import container_gpus
-from airflow_volcano_wandb.template.structure import mounts_at, task_index
+from airflow_volcano_wandb.template.structure import mounts_at, pod_spec, task_index
 from airflow_volcano_wandb.template.values import clone, show
 
 RANK_PLUGIN = "hcclrank"
@@ -91,7 +91,7 @@ def apply_torchrun_env(
         rank_plugin = False
         common.update(elastic_workers.rendezvous_env(job, elastic, f"{master_addr}:{port}"))
     for task in ranked:
-        spec = (task.get("template") or {}).get("spec") or {}
+        spec = pod_spec(task) or {}
         for container in spec.get("containers") or []:
             if not isinstance(container, dict):
                 continue
@@ -136,7 +136,7 @@ def apply_shm(job: dict[str, Any], tasks: list[dict[str, Any]], size: str | None
         if role not in index:
             continue
         i = index[role]
-        spec = (tasks[i].get("template") or {}).get("spec")
+        spec = pod_spec(tasks[i])
         if not isinstance(spec, dict):
             continue
         containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
@@ -178,6 +178,6 @@ def _master_addr(job: dict[str, Any], master: dict[str, Any], master_name: str) 
     template's, else ``<job>-<master>-0``) and subdomain (the template's, else the job's
     name, which Volcano's ``svc`` plugin makes a headless service of)."""
     name = job["metadata"]["name"]
-    spec = (master.get("template") or {}).get("spec") or {}
+    spec = pod_spec(master) or {}
     host = spec.get("hostname") or f"{name}-{master_name}-0"
     return f"{host}.{spec.get('subdomain') or name}"

@@ -153,3 +153,26 @@ def test_a_pet_nproc_torchrun_cannot_start_is_an_error_naming_it(nproc):
     paths = [path for path, _ in refused.value.problems]
     assert paths == [f"spec.tasks[{i}].template.spec.containers[0].env[0].value" for i in (0, 1)]
     assert "PET_NPROC_PER_NODE must be a positive number of processes" in str(refused.value)
+
+
+@pytest.mark.parametrize("task", [0, 1])
+@pytest.mark.parametrize(
+    ("template", "field", "found"),
+    [
+        ("oops", "template", "found str 'oops'"),
+        (["x"], "template", "found list"),
+        (None, "template", "found NoneType"),
+        ({"spec": "x"}, "template.spec", "found str 'x'"),
+    ],
+)
+def test_a_rank_whose_pod_template_is_not_a_mapping_is_refused_naming_it(
+    task, template, field, found
+):
+    """The torchrun and /dev/shm stages run before validation: they step over a malformed pod
+    template so that validation names it, instead of an AttributeError from the stage."""
+    broken = yaml.safe_load(SEED.read_text())
+    broken["spec"]["tasks"][task]["template"] = template
+    with pytest.raises(TemplateError) as error:
+        render_job(broken)
+    assert f"spec.tasks[{task}].{field}: must be a mapping" in str(error.value)
+    assert found in str(error.value)
