@@ -152,8 +152,10 @@ class _Checker:
                 else:
                     exit_codes.add(code)
             action = policy.get("action")
-            if action not in volcano.POLICY_ACTIONS:
-                note = " (internal to Volcano)" if action in volcano.INTERNAL_ACTIONS else ""
+            # A mapping or a list is no action, and a set's `in` would raise on it (unhashable).
+            if not isinstance(action, str) or action not in volcano.POLICY_ACTIONS:
+                internal = isinstance(action, str) and action in volcano.INTERNAL_ACTIONS
+                note = " (internal to Volcano)" if internal else ""
                 self.add(
                     (*ppath, "action"),
                     f"{show(action)}{note} is not one of "

@@ -104,6 +104,8 @@ def test_task_names_too_long_for_pod_names() -> None:
         ({"event": "PodFailed", "action": "SyncJob"}, "internal to Volcano"),
         ({"event": "PodFailed", "action": "Explode"}, "is not one of"),
         ({"event": "PodFailed"}, "None is not one of"),
+        ({"event": "PodFailed", "action": {"do": "RestartJob"}}, "{'do': 'RestartJob'} is not"),
+        ({"event": "PodFailed", "action": ["RestartJob"]}, "['RestartJob'] is not one of"),
         ({"action": "RestartJob"}, "needs an event"),
         ({"event": "PodFailed", "exitCode": 1, "action": "RestartJob"}, "not both"),
         ({"exitCode": 0, "action": "RestartJob"}, "non-zero"),
