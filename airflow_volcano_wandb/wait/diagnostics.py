@@ -33,17 +33,12 @@ class ContainerFailure:
         where = f"task {self.task or '?'} pod {self.pod}"
         if not self.container:  # the pod itself failed (evicted, preempted)
             text = f"{where} was stopped: {self.reason or 'no reason given'}"
-            return f"{text}: {self.message}" if self.message else text
-        where += f" container {self.container}"
-        if self.exit_code is not None:
-            text = f"{where} exited with code {self.exit_code}"
-            if self.reason:
-                text += f" ({self.reason})"
+        elif self.exit_code is not None:
+            reason = f" ({self.reason})" if self.reason else ""
+            text = f"{where} container {self.container} exited with code {self.exit_code}{reason}"
         else:
-            text = f"{where} is waiting: {self.reason}"
-        if self.message:
-            text += f": {self.message}"
-        return text
+            text = f"{where} container {self.container} is waiting: {self.reason}"
+        return f"{text}: {self.message}" if self.message else text
 
 
 def _pod_stopped(pod: str, task: str, reason: Any, message: str) -> ContainerFailure:

@@ -57,7 +57,8 @@ def explain_end(
 ) -> tuple[str, diagnostics.Classification | None]:
     """The message a failed wait raises with, and what caused it (``None``: the outcome alone
     decides the exception); the full report goes to ``task_log``. ``job``: as last read
-    (``None`` once deleted). Never raises: a report that cannot be fetched is logged as such.
+    (``None`` once deleted). A report that cannot be fetched raises: :func:`report_failure`
+    logs it as such and fails with the outcome's message alone.
     """
     message = result.message
     if result.outcome is Ending.CRASH_LOOP:
@@ -72,32 +73,27 @@ def explain_end(
         return message, None  # the verdict names the container and its image
     if job is None or not result.outcome.row.reads_pods:
         return message, None
-    try:
-        namespace = job["metadata"]["namespace"]
-        pods, podgroups, events = _read_around(hook, result, job, podgroups=True)
-        never_started = result.outcome is Ending.PENDING_TIMEOUT
-        cause = diagnostics.classify(job, pods, events, never_started=never_started)
-        if never_started:
-            if cause.failure is not None:  # placed, but its image cannot be pulled
-                return f"{message}: {cause.failure.describe()}", cause
-            reason = diagnostics.unschedulable_reason(podgroups, events)
-            return f"{message}: {reason or 'Volcano gave no reason'}", cause
-        master = diagnostics.master_pod(pods, job)
-        failures = diagnostics.container_failures(pods, diagnostics.task_of(master or {}) or None)
-        logs = {
-            name: _masked_pod_log(hook, name, namespace, log_lines)
-            for name in diagnostics.pods_worth_a_log(failures, master)
-        }
-        report = diagnostics.failure_report(failures, logs, events, log_lines)
-        for line in report:
-            task_log.error("%s", line)
-        first = cause.failure.describe() if cause.failure is not None else None
-        if first or report:
-            message += f"; first cause: {first or report[0]}"
-        return message, cause
-    except Exception as exc:
-        task_log.warning("Could not gather the job's diagnostics (%s)", exc)
-        return message, None
+    pods, podgroups, events = _read_around(hook, result, job, podgroups=True)
+    never_started = result.outcome is Ending.PENDING_TIMEOUT
+    cause = diagnostics.classify(job, pods, events, never_started=never_started)
+    if never_started:
+        if cause.failure is not None:  # placed, but its image cannot be pulled
+            return f"{message}: {cause.failure.describe()}", cause
+        reason = diagnostics.unschedulable_reason(podgroups, events)
+        return f"{message}: {reason or 'Volcano gave no reason'}", cause
+    master = diagnostics.master_pod(pods, job)
+    failures = diagnostics.container_failures(pods, diagnostics.task_of(master or {}) or None)
+    logs = {
+        name: _masked_pod_log(hook, name, job["metadata"]["namespace"], log_lines)
+        for name in diagnostics.pods_worth_a_log(failures, master)
+    }
+    report = diagnostics.failure_report(failures, logs, events, log_lines)
+    for line in report:
+        task_log.error("%s", line)
+    first = cause.failure.describe() if cause.failure is not None else None
+    if first or report:
+        message += f"; first cause: {first or report[0]}"
+    return message, cause
 
 
 def _report_crash_loop(

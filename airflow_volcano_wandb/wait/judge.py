@@ -293,8 +293,7 @@ def gang_whole_since(job: Mapping[str, Any]) -> str | None:
     view = JobView.of(job)
     if GANG_WHOLE_ANNOTATION in view.annotations:
         return str(view.annotations[GANG_WHOLE_ANNOTATION])
-    seen = see(job)
-    if not gang_was_whole(seen):
+    if not gang_was_whole(see(job)):
         return None
     running = [c for c in view.conditions if c.get("status") == "Running"]
     return running[0].get("lastTransitionTime") if running else None

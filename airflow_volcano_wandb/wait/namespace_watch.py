@@ -151,8 +151,7 @@ class NamespaceWatch:
             hook = self._hook_factory()
             async with hook.get_conn() as api:
                 return await call(hook, api)
-        result: R = await client.call(call)
-        return result
+        return await client.call(call)
 
     async def stop(self) -> None:
         """End the watch; the cache answers no more (``objects`` is ``None`` from now on)."""
