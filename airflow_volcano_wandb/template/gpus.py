@@ -22,7 +22,8 @@ def is_gpu_resource(name: str) -> bool:
 def container_gpus(container: Mapping[str, Any]) -> int:
     """GPUs one container is given: the sum of its ``<vendor>/gpu`` limits (a limit that is
     not a whole number counts as none here; validation refuses it)."""
-    limits = (container.get("resources") or {}).get("limits") or {}
+    resources = container.get("resources")
+    limits = resources.get("limits") if isinstance(resources, Mapping) else None
     if not isinstance(limits, Mapping):
         return 0
     return sum(

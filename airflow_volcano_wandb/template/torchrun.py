@@ -19,7 +19,7 @@ from airflow_volcano_wandb.template import elastic as elastic_workers
 from airflow_volcano_wandb.template import volcano
 from airflow_volcano_wandb.template.errors import error_at
 from airflow_volcano_wandb.template.gpus import container_gpus
-from airflow_volcano_wandb.template.structure import mounts_at, pod_spec, task_index
+from airflow_volcano_wandb.template.structure import all_containers, mounts_at, pod_spec, task_index
 from airflow_volcano_wandb.template.values import clone, show
 
 RANK_PLUGIN = "hcclrank"
@@ -91,14 +91,11 @@ def apply_torchrun_env(
         rank_plugin = False
         common.update(elastic_workers.rendezvous_env(job, elastic, f"{master_addr}:{port}"))
     for task in ranked:
-        spec = pod_spec(task) or {}
-        for container in spec.get("containers") or []:
-            if not isinstance(container, dict):
-                continue
+        for _, container in all_containers(pod_spec(task), (), ("containers",)):
             env = container.setdefault("env", [])
             if not isinstance(env, list):
                 continue  # validation reports it
-            have = {e.get("name") for e in env if isinstance(e, dict)}
+            have = {str(e.get("name")) for e in env if isinstance(e, dict)}
             wanted: dict[str, Any] = {**common, NPROC_ENV: str(container_gpus(container) or 1)}
             if elastic is not None:
                 wanted["PET_RDZV_CONF"] = elastic_workers.host_conf(task is ranked[0])
@@ -137,11 +134,9 @@ def apply_shm(job: dict[str, Any], tasks: list[dict[str, Any]], size: str | None
             continue
         i = index[role]
         spec = pod_spec(tasks[i])
-        if not isinstance(spec, dict):
-            continue
-        containers = [c for c in spec.get("containers") or [] if isinstance(c, dict)]
-        needing = [c for c in containers if not mounts_at(c, SHM_PATH)]
-        if not needing:
+        containers = all_containers(spec, (), ("containers",))
+        needing = [c for _, c in containers if not mounts_at(c, SHM_PATH)]
+        if spec is None or not needing:
             continue
         volumes = spec.setdefault("volumes", [])
         if not isinstance(volumes, list):
