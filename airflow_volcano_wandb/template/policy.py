@@ -116,6 +116,8 @@ class Policy:
     def __post_init__(self) -> None:
         keep_checked(self)
         names, account = self.allowed_service_accounts, self.service_account
+        if not isinstance(account, str):
+            account = None  # not a name: apply_service_account refuses it, naming the field
         if names is None:
             names = (account,) if account is not None else ()
         elif account is not None and account not in names:

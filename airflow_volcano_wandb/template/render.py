@@ -23,7 +23,7 @@ import yaml
 from airflow_volcano_wandb.template import gang as gang_sizes
 from airflow_volcano_wandb.template import overrides, secret_refs, volcano
 from airflow_volcano_wandb.template.checkpoints import Checkpoints
-from airflow_volcano_wandb.template.errors import errors_at
+from airflow_volcano_wandb.template.errors import error_at, errors_at
 from airflow_volcano_wandb.template.guardrails import Guardrails
 from airflow_volcano_wandb.template.load import load_template as _load
 from airflow_volcano_wandb.template.macros import macros_from_env_names, substitute
@@ -43,7 +43,7 @@ from airflow_volcano_wandb.template.shaping import Shaping
 from airflow_volcano_wandb.template.structure import check_shape
 from airflow_volcano_wandb.template.template_variables import render_variables
 from airflow_volcano_wandb.template.validate import validate
-from airflow_volcano_wandb.template.values import copy_json
+from airflow_volcano_wandb.template.values import copy_json, type_name
 
 Part = TypeVar("Part")
 
@@ -60,6 +60,12 @@ class RunEnv(NamedTuple):
 
     master: Mapping[str, Any] | Sequence[Mapping[str, Any]]
     others: Mapping[str, Any] | Sequence[Mapping[str, Any]]
+
+
+def _run_env(value: Any) -> RunEnv | None:
+    if value is not None and not isinstance(value, RunEnv):
+        raise error_at(("run_env",), f"must be a RunEnv(master=, others=), not {type_name(value)}")
+    return value
 
 
 def load_template(template: TemplateSource) -> dict[str, Any]:
@@ -160,6 +166,7 @@ class Variables:
         None,
         """env the provider owns, per master/other task (:class:`RunEnv`); merged last, so a
         template's or ``env``'s entry of the same name is replaced.""",
+        check=_run_env,
     )
 
     def __post_init__(self) -> None:

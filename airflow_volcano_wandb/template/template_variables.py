@@ -187,13 +187,18 @@ def parse_schemas(schemas: Sequence[Any] | None) -> dict[str, VariableSchema]:
     return parsed
 
 
+def _mapping_or_empty(values: Any) -> Mapping[str, Any]:
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise TemplateError(f"template_variables must be a mapping, not {type_name(values)}")
+    return values
+
+
 def bind(schemas: Mapping[str, VariableSchema], values: Mapping[str, Any] | None) -> dict[str, Any]:
     """Every declared variable's value, checked against its schema (``None`` or no value: the
     default). All problems are reported together; a value for an undeclared variable is one."""
-    if values is None:
-        values = {}
-    if not isinstance(values, Mapping):
-        raise TemplateError(f"template_variables must be a mapping, not {type_name(values)}")
+    values = _mapping_or_empty(values)
     declared = ", ".join(schemas) or "none"
     problems: list[tuple[Path, str]] = [
         (_where(str(name)), f"the template has no variable {name!r} (it has: {declared})")
@@ -324,16 +329,17 @@ def render_variables(
     """``render_job``'s template-variable stage: the template filled in, or the template as it
     is when there are no schemas and no values (a template without variables); and the fields
     the variables filled, for ``guardrails`` to hold the overrides to."""
+    given = _mapping_or_empty(values)
     if schemas is None:
-        if values:
+        if given:
             raise error_at(
                 ("template_variables",),
-                f"values for {', '.join(map(repr, values))} but no template_variable_schemas: "
+                f"values for {', '.join(map(repr, given))} but no template_variable_schemas: "
                 "the template has no variables",
             )
         return template, {}
     parsed = parse_schemas(schemas)
-    return fill(template, bind(parsed, values), parsed)
+    return fill(template, bind(parsed, given), parsed)
 
 
 def param_specs(schemas: Sequence[Any]) -> dict[str, dict[str, Any]]:

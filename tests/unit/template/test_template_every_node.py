@@ -1,5 +1,6 @@
-"""Every node of every example template, replaced by a value of the wrong shape: the renderer
-renders it or raises ``TemplateError`` naming a field, never another exception (pure).
+"""Every node of every example template, and every keyword of ``render_job``, given a value of
+the wrong shape: the renderer renders it or raises ``TemplateError`` naming a field (for a
+keyword, that keyword), never another exception (pure).
 
 The stages that shape a job (torchrun env, ``/dev/shm``, GPUs, gang) run before validation, so
 each must step over what it cannot read and leave the naming to validation. The property test
@@ -9,6 +10,7 @@ mutates leaves at random; this walks every node, the mappings and lists too, wit
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,7 @@ import pytest
 import yaml
 
 from airflow_volcano_wandb.template import TemplateError, render_job
+from test_support.template_cases import SEED
 from tests.unit.template.test_template_hostile_corpus import (
     EXAMPLES,
     FIXTURE_MACROS,
@@ -72,3 +75,32 @@ def test_every_node_of_the_wrong_shape_renders_or_raises_template_error(path: Pa
                 except Exception as error:
                     crashes.append((node, wrong, options, repr(error)))
     assert not crashes, crashes[:5]
+
+
+KEYWORDS = [
+    p.name
+    for p in inspect.signature(render_job).parameters.values()
+    if p.kind is inspect.Parameter.KEYWORD_ONLY
+]
+WRONG_OPTIONS: list[Any] = [
+    *WRONG_SHAPES, "abc", 0, float("nan"), {"worker": "abc"}, {"master": {"a": 1}}, ("x",),
+    "a: b\nc: d", object(),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("keyword", KEYWORDS)
+def test_every_keyword_of_the_wrong_shape_renders_or_raises_template_error_naming_it(
+    keyword: str,
+) -> None:
+    seed = yaml.safe_load(SEED.read_text())
+    wrong_ones = []
+    for wrong in WRONG_OPTIONS:
+        arguments = {"macros": FIXTURE_MACROS, "namespace": "team-a", keyword: wrong}
+        try:
+            render_job(copy.deepcopy(seed), **arguments)
+        except TemplateError as error:
+            if keyword not in str(error):
+                wrong_ones.append((wrong, str(error)))
+        except Exception as error:
+            wrong_ones.append((wrong, repr(error)))
+    assert not wrong_ones, wrong_ones[:5]
