@@ -102,8 +102,7 @@ class NamespaceWatch:
 
     def _key(self, obj: dict[str, Any]) -> str | None:
         """The key the object is kept under; ``None``: not kept."""
-        name: str = obj["metadata"]["name"]
-        return name
+        return str(obj["metadata"]["name"])
 
     def _kept(self, obj: dict[str, Any]) -> dict[str, Any]:
         """What of the object the cache keeps."""

@@ -167,9 +167,8 @@ class WaitResult:
             raise ForeignEvent(f"a wait result must be a mapping, not {type(event).__name__}")
         event = {_EARLIER_KEYS.get(key, key): value for key, value in event.items()}
         try:
-            outcome = Ending(event["outcome"])
-            result = cls(
-                outcome=outcome,
+            return cls(
+                outcome=Ending(event["outcome"]),
                 job_name=str(event["job_name"]),
                 namespace=str(event["namespace"]),
                 job_uid=str(event.get("job_uid") or ""),
@@ -187,7 +186,6 @@ class WaitResult:
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise ForeignEvent(f"not a Volcano wait result: {dict(event)!r} ({exc})") from exc
-        return result
 
     def job_ref(self) -> dict[str, str]:
         """The job this result is about, as the ``volcano_job`` XCom shows it."""
