@@ -53,6 +53,8 @@ def resume_on(value: str | Iterable[str] | None) -> tuple[str, ...]:
     ``None`` or ``""`` resumes nothing. :class:`ValueError` names an unknown cause."""
     if value is None:
         return ()
+    if not isinstance(value, Iterable):
+        raise TypeError(f"resume_on must be a string or a list of causes, not {value!r}")
     names = value.split(",") if isinstance(value, str) else list(value)
     causes = tuple(str(name).strip() for name in names if str(name).strip())
     unknown = [cause for cause in causes if cause not in RESUMABLE]

@@ -22,7 +22,7 @@ DEFAULT_DEFER_AFTER = 15.0 if SERIALIZED_SUPERVISOR_REQUESTS else 0.0
 def _check_window(seconds: object) -> None:
     if isinstance(seconds, bool) or not isinstance(seconds, int | float):
         raise TypeError(f"defer_after must be seconds, not {seconds!r}")
-    if seconds < 0:
+    if not seconds >= 0:  # NaN too
         raise ValueError(f"defer_after must be 0 or more seconds, not {seconds}")
 
 

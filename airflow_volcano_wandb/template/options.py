@@ -12,10 +12,15 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import textwrap
-from collections.abc import Callable, Iterable
+import types
+import typing
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from airflow_volcano_wandb.template.values import show
 
 #: The default of an option a caller must give.
 REQUIRED: Any = inspect.Parameter.empty
@@ -45,9 +50,46 @@ class Option:
     held_in: str | None = None
 
     def checked(self, value: Any) -> Any:
-        if self.check is not None and not (self.templated and is_jinja(value)):
+        """``value`` when it passes the check, refused otherwise. A shell's option that Jinja
+        does not render and has no check of its own is held to its declared type (a
+        ``poll_interval`` of ``"abc"`` fails the DAG's parse, not the wait after a submit)."""
+        if self.templated and is_jinja(value):
+            return value
+        if self.check is not None:
             self.check(value)
+        elif not self.templated:
+            _check_type(self.name, self.annotation, value)
         return value
+
+
+# What a declared type asks of a value, and how an error says it; a type not here (a mapping,
+# a class of the provider's) is left to the option's own check or to ``render_job``.
+_TYPES: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda v: isinstance(v, bool), "True or False"),
+    int: (lambda v: type(v) is int and v >= 0, "a whole number, 0 or more"),
+    float: (
+        lambda v: isinstance(v, int | float) and not isinstance(v, bool) and 0 <= v < math.inf,
+        "a number, 0 or more",
+    ),
+    str: (lambda v: isinstance(v, str), "a string"),
+    Sequence[str]: (
+        lambda v: isinstance(v, list | tuple) and all(isinstance(i, str) for i in v),
+        "a list of strings",
+    ),
+}
+
+
+def _check_type(name: str, annotation: Any, value: Any) -> None:
+    kinds = typing.get_args(annotation) if isinstance(annotation, types.UnionType) else ()
+    kinds = kinds or (annotation,)
+    if value is None and type(None) in kinds:
+        return
+    known = [_TYPES[kind] for kind in kinds if kind in _TYPES]
+    if len(known) != len([kind for kind in kinds if kind is not type(None)]):
+        return
+    if not any(fits(value) for fits, _ in known):
+        said = " or ".join([said for _, said in known] + ["None"] * (type(None) in kinds))
+        raise TypeError(f"{name} must be {said}, not {show(value)}")
 
 
 def option(

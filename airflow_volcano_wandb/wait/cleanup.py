@@ -26,7 +26,7 @@ POD_OPERATOR_ACTIONS: dict[str, str] = {
 def normalize_on_finish_action(value: str) -> str:
     """``value`` as one of :data:`ON_FINISH_ACTIONS` (a ``KubernetesPodOperator`` name mapped
     to ours); :class:`ValueError` naming every accepted value for anything else."""
-    action = POD_OPERATOR_ACTIONS.get(value, value)
+    action = POD_OPERATOR_ACTIONS.get(value, value) if isinstance(value, str) else None
     if action not in ON_FINISH_ACTIONS:
         accepted = (*ON_FINISH_ACTIONS, *POD_OPERATOR_ACTIONS)
         raise ValueError(f"on_finish_action must be one of {accepted}, got {value!r}")
