@@ -56,6 +56,7 @@ class JobWait:
         """seconds until every rank must be placed and running; else the task fails with
         Volcano's reason and the job is deleted.""",
         templated=True,
+        check=lambda value: templated_seconds(value, "pending_timeout"),
     )
     watch_failure_grace: float = option(
         DEFAULT_WATCH_FAILURE_GRACE,

@@ -4,10 +4,10 @@ run, before the task gives up on it; and a limit's seconds as a template renders
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.parts.options import option
 from airflow_volcano_wandb.wait.restart_budget import DEFAULT_MAX_CONTAINER_RESTARTS
 from airflow_volcano_wandb.wait.startup import DEFAULT_STARTUP_TIMEOUT
@@ -112,10 +112,13 @@ class RunLimits:
 
 def templated_seconds(value: float | str | None, name: str) -> float | None:
     """A templated duration (the Trigger form sends text) as seconds; ``name`` is the
-    parameter, named when the value is no number."""
+    parameter, named when the value is no number of 0 or more."""
     if value is None or value == "":
         return None
     try:
-        return float(value)
+        seconds = float(value)
     except (TypeError, ValueError):
-        raise AirflowException(f"{name} must be in seconds, not {value!r}") from None
+        seconds = math.nan
+    if isinstance(value, bool) or not seconds >= 0:
+        raise ValueError(f"{name} must be in seconds (0 or more), not {value!r}")
+    return seconds

@@ -9,8 +9,10 @@ import re
 
 import pytest
 
+from airflow_volcano_wandb.airflow_compat import AirflowException
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OPTIONS as OPERATOR_OPTIONS
+from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.sensors.volcano import OPTIONS as SENSOR_OPTIONS
 
@@ -68,6 +70,8 @@ def test_a_parameter_jinja_does_not_render_refuses_a_value_of_no_type_it_declare
         ("defer_after", math.nan, "defer_after must be 0 or more seconds, not nan"),
         ("resume_on", 3, "resume_on must be a string or a list of causes, not 3"),
         ("on_finish_action", ["keep"], "on_finish_action must be one of"),
+        ("pending_timeout", "abc", "pending_timeout must be in seconds (0 or more), not 'abc'"),
+        ("pending_timeout", -5, "pending_timeout must be in seconds (0 or more), not -5"),
     ],
 )
 def test_the_refusal_says_what_the_parameter_takes(name: str, value: object, said: str) -> None:
@@ -87,3 +91,14 @@ def test_values_of_the_declared_types_are_accepted() -> None:
         finished_job_ttl=None,
     )
     assert (op.poll_interval, op.master_log_max_lines, op.wandb_summary_keys) == (2, 0, ("loss",))
+
+
+def test_a_templated_parameter_is_checked_once_rendered_before_anything_is_submitted() -> None:
+    op = VolcanoPyTorchJobOperator(
+        task_id="t", template="seed.yaml", pending_timeout="{{ params.pending }}"
+    )
+    op.pending_timeout = "ten minutes"  # as Airflow leaves it once the Jinja is rendered
+    with pytest.raises(AirflowException, match="pending_timeout must be in seconds"):
+        OperatorParts.of(op)  # execute's first step: no hook, no render, no submit yet
+    op.pending_timeout = "600"
+    assert OperatorParts.of(op).wait.pending_seconds() == 600.0
