@@ -9,6 +9,7 @@ and held in ``keywords`` (``passed_on``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from airflow_volcano_wandb.job.queue_template import template_and_schemas
 from airflow_volcano_wandb.job.volcano_target import configured_volcano_version
 from airflow_volcano_wandb.parts.options import REQUIRED, option, passed_on, render_kwargs
 from airflow_volcano_wandb.template import RunEnv, TemplateError, render_job
+from airflow_volcano_wandb.template.options import options_of
 from airflow_volcano_wandb.template.render import OPTIONS as RENDER_OPTIONS
 from airflow_volcano_wandb.wandb import wandb_run
 from airflow_volcano_wandb.wandb.wandb_env import container_env, macro_values
@@ -46,6 +48,11 @@ FILLED = frozenset(
 )
 
 
+def _image(value: Any) -> None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise ValueError(f"image_uri must be an image reference or None, not {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobRequest:
     """The Volcano job a task renders: its placement, the run's overrides, the pod policy,
@@ -69,7 +76,7 @@ class JobRequest:
         renderer="yaml",
     )
     image_uri: str | None = option(
-        None, "the training image, the ``${image_uri}`` macro.", templated=True
+        None, "the training image, the ``${image_uri}`` macro.", templated=True, check=_image
     )
     macros: Mapping[str, Any] | None = option(
         None,
@@ -184,7 +191,9 @@ class JobRequest:
                 ),
             )
         except (TemplateError, ValueError) as exc:
-            raise AirflowException(f"Template error, nothing was submitted: {exc}") from exc
+            raise AirflowException(
+                f"Template error, nothing was submitted: {_as_named(exc)}"
+            ) from exc
         if not body["metadata"].get("namespace"):
             body["metadata"]["namespace"] = default_namespace() or "default"
         if self.finished_job_ttl is not None:
@@ -204,6 +213,16 @@ class JobRequest:
                 judged = True
 
         return check
+
+
+def _as_named(error: Exception) -> str:
+    """The error's text, a keyword the operator renames (``queue``) called by the name the DAG
+    gave it (``volcano_queue``)."""
+    text = str(error)
+    for o in options_of(JobRequest):
+        if o.render and o.render != o.name and re.match(rf"{o.render}[:.\[]", text):
+            return o.name + text[len(o.render) :]
+    return text
 
 
 def configured_macros_from_env(given: Sequence[str] | None) -> Sequence[str] | None:

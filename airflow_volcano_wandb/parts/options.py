@@ -61,9 +61,9 @@ def build(part: type[Part], task: Any, **more: Any) -> Part:
     values: dict[str, Any] = {}
     for o in options_of(part):
         value = getattr(task, o.name)
-        if o.check is not None and o.templated:
+        if o.templated:
             try:
-                o.check(value)
+                o.checked(value, rendered=True)
             except (TypeError, ValueError) as exc:
                 raise AirflowException(str(exc)) from exc
         if o.held_in is None:

@@ -24,6 +24,15 @@ from airflow_volcano_wandb.parts.wandb_report import RUN_XCOMS, WandbReport, run
 from airflow_volcano_wandb.wandb import wandb_run
 
 
+def _secret_ref(value: Any) -> None:
+    if value is not None and not (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(part, str) and part for part in value)
+    ):
+        raise TypeError(f"wandb_api_key_secret must be (secret_name, key), not {value!r}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainingRun:
     """The W&B run of the operator's job; where it reports is ``report``'s."""
@@ -58,6 +67,7 @@ class TrainingRun:
         """``(secret_name, key)`` of an existing Secret holding the API key. By default the
         connection's key is written to a Secret owned by the job.""",
         templated=True,
+        check=_secret_ref,
     )
     report: WandbReport
     log: Any = None

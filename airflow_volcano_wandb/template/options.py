@@ -16,7 +16,7 @@ import math
 import textwrap
 import types
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,15 +49,17 @@ class Option:
     #: declared in ``template/`` that the part passes on as it is (:func:`passed_on`).
     held_in: str | None = None
 
-    def checked(self, value: Any) -> Any:
-        """``value`` when it passes the check, refused otherwise. A shell's option that Jinja
-        does not render and has no check of its own is held to its declared type (a
-        ``poll_interval`` of ``"abc"`` fails the DAG's parse, not the wait after a submit)."""
-        if self.templated and is_jinja(value):
+    def checked(self, value: Any, *, rendered: bool = False) -> Any:
+        """``value`` when it passes the check, refused otherwise (Jinja still to render is
+        checked once ``rendered``). An option with no check of its own is held to its declared
+        type (a ``poll_interval`` of ``"abc"`` fails the DAG's parse, not the wait after a
+        submit), but a templated ``render_job`` keyword: Jinja renders a number as text, which
+        ``render_job`` reads."""
+        if self.templated and is_jinja(value) and not rendered:
             return value
         if self.check is not None:
             self.check(value)
-        elif not self.templated:
+        elif not (self.templated and self.held_in):
             _check_type(self.name, self.annotation, value)
         return value
 
@@ -72,6 +74,7 @@ _TYPES: dict[Any, tuple[Callable[[Any], bool], str]] = {
         "a number, 0 or more",
     ),
     str: (lambda v: isinstance(v, str), "a string"),
+    Mapping[str, Any]: (lambda v: isinstance(v, Mapping), "a mapping"),
     Sequence[str]: (
         lambda v: isinstance(v, list | tuple) and all(isinstance(i, str) for i in v),
         "a list of strings",

@@ -187,9 +187,10 @@ class WandbRunSpec:
         for tag in self.tags:
             _check_tag(tag)
         if self.mode is not None and self.mode not in WANDB_MODES:
-            hint = " (shared mode is rank_mode='shared')" if self.mode == "shared" else ""
+            hint = " (shared mode is wandb_rank_mode='shared')" if self.mode == "shared" else ""
             raise ValueError(
-                f"W&B mode must be one of {', '.join(WANDB_MODES)} or None, got {self.mode!r}{hint}"
+                f"wandb_mode must be one of {', '.join(WANDB_MODES)} or None, "
+                f"got {self.mode!r}{hint}"
             )
         if self.rank_mode not in RANK_MODES:
             raise ValueError(

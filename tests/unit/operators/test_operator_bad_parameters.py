@@ -8,13 +8,15 @@ import math
 import re
 
 import pytest
+from airflow.sdk import DAG
 
 from airflow_volcano_wandb.airflow_compat import AirflowException
-from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
+from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator, preview
 from airflow_volcano_wandb.operators.operator_parts import OPTIONS as OPERATOR_OPTIONS
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
 from airflow_volcano_wandb.sensors import VolcanoJobSensor
 from airflow_volcano_wandb.sensors.volcano import OPTIONS as SENSOR_OPTIONS
+from test_support.template_cases import SEED
 
 SHELLS = [
     (VolcanoPyTorchJobOperator, OPERATOR_OPTIONS, {"template": "seed.yaml"}),
@@ -102,3 +104,39 @@ def test_a_templated_parameter_is_checked_once_rendered_before_anything_is_submi
         OperatorParts.of(op)  # execute's first step: no hook, no render, no submit yet
     op.pending_timeout = "600"
     assert OperatorParts.of(op).wait.pending_seconds() == 600.0
+
+
+RENDERED_SHAPES = [*WRONG_SHAPES, "", ("a",), ("a", "b", "c"), {"worker": "abc"}]
+# What the run would need anyway, so that only the parameter under test can be wrong.
+GOOD = {
+    "image_uri": "img:1",
+    "namespace": "team-a",
+    "wandb_mode": "offline",
+    "wandb_entity": "e",
+    "wandb_project": "p",
+}
+
+
+@pytest.mark.parametrize(
+    "option", [o for o in OPERATOR_OPTIONS if o.templated and o.name != "template"], ids=str
+)
+def test_a_templated_parameter_rendered_to_a_wrong_shape_is_refused_naming_it(option) -> None:
+    """Through the dry run's rendering (execute's own, with no cluster): the parameter's value
+    as Jinja would leave it, refused before anything could be submitted, naming it."""
+    unnamed = []
+    for wrong in RENDERED_SHAPES:
+        with DAG("d", schedule=None, template_searchpath=[str(SEED.parent)]):
+            try:
+                op = VolcanoPyTorchJobOperator(
+                    task_id="t",
+                    template=SEED.name,
+                    **{**GOOD, option.name: wrong},
+                )
+            except (TypeError, ValueError):
+                continue  # refused at the parse, naming it: the tests above
+        try:
+            preview.rendered_job(op)
+        except Exception as error:
+            if option.name not in str(error):
+                unnamed.append((wrong, repr(error)))
+    assert unnamed == []

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import typing
+from collections.abc import Mapping
 from datetime import datetime
 
 import pytest
@@ -53,6 +54,8 @@ def _made_up(option):
         return not option.default
     if int in kinds or float in kinds:
         return (option.default or 0) + 1
+    if any(typing.get_origin(kind) is Mapping for kind in kinds):
+        return {"from-defaults": option.name}
     return [f"from-defaults-{option.name}"]  # a list of strings
 
 
