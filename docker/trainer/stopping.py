@@ -54,6 +54,16 @@ def was_stopped_from_wandb() -> bool:
     return _STOPPED_FROM_WANDB.is_set()
 
 
+def handling_wandb_stop() -> None:
+    """The main thread handles W&B's stop from here on. The interrupt :func:`stop_from_wandb`
+    sends after setting its flag may still be on its way when the training loop saw the flag
+    first and ended itself; arriving during the handling (the termination message, the run's
+    finish), it cut it short and the trainer exited 1, not
+    :data:`STOPPED_FROM_WANDB_EXIT_CODE`. A no-op SIGINT handler swallows it (Python runs the
+    handler a simulated interrupt reaches). Main thread only, as any signal handler."""
+    signal.signal(signal.SIGINT, lambda signum, frame: None)
+
+
 def leave_termination_message(environ: Mapping[str, str], message: str) -> None:
     """Write the container's termination message, where there is one to write: the kubelet
     mounts ``/dev/termination-log`` in a pod; a trainer run by hand has none (and is never

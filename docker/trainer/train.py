@@ -40,6 +40,7 @@ from stopping import (
     STOPPED_FROM_WANDB_EXIT_CODE,
     STOPPED_FROM_WANDB_MARKER,
     handle_sigterm,
+    handling_wandb_stop,
     leave_termination_message,
     was_stopped_from_wandb,
 )
@@ -99,6 +100,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         if not was_stopped_from_wandb():
             raise
+        handling_wandb_stop()
         exit_code = STOPPED_FROM_WANDB_EXIT_CODE
         url = getattr(run, "url", None) or environ.get("WANDB_RUN_ID") or "the run"
         leave_termination_message(environ, f"{STOPPED_FROM_WANDB_MARKER}: {url}")

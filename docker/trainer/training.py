@@ -22,7 +22,7 @@ from hyperparameters import HyperParams
 from model import build_model, epoch_order, evaluate, global_batch_share, make_data, shard
 from process_group import DistInfo, say, sum_over_ranks
 from resume import load_checkpoint, resume_checkpoint
-from stopping import STOP, was_stopped_from_wandb
+from stopping import STOP, handling_wandb_stop, was_stopped_from_wandb
 
 
 def train(
@@ -165,6 +165,7 @@ def train(
                 say(info, f"stopping after step {progress.step}: asked to stop (SIGTERM)")
                 raise SystemExit(128 + (STOP.signal or signal.SIGTERM))
             if was_stopped_from_wandb():  # its interrupt may land where a library catches it
+                handling_wandb_stop()
                 raise KeyboardInterrupt
     finally:
         STOP.defer = False

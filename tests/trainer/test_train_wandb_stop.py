@@ -153,3 +153,38 @@ def _fail(standin: WandbStandin, run_id: str, log: Path, stopped_at: float, why:
 def test_the_trainer_and_the_provider_agree_on_the_stop_exit_code(trainer: SimpleNamespace) -> None:
     assert trainer.stopping.STOPPED_FROM_WANDB_EXIT_CODE == STOPPED_FROM_WANDB_EXIT_CODE
     assert trainer.stopping.STOPPED_FROM_WANDB_MARKER == STOPPED_FROM_WANDB_MARKER
+
+
+RACE = """
+import sys, threading
+sys.path.insert(0, sys.argv[1])
+import stopping
+
+def main():
+    try:
+        stopping._STOPPED_FROM_WANDB.set()  # the SDK thread set the flag...
+        stopping.handling_wandb_stop()  # ...the loop saw it first and ends itself (training.py)
+        raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        stopping.handling_wandb_stop()  # train.py's handler
+        late = threading.Thread(target=stopping.stop_from_wandb)  # ...then the SDK interrupts
+        late.start()
+        late.join()
+        sum(range(10**6))  # the handling goes on: the termination message, the run's finish
+        return stopping.STOPPED_FROM_WANDB_EXIT_CODE
+
+sys.exit(main())
+"""
+
+
+def test_the_sdks_late_interrupt_does_not_cut_the_handling_of_a_wandb_stop_short() -> None:
+    """The race a CI run met: the SDK's ``stop_fn`` sets its flag, the training loop sees it
+    and ends itself, and the interrupt the ``stop_fn`` sends next lands in ``train.py``'s
+    handling of the stop, which then exited 1."""
+    done = subprocess.run(
+        [sys.executable, "-c", RACE, str(TRAIN_PY.parent)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == STOPPED_FROM_WANDB_EXIT_CODE, done.stderr
