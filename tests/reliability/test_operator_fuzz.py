@@ -144,18 +144,22 @@ FUZZ = settings(
 )
 
 
-def _fuzzed_try(recorder, kwargs: dict) -> tuple[StubTaskInstance, AirflowException | None]:
+def _fuzzed_try(recorder, kwargs: dict) -> tuple[StubTaskInstance, Exception | None]:
     """A fresh try of an operator given ``kwargs``, the recorder cleared for it, executed:
-    its task instance, and the error it refused with (``None``: it submitted)."""
+    its task instance, and the error it refused with, at the DAG's parse (``TypeError`` or
+    ``ValueError``) or in ``execute`` (``None``: it submitted)."""
     recorder.calls.clear()
     ti = StubTaskInstance("avw_rel_fuzz", "train", "manual__fuzz")
-    op = operator(
-        template=copy.deepcopy(TEMPLATE),
-        wandb_conn_id=None,
-        wait_for_completion=False,
-        fit_check=NO_FIT_CHECK,
-        **kwargs,
-    )
+    try:
+        op = operator(
+            template=copy.deepcopy(TEMPLATE),
+            wandb_conn_id=None,
+            wait_for_completion=False,
+            fit_check=NO_FIT_CHECK,
+            **kwargs,
+        )
+    except (TypeError, ValueError) as refused_at_parse:
+        return ti, refused_at_parse
     try:
         op.execute(context_for(ti))
     except AirflowException as refused:
@@ -172,7 +176,7 @@ def recorder(monkeypatch):
     return rec
 
 
-#: The words a refusal names each parameter by (the check's message for it).
+#: The words a refusal names each parameter by, besides its own name (the check's message).
 FIELD_WORDS = {
     "macros": ("macro",),
     "image_uri": ("image",),
@@ -199,7 +203,7 @@ def test_fuzzed_params_are_recorded_in_the_templates_shape_or_refused_naming_one
     if refused is not None:
         message = str(refused)
         assert message.strip() and len(message) < 20_000, message
-        named = [k for k in kwargs if any(w in message.lower() for w in FIELD_WORDS[k])]
+        named = [k for k in kwargs if any(w in message.lower() for w in (k, *FIELD_WORDS[k]))]
         assert named, f"the refusal names none of {sorted(kwargs)}: {message}"
         assert recorder.calls == [] or all(name == "get_namespace" for name, _ in recorder.calls)
         assert ti.pushed == {}
