@@ -25,12 +25,8 @@ from airflow_volcano_wandb.wandb import wandb_run
 
 
 def _secret_ref(value: Any) -> None:
-    if value is not None and not (
-        isinstance(value, list | tuple)
-        and len(value) == 2
-        and all(isinstance(part, str) and part for part in value)
-    ):
-        raise TypeError(f"wandb_api_key_secret must be (secret_name, key), not {value!r}")
+    if value is not None:
+        wandb_run.SecretKeyRef.of(value, "wandb_api_key_secret")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -117,6 +117,18 @@ class SecretKeyRef(NamedTuple):
     name: str
     key: str
 
+    @classmethod
+    def of(cls, value: Any, what: str = "api_key_secret") -> SecretKeyRef:
+        """``value``, a ``(secret_name, key)`` pair of non-empty strings, as a reference;
+        :class:`ValueError` naming ``what`` for anything else."""
+        if not (
+            isinstance(value, list | tuple)
+            and len(value) == 2
+            and all(isinstance(part, str) and part for part in value)
+        ):
+            raise ValueError(f"{what} needs a Secret name and key, got {value!r}")
+        return cls(*value)
+
 
 @dataclass(frozen=True)
 class ArtifactRef:
@@ -204,10 +216,7 @@ class WandbRunSpec:
                 "wandb_rank_mode='master' (rank 0 writes the run, other ranks stay silent)"
             )
         if self.api_key_secret is not None:
-            ref = SecretKeyRef(*self.api_key_secret)
-            if not ref.name or not ref.key:
-                raise ValueError(f"api_key_secret needs a Secret name and key, got {ref!r}")
-            object.__setattr__(self, "api_key_secret", ref)
+            object.__setattr__(self, "api_key_secret", SecretKeyRef.of(self.api_key_secret))
         if self.base_url is not None:
             check_base_url(self.base_url)
         if self.sweep_id is not None:
