@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,8 +166,8 @@ class KubernetesExecutorStack(AirflowStack):
         return self.pod_template_file
 
     def triggerer_pod(self) -> dict[str, Any]:
-        """Airflow's ``triggerer`` in a pod as ``airflow-triggerer`` (the chart's StatefulSet
-        has one such pod; restarts are not tried here)."""
+        """Airflow's ``triggerer`` in a pod as ``airflow-triggerer``, as the chart's StatefulSet
+        has one: a pod deleted under a wait is created again under the same name."""
         spec = pod_spec(
             TRIGGERER_ACCOUNT, self.image, self.pod_env(), self.dags_folder, container="triggerer"
         )
@@ -182,32 +183,55 @@ class Followed:
     """What the test saw of the manual DAG's run through the REST API."""
 
     wait_states: list[str] = field(default_factory=list)
-    deferred_ti: dict[str, Any] | None = None
-    #: The wait task's log read while it was deferred (served by the triggerer pod), read
-    #: until it holds a line of the trigger's.
-    lines_while_deferred: list[dict[str, Any]] = field(default_factory=list)
+    #: The wait task instance as first seen deferred to each triggerer that held its trigger,
+    #: in order (a restart under the wait hands the trigger to the next one).
+    deferred_tis: list[dict[str, Any]] = field(default_factory=list)
+    #: The wait task's log read while it was deferred, per triggerer (its job's id), served by
+    #: that triggerer's log server, read until it holds a line of the trigger's.
+    lines_while_deferred: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     dag_run: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
 
+    def served(self, triggerer_id: int) -> list[dict[str, Any]]:
+        """The trigger's lines that the triggerer's log server served while it held the wait."""
+        lines = self.lines_while_deferred.get(triggerer_id, [])
+        return [x for x in lines if x.get("logger") == TRIGGER_LOGGER]
 
-def follow(stack: AirflowStack, dag_id: str, run_id: str, timeout: float) -> Followed:
-    """Poll the run until it ends: the wait task's states, the task instance once deferred
-    with its trigger and triggerer, and its log while deferred."""
+
+def follow(
+    stack: AirflowStack,
+    dag_id: str,
+    run_id: str,
+    timeout: float,
+    once_served: Callable[[], None] | None = None,
+) -> Followed:
+    """Poll the run until it ends: the wait task's states, the task instance deferred to each
+    triggerer, and its log while deferred. ``once_served`` is called once, when the first
+    triggerer has served the trigger's lines (to restart a component under the wait)."""
     seen, started = Followed(), time.monotonic()
     ti_path = f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/wait"
 
     def ended() -> dict[str, Any] | None:
+        nonlocal once_served
         stack.check_alive()
         ti = stack.api("GET", ti_path)
         if ti["state"] and (not seen.wait_states or seen.wait_states[-1] != ti["state"]):
             seen.wait_states.append(ti["state"])
-        served = any(x.get("logger") == TRIGGER_LOGGER for x in seen.lines_while_deferred)
-        if ti["state"] == "deferred" and ti.get("triggerer_job") and not served:
-            seen.deferred_ti = seen.deferred_ti or ti
+        triggerer = ti.get("triggerer_job") if ti["state"] == "deferred" else None
+        if triggerer is not None and not seen.served(triggerer["id"]):
+            held = [t["triggerer_job"]["id"] for t in seen.deferred_tis]
+            if held[-1:] != [triggerer["id"]]:
+                seen.deferred_tis.append(ti)
             answer = stack.api("GET", f"{ti_path}/logs/1", params={"full_content": "true"})
             lines = [x if isinstance(x, dict) else {"event": str(x)} for x in answer["content"]]
-            if len(lines) > len(seen.lines_while_deferred):
-                seen.lines_while_deferred = lines
+            seen.lines_while_deferred[triggerer["id"]] = lines
+        first = seen.deferred_tis[0]["triggerer_job"]["id"] if seen.deferred_tis else None
+        if once_served is not None and first is not None and seen.served(first):
+            restart, once_served = once_served, None
+            try:
+                restart()
+            except Exception as err:  # not one of the errors wait_for retries on
+                raise AssertionError(f"the restart under the wait failed: {err!r}") from err
         run = stack.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}")
         return run if run["state"] in ("success", "failed") else None
 
