@@ -15,6 +15,11 @@ from test_support import operator_tries as support
 from test_support.cluster_jobs import SEED, custom, job_pods, list_jobs, wait_until
 
 
+def pod_log(core: k8s.CoreV1Api, ns: str, name: str) -> str:
+    """The pod's log as text (the client's own ``str`` is the repr of the bytes it read)."""
+    return core.read_namespaced_pod_log(name, ns, _preload_content=False).data.decode()
+
+
 def placed_seed() -> dict[str, Any]:
     return placement.place_on_real_node(yaml.safe_load(SEED.read_text()))
 

@@ -170,11 +170,6 @@ def wait_for_pod_end(core: k8s.CoreV1Api, ns: str, name: str, timeout: float) ->
     raise AssertionError(f"pod {ns}/{name} did not end within {timeout:.0f}s")
 
 
-def pod_log(core: k8s.CoreV1Api, ns: str, name: str) -> str:
-    """The pod's log as text (the client's own ``str`` is the repr of the bytes it read)."""
-    return core.read_namespaced_pod_log(name, ns, _preload_content=False).data.decode()
-
-
 def probe_facts(pod: Any) -> list[dict[str, Any]]:
     """The facts ``trigger_probe.py`` left in its pod's termination message."""
     (status,) = pod.status.container_statuses

@@ -17,6 +17,7 @@ from __future__ import annotations
 import pytest
 from kubernetes import client as k8s
 
+from test_support.real_pods import pod_log
 from tests.realpods import in_cluster_identity as chart
 
 pytestmark = [pytest.mark.cluster, pytest.mark.real_pods, pytest.mark.timeout(600)]
@@ -44,7 +45,7 @@ def test_doctor_in_worker_and_triggerer_pods_finds_the_helm_binding_complete_in_
                 core.create_namespaced_pod(airflow_ns, manifest)
             for account, pod in pods.items():
                 phases[account] = chart.wait_for_pod_end(core, airflow_ns, pod, 420)
-                logs[account] = chart.pod_log(core, airflow_ns, pod)
+                logs[account] = pod_log(core, airflow_ns, pod)
         finally:
             volcano_cluster.delete_namespace(airflow_ns)
     for account, log in logs.items():

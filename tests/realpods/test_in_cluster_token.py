@@ -27,6 +27,7 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.job.ownership import MANAGED_BY, MANAGED_BY_LABEL
 from test_support.cluster_jobs import submit_job
+from test_support.real_pods import pod_log
 from tests.realpods import in_cluster_identity as chart
 
 #: How long the job waited on runs; 1560 s spans three rotations of a 600 s token.
@@ -79,7 +80,7 @@ def test_a_deferred_wait_in_a_pod_outlives_two_token_rotations_in_cluster(
             started = time.monotonic()
             phase = chart.wait_for_pod_end(core, airflow_ns, "triggerer", SECONDS + 420)
             took = time.monotonic() - started
-            log = chart.pod_log(core, airflow_ns, "triggerer")
+            log = pod_log(core, airflow_ns, "triggerer")
             ended = core.read_namespaced_pod("triggerer", airflow_ns)
         finally:
             volcano_cluster.delete_namespace(airflow_ns)

@@ -38,6 +38,7 @@ from kubernetes import client as k8s
 
 from airflow_volcano_wandb.testing.cluster import image, placement, wandb_offline
 from airflow_volcano_wandb.testing.recorder import Recorder
+from test_support.real_pods import pod_log
 from tests.e2e import kubernetes_executor as kx
 from tests.e2e.airflow_stack import REPO, wait_for
 from tests.realpods import in_cluster_identity as chart
@@ -122,9 +123,7 @@ def test_the_manual_dag_under_kubernetes_executor_trains_ddp_across_a_replaced_t
                 """The triggerer pod deleted, the scheduler restarted, the pod created again."""
                 old = core.read_namespaced_pod(kx.TRIGGERER_POD, airflow_ns)
                 restarted["ip"] = old.status.pod_ip
-                pod_logs["airflow-triggerer-replaced"] = chart.pod_log(
-                    core, airflow_ns, kx.TRIGGERER_POD
-                )
+                pod_logs["airflow-triggerer-replaced"] = pod_log(core, airflow_ns, kx.TRIGGERER_POD)
                 core.delete_namespaced_pod(kx.TRIGGERER_POD, airflow_ns)
                 wait_for(lambda: _gone(core, airflow_ns), 180, "the triggerer pod to go")
                 restarted["job"] = _the_job(api, jobs_ns)  # as the old pod's trigger left it
@@ -147,7 +146,7 @@ def test_the_manual_dag_under_kubernetes_executor_trains_ddp_across_a_replaced_t
                 json.dumps(seen.lines_while_deferred, indent=1)
             )
             for pod in [*task_pods, core.read_namespaced_pod(kx.TRIGGERER_POD, airflow_ns)]:
-                pod_logs[pod.metadata.name] = chart.pod_log(core, airflow_ns, pod.metadata.name)
+                pod_logs[pod.metadata.name] = pod_log(core, airflow_ns, pod.metadata.name)
             for name, text in pod_logs.items():
                 (ARTIFACTS / f"{name}.log").write_text(text)
             triggerer = core.read_namespaced_pod(kx.TRIGGERER_POD, airflow_ns)
@@ -250,7 +249,7 @@ def test_the_manual_dag_under_kubernetes_executor_trains_ddp_across_a_replaced_t
 def _phase(core: k8s.CoreV1Api, namespace: str, name: str) -> str:
     phase = core.read_namespaced_pod(name, namespace).status.phase
     if phase in ("Failed", "Succeeded"):
-        raise AssertionError(f"pod {name} ended {phase}:\n{chart.pod_log(core, namespace, name)}")
+        raise AssertionError(f"pod {name} ended {phase}:\n{pod_log(core, namespace, name)}")
     return phase
 
 

@@ -22,6 +22,7 @@ from test_support.cluster_jobs import create_job, custom, job_pods, run_dag, wai
 from test_support.real_pods import (
     completed,
     placed_seed,
+    pod_log,
     rank_job,
 )
 
@@ -188,7 +189,7 @@ def test_a_worker_pod_deleted_mid_training_is_replaced_and_the_ranks_train_again
 
     def master_log() -> str:
         try:
-            return core.read_namespaced_pod_log(f"{name}-master-0", volcano_namespace) or ""
+            return pod_log(core, volcano_namespace, f"{name}-master-0")
         except k8s.ApiException:  # not created or not started yet
             return ""
 
