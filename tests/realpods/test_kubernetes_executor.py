@@ -99,13 +99,7 @@ def test_the_manual_dag_under_kubernetes_executor_trains_ddp_across_a_replaced_t
             )
             stack.write_pod_template()
             stack.start(timeout=600)
-            core.create_namespaced_pod(airflow_ns, stack.triggerer_pod())
-            wait_for(
-                lambda: _phase(core, airflow_ns, kx.TRIGGERER_POD) == "Running",
-                300,
-                "the triggerer pod to run",
-                interval=2,
-            )
+            _start_triggerer(core, stack, airflow_ns)
             wait_for(lambda: stack.api("GET", f"/dags/{DAG_ID}"), 300, f"DAG {DAG_ID}", interval=2)
             stack.api("PATCH", f"/dags/{DAG_ID}", json={"is_paused": False})
             up_after = time.monotonic() - started
@@ -128,13 +122,7 @@ def test_the_manual_dag_under_kubernetes_executor_trains_ddp_across_a_replaced_t
                 wait_for(lambda: _gone(core, airflow_ns), 180, "the triggerer pod to go")
                 restarted["job"] = _the_job(api, jobs_ns)  # as the old pod's trigger left it
                 stack.restart("scheduler")
-                core.create_namespaced_pod(airflow_ns, stack.triggerer_pod())
-                wait_for(
-                    lambda: _phase(core, airflow_ns, kx.TRIGGERER_POD) == "Running",
-                    300,
-                    "the triggerer pod to run again",
-                    interval=2,
-                )
+                _start_triggerer(core, stack, airflow_ns)
 
             with Recorder.pods(api, jobs_ns) as ranks, Recorder.jobs(api, jobs_ns) as jobs:
                 stack.trigger(DAG_ID, run_id, conf)
@@ -244,6 +232,18 @@ def test_the_manual_dag_under_kubernetes_executor_trains_ddp_across_a_replaced_t
     ips |= {triggerer.status.pod_ip, restarted["ip"]}
     refused = chart.refused(audit, user, ips, since=started_at)
     assert not refused, "\n".join(refused)
+
+
+def _start_triggerer(
+    core: k8s.CoreV1Api, stack: kx.KubernetesExecutorStack, namespace: str
+) -> None:
+    core.create_namespaced_pod(namespace, stack.triggerer_pod())
+    wait_for(
+        lambda: _phase(core, namespace, kx.TRIGGERER_POD) == "Running",
+        300,
+        "the triggerer pod to run",
+        interval=2,
+    )
 
 
 def _phase(core: k8s.CoreV1Api, namespace: str, name: str) -> str:
