@@ -20,34 +20,43 @@ var AVW = (function () {
     if (p.eta_seconds) parts.push("ETA " + duration(p.eta_seconds));
     return parts.join(", ");
   }
-  // the metrics' points over steps, as the server read them from the run's history: {metric: [[step, value]]}
+  // the metrics' points over steps, as the server read them from the run's history: {metric: [[step, value]]}.
+  // A band per metric, each on its own scale and labelled with it (a loss and an accuracy share no
+  // axis), over one range of steps.
   function chart(svg, legend, metrics) {
-    var keys = Object.keys(metrics).sort(function (a, b) { return (b.indexOf("loss") >= 0) - (a.indexOf("loss") >= 0); }).slice(0, 4);
+    var keys = Object.keys(metrics).filter(function (k) { return metrics[k].length; })
+      .sort(function (a, b) { return (b.indexOf("loss") >= 0) - (a.indexOf("loss") >= 0); }).slice(0, 4);
     while (svg.firstChild) svg.removeChild(svg.firstChild);
     legend.textContent = "";
-    var W = 640, H = 220, L = 50, B = 24, colors = ["#3182ce", "#dd6b20", "#38a169", "#805ad5"];
-    var ns = "http://www.w3.org/2000/svg";
+    var W = 640, L = 50, BAND = 80, GAP = 16, B = 24, colors = ["#3182ce", "#dd6b20", "#38a169", "#805ad5"];
+    var ns = "http://www.w3.org/2000/svg", H = keys.length * (BAND + GAP) + B;
+    svg.setAttribute("height", keys.length ? H : 0);
+    function label(x, y, text, color) {
+      var tx = document.createElementNS(ns, "text"); tx.setAttribute("x", x); tx.setAttribute("y", y);
+      if (color) tx.style.fill = color;
+      tx.textContent = text; svg.appendChild(tx);
+    }
+    var steps = [].concat.apply([], keys.map(function (k) { return metrics[k].map(function (p) { return p[0]; }); }));
+    var x0 = Math.min.apply(null, steps), x1 = Math.max.apply(null, steps);
     keys.forEach(function (k, i) {
-      var pts = metrics[k];
-      if (!pts.length) return;
-      var x0 = pts[0][0], x1 = pts[pts.length - 1][0] || 1, ys = pts.map(function (p) { return p[1]; });
-      var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);
-      if (y1 === y0) { y1 = y0 + 1; }
+      var pts = metrics[k], top = i * (BAND + GAP) + GAP, ys = pts.map(function (p) { return p[1]; });
+      var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys), flat = y1 === y0;
       var line = document.createElementNS(ns, "polyline");
       line.setAttribute("fill", "none"); line.setAttribute("stroke", colors[i]); line.setAttribute("stroke-width", "2");
       line.setAttribute("data-metric", k);
       line.setAttribute("points", pts.map(function (p) {
         var x = L + (x1 === x0 ? 0 : (p[0] - x0) / (x1 - x0)) * (W - L - 10);
-        var y = H - B - (p[1] - y0) / (y1 - y0) * (H - B - 10);
+        var y = top + (flat ? BAND / 2 : (1 - (p[1] - y0) / (y1 - y0)) * BAND);
         return x.toFixed(1) + "," + y.toFixed(1);
       }).join(" "));
       svg.appendChild(line);
-      if (i === 0) {
-        [[y1, 14], [y0, H - B]].forEach(function (t) { var tx = document.createElementNS(ns, "text"); tx.setAttribute("x", 2); tx.setAttribute("y", t[1]); tx.textContent = Number(t[0]).toPrecision(3); svg.appendChild(tx); });
-        var sx = document.createElementNS(ns, "text"); sx.setAttribute("x", L); sx.setAttribute("y", H - 6); sx.textContent = "step " + x0 + " – " + x1; svg.appendChild(sx);
-      }
-      var item = el("span", "■ " + k + "  "); item.style.color = colors[i]; legend.appendChild(item);
+      label(L, top - 3, k, colors[i]);
+      label(2, top + (flat ? BAND / 2 : 10), Number(y1).toPrecision(3));
+      if (!flat) label(2, top + BAND, Number(y0).toPrecision(3));
+      var item = el("span", "■ " + k + " " + Number(ys[ys.length - 1]).toPrecision(3) + "  ");
+      item.style.color = colors[i]; legend.appendChild(item);
     });
+    if (keys.length) label(L, H - 6, "step " + x0 + " – " + x1);
   }
   // A read of the app's API as the signed-in user: the UI's cookie (Airflow 3.1 and later), else,
   // refused, the token Airflow 3.0's UI keeps in this origin's storage.
