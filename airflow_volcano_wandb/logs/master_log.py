@@ -69,6 +69,10 @@ DEFAULT_MAX_CONCURRENT_FOLLOWS = 50
 #: Seconds between looks at the master pod while there is nothing to stream, and how long a
 #: stream may stay silent before the pod is checked for a restart.
 RECHECK_SECONDS = 30.0
+#: Lines shown per turn of the event loop. A stream delivers a backlog at once (a reopened
+#: stream, a trigger taking over from another triggerer: thousands of lines), and logging each
+#: is synchronous; the triggerer's other triggers must not wait for all of them.
+SHOW_BATCH = 100
 
 _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
     weakref.WeakKeyDictionary()
@@ -246,7 +250,10 @@ class _MasterLog:
                 if not chunk:
                     self._show(name, seen, joiner.flush())
                     return
-                self._show(name, seen, joiner.feed(chunk))
+                lines = joiner.feed(chunk)
+                for start in range(0, len(lines), SHOW_BATCH):
+                    self._show(name, seen, lines[start : start + SHOW_BATCH])
+                    await asyncio.sleep(0)
         finally:
             response.close()
 

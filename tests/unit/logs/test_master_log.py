@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 
 import pytest
 
@@ -397,3 +398,33 @@ def test_a_follow_makes_no_list_of_its_own_while_the_pod_watch_lists():
     listed = asyncio.run(main())
     assert listed == [0, 0]
     assert "[j-master-0] a" in log.lines
+
+
+def test_a_backlog_delivered_at_once_is_shown_a_batch_per_turn_of_the_event_loop():
+    """A reopened stream, or a trigger taking over from another triggerer, reads the master's
+    log from its start in one chunk: the other triggers of the triggerer run between batches."""
+    backlog = b"".join(b"epoch %d\n" % i for i in range(1000))
+    hook = _Hook([_pod()], [_Stream([backlog], open_ended=True)])
+    log = LineLog()
+    shown_at_each_turn = [0]
+
+    async def main() -> None:
+        async def other_trigger() -> None:
+            while True:
+                await asyncio.sleep(0)
+                shown_at_each_turn.append(len(log.lines))
+
+        other = asyncio.create_task(other_trigger())
+        follow = master_log.follow_master_log
+        task = asyncio.create_task(follow(lambda: hook, "j", "ns", log, 10_000, 1 << 20, ()))
+        while len(log.lines) < 1000:
+            await asyncio.sleep(0)
+        for t in (task, other):
+            t.cancel()
+        await asyncio.gather(task, other, return_exceptions=True)
+
+    asyncio.run(main())
+    shown_at_each_turn.append(len(log.lines))
+    assert log.of("j-master-0") == [f"epoch {i}" for i in range(1000)]
+    batches = [b - a for a, b in itertools.pairwise(shown_at_each_turn)]
+    assert max(batches) == master_log.SHOW_BATCH, batches
