@@ -13,7 +13,6 @@ from airflow_volcano_wandb.logs import master_log
 from airflow_volcano_wandb.logs.secret_digest import SecretDigest
 from airflow_volcano_wandb.operators import VolcanoPyTorchJobOperator
 from airflow_volcano_wandb.operators.operator_parts import OperatorParts
-from airflow_volcano_wandb.triggers import VolcanoJobTrigger
 from airflow_volcano_wandb.wandb.key_forms import key_forms
 from test_support.line_log import LineLog
 
@@ -261,101 +260,6 @@ def test_errors_are_logged_and_retried_never_raised():
     _follow(Failing([_pod()], []), log, seconds=0.5)
     assert Failing.calls >= 2
     assert "apiserver down" in log.lines[0]
-
-
-def test_the_trigger_follows_only_when_asked(monkeypatch):
-    started = []
-
-    async def fake_follow(*args, **kwargs):
-        started.append(args[1])
-        await asyncio.Event().wait()
-
-    monkeypatch.setattr(master_log, "follow_master_log", fake_follow)
-
-    async def start(follow: bool):
-        trigger = VolcanoJobTrigger(job_name="j", namespace="ns", follow_master_log=follow)
-        task = await trigger._start_log_follow(None)
-        await asyncio.sleep(0)
-        if task is not None:
-            task.cancel()
-            await asyncio.gather(task, return_exceptions=True)
-        return task
-
-    assert asyncio.run(start(False)) is None
-    assert started == []
-    assert asyncio.run(start(True)).cancelled()
-    assert started == ["j"]
-
-
-def test_the_trigger_logs_progress_once_per_change_of_phase_or_placed_ranks():
-    def job(phase: str, master: dict, worker: dict) -> dict:
-        return {
-            "metadata": {"name": "j", "namespace": "ns", "uid": "u"},
-            "spec": {
-                "tasks": [{"name": "master", "replicas": 1}, {"name": "worker", "replicas": 2}]
-            },
-            "status": {
-                "state": {"phase": phase},
-                "taskStatusCount": {"master": {"phase": master}, "worker": {"phase": worker}},
-            },
-        }
-
-    trigger = VolcanoJobTrigger(job_name="j", namespace="ns")
-    log = LineLog()
-    trigger._log = log
-    calls = JobCallsSeen()
-    for state in (
-        job("Pending", {"Pending": 1}, {"Pending": 2}),
-        job("Pending", {"Running": 1}, {"Pending": 2}),
-        job("Pending", {"Running": 1}, {"Pending": 2}),  # unchanged: no line
-        job("Running", {"Running": 1}, {"Running": 1, "Pending": 1}),
-        job("Running", {"Running": 1}, {"Running": 2}),
-        job("Completed", {"Succeeded": 1}, {"Succeeded": 2}),
-    ):
-        _look(trigger, calls, state)
-    assert log.lines == [
-        "Pending: master 0/1, worker 0/2",
-        "Pending: master 1/1, worker 0/2",
-        "Running: master 1/1, worker 1/2",
-        "Running: master 1/1, worker 2/2",
-        "Completed: master 1/1, worker 2/2",
-    ]
-
-
-def test_the_trigger_wakes_the_follow_when_the_progress_changes():
-    trigger = VolcanoJobTrigger(job_name="j", namespace="ns", follow_master_log=True)
-    job = {
-        "metadata": {"name": "j", "namespace": "ns"},
-        "spec": {"tasks": [{"name": "master", "replicas": 1}]},
-        "status": {"state": {"phase": "Pending"}},
-    }
-    calls = JobCallsSeen()
-    _look(trigger, calls, job)
-    assert trigger._progress_changed.is_set()
-    trigger._progress_changed.clear()
-    _look(trigger, calls, job)  # the same progress again: nothing new to look for
-    assert not trigger._progress_changed.is_set()
-    running = {"master": {"phase": {"Running": 1}}}
-    job["status"] = {"state": {"phase": "Running"}, "taskStatusCount": running}
-    _look(trigger, calls, job)
-    assert trigger._progress_changed.is_set()
-    assert calls.marks == 1  # the whole gang marked once, on the first look that saw it
-
-
-class JobCallsSeen:
-    """The trigger's calls for one look (``step_io.JobCalls``): only the gang mark is made."""
-
-    def __init__(self) -> None:
-        self.marks = 0
-
-    async def annotate(self, job: dict, annotations: dict) -> bool:
-        self.marks += 1
-        return True
-
-
-def _look(trigger: VolcanoJobTrigger, calls: JobCallsSeen, job: dict) -> None:
-    """One step of the trigger on ``job`` as its watch shows it, without a cluster."""
-    asyncio.run(trigger._step(calls, job, trigger.spec.target(), fresh=True, pods=None))
 
 
 class _ListingPodWatch:
