@@ -71,8 +71,9 @@ DEFAULT_MAX_CONCURRENT_FOLLOWS = 50
 RECHECK_SECONDS = 30.0
 #: Lines shown per turn of the event loop. A stream delivers a backlog at once (a reopened
 #: stream, a trigger taking over from another triggerer: thousands of lines), and logging each
-#: is synchronous; the triggerer's other triggers must not wait for all of them.
-SHOW_BATCH = 100
+#: is synchronous (3 ms a line in a loaded triggerer pod); the triggerer's other triggers must
+#: not wait for all of them.
+SHOW_BATCH = 10
 
 _slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = (
     weakref.WeakKeyDictionary()
